@@ -1,0 +1,5 @@
+"""``python -m hpcgnn`` is the ``hpcgnn`` command."""
+
+from hpcgnn.cli.main import run
+
+run()

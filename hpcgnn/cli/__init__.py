@@ -1,0 +1,1 @@
+"""The ``hpcgnn`` command line."""

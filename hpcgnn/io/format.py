@@ -1,0 +1,60 @@
+"""The hpcgnn HDF5 graph format: names, version and dtypes in one place.
+
+See ``docs/format.md`` for the user-facing description. Every reader and writer in the
+package takes its dataset names from here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+FORMAT_NAME = "hpcgnn-graph"
+FORMAT_VERSION = 1
+
+# Root attributes.
+ATTR_FORMAT = "format"
+ATTR_VERSION = "format_version"
+ATTR_NUM_NODES = "num_nodes"
+ATTR_NUM_EDGES = "num_edges"
+ATTR_NUM_FEATURES = "num_features"
+ATTR_NUM_CLASSES = "num_classes"
+ATTR_DIRECTED = "directed"
+ATTR_NAME = "name"
+ATTR_SOURCE = "source"
+
+# Groups and datasets.
+ADJACENCY = "adjacency"  # CSR of A: row i lists the targets j of edges i -> j
+ADJACENCY_T = "adjacency_t"  # CSR of A^T (row j lists the sources of edges into j); directed only
+INDPTR = "indptr"
+INDICES = "indices"
+FEATURES = "features"
+LABELS = "labels"
+MASKS = "masks"
+MASK_NAMES = ("train", "val", "test")
+NODE_IDS = "node_ids"
+PARTITION = "partition"
+PART_OFFSETS = "offsets"
+PART_PERM = "perm"
+
+INDPTR_DTYPE = np.dtype(np.int64)
+LABEL_DTYPE = np.dtype(np.int64)
+NODE_ID_DTYPE = np.dtype(np.int64)
+FEATURE_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+UNLABELLED = -1
+
+# Storage layout: 1-D datasets are chunked by this many elements, feature rows by enough
+# rows to make a chunk of about this many bytes.
+CHUNK_ELEMENTS = 1 << 18
+FEATURE_CHUNK_BYTES = 1 << 20
+COMPRESSION = "gzip"
+COMPRESSION_LEVEL = 1
+
+
+def index_dtype(num_nodes: int) -> np.dtype:
+    """Return the narrowest signed integer dtype that holds vertex ids below ``num_nodes``."""
+    return np.dtype(np.int32) if num_nodes < 2**31 else np.dtype(np.int64)
+
+
+def feature_chunk_rows(num_features: int, itemsize: int = 4) -> int:
+    """Rows per HDF5 chunk of the feature matrix."""
+    return max(1, FEATURE_CHUNK_BYTES // max(1, num_features * itemsize))

@@ -1,0 +1,238 @@
+"""Block reader of the HDF5 graph format.
+
+Every read is a hyperslab of the rows a rank owns: opening a file reads only metadata,
+and :meth:`GraphFile.read_csr` touches ``indptr[lo:hi+1]`` and the matching slice of
+``indices``, so a rank's memory is proportional to its block, never to the whole graph.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import h5py
+import numpy as np
+import scipy.sparse as sp
+
+from hpcgnn.errors import InputError
+from hpcgnn.io import format as fmt
+
+
+@dataclass(frozen=True)
+class GraphMeta:
+    """Sizes and flags of a graph file (from its attributes and dataset shapes)."""
+
+    path: str
+    num_nodes: int
+    num_edges: int
+    num_features: int
+    num_classes: int
+    directed: bool
+    name: str
+    feature_dtype: np.dtype
+    format_version: int
+    partition_offsets: tuple[int, ...] | None
+    partition_method: str | None
+
+
+class GraphFile:
+    """An open graph file; read blocks of it.
+
+    Parameters
+    ----------
+    path
+        A file written by ``hpcgnn prepare`` or ``hpcgnn partition``.
+
+    Raises
+    ------
+    InputError
+        If the file is missing, not HDF5, truncated, of a newer format version, or lacks a
+        dataset or has one of the wrong shape or dtype. Contents (index ranges, NaN
+        values, monotonicity) are checked by :func:`hpcgnn.io.validate.validate_file`.
+    """
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = str(path)
+        if not Path(path).exists():
+            raise InputError(f"{self.path}: no such file")
+        try:
+            self._h5 = h5py.File(self.path, "r")
+        except OSError as err:
+            raise InputError(
+                f"{self.path}: not a readable HDF5 file (truncated or corrupt?): {err}"
+            ) from err
+        try:
+            self.meta = self._read_meta()
+        except Exception:
+            self._h5.close()
+            raise
+
+    def __enter__(self) -> GraphFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the underlying HDF5 file."""
+        if self._h5.id.valid:
+            self._h5.close()
+
+    # -- metadata ------------------------------------------------------------------------
+    def _fail(self, what: str) -> InputError:
+        return InputError(f"{self.path}: {what}")
+
+    def _attr(self, name: str, kind: type) -> object:
+        if name not in self._h5.attrs:
+            raise self._fail(f"missing root attribute '{name}'")
+        value = self._h5.attrs[name]
+        if kind is str:
+            return value.decode() if isinstance(value, bytes) else str(value)
+        try:
+            if kind is bool:
+                return bool(value)
+            return int(value)
+        except (TypeError, ValueError) as err:
+            raise self._fail(f"attribute '{name}' is not an integer: {value!r}") from err
+
+    def dataset(self, name: str, shape: tuple[int | None, ...], kinds: str) -> h5py.Dataset:
+        """Return dataset ``name`` after checking its shape and dtype kind.
+
+        Parameters
+        ----------
+        name
+            HDF5 path inside the file.
+        shape
+            Expected shape; ``None`` entries are not checked.
+        kinds
+            Allowed ``numpy.dtype.kind`` letters, e.g. ``"iu"`` for integers.
+        """
+        obj = self._h5.get(name)
+        if obj is None:
+            raise self._fail(f"missing dataset '{name}'")
+        if not isinstance(obj, h5py.Dataset):
+            raise self._fail(f"'{name}' is not a dataset")
+        if obj.dtype.kind not in kinds:
+            raise self._fail(f"dataset '{name}' has dtype {obj.dtype}, expected kind '{kinds}'")
+        if len(obj.shape) != len(shape) or any(
+            want is not None and got != want for got, want in zip(obj.shape, shape, strict=True)
+        ):
+            want_s = "(" + ", ".join("*" if s is None else str(s) for s in shape) + ")"
+            raise self._fail(f"dataset '{name}' has shape {obj.shape}, expected {want_s}")
+        return obj
+
+    def _read_meta(self) -> GraphMeta:
+        fmt_name = self._attr(fmt.ATTR_FORMAT, str)
+        if fmt_name != fmt.FORMAT_NAME:
+            raise self._fail(f"not an hpcgnn graph file (format attribute is '{fmt_name}')")
+        version = self._attr(fmt.ATTR_VERSION, int)
+        if version > fmt.FORMAT_VERSION:
+            raise self._fail(
+                f"format version {version} is newer than this hpcgnn reads "
+                f"({fmt.FORMAT_VERSION}); upgrade hpcgnn"
+            )
+        if version < 1:
+            raise self._fail(f"invalid format version {version}")
+        n = self._attr(fmt.ATTR_NUM_NODES, int)
+        nnz = self._attr(fmt.ATTR_NUM_EDGES, int)
+        f = self._attr(fmt.ATTR_NUM_FEATURES, int)
+        c = self._attr(fmt.ATTR_NUM_CLASSES, int)
+        directed = self._attr(fmt.ATTR_DIRECTED, bool)
+        name = self._attr(fmt.ATTR_NAME, str) if fmt.ATTR_NAME in self._h5.attrs else ""
+        if n <= 0 or nnz < 0 or f <= 0 or c <= 0:
+            raise self._fail(
+                f"invalid sizes: num_nodes={n}, num_edges={nnz}, num_features={f}, num_classes={c}"
+            )
+        groups = [fmt.ADJACENCY] + ([fmt.ADJACENCY_T] if directed else [])
+        for g in groups:
+            self.dataset(f"{g}/{fmt.INDPTR}", (n + 1,), "iu")
+            self.dataset(f"{g}/{fmt.INDICES}", (nnz,), "iu")
+        feats = self.dataset(fmt.FEATURES, (n, f), "f")
+        self.dataset(fmt.LABELS, (n,), "iu")
+        for m in fmt.MASK_NAMES:
+            self.dataset(f"{fmt.MASKS}/{m}", (n,), "biu")
+        self.dataset(fmt.NODE_IDS, (n,), "iu")
+        offsets = method = None
+        if fmt.PARTITION in self._h5:
+            off = self.dataset(f"{fmt.PARTITION}/{fmt.PART_OFFSETS}", (None,), "iu")[()]
+            self.dataset(f"{fmt.PARTITION}/{fmt.PART_PERM}", (n,), "iu")
+            if len(off) < 2 or off[0] != 0 or off[-1] != n or np.any(np.diff(off) < 0):
+                raise self._fail(f"partition offsets {off.tolist()[:8]} are not 0 <= ... <= {n}")
+            offsets = tuple(int(x) for x in off)
+            method = str(self._h5[fmt.PARTITION].attrs.get("method", ""))
+        return GraphMeta(
+            path=self.path, num_nodes=n, num_edges=nnz, num_features=f, num_classes=c,
+            directed=directed, name=name, feature_dtype=feats.dtype, format_version=version,
+            partition_offsets=offsets, partition_method=method,
+        )
+
+    # -- block reads ---------------------------------------------------------------------
+    def _read(self, name: str, sel: slice | tuple) -> np.ndarray:
+        try:
+            return self._h5[name][sel]
+        except (OSError, ValueError, KeyError) as err:
+            raise self._fail(f"cannot read dataset '{name}' (truncated or corrupt?): {err}") from err
+
+    def read_indptr(self, row_lo: int, row_hi: int, transpose: bool = False) -> np.ndarray:
+        """Return ``indptr[row_lo : row_hi + 1]`` of ``A`` (or ``A^T``) as int64."""
+        group = self._adjacency_group(transpose)
+        return self._read(f"{group}/{fmt.INDPTR}", slice(row_lo, row_hi + 1)).astype(np.int64)
+
+    def read_csr(self, row_lo: int, row_hi: int, transpose: bool = False) -> sp.csr_matrix:
+        """Read rows ``[row_lo, row_hi)`` of ``A`` (or of ``A^T``) as an unweighted CSR block.
+
+        The result has shape ``(row_hi - row_lo, num_nodes)`` and float32 ones as values.
+        Indices are checked to lie in range; ``indptr`` to be monotone over the block.
+        """
+        n = self.meta.num_nodes
+        if not 0 <= row_lo <= row_hi <= n:
+            raise ValueError(f"row range [{row_lo}, {row_hi}) outside [0, {n})")
+        group = self._adjacency_group(transpose)
+        ptr = self.read_indptr(row_lo, row_hi, transpose)
+        if np.any(np.diff(ptr) < 0) or ptr[0] < 0 or ptr[-1] > self.meta.num_edges:
+            raise self._fail(f"'{group}/{fmt.INDPTR}' is not monotone within [0, num_edges]")
+        idx = self._read(f"{group}/{fmt.INDICES}", slice(int(ptr[0]), int(ptr[-1])))
+        if idx.size and (idx.min() < 0 or idx.max() >= n):
+            bad = idx.min() if idx.min() < 0 else idx.max()
+            raise self._fail(f"'{group}/{fmt.INDICES}' has vertex id {bad} out of range [0, {n})")
+        data = np.ones(idx.size, dtype=np.float32)
+        return sp.csr_matrix((data, idx, ptr - ptr[0]), shape=(row_hi - row_lo, n))
+
+    def read_features(self, row_lo: int, row_hi: int) -> np.ndarray:
+        """Read feature rows ``[row_lo, row_hi)``; fails on NaN or Inf."""
+        x = self._read(fmt.FEATURES, np.s_[row_lo:row_hi])
+        if not np.isfinite(x).all():
+            bad = int(row_lo + np.argwhere(~np.isfinite(x))[0, 0])
+            raise self._fail(f"features contain NaN or Inf (first at vertex {bad})")
+        return x
+
+    def read_labels(self, row_lo: int, row_hi: int) -> np.ndarray:
+        """Read class ids of rows ``[row_lo, row_hi)`` (``-1`` = unlabelled)."""
+        y = self._read(fmt.LABELS, slice(row_lo, row_hi)).astype(np.int64)
+        c = self.meta.num_classes
+        if y.size and (y.min() < fmt.UNLABELLED or y.max() >= c):
+            bad = y.min() if y.min() < fmt.UNLABELLED else y.max()
+            raise self._fail(f"label {bad} out of range [0, {c})")
+        return y
+
+    def read_mask(self, name: str, row_lo: int, row_hi: int) -> np.ndarray:
+        """Read the ``train``, ``val`` or ``test`` mask of rows ``[row_lo, row_hi)``."""
+        if name not in fmt.MASK_NAMES:
+            raise ValueError(f"unknown mask {name!r}")
+        return self._read(f"{fmt.MASKS}/{name}", slice(row_lo, row_hi)).astype(bool)
+
+    def read_node_ids(self, row_lo: int, row_hi: int) -> np.ndarray:
+        """Read the original ids of rows ``[row_lo, row_hi)``."""
+        return self._read(fmt.NODE_IDS, slice(row_lo, row_hi)).astype(np.int64)
+
+    def read_partition_perm(self) -> np.ndarray:
+        """Read the whole partition permutation (``perm[new] = old``)."""
+        if self.meta.partition_offsets is None:
+            raise self._fail("file has no partition")
+        return self._read(f"{fmt.PARTITION}/{fmt.PART_PERM}", slice(None)).astype(np.int64)
+
+    def _adjacency_group(self, transpose: bool) -> str:
+        if transpose and self.meta.directed:
+            return fmt.ADJACENCY_T
+        return fmt.ADJACENCY

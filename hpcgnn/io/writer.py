@@ -1,0 +1,262 @@
+"""Streaming writer of the HDF5 graph format.
+
+The file is written under a temporary name and renamed into place only when every
+required part has been written, so an interrupted ``prepare`` never leaves a file that
+looks complete.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+from hpcgnn import __version__
+from hpcgnn.errors import InputError
+from hpcgnn.io import format as fmt
+from hpcgnn.io.edges import CsrRows, EdgeSorter
+from hpcgnn.utils.progress import Progress
+
+
+def _dataset_options(shape: tuple[int, ...], chunks: tuple[int, ...]) -> dict:
+    if 0 in shape:
+        return {}
+    chunks = tuple(max(1, min(c, s)) for c, s in zip(chunks, shape, strict=True))
+    return {
+        "chunks": chunks,
+        "compression": fmt.COMPRESSION,
+        "compression_opts": fmt.COMPRESSION_LEVEL,
+        "shuffle": True,
+    }
+
+
+class GraphFileWriter:
+    """Write one graph file, part by part, in bounded memory.
+
+    Parameters
+    ----------
+    path
+        Destination ``.h5`` file; written as ``path + ".partial"`` and renamed on success.
+    num_nodes, num_features, num_classes
+        Sizes of the graph.
+    directed
+        Whether ``A^T`` differs from ``A`` (then both CSRs are stored).
+    name, source
+        Free-text dataset name and provenance, kept as attributes.
+    feature_dtype
+        ``float32`` (default) or ``float64``.
+
+    Examples
+    --------
+    >>> with GraphFileWriter("g.h5", num_nodes=n, num_features=f, num_classes=c,
+    ...                      directed=False) as w:          # doctest: +SKIP
+    ...     w.write_adjacency(sorter)
+    ...     w.write_features(0, x)
+    ...     w.write_labels(y)
+    ...     w.write_masks(train, val, test)
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        *,
+        num_nodes: int,
+        num_features: int,
+        num_classes: int,
+        directed: bool,
+        name: str = "",
+        source: str = "",
+        feature_dtype: np.dtype | type = np.float32,
+        show_progress: bool = True,
+    ) -> None:
+        self.path = Path(path)
+        self.tmp_path = self.path.with_name(self.path.name + ".partial")
+        self.num_nodes = int(num_nodes)
+        self.num_features = int(num_features)
+        self.num_classes = int(num_classes)
+        self.directed = bool(directed)
+        self.show_progress = show_progress
+        self.feature_dtype = np.dtype(feature_dtype)
+        if self.feature_dtype not in fmt.FEATURE_DTYPES:
+            raise InputError(f"features must be float32 or float64, got {self.feature_dtype}")
+        if self.num_nodes <= 0 or self.num_features <= 0 or self.num_classes <= 0:
+            raise InputError(
+                f"nodes, features and classes must be positive, got {self.num_nodes}, "
+                f"{self.num_features}, {self.num_classes}"
+            )
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._h5 = h5py.File(self.tmp_path, "w")
+        self._written: set[str] = set()
+        self._num_edges: int | None = None
+        root = self._h5.attrs
+        root[fmt.ATTR_FORMAT] = fmt.FORMAT_NAME
+        root[fmt.ATTR_VERSION] = fmt.FORMAT_VERSION
+        root[fmt.ATTR_NUM_NODES] = self.num_nodes
+        root[fmt.ATTR_NUM_FEATURES] = self.num_features
+        root[fmt.ATTR_NUM_CLASSES] = self.num_classes
+        root[fmt.ATTR_DIRECTED] = self.directed
+        root[fmt.ATTR_NAME] = name
+        root[fmt.ATTR_SOURCE] = source
+        root["created_by"] = f"hpcgnn {__version__}"
+        self._features = self._h5.create_dataset(
+            fmt.FEATURES,
+            shape=(self.num_nodes, self.num_features),
+            dtype=self.feature_dtype,
+            **_dataset_options(
+                (self.num_nodes, self.num_features),
+                (fmt.feature_chunk_rows(self.num_features, self.feature_dtype.itemsize),
+                 self.num_features),
+            ),
+        )
+        self._features_rows = 0
+
+    # -- context management -------------------------------------------------------------
+    def __enter__(self) -> GraphFileWriter:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is None:
+            self.finish()
+        else:
+            self.abort()
+
+    def abort(self) -> None:
+        """Close and delete the partial file."""
+        if self._h5.id.valid:
+            self._h5.close()
+        self.tmp_path.unlink(missing_ok=True)
+
+    def finish(self) -> None:
+        """Check that every required part was written, close, and rename into place."""
+        missing = {fmt.ADJACENCY, fmt.LABELS, fmt.MASKS} - self._written
+        if self.directed:
+            missing |= {fmt.ADJACENCY_T} - self._written
+        if self._features_rows != self.num_nodes:
+            missing.add(f"features (rows written {self._features_rows}/{self.num_nodes})")
+        if missing:
+            self.abort()
+            raise InputError(f"graph file incomplete, not written: missing {sorted(missing)}")
+        if fmt.NODE_IDS not in self._written:
+            self.write_node_ids(np.arange(self.num_nodes, dtype=fmt.NODE_ID_DTYPE))
+        self._h5.attrs[fmt.ATTR_NUM_EDGES] = int(self._num_edges or 0)
+        self._h5.close()
+        os.replace(self.tmp_path, self.path)
+
+    # -- parts --------------------------------------------------------------------------
+    def write_csr(self, group: str, blocks: Iterable[CsrRows]) -> int:
+        """Write a CSR matrix given as consecutive row blocks; return its number of nonzeros.
+
+        Parameters
+        ----------
+        group
+            ``format.ADJACENCY`` or ``format.ADJACENCY_T``.
+        blocks
+            Row blocks in order, covering rows ``0 .. num_nodes - 1`` exactly.
+        """
+        n = self.num_nodes
+        g = self._h5.create_group(group)
+        indptr = g.create_dataset(
+            fmt.INDPTR, shape=(n + 1,), dtype=fmt.INDPTR_DTYPE,
+            **_dataset_options((n + 1,), (fmt.CHUNK_ELEMENTS,)),
+        )
+        idx_dtype = fmt.index_dtype(n)
+        indices = g.create_dataset(
+            fmt.INDICES, shape=(0,), maxshape=(None,), dtype=idx_dtype,
+            chunks=(fmt.CHUNK_ELEMENTS,), compression=fmt.COMPRESSION,
+            compression_opts=fmt.COMPRESSION_LEVEL, shuffle=True,
+        )
+        indptr[0] = 0
+        nnz = 0
+        next_row = 0
+        with Progress(f"writing {group}", n, "rows", enabled=self.show_progress) as bar:
+            for block in blocks:
+                if block.row_start != next_row:
+                    raise InputError(f"CSR rows out of order: expected {next_row}, got {block.row_start}")
+                rows = len(block.counts)
+                ends = nnz + np.cumsum(block.counts, dtype=np.int64)
+                indptr[next_row + 1 : next_row + 1 + rows] = ends
+                k = len(block.indices)
+                if k:
+                    indices.resize((nnz + k,))
+                    indices[nnz : nnz + k] = block.indices.astype(idx_dtype, copy=False)
+                nnz += k
+                next_row += rows
+                bar.update(rows)
+        if next_row != n:
+            raise InputError(f"CSR covers {next_row} rows, expected {n}")
+        self._written.add(group)
+        if group == fmt.ADJACENCY:
+            self._num_edges = nnz
+        return nnz
+
+    def write_adjacency(self, sorter: EdgeSorter) -> int:
+        """Write ``A`` (and ``A^T`` for directed graphs) from an :class:`EdgeSorter`."""
+        if sorter.directed != self.directed:
+            raise ValueError("sorter and writer disagree on directedness")
+        nnz = self.write_csr(fmt.ADJACENCY, sorter.rows())
+        if self.directed:
+            nnz_t = self.write_csr(fmt.ADJACENCY_T, sorter.transpose_rows())
+            if nnz_t != nnz:
+                raise InputError(f"A has {nnz} entries but A^T has {nnz_t}")
+        return nnz
+
+    def write_features(self, start: int, block: np.ndarray) -> None:
+        """Write feature rows ``[start, start + len(block))``; call in row order."""
+        block = np.asarray(block)
+        if block.ndim != 2 or block.shape[1] != self.num_features:
+            raise InputError(f"feature block has shape {block.shape}, expected (*, {self.num_features})")
+        if start != self._features_rows:
+            raise InputError(f"feature rows out of order: expected {self._features_rows}, got {start}")
+        if not np.isfinite(block).all():
+            raise InputError("features contain NaN or Inf")
+        self._features[start : start + len(block)] = block.astype(self.feature_dtype, copy=False)
+        self._features_rows += len(block)
+
+    def write_labels(self, labels: np.ndarray) -> None:
+        """Write one class id per vertex (``-1`` for unlabelled vertices)."""
+        labels = np.asarray(labels)
+        if labels.shape != (self.num_nodes,):
+            raise InputError(f"labels have shape {labels.shape}, expected ({self.num_nodes},)")
+        if labels.size and (labels.min() < fmt.UNLABELLED or labels.max() >= self.num_classes):
+            raise InputError(f"labels out of range [0, {self.num_classes})")
+        self._write_1d(fmt.LABELS, labels.astype(fmt.LABEL_DTYPE))
+
+    def write_masks(self, train: np.ndarray, val: np.ndarray, test: np.ndarray) -> None:
+        """Write boolean train/val/test masks of length ``num_nodes``."""
+        g = self._h5.create_group(fmt.MASKS)
+        for name, mask in zip(fmt.MASK_NAMES, (train, val, test), strict=True):
+            mask = np.asarray(mask, dtype=bool)
+            if mask.shape != (self.num_nodes,):
+                raise InputError(f"{name} mask has shape {mask.shape}, expected ({self.num_nodes},)")
+            g.create_dataset(name, data=mask, **_dataset_options(mask.shape, (fmt.CHUNK_ELEMENTS,)))
+        self._written.add(fmt.MASKS)
+
+    def write_node_ids(self, node_ids: np.ndarray) -> None:
+        """Write the original id of every vertex (default: ``0 .. n-1``)."""
+        node_ids = np.asarray(node_ids, dtype=fmt.NODE_ID_DTYPE)
+        if node_ids.shape != (self.num_nodes,):
+            raise InputError(f"node ids have shape {node_ids.shape}, expected ({self.num_nodes},)")
+        self._write_1d(fmt.NODE_IDS, node_ids)
+
+    def write_partition(
+        self, offsets: np.ndarray, perm: np.ndarray, method: str, edge_cut: int
+    ) -> None:
+        """Record a vertex partition: part ``k`` owns ids ``offsets[k] .. offsets[k+1]-1``.
+
+        ``perm[new_id]`` is the id of the vertex in the file that was partitioned.
+        """
+        g = self._h5.create_group(fmt.PARTITION)
+        g.create_dataset(fmt.PART_OFFSETS, data=np.asarray(offsets, dtype=np.int64))
+        perm = np.asarray(perm, dtype=np.int64)
+        g.create_dataset(fmt.PART_PERM, data=perm, **_dataset_options(perm.shape, (fmt.CHUNK_ELEMENTS,)))
+        g.attrs["method"] = method
+        g.attrs["num_parts"] = len(offsets) - 1
+        g.attrs["edge_cut"] = int(edge_cut)
+        self._written.add(fmt.PARTITION)
+
+    def _write_1d(self, name: str, data: np.ndarray) -> None:
+        self._h5.create_dataset(name, data=data, **_dataset_options(data.shape, (fmt.CHUNK_ELEMENTS,)))
+        self._written.add(name)

@@ -1,0 +1,81 @@
+"""Test harness shared by serial and MPI runs.
+
+Run serially with ``pytest`` or at N ranks with
+``mpiexec -n N python -m mpi4py -m pytest --with-mpi``. Under MPI only rank 0 reports to
+the terminal; the other ranks write their reports to ``$HPCGNN_TEST_LOGDIR`` (default:
+the system temp dir) so a rank-local failure can still be read. Assertions that depend
+on rank-local data go through :func:`assert_all`, so a failure on one rank fails the test
+on every rank instead of deadlocking the next collective.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tests.graphs import write_random_graph
+
+
+def _mpi_rank() -> int:
+    if "--with-mpi" not in os.sys.argv:  # type: ignore[attr-defined]
+        return 0
+    from mpi4py import MPI
+
+    return MPI.COMM_WORLD.Get_rank()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    rank = _mpi_rank()
+    if rank == 0:
+        return
+    from _pytest.terminal import TerminalReporter
+
+    logdir = Path(os.environ.get("HPCGNN_TEST_LOGDIR", tempfile.gettempdir()))
+    logdir.mkdir(parents=True, exist_ok=True)
+    log = open(logdir / f"hpcgnn-pytest-rank{rank}.log", "w")  # noqa: SIM115 (lives for the run)
+    old = config.pluginmanager.get_plugin("terminalreporter")
+    if old is not None:
+        config.pluginmanager.unregister(old, "terminalreporter")
+    config.pluginmanager.register(TerminalReporter(config, log), "terminalreporter")
+
+
+@pytest.fixture
+def world():
+    """A duplicate of COMM_WORLD wrapped in the instrumented layer (freed after the test)."""
+    from hpcgnn.comm import Comm
+
+    comm = Comm.world()
+    yield comm
+    comm.free()
+
+
+def assert_all(comm, ok: bool, message: str = "") -> None:
+    """Collective assertion: fails on every rank if ``ok`` is false on any rank."""
+    from mpi4py import MPI
+
+    bad = comm.mpi.allreduce(0 if ok else 1, op=MPI.SUM)
+    assert bad == 0, f"{message} (failed on {bad} rank(s))"
+
+
+@pytest.fixture
+def shared_tmp(tmp_path: Path, world) -> Path:
+    """A temporary directory that every rank of the run sees (rank 0's ``tmp_path``)."""
+    return Path(world.mpi.bcast(str(tmp_path), root=0))
+
+
+@pytest.fixture
+def graph_file(shared_tmp: Path, world):
+    """Factory: ``graph_file(n=..., directed=..., seed=...)`` writes a small graph on rank 0."""
+
+    def make(name: str = "g.h5", **kwargs) -> Path:
+        path = shared_tmp / name
+        if world.rank == 0:
+            write_random_graph(path, **kwargs)
+        world.mpi.Barrier()
+        return path
+
+    return make

@@ -1,0 +1,64 @@
+# hpcgnn: the two entry points are `make run` (the main job) and `make test` (the suite).
+# Both create or reuse the virtual environment $(VENV) and install everything into it.
+#
+#   make run                 4-rank training run on the generated default graph
+#   make run NP=8 ALGO=1d    other rank counts / algorithms
+#   make test                the whole test suite, serially and at 1, 2, 3 and 4 ranks
+#
+# Cluster MPI instead of the bundled MPICH wheel:  make setup MPI=system  (builds mpi4py
+# against the `mpicc` on PATH) and  make run MPIEXEC="srun" .
+
+PYTHON  ?= python3
+VENV    ?= .venv
+PY      := $(VENV)/bin/python
+MPI     ?= wheel
+MPIEXEC ?= $(VENV)/bin/mpiexec
+NP      ?= 4
+ALGO    ?= 1d
+EPOCHS  ?= 50
+GRAPH   ?= inputs/default.h5
+RUNDIR  ?= runs/default
+TEST_RANKS ?= 1 2 3 4
+PYTEST_ARGS ?= -q
+
+ifeq ($(MPI),system)
+EXTRAS := test-system-mpi
+else
+EXTRAS := test
+endif
+
+.PHONY: setup run test lint ptx clean-venv
+
+$(VENV)/.installed-$(MPI): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+ifeq ($(MPI),system)
+	$(PY) -m pip install -q --no-binary=mpi4py --no-cache-dir mpi4py
+endif
+	$(PY) -m pip install -q -e '.[$(EXTRAS)]'
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+setup: $(VENV)/.installed-$(MPI)
+
+$(GRAPH): | setup
+	$(VENV)/bin/hpcgnn prepare synthetic --generator sbm --nodes 20000 --avg-degree 16 \
+		--features 64 --classes 8 --seed 0 --out $(GRAPH)
+
+run: setup $(GRAPH)
+	mkdir -p $(RUNDIR)
+	$(MPIEXEC) -n $(NP) $(VENV)/bin/hpcgnn train $(GRAPH) --algo $(ALGO) --epochs $(EPOCHS) \
+		--layers 2 --hidden 64 --threads 1 --metrics $(RUNDIR)/metrics.json
+
+test: setup
+	$(PY) -m pytest $(PYTEST_ARGS)
+	set -e; for n in $(TEST_RANKS); do \
+		echo "== MPI tests at $$n rank(s)"; \
+		$(MPIEXEC) -n $$n $(PY) -m mpi4py -m pytest --with-mpi --only-mpi $(PYTEST_ARGS); \
+	done
+
+lint: setup
+	$(VENV)/bin/ruff check hpcgnn tests perf
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,60 @@
+"""GCN normalisation of the adjacency matrix, computable block by block.
+
+We use ``Â = D_r^{-1/2} (A + I) D_c^{-1/2}`` with ``D_r`` the row sums (out-degree + 1)
+and ``D_c`` the column sums (in-degree + 1) of ``A + I``. For an undirected graph both
+equal the usual ``D^{-1/2} (A + I) D^{-1/2}``. Forward propagation multiplies by ``Â^T``
+(aggregating over in-neighbours), backward by ``Â``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+
+def degrees_from_indptr(indptr: np.ndarray) -> np.ndarray:
+    """Degrees of ``A + I`` for the rows described by a CSR ``indptr`` slice."""
+    return np.diff(indptr).astype(np.float64) + 1.0
+
+
+def normalize_block(
+    block: sp.csr_matrix,
+    row_offset: int,
+    row_deg: np.ndarray,
+    col_deg: np.ndarray,
+    dtype: np.dtype | type = np.float32,
+) -> sp.csr_matrix:
+    """Normalise rows ``[row_offset, row_offset + block.shape[0])`` of a matrix like ``A``.
+
+    Parameters
+    ----------
+    block
+        Unweighted CSR rows of ``A`` (or of ``A^T``), all ``n`` columns, no self loops.
+    row_offset
+        Global id of the block's first row (its diagonal entries get the self loop).
+    row_deg
+        ``A + I`` degrees of the block's rows (length ``block.shape[0]``) as seen from the
+        row side of this matrix: out-degree + 1 for ``A``, in-degree + 1 for ``A^T``.
+    col_deg
+        The other-side degrees of *all* ``n`` columns.
+    dtype
+        Value dtype of the result.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix
+        ``diag(row_deg)^{-1/2} (block + I_block) diag(col_deg)^{-1/2}``, columns sorted.
+    """
+    rows = block.shape[0]
+    eye = sp.csr_matrix(
+        (np.ones(rows, dtype=np.float32), np.arange(row_offset, row_offset + rows), np.arange(rows + 1)),
+        shape=block.shape,
+    )
+    a = (block + eye).tocsr()
+    a.sum_duplicates()
+    a.sort_indices()
+    r = 1.0 / np.sqrt(np.asarray(row_deg, dtype=np.float64))
+    c = 1.0 / np.sqrt(np.asarray(col_deg, dtype=np.float64))
+    counts = np.diff(a.indptr)
+    a.data = (np.repeat(r, counts) * c[a.indices]).astype(dtype)
+    return a

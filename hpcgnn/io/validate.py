@@ -1,0 +1,544 @@
+"""Full validation of a graph file, streamed in blocks, with the statistics ``hpcgnn info`` shows.
+
+:class:`~hpcgnn.io.reader.GraphFile` checks the header when a file is opened (format
+name and version, every dataset present with the right shape and dtype kind).
+:func:`validate_file` adds every check on the *contents*:
+
+* each CSR: ``indptr`` starts at 0, never decreases and ends at ``num_edges``; every
+  column index lies in ``[0, num_nodes)``;
+* undirected graphs: ``A`` is symmetric; directed graphs: ``adjacency_t`` holds exactly the
+  entries of ``A^T`` (per-vertex degrees compared exactly, the edge sets through an
+  order-independent 64-bit fingerprint of all entries);
+* features are finite; labels lie in ``[-1, num_classes)``; every vertex of a mask is
+  labelled; the train, val and test masks are disjoint; original vertex ids are unique;
+* a partition (if present): ``offsets`` run from 0 to ``num_nodes`` without decreasing and
+  ``perm`` is a permutation of ``0 .. num_nodes - 1``.
+
+Self loops, duplicate entries and rows whose column indices are not sorted do not make a
+file invalid (the GCN normalisation adds self loops itself and duplicates only change
+edge weights); they are counted and reported as warnings.
+
+Edges and features are read in blocks of about :data:`EDGE_BLOCK` entries and
+:data:`FEATURE_BLOCK_BYTES` bytes, so memory is O(num_nodes) for the per-vertex counts plus
+one block, never O(num_edges). Every problem raises :class:`~hpcgnn.errors.InputError`
+with one line, ``"<path>: <what is wrong>"``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from hpcgnn.errors import InputError
+from hpcgnn.io import format as fmt
+from hpcgnn.io.reader import GraphFile, GraphMeta
+from hpcgnn.utils.progress import Progress
+
+#: Column indices read per block (at most; a single longer row is read whole).
+EDGE_BLOCK = 1 << 22
+#: Rows of ``indptr``, labels and masks read per block.
+ROW_BLOCK = 1 << 20
+#: Bytes of feature rows read per block.
+FEATURE_BLOCK_BYTES = 1 << 26
+
+_U64 = np.uint64
+_MASK64 = (1 << 64) - 1
+
+
+@dataclass(frozen=True)
+class DegreeSummary:
+    """Distribution of one kind of vertex degree.
+
+    Attributes
+    ----------
+    minimum, maximum
+        Smallest and largest degree.
+    mean, median
+        Average and median degree.
+    zero
+        Number of vertices of degree 0.
+
+    """
+
+    minimum: int
+    mean: float
+    median: float
+    maximum: int
+    zero: int
+
+    @classmethod
+    def of(cls, degrees: np.ndarray) -> DegreeSummary:
+        """Summarise a non-empty array of degrees."""
+        return cls(
+            minimum=int(degrees.min()),
+            mean=float(degrees.mean()),
+            median=float(np.median(degrees)),
+            maximum=int(degrees.max()),
+            zero=int(np.count_nonzero(degrees == 0)),
+        )
+
+
+@dataclass(frozen=True)
+class PartitionSummary:
+    """The vertex partition recorded in a file.
+
+    Attributes
+    ----------
+    method
+        How it was computed (``block``, ``random`` or ``metis``).
+    sizes
+        Vertices per part.
+    edges
+        Stored entries of ``A`` per part (the out-edges of its rows).
+    edge_cut
+        Edges whose endpoints lie in different parts, recomputed from the file (directed:
+        entries of ``A``; undirected: each undirected edge counted once).
+
+    """
+
+    method: str
+    sizes: tuple[int, ...]
+    edges: tuple[int, ...]
+    edge_cut: int
+
+    @property
+    def num_parts(self) -> int:
+        """Number of parts."""
+        return len(self.sizes)
+
+    @property
+    def vertex_balance(self) -> float:
+        """Largest part size over mean part size (1.0 is perfect balance)."""
+        return _balance(self.sizes)
+
+    @property
+    def edge_balance(self) -> float:
+        """Largest per-part edge count over the mean edge count."""
+        return _balance(self.edges)
+
+
+@dataclass(frozen=True)
+class GraphReport:
+    """Statistics of a valid graph file, as computed by :func:`validate_file`.
+
+    Attributes
+    ----------
+    meta
+        Header of the file (sizes, flags, format version, partition offsets).
+    undirected_edges
+        For undirected files, the number of undirected edges (``num_edges`` counts both
+        stored directions); ``None`` for directed files.
+    train, val, test
+        Number of vertices in each mask.
+    unlabelled
+        Number of vertices with label ``-1``.
+    class_histogram
+        Number of vertices of each class ``0 .. num_classes - 1``.
+    out_degree
+        Out-degrees (rows of ``A``); for undirected files simply the degrees.
+    in_degree
+        In-degrees (rows of ``A^T``) for directed files, else ``None``.
+    isolated
+        Vertices without any incident edge.
+    self_loops, duplicates, unsorted_rows
+        Stored self loops, repeated entries within a row, and rows of ``A`` whose column
+        indices are not increasing (all allowed; reported as warnings).
+    partition
+        The recorded partition, or ``None``.
+    warnings
+        One line per harmless irregularity found.
+
+    """
+
+    meta: GraphMeta
+    undirected_edges: int | None
+    train: int
+    val: int
+    test: int
+    unlabelled: int
+    class_histogram: tuple[int, ...]
+    out_degree: DegreeSummary
+    in_degree: DegreeSummary | None
+    isolated: int
+    self_loops: int
+    duplicates: int
+    unsorted_rows: int
+    partition: PartitionSummary | None
+    warnings: tuple[str, ...]
+
+    def to_dict(self) -> dict:
+        """Return the report as JSON-serialisable nested dictionaries."""
+        meta = self.meta
+        out: dict = {
+            "path": meta.path,
+            "name": meta.name,
+            "format_version": meta.format_version,
+            "directed": meta.directed,
+            "vertices": meta.num_nodes,
+            "edges": meta.num_edges,
+            "undirected_edges": self.undirected_edges,
+            "features": meta.num_features,
+            "feature_dtype": str(meta.feature_dtype),
+            "classes": meta.num_classes,
+            "train": self.train,
+            "val": self.val,
+            "test": self.test,
+            "unlabelled": self.unlabelled,
+            "class_histogram": list(self.class_histogram),
+            "out_degree": asdict(self.out_degree),
+            "in_degree": asdict(self.in_degree) if self.in_degree is not None else None,
+            "isolated": self.isolated,
+            "self_loops": self.self_loops,
+            "duplicates": self.duplicates,
+            "unsorted_rows": self.unsorted_rows,
+            "partition": None,
+            "warnings": list(self.warnings),
+            "valid": True,
+        }
+        p = self.partition
+        if p is not None:
+            out["partition"] = {
+                "method": p.method,
+                "num_parts": p.num_parts,
+                "sizes": list(p.sizes),
+                "edges": list(p.edges),
+                "edge_cut": p.edge_cut,
+                "vertex_balance": p.vertex_balance,
+                "edge_balance": p.edge_balance,
+            }
+        return out
+
+
+def _balance(sizes: tuple[int, ...]) -> float:
+    total = sum(sizes)
+    return max(sizes) * len(sizes) / total if total else 1.0
+
+
+# -- edge fingerprints -------------------------------------------------------------------
+def _mix64(x: np.ndarray) -> np.ndarray:
+    """SplitMix64 finaliser: a bijective, well-mixing hash of uint64 values."""
+    x = x + _U64(0x9E3779B97F4A7C15)
+    x = (x ^ (x >> _U64(30))) * _U64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> _U64(27))) * _U64(0x94D049BB133111EB)
+    return x ^ (x >> _U64(31))
+
+
+def edge_fingerprint(src: np.ndarray, dst: np.ndarray, num_nodes: int) -> int:
+    """Order-independent 64-bit fingerprint of the multiset of edges ``src[k] -> dst[k]``.
+
+    Fingerprints of disjoint edge sets add up modulo ``2**64``, so a matrix can be
+    fingerprinted block by block; ``A^T`` stored correctly has the fingerprint of ``A``
+    when its entries are hashed as ``(column, row)``.
+    """
+    with np.errstate(over="ignore"):
+        key = src.astype(_U64) * _U64(num_nodes) + dst.astype(_U64)
+        return int(_mix64(key).sum(dtype=_U64))
+
+
+# -- the checks --------------------------------------------------------------------------
+class _Validator:
+    """One validation run over an open :class:`GraphFile`."""
+
+    def __init__(self, gf: GraphFile, show_progress: bool) -> None:
+        self.gf = gf
+        self.meta = gf.meta
+        self.n = gf.meta.num_nodes
+        self.nnz = gf.meta.num_edges
+        self.show_progress = show_progress
+        self.warnings: list[str] = []
+
+    def fail(self, what: str) -> InputError:
+        return InputError(f"{self.meta.path}: {what}")
+
+    # -- CSR -------------------------------------------------------------------------------
+    def indptr(self, group: str, transpose: bool) -> np.ndarray:
+        """Read and check the whole ``indptr`` of ``group`` (O(num_nodes) int64)."""
+        n, nnz = self.n, self.nnz
+        name = f"{group}/{fmt.INDPTR}"
+        ptr = np.empty(n + 1, dtype=np.int64)
+        for lo in range(0, n + 1, ROW_BLOCK):
+            hi = min(n + 1, lo + ROW_BLOCK)
+            ptr[lo:hi] = self.gf.read_indptr(lo, hi - 1, transpose)
+        if ptr[0] != 0:
+            raise self.fail(f"'{name}' starts at {ptr[0]}, expected 0")
+        drops = np.flatnonzero(np.diff(ptr) < 0)
+        if drops.size:
+            r = int(drops[0])
+            raise self.fail(
+                f"'{name}' is not monotone: it decreases from {ptr[r]} to {ptr[r + 1]} "
+                f"between positions {r} and {r + 1}"
+            )
+        if ptr[-1] != nnz:
+            raise self.fail(f"'{name}' ends at {ptr[-1]}, expected num_edges={nnz}")
+        return ptr
+
+    def row_blocks(self, ptr: np.ndarray) -> list[tuple[int, int]]:
+        """Split rows into ranges of at most ``EDGE_BLOCK`` entries and ``ROW_BLOCK`` rows."""
+        blocks = []
+        lo = 0
+        while lo < self.n:
+            hi = int(np.searchsorted(ptr, ptr[lo] + EDGE_BLOCK, side="right")) - 1
+            hi = min(self.n, lo + ROW_BLOCK, max(hi, lo + 1))
+            blocks.append((lo, hi))
+            lo = hi
+        return blocks
+
+    def scan(
+        self, group: str, ptr: np.ndarray, transpose: bool, offsets: np.ndarray | None
+    ) -> dict:
+        """Stream the column indices of one CSR; count and fingerprint its entries."""
+        n = self.n
+        col_counts = np.zeros(n, dtype=np.int64)
+        stats = {"self_loops": 0, "duplicates": 0, "unsorted_rows": 0, "cut": 0,
+                 "forward": 0, "backward": 0, "col_counts": col_counts}
+        with Progress(f"checking {group}", self.nnz, "edges", enabled=self.show_progress) as bar:
+            for lo, hi in self.row_blocks(ptr):
+                block = self.gf.read_csr(lo, hi, transpose)
+                cols = block.indices.astype(np.int64, copy=False)
+                rows = np.repeat(np.arange(lo, hi, dtype=np.int64), np.diff(block.indptr))
+                np.add.at(col_counts, cols, 1)
+                stats["self_loops"] += int(np.count_nonzero(rows == cols))
+                same_row = rows[1:] == rows[:-1]
+                step = np.diff(cols)
+                unsorted = same_row & (step < 0)
+                if unsorted.any():
+                    stats["unsorted_rows"] += int(np.unique(rows[1:][unsorted]).size)
+                    order = np.lexsort((cols, rows))
+                    step = np.diff(cols[order])
+                stats["duplicates"] += int(np.count_nonzero(same_row & (step == 0)))
+                stats["forward"] += edge_fingerprint(rows, cols, n)
+                stats["backward"] += edge_fingerprint(cols, rows, n)
+                if offsets is not None:
+                    part_r = np.searchsorted(offsets, rows, side="right")
+                    part_c = np.searchsorted(offsets, cols, side="right")
+                    stats["cut"] += int(np.count_nonzero(part_r != part_c))
+                bar.update(len(cols))
+        stats["forward"] &= _MASK64
+        stats["backward"] &= _MASK64
+        return stats
+
+    def adjacency(self) -> dict:
+        """Check ``A`` (and ``A^T``); return degrees, counts and the edge cut."""
+        meta = self.meta
+        offsets = (
+            np.asarray(meta.partition_offsets, dtype=np.int64)
+            if meta.partition_offsets is not None else None
+        )
+        ptr = self.indptr(fmt.ADJACENCY, transpose=False)
+        out_deg = np.diff(ptr)
+        a = self.scan(fmt.ADJACENCY, ptr, transpose=False, offsets=offsets)
+        in_counts = a["col_counts"]
+        if meta.directed:
+            ptr_t = self.indptr(fmt.ADJACENCY_T, transpose=True)
+            in_deg = np.diff(ptr_t)
+            wrong = np.flatnonzero(in_deg != in_counts)
+            if wrong.size:
+                v = int(wrong[0])
+                raise self.fail(
+                    f"'{fmt.ADJACENCY_T}' is not the transpose of '{fmt.ADJACENCY}': vertex {v} "
+                    f"has {in_counts[v]} in-edges in A but {in_deg[v]} entries in its row of A^T"
+                )
+            del in_counts, a["col_counts"]
+            t = self.scan(fmt.ADJACENCY_T, ptr_t, transpose=True, offsets=None)
+            wrong = np.flatnonzero(t["col_counts"] != out_deg)
+            if wrong.size:
+                v = int(wrong[0])
+                raise self.fail(
+                    f"'{fmt.ADJACENCY_T}' is not the transpose of '{fmt.ADJACENCY}': vertex {v} "
+                    f"has {out_deg[v]} out-edges in A but appears in {t['col_counts'][v]} "
+                    "rows of A^T"
+                )
+            if t["backward"] != a["forward"]:
+                raise self.fail(
+                    f"'{fmt.ADJACENCY_T}' is not the transpose of '{fmt.ADJACENCY}' "
+                    "(degrees agree but the edges differ)"
+                )
+            isolated = int(np.count_nonzero((out_deg == 0) & (in_deg == 0)))
+            in_summary: DegreeSummary | None = DegreeSummary.of(in_deg)
+            cut = a["cut"]
+        else:
+            wrong = np.flatnonzero(out_deg != in_counts)
+            if wrong.size:
+                v = int(wrong[0])
+                raise self.fail(
+                    f"'{fmt.ADJACENCY}' of an undirected graph is not symmetric: vertex {v} "
+                    f"has {out_deg[v]} neighbours in its row but appears in {in_counts[v]} rows"
+                )
+            if a["forward"] != a["backward"]:
+                raise self.fail(
+                    f"'{fmt.ADJACENCY}' of an undirected graph is not symmetric "
+                    "(degrees agree but some edge i -> j has no j -> i)"
+                )
+            isolated = int(np.count_nonzero(out_deg == 0))
+            in_summary = None
+            cut = a["cut"] // 2
+        part_edges = None
+        if offsets is not None:
+            part_edges = tuple(int(x) for x in np.diff(ptr[offsets]))
+        return {
+            "out_degree": DegreeSummary.of(out_deg), "in_degree": in_summary,
+            "isolated": isolated, "self_loops": a["self_loops"],
+            "duplicates": a["duplicates"], "unsorted_rows": a["unsorted_rows"],
+            "cut": cut, "part_edges": part_edges,
+        }
+
+    # -- vertex data -----------------------------------------------------------------------
+    def features(self) -> None:
+        """Stream the feature matrix; the reader rejects NaN and Inf naming the vertex."""
+        meta = self.meta
+        chunk = fmt.feature_chunk_rows(meta.num_features, meta.feature_dtype.itemsize)
+        row_bytes = meta.num_features * meta.feature_dtype.itemsize
+        rows = max(chunk, FEATURE_BLOCK_BYTES // row_bytes // chunk * chunk)
+        with Progress("checking features", self.n, "rows", enabled=self.show_progress) as bar:
+            for lo in range(0, self.n, rows):
+                hi = min(self.n, lo + rows)
+                self.gf.read_features(lo, hi)
+                bar.update(hi - lo)
+
+    def labels_and_masks(self) -> dict:
+        """Check label range, labelled masks and disjoint masks; count classes and splits."""
+        c = self.meta.num_classes
+        hist = np.zeros(c + 1, dtype=np.int64)  # hist[0] counts unlabelled vertices
+        sizes = dict.fromkeys(fmt.MASK_NAMES, 0)
+        for lo in range(0, self.n, ROW_BLOCK):
+            hi = min(self.n, lo + ROW_BLOCK)
+            y = self.gf.read_labels(lo, hi)
+            hist += np.bincount(y + 1, minlength=c + 1)
+            masks = {m: self.gf.read_mask(m, lo, hi) for m in fmt.MASK_NAMES}
+            seen = np.zeros(hi - lo, dtype=np.int8)
+            for m, mask in masks.items():
+                sizes[m] += int(np.count_nonzero(mask))
+                bad = np.flatnonzero(mask & (y == fmt.UNLABELLED))
+                if bad.size:
+                    raise self.fail(
+                        f"vertex {lo + int(bad[0])} is in the {m} mask but unlabelled (label -1)"
+                    )
+                seen += mask
+            both = np.flatnonzero(seen > 1)
+            if both.size:
+                v = int(both[0])
+                inside = [m for m, mask in masks.items() if mask[v]]
+                raise self.fail(
+                    f"masks overlap: vertex {lo + v} is in both the {inside[0]} and {inside[1]} "
+                    "masks"
+                )
+        return {"hist": hist, "sizes": sizes}
+
+    def node_ids(self) -> None:
+        """Original vertex ids must be unique."""
+        ids = np.sort(self.gf.read_node_ids(0, self.n))
+        dup = np.flatnonzero(ids[1:] == ids[:-1])
+        if dup.size:
+            raise self.fail(
+                f"'{fmt.NODE_IDS}' is not unique: original id {ids[dup[0]]} occurs more than once"
+            )
+
+    def partition_perm(self) -> None:
+        """``perm`` must be a permutation of ``0 .. num_nodes - 1``."""
+        perm = self.gf.read_partition_perm()
+        name = f"{fmt.PARTITION}/{fmt.PART_PERM}"
+        lo, hi = int(perm.min()), int(perm.max())
+        if lo < 0 or hi >= self.n:
+            bad = lo if lo < 0 else hi
+            raise self.fail(f"'{name}' has vertex id {bad} out of range [0, {self.n})")
+        counts = np.bincount(perm, minlength=self.n)
+        missing = np.flatnonzero(counts == 0)
+        if missing.size:
+            v = int(missing[0])
+            raise self.fail(
+                f"'{name}' is not a permutation of 0..{self.n - 1}: id {v} is missing "
+                f"(id {int(np.argmax(counts))} occurs {int(counts.max())} times)"
+            )
+
+    def stored_edge_cut(self) -> int | None:
+        """Return the ``edge_cut`` attribute recorded by ``hpcgnn partition``, if any."""
+        perm = self.gf.dataset(f"{fmt.PARTITION}/{fmt.PART_PERM}", (self.n,), "iu")
+        value = perm.parent.attrs.get("edge_cut")
+        return None if value is None else int(value)
+
+    # -- driver ----------------------------------------------------------------------------
+    def run(self) -> GraphReport:
+        meta = self.meta
+        adj = self.adjacency()
+        self.features()
+        lm = self.labels_and_masks()
+        self.node_ids()
+        partition = None
+        if meta.partition_offsets is not None:
+            self.partition_perm()
+            offsets = np.asarray(meta.partition_offsets, dtype=np.int64)
+            partition = PartitionSummary(
+                method=meta.partition_method or "",
+                sizes=tuple(int(x) for x in np.diff(offsets)),
+                edges=adj["part_edges"],
+                edge_cut=adj["cut"],
+            )
+            stored = self.stored_edge_cut()
+            if stored is not None and stored != partition.edge_cut:
+                self.warnings.append(
+                    f"recorded edge cut {stored} differs from the recomputed {partition.edge_cut}"
+                )
+        if adj["self_loops"]:
+            self.warnings.append(
+                f"{adj['self_loops']} self loops stored (the GCN normalisation adds them anyway)"
+            )
+        if adj["duplicates"]:
+            self.warnings.append(f"{adj['duplicates']} duplicate entries in '{fmt.ADJACENCY}'")
+        if adj["unsorted_rows"]:
+            self.warnings.append(
+                f"{adj['unsorted_rows']} rows of '{fmt.ADJACENCY}' are not sorted by column"
+            )
+        undirected = None
+        if not meta.directed:
+            loops = adj["self_loops"]
+            undirected = (meta.num_edges - loops) // 2 + loops
+        hist = lm["hist"]
+        return GraphReport(
+            meta=meta,
+            undirected_edges=undirected,
+            train=lm["sizes"]["train"],
+            val=lm["sizes"]["val"],
+            test=lm["sizes"]["test"],
+            unlabelled=int(hist[0]),
+            class_histogram=tuple(int(x) for x in hist[1:]),
+            out_degree=adj["out_degree"],
+            in_degree=adj["in_degree"],
+            isolated=adj["isolated"],
+            self_loops=adj["self_loops"],
+            duplicates=adj["duplicates"],
+            unsorted_rows=adj["unsorted_rows"],
+            partition=partition,
+            warnings=tuple(self.warnings),
+        )
+
+
+def validate_file(path: str | os.PathLike, show_progress: bool = True) -> GraphReport:
+    """Check every part of a graph file and compute its statistics.
+
+    Parameters
+    ----------
+    path
+        The ``.h5`` file to check.
+    show_progress
+        Show progress bars on stderr for long passes.
+
+    Returns
+    -------
+    GraphReport
+        Statistics of the file, which is valid.
+
+    Raises
+    ------
+    InputError
+        On the first problem found, with a one-line message ``"<path>: <what is wrong>"``.
+
+    """
+    with GraphFile(path) as gf:
+        try:
+            return _Validator(gf, show_progress).run()
+        except OSError as err:
+            text = " ".join(str(err).split())
+            raise InputError(f"{gf.path}: cannot read the file (truncated or corrupt?): {text}") \
+                from err

@@ -1,0 +1,35 @@
+"""Local sparse x dense products, the one place that picks the SpMM implementation."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+# Construction of CSR tensors warns that the layout is "beta"; it is what we rely on.
+warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
+
+
+def to_torch_csr(a: sp.csr_matrix, dtype: torch.dtype) -> torch.Tensor:
+    """Convert a SciPy CSR matrix into a ``torch.sparse_csr`` tensor (64-bit indices)."""
+    a = a.tocsr()
+    return torch.sparse_csr_tensor(
+        torch.from_numpy(a.indptr.astype(np.int64)),
+        torch.from_numpy(a.indices.astype(np.int64)),
+        torch.from_numpy(np.ascontiguousarray(a.data)).to(dtype),
+        size=a.shape,
+        check_invariants=False,
+    )
+
+
+def spmm(a: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+    """Return ``a @ h`` for a ``torch.sparse_csr`` matrix ``a`` and dense ``h``.
+
+    Handles empty blocks (zero rows, columns or nonzeros) that appear on uneven grids.
+    """
+    rows = a.shape[0]
+    if rows == 0 or h.shape[1] == 0 or a.shape[1] == 0 or a.values().numel() == 0:
+        return torch.zeros((rows, h.shape[1]), dtype=h.dtype)
+    return torch.sparse.mm(a, h)

@@ -1,0 +1,1 @@
+"""Models, parameter initialisation and counter-based randomness."""

@@ -1,0 +1,35 @@
+"""Vertex partitioning (block, random, METIS) and relabelling into contiguous id ranges."""
+
+from hpcgnn.partition.methods import (
+    METHODS,
+    block_partition,
+    compute_partition,
+    edge_cut,
+    metis_partition,
+    random_partition,
+    summarise,
+    symmetrised,
+)
+from hpcgnn.partition.relabel import (
+    inverse_permutation,
+    permute_csr,
+    permute_features,
+    relabelling,
+    write_relabelled,
+)
+
+__all__ = [
+    "METHODS",
+    "block_partition",
+    "compute_partition",
+    "edge_cut",
+    "inverse_permutation",
+    "metis_partition",
+    "permute_csr",
+    "permute_features",
+    "random_partition",
+    "relabelling",
+    "summarise",
+    "symmetrised",
+    "write_relabelled",
+]

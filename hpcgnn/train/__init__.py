@@ -1,0 +1,1 @@
+"""Training loops: the serial reference and the distributed full-batch algorithms."""

@@ -1,0 +1,28 @@
+import pytest
+from mpi4py import MPI
+
+from hpcgnn.dist.cost_model import Problem
+from hpcgnn.grid import ProcessGrid
+from hpcgnn.io import GraphFile
+from hpcgnn.models.init import layer_sizes
+from hpcgnn.train.config import TrainConfig
+from hpcgnn.train.distributed import BlockRowGCN
+from tests.train.reference import check_cost_model, compare_with_serial
+
+
+def problem_of(path, cfg: TrainConfig) -> Problem:
+    with GraphFile(path) as gf:
+        m = gf.meta
+    widths = tuple(layer_sizes(m.num_features, cfg.hidden, m.num_classes, cfg.layers))
+    return Problem(m.num_nodes, m.num_edges + m.num_nodes, widths, 8 if cfg.dtype == "float64" else 4)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("directed", [False, True])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_1d_matches_serial_and_cost_model(graph_file, world, directed, dtype):
+    path = graph_file(n=61, directed=directed, seed=7, features=5, classes=3)
+    cfg = TrainConfig(layers=3, hidden=6, dropout=0.3, dtype=dtype, seed=11)
+    with ProcessGrid.create(MPI.COMM_WORLD, "1d") as grid:
+        res, _ = compare_with_serial(lambda: BlockRowGCN(path, grid, cfg), path, cfg, world)
+        check_cost_model("1d", res, problem_of(path, cfg), grid.shape, world)

@@ -41,8 +41,7 @@ def agree(comm: Comm, error: BaseException | None) -> None:
     kind, message, expected = comm.bcast_obj(payload, root=bad)
     cls = _KINDS.get(kind, HpcgnnError)
     text = message if expected else f"internal error on rank {bad} ({kind}): {message}"
-    err = cls(text)
-    err.collective = True  # type: ignore[attr-defined]
+    err = cls(text, collective=True)
     if error is not None:
         raise err from error
     raise err

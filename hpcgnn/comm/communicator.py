@@ -192,6 +192,16 @@ class Comm:
         self.stats.record(category, nbytes, MPI.Wtime() - t0)
         return out
 
+    def gather_obj(self, obj: Any, root: int = 0, category: str = "control") -> list[Any] | None:
+        """Gather a picklable object from every rank on ``root`` (``None`` elsewhere)."""
+        t0 = MPI.Wtime()
+        out = self.mpi.gather(obj, root)
+        nbytes = 0
+        if out is not None:
+            nbytes = sum(self._obj_bytes(o) for i, o in enumerate(out) if i != self.rank)
+        self.stats.record(category, nbytes, MPI.Wtime() - t0)
+        return out
+
     def allreduce_scalar(self, value: float | int, op: MPI.Op = MPI.SUM, category: str = "control") -> Any:
         """All-reduce one number (int or float)."""
         is_int = isinstance(value, (int, np.integer)) and not isinstance(value, bool)

@@ -1,7 +1,16 @@
-"""Per-category counters of communicated bytes, calls and time."""
+"""Per-category counters of communicated bytes, calls and time, plus compute phases.
+
+One :class:`CommStats` is shared by every communicator of a process grid and by the
+compute kernels the distributed algorithms call, so it sees every phase of an epoch:
+communication categories (bytes, calls, seconds) and compute phases (seconds). With
+tracing on it also keeps the intervals, for the Chrome/Perfetto trace.
+"""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 
@@ -12,6 +21,16 @@ class CategoryStats:
     calls: int = 0
     bytes: int = 0
     seconds: float = 0.0
+
+
+@dataclass
+class Span:
+    """One interval of a phase on this rank (seconds since the stats were created)."""
+
+    name: str
+    start: float
+    end: float
+    kind: str  # "comm" or "compute" or "epoch"
 
 
 @dataclass
@@ -33,19 +52,50 @@ class CommStats:
     """
 
     categories: dict[str, CategoryStats] = field(default_factory=dict)
+    compute: dict[str, float] = field(default_factory=dict)
+    tracing: bool = False
+    max_spans: int = 200_000
+    spans: list[Span] = field(default_factory=list)
+    origin: float = field(default_factory=time.perf_counter)
 
     def record(self, category: str, nbytes: float, seconds: float) -> None:
-        """Add one call moving ``nbytes`` into this rank that took ``seconds``."""
+        """Add one call moving ``nbytes`` into this rank that took ``seconds`` (ending now)."""
         s = self.categories.get(category)
         if s is None:
             s = self.categories[category] = CategoryStats()
         s.calls += 1
         s.bytes += round(nbytes)
         s.seconds += seconds
+        if self.tracing:
+            end = time.perf_counter() - self.origin
+            self._span(category, end - seconds, end, "comm")
+
+    @contextmanager
+    def phase(self, name: str, kind: str = "compute") -> Iterator[None]:
+        """Time a compute phase (``local_spmm``, ``gemm``...) or an epoch."""
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            t1 = time.perf_counter()
+            if kind == "compute":
+                self.compute[name] = self.compute.get(name, 0.0) + (t1 - t0)
+            if self.tracing:
+                self._span(name, t0 - self.origin, t1 - self.origin, kind)
+
+    def _span(self, name: str, start: float, end: float, kind: str) -> None:
+        if len(self.spans) < self.max_spans:
+            self.spans.append(Span(name, start, end, kind))
 
     def reset(self) -> None:
-        """Zero all counters."""
+        """Zero all counters, drop recorded spans and restart the trace clock.
+
+        Call right after a barrier so that every rank's clock starts together.
+        """
         self.categories.clear()
+        self.compute.clear()
+        self.spans.clear()
+        self.origin = time.perf_counter()
 
     def snapshot(self) -> dict[str, dict[str, float]]:
         """Return a plain-dict copy: ``{category: {calls, bytes, seconds}}``."""
@@ -54,10 +104,16 @@ class CommStats:
             for k, v in sorted(self.categories.items())
         }
 
+    def seconds_by_phase(self) -> dict[str, float]:
+        """Seconds per communication category and compute phase."""
+        out = {k: v.seconds for k, v in self.categories.items()}
+        out.update(self.compute)
+        return dict(sorted(out.items()))
+
     def total_bytes(self) -> int:
         """Bytes over all categories."""
         return sum(v.bytes for v in self.categories.values())
 
     def total_seconds(self) -> float:
-        """Seconds over all categories."""
+        """Communication seconds over all categories."""
         return sum(v.seconds for v in self.categories.values())

@@ -72,36 +72,49 @@ def _offsets(problem: Problem, parts: int) -> np.ndarray:
     return even_offsets(problem.n, parts)
 
 
-def _grad_allreduce(est: Estimate, problem: Problem, p: int) -> None:
-    """All-reduce of every weight gradient over ``p`` ranks (replicated weights)."""
-    w = problem.widths
-    for fin, fout in zip(w[:-1], w[1:], strict=True):
-        m = fin * fout * problem.itemsize
-        est.add("allreduce", 2 * m * (p - 1), 2 * m * (p - 1) / p, 2 * int(np.ceil(np.log2(max(p, 1)))))
+def _allreduce(est: Estimate, category: str, m: float, p: int, groups: int) -> None:
+    """``groups`` independent all-reduces of ``m`` bytes, each over ``p`` ranks."""
+    if p > 1:
+        est.add(category, groups * 2 * m * (p - 1), 2 * m * (p - 1) / p, 2 * int(np.ceil(np.log2(p))))
 
 
-def predict_1d(problem: Problem, shape: GridShape) -> Estimate:
-    """CAGNET 1D: one dense broadcast stage per rank, forward and backward.
+def predict_block_row(problem: Problem, shape: GridShape) -> Estimate:
+    """CAGNET 1D (``c = 1``) and 1.5D on a ``(P/c) x c`` grid.
 
-    Forward layer ``l``: every rank receives all blocks ``H_j`` but its own,
-    ``(n - n_i) f_{l-1}`` words. Backward: the same for ``G`` on layers ``2..L``
-    (the input features need no gradient). Then the weight gradients are all-reduced.
+    Per layer with input width ``f`` (forward, and backward except for the input layer,
+    whose features need no gradient): in process column ``j`` the roots of the stages of
+    chunk ``j`` broadcast their block rows, so each process row ``i`` receives
+    ``sum_{k in chunk_j, k != i} n_k f`` words; summed over ranks this is
+    ``(P/c - 1) n f``. With ``c > 1`` the row all-reduce of the ``n_i x f`` partial sums
+    adds ``2 n_i f (c-1)/c`` per rank, ``2 n f (c - 1)`` in total. Weight gradients are
+    all-reduced over the process column (``P/c`` ranks), once per process column.
     """
-    p = shape.size
-    off = _offsets(problem, p)
+    from hpcgnn.dist.spmm_block_row import stage_chunks
+
+    q, c = (shape.dims[0], 1) if shape.kind == "1d" else shape.dims
+    off = _offsets(problem, q)
     sizes = np.diff(off)
-    est = Estimate()
+    chunks = stage_chunks(q, c)
     s = problem.itemsize
-    for layer, f in enumerate(problem.widths[:-1]):
-        passes = 1 if layer == 0 else 2  # forward; backward too except for the input layer
-        for _ in range(passes):
-            est.add("dense_bcast", float((problem.n * p - problem.n) * f * s),
-                    float((problem.n - sizes.min()) * f * s), p)
-    _grad_allreduce(est, problem, p)
+    est = Estimate()
+    widths = problem.widths
+    for layer, f in enumerate(widths[:-1]):
+        for _ in range(1 if layer == 0 else 2):
+            worst = 0.0
+            for j in range(c):
+                chunk = sizes[chunks[j] : chunks[j + 1]]
+                worst = max(worst, float(chunk.sum()))
+            est.add("dense_bcast", float((q - 1) * problem.n * f * s), worst * f * s,
+                    int(np.diff(chunks).max()))
+            if c > 1:
+                est.add("allreduce", float(2 * problem.n * f * (c - 1) * s),
+                        float(2 * sizes.max() * f * (c - 1) / c * s), 2 * int(np.ceil(np.log2(c))))
+    for fin, fout in zip(widths[:-1], widths[1:], strict=True):
+        _allreduce(est, "allreduce", fin * fout * s, q, c)
     return est
 
 
-PREDICTORS = {"1d": predict_1d}
+PREDICTORS = {"1d": predict_block_row, "1.5d": predict_block_row}
 
 
 def predict(algo: str, problem: Problem, shape: GridShape) -> Estimate:

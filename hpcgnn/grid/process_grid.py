@@ -35,8 +35,8 @@ class ProcessGrid:
 
     Notes
     -----
-    For a 1D grid ``row`` is ``cart`` and ``col`` is a size-1 communicator, so code
-    written for 1.5D with ``c = 1`` runs unchanged.
+    A 1D grid is laid out as ``P x 1``: ``col`` is ``cart`` (all ranks) and ``row`` is a
+    size-1 communicator, so code written for 1.5D runs unchanged with ``c = 1``.
     """
 
     def __init__(self, comm: MPI.Comm, shape: GridShape, stats: CommStats | None = None) -> None:
@@ -53,8 +53,9 @@ class ProcessGrid:
         self.layer: Comm | None = None
         nd = len(shape.dims)
         if nd == 1:
-            self.row = self.cart
-            self.col = self._own(cart.Split(cart.Get_rank(), 0), "col")
+            # A 1D grid is the P x 1 case of 1.5D: one process column holding every rank.
+            self.col = self.cart
+            self.row = self._own(cart.Split(cart.Get_rank(), 0), "row")
         elif nd == 2:
             self.row = self._own(cart.Sub([False, True]), "row")
             self.col = self._own(cart.Sub([True, False]), "col")

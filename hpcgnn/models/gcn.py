@@ -15,6 +15,8 @@ from typing import Protocol
 import numpy as np
 import torch
 
+from hpcgnn.comm.stats import CommStats
+
 
 
 class Aggregation(Protocol):
@@ -43,12 +45,37 @@ def aggregate(h: torch.Tensor, op: Aggregation) -> torch.Tensor:
     return _Aggregate.apply(h, op)
 
 
+class _TimedMatmul(torch.autograd.Function):
+    """``T W`` whose forward and backward GEMMs are timed as the ``gemm`` phase."""
+
+    @staticmethod
+    def forward(ctx, t: torch.Tensor, w: torch.Tensor, stats: CommStats) -> torch.Tensor:  # type: ignore[override]
+        ctx.save_for_backward(t, w)
+        ctx.stats = stats
+        with stats.phase("gemm"):
+            return t @ w
+
+    @staticmethod
+    def backward(ctx, g: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None, None]:  # type: ignore[override]
+        t, w = ctx.saved_tensors
+        with ctx.stats.phase("gemm"):
+            dt = g @ w.T if ctx.needs_input_grad[0] else None
+            dw = t.T @ g if ctx.needs_input_grad[1] else None
+        return dt, dw, None
+
+
+def matmul(t: torch.Tensor, w: torch.Tensor, stats: CommStats | None = None) -> torch.Tensor:
+    """Differentiable ``T W``, timed into ``stats`` when given."""
+    return t @ w if stats is None else _TimedMatmul.apply(t, w, stats)
+
+
 def gcn_forward(
     h0: torch.Tensor,
     weights: list[torch.Tensor],
     ops: list[Aggregation],
     dropout: float,
     keep_mask: Callable[[int], np.ndarray] | None,
+    stats: CommStats | None = None,
 ) -> torch.Tensor:
     """Run the GCN forward on this rank's block and return its block of the logits.
 
@@ -65,6 +92,8 @@ def gcn_forward(
     keep_mask
         ``keep_mask(layer)`` returns the boolean keep-mask of this rank's block of the
         layer's input, or ``None`` for evaluation (no dropout).
+    stats
+        Where to time the dense products (phase ``gemm``), if given.
     """
     h = h0
     last = len(weights) - 1
@@ -72,7 +101,7 @@ def gcn_forward(
         if keep_mask is not None and dropout > 0.0:
             keep = torch.from_numpy(keep_mask(layer))
             h = h * keep.to(h.dtype) * (1.0 / (1.0 - dropout))
-        z = aggregate(h, op) @ w
+        z = matmul(aggregate(h, op), w, stats)
         h = z if layer == last else torch.relu(z)
     return h
 

@@ -10,7 +10,7 @@ import torch
 from hpcgnn.comm.collective import collective
 from hpcgnn.dist.blocks import vertex_offsets
 from hpcgnn.dist.local_blocks import normalized_rows
-from hpcgnn.dist.spmm_1d import OneDAggregation
+from hpcgnn.dist.spmm_block_row import BlockRowAggregation
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.io.reader import GraphFile
 from hpcgnn.models.gcn import gcn_forward
@@ -23,15 +23,20 @@ ALLREDUCE = "allreduce"
 
 
 class BlockRowGCN:
-    """GCN whose matrices are distributed by block rows over a 1D grid (CAGNET 1D).
+    """GCN distributed by block rows: CAGNET 1D (``1d`` grid) and 1.5D (``1.5d`` grid).
+
+    On a ``(P/c) x c`` grid process row ``i`` holds block row ``i`` of every matrix,
+    replicated on its ``c`` processes; 1D is ``c = 1``. The replicas compute identical
+    logits and gradients, so loss, accuracy and weight gradients are summed over the
+    process column only (``comm = grid.col``), each block row counted once.
 
     Parameters
     ----------
     path
-        Graph file; rank ``i`` reads only rows ``[offsets[i], offsets[i+1])`` of ``A^T``,
-        ``A``, features, labels and masks (plus the degree vectors).
+        Graph file; process row ``i`` reads only rows ``[offsets[i], offsets[i+1])`` of
+        ``A^T``, ``A``, features, labels and masks (plus the degree vectors).
     grid
-        A ``1d`` process grid.
+        A ``1d`` or ``1.5d`` process grid.
     cfg
         Training configuration.
 
@@ -39,9 +44,9 @@ class BlockRowGCN:
 
     def __init__(self, path: str | os.PathLike, grid: ProcessGrid, cfg: TrainConfig) -> None:
         self.grid = grid
-        self.comm = grid.world
+        self.comm = grid.col
         self.cfg = cfg
-        comm = grid.row
+        comm = grid.col
         np_dtype = np.float64 if cfg.dtype == "float64" else np.float32
         with collective(grid.world):
             with GraphFile(path) as gf:
@@ -56,7 +61,7 @@ class BlockRowGCN:
         self.meta = meta
         self.rows = (lo, hi)
         self.row_ids = np.arange(lo, hi)
-        op = OneDAggregation(comm, a_t, a, self.offsets, cfg.torch_dtype)
+        op = BlockRowAggregation(grid.col, grid.row, a_t, a, self.offsets, cfg.torch_dtype)
         self.ops = [op] * cfg.layers
         self.widths = layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, cfg.layers)
         self.weights = init_weights(meta.num_features, meta.num_classes, cfg)
@@ -68,10 +73,10 @@ class BlockRowGCN:
             def keep(layer: int) -> np.ndarray:
                 w = self.widths[layer]
                 return dropout_keep(self.cfg.seed, epoch, layer, self.rows, (0, w), w, self.cfg.dropout)
-        return gcn_forward(self.x, self.weights, self.ops, self.cfg.dropout, keep)
+        return gcn_forward(self.x, self.weights, self.ops, self.cfg.dropout, keep, self.comm.stats)
 
     def reduce_gradients(self) -> None:
-        """All-reduce the partial weight gradients ``Y^l = (Â^T H)_i^T G_i`` over ranks."""
+        """Sum the partial weight gradients ``(Â^T H)_i^T G_i`` over the block rows."""
         for w in self.weights:
             assert w.grad is not None
-            self.grid.world.allreduce(w.grad, ALLREDUCE)
+            self.comm.allreduce(w.grad, ALLREDUCE)

@@ -65,11 +65,15 @@ class TrainResult:
     #: dropout, backward, gradient reduction), summed over epochs; evaluation and the
     #: control messages of the loop are not included.
     step_bytes: dict[str, float] = field(default_factory=dict)
+    #: Seconds per communication category and compute phase in training steps.
     step_seconds: dict[str, float] = field(default_factory=dict)
 
+    #: Training steps run by this process (fewer than ``len(epochs)`` after a resume).
+    steps_run: int = 0
+
     def per_epoch(self, counters: dict[str, float]) -> dict[str, float]:
-        """Divide accumulated counters by the number of epochs run."""
-        k = max(1, len(self.epochs))
+        """Divide counters accumulated over this process's steps by their number."""
+        k = max(1, self.steps_run)
         return {c: v / k for c, v in counters.items()}
 
 
@@ -95,8 +99,11 @@ def train_fullbatch(
     model: FullBatchModel,
     cfg: TrainConfig,
     on_epoch: Callable[[EpochRecord], None] | None = None,
+    *,
     start_epoch: int = 0,
     optimizer: torch.optim.Optimizer | None = None,
+    history: list[EpochRecord] | None = None,
+    after_epoch: Callable[[int, torch.optim.Optimizer, TrainResult], None] | None = None,
 ) -> TrainResult:
     """Train ``model`` for ``cfg.epochs`` epochs and evaluate.
 
@@ -108,43 +115,63 @@ def train_fullbatch(
         Hyper-parameters.
     on_epoch
         Called with each epoch's record (e.g. to print progress on rank 0).
-    start_epoch, optimizer
-        Resume point and restored optimiser (checkpoint/restart).
+    start_epoch, optimizer, history
+        Resume point, restored optimiser and the records of the epochs already run.
+    after_epoch
+        Called on every rank as ``after_epoch(epochs_done, optimizer, result)`` after each
+        epoch (checkpointing).
 
+    Notes
+    -----
+    ``EpochRecord.time_s`` is the training step (forward, backward, gradient reduction,
+    optimiser), started after a barrier; evaluation is timed separately.
     """
     comm = model.comm
     opt = optimizer if optimizer is not None else make_optimizer(model.weights, cfg)
     num_train = comm.allreduce_scalar(int(model.masks["train"].sum()))
-    result = TrainResult()
+    result = TrainResult(epochs=list(history or []))
     for epoch in range(start_epoch, cfg.epochs):
+        comm.barrier()
         comm_before = comm.stats.total_seconds()
-        t0 = time.perf_counter()
         before = comm.stats.snapshot()
-        opt.zero_grad(set_to_none=False)
-        logits = model.logits(epoch)
-        loss = cross_entropy_sum(logits, model.y, model.masks["train"]) / max(1, num_train)
-        loss.backward()
-        model.reduce_gradients()
-        opt.step()
-        after = comm.stats.snapshot()
-        _accumulate(result.step_bytes, before, after, "bytes")
-        _accumulate(result.step_seconds, before, after, "seconds")
+        before_t = comm.stats.seconds_by_phase()
+        t0 = time.perf_counter()
+        with comm.stats.phase(f"epoch {epoch + 1}", kind="epoch"):
+            opt.zero_grad(set_to_none=False)
+            logits = model.logits(epoch)
+            loss = cross_entropy_sum(logits, model.y, model.masks["train"]) / max(1, num_train)
+            loss.backward()
+            model.reduce_gradients()
+            with comm.stats.phase("optimizer"):
+                opt.step()
+        step_s = time.perf_counter() - t0
+        _accumulate(result.step_bytes, before, comm.stats.snapshot(), "bytes")
+        for name, sec in comm.stats.seconds_by_phase().items():
+            delta = sec - before_t.get(name, 0.0)
+            if delta:
+                result.step_seconds[name] = result.step_seconds.get(name, 0.0) + delta
+        comm_s = comm.stats.total_seconds() - comm_before
+        result.steps_run += 1
         loss_value = comm.allreduce_scalar(float(loss.detach()))
         accs: dict[str, float] = {}
         if cfg.eval_every and ((epoch + 1) % cfg.eval_every == 0 or epoch + 1 == cfg.epochs):
-            with torch.no_grad():
+            with torch.no_grad(), comm.stats.phase("evaluate", kind="epoch"):
                 accs = global_counts(comm, model, model.logits(None))
         record = EpochRecord(
             epoch=epoch, loss=loss_value, train_acc=accs.get("train_acc"),
-            val_acc=accs.get("val_acc"), time_s=time.perf_counter() - t0,
-            comm_s=comm.stats.total_seconds() - comm_before,
+            val_acc=accs.get("val_acc"), time_s=step_s, comm_s=comm_s,
         )
         result.epochs.append(record)
         if on_epoch is not None:
             on_epoch(record)
+        if after_epoch is not None:
+            after_epoch(epoch + 1, opt, result)
     with torch.no_grad():
         logits = model.logits(None)
         final_loss = cross_entropy_sum(logits, model.y, model.masks["train"]) / max(1, num_train)
-        result.final = {"loss": comm.allreduce_scalar(float(final_loss)), **global_counts(comm, model, logits)}
+        result.final = {
+            "loss": comm.allreduce_scalar(float(final_loss)),
+            **global_counts(comm, model, logits),
+        }
     result.params_sha256 = params_sha256(model.weights)
     return result

@@ -13,7 +13,7 @@ def test_every_admissible_shape_builds_consistent_subcommunicators(kind):
         with ProcessGrid(MPI.COMM_WORLD, shape) as g:
             ok = g.size == p and len(g.coords) == len(shape.dims)
             if kind == "1d":
-                ok &= g.row.size == p and g.col.size == 1
+                ok &= g.col.size == p and g.row.size == 1
             elif kind in ("1.5d", "2d"):
                 r, c = shape.dims
                 ok &= g.row.size == c and g.col.size == r

@@ -2,7 +2,7 @@ import pytest
 from mpi4py import MPI
 
 from hpcgnn.dist.cost_model import Problem
-from hpcgnn.grid import ProcessGrid
+from hpcgnn.grid import ProcessGrid, admissible_shapes
 from hpcgnn.io import GraphFile
 from hpcgnn.models.init import layer_sizes
 from hpcgnn.train.config import TrainConfig
@@ -14,7 +14,8 @@ def problem_of(path, cfg: TrainConfig) -> Problem:
     with GraphFile(path) as gf:
         m = gf.meta
     widths = tuple(layer_sizes(m.num_features, cfg.hidden, m.num_classes, cfg.layers))
-    return Problem(m.num_nodes, m.num_edges + m.num_nodes, widths, 8 if cfg.dtype == "float64" else 4)
+    itemsize = 8 if cfg.dtype == "float64" else 4
+    return Problem(m.num_nodes, m.num_edges + m.num_nodes, widths, itemsize)
 
 
 @pytest.mark.mpi
@@ -26,3 +27,14 @@ def test_1d_matches_serial_and_cost_model(graph_file, world, directed, dtype):
     with ProcessGrid.create(MPI.COMM_WORLD, "1d") as grid:
         res, _ = compare_with_serial(lambda: BlockRowGCN(path, grid, cfg), path, cfg, world)
         check_cost_model("1d", res, problem_of(path, cfg), grid.shape, world)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("directed", [False, True])
+def test_1p5d_every_replication_matches_serial(graph_file, world, directed):
+    path = graph_file(n=53, directed=directed, seed=5, features=4, classes=3)
+    cfg = TrainConfig(layers=3, hidden=5, dropout=0.2, dtype="float64", seed=3)
+    for shape in admissible_shapes("1.5d", world.size):
+        with ProcessGrid(MPI.COMM_WORLD, shape) as grid:
+            res, _ = compare_with_serial(lambda g=grid: BlockRowGCN(path, g, cfg), path, cfg, world)
+            check_cost_model("1.5d", res, problem_of(path, cfg), grid.shape, world)

@@ -1,0 +1,41 @@
+"""Chrome trace-event files (open in https://ui.perfetto.dev or chrome://tracing)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from hpcgnn.comm.communicator import Comm
+from hpcgnn.comm.stats import CommStats
+
+
+def gather_trace(comm: Comm, stats: CommStats) -> list[dict] | None:
+    """Collect every rank's spans on rank 0 as trace events (``None`` elsewhere).
+
+    One track (``tid``) per rank; timestamps are aligned on the barrier-synchronised
+    clock of each rank's ``stats.origin``.
+    """
+    events = [
+        {"name": s.name, "cat": s.kind, "ph": "X", "pid": 0, "tid": comm.rank,
+         "ts": round(s.start * 1e6, 3), "dur": round((s.end - s.start) * 1e6, 3)}
+        for s in stats.spans
+    ]
+    gathered = comm.gather_obj(events, root=0, category="trace")
+    if gathered is None:
+        return None
+    out: list[dict] = [{"name": "process_name", "ph": "M", "pid": 0, "args": {"name": "hpcgnn"}}]
+    for r, evs in enumerate(gathered):
+        out.append({"name": "thread_name", "ph": "M", "pid": 0, "tid": r, "args": {"name": f"rank {r}"}})
+        out.append({"name": "thread_sort_index", "ph": "M", "pid": 0, "tid": r, "args": {"sort_index": r}})
+        out.extend(evs)
+    return out
+
+
+def write_trace(path: str | os.PathLike, events: list[dict]) -> None:
+    """Write a Chrome trace-event JSON file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps({"traceEvents": events, "displayTimeUnit": "ms"}))
+    os.replace(tmp, path)

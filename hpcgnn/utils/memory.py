@@ -1,0 +1,53 @@
+"""Collective memory checks before large allocations."""
+
+from __future__ import annotations
+
+import os
+
+from mpi4py import MPI
+
+from hpcgnn.comm.collective import check
+from hpcgnn.comm.communicator import Comm
+from hpcgnn.errors import ConfigError
+
+GIB = float(1 << 30)
+
+
+def available_bytes() -> int | None:
+    """Memory available on this node (``MemAvailable``), or the ``HPCGNN_MEMORY_LIMIT`` override.
+
+    ``HPCGNN_MEMORY_LIMIT`` (bytes, per node) lets batch scripts and tests impose a limit.
+    """
+    override = os.environ.get("HPCGNN_MEMORY_LIMIT")
+    if override:
+        return int(float(override))
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def check_memory(comm: Comm, need_bytes: float, what: str) -> None:
+    """Fail on every rank if any node lacks ``need_bytes`` per rank for ``what``.
+
+    The node's available memory is shared by the ranks placed on it.
+    """
+    node = comm.mpi.Split_type(MPI.COMM_TYPE_SHARED)
+    try:
+        ranks_here = node.Get_size()
+    finally:
+        node.Free()
+    avail = available_bytes()
+    ok = avail is None or need_bytes * ranks_here <= avail
+    per_rank = (avail or 0) / ranks_here
+    check(
+        comm, ok,
+        f"not enough memory for {what}: about {need_bytes / GIB:.2f} GiB per rank needed, "
+        f"{per_rank / GIB:.2f} GiB available per rank ({ranks_here} ranks on a node); "
+        f"use more nodes or ranks, or a smaller model",
+        ConfigError,
+    )

@@ -19,6 +19,7 @@ import numpy as np
 
 from hpcgnn.dist.blocks import even_offsets
 from hpcgnn.grid.shapes import GridShape
+from hpcgnn.models.gcn import aggregation_widths
 
 
 @dataclass(frozen=True)
@@ -81,8 +82,9 @@ def _allreduce(est: Estimate, category: str, m: float, p: int, groups: int) -> N
 def predict_block_row(problem: Problem, shape: GridShape) -> Estimate:
     """CAGNET 1D (``c = 1``) and 1.5D on a ``(P/c) x c`` grid.
 
-    Per layer with input width ``f`` (forward, and backward except for the input layer,
-    whose features need no gradient): in process column ``j`` the roots of the stages of
+    Per layer with SpMM width ``f`` (forward, and backward unless the layer aggregates the
+    input features, which need no gradient; see
+    :func:`hpcgnn.models.gcn.aggregation_widths`): in process column ``j`` the roots of the stages of
     chunk ``j`` broadcast their block rows, so each process row ``i`` receives
     ``sum_{k in chunk_j, k != i} n_k f`` words; summed over ranks this is
     ``(P/c - 1) n f``. With ``c > 1`` the row all-reduce of the ``n_i x f`` partial sums
@@ -98,8 +100,8 @@ def predict_block_row(problem: Problem, shape: GridShape) -> Estimate:
     s = problem.itemsize
     est = Estimate()
     widths = problem.widths
-    for layer, f in enumerate(widths[:-1]):
-        for _ in range(1 if layer == 0 else 2):
+    for f, backward in aggregation_widths(widths):
+        for _ in range(2 if backward else 1):
             worst = 0.0
             for j in range(c):
                 chunk = sizes[chunks[j] : chunks[j + 1]]

@@ -2,7 +2,9 @@
 
 Forward, per layer ``l``: ``Z^l = Â^T H^{l-1} W^l`` and ``H^l = ReLU(Z^l)`` (no
 activation on the last layer, whose ``Z^L`` are the logits); dropout with probability
-``p`` on each layer's input ``H^{l-1}`` during training. The product ``Â^T H`` is an
+``p`` on each layer's input ``H^{l-1}`` during training. The product is evaluated as
+``(Â^T H) W`` or ``Â^T (H W)``, whichever makes the SpMM narrower (see
+:func:`transform_first`): a layer from 128 features to 16 then moves 16-wide rows. The product ``Â^T H`` is an
 *aggregation operator* supplied by the caller: a local SpMM for the serial reference, a
 distributed SpMM (1D, 1.5D, 2D, 3D) otherwise. Its backward is ``Â G``.
 """
@@ -101,9 +103,37 @@ def gcn_forward(
         if keep_mask is not None and dropout > 0.0:
             keep = torch.from_numpy(keep_mask(layer))
             h = h * keep.to(h.dtype) * (1.0 / (1.0 - dropout))
-        z = matmul(aggregate(h, op), w, stats)
+        if transform_first(layer, w.shape[0], w.shape[1]):
+            z = aggregate(matmul(h, w, stats), op)
+        else:
+            z = matmul(aggregate(h, op), w, stats)
         h = z if layer == last else torch.relu(z)
     return h
+
+
+def transform_first(layer: int, f_in: int, f_out: int) -> bool:
+    """Whether layer ``layer`` computes ``Â^T (H W)`` rather than CAGNET's ``(Â^T H) W``.
+
+    Both are the same product; the SpMM (and its communication) runs on ``f_out``
+    instead of ``f_in`` columns. The input layer's features need no gradient, so the
+    CAGNET order skips its backward SpMM, while ``Â^T (X W)`` needs one (``Â G`` gives
+    ``W``'s gradient): there the narrow order pays off only when ``2 f_out < f_in``.
+    """
+    return 2 * f_out < f_in if layer == 0 else f_out < f_in
+
+
+def aggregation_widths(widths: list[int] | tuple[int, ...]) -> list[tuple[int, bool]]:
+    """For each layer, the SpMM width and whether a backward SpMM runs.
+
+    Follows :func:`transform_first` and :func:`gcn_forward`; used by the cost models.
+    """
+    out = []
+    for layer, (f_in, f_out) in enumerate(zip(widths[:-1], widths[1:], strict=True)):
+        if transform_first(layer, f_in, f_out):
+            out.append((f_out, True))
+        else:
+            out.append((f_in, layer > 0))
+    return out
 
 
 def cross_entropy_sum(logits: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,79 @@
+"""``hpcgnn model``: rank algorithms and grids for P ranks from a file's statistics alone."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``model`` sub-command."""
+    p = sub.add_parser(
+        "model",
+        help="predict communication of every algorithm and grid for P ranks (no MPI needed)",
+        description=(
+            "Rank the distributed SpMM algorithms and their process grids for --procs P by "
+            "the alpha-beta cost model, using only the graph file's sizes. P need not be "
+            "runnable here (e.g. 1024)."
+        ),
+    )
+    p.add_argument("graph")
+    p.add_argument("--procs", type=int, required=True, help="number of ranks P")
+    p.add_argument("--alpha", type=float, default=2e-6, help="latency per message, seconds")
+    p.add_argument("--beta", type=float, default=1e-10, help="seconds per byte (1e-10 = 10 GB/s)")
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--hidden", type=int, default=16)
+    p.add_argument("--dtype", choices=["float32", "float64"], default="float32")
+    p.add_argument("--top", type=int, default=15, help="rows to print")
+    p.add_argument("--json", default=None, help="also write every prediction to this JSON file")
+    p.set_defaults(func=run)
+
+
+def rank_choices(meta, cfg, procs: int, alpha: float, beta: float) -> list[dict]:
+    """Every (algorithm, grid) with its modelled epoch communication, fastest first."""
+    from hpcgnn.dist.cost_model import PREDICTORS, predict
+    from hpcgnn.grid.shapes import admissible_shapes
+    from hpcgnn.train.run import cost_problem, memory_estimate
+
+    problem = cost_problem(meta, cfg, None)
+    rows = []
+    for algo in PREDICTORS:
+        for shape in admissible_shapes(algo, procs):
+            est = predict(algo, problem, shape)
+            rows.append({
+                "algo": algo, "grid": str(shape), "time_s": est.time(alpha, beta),
+                "max_rank_bytes": sum(est.bytes_max_rank.values()),
+                "total_bytes": sum(est.bytes_total.values()), "messages": est.messages,
+                "memory_per_rank_bytes": memory_estimate(meta, cfg, shape),
+                "bytes_by_category": est.bytes_total,
+            })
+    rows.sort(key=lambda r: (r["time_s"], r["algo"], r["grid"]))
+    return rows
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the ranking."""
+    from hpcgnn.errors import ConfigError
+    from hpcgnn.io.reader import GraphFile
+    from hpcgnn.train.config import TrainConfig
+
+    if args.procs < 1:
+        raise ConfigError(f"--procs must be >= 1, got {args.procs}")
+    cfg = TrainConfig(layers=args.layers, hidden=args.hidden, dtype=args.dtype)
+    with GraphFile(args.graph) as gf:
+        meta = gf.meta
+    rows = rank_choices(meta, cfg, args.procs, args.alpha, args.beta)
+    print(f"{meta.name or args.graph}: n={meta.num_nodes} nnz(A+I)={meta.num_edges + meta.num_nodes}"
+          f" widths f={meta.num_features}->{args.hidden}x{args.layers - 1}->{meta.num_classes}"
+          f" | P={args.procs} alpha={args.alpha:g} s beta={args.beta:g} s/B")
+    print(f"{'rank':>4} {'algo':>5} {'grid':>10} {'comm s/epoch':>13} {'MB/rank':>10}"
+          f" {'GB total':>9} {'msgs':>6} {'mem GB/rank':>11}")
+    for i, r in enumerate(rows[: args.top]):
+        print(f"{i + 1:>4} {r['algo']:>5} {r['grid']:>10} {r['time_s']:>13.6f}"
+              f" {r['max_rank_bytes'] / 1e6:>10.3f} {r['total_bytes'] / 1e9:>9.3f}"
+              f" {r['messages']:>6} {r['memory_per_rank_bytes'] / 2**30:>11.3f}")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"procs": args.procs, "alpha": args.alpha, "beta": args.beta,
+                       "choices": rows}, fh, indent=2)
+    return 0

@@ -1,0 +1,127 @@
+"""One rank of hpcgnn vs PyTorch Geometric's GCNConv, side by side in one run.
+
+Same graph (from an hpcgnn HDF5 file), same layers, hidden size, dtype, threads and
+optimiser; both models run full-batch epochs (forward, backward, Adam step) and we
+report median epoch times and their ratio (ours / PyG; < 1 means hpcgnn is faster).
+
+    python perf/bench_pyg.py inputs/rmat-1m.h5 --layers 2 --hidden 16 --threads 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import numpy as np
+import torch
+from mpi4py import MPI
+
+
+def time_epochs(step, epochs: int, warmup: int) -> list[float]:
+    out = []
+    for i in range(warmup + epochs):
+        t0 = time.perf_counter()
+        step()
+        if i >= warmup:
+            out.append(time.perf_counter() - t0)
+    return out
+
+
+def bench_hpcgnn(path: str, cfg, epochs: int, warmup: int) -> tuple[list[float], float]:
+    from hpcgnn.grid import ProcessGrid
+    from hpcgnn.models.gcn import cross_entropy_sum
+    from hpcgnn.train.distributed import BlockRowGCN
+    from hpcgnn.train.model_state import make_optimizer
+
+    t0 = time.perf_counter()
+    grid = ProcessGrid.create(MPI.COMM_WORLD, "1d")
+    model = BlockRowGCN(path, grid, cfg)
+    setup = time.perf_counter() - t0
+    opt = make_optimizer(model.weights, cfg)
+    n_train = int(model.masks["train"].sum())
+    epoch = [0]
+
+    def step() -> None:
+        opt.zero_grad()
+        loss = cross_entropy_sum(model.logits(epoch[0]), model.y, model.masks["train"]) / n_train
+        loss.backward()
+        model.reduce_gradients()
+        opt.step()
+        epoch[0] += 1
+
+    times = time_epochs(step, epochs, warmup)
+    grid.free()
+    return times, setup
+
+
+def bench_pyg(path: str, cfg, epochs: int, warmup: int) -> tuple[list[float], float]:
+    from torch_geometric.nn import GCNConv
+
+    from hpcgnn.io import GraphFile
+
+    t0 = time.perf_counter()
+    with GraphFile(path) as gf:
+        n = gf.meta.num_nodes
+        a = gf.read_csr(0, n).tocoo()
+        x = torch.from_numpy(gf.read_features(0, n))
+        y = torch.from_numpy(gf.read_labels(0, n))
+        train = torch.from_numpy(gf.read_mask("train", 0, n))
+        f, c = gf.meta.num_features, gf.meta.num_classes
+    # PyG's edge_index[0] = source, [1] = target; messages flow source -> target.
+    edge_index = torch.from_numpy(np.vstack([a.row, a.col]).astype(np.int64))
+    dims = [f] + [cfg.hidden] * (cfg.layers - 1) + [c]
+    convs = torch.nn.ModuleList(
+        GCNConv(i, o, cached=True, bias=False) for i, o in zip(dims[:-1], dims[1:], strict=True)
+    )
+    opt = torch.optim.Adam(convs.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    setup = time.perf_counter() - t0
+
+    def step() -> None:
+        opt.zero_grad()
+        h = x
+        for i, conv in enumerate(convs):
+            h = torch.nn.functional.dropout(h, cfg.dropout, training=True)
+            h = conv(h, edge_index)
+            if i < len(convs) - 1:
+                h = torch.relu(h)
+        loss = torch.nn.functional.cross_entropy(h[train], y[train])
+        loss.backward()
+        opt.step()
+
+    return time_epochs(step, epochs, warmup), setup
+
+
+def main() -> None:
+    from hpcgnn.train.config import TrainConfig
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("graph")
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--hidden", type=int, default=16)
+    p.add_argument("--epochs", type=int, default=5)
+    p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--threads", type=int, default=torch.get_num_threads())
+    p.add_argument("--json", default=None)
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    cfg = TrainConfig(layers=args.layers, hidden=args.hidden, dropout=0.5)
+    ours, ours_setup = bench_hpcgnn(args.graph, cfg, args.epochs, args.warmup)
+    pyg, pyg_setup = bench_pyg(args.graph, cfg, args.epochs, args.warmup)
+    m_ours, m_pyg = statistics.median(ours), statistics.median(pyg)
+    result = {
+        "graph": args.graph, "layers": args.layers, "hidden": args.hidden,
+        "threads": args.threads, "epochs": args.epochs,
+        "hpcgnn_epoch_median_s": m_ours, "pyg_epoch_median_s": m_pyg,
+        "ratio_hpcgnn_over_pyg": m_ours / m_pyg,
+        "hpcgnn_setup_s": ours_setup, "pyg_setup_s": pyg_setup,
+    }
+    print(json.dumps(result, indent=2))
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(result, fh, indent=2)
+
+
+if __name__ == "__main__":
+    main()

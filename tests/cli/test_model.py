@@ -1,0 +1,25 @@
+import json
+
+from hpcgnn.cli.main import main
+from tests.graphs import write_random_graph
+
+
+def test_model_ranks_choices_for_a_large_p(tmp_path, capsys):
+    path = write_random_graph(tmp_path / "g.h5", n=200, features=32, seed=1)
+    out = tmp_path / "model.json"
+    assert main(["model", str(path), "--procs", "1024", "--json", str(out), "--top", "3"]) == 0
+    text = capsys.readouterr().out
+    assert "P=1024" in text and len(text.strip().splitlines()) == 2 + 3
+    doc = json.loads(out.read_text())
+    times = [c["time_s"] for c in doc["choices"]]
+    assert times == sorted(times)
+    algos = {c["algo"] for c in doc["choices"]}
+    assert {"1d", "1.5d"} <= algos
+    # 1.5d offers every divisor of 1024 as replication factor
+    assert sum(c["algo"] == "1.5d" for c in doc["choices"]) == 11
+
+
+def test_model_rejects_bad_procs(tmp_path, capsys):
+    path = write_random_graph(tmp_path / "g.h5", n=20, seed=1)
+    assert main(["model", str(path), "--procs", "0"]) == 1
+    assert "--procs must be >= 1" in capsys.readouterr().err

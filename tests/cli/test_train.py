@@ -1,0 +1,99 @@
+import json
+
+import h5py
+import numpy as np
+import pytest
+
+from hpcgnn.cli.main import main
+from tests.conftest import assert_all
+
+
+def run_train(path, *extra):
+    return main(["train", str(path), "--epochs", "4", "--hidden", "8", "--quiet", *extra])
+
+
+@pytest.mark.mpi
+def test_metrics_and_trace_files(graph_file, shared_tmp, world):
+    path = graph_file(n=80, seed=1)
+    metrics, trace = shared_tmp / "m.json", shared_tmp / "t.json"
+    rc = run_train(path, "--metrics", str(metrics), "--trace", str(trace), "--eval-every", "2")
+    assert_all(world, rc == 0)
+    world.mpi.Barrier()
+    doc = json.loads(metrics.read_text())
+    for key in ("world_size", "config", "epochs", "final", "time", "comm", "params_sha256"):
+        assert key in doc
+    assert doc["world_size"] == world.size
+    assert set(doc["epochs"][0]) >= {"epoch", "loss", "train_acc", "val_acc", "time_s"}
+    assert set(doc["final"]) >= {"loss", "train_acc", "val_acc", "test_acc"}
+    assert doc["time"]["epoch_median_s"] > 0 and "local_spmm" in doc["time"]["phases"]
+    measured, predicted = doc["comm"]["measured_bytes"], doc["comm"]["predicted_bytes"]
+    for cat, value in predicted.items():
+        assert abs(measured.get(cat, 0) - value) <= 0.02 * max(value, 1)
+    events = json.loads(trace.read_text())["traceEvents"]
+    tracks = {e["tid"] for e in events if e.get("ph") == "X"}
+    assert tracks == set(range(world.size))
+    assert any(e["name"] == "epoch 1" for e in events)
+
+
+@pytest.mark.mpi
+def test_resume_gives_identical_parameters(graph_file, shared_tmp, world):
+    path = graph_file(n=70, seed=2)
+    full, resumed = shared_tmp / "full.json", shared_tmp / "resumed.json"
+    ckpt = shared_tmp / "ckpt"
+    args = ["--epochs", "6", "--dropout", "0.5"]
+    assert_all(world, main(["train", str(path), *args, "--quiet", "--metrics", str(full)]) == 0)
+    # interrupted run: stops after 3 epochs, having checkpointed after epochs 2 and 3
+    assert_all(world, main(["train", str(path), "--epochs", "3", "--dropout", "0.5", "--quiet",
+                            "--checkpoint-dir", str(ckpt), "--checkpoint-every", "2"]) == 0)
+    assert_all(world, main(["train", str(path), *args, "--quiet", "--resume", str(ckpt),
+                            "--metrics", str(resumed)]) == 0)
+    world.mpi.Barrier()
+    a, b = json.loads(full.read_text()), json.loads(resumed.read_text())
+    assert a["params_sha256"] == b["params_sha256"]
+    assert [e["loss"] for e in a["epochs"]] == [e["loss"] for e in b["epochs"]]
+
+
+@pytest.mark.mpi
+def test_resume_with_other_settings_is_refused(graph_file, shared_tmp, world, capsys):
+    path = graph_file(n=40, seed=3)
+    ckpt = shared_tmp / "ck"
+    assert_all(world, run_train(path, "--checkpoint-dir", str(ckpt), "--checkpoint-every", "2") == 0)
+    rc = run_train(path, "--resume", str(ckpt), "--lr", "0.5")
+    assert_all(world, rc == 1)
+    assert "written with other settings (lr" in capsys.readouterr().err
+
+
+@pytest.mark.mpi
+def test_replication_that_does_not_divide_is_refused_on_every_rank(graph_file, world, capsys):
+    path = graph_file(n=30, seed=4)
+    rc = run_train(path, "--algo", "1.5d", "--replication", str(world.size + 1))
+    assert_all(world, rc == 1)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"hpcgnn: error: 1.5d replication {world.size + 1} does not divide "
+                   f"{world.size} processes (valid: "
+                   + ", ".join(str(d) for d in range(1, world.size + 1) if world.size % d == 0) + ")"]
+
+
+@pytest.mark.mpi
+def test_too_little_memory_is_refused_on_every_rank(graph_file, world, capsys, monkeypatch):
+    path = graph_file(n=30, seed=5)
+    monkeypatch.setenv("HPCGNN_MEMORY_LIMIT", "1000")
+    assert_all(world, run_train(path) == 1)
+    assert "not enough memory" in capsys.readouterr().err
+
+
+@pytest.mark.mpi
+def test_nan_features_fail_on_every_rank(graph_file, shared_tmp, world, capsys):
+    path = graph_file("nan.h5", n=40, seed=6)
+    if world.rank == 0:
+        with h5py.File(path, "r+") as f:
+            f["features"][39, 0] = np.nan  # only the last rank's block is bad
+    world.mpi.Barrier()
+    assert_all(world, run_train(path) == 1)
+    assert "features contain NaN or Inf (first at vertex 39)" in capsys.readouterr().err
+
+
+@pytest.mark.mpi
+def test_missing_graph_fails_on_every_rank(shared_tmp, world, capsys):
+    assert_all(world, run_train(shared_tmp / "nope.h5") == 1)
+    assert "no such file" in capsys.readouterr().err

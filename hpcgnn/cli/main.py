@@ -58,7 +58,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except HpcgnnError as err:
-        print(f"hpcgnn: error: {err}", file=sys.stderr, flush=True)
+        # One write per line, so lines of different ranks never interleave.
+        sys.stderr.write(f"hpcgnn: error: {err}\n")
+        sys.stderr.flush()
         if _world_size() > 1 and not getattr(err, "collective", False):
             _abort(1)
         return 1

@@ -118,7 +118,8 @@ class GraphFile:
         if len(obj.shape) != len(shape) or any(
             want is not None and got != want for got, want in zip(obj.shape, shape, strict=True)
         ):
-            want_s = "(" + ", ".join("*" if s is None else str(s) for s in shape) + ")"
+            want_s = "(" + ", ".join("*" if s is None else str(s) for s in shape)
+            want_s += ",)" if len(shape) == 1 else ")"
             raise self._fail(f"dataset '{name}' has shape {obj.shape}, expected {want_s}")
         return obj
 
@@ -213,7 +214,7 @@ class GraphFile:
         c = self.meta.num_classes
         if y.size and (y.min() < fmt.UNLABELLED or y.max() >= c):
             bad = y.min() if y.min() < fmt.UNLABELLED else y.max()
-            raise self._fail(f"label {bad} out of range [0, {c})")
+            raise self._fail(f"label {bad} out of range [0, {c}) (or -1 for unlabelled)")
         return y
 
     def read_mask(self, name: str, row_lo: int, row_hi: int) -> np.ndarray:

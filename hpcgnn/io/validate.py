@@ -238,6 +238,37 @@ def edge_fingerprint(src: np.ndarray, dst: np.ndarray, num_nodes: int) -> int:
 
 
 # -- the checks --------------------------------------------------------------------------
+@dataclass
+class _CsrScan:
+    """What one pass over the column indices of a CSR found."""
+
+    col_counts: np.ndarray  # entries per column, i.e. degrees in the transposed direction
+    self_loops: int = 0
+    duplicates: int = 0
+    unsorted_rows: int = 0
+    crossing: int = 0  # entries whose endpoints lie in different parts
+    forward: int = 0  # fingerprint of the entries as (row, column)
+    backward: int = 0  # fingerprint of the entries as (column, row)
+
+
+@dataclass
+class _AdjacencyStats:
+    out_degree: DegreeSummary
+    in_degree: DegreeSummary | None
+    isolated: int
+    self_loops: int
+    duplicates: int
+    unsorted_rows: int
+    edge_cut: int
+    part_edges: tuple[int, ...] | None
+
+
+@dataclass
+class _VertexStats:
+    class_counts: np.ndarray  # [unlabelled, class 0, class 1, ...]
+    split_sizes: dict[str, int]
+
+
 class _Validator:
     """One validation run over an open :class:`GraphFile`."""
 
@@ -287,39 +318,35 @@ class _Validator:
 
     def scan(
         self, group: str, ptr: np.ndarray, transpose: bool, offsets: np.ndarray | None
-    ) -> dict:
+    ) -> _CsrScan:
         """Stream the column indices of one CSR; count and fingerprint its entries."""
         n = self.n
-        col_counts = np.zeros(n, dtype=np.int64)
-        stats = {"self_loops": 0, "duplicates": 0, "unsorted_rows": 0, "cut": 0,
-                 "forward": 0, "backward": 0, "col_counts": col_counts}
+        res = _CsrScan(col_counts=np.zeros(n, dtype=np.int64))
         with Progress(f"checking {group}", self.nnz, "edges", enabled=self.show_progress) as bar:
             for lo, hi in self.row_blocks(ptr):
                 block = self.gf.read_csr(lo, hi, transpose)
                 cols = block.indices.astype(np.int64, copy=False)
                 rows = np.repeat(np.arange(lo, hi, dtype=np.int64), np.diff(block.indptr))
-                np.add.at(col_counts, cols, 1)
-                stats["self_loops"] += int(np.count_nonzero(rows == cols))
+                np.add.at(res.col_counts, cols, 1)
+                res.self_loops += int(np.count_nonzero(rows == cols))
                 same_row = rows[1:] == rows[:-1]
                 step = np.diff(cols)
                 unsorted = same_row & (step < 0)
                 if unsorted.any():
-                    stats["unsorted_rows"] += int(np.unique(rows[1:][unsorted]).size)
+                    res.unsorted_rows += int(np.unique(rows[1:][unsorted]).size)
                     order = np.lexsort((cols, rows))
                     step = np.diff(cols[order])
-                stats["duplicates"] += int(np.count_nonzero(same_row & (step == 0)))
-                stats["forward"] += edge_fingerprint(rows, cols, n)
-                stats["backward"] += edge_fingerprint(cols, rows, n)
+                res.duplicates += int(np.count_nonzero(same_row & (step == 0)))
+                res.forward = (res.forward + edge_fingerprint(rows, cols, n)) & _MASK64
+                res.backward = (res.backward + edge_fingerprint(cols, rows, n)) & _MASK64
                 if offsets is not None:
                     part_r = np.searchsorted(offsets, rows, side="right")
                     part_c = np.searchsorted(offsets, cols, side="right")
-                    stats["cut"] += int(np.count_nonzero(part_r != part_c))
+                    res.crossing += int(np.count_nonzero(part_r != part_c))
                 bar.update(len(cols))
-        stats["forward"] &= _MASK64
-        stats["backward"] &= _MASK64
-        return stats
+        return res
 
-    def adjacency(self) -> dict:
+    def adjacency(self) -> _AdjacencyStats:
         """Check ``A`` (and ``A^T``); return degrees, counts and the edge cut."""
         meta = self.meta
         offsets = (
@@ -329,7 +356,7 @@ class _Validator:
         ptr = self.indptr(fmt.ADJACENCY, transpose=False)
         out_deg = np.diff(ptr)
         a = self.scan(fmt.ADJACENCY, ptr, transpose=False, offsets=offsets)
-        in_counts = a["col_counts"]
+        in_counts = a.col_counts
         if meta.directed:
             ptr_t = self.indptr(fmt.ADJACENCY_T, transpose=True)
             in_deg = np.diff(ptr_t)
@@ -340,24 +367,25 @@ class _Validator:
                     f"'{fmt.ADJACENCY_T}' is not the transpose of '{fmt.ADJACENCY}': vertex {v} "
                     f"has {in_counts[v]} in-edges in A but {in_deg[v]} entries in its row of A^T"
                 )
-            del in_counts, a["col_counts"]
+            del in_counts
+            a.col_counts = np.empty(0, dtype=np.int64)  # free the per-vertex counts
             t = self.scan(fmt.ADJACENCY_T, ptr_t, transpose=True, offsets=None)
-            wrong = np.flatnonzero(t["col_counts"] != out_deg)
+            wrong = np.flatnonzero(t.col_counts != out_deg)
             if wrong.size:
                 v = int(wrong[0])
                 raise self.fail(
                     f"'{fmt.ADJACENCY_T}' is not the transpose of '{fmt.ADJACENCY}': vertex {v} "
-                    f"has {out_deg[v]} out-edges in A but appears in {t['col_counts'][v]} "
+                    f"has {out_deg[v]} out-edges in A but appears in {t.col_counts[v]} "
                     "rows of A^T"
                 )
-            if t["backward"] != a["forward"]:
+            if t.backward != a.forward:
                 raise self.fail(
                     f"'{fmt.ADJACENCY_T}' is not the transpose of '{fmt.ADJACENCY}' "
                     "(degrees agree but the edges differ)"
                 )
             isolated = int(np.count_nonzero((out_deg == 0) & (in_deg == 0)))
             in_summary: DegreeSummary | None = DegreeSummary.of(in_deg)
-            cut = a["cut"]
+            cut = a.crossing
         else:
             wrong = np.flatnonzero(out_deg != in_counts)
             if wrong.size:
@@ -366,23 +394,22 @@ class _Validator:
                     f"'{fmt.ADJACENCY}' of an undirected graph is not symmetric: vertex {v} "
                     f"has {out_deg[v]} neighbours in its row but appears in {in_counts[v]} rows"
                 )
-            if a["forward"] != a["backward"]:
+            if a.forward != a.backward:
                 raise self.fail(
                     f"'{fmt.ADJACENCY}' of an undirected graph is not symmetric "
                     "(degrees agree but some edge i -> j has no j -> i)"
                 )
             isolated = int(np.count_nonzero(out_deg == 0))
             in_summary = None
-            cut = a["cut"] // 2
+            cut = a.crossing // 2
         part_edges = None
         if offsets is not None:
             part_edges = tuple(int(x) for x in np.diff(ptr[offsets]))
-        return {
-            "out_degree": DegreeSummary.of(out_deg), "in_degree": in_summary,
-            "isolated": isolated, "self_loops": a["self_loops"],
-            "duplicates": a["duplicates"], "unsorted_rows": a["unsorted_rows"],
-            "cut": cut, "part_edges": part_edges,
-        }
+        return _AdjacencyStats(
+            out_degree=DegreeSummary.of(out_deg), in_degree=in_summary, isolated=isolated,
+            self_loops=a.self_loops, duplicates=a.duplicates, unsorted_rows=a.unsorted_rows,
+            edge_cut=cut, part_edges=part_edges,
+        )
 
     # -- vertex data -----------------------------------------------------------------------
     def features(self) -> None:
@@ -397,7 +424,7 @@ class _Validator:
                 self.gf.read_features(lo, hi)
                 bar.update(hi - lo)
 
-    def labels_and_masks(self) -> dict:
+    def labels_and_masks(self) -> _VertexStats:
         """Check label range, labelled masks and disjoint masks; count classes and splits."""
         c = self.meta.num_classes
         hist = np.zeros(c + 1, dtype=np.int64)  # hist[0] counts unlabelled vertices
@@ -424,7 +451,7 @@ class _Validator:
                     f"masks overlap: vertex {lo + v} is in both the {inside[0]} and {inside[1]} "
                     "masks"
                 )
-        return {"hist": hist, "sizes": sizes}
+        return _VertexStats(class_counts=hist, split_sizes=sizes)
 
     def node_ids(self) -> None:
         """Original vertex ids must be unique."""
@@ -472,43 +499,43 @@ class _Validator:
             partition = PartitionSummary(
                 method=meta.partition_method or "",
                 sizes=tuple(int(x) for x in np.diff(offsets)),
-                edges=adj["part_edges"],
-                edge_cut=adj["cut"],
+                edges=adj.part_edges or (),
+                edge_cut=adj.edge_cut,
             )
             stored = self.stored_edge_cut()
             if stored is not None and stored != partition.edge_cut:
                 self.warnings.append(
                     f"recorded edge cut {stored} differs from the recomputed {partition.edge_cut}"
                 )
-        if adj["self_loops"]:
+        if adj.self_loops:
             self.warnings.append(
-                f"{adj['self_loops']} self loops stored (the GCN normalisation adds them anyway)"
+                f"{adj.self_loops} self loops stored (the GCN normalisation adds them anyway)"
             )
-        if adj["duplicates"]:
-            self.warnings.append(f"{adj['duplicates']} duplicate entries in '{fmt.ADJACENCY}'")
-        if adj["unsorted_rows"]:
+        if adj.duplicates:
+            self.warnings.append(f"{adj.duplicates} duplicate entries in '{fmt.ADJACENCY}'")
+        if adj.unsorted_rows:
             self.warnings.append(
-                f"{adj['unsorted_rows']} rows of '{fmt.ADJACENCY}' are not sorted by column"
+                f"{adj.unsorted_rows} rows of '{fmt.ADJACENCY}' are not sorted by column"
             )
         undirected = None
         if not meta.directed:
-            loops = adj["self_loops"]
+            loops = adj.self_loops
             undirected = (meta.num_edges - loops) // 2 + loops
-        hist = lm["hist"]
+        hist = lm.class_counts
         return GraphReport(
             meta=meta,
             undirected_edges=undirected,
-            train=lm["sizes"]["train"],
-            val=lm["sizes"]["val"],
-            test=lm["sizes"]["test"],
+            train=lm.split_sizes["train"],
+            val=lm.split_sizes["val"],
+            test=lm.split_sizes["test"],
             unlabelled=int(hist[0]),
             class_histogram=tuple(int(x) for x in hist[1:]),
-            out_degree=adj["out_degree"],
-            in_degree=adj["in_degree"],
-            isolated=adj["isolated"],
-            self_loops=adj["self_loops"],
-            duplicates=adj["duplicates"],
-            unsorted_rows=adj["unsorted_rows"],
+            out_degree=adj.out_degree,
+            in_degree=adj.in_degree,
+            isolated=adj.isolated,
+            self_loops=adj.self_loops,
+            duplicates=adj.duplicates,
+            unsorted_rows=adj.unsorted_rows,
             partition=partition,
             warnings=tuple(self.warnings),
         )

@@ -20,6 +20,10 @@ from tests.graphs import write_random_graph
 
 N = 60
 
+#: Serial tests call the CLI as one process; under an MPI launcher the CLI turns collective
+#: and only rank 0 prints, so they are skipped there (the ``mpi`` tests cover that path).
+serial = pytest.mark.skipif(launched_by_mpi(), reason="serial test; MPI tests cover mpiexec")
+
 
 def _replace(h5: h5py.File, name: str, data: np.ndarray) -> None:
     del h5[name]
@@ -157,6 +161,7 @@ def _single_error_line(capsys: pytest.CaptureFixture) -> str:
 
 
 @pytest.mark.parametrize("case", sorted(BAD_INPUTS))
+@serial
 def test_info_rejects_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture, case: str) -> None:
     path = make_bad_file(tmp_path / "bad.h5", case)
     assert main(["info", str(path)]) == 1
@@ -166,6 +171,7 @@ def test_info_rejects_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture, c
         assert words in line
 
 
+@serial
 def test_info_rejects_truncated_file(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     path = make_bad_file(tmp_path / "bad.h5", "truncated")
     assert main(["info", str(path)]) == 1
@@ -174,11 +180,13 @@ def test_info_rejects_truncated_file(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "truncated" in line
 
 
+@serial
 def test_info_rejects_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     assert main(["info", str(tmp_path / "nope.h5")]) == 1
     assert "no such file" in _single_error_line(capsys)
 
 
+@serial
 def test_info_rejects_broken_transpose(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     path = write_random_graph(tmp_path / "d.h5", n=N, directed=True)
     with h5py.File(path, "r+") as h5:
@@ -188,6 +196,7 @@ def test_info_rejects_broken_transpose(tmp_path: Path, capsys: pytest.CaptureFix
     assert "not the transpose" in _single_error_line(capsys)
 
 
+@serial
 def test_info_prints_statistics(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     path = write_random_graph(tmp_path / "g.h5", n=N, classes=3)
     assert main(["info", str(path)]) == 0
@@ -199,6 +208,7 @@ def test_info_prints_statistics(tmp_path: Path, capsys: pytest.CaptureFixture) -
         assert key in text
 
 
+@serial
 def test_info_directed_shows_in_and_out_degree(tmp_path: Path, capsys) -> None:
     path = write_random_graph(tmp_path / "d.h5", n=N, directed=True)
     assert main(["info", str(path)]) == 0
@@ -206,6 +216,7 @@ def test_info_directed_shows_in_and_out_degree(tmp_path: Path, capsys) -> None:
     assert "out-degree:" in text and "in-degree:" in text and "(directed)" in text
 
 
+@serial
 def test_info_json(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     path = write_random_graph(tmp_path / "g.h5", n=N, classes=4)
     assert main(["info", str(path), "--json"]) == 0

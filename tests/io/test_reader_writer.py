@@ -1,0 +1,162 @@
+"""Round trips through :class:`GraphFileWriter` and :class:`GraphFile` block reads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+from hpcgnn.errors import InputError
+from hpcgnn.io import EdgeSorter, GraphFile, GraphFileWriter, edges
+from hpcgnn.io import format as fmt
+from tests.graphs import random_graph_arrays, write_random_graph
+from tests.io.test_validate import expected_adjacency
+
+
+@pytest.mark.parametrize("directed", [False, True])
+def test_round_trip(tmp_path: Path, directed: bool) -> None:
+    g = random_graph_arrays(n=50, directed=directed, seed=1)
+    path = write_random_graph(tmp_path / "g.h5", n=50, directed=directed, seed=1)
+    a = expected_adjacency(g)
+    with GraphFile(path) as f:
+        meta = f.meta
+        assert (meta.num_nodes, meta.num_edges, meta.num_features, meta.num_classes) == (
+            50, a.nnz, 6, 3,
+        )
+        assert meta.directed is directed
+        assert meta.format_version == fmt.FORMAT_VERSION
+        assert meta.feature_dtype == np.float32
+        assert meta.partition_offsets is None
+        assert (f.read_csr(0, 50).toarray() == a.toarray()).all()
+        assert (f.read_csr(0, 50, transpose=True).toarray() == a.T.toarray()).all()
+        np.testing.assert_array_equal(f.read_features(0, 50), g["x"])
+        np.testing.assert_array_equal(f.read_labels(0, 50), g["y"])
+        for name in fmt.MASK_NAMES:
+            np.testing.assert_array_equal(f.read_mask(name, 0, 50), g[name])
+        np.testing.assert_array_equal(f.read_node_ids(0, 50), np.arange(50))
+
+
+def test_block_reads_are_slices_of_the_whole(tmp_path: Path) -> None:
+    path = write_random_graph(tmp_path / "g.h5", n=50, directed=True, seed=2)
+    with GraphFile(path) as f:
+        whole = f.read_csr(0, 50).toarray()
+        whole_t = f.read_csr(0, 50, transpose=True).toarray()
+        x = f.read_features(0, 50)
+        for lo, hi in [(0, 7), (7, 30), (30, 50), (13, 13)]:
+            block = f.read_csr(lo, hi)
+            assert block.shape == (hi - lo, 50)
+            assert (block.toarray() == whole[lo:hi]).all()
+            assert (f.read_csr(lo, hi, transpose=True).toarray() == whole_t[lo:hi]).all()
+            np.testing.assert_array_equal(f.read_features(lo, hi), x[lo:hi])
+            ptr = f.read_indptr(lo, hi)
+            assert ptr.dtype == np.int64 and len(ptr) == hi - lo + 1
+
+
+def test_datasets_are_chunked_and_compressed(tmp_path: Path) -> None:
+    path = write_random_graph(tmp_path / "g.h5", n=50, directed=True)
+    with h5py.File(path, "r") as h5:
+        names = ["adjacency/indptr", "adjacency/indices", "adjacency_t/indptr",
+                 "adjacency_t/indices", "features", "labels", "masks/train", "masks/val",
+                 "masks/test", "node_ids"]
+        for name in names:
+            ds = h5[name]
+            assert ds.chunks is not None, name
+            assert ds.compression == fmt.COMPRESSION, name
+        assert h5["adjacency/indptr"].dtype == fmt.INDPTR_DTYPE
+        assert h5["adjacency/indices"].dtype == fmt.index_dtype(50)
+        assert h5.attrs["format"] == fmt.FORMAT_NAME
+        assert h5.attrs["format_version"] == fmt.FORMAT_VERSION
+
+
+def test_edge_sorter_with_many_buckets_gives_the_same_csr(tmp_path: Path, monkeypatch) -> None:
+    one = write_random_graph(tmp_path / "one.h5", n=90, directed=True, seed=4)
+    monkeypatch.setattr(edges, "EDGES_PER_BUCKET", 16)
+    many = write_random_graph(tmp_path / "many.h5", n=90, directed=True, seed=4)
+    with GraphFile(one) as f1, GraphFile(many) as f2:
+        for t in (False, True):
+            assert (f1.read_csr(0, 90, t) != f2.read_csr(0, 90, t)).nnz == 0
+
+
+def test_sorter_drops_self_loops_and_duplicates(tmp_path: Path) -> None:
+    with EdgeSorter(4, directed=False) as s:
+        s.add(np.array([0, 0, 1, 2, 2]), np.array([1, 1, 1, 3, 2]))
+        with GraphFileWriter(tmp_path / "g.h5", num_nodes=4, num_features=1, num_classes=1,
+                             directed=False, show_progress=False) as w:
+            w.write_adjacency(s)
+            w.write_features(0, np.zeros((4, 1)))
+            w.write_labels(np.zeros(4, int))
+            w.write_masks(*(np.zeros(4, bool),) * 3)
+    with GraphFile(tmp_path / "g.h5") as f:
+        a = f.read_csr(0, 4).toarray()
+    expected = np.zeros((4, 4))
+    expected[0, 1] = expected[1, 0] = expected[2, 3] = expected[3, 2] = 1
+    np.testing.assert_array_equal(a, expected)
+
+
+def _writer(path: Path) -> GraphFileWriter:
+    return GraphFileWriter(path, num_nodes=3, num_features=2, num_classes=2, directed=False,
+                           show_progress=False)
+
+
+def test_incomplete_file_is_not_written(tmp_path: Path) -> None:
+    path = tmp_path / "g.h5"
+    with pytest.raises(InputError, match="incomplete"), _writer(path) as w:
+        w.write_features(0, np.zeros((3, 2)))
+    assert not path.exists()
+    assert not (tmp_path / "g.h5.partial").exists()
+
+
+def test_error_while_writing_removes_the_partial_file(tmp_path: Path) -> None:
+    path = tmp_path / "g.h5"
+    with pytest.raises(InputError, match="NaN"), _writer(path) as w:
+        w.write_features(0, np.full((3, 2), np.nan))
+    assert not path.exists()
+    assert not (tmp_path / "g.h5.partial").exists()
+
+
+def test_writer_checks_its_inputs(tmp_path: Path) -> None:
+    w = _writer(tmp_path / "g.h5")
+    try:
+        with pytest.raises(InputError, match="out of range"):
+            w.write_labels(np.array([0, 2, 1]))
+        with pytest.raises(InputError, match="shape"):
+            w.write_masks(np.zeros(2, bool), np.zeros(3, bool), np.zeros(3, bool))
+        with pytest.raises(InputError, match="out of order"):
+            w.write_features(1, np.zeros((2, 2)))
+    finally:
+        w.abort()
+
+
+def test_reader_rejects_missing_and_non_hdf5_files(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="no such file"):
+        GraphFile(tmp_path / "missing.h5")
+    text = tmp_path / "text.h5"
+    text.write_text("not hdf5\n")
+    with pytest.raises(InputError, match="not a readable HDF5 file"):
+        GraphFile(text)
+
+
+def test_reader_rejects_newer_format_versions(tmp_path: Path) -> None:
+    path = write_random_graph(tmp_path / "g.h5", n=20)
+    with h5py.File(path, "r+") as h5:
+        h5.attrs["format_version"] = fmt.FORMAT_VERSION + 1
+    with pytest.raises(InputError, match="newer"):
+        GraphFile(path)
+
+
+def test_partition_is_recorded(tmp_path: Path) -> None:
+    path = tmp_path / "g.h5"
+    with _writer(path) as w:
+        with EdgeSorter(3, directed=False) as s:
+            s.add(np.array([0]), np.array([2]))
+            w.write_adjacency(s)
+        w.write_features(0, np.zeros((3, 2)))
+        w.write_labels(np.array([0, 1, 1]))
+        w.write_masks(*(np.zeros(3, bool),) * 3)
+        w.write_partition(np.array([0, 1, 3]), np.array([2, 0, 1]), "metis", 1)
+    with GraphFile(path) as f:
+        assert f.meta.partition_offsets == (0, 1, 3)
+        assert f.meta.partition_method == "metis"
+        np.testing.assert_array_equal(f.read_partition_perm(), [2, 0, 1])

@@ -9,7 +9,7 @@ from hpcgnn.errors import ConfigError
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``train`` sub-command."""
-    from hpcgnn.train.run import ALGORITHMS
+    from hpcgnn.train.algorithms import ALGORITHMS
 
     p = sub.add_parser(
         "train",

@@ -47,6 +47,7 @@ def class_feature_blocks(
         noise standard deviations along the line joining their centres.
     rng
         Source of the noise.
+
     """
     n, f = labels.size, centres.shape[1]
     step = block_rows(f)

@@ -73,6 +73,7 @@ def load_legacy_pickle(path: str | Path) -> Any:
     InputError
         If the file is missing, not a pickle, or references a class outside the
         allowed NumPy/SciPy/container set.
+
     """
     path = Path(path)
     try:

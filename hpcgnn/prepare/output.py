@@ -36,6 +36,7 @@ class GraphParts:
         Dataset name and provenance stored as attributes.
     node_ids
         Original vertex ids, or ``None`` for ``0 .. num_nodes-1``.
+
     """
 
     num_nodes: int
@@ -47,6 +48,21 @@ class GraphParts:
     name: str
     source: str
     node_ids: np.ndarray | None = None
+
+
+def add_edges(
+    sorter: EdgeSorter, src: np.ndarray, dst: np.ndarray, source: str | os.PathLike
+) -> None:
+    """Add edges to ``sorter`` after checking their ids, naming ``source`` on failure."""
+    n = sorter.num_nodes
+    if src.size:
+        lo = min(int(src.min()), int(dst.min()))
+        hi = max(int(src.max()), int(dst.max()))
+        if lo < 0 or hi >= n:
+            raise InputError(
+                f"{source}: vertex id {lo if lo < 0 else hi} is out of range [0, {n})"
+            )
+    sorter.add(src, dst)
 
 
 def write_graph(
@@ -71,6 +87,7 @@ def write_graph(
         ``time.perf_counter()`` at the start of the run, for the reported wall time.
     show_progress
         Show progress bars for slow steps.
+
     """
     n = parts.num_nodes
     with GraphFileWriter(

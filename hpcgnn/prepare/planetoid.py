@@ -35,7 +35,7 @@ from hpcgnn.io import EdgeSorter
 from hpcgnn.io import format as fmt
 from hpcgnn.prepare.features import sparse_feature_blocks
 from hpcgnn.prepare.legacy_pickle import load_legacy_pickle
-from hpcgnn.prepare.output import GraphParts, write_graph
+from hpcgnn.prepare.output import GraphParts, add_edges, write_graph
 from hpcgnn.prepare.splits import drop_unlabelled, masks_from_ids
 from hpcgnn.prepare.summary import PrepareSummary
 from hpcgnn.prepare.textfile import read_column
@@ -56,7 +56,9 @@ def find_planetoid_dir(root: str | os.PathLike, name: str) -> Path:
     if not root.is_dir():
         raise InputError(f"{root}: no such directory (Planetoid root)")
     candidates = [root, root / "raw"]
-    candidates += [d / "raw" for d in sorted(root.iterdir()) if d.is_dir() and d.name.lower() == name]
+    candidates += [
+        d / "raw" for d in sorted(root.iterdir()) if d.is_dir() and d.name.lower() == name
+    ]
     for d in candidates:
         if (d / f"ind.{name}.x").is_file():
             return d
@@ -123,6 +125,7 @@ def convert_planetoid(
         Directory for the edge sorter's spill files.
     show_progress
         Show progress bars.
+
     """
     started = time.perf_counter()
     name = name.lower()
@@ -139,7 +142,8 @@ def convert_planetoid(
         (tx.shape[1] == width, f"{path['tx']}: {tx.shape[1]} features but allx has {width}"),
         (ally.shape[0] == n_all, f"{path['ally']}: {ally.shape[0]} rows but allx has {n_all}"),
         (ty.shape[0] == n_test, f"{path['ty']}: {ty.shape[0]} rows but tx has {n_test}"),
-        (ty.shape[1] == ally.shape[1], f"{path['ty']}: {ty.shape[1]} classes, ally {ally.shape[1]}"),
+        (ty.shape[1] == ally.shape[1],
+         f"{path['ty']}: {ty.shape[1]} classes but ally has {ally.shape[1]}"),
         (test_ids.size == n_test,
          f"{path['test.index']}: {test_ids.size} ids but tx has {n_test} rows"),
         (num_train <= n_all, f"{path['y']}: {num_train} training rows but allx has {n_all}"),
@@ -162,16 +166,13 @@ def convert_planetoid(
     labels = np.where(onehot.any(axis=1), onehot.argmax(axis=1), fmt.UNLABELLED).astype(np.int64)
 
     src, dst = _graph_edges(raw["graph"], path["graph"])
-    if src.size and (min(src.min(), dst.min()) < 0 or max(src.max(), dst.max()) >= n):
-        bad = min(src.min(), dst.min()) if min(src.min(), dst.min()) < 0 else max(src.max(), dst.max())
-        raise InputError(f"{path['graph']}: vertex {bad} is out of range [0, {n})")
 
     masks = masks_from_ids(
         n, np.arange(num_train), np.arange(num_train, min(num_train + VAL_SIZE, n_all)), test_ids,
         source=str(directory),
     )
     with EdgeSorter(n, directed=False, expected_edges=src.size, tmpdir=tmpdir) as sorter:
-        sorter.add(src, dst)
+        add_edges(sorter, src, dst, path["graph"])
         parts = GraphParts(
             num_nodes=n,
             num_features=width,

@@ -41,6 +41,7 @@ def random_split(
     -------
     tuple of numpy.ndarray
         Boolean ``train``, ``val`` and ``test`` masks over all vertices.
+
     """
     check_fractions(train_frac, val_frac)
     labelled = np.flatnonzero(labels != fmt.UNLABELLED)
@@ -65,6 +66,7 @@ def masks_from_ids(
         Vertex ids of each set.
     source
         Where the ids came from, for error messages.
+
     """
     where = f"{source}: " if source else ""
     masks = []

@@ -30,6 +30,7 @@ class PrepareSummary:
         (one record per input line or generated edge, not per stored direction).
     seconds
         Wall time of the whole run.
+
     """
 
     path: str

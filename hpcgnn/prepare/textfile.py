@@ -28,6 +28,9 @@ BLOCK_BYTES = 16 << 20
 #: Line prefixes treated as comments (SNAP uses ``#``, KONECT and Matrix Market ``%``).
 COMMENTS = ("#", "%")
 
+#: Delimiter meaning "commas and/or whitespace".
+ANY = "any"
+
 _MIB = 1 << 20
 
 
@@ -48,6 +51,8 @@ def _data_lines(chunk: bytes, first_line: int) -> Iterator[tuple[int, str]]:
 
 
 def _split(text: str, delimiter: str | None) -> list[str]:
+    if delimiter == ANY:
+        return text.replace(",", " ").split()
     return [f.strip() for f in text.split(delimiter)] if delimiter else text.split()
 
 
@@ -66,12 +71,13 @@ class NumericTable:
         Read only the first ``first_columns`` values of each line and ignore the rest
         (e.g. weights or timestamps after an edge); excludes ``columns``.
     delimiter
-        ``","``, ``None`` for any whitespace, or ``"auto"``: a comma if the first data
-        line has one, whitespace otherwise.
+        ``","``, ``None`` for whitespace, or :data:`ANY` (``"any"``): commas and/or
+        whitespace.
     what
         Description used in messages, e.g. ``"OGB edge list"``.
     block_bytes
         Bytes of text per block.
+
     """
 
     def __init__(
@@ -81,7 +87,7 @@ class NumericTable:
         dtype: np.dtype | type,
         columns: int | None = None,
         first_columns: int | None = None,
-        delimiter: str | None = "auto",
+        delimiter: str | None = ANY,
         what: str = "numeric table",
         block_bytes: int = BLOCK_BYTES,
     ) -> None:
@@ -98,7 +104,7 @@ class NumericTable:
 
     # -- raw blocks of whole lines -------------------------------------------------------
     def _open(self) -> tuple[BinaryIO, BinaryIO]:
-        raw = open(self.path, "rb")  # noqa: SIM115 (closed by the caller)
+        raw = open(self.path, "rb")
         if self.path.name.endswith(".gz"):
             return raw, gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
         return raw, raw
@@ -138,13 +144,10 @@ class NumericTable:
         shown = f": {text[:80]!r}" if text else ""
         return InputError(f"{self.path}, line {line}: {why}{shown} ({self.what})")
 
-    def _detect(self, chunk: bytes, first_line: int) -> None:
-        """Fix the delimiter and column count from the first data line of the file."""
-        for line, text in _data_lines(chunk, first_line):
-            if self.delimiter == "auto":
-                self.delimiter = "," if "," in text else None
-            if self.columns is None and self.first_columns is None:
-                self.columns = len(_split(text, self.delimiter))
+    def _detect_columns(self, chunk: bytes, first_line: int) -> None:
+        """Take the column count from the first data line of the file."""
+        for _, text in _data_lines(chunk, first_line):
+            self.columns = len(_split(text, self.delimiter))
             return
 
     def _locate_error(self, chunk: bytes, first_line: int, fallback: str) -> InputError:
@@ -174,10 +177,13 @@ class NumericTable:
     def _parse(self, chunk: bytes, first_line: int) -> np.ndarray:
         usecols = range(self.first_columns) if self.first_columns is not None else None
         try:
+            text, delimiter = chunk, self.delimiter
+            if delimiter == ANY:
+                text, delimiter = chunk.replace(b",", b" "), None
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", UserWarning)  # "input contained no data"
                 table = np.loadtxt(
-                    io.BytesIO(chunk), dtype=self.dtype, delimiter=self.delimiter,
+                    io.BytesIO(text), dtype=self.dtype, delimiter=delimiter,
                     comments=COMMENTS, usecols=usecols, ndmin=2,
                 )
         except (ValueError, OverflowError) as err:
@@ -187,7 +193,9 @@ class NumericTable:
             raise self._locate_error(chunk, first_line, f"expected {width} values per line")
         return table
 
-    def blocks(self, progress: str | None = None, show_progress: bool = True) -> Iterator[np.ndarray]:
+    def blocks(
+        self, progress: str | None = None, show_progress: bool = True
+    ) -> Iterator[np.ndarray]:
         """Yield the table as 2-D arrays of consecutive rows (blank and comment lines skipped).
 
         Parameters
@@ -196,11 +204,12 @@ class NumericTable:
             Label of a progress bar over the file's bytes, or ``None`` for no bar.
         show_progress
             Set ``False`` to silence the bar.
+
         """
         for first_line, chunk in self._chunks(progress, show_progress):
-            if self.delimiter == "auto" or (self.columns is None and self.first_columns is None):
-                self._detect(chunk, first_line)
-                if self.delimiter == "auto":
+            if self.columns is None and self.first_columns is None:
+                self._detect_columns(chunk, first_line)
+                if self.columns is None:
                     continue  # only comments so far
             table = self._parse(chunk, first_line)
             if table.size:

@@ -14,6 +14,7 @@ from hpcgnn.comm.collective import collective
 from hpcgnn.dist.cost_model import Problem, predict
 from hpcgnn.errors import ConfigError
 from hpcgnn.grid.process_grid import ProcessGrid
+from hpcgnn.train.algorithms import ALGORITHMS
 from hpcgnn.grid.shapes import GridShape, choose_shape
 from hpcgnn.io.reader import GraphFile, GraphMeta
 from hpcgnn.models.init import layer_sizes
@@ -25,7 +26,6 @@ from hpcgnn.train.model_state import make_optimizer
 from hpcgnn.train.trace import gather_trace, write_trace
 from hpcgnn.utils.memory import check_memory
 
-ALGORITHMS = ("1d", "1.5d")
 
 
 @dataclass

@@ -1,0 +1,217 @@
+"""``hpcgnn prepare SOURCE ... --out G.h5``: generate or convert a graph into the HDF5 format.
+
+Sources: ``synthetic`` (SBM or RMAT), ``planetoid`` (Cora, CiteSeer, PubMed), ``ogb``
+(OGB node-property raw layout) and ``edgelist`` (SNAP-style text). The work runs on one
+process (rank 0 under ``mpiexec``); an error there becomes the same one-line message and
+exit status 1 on every rank. A summary is printed when the file is complete.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+
+from hpcgnn.cli.common import run_on_root
+from hpcgnn.errors import ConfigError
+from hpcgnn.prepare import (
+    PrepareSummary,
+    SyntheticSpec,
+    convert_edgelist,
+    convert_ogb,
+    convert_planetoid,
+    generate_synthetic,
+)
+from hpcgnn.prepare.synthetic import GENERATORS
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``prepare`` sub-command and its sources to ``subparsers``."""
+    parser = subparsers.add_parser(
+        "prepare",
+        help="generate or convert a graph into the hpcgnn HDF5 format",
+        description=(
+            "Write a graph file (CSR adjacency, features, labels, train/val/test masks) "
+            "from a generator or a public dataset format. See inputs/README.md for recipes."
+        ),
+    )
+    sources = parser.add_subparsers(dest="source", required=True, metavar="SOURCE")
+    _add_synthetic(sources)
+    _add_planetoid(sources)
+    _add_ogb(sources)
+    _add_edgelist(sources)
+
+
+def _output_options() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--out", type=Path, required=True, metavar="G.h5",
+                        help="graph file to write (replaced if it exists)")
+    common.add_argument("--tmpdir", type=Path, metavar="DIR",
+                        help="directory for temporary edge files (default: system temp dir)")
+    common.add_argument("--quiet", action="store_true", help="no progress bars")
+    return common
+
+
+def _split_options() -> argparse.ArgumentParser:
+    split = argparse.ArgumentParser(add_help=False)
+    split.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    split.add_argument("--train-frac", type=float, default=0.6,
+                       help="fraction of labelled vertices for training (default: 0.6)")
+    split.add_argument("--val-frac", type=float, default=0.2,
+                       help="fraction of labelled vertices for validation (default: 0.2); "
+                            "the rest is the test set")
+    return split
+
+
+def _add_synthetic(sources: argparse._SubParsersAction) -> None:
+    p = sources.add_parser(
+        "synthetic",
+        parents=[_output_options(), _split_options()],
+        help="seeded SBM (homophilous, for accuracy) or RMAT (power law, for scale) graph",
+        description=(
+            "Generate a graph in streaming fashion; the same parameters and seed give the "
+            "same file. Labels are a balanced random assignment, features are a random "
+            "class centre plus Gaussian noise, and the split is random."
+        ),
+    )
+    p.add_argument("--generator", choices=GENERATORS, default="sbm",
+                   help="sbm: classes are blocks; rmat: Graph500 Kronecker (default: sbm)")
+    p.add_argument("--nodes", type=int, default=20000, metavar="N",
+                   help="number of vertices (default: 20000)")
+    p.add_argument("--avg-degree", type=float, default=16.0, metavar="D",
+                   help="mean degree asked for: N*D/2 undirected or N*D directed edges are "
+                        "generated before duplicates are dropped (default: 16)")
+    p.add_argument("--features", type=int, default=64, metavar="F",
+                   help="feature width (default: 64)")
+    p.add_argument("--classes", type=int, default=8, metavar="C",
+                   help="number of classes (default: 8)")
+    p.add_argument("--directed", action="store_true", help="generate a directed graph")
+    p.add_argument("--intra-fraction", type=float, default=0.8,
+                   help="sbm: probability that an edge stays inside its class (default: 0.8)")
+    p.add_argument("--feature-noise", type=float, default=2.0,
+                   help="standard deviation of the noise around the class centres, which "
+                        "have norm about 1 (default: 2.0)")
+    p.add_argument("--name", help="dataset name stored in the file (default: from parameters)")
+    p.set_defaults(func=_synthetic)
+
+
+def _add_planetoid(sources: argparse._SubParsersAction) -> None:
+    p = sources.add_parser(
+        "planetoid",
+        parents=[_output_options()],
+        help="Cora, CiteSeer or PubMed from the public ind.NAME.* files",
+        description=(
+            "Convert the Planetoid files ind.NAME.{x,y,tx,ty,allx,ally,graph,test.index} "
+            "with the standard split (train = range(len(y)), val = next 500, test = "
+            "test.index)."
+        ),
+    )
+    p.add_argument("--root", type=Path, required=True, metavar="DIR",
+                   help="directory with the ind.NAME.* files (or DIR/raw, DIR/NAME/raw)")
+    p.add_argument("--name", required=True, metavar="NAME",
+                   help="dataset name as in the file names: cora, citeseer or pubmed")
+    p.set_defaults(func=_planetoid)
+
+
+def _add_ogb(sources: argparse._SubParsersAction) -> None:
+    p = sources.add_parser(
+        "ogb",
+        parents=[_output_options()],
+        help="OGB node-property dataset (ogbn-arxiv, ogbn-products) from its raw CSV files",
+        description=(
+            "Convert DIR/raw/{edge,node-feat,node-label}.csv.gz with the split in "
+            "DIR/split/<split>/{train,valid,test}.csv.gz. Edges are made undirected unless "
+            "--directed."
+        ),
+    )
+    p.add_argument("--root", type=Path, required=True, metavar="DIR",
+                   help="dataset directory holding raw/ and split/")
+    p.add_argument("--split", metavar="NAME",
+                   help="sub-directory of split/ (needed only if there are several)")
+    p.add_argument("--directed", action="store_true",
+                   help="keep the edge directions of edge.csv.gz (default: symmetrise)")
+    p.add_argument("--name", help="dataset name stored in the file (default: directory name)")
+    p.set_defaults(func=_ogb)
+
+
+def _add_edgelist(sources: argparse._SubParsersAction) -> None:
+    p = sources.add_parser(
+        "edgelist",
+        parents=[_output_options(), _split_options()],
+        help="SNAP-style edge list ('u v' per line, '#' comments), optional .npy arrays",
+        description=(
+            "Convert a text edge list (plain or .gz). Vertex ids are relabelled 0..n-1 in "
+            "increasing order unless --num-nodes is given; row k of --features and entry k "
+            "of --labels belong to vertex k. Without --labels the labels are random and "
+            "without --features the features are random: such files are for timing only."
+        ),
+    )
+    p.add_argument("--edges", type=Path, required=True, metavar="FILE",
+                   help="edge list: 'u v' per line, whitespace or comma separated")
+    p.add_argument("--features", type=Path, metavar="X.npy",
+                   help="float array of shape (n, F), one row per vertex")
+    p.add_argument("--labels", type=Path, metavar="Y.npy",
+                   help="integer array of shape (n,); negative values mean unlabelled")
+    p.add_argument("--directed", action="store_true",
+                   help="keep edge directions (default: symmetrise)")
+    p.add_argument("--num-nodes", type=int, metavar="N",
+                   help="use ids as given, all below N (isolated vertices allowed), "
+                        "instead of relabelling the ids that occur")
+    p.add_argument("--feature-dim", type=int, default=64, metavar="F",
+                   help="width of the random features used without --features (default: 64)")
+    p.add_argument("--classes", type=int, metavar="C",
+                   help="number of classes (default: 8 random classes without --labels, "
+                        "else the largest label + 1)")
+    p.add_argument("--name", help="dataset name stored in the file (default: file name)")
+    p.set_defaults(func=_edgelist)
+
+
+def _report(args: argparse.Namespace, task: Callable[[], PrepareSummary]) -> int:
+    """Run ``task`` on rank 0 after checking the shared options; print its summary."""
+
+    def checked() -> PrepareSummary:
+        if args.tmpdir is not None and not args.tmpdir.is_dir():
+            raise ConfigError(f"--tmpdir {args.tmpdir}: no such directory")
+        if args.out.is_dir():
+            raise ConfigError(f"--out {args.out} is a directory; give a file name such as G.h5")
+        return task()
+
+    summary = run_on_root(checked)
+    if summary is not None:
+        print(summary.describe(), flush=True)
+    return 0
+
+
+def _synthetic(args: argparse.Namespace) -> int:
+    spec = SyntheticSpec(
+        generator=args.generator, nodes=args.nodes, avg_degree=args.avg_degree,
+        features=args.features, classes=args.classes, directed=args.directed, seed=args.seed,
+        intra_fraction=args.intra_fraction, feature_noise=args.feature_noise,
+        train_frac=args.train_frac, val_frac=args.val_frac,
+    )
+    return _report(args, lambda: generate_synthetic(
+        spec, args.out, name=args.name, tmpdir=args.tmpdir, show_progress=not args.quiet
+    ))
+
+
+def _planetoid(args: argparse.Namespace) -> int:
+    return _report(args, lambda: convert_planetoid(
+        args.root, args.name, args.out, tmpdir=args.tmpdir, show_progress=not args.quiet
+    ))
+
+
+def _ogb(args: argparse.Namespace) -> int:
+    return _report(args, lambda: convert_ogb(
+        args.root, args.out, split=args.split, directed=args.directed, name=args.name,
+        tmpdir=args.tmpdir, show_progress=not args.quiet,
+    ))
+
+
+def _edgelist(args: argparse.Namespace) -> int:
+    return _report(args, lambda: convert_edgelist(
+        args.edges, args.out, features=args.features, labels=args.labels,
+        directed=args.directed, num_nodes=args.num_nodes, feature_dim=args.feature_dim,
+        classes=args.classes, seed=args.seed, train_frac=args.train_frac,
+        val_frac=args.val_frac, name=args.name, tmpdir=args.tmpdir,
+        show_progress=not args.quiet,
+    ))

@@ -1,0 +1,264 @@
+"""Convert a SNAP-style edge list (text, optionally gzip-compressed) with optional arrays.
+
+Input format: one edge ``u v`` per line, separated by whitespace or a comma; extra
+columns (weights, timestamps) are ignored; lines starting with ``#`` or ``%`` are comments.
+Vertex ids are non-negative integers, not necessarily contiguous.
+
+Vertices:
+
+- by default the vertices are the distinct ids that occur in the file, relabelled
+  ``0 .. n-1`` in increasing order of the original id (kept in the file's ``node_ids``);
+- with ``num_nodes`` the ids are used as they are: every id must be below ``num_nodes``,
+  and ids that occur in no edge become isolated vertices.
+
+Row ``k`` of ``features`` / entry ``k`` of ``labels`` belongs to vertex ``k``: the
+``k``-th smallest original id, or id ``k`` itself with ``num_nodes`` (the two agree when
+the ids are ``0 .. n-1``).
+
+Without a label array every vertex gets a seeded random label (balanced over
+``classes``), and without a feature array the features are seeded standard normal noise
+of width ``feature_dim``: such files exercise the full training pipeline at the graph's
+real size, for timing, but the accuracy is that of chance. Labels below zero (or NaN in a
+float array) mean unlabelled. The train/val/test masks are a seeded random split of the
+labelled vertices.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from hpcgnn.errors import ConfigError, InputError
+from hpcgnn.io import EdgeSorter
+from hpcgnn.io import format as fmt
+from hpcgnn.prepare.features import array_feature_blocks, random_feature_blocks
+from hpcgnn.prepare.output import GraphParts, add_edges, write_graph
+from hpcgnn.prepare.splits import check_fractions, random_split
+from hpcgnn.prepare.summary import PrepareSummary
+from hpcgnn.prepare.synthetic import EDGE_CHUNK, balanced_labels
+from hpcgnn.prepare.textfile import NumericTable, require_file
+
+#: Number of random classes when no labels are given and no class count is asked for.
+DEFAULT_RANDOM_CLASSES = 8
+
+
+def sorted_unique(values: np.ndarray) -> np.ndarray:
+    """Return the distinct values in increasing order.
+
+    Sorts and drops repeats; unlike :func:`numpy.unique`, whose hash-based path in
+    NumPy 2.3+ is tens of times slower on millions of mostly distinct ids.
+    """
+    values = np.sort(values, axis=None)
+    if values.size < 2:
+        return values
+    keep = np.empty(values.size, dtype=bool)
+    keep[0] = True
+    np.not_equal(values[1:], values[:-1], out=keep[1:])
+    return values[keep]
+
+
+class DistinctIds:
+    """Sorted set of the integers seen so far, merged lazily in amortised O(k log k)."""
+
+    def __init__(self) -> None:
+        self._merged = np.empty(0, dtype=np.int64)
+        self._pending: list[np.ndarray] = []
+        self._pending_size = 0
+
+    def add(self, ids: np.ndarray) -> None:
+        """Add the values of ``ids``."""
+        unique = sorted_unique(ids)
+        self._pending.append(unique)
+        self._pending_size += unique.size
+        if self._pending_size > max(self._merged.size, 1 << 22):
+            self._merge()
+
+    def _merge(self) -> None:
+        if self._pending:
+            self._merged = sorted_unique(np.concatenate([self._merged, *self._pending]))
+            self._pending, self._pending_size = [], 0
+
+    def sorted(self) -> np.ndarray:
+        """Return all distinct values seen, in increasing order."""
+        self._merge()
+        return self._merged
+
+
+def load_label_array(path: str | os.PathLike, num_nodes: int) -> np.ndarray:
+    """Load ``Y.npy``: one integer class per vertex; negative or NaN means unlabelled."""
+    path = require_file(path, "label array")
+    labels = _load_npy(path)
+    if labels.ndim != 1 or labels.shape[0] != num_nodes:
+        raise InputError(f"{path}: labels have shape {labels.shape}, expected ({num_nodes},)")
+    if labels.dtype.kind == "f":
+        known = np.isfinite(labels) & (labels >= 0)
+        if np.any(labels[known] != np.round(labels[known])):
+            raise InputError(f"{path}: labels must be integer class ids")
+        return np.where(known, labels, fmt.UNLABELLED).astype(np.int64)
+    if labels.dtype.kind not in "iu":
+        raise InputError(f"{path}: labels have dtype {labels.dtype}, expected integers")
+    return np.where(labels >= 0, labels, fmt.UNLABELLED).astype(np.int64)
+
+
+def load_feature_array(path: str | os.PathLike, num_nodes: int) -> np.ndarray:
+    """Open ``X.npy`` memory-mapped and check it has one numeric row per vertex."""
+    path = require_file(path, "feature array")
+    features = _load_npy(path, mmap=True)
+    if features.ndim != 2 or features.shape[0] != num_nodes or features.shape[1] == 0:
+        raise InputError(
+            f"{path}: features have shape {features.shape}, expected ({num_nodes}, F) with F > 0"
+        )
+    if features.dtype.kind not in "biuf":
+        raise InputError(f"{path}: features have dtype {features.dtype}, expected numbers")
+    return features
+
+
+def _load_npy(path: Path, mmap: bool = False) -> np.ndarray:
+    try:
+        array = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+    except (OSError, ValueError) as err:
+        raise InputError(f"{path}: not a readable .npy array: {err}") from err
+    if not isinstance(array, np.ndarray):
+        raise InputError(f"{path}: expected a single .npy array, not an .npz archive")
+    return array
+
+
+def _default_name(path: Path) -> str:
+    base = path.name[:-3] if path.name.endswith(".gz") else path.name
+    return Path(base).stem or base
+
+
+def convert_edgelist(
+    edges: str | os.PathLike,
+    out: str | os.PathLike,
+    *,
+    features: str | os.PathLike | None = None,
+    labels: str | os.PathLike | None = None,
+    directed: bool = False,
+    num_nodes: int | None = None,
+    feature_dim: int = 64,
+    classes: int | None = None,
+    seed: int = 0,
+    train_frac: float = 0.6,
+    val_frac: float = 0.2,
+    name: str | None = None,
+    tmpdir: str | os.PathLike | None = None,
+    show_progress: bool = True,
+) -> PrepareSummary:
+    """Convert the edge list ``edges`` (and optional arrays) to ``out``.
+
+    Parameters
+    ----------
+    edges
+        Text edge list, plain or ``.gz``.
+    out
+        Output ``.h5`` path.
+    features, labels
+        Optional ``.npy`` arrays of shape ``(n, F)`` and ``(n,)``; see the module notes.
+    directed
+        Keep edge directions (``u -> v``) instead of symmetrising.
+    num_nodes
+        Use the ids as they are, all below ``num_nodes``, instead of relabelling.
+    feature_dim
+        Width of the random features written when ``features`` is not given.
+    classes
+        Number of classes: of the random labels without ``labels`` (default 8), or at
+        least one more than the largest label with ``labels`` (default: exactly that).
+    seed
+        Seed of the random labels, features and split.
+    train_frac, val_frac
+        Fractions of the labelled vertices in the train and validation masks.
+    name
+        Dataset name stored in the file (default: the file name without extensions).
+    tmpdir
+        Directory for the spill files.
+    show_progress
+        Show progress bars.
+
+    """
+    started = time.perf_counter()
+    check_fractions(train_frac, val_frac)
+    if seed < 0:
+        raise ConfigError(f"--seed must be non-negative, got {seed}")
+    if num_nodes is not None and num_nodes < 1:
+        raise ConfigError(f"--num-nodes must be positive, got {num_nodes}")
+    if features is None and feature_dim < 1:
+        raise ConfigError(f"--feature-dim must be positive, got {feature_dim}")
+    if classes is not None and classes < 1:
+        raise ConfigError(f"--classes must be positive, got {classes}")
+    table = NumericTable(edges, dtype=np.int64, first_columns=2, what="edge list")
+    label_rng, feature_rng, split_rng = (
+        np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(3)
+    )
+    with tempfile.TemporaryDirectory(prefix="hpcgnn-edgelist-", dir=tmpdir) as spill_dir:
+        spill = Path(spill_dir) / "edges.int64"
+        count, node_ids = _spill_edges(table, spill, num_nodes, show_progress)
+        n = num_nodes if node_ids is None else node_ids.size
+        if n == 0:
+            raise InputError(f"{table.path}: no edges (and no --num-nodes), so no vertices")
+        y = _labels(labels, n, classes, label_rng)
+        num_classes = classes or (int(y.max()) + 1 if (y >= 0).any() else 1)
+        x = load_feature_array(features, n) if features is not None else None
+        with EdgeSorter(n, directed, count, tmpdir) as sorter:
+            with open(spill, "rb") as f:
+                while (pairs := np.fromfile(f, dtype=np.int64, count=2 * EDGE_CHUNK)).size:
+                    pairs = pairs.reshape(-1, 2)
+                    if node_ids is not None:
+                        pairs = np.searchsorted(node_ids, pairs)
+                    add_edges(sorter, pairs[:, 0], pairs[:, 1], table.path)
+            spill.unlink()
+            parts = GraphParts(
+                num_nodes=n,
+                num_features=x.shape[1] if x is not None else feature_dim,
+                num_classes=num_classes,
+                feature_blocks=(
+                    array_feature_blocks(x) if x is not None
+                    else random_feature_blocks(n, feature_dim, feature_rng)
+                ),
+                labels=y,
+                masks=random_split(y, train_frac, val_frac, split_rng),
+                name=name or _default_name(table.path),
+                source=f"edgelist:{table.path}",
+                node_ids=node_ids,
+            )
+            return write_graph(out, sorter, parts, started=started, show_progress=show_progress)
+
+
+def _spill_edges(
+    table: NumericTable, spill: Path, num_nodes: int | None, show_progress: bool
+) -> tuple[int, np.ndarray | None]:
+    """Parse the edge list once into a binary spill file.
+
+    Returns the number of edges and, unless ``num_nodes`` is given, the sorted distinct ids.
+    """
+    distinct = DistinctIds() if num_nodes is None else None
+    count = 0
+    with open(spill, "wb") as f:
+        for block in table.blocks("reading edges", show_progress):
+            lo, hi = int(block.min()), int(block.max())
+            if lo < 0:
+                raise InputError(f"{table.path}: negative vertex id {lo}")
+            if num_nodes is not None and hi >= num_nodes:
+                raise InputError(
+                    f"{table.path}: vertex id {hi} is not below --num-nodes {num_nodes}"
+                )
+            if distinct is not None:
+                distinct.add(block)
+            np.ascontiguousarray(block, dtype=np.int64).tofile(f)
+            count += block.shape[0]
+    return count, (distinct.sorted() if distinct is not None else None)
+
+
+def _labels(
+    path: str | os.PathLike | None, n: int, classes: int | None, rng: np.random.Generator
+) -> np.ndarray:
+    if path is None:
+        return balanced_labels(n, classes or DEFAULT_RANDOM_CLASSES, rng)
+    y = load_label_array(path, n)
+    if classes is not None and y.size and y.max() >= classes:
+        raise ConfigError(f"{path}: label {int(y.max())} does not fit --classes {classes}")
+    return y

@@ -1,0 +1,154 @@
+import gzip
+
+import numpy as np
+import pytest
+
+from hpcgnn.errors import ConfigError, InputError
+from hpcgnn.io import GraphFile
+from hpcgnn.prepare.edgelist import DistinctIds, convert_edgelist
+
+SNAP = """\
+# Directed graph (each unordered pair of nodes is saved once): example.txt
+# Nodes: 6 Edges: 7
+# FromNodeId\tToNodeId
+10\t20
+20\t35
+35\t10
+1000\t7
+7\t10
+% a KONECT-style comment
+20 10 0.5
+10\t10
+"""
+IDS = [7, 10, 20, 35, 1000]
+# The edges above in relabelled ids (7 -> 0, 10 -> 1, 20 -> 2, 35 -> 3, 1000 -> 4).
+RELABELLED = [(1, 2), (2, 3), (3, 1), (4, 0), (0, 1), (2, 1)]
+
+
+def read_all(path):
+    with GraphFile(path) as g:
+        n = g.meta.num_nodes
+        out = dict(meta=g.meta, a=g.read_csr(0, n), x=g.read_features(0, n),
+                   y=g.read_labels(0, n), ids=g.read_node_ids(0, n),
+                   **{m: g.read_mask(m, 0, n) for m in ("train", "val", "test")})
+        if g.meta.directed:
+            out["at"] = g.read_csr(0, n, transpose=True)
+    return out
+
+
+def edge_set(a):
+    return set(zip(*a.nonzero(), strict=True))
+
+
+def write(tmp_path, text, name="edges.txt"):
+    path = tmp_path / name
+    if name.endswith(".gz"):
+        with gzip.open(path, "wt") as f:
+            f.write(text)
+    else:
+        path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("name", ["edges.txt", "edges.txt.gz"])
+def test_relabels_sparse_ids_and_symmetrises(tmp_path, name):
+    edges = write(tmp_path, SNAP, name)
+    summary = convert_edgelist(edges, tmp_path / "g.h5", feature_dim=5, classes=2,
+                               show_progress=False)
+    g = read_all(tmp_path / "g.h5")
+    assert g["ids"].tolist() == IDS
+    assert g["meta"].name == "edges" and not g["meta"].directed
+    expected = set(RELABELLED) | {(v, u) for u, v in RELABELLED}
+    assert edge_set(g["a"]) == expected
+    assert summary.num_edges == len(expected) and summary.edges_read == 7
+    assert g["x"].shape == (5, 5) and g["meta"].num_classes == 2
+    assert sorted(np.bincount(g["y"]).tolist()) == [2, 3]
+    assert (g["train"] | g["val"] | g["test"]).all()
+
+
+def test_directed_with_arrays(tmp_path):
+    edges = write(tmp_path, SNAP)
+    x = np.arange(15, dtype=np.float64).reshape(5, 3)
+    y = np.array([0, 2, -1, 1, 2])
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", y)
+    summary = convert_edgelist(edges, tmp_path / "g.h5", features=tmp_path / "x.npy",
+                               labels=tmp_path / "y.npy", directed=True, name="toy",
+                               train_frac=0.5, val_frac=0.25, show_progress=False)
+    g = read_all(tmp_path / "g.h5")
+    assert g["meta"].directed and g["meta"].name == "toy"
+    assert edge_set(g["a"]) == set(RELABELLED)
+    assert (g["at"] != g["a"].T.tocsr()).nnz == 0
+    np.testing.assert_array_equal(g["x"], x.astype(np.float32))
+    assert g["y"].tolist() == y.tolist() and g["meta"].num_classes == 3
+    assert not (g["train"] | g["val"] | g["test"])[2]  # unlabelled
+    assert (summary.train, summary.val, summary.test, summary.unlabelled) == (2, 1, 1, 1)
+
+
+def test_num_nodes_keeps_ids_and_isolated_vertices(tmp_path):
+    edges = write(tmp_path, "0 1\n1 2\n4,0\n")
+    convert_edgelist(edges, tmp_path / "g.h5", num_nodes=6, show_progress=False)
+    g = read_all(tmp_path / "g.h5")
+    assert g["meta"].num_nodes == 6 and g["ids"].tolist() == list(range(6))
+    assert np.diff(g["a"].indptr).tolist() == [2, 2, 1, 0, 1, 0]
+
+
+def test_same_seed_same_file(tmp_path):
+    edges = write(tmp_path, SNAP)
+    convert_edgelist(edges, tmp_path / "a.h5", seed=5, show_progress=False)
+    convert_edgelist(edges, tmp_path / "b.h5", seed=5, show_progress=False)
+    a, b = read_all(tmp_path / "a.h5"), read_all(tmp_path / "b.h5")
+    for key in ("x", "y", "train", "val", "test"):
+        np.testing.assert_array_equal(a[key], b[key])
+
+
+@pytest.mark.parametrize(
+    "text, kwargs, error, match",
+    [
+        ("0 1\n1 x\n", {}, InputError, r"edges\.txt, line 2: 'x' is not an integer"),
+        ("0 1\n2\n", {}, InputError, r"line 2: expected at least 2 values, got 1"),
+        ("0 1\n-3 1\n", {}, InputError, "negative vertex id -3"),
+        ("0 1\n1 9\n", dict(num_nodes=5), InputError, "vertex id 9 is not below --num-nodes 5"),
+        ("# only comments\n", {}, InputError, "no edges"),
+        ("0 1\n", dict(train_frac=0.8, val_frac=0.5), ConfigError, "exceeds 1"),
+        ("0 1\n", dict(feature_dim=0), ConfigError, "--feature-dim"),
+    ],
+)
+def test_bad_input_is_reported(tmp_path, text, kwargs, error, match):
+    edges = write(tmp_path, text)
+    with pytest.raises(error, match=match):
+        convert_edgelist(edges, tmp_path / "g.h5", show_progress=False, **kwargs)
+    assert not (tmp_path / "g.h5").exists()
+
+
+@pytest.mark.parametrize(
+    "array, option, match",
+    [
+        (np.zeros((4, 2)), "features", r"x\.npy: features have shape \(4, 2\), expected \(5, F\)"),
+        (np.zeros(6, dtype=int), "labels", r"x\.npy: labels have shape \(6,\), expected \(5,\)"),
+        (np.array([0.5, 1, 1, 1, 1]), "labels", "integer class ids"),
+    ],
+)
+def test_array_mismatches_are_input_errors(tmp_path, array, option, match):
+    edges = write(tmp_path, SNAP)
+    np.save(tmp_path / "x.npy", array)
+    with pytest.raises(InputError, match=match):
+        convert_edgelist(edges, tmp_path / "g.h5", show_progress=False,
+                         **{option: tmp_path / "x.npy"})
+
+
+def test_labels_must_fit_classes(tmp_path):
+    edges = write(tmp_path, SNAP)
+    np.save(tmp_path / "y.npy", np.array([0, 1, 2, 3, 4]))
+    with pytest.raises(ConfigError, match="label 4 does not fit --classes 3"):
+        convert_edgelist(edges, tmp_path / "g.h5", labels=tmp_path / "y.npy", classes=3,
+                         show_progress=False)
+
+
+def test_distinct_ids_merge_batches():
+    rng = np.random.default_rng(0)
+    batches = [rng.integers(0, 10**12, 1000) for _ in range(5)] + [np.array([5, 5, 3])]
+    ids = DistinctIds()
+    for batch in batches:
+        ids.add(batch)
+    np.testing.assert_array_equal(ids.sorted(), np.unique(np.concatenate(batches)))

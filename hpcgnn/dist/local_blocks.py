@@ -29,6 +29,24 @@ def normalized_rows(
 
 
 def split_columns(a: sp.csr_matrix, offsets: np.ndarray) -> list[sp.csr_matrix]:
-    """Split a CSR matrix into column blocks ``[offsets[k], offsets[k+1])``."""
-    a = a.tocsc()
-    return [a[:, offsets[k] : offsets[k + 1]].tocsr() for k in range(len(offsets) - 1)]
+    """Split a CSR matrix into column blocks ``[offsets[k], offsets[k+1])`` (local column ids).
+
+    Linear in ``nnz`` plus ``blocks x rows``: nonzeros are bucketed by block with a stable
+    sort, which keeps them in row order (and sorted within rows) inside every block.
+    """
+    rows = a.shape[0]
+    offsets = np.asarray(offsets, dtype=np.int64)
+    if len(offsets) == 2:
+        return [sp.csr_matrix((a.data, a.indices - offsets[0], a.indptr), shape=(rows, offsets[1] - offsets[0]))]
+    block_of = np.searchsorted(offsets, a.indices, side="right") - 1
+    order = np.argsort(block_of, kind="stable")
+    bounds = np.searchsorted(block_of[order], np.arange(len(offsets)))
+    row_of = np.repeat(np.arange(rows, dtype=np.int64), np.diff(a.indptr))
+    out = []
+    for k in range(len(offsets) - 1):
+        sel = order[bounds[k] : bounds[k + 1]]
+        counts = np.bincount(row_of[sel], minlength=rows)
+        indptr = np.concatenate([[0], np.cumsum(counts)])
+        width = int(offsets[k + 1] - offsets[k])
+        out.append(sp.csr_matrix((a.data[sel], a.indices[sel] - offsets[k], indptr), shape=(rows, width)))
+    return out

@@ -50,11 +50,11 @@ def normalize_block(
         (np.ones(rows, dtype=np.float32), np.arange(row_offset, row_offset + rows), np.arange(rows + 1)),
         shape=block.shape,
     )
-    a = (block + eye).tocsr()
-    a.sum_duplicates()
-    a.sort_indices()
+    a = (block + eye).tocsr()  # sorted, duplicate-free output for canonical inputs
+    a.sum_duplicates()  # no-op when canonical; otherwise makes it so
     r = 1.0 / np.sqrt(np.asarray(row_deg, dtype=np.float64))
     c = 1.0 / np.sqrt(np.asarray(col_deg, dtype=np.float64))
-    counts = np.diff(a.indptr)
-    a.data = (np.repeat(r, counts) * c[a.indices]).astype(dtype)
+    data = np.repeat(r.astype(dtype), np.diff(a.indptr))
+    data *= c.astype(dtype)[a.indices]
+    a.data = data
     return a

@@ -54,7 +54,7 @@ test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)
 	set -e; for n in $(TEST_RANKS); do \
 		echo "== MPI tests at $$n rank(s)"; \
-		$(MPIEXEC) -n $$n $(PY) -m mpi4py -m pytest --with-mpi --only-mpi $(PYTEST_ARGS); \
+		$(MPIEXEC) -n $$n $(PY) -m mpi4py -m pytest --only-mpi $(PYTEST_ARGS); \
 	done
 
 lint: setup

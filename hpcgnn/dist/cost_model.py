@@ -116,7 +116,26 @@ def predict_block_row(problem: Problem, shape: GridShape) -> Estimate:
     return est
 
 
-PREDICTORS = {"1d": predict_block_row, "1.5d": predict_block_row}
+def predict_2d(problem: Problem, shape: GridShape) -> Estimate:
+    """CAGNET 2D (SUMMA); see :mod:`hpcgnn.dist.cost_summa`."""
+    from hpcgnn.dist.cost_summa import predict_2d as predict
+
+    return predict(problem, shape)
+
+
+def predict_3d(problem: Problem, shape: GridShape) -> Estimate:
+    """CAGNET 3D (Split-3D); see :mod:`hpcgnn.dist.cost_summa`."""
+    from hpcgnn.dist.cost_summa import predict_3d as predict
+
+    return predict(problem, shape)
+
+
+PREDICTORS = {
+    "1d": predict_block_row,
+    "1.5d": predict_block_row,
+    "2d": predict_2d,
+    "3d": predict_3d,
+}
 
 
 def predict(algo: str, problem: Problem, shape: GridShape) -> Estimate:

@@ -50,7 +50,9 @@ def build_model(path: str, grid: ProcessGrid, cfg: TrainConfig) -> Any:
         from hpcgnn.train.distributed import BlockRowGCN
 
         return BlockRowGCN(path, grid, cfg)
-    raise ConfigError(f"algorithm {grid.kind} is not available")
+    from hpcgnn.train.grid_gcn import GridGCN
+
+    return GridGCN(path, grid, cfg)
 
 
 def cost_problem(meta: GraphMeta, cfg: TrainConfig, row_offsets: np.ndarray | None) -> Problem:
@@ -160,6 +162,12 @@ def _report(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid, meta: GraphMe
     phases_per_rank = result.per_epoch(result.step_seconds)
     phases = {k: v / grid.size for k, v in summed_over_ranks(grid.world, phases_per_rank).items()}
     problem = cost_problem(meta, cfg, getattr(model, "offsets", None))
+    if grid.kind in ("2d", "3d"):  # exact sparse-block sizes (collective call)
+        from dataclasses import asdict
+
+        from hpcgnn.dist.cost_summa import SummaProblem
+
+        problem = SummaProblem(**asdict(problem), block_nnz=model.block_nnz())
     predicted = predict(opts.algo, problem, grid.shape).bytes_total
     events = gather_trace(grid.world, grid.stats) if opts.trace else None
     f = result.final

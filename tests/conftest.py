@@ -37,7 +37,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
     logdir = Path(os.environ.get("HPCGNN_TEST_LOGDIR", tempfile.gettempdir()))
     logdir.mkdir(parents=True, exist_ok=True)
-    log = open(logdir / f"hpcgnn-pytest-rank{rank}.log", "w")  # noqa: SIM115 (lives for the run)
+    log = open(logdir / f"hpcgnn-pytest-rank{rank}.log", "w")
     old = config.pluginmanager.get_plugin("terminalreporter")
     if old is not None:
         config.pluginmanager.unregister(old, "terminalreporter")

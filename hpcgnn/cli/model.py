@@ -40,13 +40,18 @@ def rank_choices(meta, cfg, procs: int, alpha: float, beta: float) -> list[dict]
     for algo in PREDICTORS:
         for shape in admissible_shapes(algo, procs):
             est = predict(algo, problem, shape)
-            rows.append({
-                "algo": algo, "grid": str(shape), "time_s": est.time(alpha, beta),
-                "max_rank_bytes": sum(est.bytes_max_rank.values()),
-                "total_bytes": sum(est.bytes_total.values()), "messages": est.messages,
-                "memory_per_rank_bytes": memory_estimate(meta, cfg, shape),
-                "bytes_by_category": est.bytes_total,
-            })
+            rows.append(
+                {
+                    "algo": algo,
+                    "grid": str(shape),
+                    "time_s": est.time(alpha, beta),
+                    "max_rank_bytes": sum(est.bytes_max_rank.values()),
+                    "total_bytes": sum(est.bytes_total.values()),
+                    "messages": est.messages,
+                    "memory_per_rank_bytes": memory_estimate(meta, cfg, shape),
+                    "bytes_by_category": est.bytes_total,
+                }
+            )
     rows.sort(key=lambda r: (r["time_s"], r["algo"], r["grid"]))
     return rows
 
@@ -63,17 +68,26 @@ def run(args: argparse.Namespace) -> int:
     with GraphFile(args.graph) as gf:
         meta = gf.meta
     rows = rank_choices(meta, cfg, args.procs, args.alpha, args.beta)
-    print(f"{meta.name or args.graph}: n={meta.num_nodes} nnz(A+I)={meta.num_edges + meta.num_nodes}"
-          f" widths f={meta.num_features}->{args.hidden}x{args.layers - 1}->{meta.num_classes}"
-          f" | P={args.procs} alpha={args.alpha:g} s beta={args.beta:g} s/B")
-    print(f"{'rank':>4} {'algo':>5} {'grid':>10} {'comm s/epoch':>13} {'MB/rank':>10}"
-          f" {'GB total':>9} {'msgs':>6} {'mem GB/rank':>11}")
+    print(
+        f"{meta.name or args.graph}: n={meta.num_nodes} nnz(A+I)={meta.num_edges + meta.num_nodes}"
+        f" widths f={meta.num_features}->{args.hidden}x{args.layers - 1}->{meta.num_classes}"
+        f" | P={args.procs} alpha={args.alpha:g} s beta={args.beta:g} s/B"
+    )
+    print(
+        f"{'rank':>4} {'algo':>5} {'grid':>10} {'comm s/epoch':>13} {'MB/rank':>10}"
+        f" {'GB total':>9} {'msgs':>6} {'mem GB/rank':>11}"
+    )
     for i, r in enumerate(rows[: args.top]):
-        print(f"{i + 1:>4} {r['algo']:>5} {r['grid']:>10} {r['time_s']:>13.6f}"
-              f" {r['max_rank_bytes'] / 1e6:>10.3f} {r['total_bytes'] / 1e9:>9.3f}"
-              f" {r['messages']:>6} {r['memory_per_rank_bytes'] / 2**30:>11.3f}")
+        print(
+            f"{i + 1:>4} {r['algo']:>5} {r['grid']:>10} {r['time_s']:>13.6f}"
+            f" {r['max_rank_bytes'] / 1e6:>10.3f} {r['total_bytes'] / 1e9:>9.3f}"
+            f" {r['messages']:>6} {r['memory_per_rank_bytes'] / 2**30:>11.3f}"
+        )
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump({"procs": args.procs, "alpha": args.alpha, "beta": args.beta,
-                       "choices": rows}, fh, indent=2)
+            json.dump(
+                {"procs": args.procs, "alpha": args.alpha, "beta": args.beta, "choices": rows},
+                fh,
+                indent=2,
+            )
     return 0

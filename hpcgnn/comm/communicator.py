@@ -108,7 +108,7 @@ class Comm:
         """
         send = as_array(sendbuf)
         row = int(np.prod(send.shape[1:], dtype=np.int64))
-        recv = np.empty((counts[self.rank],) + send.shape[1:], dtype=send.dtype)
+        recv = np.empty((counts[self.rank], *send.shape[1:]), dtype=send.dtype)
         nbytes = (send.shape[0] - counts[self.rank]) * row * send.itemsize
         if self.size == 1:
             recv[...] = send
@@ -117,7 +117,9 @@ class Comm:
         self._timed(category, nbytes, self.mpi.Reduce_scatter, send, recv, elems, MPI.SUM)
         return recv
 
-    def allgatherv(self, sendbuf: Any, category: str, counts: list[int] | None = None) -> np.ndarray:
+    def allgatherv(
+        self, sendbuf: Any, category: str, counts: list[int] | None = None
+    ) -> np.ndarray:
         """Concatenate every rank's ``sendbuf`` along the first axis, in rank order.
 
         ``counts`` (rows per rank) is exchanged first when not given.
@@ -127,14 +129,17 @@ class Comm:
             counts = self.allgather_obj(int(send.shape[0]), "control")
         row = int(np.prod(send.shape[1:], dtype=np.int64))
         total = int(sum(counts))
-        recv = np.empty((total,) + send.shape[1:], dtype=send.dtype)
+        recv = np.empty((total, *send.shape[1:]), dtype=send.dtype)
         nbytes = (total - send.shape[0]) * row * send.itemsize
         elems = [c * row for c in counts]
         self._timed(category, nbytes, self.mpi.Allgatherv, send, (recv, elems))
         return recv
 
     def alltoallv(
-        self, sendbuf: Any, sendcounts: list[int] | np.ndarray, category: str,
+        self,
+        sendbuf: Any,
+        sendcounts: list[int] | np.ndarray,
+        category: str,
         recvcounts: list[int] | np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Personalised exchange: rows ``sendbuf[offset_r : offset_r + sendcounts[r]]`` go to r.
@@ -148,28 +153,34 @@ class Comm:
             self._timed("control", 8 * (self.size - 1), self.mpi.Alltoall, sendcounts, recvcounts)
         recvcounts = np.asarray(recvcounts, dtype=np.int64)
         row = int(np.prod(send.shape[1:], dtype=np.int64))
-        recv = np.empty((int(recvcounts.sum()),) + send.shape[1:], dtype=send.dtype)
+        recv = np.empty((int(recvcounts.sum()), *send.shape[1:]), dtype=send.dtype)
         nbytes = (recvcounts.sum() - recvcounts[self.rank]) * row * send.itemsize
         s_el, r_el = sendcounts * row, recvcounts * row
         s_off = np.concatenate([[0], np.cumsum(s_el)[:-1]])
         r_off = np.concatenate([[0], np.cumsum(r_el)[:-1]])
         self._timed(
-            category, nbytes, self.mpi.Alltoallv,
-            (send, (s_el, s_off)), (recv, (r_el, r_off)),
+            category,
+            nbytes,
+            self.mpi.Alltoallv,
+            (send, (s_el, s_off)),
+            (recv, (r_el, r_off)),
         )
         return recv, recvcounts
 
     # -- point to point ------------------------------------------------------------------
     def sendrecv(
-        self, sendbuf: Any, dest: int, recv_shape: tuple[int, ...], source: int, category: str,
+        self,
+        sendbuf: Any,
+        dest: int,
+        recv_shape: tuple[int, ...],
+        source: int,
+        category: str,
         tag: int = 0,
     ) -> np.ndarray:
-        """Send ``sendbuf`` to ``dest`` while receiving an array of ``recv_shape`` from ``source``."""
+        """Send ``sendbuf`` to ``dest``; receive an array of ``recv_shape`` from ``source``."""
         send = as_array(sendbuf)
         recv = np.empty(recv_shape, dtype=send.dtype)
-        self._timed(
-            category, recv.nbytes, self.mpi.Sendrecv, send, dest, tag, recv, source, tag
-        )
+        self._timed(category, recv.nbytes, self.mpi.Sendrecv, send, dest, tag, recv, source, tag)
         return recv
 
     # -- small Python objects (control traffic) ------------------------------------------
@@ -202,7 +213,9 @@ class Comm:
         self.stats.record(category, nbytes, MPI.Wtime() - t0)
         return out
 
-    def allreduce_scalar(self, value: float | int, op: MPI.Op = MPI.SUM, category: str = "control") -> Any:
+    def allreduce_scalar(
+        self, value: float | int, op: MPI.Op = MPI.SUM, category: str = "control"
+    ) -> Any:
         """All-reduce one number (int or float)."""
         is_int = isinstance(value, (int, np.integer)) and not isinstance(value, bool)
         arr = np.array([value], dtype=np.int64 if is_int else np.float64)

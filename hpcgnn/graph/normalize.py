@@ -47,7 +47,11 @@ def normalize_block(
     """
     rows = block.shape[0]
     eye = sp.csr_matrix(
-        (np.ones(rows, dtype=np.float32), np.arange(row_offset, row_offset + rows), np.arange(rows + 1)),
+        (
+            np.ones(rows, dtype=np.float32),
+            np.arange(row_offset, row_offset + rows),
+            np.arange(rows + 1),
+        ),
         shape=block.shape,
     )
     a = (block + eye).tocsr()  # sorted, duplicate-free output for canonical inputs

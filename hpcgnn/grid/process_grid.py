@@ -41,12 +41,16 @@ class ProcessGrid:
 
     def __init__(self, comm: MPI.Comm, shape: GridShape, stats: CommStats | None = None) -> None:
         if comm.Get_size() != shape.size:
-            raise ValueError(f"grid {shape} needs {shape.size} ranks, communicator has {comm.Get_size()}")
+            raise ValueError(
+                f"grid {shape} needs {shape.size} ranks, communicator has {comm.Get_size()}"
+            )
         self.shape = shape
         self.stats = stats if stats is not None else CommStats()
         self._owned: list[Comm] = []
         self.world = self._own(comm.Dup(), "world")
-        cart = self.world.mpi.Create_cart(list(shape.dims), periods=[False] * len(shape.dims), reorder=False)
+        cart = self.world.mpi.Create_cart(
+            list(shape.dims), periods=[False] * len(shape.dims), reorder=False
+        )
         self.cart = self._own(cart, "cart")
         self.coords = tuple(int(c) for c in cart.Get_coords(cart.Get_rank()))
         self.fiber: Comm | None = None

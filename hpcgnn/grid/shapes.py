@@ -115,10 +115,13 @@ def choose_shape(
         if kind == "1d" and len(dims) == 1:
             pass
         elif len(dims) != ndims:
-            raise GridError(f"{kind} needs a grid with {ndims} dimensions, got {'x'.join(map(str, dims))}")
+            raise GridError(
+                f"{kind} needs a grid with {ndims} dimensions, got {'x'.join(map(str, dims))}"
+            )
         if math.prod(dims) != p:
             raise GridError(
-                f"grid {'x'.join(map(str, dims))} has {math.prod(dims)} processes but {p} are running"
+                f"grid {'x'.join(map(str, dims))} has {math.prod(dims)} processes"
+                f" but {p} are running"
             )
         if kind == "1.5d" and replication is not None and dims[1] != replication:
             raise GridError(f"grid {dims[0]}x{dims[1]} disagrees with --replication {replication}")

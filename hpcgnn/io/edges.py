@@ -143,7 +143,9 @@ class EdgeSorter:
         src = np.asarray(src, dtype=np.int64).ravel()
         dst = np.asarray(dst, dtype=np.int64).ravel()
         if src.shape != dst.shape:
-            raise InputError(f"edge source and target arrays differ in length: {src.size} vs {dst.size}")
+            raise InputError(
+                f"edge source and target arrays differ in length: {src.size} vs {dst.size}"
+            )
         if src.size == 0:
             return
         lo = min(src.min(), dst.min())

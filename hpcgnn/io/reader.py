@@ -163,9 +163,17 @@ class GraphFile:
             offsets = tuple(int(x) for x in off)
             method = str(self._h5[fmt.PARTITION].attrs.get("method", ""))
         return GraphMeta(
-            path=self.path, num_nodes=n, num_edges=nnz, num_features=f, num_classes=c,
-            directed=directed, name=name, feature_dtype=feats.dtype, format_version=version,
-            partition_offsets=offsets, partition_method=method,
+            path=self.path,
+            num_nodes=n,
+            num_edges=nnz,
+            num_features=f,
+            num_classes=c,
+            directed=directed,
+            name=name,
+            feature_dtype=feats.dtype,
+            format_version=version,
+            partition_offsets=offsets,
+            partition_method=method,
         )
 
     # -- block reads ---------------------------------------------------------------------
@@ -173,7 +181,9 @@ class GraphFile:
         try:
             return self._h5[name][sel]
         except (OSError, ValueError, KeyError) as err:
-            raise self._fail(f"cannot read dataset '{name}' (truncated or corrupt?): {err}") from err
+            raise self._fail(
+                f"cannot read dataset '{name}' (truncated or corrupt?): {err}"
+            ) from err
 
     def read_indptr(self, row_lo: int, row_hi: int, transpose: bool = False) -> np.ndarray:
         """Return ``indptr[row_lo : row_hi + 1]`` of ``A`` (or ``A^T``) as int64."""

@@ -107,8 +107,10 @@ class GraphFileWriter:
             dtype=self.feature_dtype,
             **_dataset_options(
                 (self.num_nodes, self.num_features),
-                (fmt.feature_chunk_rows(self.num_features, self.feature_dtype.itemsize),
-                 self.num_features),
+                (
+                    fmt.feature_chunk_rows(self.num_features, self.feature_dtype.itemsize),
+                    self.num_features,
+                ),
             ),
         )
         self._features_rows = 0
@@ -159,14 +161,21 @@ class GraphFileWriter:
         n = self.num_nodes
         g = self._h5.create_group(group)
         indptr = g.create_dataset(
-            fmt.INDPTR, shape=(n + 1,), dtype=fmt.INDPTR_DTYPE,
+            fmt.INDPTR,
+            shape=(n + 1,),
+            dtype=fmt.INDPTR_DTYPE,
             **_dataset_options((n + 1,), (fmt.CHUNK_ELEMENTS,)),
         )
         idx_dtype = fmt.index_dtype(n)
         indices = g.create_dataset(
-            fmt.INDICES, shape=(0,), maxshape=(None,), dtype=idx_dtype,
-            chunks=(fmt.CHUNK_ELEMENTS,), compression=fmt.COMPRESSION,
-            compression_opts=fmt.COMPRESSION_LEVEL, shuffle=True,
+            fmt.INDICES,
+            shape=(0,),
+            maxshape=(None,),
+            dtype=idx_dtype,
+            chunks=(fmt.CHUNK_ELEMENTS,),
+            compression=fmt.COMPRESSION,
+            compression_opts=fmt.COMPRESSION_LEVEL,
+            shuffle=True,
         )
         indptr[0] = 0
         nnz = 0
@@ -174,7 +183,9 @@ class GraphFileWriter:
         with Progress(f"writing {group}", n, "rows", enabled=self.show_progress) as bar:
             for block in blocks:
                 if block.row_start != next_row:
-                    raise InputError(f"CSR rows out of order: expected {next_row}, got {block.row_start}")
+                    raise InputError(
+                        f"CSR rows out of order: expected {next_row}, got {block.row_start}"
+                    )
                 rows = len(block.counts)
                 ends = nnz + np.cumsum(block.counts, dtype=np.int64)
                 indptr[next_row + 1 : next_row + 1 + rows] = ends
@@ -207,9 +218,13 @@ class GraphFileWriter:
         """Write feature rows ``[start, start + len(block))``; call in row order."""
         block = np.asarray(block)
         if block.ndim != 2 or block.shape[1] != self.num_features:
-            raise InputError(f"feature block has shape {block.shape}, expected (*, {self.num_features})")
+            raise InputError(
+                f"feature block has shape {block.shape}, expected (*, {self.num_features})"
+            )
         if start != self._features_rows:
-            raise InputError(f"feature rows out of order: expected {self._features_rows}, got {start}")
+            raise InputError(
+                f"feature rows out of order: expected {self._features_rows}, got {start}"
+            )
         if not np.isfinite(block).all():
             raise InputError("features contain NaN or Inf")
         self._features[start : start + len(block)] = block.astype(self.feature_dtype, copy=False)
@@ -230,7 +245,9 @@ class GraphFileWriter:
         for name, mask in zip(fmt.MASK_NAMES, (train, val, test), strict=True):
             mask = np.asarray(mask, dtype=bool)
             if mask.shape != (self.num_nodes,):
-                raise InputError(f"{name} mask has shape {mask.shape}, expected ({self.num_nodes},)")
+                raise InputError(
+                    f"{name} mask has shape {mask.shape}, expected ({self.num_nodes},)"
+                )
             g.create_dataset(name, data=mask, **_dataset_options(mask.shape, (fmt.CHUNK_ELEMENTS,)))
         self._written.add(fmt.MASKS)
 
@@ -251,12 +268,16 @@ class GraphFileWriter:
         g = self._h5.create_group(fmt.PARTITION)
         g.create_dataset(fmt.PART_OFFSETS, data=np.asarray(offsets, dtype=np.int64))
         perm = np.asarray(perm, dtype=np.int64)
-        g.create_dataset(fmt.PART_PERM, data=perm, **_dataset_options(perm.shape, (fmt.CHUNK_ELEMENTS,)))
+        g.create_dataset(
+            fmt.PART_PERM, data=perm, **_dataset_options(perm.shape, (fmt.CHUNK_ELEMENTS,))
+        )
         g.attrs["method"] = method
         g.attrs["num_parts"] = len(offsets) - 1
         g.attrs["edge_cut"] = int(edge_cut)
         self._written.add(fmt.PARTITION)
 
     def _write_1d(self, name: str, data: np.ndarray) -> None:
-        self._h5.create_dataset(name, data=data, **_dataset_options(data.shape, (fmt.CHUNK_ELEMENTS,)))
+        self._h5.create_dataset(
+            name, data=data, **_dataset_options(data.shape, (fmt.CHUNK_ELEMENTS,))
+        )
         self._written.add(name)

@@ -4,9 +4,9 @@ Forward, per layer ``l``: ``Z^l = Â^T H^{l-1} W^l`` and ``H^l = ReLU(Z^l)`` (no
 activation on the last layer, whose ``Z^L`` are the logits); dropout with probability
 ``p`` on each layer's input ``H^{l-1}`` during training. The product is evaluated as
 ``(Â^T H) W`` or ``Â^T (H W)``, whichever makes the SpMM narrower (see
-:func:`transform_first`): a layer from 128 features to 16 then moves 16-wide rows. The product ``Â^T H`` is an
-*aggregation operator* supplied by the caller: a local SpMM for the serial reference, a
-distributed SpMM (1D, 1.5D, 2D, 3D) otherwise. Its backward is ``Â G``.
+:func:`transform_first`): a layer from 128 features to 16 then moves 16-wide rows.
+The product ``Â^T H`` is an *aggregation operator* supplied by the caller: a local
+SpMM for the serial reference, a distributed SpMM (1D, 1.5D, 2D, 3D) otherwise. Its backward is ``Â G``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ import numpy as np
 import torch
 
 from hpcgnn.comm.stats import CommStats
-
 
 
 class Aggregation(Protocol):
@@ -136,7 +135,9 @@ def aggregation_widths(widths: list[int] | tuple[int, ...]) -> list[tuple[int, b
     return out
 
 
-def cross_entropy_sum(logits: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+def cross_entropy_sum(
+    logits: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor
+) -> torch.Tensor:
     """Sum (not mean) of the cross-entropy over the rows selected by ``mask``.
 
     Distributed callers all-reduce the sum and divide by the *global* number of training

@@ -12,7 +12,9 @@ def layer_sizes(num_features: int, hidden: int, num_classes: int, layers: int) -
     return [num_features] + [hidden] * (layers - 1) + [num_classes]
 
 
-def glorot_weights(sizes: list[int], seed: int, dtype: np.dtype | type = np.float32) -> list[np.ndarray]:
+def glorot_weights(
+    sizes: list[int], seed: int, dtype: np.dtype | type = np.float32
+) -> list[np.ndarray]:
     """Glorot-uniform weight matrices ``W^l`` of shape ``(sizes[l-1], sizes[l])``.
 
     Drawn in layer order from one PCG64 stream seeded by ``seed``, so every rank (and the

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
+
 def _splitmix64(x: np.ndarray) -> np.ndarray:
     """The SplitMix64 finaliser (Steele et al.), vectorised over uint64 arrays."""
     with np.errstate(over="ignore"):
@@ -68,8 +69,13 @@ def uniform_block(
 
 
 def dropout_keep(
-    seed: int, epoch: int, layer: int, rows: tuple[int, int], cols: tuple[int, int],
-    num_cols: int, p: float,
+    seed: int,
+    epoch: int,
+    layer: int,
+    rows: tuple[int, int],
+    cols: tuple[int, int],
+    num_cols: int,
+    p: float,
 ) -> np.ndarray:
     """Boolean keep-mask of dropout with drop probability ``p`` for one block of a layer input.
 

@@ -35,7 +35,9 @@ class TrainConfig:
         if not 0.0 <= self.dropout < 1.0:
             raise ConfigError(f"--dropout must be in [0, 1), got {self.dropout}")
         if self.lr <= 0.0 or self.weight_decay < 0.0:
-            raise ConfigError(f"--lr must be > 0 and --weight-decay >= 0, got {self.lr}, {self.weight_decay}")
+            raise ConfigError(
+                f"--lr must be > 0 and --weight-decay >= 0, got {self.lr}, {self.weight_decay}"
+            )
         if self.eval_every < 0:
             raise ConfigError(f"--eval-every must be >= 0, got {self.eval_every}")
         if self.dtype not in DTYPES:

@@ -57,7 +57,9 @@ class BlockRowGCN:
                 a = normalized_rows(gf, lo, hi, False, np_dtype)
                 self.x = torch.from_numpy(gf.read_features(lo, hi).astype(np_dtype))
                 self.y = torch.from_numpy(gf.read_labels(lo, hi))
-                self.masks = {m: torch.from_numpy(gf.read_mask(m, lo, hi)) for m in ("train", "val", "test")}
+                self.masks = {
+                    m: torch.from_numpy(gf.read_mask(m, lo, hi)) for m in ("train", "val", "test")
+                }
         self.meta = meta
         self.rows = (lo, hi)
         self.row_ids = np.arange(lo, hi)
@@ -70,9 +72,13 @@ class BlockRowGCN:
         """This rank's block row of the logits."""
         keep = None
         if epoch is not None:
+
             def keep(layer: int) -> np.ndarray:
                 w = self.widths[layer]
-                return dropout_keep(self.cfg.seed, epoch, layer, self.rows, (0, w), w, self.cfg.dropout)
+                return dropout_keep(
+                    self.cfg.seed, epoch, layer, self.rows, (0, w), w, self.cfg.dropout
+                )
+
         return gcn_forward(self.x, self.weights, self.ops, self.cfg.dropout, keep, self.comm.stats)
 
     def reduce_gradients(self) -> None:

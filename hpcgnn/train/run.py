@@ -14,10 +14,10 @@ from hpcgnn.comm.collective import collective
 from hpcgnn.dist.cost_model import Problem, predict
 from hpcgnn.errors import ConfigError
 from hpcgnn.grid.process_grid import ProcessGrid
-from hpcgnn.train.algorithms import ALGORITHMS
 from hpcgnn.grid.shapes import GridShape, choose_shape
 from hpcgnn.io.reader import GraphFile, GraphMeta
 from hpcgnn.models.init import layer_sizes
+from hpcgnn.train.algorithms import ALGORITHMS
 from hpcgnn.train.checkpoint import load_checkpoint, restore, save_checkpoint
 from hpcgnn.train.config import TrainConfig
 from hpcgnn.train.fullbatch import EpochRecord, TrainResult, train_fullbatch
@@ -25,7 +25,6 @@ from hpcgnn.train.metrics import build_metrics, summed_over_ranks, write_json
 from hpcgnn.train.model_state import make_optimizer
 from hpcgnn.train.trace import gather_trace, write_trace
 from hpcgnn.utils.memory import check_memory
-
 
 
 @dataclass
@@ -59,8 +58,13 @@ def cost_problem(meta: GraphMeta, cfg: TrainConfig, row_offsets: np.ndarray | No
     """The cost model's view of this run."""
     widths = tuple(layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, cfg.layers))
     offsets = None if row_offsets is None else tuple(int(x) for x in row_offsets)
-    return Problem(meta.num_nodes, meta.num_edges + meta.num_nodes, widths,
-                   8 if cfg.dtype == "float64" else 4, offsets)
+    return Problem(
+        meta.num_nodes,
+        meta.num_edges + meta.num_nodes,
+        widths,
+        8 if cfg.dtype == "float64" else 4,
+        offsets,
+    )
 
 
 def memory_estimate(meta: GraphMeta, cfg: TrainConfig, shape: GridShape) -> float:
@@ -82,8 +86,13 @@ def _fingerprint(opts: RunOptions, cfg: TrainConfig, meta: GraphMeta, shape: Gri
     c = cfg.as_dict()
     c.pop("epochs")
     c.pop("eval_every")
-    return {**c, "algo": opts.algo, "grid": str(shape), "num_nodes": meta.num_nodes,
-            "num_edges": meta.num_edges}
+    return {
+        **c,
+        "algo": opts.algo,
+        "grid": str(shape),
+        "num_nodes": meta.num_nodes,
+        "num_edges": meta.num_edges,
+    }
 
 
 def train(opts: RunOptions, cfg: TrainConfig, comm: MPI.Comm = MPI.COMM_WORLD) -> TrainResult:
@@ -108,16 +117,22 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
     with collective(grid.world):
         with GraphFile(opts.graph) as gf:
             meta = gf.meta
-    check_memory(grid.world, memory_estimate(meta, cfg, grid.shape), f"{opts.algo} on grid {grid.shape}")
+    check_memory(
+        grid.world, memory_estimate(meta, cfg, grid.shape), f"{opts.algo} on grid {grid.shape}"
+    )
     t0 = time.perf_counter()
     model = build_model(opts.graph, grid, cfg)
     setup_s = time.perf_counter() - t0
     notes = ""
     if grid.kind == "1.5d" and (grid.dims[0] % grid.dims[1]):
-        notes = f" | note: c={grid.dims[1]} does not divide P/c={grid.dims[0]}; stage chunks differ by one"
+        notes = (
+            f" | note: c={grid.dims[1]} does not divide P/c={grid.dims[0]};"
+            " stage chunks differ by one"
+        )
     say(
-        f"hpcgnn train: {meta.name or opts.graph}: {meta.num_nodes} vertices, {meta.num_edges} edges,"
-        f" {meta.num_features} features, {meta.num_classes} classes | {opts.algo} grid {grid.shape}"
+        f"hpcgnn train: {meta.name or opts.graph}: {meta.num_nodes} vertices,"
+        f" {meta.num_edges} edges, {meta.num_features} features, {meta.num_classes} classes"
+        f" | {opts.algo} grid {grid.shape}"
         f" on {grid.size} ranks | setup {setup_s:.2f} s{notes}"
     )
     fingerprint = _fingerprint(opts, cfg, meta, grid.shape)
@@ -136,28 +151,50 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
             if rec.train_acc is not None:
                 acc = f" | train {rec.train_acc:.4f} val {rec.val_acc:.4f}"
             share = 100.0 * rec.comm_s / rec.time_s if rec.time_s > 0 else 0.0
-            print(f"epoch {rec.epoch + 1:5d} | loss {rec.loss:.4f}{acc} | {rec.time_s * 1e3:9.1f} ms"
-                  f" | comm {share:4.1f}%", flush=True)
+            print(
+                f"epoch {rec.epoch + 1:5d} | loss {rec.loss:.4f}{acc} | {rec.time_s * 1e3:9.1f} ms"
+                f" | comm {share:4.1f}%",
+                flush=True,
+            )
 
     def checkpoint(done: int, opt: Any, result: TrainResult) -> None:
         if opts.checkpoint_every and (done % opts.checkpoint_every == 0 or done == cfg.epochs):
             with collective(grid.world):
                 if root:
-                    save_checkpoint(opts.checkpoint_dir, epoch=done, weights=model.weights,
-                                    optimizer=opt, history=[e.as_dict() for e in result.epochs],
-                                    fingerprint=fingerprint)
+                    save_checkpoint(
+                        opts.checkpoint_dir,
+                        epoch=done,
+                        weights=model.weights,
+                        optimizer=opt,
+                        history=[e.as_dict() for e in result.epochs],
+                        fingerprint=fingerprint,
+                    )
 
     grid.world.barrier()
     grid.stats.reset()
     grid.stats.tracing = bool(opts.trace)
-    result = train_fullbatch(model, cfg, progress, start_epoch=start_epoch, optimizer=optimizer,
-                             history=history, after_epoch=checkpoint)
+    result = train_fullbatch(
+        model,
+        cfg,
+        progress,
+        start_epoch=start_epoch,
+        optimizer=optimizer,
+        history=history,
+        after_epoch=checkpoint,
+    )
     _report(opts, cfg, grid, meta, model, result, say)
     return result
 
 
-def _report(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid, meta: GraphMeta, model: Any,
-            result: TrainResult, say: Any) -> None:
+def _report(
+    opts: RunOptions,
+    cfg: TrainConfig,
+    grid: ProcessGrid,
+    meta: GraphMeta,
+    model: Any,
+    result: TrainResult,
+    say: Any,
+) -> None:
     measured = summed_over_ranks(grid.world, result.per_epoch(result.step_bytes))
     phases_per_rank = result.per_epoch(result.step_seconds)
     phases = {k: v / grid.size for k, v in summed_over_ranks(grid.world, phases_per_rank).items()}
@@ -171,25 +208,43 @@ def _report(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid, meta: GraphMe
     predicted = predict(opts.algo, problem, grid.shape).bytes_total
     events = gather_trace(grid.world, grid.stats) if opts.trace else None
     f = result.final
-    say(f"final | loss {f['loss']:.4f} | train {f['train_acc']:.4f} val {f['val_acc']:.4f}"
-        f" test {f['test_acc']:.4f} | params sha256 {result.params_sha256[:16]}")
+    say(
+        f"final | loss {f['loss']:.4f} | train {f['train_acc']:.4f} val {f['val_acc']:.4f}"
+        f" test {f['test_acc']:.4f} | params sha256 {result.params_sha256[:16]}"
+    )
     if result.epochs:
         med = float(np.median([e.time_s for e in result.epochs]))
         total_m = sum(measured.values())
         total_p = sum(predicted.values())
-        say(f"epoch median {med * 1e3:.1f} ms | comm per epoch {total_m / 1e6:.3f} MB measured,"
-            f" {total_p / 1e6:.3f} MB predicted")
+        say(
+            f"epoch median {med * 1e3:.1f} ms | comm per epoch {total_m / 1e6:.3f} MB measured,"
+            f" {total_p / 1e6:.3f} MB predicted"
+        )
     if grid.rank != 0:
         return
     if opts.metrics:
         doc = build_metrics(
-            result, world_size=grid.size,
-            config={**cfg.as_dict(), "algo": opts.algo, "grid": str(grid.shape),
-                    "graph": opts.graph, "mode": "fullbatch"},
-            measured_bytes=measured, predicted_bytes=predicted, phases=phases,
-            extra={"graph": {"num_nodes": meta.num_nodes, "num_edges": meta.num_edges,
-                             "num_features": meta.num_features, "num_classes": meta.num_classes,
-                             "directed": meta.directed}},
+            result,
+            world_size=grid.size,
+            config={
+                **cfg.as_dict(),
+                "algo": opts.algo,
+                "grid": str(grid.shape),
+                "graph": opts.graph,
+                "mode": "fullbatch",
+            },
+            measured_bytes=measured,
+            predicted_bytes=predicted,
+            phases=phases,
+            extra={
+                "graph": {
+                    "num_nodes": meta.num_nodes,
+                    "num_edges": meta.num_edges,
+                    "num_features": meta.num_features,
+                    "num_classes": meta.num_classes,
+                    "directed": meta.directed,
+                }
+            },
         )
         write_json(opts.metrics, doc)
         print(f"metrics written to {opts.metrics}", file=sys.stderr)

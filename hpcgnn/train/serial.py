@@ -76,7 +76,9 @@ class SerialGCN:
             norm_t, norm = load_normalized(gf, np_dtype)
             self.x = torch.from_numpy(gf.read_features(0, n).astype(np_dtype))
             self.y = torch.from_numpy(gf.read_labels(0, n))
-            self.masks = {m: torch.from_numpy(gf.read_mask(m, 0, n)) for m in ("train", "val", "test")}
+            self.masks = {
+                m: torch.from_numpy(gf.read_mask(m, 0, n)) for m in ("train", "val", "test")
+            }
         self.meta = meta
         op = LocalAggregation(to_torch_csr(norm_t, dtype), to_torch_csr(norm, dtype))
         self.ops = [op] * cfg.layers
@@ -89,9 +91,13 @@ class SerialGCN:
         n = self.meta.num_nodes
         keep = None
         if epoch is not None:
+
             def keep(layer: int) -> np.ndarray:
                 w = self.widths[layer]
-                return dropout_keep(self.cfg.seed, epoch, layer, (0, n), (0, w), w, self.cfg.dropout)
+                return dropout_keep(
+                    self.cfg.seed, epoch, layer, (0, n), (0, w), w, self.cfg.dropout
+                )
+
         return gcn_forward(self.x, self.weights, self.ops, self.cfg.dropout, keep)
 
     def loss(self, logits: torch.Tensor) -> torch.Tensor:

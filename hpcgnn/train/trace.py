@@ -17,8 +17,15 @@ def gather_trace(comm: Comm, stats: CommStats) -> list[dict] | None:
     clock of each rank's ``stats.origin``.
     """
     events = [
-        {"name": s.name, "cat": s.kind, "ph": "X", "pid": 0, "tid": comm.rank,
-         "ts": round(s.start * 1e6, 3), "dur": round((s.end - s.start) * 1e6, 3)}
+        {
+            "name": s.name,
+            "cat": s.kind,
+            "ph": "X",
+            "pid": 0,
+            "tid": comm.rank,
+            "ts": round(s.start * 1e6, 3),
+            "dur": round((s.end - s.start) * 1e6, 3),
+        }
         for s in stats.spans
     ]
     gathered = comm.gather_obj(events, root=0, category="trace")
@@ -26,8 +33,12 @@ def gather_trace(comm: Comm, stats: CommStats) -> list[dict] | None:
         return None
     out: list[dict] = [{"name": "process_name", "ph": "M", "pid": 0, "args": {"name": "hpcgnn"}}]
     for r, evs in enumerate(gathered):
-        out.append({"name": "thread_name", "ph": "M", "pid": 0, "tid": r, "args": {"name": f"rank {r}"}})
-        out.append({"name": "thread_sort_index", "ph": "M", "pid": 0, "tid": r, "args": {"sort_index": r}})
+        out.append(
+            {"name": "thread_name", "ph": "M", "pid": 0, "tid": r, "args": {"name": f"rank {r}"}}
+        )
+        out.append(
+            {"name": "thread_sort_index", "ph": "M", "pid": 0, "tid": r, "args": {"sort_index": r}}
+        )
         out.extend(evs)
     return out
 

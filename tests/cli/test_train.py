@@ -43,10 +43,32 @@ def test_resume_gives_identical_parameters(graph_file, shared_tmp, world):
     args = ["--epochs", "6", "--dropout", "0.5"]
     assert_all(world, main(["train", str(path), *args, "--quiet", "--metrics", str(full)]) == 0)
     # interrupted run: stops after 3 epochs, having checkpointed after epochs 2 and 3
-    assert_all(world, main(["train", str(path), "--epochs", "3", "--dropout", "0.5", "--quiet",
-                            "--checkpoint-dir", str(ckpt), "--checkpoint-every", "2"]) == 0)
-    assert_all(world, main(["train", str(path), *args, "--quiet", "--resume", str(ckpt),
-                            "--metrics", str(resumed)]) == 0)
+    assert_all(
+        world,
+        main(
+            [
+                "train",
+                str(path),
+                "--epochs",
+                "3",
+                "--dropout",
+                "0.5",
+                "--quiet",
+                "--checkpoint-dir",
+                str(ckpt),
+                "--checkpoint-every",
+                "2",
+            ]
+        )
+        == 0,
+    )
+    assert_all(
+        world,
+        main(
+            ["train", str(path), *args, "--quiet", "--resume", str(ckpt), "--metrics", str(resumed)]
+        )
+        == 0,
+    )
     world.mpi.Barrier()
     a, b = json.loads(full.read_text()), json.loads(resumed.read_text())
     assert a["params_sha256"] == b["params_sha256"]
@@ -57,7 +79,9 @@ def test_resume_gives_identical_parameters(graph_file, shared_tmp, world):
 def test_resume_with_other_settings_is_refused(graph_file, shared_tmp, world, capsys):
     path = graph_file(n=40, seed=3)
     ckpt = shared_tmp / "ck"
-    assert_all(world, run_train(path, "--checkpoint-dir", str(ckpt), "--checkpoint-every", "2") == 0)
+    assert_all(
+        world, run_train(path, "--checkpoint-dir", str(ckpt), "--checkpoint-every", "2") == 0
+    )
     rc = run_train(path, "--resume", str(ckpt), "--lr", "0.5")
     assert_all(world, rc == 1)
     assert "written with other settings (lr" in capsys.readouterr().err
@@ -69,9 +93,12 @@ def test_replication_that_does_not_divide_is_refused_on_every_rank(graph_file, w
     rc = run_train(path, "--algo", "1.5d", "--replication", str(world.size + 1))
     assert_all(world, rc == 1)
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"hpcgnn: error: 1.5d replication {world.size + 1} does not divide "
-                   f"{world.size} processes (valid: "
-                   + ", ".join(str(d) for d in range(1, world.size + 1) if world.size % d == 0) + ")"]
+    assert err == [
+        f"hpcgnn: error: 1.5d replication {world.size + 1} does not divide "
+        f"{world.size} processes (valid: "
+        + ", ".join(str(d) for d in range(1, world.size + 1) if world.size % d == 0)
+        + ")"
+    ]
 
 
 @pytest.mark.mpi

@@ -30,7 +30,7 @@ def test_every_admissible_shape_builds_consistent_subcommunicators(kind):
 
 @pytest.mark.mpi
 def test_grid_counts_traffic_on_shared_stats():
-    p = MPI.COMM_WORLD.Get_size()
+    MPI.COMM_WORLD.Get_size()
     with ProcessGrid.create(MPI.COMM_WORLD, "2d") as g:
         import numpy as np
 

@@ -37,7 +37,9 @@ def compare_with_serial(make_model, path, cfg: TrainConfig, world: Comm, epochs:
     rows = torch.from_numpy(model.row_ids)
     ok = torch.allclose(d_logits, s_logits[rows], rtol=tol, atol=tol)
     assert_all(world, ok, "forward logits differ from serial")
-    ok = all(torch.allclose(d, s, rtol=tol, atol=tol) for d, s in zip(d_grads, s_grads, strict=True))
+    ok = all(
+        torch.allclose(d, s, rtol=tol, atol=tol) for d, s in zip(d_grads, s_grads, strict=True)
+    )
     assert_all(world, ok, "weight gradients differ from serial")
 
     cfg5 = TrainConfig(**{**cfg.as_dict(), "epochs": epochs})

@@ -6,7 +6,8 @@ activation on the last layer, whose ``Z^L`` are the logits); dropout with probab
 ``(Â^T H) W`` or ``Â^T (H W)``, whichever makes the SpMM narrower (see
 :func:`transform_first`): a layer from 128 features to 16 then moves 16-wide rows.
 The product ``Â^T H`` is an *aggregation operator* supplied by the caller: a local
-SpMM for the serial reference, a distributed SpMM (1D, 1.5D, 2D, 3D) otherwise. Its backward is ``Â G``.
+SpMM for the serial reference, a distributed SpMM (1D, 1.5D, 2D, 3D) otherwise. Its
+backward is ``Â G``.
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from hpcgnn.cli.sample import add_sampling_arguments, spec_from_args
 from hpcgnn.errors import ConfigError
 
 
@@ -14,16 +15,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "train",
         help="train a GCN on a graph file (run under mpiexec/srun, one rank per GPU or core)",
-        description="Full-batch GCN training with a distributed SpMM algorithm (CAGNET).",
+        description="Full-batch GCN training with a distributed SpMM algorithm (CAGNET), or "
+                    "minibatch GraphSAGE / LADIES training with matrix-based bulk sampling "
+                    "(--mode minibatch).",
     )
     p.add_argument("graph", help="graph file written by `hpcgnn prepare` / `hpcgnn partition`")
-    p.add_argument("--mode", choices=["fullbatch"], default="fullbatch")
-    p.add_argument("--algo", choices=ALGORITHMS, default="1d", help="distributed SpMM algorithm")
+    p.add_argument("--mode", choices=["fullbatch", "minibatch"], default="fullbatch",
+                   help="fullbatch: GCN with a distributed SpMM; minibatch: sampled GraphSAGE or "
+                        "LADIES on a (P/c) x c grid (default: fullbatch)")
+    p.add_argument("--algo", choices=ALGORITHMS, default="1d",
+                   help="distributed SpMM algorithm (fullbatch mode)")
     p.add_argument("--grid", default=None,
                    help="process grid, e.g. 4, 2x2 or 2x2x2 (default: chosen for the rank count)")
-    p.add_argument("--replication", type=int, default=None, help="1.5d replication factor c")
+    p.add_argument("--replication", type=int, default=None,
+                   help="1.5d replication factor c (fullbatch --algo 1.5d, and minibatch mode)")
     m = p.add_argument_group("model and optimiser")
-    m.add_argument("--layers", type=int, default=2)
+    m.add_argument("--layers", type=int, default=None,
+                   help="GCN/GNN layers (default: 2; minibatch: from --fanout / --layer-size)")
     m.add_argument("--hidden", type=int, default=16)
     m.add_argument("--epochs", type=int, default=100)
     m.add_argument("--lr", type=float, default=0.01)
@@ -41,6 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--checkpoint-dir", default=None, help="directory for checkpoints (rank 0)")
     c.add_argument("--checkpoint-every", type=int, default=0, help="checkpoint every K epochs")
     c.add_argument("--resume", default=None, help="resume from the checkpoint in this directory")
+    add_sampling_arguments(p)
     p.add_argument("--threads", type=int, default=None, help="torch intra-op threads per rank")
     p.set_defaults(func=run)
 
@@ -56,8 +65,11 @@ def run(args: argparse.Namespace) -> int:
         if args.threads < 1:
             raise ConfigError(f"--threads must be >= 1, got {args.threads}")
         torch.set_num_threads(args.threads)
+    if args.mode == "minibatch":
+        return run_minibatch(args)
+    layers = 2 if args.layers is None else args.layers
     cfg = TrainConfig(
-        layers=args.layers, hidden=args.hidden, epochs=args.epochs, lr=args.lr,
+        layers=layers, hidden=args.hidden, epochs=args.epochs, lr=args.lr,
         weight_decay=args.weight_decay, dropout=args.dropout, seed=args.seed,
         eval_every=args.eval_every, dtype=args.dtype,
     )
@@ -67,4 +79,25 @@ def run(args: argparse.Namespace) -> int:
         checkpoint_every=args.checkpoint_every, resume=args.resume, quiet=args.quiet,
     )
     train(opts, cfg)
+    return 0
+
+
+def run_minibatch(args: argparse.Namespace) -> int:
+    """``--mode minibatch``: bulk-sampled GraphSAGE / LADIES training."""
+    from hpcgnn.train.config import TrainConfig
+    from hpcgnn.train.minibatch import MinibatchOptions, train_minibatch
+
+    if args.checkpoint_dir or args.resume or args.checkpoint_every:
+        raise ConfigError("checkpoint/restart is available in fullbatch mode only")
+    spec = spec_from_args(args)
+    cfg = TrainConfig(
+        layers=spec.layers, hidden=args.hidden, epochs=args.epochs, lr=args.lr,
+        weight_decay=args.weight_decay, dropout=args.dropout, seed=args.seed,
+        eval_every=args.eval_every, dtype=args.dtype,
+    )
+    opts = MinibatchOptions(
+        graph=args.graph, spec=spec, layout=args.graph_layout, grid=args.grid,
+        replication=args.replication, metrics=args.metrics, trace=args.trace, quiet=args.quiet,
+    )
+    train_minibatch(opts, cfg)
     return 0

@@ -1,0 +1,178 @@
+"""Bulk sampling: ``K`` minibatches stacked into one SpGEMM per hop, on one rank or many.
+
+:func:`sample_stack` samples a list of batches with any source of rows of ``S`` (the
+whole matrix, or a collective sparsity-aware fetch). :class:`BulkSampler` holds a rank's
+share of the graph in one of two layouts on a ``(P/c) x c`` process grid:
+
+- ``replicated``: every rank reads the whole pattern of ``S`` once (about ``8 (n + nnz)``
+  bytes per rank) and samples its batches with no communication;
+- ``partitioned``: process row ``i`` reads block row ``i`` of ``S`` (replicated on its
+  ``c`` ranks) and rows of other blocks are fetched per hop by the sparsity-aware 1.5D
+  SpGEMM of :mod:`hpcgnn.sampling.spgemm_1p5d`.
+
+The batches of a bulk are split into ``P`` contiguous near-equal chunks, chunk ``r`` to
+world rank ``r`` (so process row ``i`` gets the consecutive chunks of its ``c`` ranks).
+Random numbers depend on (seed, epoch, batch id, hop, vertex), never on the rank, the
+bulk or the layout, so every batch's sample is the same in every configuration.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+import numpy as np
+
+from hpcgnn.comm.collective import collective
+from hpcgnn.dist.blocks import even_offsets, vertex_offsets
+from hpcgnn.grid.process_grid import ProcessGrid
+from hpcgnn.io.reader import GraphFile
+from hpcgnn.sampling import ladies, sage, setops
+from hpcgnn.sampling.rng import TAG_LADIES, TAG_SAGE, epoch_key, minibatches
+from hpcgnn.sampling.rows import RowStore, read_pattern
+from hpcgnn.sampling.sampled import SampledBatch, split_stacked
+from hpcgnn.sampling.spec import LAYOUTS, SamplerSpec
+from hpcgnn.sampling.spgemm_1p5d import SparsityAwareRows
+
+RowSource = Callable[[np.ndarray], RowStore]
+
+
+def stack(arrays: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Concatenate per-batch id arrays into ``(ptr, ids)``."""
+    ptr = np.concatenate([[0], np.cumsum([len(a) for a in arrays])]).astype(np.int64)
+    ids = np.concatenate(arrays).astype(np.int64) if arrays else np.zeros(0, np.int64)
+    return ptr, ids
+
+
+def sample_stack(
+    spec: SamplerSpec, epoch: int, batch_ids: list[int], seeds: list[np.ndarray],
+    rows: RowSource,
+) -> list[SampledBatch]:
+    """Sample the batches ``batch_ids`` (seed vertices ``seeds``) together, hop by hop.
+
+    ``rows(ids)`` must return a :class:`RowStore` holding the rows ``ids`` of ``S``; it is
+    called exactly ``spec.layers`` times, also when there is no batch (so a collective
+    source stays in step on every rank).
+    """
+    purpose = TAG_SAGE if spec.sampler == "sage" else TAG_LADIES
+    key = epoch_key(spec.seed, purpose, epoch)
+    bids = np.asarray(batch_ids, dtype=np.int64)
+    out = [
+        SampledBatch(int(b), np.asarray(s, dtype=np.int64))
+        for b, s in zip(bids, seeds, strict=True)
+    ]
+    seed_ptr, seed_ids = stack([b.seeds for b in out])
+    fr_ptr, fr_ids = seed_ptr, seed_ids
+    for hop, size in enumerate(spec.sizes):
+        store = rows(setops.unique(fr_ids))
+        if not out:
+            continue
+        if spec.sampler == "sage":
+            st = sage.sample_hop(fr_ptr, fr_ids, bids, hop, size, store, key)
+        else:
+            st = ladies.sample_hop(fr_ptr, fr_ids, seed_ptr, seed_ids, bids, hop, size, store, key)
+        hops = split_stacked(
+            st.row_ptr, st.rows, st.col_ptr, st.cols, st.indptr, st.indices, st.values
+        )
+        for batch, h in zip(out, hops, strict=True):
+            batch.hops.append(h)
+        fr_ptr, fr_ids = st.col_ptr, st.cols
+    return out
+
+
+def sample_epoch_serial(
+    spec: SamplerSpec, store: RowStore, train_ids: np.ndarray, epoch: int,
+    max_batches: int | None = None,
+) -> list[SampledBatch]:
+    """Every batch of an epoch on one process, ``spec.bulk`` at a time (the reference)."""
+    batches = minibatches(train_ids, spec.batch_size, spec.seed, epoch)[:max_batches]
+    out: list[SampledBatch] = []
+    for start in range(0, len(batches), spec.bulk):
+        ids = list(range(start, min(start + spec.bulk, len(batches))))
+        out += sample_stack(spec, epoch, ids, [batches[b] for b in ids], lambda _ids: store)
+    return out
+
+
+def my_share(num: int, size: int, rank: int) -> range:
+    """The positions ``[lo, hi)`` of a bulk of ``num`` batches that world rank ``rank`` samples."""
+    off = even_offsets(num, size)
+    return range(int(off[rank]), int(off[rank + 1]))
+
+
+def read_train_ids(path: str | os.PathLike) -> np.ndarray:
+    """Sorted global ids of the training vertices (the whole mask, ``n`` bytes)."""
+    with GraphFile(path) as gf:
+        return np.flatnonzero(gf.read_mask("train", 0, gf.meta.num_nodes)).astype(np.int64)
+
+
+class BulkSampler:
+    """A rank's share of ``S`` in the chosen layout, and the bulk sampling driver.
+
+    Parameters
+    ----------
+    spec
+        What to sample.
+    grid
+        A ``1.5d`` (or ``1d``) process grid.
+    path
+        Graph file.
+    layout
+        ``"replicated"`` or ``"partitioned"``.
+
+    Attributes
+    ----------
+    offsets
+        Vertex offsets of the ``P/c`` block rows (the file's partition when it has one).
+    block
+        This process row's rows ``[offsets[i], offsets[i+1])`` of ``S``.
+    edges_sampled
+        Sampled edges (all hops) of the batches this rank sampled so far.
+
+    """
+
+    def __init__(
+        self, spec: SamplerSpec, grid: ProcessGrid, path: str | os.PathLike, layout: str
+    ) -> None:
+        if layout not in LAYOUTS:
+            raise ValueError(f"unknown layout {layout!r}")
+        self.spec, self.grid, self.layout = spec, grid, layout
+        col = grid.col
+        self.full: RowStore | None = None
+        with collective(grid.world), GraphFile(path) as gf:
+            self.meta = meta = gf.meta
+            self.offsets = vertex_offsets(meta.num_nodes, col.size, meta.partition_offsets)
+            lo, hi = (int(v) for v in self.offsets[col.rank : col.rank + 2])
+            if layout == "replicated":
+                self.full = read_pattern(gf, 0, meta.num_nodes, spec.sampler)
+                ids = np.arange(lo, hi, dtype=np.int64)
+                self.block = RowStore(ids, *self.full.take(ids), meta.num_nodes)
+            else:
+                self.block = read_pattern(gf, lo, hi, spec.sampler)
+        self.rows_range = (lo, hi)
+        self.aware = None
+        if layout == "partitioned":
+            self.aware = SparsityAwareRows(col, grid.row, self.block, self.offsets)
+        self.edges_sampled = 0
+
+    @property
+    def bytes_oblivious(self) -> int:
+        """Bytes this rank would have received by broadcasting whole blocks (0 if replicated)."""
+        return 0 if self.aware is None else self.aware.bytes_oblivious
+
+    def _rows(self, ids: np.ndarray) -> RowStore:
+        if self.aware is not None:
+            return self.aware(ids)
+        assert self.full is not None
+        return self.full
+
+    def sample(self, epoch: int, batches: list[np.ndarray], first: int) -> list[SampledBatch]:
+        """Sample this rank's share of the bulk ``batches`` (global ids ``first, first+1, ...``).
+
+        Collective in the partitioned layout: every rank calls it for every bulk.
+        """
+        share = my_share(len(batches), self.grid.size, self.grid.rank)
+        out = sample_stack(
+            self.spec, epoch, [first + i for i in share], [batches[i] for i in share], self._rows
+        )
+        self.edges_sampled += sum(b.nnz for b in out)
+        return out

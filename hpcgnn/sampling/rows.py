@@ -1,0 +1,142 @@
+"""Rows of the sampling matrix ``S`` addressed by global vertex id.
+
+The samplers draw neighbours from the rows of ``A^T`` (row ``v`` lists the in-neighbours
+of ``v``, the vertices GNN aggregation at ``v`` reads; for undirected graphs ``A^T = A``):
+
+- ``sage``: ``S = A^T`` with unit values;
+- ``ladies``: ``S = D^{-1} (A^T + I)``, the row-normalised in-neighbourhood with a self
+  loop (LADIES' ``row_normalize(A + I)``), values ``1 / |row|``.
+
+Both are stored as a pattern (``indptr``, ``indices``); values are a function of the row
+length (:func:`row_values`), so a rank fetching a row of ``S`` from another one receives
+only its column ids. A :class:`RowStore` holds any subset of rows (all of them in the
+graph-replicated layout; a block row plus fetched rows in the graph-partitioned one).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from hpcgnn.io.reader import GraphFile
+
+SAMPLERS = ("sage", "ladies")
+
+
+def row_values(sampler: str, indptr: np.ndarray) -> np.ndarray:
+    """Values of the entries of ``S``'s rows described by ``indptr`` (float64)."""
+    lens = np.diff(np.asarray(indptr, dtype=np.int64))
+    if sampler == "sage":
+        return np.ones(int(lens.sum()), dtype=np.float64)
+    per_row = 1.0 / np.maximum(lens, 1).astype(np.float64)
+    return np.repeat(per_row, lens)
+
+
+def gather_ranges(
+    indptr: np.ndarray, indices: np.ndarray, pos: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The CSR rows ``pos`` of ``(indptr, indices)`` as a new ``(indptr, indices)``."""
+    pos = np.asarray(pos, dtype=np.int64)
+    starts = indptr[pos]
+    lens = indptr[pos + 1] - starts
+    out_ptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+    idx = np.repeat(starts - out_ptr[:-1], lens) + np.arange(int(out_ptr[-1]), dtype=np.int64)
+    return out_ptr, indices[idx]
+
+
+@dataclass
+class RowStore:
+    """A set of rows of the pattern of ``S``, by sorted global vertex id.
+
+    Attributes
+    ----------
+    ids
+        Sorted global ids of the stored rows.
+    indptr, indices
+        CSR pattern of those rows (``indices`` are global column ids, sorted per row).
+    num_nodes
+        Number of columns of ``S``.
+
+    """
+
+    ids: np.ndarray
+    indptr: np.ndarray
+    indices: np.ndarray
+    num_nodes: int
+
+    @property
+    def nnz(self) -> int:
+        """Stored nonzeros."""
+        return len(self.indices)
+
+    def positions(self, ids: np.ndarray) -> np.ndarray:
+        """Positions of ``ids`` among the stored rows; raises ``KeyError`` if one is absent."""
+        ids = np.asarray(ids, dtype=np.int64)
+        if len(self.ids) == self.num_nodes:  # every row: ids is arange(n)
+            if len(ids) and (ids.min() < 0 or ids.max() >= self.num_nodes):
+                raise KeyError("row id out of range")
+            return ids
+        pos = np.searchsorted(self.ids, ids)
+        ok = pos < len(self.ids)
+        ok[ok] = self.ids[pos[ok]] == ids[ok]
+        if not ok.all():
+            raise KeyError(f"row {int(ids[~ok][0])} of S is not held here")
+        return pos
+
+    def take(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The pattern ``(indptr, indices)`` of rows ``ids`` in the given order."""
+        return gather_ranges(self.indptr, self.indices, self.positions(ids))
+
+    def matrix(self, ids: np.ndarray, sampler: str) -> sp.csr_matrix:
+        """Rows ``ids`` of ``S`` with the sampler's values: ``len(ids) x num_nodes`` CSR."""
+        ptr, idx = self.take(ids)
+        return sp.csr_matrix(
+            (row_values(sampler, ptr), idx, ptr), shape=(len(ptr) - 1, self.num_nodes)
+        )
+
+    @classmethod
+    def merge(cls, parts: list[RowStore], num_nodes: int) -> RowStore:
+        """One store holding the rows of several stores with disjoint ids."""
+        parts = [p for p in parts if len(p.ids)]
+        if not parts:
+            empty = np.zeros(0, np.int64)
+            return cls(empty, np.zeros(1, np.int64), empty, num_nodes)
+        ids = np.concatenate([p.ids for p in parts])
+        lens = np.concatenate([np.diff(p.indptr) for p in parts])
+        flat = np.concatenate([p.indices for p in parts])
+        ptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+        order = np.argsort(ids, kind="stable")
+        out_ptr, out_idx = gather_ranges(ptr, flat, order)
+        return cls(ids[order], out_ptr, out_idx, num_nodes)
+
+
+def read_pattern(gf: GraphFile, lo: int, hi: int, sampler: str) -> RowStore:
+    """Rows ``[lo, hi)`` of the pattern of ``S`` (``A^T``, plus ``I`` for LADIES) from a file."""
+    block = gf.read_csr(lo, hi, transpose=True)
+    if sampler == "ladies":
+        rows = hi - lo
+        eye = sp.csr_matrix(
+            (np.ones(rows, dtype=np.float32), np.arange(lo, hi), np.arange(rows + 1)),
+            shape=block.shape,
+        )
+        block = (block + eye).tocsr()
+    block.sum_duplicates()
+    block.sort_indices()
+    return RowStore(
+        np.arange(lo, hi, dtype=np.int64), block.indptr.astype(np.int64),
+        block.indices.astype(np.int64), gf.meta.num_nodes,
+    )
+
+
+def normalized_block(store: RowStore, lo: int, hi: int, dtype: np.dtype | type) -> sp.csr_matrix:
+    """Rows ``[lo, hi)`` of the row-normalised ``S`` (mean over the row), for evaluation.
+
+    For ``sage`` it is the full-neighbourhood mean ``D^{-1} A^T`` (zero rows for vertices
+    without in-neighbours); for ``ladies`` it is ``S`` itself.
+    """
+    ptr, idx = store.take(np.arange(lo, hi, dtype=np.int64))
+    return sp.csr_matrix(
+        (row_values("ladies", ptr).astype(dtype), idx, ptr), shape=(hi - lo, store.num_nodes)
+    )

@@ -1,0 +1,119 @@
+"""Sampling parameters and their validation (the flags shared by ``train`` and ``sample``)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from hpcgnn.errors import ConfigError
+from hpcgnn.sampling.rows import SAMPLERS
+
+LAYOUTS = ("replicated", "partitioned")
+DEFAULT_FANOUT = 10
+DEFAULT_LAYER_SIZE = 512
+
+
+@dataclass(frozen=True)
+class SamplerSpec:
+    """What to sample.
+
+    Attributes
+    ----------
+    sampler
+        ``"sage"`` (node-wise) or ``"ladies"`` (layer-wise).
+    sizes
+        Per hop, hop 0 (the seeds' neighbours) first: the fanout (``sage``) or the number
+        of vertices sampled per batch (``ladies``). ``len(sizes)`` is the model depth.
+    batch_size
+        Seed (training) vertices per minibatch.
+    bulk
+        Minibatches sampled together (one stacked SpGEMM per hop).
+    seed
+        Seed of every random number (shuffle, samples, dropout).
+
+    """
+
+    sampler: str
+    sizes: tuple[int, ...]
+    batch_size: int
+    bulk: int
+    seed: int = 0
+
+    @property
+    def layers(self) -> int:
+        """Number of hops (= GNN layers)."""
+        return len(self.sizes)
+
+    def as_dict(self) -> dict:
+        """Plain-dict form for metrics and file attributes."""
+        d = asdict(self)
+        d["sizes"] = list(self.sizes)
+        return d
+
+
+def _parse_list(flag: str, text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(t) for t in str(text).split(","))
+    except ValueError:
+        raise ConfigError(
+            f"{flag} must be a comma-separated list of integers, got '{text}'"
+        ) from None
+    if not values or any(v < 1 for v in values):
+        raise ConfigError(f"{flag} entries must be >= 1, got '{text}'")
+    return values
+
+
+def make_spec(
+    sampler: str, *, fanout: str | None, layer_size: str | None, layers: int | None,
+    batch_size: int, bulk: int, seed: int,
+) -> SamplerSpec:
+    """Validate the sampling flags; every rank raises the same :class:`ConfigError`.
+
+    ``--fanout`` (sage) lists one fanout per layer and must have exactly ``--layers``
+    entries when ``--layers`` is given (default: ``10`` per layer, 2 layers).
+    ``--layer-size`` (ladies) is one value for every layer or one per layer; without
+    ``--layers`` the model has as many layers as values.
+    """
+    if sampler not in SAMPLERS:
+        raise ConfigError(f"unknown sampler '{sampler}' (choose from {', '.join(SAMPLERS)})")
+    if layers is not None and layers < 1:
+        raise ConfigError(f"--layers must be >= 1, got {layers}")
+    if batch_size < 1:
+        raise ConfigError(f"--batch-size must be >= 1, got {batch_size}")
+    if bulk < 1:
+        raise ConfigError(f"--bulk must be >= 1 (minibatches sampled at once), got {bulk}")
+    if sampler == "sage":
+        if layer_size is not None:
+            raise ConfigError("--layer-size applies to --sampler ladies; use --fanout with sage")
+        if fanout is None:
+            sizes = (DEFAULT_FANOUT,) * (layers or 2)
+        else:
+            sizes = _parse_list("--fanout", fanout)
+            if layers is not None and len(sizes) != layers:
+                raise ConfigError(
+                    f"--fanout has {len(sizes)} entries but the model has {layers} layers "
+                    f"(--layers {layers}); give one fanout per layer"
+                )
+    else:
+        if fanout is not None:
+            raise ConfigError("--fanout applies to --sampler sage; use --layer-size with ladies")
+        sizes = _parse_list("--layer-size", layer_size or str(DEFAULT_LAYER_SIZE))
+        if layers is not None:
+            if len(sizes) == 1:
+                sizes = sizes * layers
+            elif len(sizes) != layers:
+                raise ConfigError(
+                    f"--layer-size has {len(sizes)} entries but the model has {layers} layers "
+                    f"(--layers {layers}); give one value or one per layer"
+                )
+    return SamplerSpec(sampler, sizes, batch_size, bulk, seed)
+
+
+def check_training_set(spec: SamplerSpec, num_train: int) -> None:
+    """Refuse a batch size larger than the training set (or an empty training set)."""
+    if num_train == 0:
+        raise ConfigError("the graph has no training vertices (empty train mask)")
+    if spec.batch_size > num_train:
+        raise ConfigError(
+            f"--batch-size {spec.batch_size} is larger than the training set "
+            f"({num_train} vertices)"
+        )

@@ -1,0 +1,77 @@
+import numpy as np
+import pytest
+
+from hpcgnn.cli.main import main
+from hpcgnn.io import GraphFile
+from hpcgnn.sampling import SamplerSpec, read_pattern, read_train_ids, sample_epoch_serial
+from hpcgnn.sampling.sample_file import read_samples
+from tests.conftest import assert_all
+from tests.sampling import same_batches
+
+
+def reference(path, spec, epoch, max_batches=None):
+    with GraphFile(path) as gf:
+        store = read_pattern(gf, 0, gf.meta.num_nodes, spec.sampler)
+    return sample_epoch_serial(spec, store, read_train_ids(path), epoch, max_batches)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("layout", ["replicated", "partitioned"])
+@pytest.mark.parametrize("flags, spec", [
+    (["--sampler", "sage", "--fanout", "4,2"], SamplerSpec("sage", (4, 2), 6, 1, 7)),
+    (["--sampler", "ladies", "--layer-size", "12", "--layers", "2"],
+     SamplerSpec("ladies", (12, 12), 6, 1, 7)),
+])
+def test_output_is_the_serial_reference_at_any_p(graph_file, shared_tmp, world, layout, flags,
+                                                 spec):
+    path = graph_file(n=120, avg_degree=5, directed=True, seed=8)
+    out = shared_tmp / f"s-{layout}-{spec.sampler}.h5"
+    rc = main(["sample", str(path), *flags, "--batch-size", "6", "--bulk", "4", "--seed", "7",
+               "--epoch", "2", "--graph-layout", layout, "--out", str(out), "--quiet"])
+    assert_all(world, rc == 0)
+    world.mpi.Barrier()
+    attrs, got = read_samples(out)
+    expected = reference(path, spec, epoch=2)  # bulk 1 here: the file must not depend on it
+    assert_all(world, same_batches(got, expected))
+    assert attrs["num_batches"] == len(expected) == 10 and attrs["world_size"] == world.size
+    assert attrs["sampler"] == spec.sampler and attrs["layers"] == 2
+    b = got[3]
+    assert np.array_equal(b.hops[0].rows, b.seeds)
+
+
+@pytest.mark.mpi
+def test_batches_limit_and_replication(graph_file, shared_tmp, world):
+    path = graph_file(n=90, seed=9)
+    out = shared_tmp / "lim.h5"
+    rc = main(["sample", str(path), "--fanout", "3", "--batch-size", "5", "--bulk", "2",
+               "--batches", "3", "--replication", str(world.size), "--graph-layout", "partitioned",
+               "--out", str(out), "--quiet"])
+    assert_all(world, rc == 0)
+    world.mpi.Barrier()
+    _, got = read_samples(out)
+    spec = SamplerSpec("sage", (3,), 5, 2, 0)
+    assert_all(world, same_batches(got, reference(path, spec, 0, max_batches=3)))
+
+
+BAD = [
+    (["--fanout", "15,10,5", "--layers", "2"],
+     "--fanout has 3 entries but the model has 2 layers (--layers 2); give one fanout per layer"),
+    (["--batch-size", "1000"], "--batch-size 1000 is larger than the training set (25 vertices)"),
+    (["--bulk", "0"], "--bulk must be >= 1 (minibatches sampled at once), got 0"),
+]
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("command", ["sample", "train"])
+@pytest.mark.parametrize("flags, message", BAD, ids=["fanout", "batch", "bulk"])
+def test_bad_parameters_fail_on_every_rank(graph_file, shared_tmp, world, capsys, command,
+                                           flags, message):
+    path = graph_file(n=50, seed=10)
+    base = ["--batch-size", "4", "--bulk", "2", "--fanout", "3,3"]
+    if command == "sample":
+        argv = ["sample", str(path), *base, *flags, "--out", str(shared_tmp / "x.h5")]
+    else:
+        argv = ["train", str(path), "--mode", "minibatch", "--epochs", "1", *base, *flags]
+    assert_all(world, main(argv) == 1)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"hpcgnn: error: {message}"]

@@ -1,0 +1,68 @@
+import pytest
+from mpi4py import MPI
+
+from hpcgnn.grid import ProcessGrid, admissible_shapes
+from hpcgnn.io import GraphFile
+from hpcgnn.sampling import (
+    BulkSampler,
+    SamplerSpec,
+    read_pattern,
+    read_train_ids,
+    sample_epoch_serial,
+)
+from hpcgnn.sampling.rng import minibatches
+from tests.conftest import assert_all
+from tests.sampling import same_batches
+
+SPECS = [SamplerSpec("sage", (3, 2), batch_size=8, bulk=3, seed=5),
+         SamplerSpec("ladies", (10, 6), batch_size=8, bulk=3, seed=5)]
+
+
+def serial_reference(path, spec, epoch):
+    with GraphFile(path) as gf:
+        store = read_pattern(gf, 0, gf.meta.num_nodes, spec.sampler)
+    return sample_epoch_serial(spec, store, read_train_ids(path), epoch)
+
+
+def sample_all(sampler, spec, path, epoch):
+    batches = minibatches(read_train_ids(path), spec.batch_size, spec.seed, epoch)
+    mine = []
+    for first in range(0, len(batches), spec.bulk):
+        mine += sampler.sample(epoch, batches[first : first + spec.bulk], first)
+    every = sampler.grid.world.allgather_obj(mine)
+    return sorted((b for part in every for b in part), key=lambda b: b.batch)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("spec", SPECS, ids=["sage", "ladies"])
+@pytest.mark.parametrize("directed", [False, True])
+def test_layouts_and_grids_give_the_serial_samples(graph_file, world, spec, directed):
+    path = graph_file(n=150, avg_degree=6, directed=directed, seed=3)
+    reference = serial_reference(path, spec, epoch=1)
+    for shape in admissible_shapes("1.5d", world.size):
+        for layout in ("replicated", "partitioned"):
+            with ProcessGrid(MPI.COMM_WORLD, shape) as grid:
+                sampler = BulkSampler(spec, grid, path, layout)
+                got = sample_all(sampler, spec, path, epoch=1)
+                assert_all(world, same_batches(got, reference), f"{layout} on {shape}")
+                edges = grid.world.allreduce_scalar(sampler.edges_sampled)
+                assert_all(world, edges == sum(b.nnz for b in reference))
+
+
+@pytest.mark.mpi
+def test_sparsity_aware_sends_fewer_bytes_than_oblivious(graph_file, world):
+    path = graph_file(n=600, avg_degree=4, seed=4)
+    spec = SamplerSpec("sage", (2, 2), batch_size=4, bulk=2, seed=1)
+    with ProcessGrid.create(MPI.COMM_WORLD, "1.5d", replication=1) as grid:
+        sampler = BulkSampler(spec, grid, path, "partitioned")
+        batches = minibatches(read_train_ids(path), spec.batch_size, spec.seed, 0)[:8]
+        for first in range(0, len(batches), spec.bulk):
+            sampler.sample(0, batches[first : first + spec.bulk], first)
+        cats = grid.stats.snapshot()
+        aware = sum(cats.get(c, {}).get("bytes", 0) for c in ("sample_request", "sample_rows"))
+        aware = grid.world.allreduce_scalar(int(aware))
+        oblivious = grid.world.allreduce_scalar(sampler.bytes_oblivious)
+        if world.size == 1:
+            assert_all(world, aware == 0 and oblivious == 0)
+        else:
+            assert_all(world, 0 < aware < oblivious, f"aware {aware} oblivious {oblivious}")

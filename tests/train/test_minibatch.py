@@ -1,0 +1,122 @@
+import json
+
+import numpy as np
+import pytest
+
+from hpcgnn.cli.main import main
+from hpcgnn.io import EdgeSorter, GraphFileWriter
+from tests.conftest import assert_all
+
+
+def write_sbm(path, n=800, classes=4, avg_degree=10.0, intra=0.6, features=16, noise=3.0, seed=0):
+    """A stochastic block model: classes are blocks, features a noisy class centre."""
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, classes, n)
+    members = [np.flatnonzero(labels == c) for c in range(classes)]
+    m = int(n * avg_degree / 2)
+    src = rng.integers(0, n, m)
+    dst = rng.integers(0, n, m)
+    same = rng.random(m) < intra
+    for c in range(classes):
+        pick = same & (labels[src] == c)
+        dst[pick] = members[c][rng.integers(0, len(members[c]), pick.sum())]
+    keep = src != dst
+    centres = rng.normal(size=(classes, features))
+    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+    x = (centres[labels] + rng.normal(scale=noise / np.sqrt(features), size=(n, features)))
+    split = rng.permutation(n)
+    masks = [np.zeros(n, bool) for _ in range(3)]
+    masks[0][split[: 2 * n // 5]] = True  # 40% train, 10% validation, 50% test
+    masks[1][split[2 * n // 5 : n // 2]] = True
+    masks[2][split[n // 2 :]] = True
+    with EdgeSorter(n, False, int(keep.sum())) as sorter:
+        sorter.add(src[keep], dst[keep])
+        with GraphFileWriter(path, num_nodes=n, num_features=features, num_classes=classes,
+                             directed=False, name="sbm", show_progress=False) as w:
+            w.write_adjacency(sorter)
+            w.write_features(0, x.astype(np.float32))
+            w.write_labels(labels)
+            w.write_masks(*masks)
+    return path
+
+
+@pytest.fixture
+def sbm(shared_tmp, world):
+    path = shared_tmp / "sbm.h5"
+    if world.rank == 0:
+        write_sbm(path, seed=0)
+    world.mpi.Barrier()
+    return path
+
+
+def train_metrics(path, out, *flags):
+    rc = main(["train", str(path), "--quiet", "--threads", "1", "--hidden", "16",
+               "--metrics", str(out), *flags])
+    return rc, out
+
+
+@pytest.mark.mpi
+def test_minibatch_accuracy_within_two_points_of_fullbatch(sbm, shared_tmp, world):
+    rc, out = train_metrics(sbm, shared_tmp / "full.json", "--epochs", "100", "--eval-every", "0")
+    assert_all(world, rc == 0)
+    world.mpi.Barrier()
+    full = json.loads(out.read_text())["final"]["test_acc"]
+    # Each step trains one batch per rank (data-parallel on their union): split a global
+    # batch of 64 over the P ranks, so every P takes the same steps on the same data volume.
+    batch = str(64 // world.size)
+    runs = {
+        "sage": ["--fanout", "10,10", "--lr", "0.02"],
+        "ladies": ["--sampler", "ladies", "--layer-size", "256", "--layers", "2"],
+    }
+    for name, flags in runs.items():
+        rc, out = train_metrics(sbm, shared_tmp / f"{name}.json", "--mode", "minibatch",
+                                "--batch-size", batch, "--bulk", "10", "--epochs", "30",
+                                "--eval-every", "0", *flags)
+        assert_all(world, rc == 0)
+        world.mpi.Barrier()
+        acc = json.loads(out.read_text())["final"]["test_acc"]
+        assert full > 0.9
+        assert acc >= full - 0.02, f"{name}: minibatch {acc:.4f} vs full-batch {full:.4f}"
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("sampler", ["sage", "ladies"])
+def test_metrics_trace_and_layouts_agree(graph_file, shared_tmp, world, sampler):
+    path = graph_file(n=120, avg_degree=5, seed=11, directed=True)
+    flags = ["--fanout", "4,3"]
+    if sampler == "ladies":
+        flags = ["--sampler", "ladies", "--layer-size", "20,10"]
+    docs = {}
+    for layout in ("replicated", "partitioned"):
+        metrics, trace = shared_tmp / f"{layout}.json", shared_tmp / f"{layout}-trace.json"
+        rc = main(["train", str(path), "--mode", "minibatch", "--epochs", "3", "--hidden", "8",
+                   "--batch-size", "10", "--bulk", "3", "--graph-layout", layout, "--quiet",
+                   "--threads", "1", "--metrics", str(metrics), "--trace", str(trace), *flags])
+        assert_all(world, rc == 0)
+        world.mpi.Barrier()
+        docs[layout] = json.loads(metrics.read_text())
+        events = json.loads(trace.read_text())["traceEvents"]
+        assert {e["tid"] for e in events if e.get("ph") == "X"} == set(range(world.size))
+        assert {"sample", "fetch", "propagate"} <= {e["name"] for e in events}
+    rep, part = docs["replicated"], docs["partitioned"]
+    # identical samples, so identical training whatever the layout
+    assert rep["params_sha256"] == part["params_sha256"]
+    assert [e["loss"] for e in rep["epochs"]] == [e["loss"] for e in part["epochs"]]
+    for doc in (rep, part):
+        assert doc["config"]["mode"] == "minibatch" and doc["config"]["sampler"] == sampler
+        assert doc["config"]["layers"] == 2 and doc["world_size"] == world.size
+        s = doc["sampling"]
+        keys = {"edges_sampled", "sample_time_s", "bytes_sparsity_aware", "bytes_oblivious"}
+        assert set(s) >= keys
+        assert s["edges_sampled"] > 0 and s["sample_time_s"] > 0
+        assert set(doc["time"]["minibatch_phases"]) == {"sample", "fetch", "propagate"}
+        assert doc["time"]["minibatch_phases"]["propagate"] > 0
+        assert set(doc["final"]) >= {"loss", "train_acc", "val_acc", "test_acc"}
+    assert rep["sampling"]["edges_sampled"] == part["sampling"]["edges_sampled"]
+    assert rep["sampling"]["bytes_sparsity_aware"] == rep["sampling"]["bytes_oblivious"] == 0
+    grid_rows = int(part["config"]["grid"].split("x")[0])
+    if grid_rows > 1:
+        assert part["sampling"]["bytes_sparsity_aware"] > 0
+        assert part["comm"]["measured_bytes"]["sample_rows"] > 0
+    if world.size > 1:
+        assert part["comm"]["measured_bytes"]["feature_fetch"] > 0

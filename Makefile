@@ -56,6 +56,9 @@ test: setup
 		echo "== MPI tests at $$n rank(s)"; \
 		$(MPIEXEC) -n $$n $(PY) -m mpi4py -m pytest --only-mpi $(PYTEST_ARGS); \
 	done
+	@echo "== 3D on the 2x2x2 cube at 8 ranks"
+	$(MPIEXEC) -n 8 $(PY) -m mpi4py -m pytest --only-mpi $(PYTEST_ARGS) \
+		tests/train/test_distributed_2d3d.py -k cube
 
 lint: setup
 	$(VENV)/bin/ruff check hpcgnn tests perf

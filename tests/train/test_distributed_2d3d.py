@@ -16,7 +16,7 @@ from hpcgnn.dist.cost_summa import (
 )
 from hpcgnn.errors import GridError
 from hpcgnn.grid import ProcessGrid, admissible_shapes
-from hpcgnn.grid.shapes import choose_shape
+from hpcgnn.grid.shapes import GridShape, choose_shape
 from hpcgnn.io import GraphFile
 from hpcgnn.models.init import layer_sizes
 from hpcgnn.train.config import TrainConfig
@@ -149,3 +149,14 @@ def test_partitioned_file_and_estimate_from_statistics(graph_file, world):
         exact = predict_summa(problem_of(path, cfg, shape.dims), shape.dims).bytes_total
         assert set(est) == set(exact)
         assert all(est[c] == exact[c] for c in est if c != "sparse_bcast"), shape
+
+
+@pytest.mark.mpi(min_size=8)
+@pytest.mark.parametrize("directed", [False, True], ids=["undirected", "directed"])
+def test_cube_2x2x2_at_8_ranks(graph_file, world, directed):
+    """The paper's cube: Split-3D on 2x2x2, 5 epochs against the serial run (float32)."""
+    if world.size != 8:
+        pytest.skip("runs at exactly 8 ranks")
+    path = graph_file(n=67, directed=directed, seed=8, features=6, classes=3)
+    cfg = TrainConfig(layers=3, hidden=5, dropout=0.3, dtype="float32", seed=4)
+    run_shape(path, cfg, GridShape("3d", (2, 2, 2)), world, epochs=5)

@@ -56,9 +56,9 @@ test: setup
 		echo "== MPI tests at $$n rank(s)"; \
 		$(MPIEXEC) -n $$n $(PY) -m mpi4py -m pytest --only-mpi $(PYTEST_ARGS); \
 	done
-	@echo "== 3D on the 2x2x2 cube at 8 ranks"
+	@echo "== grids and 3D on the 2x2x2 cube at 8 ranks"
 	$(MPIEXEC) -n 8 $(PY) -m mpi4py -m pytest --only-mpi $(PYTEST_ARGS) \
-		tests/train/test_distributed_2d3d.py -k cube
+		tests/grid/test_process_grid.py tests/train/test_distributed_2d3d.py::test_cube_2x2x2_at_8_ranks
 
 lint: setup
 	$(VENV)/bin/ruff check hpcgnn tests perf

@@ -44,28 +44,38 @@ def torch_copy_bandwidth(nbytes: int = 1 << 29, repeats: int = 5) -> float:
     return 2 * nbytes / best
 
 
-def spmm_rate(path: str, width: int, repeats: int) -> dict:
+def load(path: str, width: int) -> tuple:
+    """The normalised ``Â^T`` of a file as a torch CSR tensor, and a dense ``H``."""
     from hpcgnn.io import GraphFile
-    from hpcgnn.kernels.spmm import spmm, to_torch_csr
+    from hpcgnn.kernels.spmm import to_torch_csr
     from hpcgnn.train.serial import load_normalized
 
     with GraphFile(path) as gf:
         a_t, _ = load_normalized(gf, np.float32)
-        n = gf.meta.num_nodes
-    a = to_torch_csr(a_t, torch.float32)
-    h = torch.randn(n, width)
-    spmm(a, h)
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        spmm(a, h)
-        times.append(time.perf_counter() - t0)
-    t = statistics.median(times)
-    nnz = a_t.nnz
-    compulsory = 8 * (n + 1) + 8 * nnz + 4 * nnz + 2 * 4 * n * width
-    gathered = 8 * (n + 1) + 8 * nnz + 4 * nnz + 4 * nnz * width + 4 * n * width
-    return {"graph": path, "n": n, "nnz": nnz, "width": width, "seconds": t,
-            "compulsory_GBps": compulsory / t / 1e9, "gathered_GBps": gathered / t / 1e9}
+    h = torch.randn(a_t.shape[0], width, generator=torch.Generator().manual_seed(0))
+    return to_torch_csr(a_t, torch.float32), h, a_t.nnz
+
+
+def spmm_rates(paths: list[str], width: int, repeats: int) -> list[dict]:
+    """Median SpMM time per graph, timed round-robin so drift hits every graph alike."""
+    from hpcgnn.kernels.spmm import spmm
+
+    mats = [load(p, width) for p in paths]
+    times: list[list[float]] = [[] for _ in paths]
+    for _ in range(repeats + 1):
+        for k, (a, h, _) in enumerate(mats):
+            t0 = time.perf_counter()
+            spmm(a, h)
+            times[k].append(time.perf_counter() - t0)
+    rows = []
+    for path, (a, _, nnz), ts in zip(paths, mats, times, strict=True):
+        t = statistics.median(ts[1:])
+        n = a.shape[0]
+        compulsory = 8 * (n + 1) + 8 * nnz + 4 * nnz + 2 * 4 * n * width
+        gathered = 8 * (n + 1) + 8 * nnz + 4 * nnz + 4 * nnz * width + 4 * n * width
+        rows.append({"graph": path, "n": n, "nnz": nnz, "width": width, "seconds": t,
+                     "compulsory_GBps": compulsory / t / 1e9, "gathered_GBps": gathered / t / 1e9})
+    return rows
 
 
 def main() -> None:
@@ -78,7 +88,7 @@ def main() -> None:
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     bw = max(copy_bandwidth(), torch_copy_bandwidth())
-    rows = [spmm_rate(g, args.width, args.repeats) for g in args.graphs]
+    rows = spmm_rates(args.graphs, args.width, args.repeats)
     for r in rows:
         r["compulsory_over_copy"] = r["compulsory_GBps"] * 1e9 / bw
         r["gathered_over_copy"] = r["gathered_GBps"] * 1e9 / bw

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from hpcgnn import __version__
 from hpcgnn.errors import HpcgnnError
 
-SUBCOMMANDS = ("prepare", "partition", "info", "train", "model", "sample")
+SUBCOMMANDS = ("prepare", "partition", "info", "train", "model", "sample", "plan")
 
 
 def build_parser() -> argparse.ArgumentParser:

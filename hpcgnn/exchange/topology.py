@@ -1,0 +1,272 @@
+"""Communication topologies: ranks, nodes, links with bandwidths, shared physical resources.
+
+A topology file is JSON (see ``docs/planning.md``)::
+
+    {"name": "dgx1", "ranks": 8,
+     "nodes": [{"name": "cpu0", "ranks": [0, 1, 2, 3]}, ...],
+     "shared": [{"name": "qpi", "node": "cpu0", "bandwidth_gbps": 8.0}, ...],
+     "links": [{"a": 0, "b": 1, "bandwidth_gbps": 25.0, "kind": "nvlink"},
+               {"a": 0, "b": 5, "bandwidth_gbps": 10.0, "kind": "pcie-qpi", "via": ["qpi"]}]}
+
+Links are undirected; each direction is its own link with its own capacity. Bandwidths are
+in GB/s (10^9 bytes per second). A link may pass through shared resources (``via``): a
+shared resource belongs to a node and is full duplex; traffic of a link leaving that node
+loads its "out" direction, traffic entering it its "in" direction, and every link through
+it in the same direction and stage competes for its bandwidth.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hpcgnn.errors import InputError
+
+
+@dataclass(frozen=True)
+class Link:
+    """One direction of a topology link."""
+
+    src: int
+    dst: int
+    bandwidth_gbps: float
+    kind: str
+
+
+@dataclass(frozen=True)
+class Topology:
+    """A validated communication topology.
+
+    Attributes
+    ----------
+    name : str
+        Name from the file.
+    num_ranks : int
+        Number of ranks (GPUs), ``0..num_ranks-1``.
+    node_of : tuple of int
+        Node index of every rank.
+    node_names : tuple of str
+        Node names.
+    links : tuple of Link
+        Directed links (two per undirected link in the file).
+    resource_names : tuple of str
+        Names of every capacity: first one per directed link (``"a->b"``), then the two
+        directions of every shared resource (``"qpi:out"``, ``"qpi:in"``).
+    resource_bw : numpy.ndarray
+        Bandwidth of every resource in GB/s.
+    link_resources : tuple of tuple of int
+        Resources each directed link loads (itself first).
+    """
+
+    name: str
+    num_ranks: int
+    node_of: tuple[int, ...]
+    node_names: tuple[str, ...]
+    links: tuple[Link, ...]
+    resource_names: tuple[str, ...]
+    resource_bw: np.ndarray
+    link_resources: tuple[tuple[int, ...], ...]
+    _index: dict[tuple[int, int], int] = field(repr=False, default_factory=dict)
+    _routes: dict[tuple[int, int], tuple[int, ...]] = field(repr=False, default_factory=dict)
+
+    def link_id(self, a: int, b: int) -> int | None:
+        """Index of the direct link ``a -> b``, or ``None`` when there is none."""
+        return self._index.get((a, b))
+
+    def route(self, a: int, b: int) -> tuple[int, ...]:
+        """Links of the route ``a -> b``: the direct link, else the fewest-hop path."""
+        return self._routes[(a, b)]
+
+    def out_links(self, a: int) -> list[tuple[int, int]]:
+        """``(link id, destination)`` of every link leaving rank ``a``."""
+        return [(i, ln.dst) for i, ln in enumerate(self.links) if ln.src == a]
+
+
+def _bad(path: str, msg: str) -> InputError:
+    return InputError(f"topology {path}: {msg}")
+
+
+def _int(path: str, value: object, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _bad(path, f"{what} must be an integer, got {value!r}")
+    return value
+
+
+def _bandwidth(path: str, value: object, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _bad(path, f"{what} has no numeric bandwidth_gbps (got {value!r})")
+    if not math.isfinite(value) or value <= 0:
+        raise _bad(path, f"{what} has non-positive or non-finite bandwidth {value!r}")
+    return float(value)
+
+
+def load_topology(path: str | os.PathLike) -> Topology:
+    """Read and validate a topology JSON file.
+
+    Raises
+    ------
+    InputError
+        One line naming the problem: unreadable file, bad JSON, missing field, rank
+        missing from the nodes, link to an unknown rank, non-positive bandwidth, unknown
+        shared resource, or a topology that is not connected.
+    """
+    p = os.fspath(path)
+    try:
+        with open(p) as fh:
+            doc = json.load(fh)
+    except OSError as err:
+        raise _bad(p, f"cannot read: {err.strerror}") from err
+    except json.JSONDecodeError as err:
+        raise _bad(p, f"not valid JSON: {err.msg} at line {err.lineno}") from err
+    return parse_topology(doc, p)
+
+
+def parse_topology(doc: object, path: str = "<dict>") -> Topology:
+    """Validate an already parsed topology document (see :func:`load_topology`)."""
+    if not isinstance(doc, dict):
+        raise _bad(path, "top level must be a JSON object")
+    if "ranks" not in doc:
+        raise _bad(path, "missing field 'ranks'")
+    n = _int(path, doc["ranks"], "'ranks'")
+    if n < 1:
+        raise _bad(path, f"'ranks' must be >= 1, got {n}")
+    name = str(doc.get("name", os.path.basename(path)))
+
+    nodes = doc.get("nodes", [{"name": f"rank{r}", "ranks": [r]} for r in range(n)])
+    if not isinstance(nodes, list) or not nodes:
+        raise _bad(path, "'nodes' must be a non-empty list")
+    node_of = [-1] * n
+    node_names: list[str] = []
+    for i, nd in enumerate(nodes):
+        if not isinstance(nd, dict) or "name" not in nd or "ranks" not in nd:
+            raise _bad(path, f"node {i} needs 'name' and 'ranks'")
+        nm = str(nd["name"])
+        if nm in node_names:
+            raise _bad(path, f"node name '{nm}' appears twice")
+        node_names.append(nm)
+        if not isinstance(nd["ranks"], list):
+            raise _bad(path, f"node '{nm}': 'ranks' must be a list")
+        for r in nd["ranks"]:
+            r = _int(path, r, f"node '{nm}' rank")
+            if not 0 <= r < n:
+                raise _bad(path, f"node '{nm}' lists unknown rank {r} (ranks are 0..{n - 1})")
+            if node_of[r] != -1:
+                raise _bad(path, f"rank {r} is in two nodes")
+            node_of[r] = i
+    missing = [r for r in range(n) if node_of[r] == -1]
+    if missing:
+        raise _bad(path, f"rank {missing[0]} is in no node ({len(missing)} rank(s) missing)")
+
+    shared = doc.get("shared", [])
+    if not isinstance(shared, list):
+        raise _bad(path, "'shared' must be a list")
+    shared_idx: dict[str, tuple[int, int, float]] = {}
+    for i, sh in enumerate(shared):
+        if not isinstance(sh, dict) or "name" not in sh:
+            raise _bad(path, f"shared resource {i} needs a 'name'")
+        nm = str(sh["name"])
+        if nm in shared_idx:
+            raise _bad(path, f"shared resource '{nm}' appears twice")
+        node = sh.get("node")
+        if node not in node_names:
+            raise _bad(path, f"shared resource '{nm}' refers to unknown node {node!r}")
+        bw = _bandwidth(path, sh.get("bandwidth_gbps"), f"shared resource '{nm}'")
+        shared_idx[nm] = (len(shared_idx), node_names.index(node), bw)
+
+    raw_links = doc.get("links")
+    if not isinstance(raw_links, list) or not raw_links:
+        raise _bad(path, "'links' must be a non-empty list")
+    links: list[Link] = []
+    vias: list[list[str]] = []
+    index: dict[tuple[int, int], int] = {}
+    for i, ln in enumerate(raw_links):
+        if not isinstance(ln, dict) or "a" not in ln or "b" not in ln:
+            raise _bad(path, f"link {i} needs 'a' and 'b'")
+        a = _int(path, ln["a"], f"link {i} 'a'")
+        b = _int(path, ln["b"], f"link {i} 'b'")
+        for r in (a, b):
+            if not 0 <= r < n:
+                raise _bad(path, f"link {i} ({a}-{b}) refers to unknown rank {r}")
+        if a == b:
+            raise _bad(path, f"link {i} connects rank {a} to itself")
+        if (a, b) in index:
+            raise _bad(path, f"link {a}-{b} appears twice")
+        bw = _bandwidth(path, ln.get("bandwidth_gbps"), f"link {i} ({a}-{b})")
+        via = ln.get("via", [])
+        if not isinstance(via, list):
+            raise _bad(path, f"link {i} ({a}-{b}): 'via' must be a list")
+        for v in via:
+            if v not in shared_idx:
+                raise _bad(path, f"link {i} ({a}-{b}) goes via unknown shared resource {v!r}")
+            node = shared_idx[v][1]
+            if (node_of[a] == node) == (node_of[b] == node):
+                raise _bad(
+                    path,
+                    f"link {i} ({a}-{b}) goes via '{v}' but does not have exactly one "
+                    f"end in its node '{node_names[node]}'",
+                )
+        kind = str(ln.get("kind", "link"))
+        for s, d in ((a, b), (b, a)):
+            index[(s, d)] = len(links)
+            links.append(Link(s, d, bw, kind))
+            vias.append([str(v) for v in via])
+
+    # connectivity
+    adj: list[list[int]] = [[] for _ in range(n)]
+    for ln in links:
+        adj[ln.src].append(ln.dst)
+    routes: dict[tuple[int, int], tuple[int, ...]] = {}
+    for s in range(n):
+        prev = {s: -1}
+        queue = deque([s])
+        while queue:
+            x = queue.popleft()
+            for y in sorted(adj[x]):
+                if y not in prev:
+                    prev[y] = x
+                    queue.append(y)
+        if len(prev) < n:
+            unreached = [r for r in range(n) if r not in prev]
+            raise _bad(
+                path, f"not connected: rank(s) {unreached[:8]} unreachable from rank {s}"
+            )
+        for d in range(n):
+            if d == s:
+                continue
+            hops = []
+            x = d
+            while prev[x] != -1:
+                hops.append(index[(prev[x], x)])
+                x = prev[x]
+            routes[(s, d)] = tuple(reversed(hops))
+
+    names = [f"{ln.src}->{ln.dst}" for ln in links]
+    bws = [ln.bandwidth_gbps for ln in links]
+    for nm, (_, _, bw) in shared_idx.items():
+        names += [f"{nm}:out", f"{nm}:in"]
+        bws += [bw, bw]
+    link_res = []
+    for li, ln in enumerate(links):
+        res = [li]
+        for v in vias[li]:
+            k, node, _ = shared_idx[v]
+            direction = 0 if node_of[ln.src] == node else 1
+            res.append(len(links) + 2 * k + direction)
+        link_res.append(tuple(res))
+    return Topology(
+        name=name,
+        num_ranks=n,
+        node_of=tuple(node_of),
+        node_names=tuple(node_names),
+        links=tuple(links),
+        resource_names=tuple(names),
+        resource_bw=np.asarray(bws, dtype=np.float64),
+        link_resources=tuple(link_res),
+        _index=index,
+        _routes=routes,
+    )

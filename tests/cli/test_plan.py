@@ -1,0 +1,49 @@
+import json
+
+import numpy as np
+
+from hpcgnn.cli.main import main
+from tests.graphs import write_random_graph
+
+DGX1 = "jobs/topologies/dgx1.json"
+
+
+def test_plan_round_trip(tmp_path, capsys):
+    path = write_random_graph(tmp_path / "g.h5", n=300, avg_degree=6, seed=2)
+    out = tmp_path / "plan.json"
+    argv = ["plan", str(path), "--parts", "8", "--topology", DGX1, "--feature-dim", "32",
+            "--out", str(out), "--tables", "--chunks", "4"]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "p2p:" in text and "planned (SPST):" in text and "reduction" in text
+    assert "even blocks" in text
+    doc = json.loads(out.read_text())
+    assert doc["parts"] == 8 and doc["bytes_per_vertex"] == 128
+    assert 0 < doc["planned"]["time_s"] <= doc["p2p"]["time_s"]
+    assert doc["reduction"] == 1 - doc["planned"]["time_s"] / doc["p2p"]["time_s"]
+    stages = doc["planned"]["stages"]
+    assert abs(sum(s["time_s"] for s in stages) - doc["planned"]["time_s"]) < 1e-12
+    assert len(doc["p2p"]["stages"]) == 1
+    tables = np.load(doc["tables_file"])
+    counts = {f"s{t['stage']}_{t['src']}_{t['dst']}": t["count"]
+              for t in doc["planned"]["tables"]}
+    assert {k: len(tables[k]) for k in tables.files} == counts
+    pairs = np.array(doc["relation_pairs"])
+    assert pairs.sum() == sum(t["count"] for t in doc["p2p"]["tables"])
+
+
+def test_plan_rejects_parts_not_matching_topology(tmp_path, capsys):
+    path = write_random_graph(tmp_path / "g.h5", n=40, seed=1)
+    assert main(["plan", str(path), "--parts", "4", "--topology", DGX1]) == 1
+    err = capsys.readouterr().err
+    assert "--parts 4 does not match topology 'dgx1' with 8 ranks" in err
+
+
+def test_plan_reports_bad_topology(tmp_path, capsys):
+    path = write_random_graph(tmp_path / "g.h5", n=40, seed=1)
+    topo = tmp_path / "t.json"
+    topo.write_text('{"ranks": 2, "links": [{"a": 0, "b": 1, "bandwidth_gbps": 0}]}')
+    assert main(["plan", str(path), "--parts", "2", "--topology", str(topo)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("hpcgnn: error: topology") and "non-positive" in err
+    assert len(err.splitlines()) == 1

@@ -17,7 +17,7 @@ from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.grid.shapes import GridShape, choose_shape
 from hpcgnn.io.reader import GraphFile, GraphMeta
 from hpcgnn.models.init import layer_sizes
-from hpcgnn.train.algorithms import ALGORITHMS
+from hpcgnn.train.algorithms import ALGORITHMS, GRID_KIND
 from hpcgnn.train.checkpoint import load_checkpoint, restore, save_checkpoint
 from hpcgnn.train.config import TrainConfig
 from hpcgnn.train.fullbatch import EpochRecord, TrainResult, train_fullbatch
@@ -43,8 +43,12 @@ class RunOptions:
     quiet: bool = False
 
 
-def build_model(path: str, grid: ProcessGrid, cfg: TrainConfig) -> Any:
-    """Instantiate the distributed model for the grid's kind."""
+def build_model(path: str, grid: ProcessGrid, cfg: TrainConfig, algo: str) -> Any:
+    """Instantiate the distributed model of ``algo`` on ``grid``."""
+    if algo == "halo":
+        from hpcgnn.train.halo_gcn import HaloGCN
+
+        return HaloGCN(path, grid, cfg)
     if grid.kind in ("1d", "1.5d"):
         from hpcgnn.train.distributed import BlockRowGCN
 
@@ -103,7 +107,7 @@ def train(opts: RunOptions, cfg: TrainConfig, comm: MPI.Comm = MPI.COMM_WORLD) -
         raise ConfigError(f"--checkpoint-every must be >= 0, got {opts.checkpoint_every}")
     if opts.checkpoint_every and not opts.checkpoint_dir:
         raise ConfigError("--checkpoint-every needs --checkpoint-dir")
-    shape = choose_shape(opts.algo, comm.Get_size(), opts.grid, opts.replication)
+    shape = choose_shape(GRID_KIND[opts.algo], comm.Get_size(), opts.grid, opts.replication)
     grid = ProcessGrid(comm, shape)
     try:
         return _train_on_grid(opts, cfg, grid)
@@ -121,7 +125,7 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
         grid.world, memory_estimate(meta, cfg, grid.shape), f"{opts.algo} on grid {grid.shape}"
     )
     t0 = time.perf_counter()
-    model = build_model(opts.graph, grid, cfg)
+    model = build_model(opts.graph, grid, cfg, opts.algo)
     setup_s = time.perf_counter() - t0
     notes = ""
     if grid.kind == "1.5d" and (grid.dims[0] % grid.dims[1]):
@@ -199,13 +203,22 @@ def _report(
     phases_per_rank = result.per_epoch(result.step_seconds)
     phases = {k: v / grid.size for k, v in summed_over_ranks(grid.world, phases_per_rank).items()}
     problem = cost_problem(meta, cfg, getattr(model, "offsets", None))
-    if grid.kind in ("2d", "3d"):  # exact sparse-block sizes (collective call)
+    if opts.algo == "halo":  # halo sizes of every rank (collective call)
+        from hpcgnn.dist.cost_halo import HaloVolumes, predict_halo
+
+        agg = model.aggregation
+        mine = (len(agg.fwd_sets.halo), int(agg.fwd_sets.send_counts.sum()), len(agg.bwd_sets.halo))
+        per_rank = np.array(grid.world.allgather_obj(mine), dtype=np.int64).reshape(-1, 3)
+        volumes = HaloVolumes(per_rank[:, 0], per_rank[:, 1], per_rank[:, 2])
+        predicted = predict_halo(problem, grid.shape, volumes, agg.mode).bytes_total
+    elif grid.kind in ("2d", "3d"):  # exact sparse-block sizes (collective call)
         from dataclasses import asdict
 
         from hpcgnn.dist.cost_summa import SummaProblem
 
         problem = SummaProblem(**asdict(problem), block_nnz=model.block_nnz())
-    predicted = predict(opts.algo, problem, grid.shape).bytes_total
+    if opts.algo != "halo":
+        predicted = predict(opts.algo, problem, grid.shape).bytes_total
     events = gather_trace(grid.world, grid.stats) if opts.trace else None
     f = result.final
     say(

@@ -13,10 +13,13 @@ def run_train(path, *extra):
 
 
 @pytest.mark.mpi
-def test_metrics_and_trace_files(graph_file, shared_tmp, world):
+@pytest.mark.parametrize("algo", ["1d", "2d", "halo"])
+def test_metrics_and_trace_files(graph_file, shared_tmp, world, algo):
     path = graph_file(n=80, seed=1)
-    metrics, trace = shared_tmp / "m.json", shared_tmp / "t.json"
-    rc = run_train(path, "--metrics", str(metrics), "--trace", str(trace), "--eval-every", "2")
+    metrics, trace = shared_tmp / f"m-{algo}.json", shared_tmp / f"t-{algo}.json"
+    rc = run_train(
+        path, "--algo", algo, "--metrics", str(metrics), "--trace", str(trace), "--eval-every", "2"
+    )
     assert_all(world, rc == 0)
     world.mpi.Barrier()
     doc = json.loads(metrics.read_text())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 import numpy as np
+import scipy.sparse as sp
 import torch
 
 from hpcgnn.comm.collective import collective
@@ -13,7 +14,7 @@ from hpcgnn.dist.local_blocks import normalized_rows
 from hpcgnn.dist.spmm_block_row import BlockRowAggregation
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.io.reader import GraphFile
-from hpcgnn.models.gcn import gcn_forward
+from hpcgnn.models.gcn import Aggregation, gcn_forward
 from hpcgnn.models.init import layer_sizes
 from hpcgnn.models.random import dropout_keep
 from hpcgnn.train.config import TrainConfig
@@ -63,10 +64,15 @@ class BlockRowGCN:
         self.meta = meta
         self.rows = (lo, hi)
         self.row_ids = np.arange(lo, hi)
-        op = BlockRowAggregation(grid.col, grid.row, a_t, a, self.offsets, cfg.torch_dtype)
+        op = self._aggregation(a_t, a)
         self.ops = [op] * cfg.layers
         self.widths = layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, cfg.layers)
         self.weights = init_weights(meta.num_features, meta.num_classes, cfg)
+
+    def _aggregation(self, a_t: sp.csr_matrix, a: sp.csr_matrix) -> Aggregation:
+        """The layers' ``Â^T H`` operator from this rank's rows of ``Â^T`` and ``Â``."""
+        grid = self.grid
+        return BlockRowAggregation(grid.col, grid.row, a_t, a, self.offsets, self.cfg.torch_dtype)
 
     def logits(self, epoch: int | None) -> torch.Tensor:
         """This rank's block row of the logits."""

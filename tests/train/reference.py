@@ -69,3 +69,12 @@ def check_cost_model(algo, result, problem, shape, world, rel=0.02):
         for c in cats
     )
     assert_all(world, ok, f"{algo}: measured {measured} vs predicted {predicted}")
+
+
+def problem_of(path, cfg: TrainConfig, row_offsets=None):
+    """The cost model's view of training ``cfg`` on the graph file ``path``."""
+    from hpcgnn.io import GraphFile
+    from hpcgnn.train.run import cost_problem
+
+    with GraphFile(path) as gf:
+        return cost_problem(gf.meta, cfg, row_offsets)

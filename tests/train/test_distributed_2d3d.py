@@ -5,6 +5,8 @@ included), on directed and undirected graphs, in float32 and float64; the measur
 traffic per category must equal the cost model with the exact block nonzeros.
 """
 
+from dataclasses import asdict
+
 import numpy as np
 import pytest
 from mpi4py import MPI
@@ -18,22 +20,19 @@ from hpcgnn.errors import GridError
 from hpcgnn.grid import ProcessGrid, admissible_shapes
 from hpcgnn.grid.shapes import GridShape, choose_shape
 from hpcgnn.io import GraphFile
-from hpcgnn.models.init import layer_sizes
 from hpcgnn.train.config import TrainConfig
 from hpcgnn.train.grid_gcn import GridGCN
 from tests.conftest import assert_all
 from tests.train.reference import check_cost_model, compare_with_serial
+from tests.train.reference import problem_of as cost_problem_of
 
 
 def problem_of(path, cfg: TrainConfig, dims=None) -> SummaProblem:
     with GraphFile(path) as gf:
-        m = gf.meta
-    widths = tuple(layer_sizes(m.num_features, cfg.hidden, m.num_classes, cfg.layers))
-    itemsize = 8 if cfg.dtype == "float64" else 4
+        offsets = gf.meta.partition_offsets
+    base = cost_problem_of(path, cfg, offsets)
     nnz = summa_block_nnz(path, dims) if dims is not None else None
-    return SummaProblem(
-        m.num_nodes, m.num_edges + m.num_nodes, widths, itemsize, m.partition_offsets, nnz
-    )
+    return SummaProblem(**asdict(base), block_nnz=nnz)
 
 
 def check_interface(model: GridGCN, world, n: int) -> None:

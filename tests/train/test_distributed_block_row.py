@@ -1,21 +1,10 @@
 import pytest
 from mpi4py import MPI
 
-from hpcgnn.dist.cost_model import Problem
 from hpcgnn.grid import ProcessGrid, admissible_shapes
-from hpcgnn.io import GraphFile
-from hpcgnn.models.init import layer_sizes
 from hpcgnn.train.config import TrainConfig
 from hpcgnn.train.distributed import BlockRowGCN
-from tests.train.reference import check_cost_model, compare_with_serial
-
-
-def problem_of(path, cfg: TrainConfig) -> Problem:
-    with GraphFile(path) as gf:
-        m = gf.meta
-    widths = tuple(layer_sizes(m.num_features, cfg.hidden, m.num_classes, cfg.layers))
-    itemsize = 8 if cfg.dtype == "float64" else 4
-    return Problem(m.num_nodes, m.num_edges + m.num_nodes, widths, itemsize)
+from tests.train.reference import check_cost_model, compare_with_serial, problem_of
 
 
 @pytest.mark.mpi

@@ -3,26 +3,16 @@ import pytest
 from mpi4py import MPI
 
 from hpcgnn.dist.cost_halo import halo_volumes, predict_halo
-from hpcgnn.dist.cost_model import Problem
 from hpcgnn.grid import ProcessGrid
-from hpcgnn.io import GraphFile
-from hpcgnn.models.init import layer_sizes
 from hpcgnn.train.config import TrainConfig
 from hpcgnn.train.fullbatch import train_fullbatch
 from hpcgnn.train.halo_gcn import HaloGCN
 from hpcgnn.train.metrics import summed_over_ranks
 from tests.conftest import assert_all
-from tests.train.reference import compare_with_serial
+from tests.train.reference import compare_with_serial, problem_of
 
 EXCLUDED = {"control", "halo_setup"}
 
-
-def problem_of(path, cfg: TrainConfig) -> Problem:
-    with GraphFile(path) as gf:
-        m = gf.meta
-    widths = tuple(layer_sizes(m.num_features, cfg.hidden, m.num_classes, cfg.layers))
-    itemsize = 8 if cfg.dtype == "float64" else 4
-    return Problem(m.num_nodes, m.num_edges + m.num_nodes, widths, itemsize)
 
 
 def measured_bytes(result, world) -> dict[str, float]:

@@ -1,0 +1,191 @@
+r"""HongTu's deduplicated neighbour loading: 2-level chunks, vertex sets, volumes, reorganisation.
+
+Vertices are split into ``m`` parts (one per rank) and every part into ``n`` chunks of
+contiguous rows (*range-based*, balanced by nonzeros). A *schedule* ``S`` (``m x n``)
+says which chunk each part runs in each *batch*: batch ``j`` is the chunks ``S[i, j]`` of
+all parts, processed together. With ``N_ij`` the neighbour set (the columns of ``Â^T``'s
+rows) of the chunk part ``i`` runs in batch ``j``, and ``N_j = U_i N_ij`` the batch's
+*transition set*:
+
+``V_ori = sum_ij |N_ij|``
+    every chunk loads its neighbours from the host (no deduplication);
+``V_p2p = sum_j |N_j|``
+    each transition vertex is loaded once per batch (inter-rank deduplication);
+``V_ru = |N_0| + sum_{j >= 1} |N_j \ N_{j-1}|``
+    vertices shared with the previous batch stay on the device (intra-rank reuse).
+
+Cost (HongTu eq. 4): ``C = V_ru/T_hd + (V_ori - V_p2p)/T_dd + (V_p2p - V_ru)/T_ru``
+with throughputs in vertices per second. :func:`reorganize` is HongTu's greedy 2-phase
+reorganisation (Algorithm 4). All sets are sorted int64 arrays of global vertex ids.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+#: Default tier bandwidths in GB/s (``hd``: host-device PCIe 4.0 x16, ``dd``: NVLink 3
+#: between two GPUs, ``ru``: device memory, as on HongTu's A100 server).
+DEFAULT_TIER_GBPS = {"hd": 25.0, "dd": 200.0, "ru": 1500.0}
+
+
+def chunk_bounds(row_nnz: np.ndarray, chunks: int) -> np.ndarray:
+    """Split rows into ``chunks`` contiguous ranges of near-equal work.
+
+    Work of a row is its nonzeros plus one (the update of the vertex itself). Returns
+    ``chunks + 1`` offsets relative to the first row; ranges may be empty when there are
+    fewer rows than chunks.
+    """
+    if chunks < 1:
+        raise ValueError(f"chunks must be >= 1, got {chunks}")
+    work = np.cumsum(np.asarray(row_nnz, dtype=np.int64) + 1)
+    total = int(work[-1]) if len(work) else 0
+    targets = (np.arange(1, chunks) * total) // chunks
+    cuts = np.searchsorted(work, targets, side="left") + 1
+    cuts = np.minimum(cuts, len(work))
+    return np.concatenate([[0], np.maximum.accumulate(cuts), [len(work)]]).astype(np.int64)
+
+
+def column_set(indptr: np.ndarray, indices: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """Sorted distinct columns of CSR rows ``[lo, hi)`` (int64)."""
+    return np.unique(np.asarray(indices[indptr[lo] : indptr[hi]], dtype=np.int64))
+
+
+@dataclass(frozen=True)
+class Sliding:
+    r"""How a sorted set ``cur`` follows ``prev`` in a sequence of batches.
+
+    Attributes
+    ----------
+    keep_cur, keep_prev
+        Positions of ``cur & prev`` in ``cur`` and in ``prev`` (same order).
+    new
+        Positions in ``cur`` of ``cur \ prev`` (to be loaded).
+    """
+
+    keep_cur: np.ndarray
+    keep_prev: np.ndarray
+    new: np.ndarray
+
+
+def sliding(prev: np.ndarray, cur: np.ndarray) -> Sliding:
+    """Positions shared by, and new to, two consecutive sorted id sets."""
+    _, kc, kp = np.intersect1d(cur, prev, assume_unique=True, return_indices=True)
+    new = np.ones(len(cur), dtype=bool)
+    new[kc] = False
+    return Sliding(kc.astype(np.int64), kp.astype(np.int64), np.flatnonzero(new))
+
+
+@dataclass(frozen=True)
+class DedupVolumes:
+    """The vertex counts of HongTu section 5.3 for one schedule."""
+
+    v_ori: int
+    v_p2p: int
+    v_ru: int
+
+    def cost(self, bytes_per_vertex: float, gbps: dict[str, float] | None = None) -> float:
+        """Modelled communication time ``C`` in seconds (HongTu eq. 4).
+
+        Throughputs are ``gbps[t] * 1e9 / bytes_per_vertex`` vertices per second for the
+        tiers ``hd`` (host to device), ``dd`` (device to device) and ``ru`` (reuse).
+        """
+        bw = {**DEFAULT_TIER_GBPS, **(gbps or {})}
+        sec = {t: bytes_per_vertex / (bw[t] * 1e9) for t in ("hd", "dd", "ru")}
+        return (
+            self.v_ru * sec["hd"]
+            + (self.v_ori - self.v_p2p) * sec["dd"]
+            + (self.v_p2p - self.v_ru) * sec["ru"]
+        )
+
+    def as_dict(self) -> dict[str, int]:
+        """``{"V_ori", "V_p2p", "V_ru"}``."""
+        return {"V_ori": self.v_ori, "V_p2p": self.v_p2p, "V_ru": self.v_ru}
+
+
+def identity_schedule(parts: int, chunks: int) -> np.ndarray:
+    """Part ``i`` runs its chunk ``j`` in batch ``j``."""
+    return np.tile(np.arange(chunks, dtype=np.int64), (parts, 1))
+
+
+def _union(arrays: list[np.ndarray]) -> np.ndarray:
+    return np.unique(np.concatenate(arrays)) if arrays else np.zeros(0, dtype=np.int64)
+
+
+def transition_sets(sets: list[list[np.ndarray]], schedule: np.ndarray) -> list[np.ndarray]:
+    """``N_j = U_i N_{i, S[i, j]}`` for every batch ``j``."""
+    m, n = schedule.shape
+    return [_union([sets[i][int(schedule[i, j])] for i in range(m)]) for j in range(n)]
+
+
+def dedup_volumes(sets: list[list[np.ndarray]], schedule: np.ndarray) -> DedupVolumes:
+    """``V_ori``, ``V_p2p`` and ``V_ru`` of running chunk neighbour sets ``sets[i][k]``."""
+    v_ori = sum(len(s) for part in sets for s in part)
+    trans = transition_sets(sets, schedule)
+    v_p2p = sum(len(t) for t in trans)
+    v_ru = sum(len(sliding(trans[j - 1], t).new) if j else len(t) for j, t in enumerate(trans))
+    return DedupVolumes(int(v_ori), int(v_p2p), int(v_ru))
+
+
+def reorganize(sets: list[list[np.ndarray]], num_vertices: int) -> np.ndarray:
+    """HongTu Algorithm 4: a schedule with more shared neighbours inside and across batches.
+
+    Phase 1 starts every batch ``j`` with chunk ``j`` of part 0 and, part by part, gives
+    each batch in turn the unassigned chunk sharing most neighbours with the batch's
+    transition set so far. Phase 2 keeps batch 0 and repeatedly appends the remaining
+    batch sharing most transition vertices with the last one. Ties go to the lowest index.
+    """
+    m, n = len(sets), len(sets[0])
+    sched = identity_schedule(m, n)
+    member = np.zeros((n, num_vertices), dtype=bool)
+    for j in range(n):
+        member[j, sets[0][j]] = True
+    for i in range(1, m):
+        free = list(range(n))
+        for j in range(n):
+            shared = [int(member[j, sets[i][k]].sum()) for k in free]
+            k = free.pop(int(np.argmax(shared)))
+            sched[i, j] = k
+            member[j, sets[i][k]] = True
+    order = [0]
+    rest = list(range(1, n))
+    while rest:
+        last = member[order[-1]]
+        shared = [int(np.count_nonzero(member[b] & last)) for b in rest]
+        order.append(rest.pop(int(np.argmax(shared))))
+    return sched[:, order]
+
+
+def remote_rows(
+    sets: list[list[np.ndarray]], schedule: np.ndarray, offsets: np.ndarray, dedup: str
+) -> tuple[int, int]:
+    r"""Rows crossing between ranks' device buffers per layer: ``(forward, backward)``.
+
+    ``inter`` fetches (and pushes back) ``N_ij \ V_i``; ``full`` fetches only rows new to
+    the neighbour buffer, ``(N_ij \ N_i,j-1) \ V_i``, and pushes only rows leaving it,
+    ``(N_ij \ N_i,j+1) \ V_i``; ``none`` has no device-to-device traffic (its remote
+    rows come from the owners' host buffers).
+    """
+    if dedup == "none":
+        return 0, 0
+    fwd = bwd = 0
+    m, n = schedule.shape
+    for i in range(m):
+        lo, hi = int(offsets[i]), int(offsets[i + 1])
+        seq = [sets[i][int(schedule[i, j])] for j in range(n)]
+        for j, s in enumerate(seq):
+            remote = (s < lo) | (s >= hi)
+            if dedup == "inter":
+                fwd += int(remote.sum())
+                bwd += int(remote.sum())
+                continue
+            if j:
+                fwd += int((remote & ~np.isin(s, seq[j - 1])).sum())
+            else:
+                fwd += int(remote.sum())
+            if j + 1 < n:
+                bwd += int((remote & ~np.isin(s, seq[j + 1])).sum())
+            else:
+                bwd += int(remote.sum())
+    return fwd, bwd

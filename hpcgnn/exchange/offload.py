@@ -1,0 +1,300 @@
+r"""HongTu's deduplicated host/device exchange on MPI ranks (``--mode offload``).
+
+Each rank is one "GPU" and owns a part of the vertices; the *host tier* of a vertex is
+its owner's host buffer, the *device tier* is the batch-sized buffers a rank computes on.
+Per batch ``j`` rank ``i`` needs the rows of its chunk's neighbour set ``N_ij``
+(:mod:`hpcgnn.exchange.dedup` has the set algebra). How they get there (``--dedup``):
+
+``none``
+    every rank loads ``N_ij`` from the owners' host buffers (remote ones over MPI):
+    ``V_ori`` host-to-device rows per layer.
+``inter``
+    each owner loads the batch's transition vertices it owns, ``T_ij = N_j & V_i``, once
+    into a device *transition buffer*; ranks fetch ``N_ij`` from the owners' transition
+    buffers (device to device): ``V_p2p`` host-to-device rows.
+``full``
+    as ``inter``, and rows shared with the previous batch stay on the device: the
+    transition buffer reloads only ``T_ij \ T_i,j-1`` (``V_ru`` rows in all) and the
+    neighbour buffer fetches only ``N_ij \ N_i,j-1``.
+
+Gradients take the reverse path: ``none`` adds every neighbour gradient into the owner's
+host buffer; ``inter`` adds them into the owner's transition gradient buffer, flushed to
+the host once per batch; ``full`` also keeps rows shared with the *next* batch on the
+device and flushes only those leaving (again ``V_ru`` device-to-host rows in all).
+
+Traffic categories (received bytes in :class:`hpcgnn.comm.stats.CommStats`):
+``offload_h2d`` (neighbour loads from a host buffer), ``offload_d2d`` (rows between
+ranks' device buffers), ``offload_d2h`` (gradient flushes to a host buffer), ``offload_ckpt``
+(a chunk's own rows: cached aggregates and layer outputs out, and back in the backward).
+Local host/device copies are recorded in the same categories as remote ones; the
+device-to-device copies a rank makes from its own transition buffer are reuse, not traffic.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from hpcgnn.comm.communicator import Comm
+from hpcgnn.exchange.dedup import Sliding, sliding
+from hpcgnn.exchange.halo import owner_of
+
+DEDUP_LEVELS = ("none", "inter", "full")
+H2D, D2D, D2H, CKPT = "offload_h2d", "offload_d2d", "offload_d2h", "offload_ckpt"
+SETUP = "offload_setup"
+
+
+def record_copy(comm: Comm, category: str, rows: int, row_bytes: int, t0: float) -> None:
+    """Count a local host/device copy of ``rows`` rows started at ``t0``."""
+    if rows:
+        comm.stats.record(category, rows * row_bytes, time.perf_counter() - t0)
+
+
+@dataclass
+class RowTable:
+    """Rows one rank requests from the owners, and the rows it serves to the others.
+
+    Attributes
+    ----------
+    dest
+        Positions, in the requester's buffer, of the requested rows (in owner order).
+    recv_counts
+        Requested rows per owner rank.
+    src
+        Positions, in this rank's source buffer, of the rows the others requested
+        (concatenated in requester order).
+    send_counts
+        Rows served per requester rank.
+    """
+
+    dest: np.ndarray
+    recv_counts: np.ndarray
+    src: np.ndarray
+    send_counts: np.ndarray
+
+    def __post_init__(self) -> None:
+        self._dest = torch.from_numpy(self.dest)
+        self._src = torch.from_numpy(self.src)
+
+    def fetch(self, comm: Comm, source: torch.Tensor, out: torch.Tensor, category: str) -> int:
+        """``out[dest] = rows of the owners' source buffers``; returns the local rows."""
+        rows, _ = comm.alltoallv(
+            source[self._src].contiguous(), self.send_counts, category,
+            recvcounts=self.recv_counts,
+        )
+        out[self._dest] = torch.from_numpy(rows)
+        return int(self.recv_counts[comm.rank])
+
+    def push_add(self, comm: Comm, rows: torch.Tensor, target: torch.Tensor, category: str) -> int:
+        """``target[src] += rows[dest]`` sent by every requester (the reverse of fetch)."""
+        got, _ = comm.alltoallv(
+            rows[self._dest].contiguous(), self.recv_counts, category,
+            recvcounts=self.send_counts,
+        )
+        target.index_add_(0, self._src, torch.from_numpy(got))
+        return int(self.send_counts[comm.rank])
+
+
+def row_table(
+    comm: Comm,
+    ids: np.ndarray,
+    dest: np.ndarray,
+    offsets: np.ndarray,
+    served: np.ndarray | None,
+) -> RowTable:
+    """Exchange requests for the rows of ``ids`` (sorted global ids) with their owners.
+
+    ``dest[k]`` is where ``ids[k]`` goes in the requester's buffer. An owner serves from
+    its host buffer (position ``id - offsets[rank]``) when ``served`` is ``None``, else from
+    a buffer holding the sorted ids ``served``. Collective; category ``offload_setup``.
+    """
+    recv_counts = np.bincount(owner_of(ids, offsets), minlength=comm.size).astype(np.int64)
+    req, send_counts = comm.alltoallv(ids.astype(np.int64), recv_counts, SETUP)
+    if served is None:
+        src = req - int(offsets[comm.rank])
+    else:
+        src = np.searchsorted(served, req)
+        if len(req) and not np.array_equal(served[np.minimum(src, len(served) - 1)], req):
+            raise RuntimeError("a requested row is not in the owner's transition set")
+    return RowTable(dest.astype(np.int64), recv_counts, src.astype(np.int64), send_counts)
+
+
+def transition_set(comm: Comm, needed: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """This rank's part of the batch's transition set: owned ids any rank needs (sorted)."""
+    counts = np.bincount(owner_of(needed, offsets), minlength=comm.size).astype(np.int64)
+    req, _ = comm.alltoallv(needed.astype(np.int64), counts, SETUP)
+    return np.unique(req)
+
+
+def leaving(cur: np.ndarray, nxt: np.ndarray | None) -> np.ndarray:
+    """Positions in ``cur`` of ids not in ``nxt`` (all of them when there is no next)."""
+    if nxt is None:
+        return np.arange(len(cur), dtype=np.int64)
+    return np.flatnonzero(~np.isin(cur, nxt, assume_unique=True))
+
+
+@dataclass
+class BatchTables:
+    """One rank's tables for one batch.
+
+    Attributes
+    ----------
+    neigh
+        ``N_ij``: sorted global ids of the chunk's neighbour set.
+    trans
+        ``T_ij``: sorted ids of the batch's transition set that this rank owns.
+    fetch, push
+        Forward row fetch and backward gradient push (``none``: from/to the host
+        buffers; otherwise from/to the transition buffers).
+    neigh_slide, trans_slide
+        ``full``: what the neighbour and transition buffers keep from the previous batch.
+    neigh_out, trans_out
+        ``full``: positions of rows leaving after this batch (pushed / flushed).
+    """
+
+    neigh: np.ndarray
+    trans: np.ndarray
+    fetch: RowTable
+    push: RowTable
+    neigh_slide: Sliding | None = None
+    trans_slide: Sliding | None = None
+    neigh_out: np.ndarray | None = None
+    trans_out: np.ndarray | None = None
+
+
+def build_tables(
+    comm: Comm, neigh_sets: list[np.ndarray], offsets: np.ndarray, dedup: str
+) -> list[BatchTables]:
+    """Tables of every batch; ``neigh_sets[j]`` is ``N_ij`` in schedule order (collective)."""
+    if dedup not in DEDUP_LEVELS:
+        raise ValueError(f"dedup must be one of {DEDUP_LEVELS}, not {dedup!r}")
+    n = len(neigh_sets)
+    trans = [transition_set(comm, s, offsets) for s in neigh_sets]
+    out = []
+    for j, nb in enumerate(neigh_sets):
+        everything = np.arange(len(nb), dtype=np.int64)
+        if dedup == "none":
+            fetch = row_table(comm, nb, everything, offsets, None)
+            push = fetch
+            out.append(BatchTables(nb, trans[j], fetch, push))
+            continue
+        if dedup == "inter":
+            fetch = row_table(comm, nb, everything, offsets, trans[j])
+            out.append(BatchTables(nb, trans[j], fetch, fetch))
+            continue
+        prev_n = neigh_sets[j - 1] if j else np.zeros(0, dtype=np.int64)
+        prev_t = trans[j - 1] if j else np.zeros(0, dtype=np.int64)
+        n_slide, t_slide = sliding(prev_n, nb), sliding(prev_t, trans[j])
+        n_out = leaving(nb, neigh_sets[j + 1] if j + 1 < n else None)
+        t_out = leaving(trans[j], trans[j + 1] if j + 1 < n else None)
+        fetch = row_table(comm, nb[n_slide.new], n_slide.new, offsets, trans[j])
+        push = row_table(comm, nb[n_out], n_out, offsets, trans[j])
+        out.append(BatchTables(nb, trans[j], fetch, push, n_slide, t_slide, n_out, t_out))
+    return out
+
+
+class OffloadExchange:
+    """Moves neighbour rows host -> device and gradients device -> host, batch by batch.
+
+    One *pass* is a sweep over the batches in schedule order for one layer: call
+    :meth:`load` for ``j = 0, 1, ...`` in the forward, :meth:`store` for ``j = 0, 1, ...``
+    in the backward (each keeps what it reuses from the previous batch).
+
+    Parameters
+    ----------
+    comm
+        All ranks (one part each).
+    tables
+        :func:`build_tables` output.
+    offsets
+        Vertex offsets of the parts.
+    dedup
+        ``none``, ``inter`` or ``full``.
+    """
+
+    def __init__(
+        self, comm: Comm, tables: list[BatchTables], offsets: np.ndarray, dedup: str
+    ) -> None:
+        self.comm = comm
+        self.tables = tables
+        self.lo = int(offsets[comm.rank])
+        self.dedup = dedup
+        self._trans: torch.Tensor | None = None
+        self._neigh: torch.Tensor | None = None
+        self._trans_ids = [torch.from_numpy(t.trans - self.lo) for t in tables]
+
+    def _take(self, host: torch.Tensor, j: int, positions: np.ndarray | None) -> torch.Tensor:
+        """Transition rows of batch ``j`` (``positions`` of ``T_ij``, or all) from the host."""
+        t0 = time.perf_counter()
+        idx = self._trans_ids[j] if positions is None else self._trans_ids[j][positions]
+        rows = host[idx]
+        record_copy(self.comm, H2D, len(idx), rows.shape[1] * rows.element_size(), t0)
+        return rows
+
+    def load(self, host: torch.Tensor, j: int) -> torch.Tensor:
+        """Rows of ``N_ij`` (in its order) on the device, given this rank's host rows."""
+        t = self.tables[j]
+        f = host.shape[1]
+        row_bytes = f * host.element_size()
+        neigh = torch.empty((len(t.neigh), f), dtype=host.dtype)
+        if self.dedup == "none":
+            local = t.fetch.fetch(self.comm, host, neigh, H2D)
+            record_copy(self.comm, H2D, local, row_bytes, time.perf_counter())
+            return neigh
+        if self.dedup == "inter":
+            trans = self._take(host, j, None)
+            t.fetch.fetch(self.comm, trans, neigh, D2D)
+            return neigh
+        ts, ns = t.trans_slide, t.neigh_slide
+        assert ts is not None and ns is not None
+        trans = torch.empty((len(t.trans), f), dtype=host.dtype)
+        if j and self._trans is not None:
+            trans[ts.keep_cur] = self._trans[ts.keep_prev]
+        trans[ts.new] = self._take(host, j, ts.new)
+        if j and self._neigh is not None:
+            neigh[ns.keep_cur] = self._neigh[ns.keep_prev]
+        t.fetch.fetch(self.comm, trans, neigh, D2D)
+        self._trans, self._neigh = trans, neigh
+        return neigh
+
+    def store(self, grads: torch.Tensor, j: int, host_grad: torch.Tensor) -> None:
+        """Add the gradients of ``N_ij``'s rows into the owners' host gradient buffers."""
+        t = self.tables[j]
+        f = grads.shape[1]
+        row_bytes = f * grads.element_size()
+        if self.dedup == "none":
+            local = t.push.push_add(self.comm, grads, host_grad, D2H)
+            record_copy(self.comm, D2H, local, row_bytes, time.perf_counter())
+            return
+        if self.dedup == "inter":
+            acc = torch.zeros((len(t.trans), f), dtype=grads.dtype)
+            t.push.push_add(self.comm, grads, acc, D2D)
+            self._flush(acc, j, None, host_grad)
+            return
+        ts, ns = t.trans_slide, t.neigh_slide
+        assert ts is not None and ns is not None
+        if j and self._neigh is not None:
+            grads = grads.clone()
+            grads[ns.keep_cur] += self._neigh[ns.keep_prev]
+        acc = torch.zeros((len(t.trans), f), dtype=grads.dtype)
+        if j and self._trans is not None:
+            acc[ts.keep_cur] = self._trans[ts.keep_prev]
+        t.push.push_add(self.comm, grads, acc, D2D)
+        self._flush(acc, j, t.trans_out, host_grad)
+        self._trans, self._neigh = acc, grads
+
+    def _flush(
+        self, acc: torch.Tensor, j: int, positions: np.ndarray | None, host_grad: torch.Tensor
+    ) -> None:
+        t0 = time.perf_counter()
+        idx = self._trans_ids[j] if positions is None else self._trans_ids[j][positions]
+        rows = acc if positions is None else acc[positions]
+        host_grad.index_add_(0, idx, rows)
+        record_copy(self.comm, D2H, len(idx), acc.shape[1] * acc.element_size(), t0)
+
+    def end_pass(self) -> None:
+        """Drop the device buffers kept for reuse (call after each layer's sweep)."""
+        self._trans = self._neigh = None

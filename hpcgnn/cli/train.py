@@ -20,9 +20,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "(--mode minibatch).",
     )
     p.add_argument("graph", help="graph file written by `hpcgnn prepare` / `hpcgnn partition`")
-    p.add_argument("--mode", choices=["fullbatch", "minibatch"], default="fullbatch",
+    p.add_argument("--mode", choices=["fullbatch", "minibatch", "offload"], default="fullbatch",
                    help="fullbatch: GCN with a distributed SpMM; minibatch: sampled GraphSAGE or "
-                        "LADIES on a (P/c) x c grid (default: fullbatch)")
+                        "LADIES on a (P/c) x c grid; offload: HongTu partition x chunk GCN with "
+                        "host-resident vertex data (default: fullbatch)")
     p.add_argument("--algo", choices=ALGORITHMS, default="1d",
                    help="distributed SpMM algorithm (fullbatch mode)")
     p.add_argument("--grid", default=None,
@@ -49,6 +50,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--checkpoint-dir", default=None, help="directory for checkpoints (rank 0)")
     c.add_argument("--checkpoint-every", type=int, default=0, help="checkpoint every K epochs")
     c.add_argument("--resume", default=None, help="resume from the checkpoint in this directory")
+    x = p.add_argument_group("partitioned exchange (--algo halo, --mode offload)")
+    x.add_argument("--exchange", choices=["p2p", "planned"], default="p2p",
+                   help="halo: p2p all-to-allv, or a DGCL SPST plan on --topology run in stages "
+                        "(default: p2p)")
+    x.add_argument("--topology", default=None,
+                   help="halo: topology JSON (jobs/topologies/*.json; default: all ranks on one "
+                        "node with equal links)")
+    x.add_argument("--chunks", type=int, default=4, help="offload: chunks per part (default: 4)")
+    x.add_argument("--dedup", choices=["none", "inter", "full"], default="full",
+                   help="offload: neighbour-load deduplication: none, inter (across ranks of a "
+                        "batch) or full (plus reuse across consecutive batches; default)")
+    x.add_argument("--reorganize", action="store_true",
+                   help="offload: HongTu's greedy 2-phase chunk reorganisation (kept only if it "
+                        "does not raise V_ru)")
+    x.add_argument("--tier-gbps", default=None, metavar="hd=25,dd=200,ru=1500",
+                   help="tier bandwidths (GB/s) of the modelled cost C: host-device, "
+                        "device-device, device reuse")
     add_sampling_arguments(p)
     p.add_argument("--threads", type=int, default=None, help="torch intra-op threads per rank")
     p.set_defaults(func=run)
@@ -77,9 +95,31 @@ def run(args: argparse.Namespace) -> int:
         graph=args.graph, algo=args.algo, grid=args.grid, replication=args.replication,
         metrics=args.metrics, trace=args.trace, checkpoint_dir=args.checkpoint_dir,
         checkpoint_every=args.checkpoint_every, resume=args.resume, quiet=args.quiet,
+        mode=args.mode, exchange=args.exchange, topology=args.topology, chunks=args.chunks,
+        dedup=args.dedup, reorganize=args.reorganize, tier_gbps=parse_tiers(args.tier_gbps),
     )
     train(opts, cfg)
     return 0
+
+
+def parse_tiers(text: str | None) -> dict[str, float] | None:
+    """``"hd=25,dd=200"`` -> ``{"hd": 25.0, "dd": 200.0}`` (positive; hd, dd, ru only)."""
+    if not text:
+        return None
+    out = {}
+    for item in text.split(","):
+        key, _, value = item.partition("=")
+        key = key.strip()
+        try:
+            gbps = float(value)
+        except ValueError:
+            gbps = -1.0
+        if key not in ("hd", "dd", "ru") or not gbps > 0:
+            raise ConfigError(
+                f"--tier-gbps: expected hd=, dd= or ru= with a positive value, got {item!r}"
+            )
+        out[key] = gbps
+    return out
 
 
 def run_minibatch(args: argparse.Namespace) -> int:

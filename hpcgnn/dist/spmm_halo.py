@@ -15,6 +15,11 @@ SpMM. Backward ``(Â G)_r`` runs in one of two ways:
 
 Per layer and direction rank ``r`` receives ``|halo_fwd(r)| f`` words in the forward,
 ``|send_fwd(r)| f`` (push) or ``|halo_bwd(r)| f`` (pull) in the backward.
+
+With ``exchange="planned"`` the forward gather runs a DGCL SPST plan over a topology
+(:class:`hpcgnn.exchange.staged.StagedExchange`: stages, forwarding through intermediate
+ranks) and the backward is always ``push``, the plan's stages in reverse with swapped
+tables.
 """
 
 from __future__ import annotations
@@ -25,9 +30,12 @@ import torch
 
 from hpcgnn.comm.communicator import Comm
 from hpcgnn.exchange.halo import HALO_SETUP, HaloExchange, halo_sets, local_matrix
+from hpcgnn.exchange.staged import StagedExchange
+from hpcgnn.exchange.topology import Topology, uniform_topology
 from hpcgnn.kernels.spmm import spmm, to_torch_csr
 
 BACKWARD_MODES = ("auto", "push", "pull")
+EXCHANGES = ("p2p", "planned")
 
 
 def choose_backward(fwd_pairs: int, bwd_pairs: int) -> str:
@@ -51,14 +59,27 @@ class HaloAggregation:
     backward
         ``"push"``, ``"pull"`` or ``"auto"`` (whichever moves fewer pairs in total; the
         halo sizes are summed over ranks once, category ``"halo_setup"``).
+    exchange
+        ``"p2p"`` (one all-to-allv) or ``"planned"`` (SPST stages on ``topology``).
+    topology
+        Topology of a planned exchange (default: all ranks on one node, equal links).
     """
 
     def __init__(
         self, comm: Comm, a_t_rows: sp.csr_matrix, a_rows: sp.csr_matrix,
         offsets: np.ndarray, dtype: torch.dtype, backward: str = "auto",
+        exchange: str = "p2p", topology: Topology | None = None,
     ) -> None:
         if backward not in BACKWARD_MODES:
             raise ValueError(f"backward must be one of {BACKWARD_MODES}, not {backward!r}")
+        if exchange not in EXCHANGES:
+            raise ValueError(f"exchange must be one of {EXCHANGES}, not {exchange!r}")
+        if exchange == "planned":
+            if backward == "pull":
+                raise ValueError("the planned exchange runs the backward as push")
+            backward = "push"
+        self.exchange = exchange
+        self.dtype = dtype
         self.comm = comm
         lo, hi = int(offsets[comm.rank]), int(offsets[comm.rank + 1])
         self.owned = hi - lo
@@ -70,15 +91,26 @@ class HaloAggregation:
             comm.allreduce(pairs, HALO_SETUP)
             backward = choose_backward(int(pairs[0]), int(pairs[1]))
         self.mode = backward
-        self._fwd_x = HaloExchange(comm, fwd)
+        self._fwd_x: HaloExchange | StagedExchange
+        if exchange == "planned":
+            topo = topology if topology is not None else uniform_topology(comm.size)
+            self._fwd_x = StagedExchange(comm, fwd, topo)
+        else:
+            self._fwd_x = HaloExchange(comm, fwd)
         a_t_loc = local_matrix(a_t_rows, lo, hi, fwd.halo)
         self._a_t = to_torch_csr(a_t_loc, dtype)
+        self._bwd_x: HaloExchange | StagedExchange
         if backward == "push":
             self._bwd_x = self._fwd_x
             self._a_bwd = to_torch_csr(a_t_loc.T.tocsr(), dtype)
         else:
             self._bwd_x = HaloExchange(comm, bwd)
             self._a_bwd = to_torch_csr(local_matrix(a_rows, lo, hi, bwd.halo), dtype)
+
+    @property
+    def fwd_exchange(self) -> HaloExchange | StagedExchange:
+        """The exchange of the forward gather (and of a pushed backward)."""
+        return self._fwd_x
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         """This rank's rows of ``Â^T H`` given its rows of ``H``."""

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hpcgnn.errors import ConfigError
-from hpcgnn.exchange.plan import Edge, Plan
+from hpcgnn.exchange.plan import Edge, Plan, TableKey
 from hpcgnn.exchange.relation import Relation, mask_to_ranks
 from hpcgnn.exchange.topology import Topology
 
@@ -56,15 +56,23 @@ def _resource_matrix(topo: Topology) -> np.ndarray:
 
 
 def plan_cost(topo: Topology, plan: Plan, bytes_per_vertex: float) -> Cost:
-    """Evaluate the stage cost model on a plan.
+    """Evaluate the stage cost model on a plan (see :func:`counts_cost`)."""
+    return counts_cost(topo, plan.counts(), bytes_per_vertex)
+
+
+def counts_cost(
+    topo: Topology, counts: dict[TableKey, int], bytes_per_vertex: float
+) -> Cost:
+    """Evaluate the stage cost model on vertex counts per ``(stage, src, dst)``.
 
     An edge ``(k, a, b)`` without a direct link loads every link of ``topo.route(a, b)``
-    in stage ``k`` (a hardware-routed transfer).
+    in stage ``k`` (a hardware-routed transfer). An empty ``counts`` gives one stage of
+    time 0.
     """
-    stages = max(plan.num_stages, 1)
+    stages = max((k for k, _, _ in counts), default=1)
     nl = len(topo.links)
     links = np.zeros((stages, nl), dtype=np.int64)
-    for (k, a, b), c in plan.counts().items():
+    for (k, a, b), c in counts.items():
         for li in topo.route(a, b):
             links[k - 1, li] += c
     res = np.zeros((stages, len(topo.resource_bw)), dtype=np.int64)
@@ -76,7 +84,7 @@ def plan_cost(topo: Topology, plan: Plan, bytes_per_vertex: float) -> Cost:
     link_t = np.zeros((stages, nl))
     for li, rs in enumerate(topo.link_resources):
         link_t[:, li] = res_t[:, list(rs)].max(axis=1)
-    stage_t = res_t.max(axis=1)
+    stage_t = res_t.max(axis=1) if res_t.shape[1] else np.zeros(stages)
     return Cost(float(stage_t.sum()), stage_t, links, link_t, res)
 
 
@@ -214,6 +222,96 @@ class SpstPlanner:
         return tuple(edges)
 
 
+WorkItem = tuple[int, tuple[int, ...], int]
+"""``(source, destinations, count)``: ``count`` vertices of ``source`` that share a tree."""
+
+
+def chunk_sizes(n: int, chunks: int | None) -> list[int]:
+    """Sizes of the chunks a group of ``n`` vertices is cut into.
+
+    Chunks of ``ceil(n / chunks)`` vertices (the last one may be smaller); ``None``: one
+    vertex per chunk.
+    """
+    size = 1 if chunks is None else max(1, math.ceil(n / chunks))
+    return [min(size, n - a) for a in range(0, n, size)]
+
+
+def plan_trees(
+    topo: Topology,
+    items: list[WorkItem],
+    *,
+    seed: int | np.random.Generator = 0,
+    max_stages: int | None = None,
+) -> list[tuple[Edge, ...]]:
+    """Plan one SPST tree per work item, from counts only.
+
+    Parameters
+    ----------
+    topo
+        Communication topology.
+    items
+        ``(source, dests, count)`` per work item (a chunk of vertices sharing a tree).
+    seed
+        Seed (or generator) of the random processing order.
+    max_stages
+        Deepest stage allowed (default ``num_ranks - 1``).
+
+    Returns
+    -------
+    list of tuple of Edge
+        The ``(stage, src, dst)`` tree of every item, in item order.
+    """
+    rng = np.random.default_rng(seed)
+    planner = SpstPlanner(topo, max_stages)
+    trees: list[tuple[Edge, ...]] = [()] * len(items)
+    for i in rng.permutation(len(items)):
+        s, dests, count = items[i]
+        trees[i] = planner.tree(s, dests, count)
+    return trees
+
+
+def direct_trees(items: list[WorkItem]) -> list[tuple[Edge, ...]]:
+    """The p2p trees: every item goes from its source to each destination in stage 1."""
+    return [tuple((1, s, d) for d in dests if d != s) for s, dests, _ in items]
+
+
+def tree_counts(
+    items: list[WorkItem], trees: list[tuple[Edge, ...]]
+) -> dict[TableKey, int]:
+    """Vertices per ``(stage, src, dst)`` of the items' trees (sorted by key)."""
+    out: dict[TableKey, int] = {}
+    for (_, _, count), tree in zip(items, trees, strict=True):
+        for e in tree:
+            out[e] = out.get(e, 0) + count
+    return dict(sorted(out.items()))
+
+
+def plan_items(
+    topo: Topology,
+    items: list[WorkItem],
+    *,
+    seed: int | np.random.Generator = 0,
+    max_stages: int | None = None,
+    fallback: bool = True,
+) -> tuple[list[tuple[Edge, ...]], bool]:
+    """SPST trees of ``items`` (:func:`plan_trees`), or the direct ones when cheaper.
+
+    Returns
+    -------
+    trees : list of tuple of Edge
+        One tree per item, in item order.
+    direct : bool
+        True when ``fallback`` chose the direct plan (its modelled time is lower).
+    """
+    trees = plan_trees(topo, items, seed=seed, max_stages=max_stages)
+    if fallback:
+        direct = direct_trees(items)
+        t_direct = counts_cost(topo, tree_counts(items, direct), 1.0).time_s
+        if t_direct < counts_cost(topo, tree_counts(items, trees), 1.0).time_s:
+            return direct, True
+    return trees, False
+
+
 def plan_spst(
     topo: Topology,
     relation: Relation,
@@ -228,25 +326,26 @@ def plan_spst(
     Vertices with the same ``(s_u, D_u)`` form a group; each group is cut into ``chunks``
     near-equal chunks (``None``: one vertex per chunk, the exact per-vertex algorithm).
     Chunks of all groups are planned in a seeded random order; a chunk of ``c`` vertices
-    takes one tree chosen with the incremental cost of adding ``c`` vertices.
+    takes one tree chosen with the incremental cost of adding ``c`` vertices
+    (:func:`plan_trees`).
 
     SPST is greedy and may, rarely, end above the direct plan; with ``fallback`` the
     direct plan (:func:`plan_p2p`) is returned when its modelled time is lower.
     """
     _check_ranks(topo, relation)
     rng = np.random.default_rng(seed)
-    work: list[tuple[int, tuple[int, ...], np.ndarray]] = []
+    chunk_ids: list[np.ndarray] = []
+    items: list[WorkItem] = []
     for s, m, ids in signature_groups(relation):
         ids = rng.permutation(ids)
-        size = 1 if chunks is None else max(1, math.ceil(len(ids) / chunks))
         dests = mask_to_ranks(m)
-        for a in range(0, len(ids), size):
-            work.append((s, dests, ids[a : a + size]))
-    planner = SpstPlanner(topo, max_stages)
-    plan = Plan(topo.num_ranks)
-    for i in rng.permutation(len(work)):
-        s, dests, ids = work[i]
-        plan.routes.append((ids, planner.tree(s, dests, len(ids))))
+        a = 0
+        for c in chunk_sizes(len(ids), chunks):
+            chunk_ids.append(ids[a : a + c])
+            items.append((s, dests, c))
+            a += c
+    trees = plan_trees(topo, items, seed=rng, max_stages=max_stages)
+    plan = Plan(topo.num_ranks, list(zip(chunk_ids, trees, strict=True)))
     if fallback:
         direct = plan_p2p(topo, relation)
         if plan_cost(topo, direct, 1.0).time_s < plan_cost(topo, plan, 1.0).time_s:

@@ -179,8 +179,8 @@ def parse_topology(doc: object, path: str = "<dict>") -> Topology:
         shared_idx[nm] = (len(shared_idx), node_names.index(node), bw)
 
     raw_links = doc.get("links")
-    if not isinstance(raw_links, list) or not raw_links:
-        raise _bad(path, "'links' must be a non-empty list")
+    if not isinstance(raw_links, list) or (not raw_links and n > 1):
+        raise _bad(path, "'links' must be a non-empty list (may be empty for 1 rank)")
     links: list[Link] = []
     vias: list[list[str]] = []
     index: dict[tuple[int, int], int] = {}
@@ -269,4 +269,24 @@ def parse_topology(doc: object, path: str = "<dict>") -> Topology:
         link_resources=tuple(link_res),
         _index=index,
         _routes=routes,
+    )
+
+
+def uniform_topology(num_ranks: int, bandwidth_gbps: float = 25.0) -> Topology:
+    """All ranks on one node, a direct link of ``bandwidth_gbps`` between every pair.
+
+    The default when no topology file is given; one rank gives a topology without links.
+    """
+    return parse_topology(
+        {
+            "name": f"uniform-{num_ranks}",
+            "ranks": num_ranks,
+            "nodes": [{"name": "node0", "ranks": list(range(num_ranks))}],
+            "links": [
+                {"a": a, "b": b, "bandwidth_gbps": bandwidth_gbps, "kind": "uniform"}
+                for a in range(num_ranks)
+                for b in range(a + 1, num_ranks)
+            ],
+        },
+        f"<uniform {num_ranks}>",
     )

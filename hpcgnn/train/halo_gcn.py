@@ -7,13 +7,14 @@ import os
 import scipy.sparse as sp
 
 from hpcgnn.dist.spmm_halo import HaloAggregation
+from hpcgnn.exchange.topology import Topology
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.train.config import TrainConfig
 from hpcgnn.train.distributed import BlockRowGCN
 
 
 class HaloGCN(BlockRowGCN):
-    """GCN whose aggregations exchange only the halo rows (``--algo halo``, p2p).
+    """GCN whose aggregations exchange only the halo rows (``--algo halo``).
 
     Rank ``r`` owns a contiguous vertex range: the file's partition when it has exactly
     ``P`` parts, otherwise :func:`hpcgnn.dist.blocks.vertex_offsets`. Each layer's
@@ -30,6 +31,10 @@ class HaloGCN(BlockRowGCN):
         Training configuration.
     backward
         Backward exchange: ``"auto"`` (default), ``"push"`` or ``"pull"``.
+    exchange
+        ``"p2p"`` (default) or ``"planned"`` (DGCL SPST stages on ``topology``).
+    topology
+        Topology of the planned exchange (default: one node, equal links).
     """
 
     def __init__(
@@ -38,15 +43,20 @@ class HaloGCN(BlockRowGCN):
         grid: ProcessGrid,
         cfg: TrainConfig,
         backward: str = "auto",
+        exchange: str = "p2p",
+        topology: Topology | None = None,
     ) -> None:
         if grid.kind != "1d":
             raise ValueError(f"the halo algorithm needs a 1d grid, not {grid.kind!r}")
         self._backward = backward
+        self._exchange = exchange
+        self._topology = topology
         super().__init__(path, grid, cfg)
 
     def _aggregation(self, a_t: sp.csr_matrix, a: sp.csr_matrix) -> HaloAggregation:
         """The halo-exchanging operator (kept as ``self.aggregation`` for the cost model)."""
         self.aggregation = HaloAggregation(
-            self.comm, a_t, a, self.offsets, self.cfg.torch_dtype, self._backward
+            self.comm, a_t, a, self.offsets, self.cfg.torch_dtype, self._backward,
+            self._exchange, self._topology,
         )
         return self.aggregation

@@ -39,8 +39,8 @@ from hpcgnn.exchange.dedup import (
 )
 from hpcgnn.exchange.offload import (
     CKPT,
-    SETUP,
     DEDUP_LEVELS,
+    SETUP,
     OffloadExchange,
     build_tables,
     record_copy,

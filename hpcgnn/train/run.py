@@ -12,7 +12,10 @@ from mpi4py import MPI
 
 from hpcgnn.comm.collective import collective
 from hpcgnn.dist.cost_model import Problem, predict
+from hpcgnn.dist.spmm_halo import EXCHANGES
 from hpcgnn.errors import ConfigError
+from hpcgnn.exchange.offload import DEDUP_LEVELS
+from hpcgnn.exchange.topology import Topology, load_topology, uniform_topology
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.grid.shapes import GridShape, choose_shape
 from hpcgnn.io.reader import GraphFile, GraphMeta
@@ -41,14 +44,75 @@ class RunOptions:
     checkpoint_every: int = 0
     resume: str | None = None
     quiet: bool = False
+    mode: str = "fullbatch"
+    exchange: str = "p2p"
+    topology: str | None = None
+    chunks: int = 4
+    dedup: str = "full"
+    reorganize: bool = False
+    tier_gbps: dict[str, float] | None = None
+
+    @property
+    def label(self) -> str:
+        """Algorithm name in reports: ``offload`` for ``--mode offload``."""
+        return "offload" if self.mode == "offload" else self.algo
 
 
-def build_model(path: str, grid: ProcessGrid, cfg: TrainConfig, algo: str) -> Any:
-    """Instantiate the distributed model of ``algo`` on ``grid``."""
+def check_options(opts: RunOptions) -> None:
+    """Reject inconsistent flags (the same on every rank, before any communication)."""
+    if opts.algo not in ALGORITHMS:
+        raise ConfigError(f"unknown algorithm '{opts.algo}' (choose from {', '.join(ALGORITHMS)})")
+    if opts.checkpoint_every < 0:
+        raise ConfigError(f"--checkpoint-every must be >= 0, got {opts.checkpoint_every}")
+    if opts.checkpoint_every and not opts.checkpoint_dir:
+        raise ConfigError("--checkpoint-every needs --checkpoint-dir")
+    if opts.exchange not in EXCHANGES:
+        raise ConfigError(f"--exchange must be one of {', '.join(EXCHANGES)}, not {opts.exchange}")
+    if opts.mode == "offload":
+        if opts.algo not in ("1d", "halo"):
+            raise ConfigError(
+                f"--mode offload partitions the vertices itself; it cannot run --algo {opts.algo}"
+            )
+        if opts.chunks < 1:
+            raise ConfigError(f"--chunks must be >= 1, got {opts.chunks}")
+        if opts.dedup not in DEDUP_LEVELS:
+            raise ConfigError(f"--dedup must be one of {', '.join(DEDUP_LEVELS)}")
+    elif opts.reorganize:
+        raise ConfigError("--reorganize applies to --mode offload only")
+    halo = opts.mode != "offload" and opts.algo == "halo"
+    if not halo and (opts.exchange != "p2p" or opts.topology):
+        raise ConfigError("--exchange and --topology apply to --algo halo only")
+
+
+def load_run_topology(opts: RunOptions, grid: ProcessGrid) -> Topology | None:
+    """The halo run's topology: ``--topology``, else all ranks on one node (collective)."""
+    if opts.mode == "offload" or opts.algo != "halo":
+        return None
+    with collective(grid.world):
+        topo = load_topology(opts.topology) if opts.topology else uniform_topology(grid.size)
+        if topo.num_ranks != grid.size:
+            raise ConfigError(
+                f"topology '{topo.name}' has {topo.num_ranks} ranks but the job has {grid.size}"
+            )
+    return topo
+
+
+def build_model(
+    path: str, grid: ProcessGrid, cfg: TrainConfig, opts: RunOptions,
+    topo: Topology | None = None,
+) -> Any:
+    """Instantiate the distributed model ``opts`` asks for on ``grid``."""
+    algo = opts.algo
+    if opts.mode == "offload":
+        from hpcgnn.train.offload_gcn import OffloadGCN, OffloadOptions
+
+        return OffloadGCN(
+            path, grid, cfg, OffloadOptions(opts.chunks, opts.dedup, opts.reorganize)
+        )
     if algo == "halo":
         from hpcgnn.train.halo_gcn import HaloGCN
 
-        return HaloGCN(path, grid, cfg)
+        return HaloGCN(path, grid, cfg, exchange=opts.exchange, topology=topo)
     if grid.kind in ("1d", "1.5d"):
         from hpcgnn.train.distributed import BlockRowGCN
 
@@ -92,7 +156,7 @@ def _fingerprint(opts: RunOptions, cfg: TrainConfig, meta: GraphMeta, shape: Gri
     c.pop("eval_every")
     return {
         **c,
-        "algo": opts.algo,
+        "algo": opts.label,
         "grid": str(shape),
         "num_nodes": meta.num_nodes,
         "num_edges": meta.num_edges,
@@ -101,13 +165,9 @@ def _fingerprint(opts: RunOptions, cfg: TrainConfig, meta: GraphMeta, shape: Gri
 
 def train(opts: RunOptions, cfg: TrainConfig, comm: MPI.Comm = MPI.COMM_WORLD) -> TrainResult:
     """Run one training job on ``comm``; every rank returns the same result."""
-    if opts.algo not in ALGORITHMS:
-        raise ConfigError(f"unknown algorithm '{opts.algo}' (choose from {', '.join(ALGORITHMS)})")
-    if opts.checkpoint_every < 0:
-        raise ConfigError(f"--checkpoint-every must be >= 0, got {opts.checkpoint_every}")
-    if opts.checkpoint_every and not opts.checkpoint_dir:
-        raise ConfigError("--checkpoint-every needs --checkpoint-dir")
-    shape = choose_shape(GRID_KIND[opts.algo], comm.Get_size(), opts.grid, opts.replication)
+    check_options(opts)
+    kind = "1d" if opts.mode == "offload" else GRID_KIND[opts.algo]
+    shape = choose_shape(kind, comm.Get_size(), opts.grid, opts.replication)
     grid = ProcessGrid(comm, shape)
     try:
         return _train_on_grid(opts, cfg, grid)
@@ -122,10 +182,11 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
         with GraphFile(opts.graph) as gf:
             meta = gf.meta
     check_memory(
-        grid.world, memory_estimate(meta, cfg, grid.shape), f"{opts.algo} on grid {grid.shape}"
+        grid.world, memory_estimate(meta, cfg, grid.shape), f"{opts.label} on grid {grid.shape}"
     )
+    topo = load_run_topology(opts, grid)
     t0 = time.perf_counter()
-    model = build_model(opts.graph, grid, cfg, opts.algo)
+    model = build_model(opts.graph, grid, cfg, opts, topo)
     setup_s = time.perf_counter() - t0
     notes = ""
     if grid.kind == "1.5d" and (grid.dims[0] % grid.dims[1]):
@@ -136,7 +197,7 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
     say(
         f"hpcgnn train: {meta.name or opts.graph}: {meta.num_nodes} vertices,"
         f" {meta.num_edges} edges, {meta.num_features} features, {meta.num_classes} classes"
-        f" | {opts.algo} grid {grid.shape}"
+        f" | {_describe(opts, topo)} grid {grid.shape}"
         f" on {grid.size} ranks | setup {setup_s:.2f} s{notes}"
     )
     fingerprint = _fingerprint(opts, cfg, meta, grid.shape)
@@ -186,8 +247,17 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
         history=history,
         after_epoch=checkpoint,
     )
-    _report(opts, cfg, grid, meta, model, result, say)
+    _report(opts, cfg, grid, meta, model, result, say, topo)
     return result
+
+
+def _describe(opts: RunOptions, topo: Topology | None) -> str:
+    if opts.mode == "offload":
+        reorg = " reorganized" if opts.reorganize else ""
+        return f"offload {opts.chunks} chunks/part dedup {opts.dedup}{reorg},"
+    if opts.algo == "halo" and topo is not None:
+        return f"halo {opts.exchange} exchange on topology {topo.name},"
+    return opts.algo
 
 
 def _report(
@@ -198,26 +268,49 @@ def _report(
     model: Any,
     result: TrainResult,
     say: Any,
+    topo: Topology | None = None,
 ) -> None:
     measured = summed_over_ranks(grid.world, result.per_epoch(result.step_bytes))
     phases_per_rank = result.per_epoch(result.step_seconds)
     phases = {k: v / grid.size for k, v in summed_over_ranks(grid.world, phases_per_rank).items()}
     problem = cost_problem(meta, cfg, getattr(model, "offsets", None))
-    if opts.algo == "halo":  # halo sizes of every rank (collective call)
+    exchange = None
+    if opts.mode == "offload":
+        from hpcgnn.dist.cost_offload import predict_offload
+        from hpcgnn.train.exchange_report import offload_report
+
+        predicted = predict_offload(
+            problem, grid.size, model.volumes, model.remote, opts.dedup
+        ).bytes_total
+        exchange = offload_report(model, measured, predicted, opts.tier_gbps)
+    elif opts.algo == "halo":  # halo sizes of every rank (collective call)
         from hpcgnn.dist.cost_halo import HaloVolumes, predict_halo
+        from hpcgnn.train.exchange_report import halo_report
 
         agg = model.aggregation
-        mine = (len(agg.fwd_sets.halo), int(agg.fwd_sets.send_counts.sum()), len(agg.bwd_sets.halo))
-        per_rank = np.array(grid.world.allgather_obj(mine), dtype=np.int64).reshape(-1, 3)
-        volumes = HaloVolumes(per_rank[:, 0], per_rank[:, 1], per_rank[:, 2])
+        if agg.exchange == "planned":  # every transfer of the plan, forwarding included
+            recv, send = np.zeros(grid.size, np.int64), np.zeros(grid.size, np.int64)
+            for (_, s, d), c in agg.fwd_exchange.counts.items():
+                recv[d] += c
+                send[s] += c
+            volumes = HaloVolumes(recv, send, recv)
+        else:
+            mine = (
+                len(agg.fwd_sets.halo), int(agg.fwd_sets.send_counts.sum()),
+                len(agg.bwd_sets.halo),
+            )
+            per_rank = np.array(grid.world.allgather_obj(mine), dtype=np.int64).reshape(-1, 3)
+            volumes = HaloVolumes(per_rank[:, 0], per_rank[:, 1], per_rank[:, 2])
         predicted = predict_halo(problem, grid.shape, volumes, agg.mode).bytes_total
-    elif grid.kind in ("2d", "3d"):  # exact sparse-block sizes (collective call)
-        from dataclasses import asdict
+        assert topo is not None
+        exchange = halo_report(model, grid, topo, measured, opts.tier_gbps)
+    else:
+        if grid.kind in ("2d", "3d"):  # exact sparse-block sizes (collective call)
+            from dataclasses import asdict
 
-        from hpcgnn.dist.cost_summa import SummaProblem
+            from hpcgnn.dist.cost_summa import SummaProblem
 
-        problem = SummaProblem(**asdict(problem), block_nnz=model.block_nnz())
-    if opts.algo != "halo":
+            problem = SummaProblem(**asdict(problem), block_nnz=model.block_nnz())
         predicted = predict(opts.algo, problem, grid.shape).bytes_total
     events = gather_trace(grid.world, grid.stats) if opts.trace else None
     f = result.final
@@ -233,6 +326,8 @@ def _report(
             f"epoch median {med * 1e3:.1f} ms | comm per epoch {total_m / 1e6:.3f} MB measured,"
             f" {total_p / 1e6:.3f} MB predicted"
         )
+    if exchange is not None:
+        say(_exchange_line(exchange))
     if grid.rank != 0:
         return
     if opts.metrics:
@@ -241,15 +336,17 @@ def _report(
             world_size=grid.size,
             config={
                 **cfg.as_dict(),
-                "algo": opts.algo,
+                "algo": opts.label,
                 "grid": str(grid.shape),
                 "graph": opts.graph,
-                "mode": "fullbatch",
+                "mode": opts.mode,
+                **_exchange_config(opts, topo),
             },
             measured_bytes=measured,
             predicted_bytes=predicted,
             phases=phases,
             extra={
+                **({"exchange": exchange} if exchange is not None else {}),
                 "graph": {
                     "num_nodes": meta.num_nodes,
                     "num_edges": meta.num_edges,
@@ -264,3 +361,30 @@ def _report(
     if opts.trace and events is not None:
         write_trace(opts.trace, events)
         print(f"trace written to {opts.trace}", file=sys.stderr)
+
+
+def _exchange_config(opts: RunOptions, topo: Topology | None) -> dict:
+    if opts.mode == "offload":
+        return {"chunks": opts.chunks, "dedup": opts.dedup, "reorganize": opts.reorganize}
+    if opts.algo == "halo":
+        return {"exchange": opts.exchange, "topology": opts.topology or (topo and topo.name)}
+    return {}
+
+
+def _exchange_line(ex: dict) -> str:
+    """One summary line of the ``exchange`` metrics."""
+    counts = f"V_ori {ex['V_ori']} V_p2p {ex['V_p2p']} V_ru {ex['V_ru']}"
+    if ex["strategy"] == "offload":
+        tiers = " ".join(f"{t} {b / 1e6:.3f}" for t, b in ex["bytes_per_tier"].items())
+        return f"exchange | {counts} | MB per epoch: {tiers} | modelled C {ex['C_s'] * 1e3:.4f} ms"
+    pl = ex["planner"]
+    stages = " ".join(
+        f"s{st['stage']} {st['modelled_s'] * 1e3:.3f}/{st['measured_s'] * 1e3:.3f}"
+        for st in pl["stages"]
+    )
+    return (
+        f"exchange | {ex['strategy']} on {ex['topology']}: {ex['transfers']} transfers in"
+        f" {pl['num_stages']} stages | modelled p2p {pl['p2p_modelled_s'] * 1e3:.4f} ms,"
+        f" this exchange {pl['modelled_s'] * 1e3:.4f} ms at F={pl['feature_dim']}"
+        f" | stage ms modelled/measured: {stages or '-'}"
+    )

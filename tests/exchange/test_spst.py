@@ -4,13 +4,17 @@ import pytest
 from hpcgnn.errors import ConfigError
 from hpcgnn.exchange import (
     check_plan,
+    counts_cost,
     load_topology,
     parse_topology,
     plan_cost,
+    plan_items,
     plan_p2p,
     plan_spst,
+    plan_trees,
 )
-from hpcgnn.exchange.relation import relation_from_edges, relation_from_masks
+from hpcgnn.exchange.relation import mask_to_ranks, relation_from_edges, relation_from_masks
+from hpcgnn.exchange.spst import chunk_sizes, direct_trees, signature_groups, tree_counts
 
 BPV = 1000.0  # bytes per vertex
 
@@ -162,3 +166,56 @@ def test_chunked_close_to_per_vertex_on_dgx1():
 def test_parts_must_match_ranks():
     with pytest.raises(ConfigError, match="has 3 ranks"):
         plan_p2p(_triangle(), random_relation(20, 4, 30, 0))
+
+
+def test_counts_cost_equals_plan_cost():
+    topo = load_topology("jobs/topologies/dgx1.json")
+    rel = random_relation(400, 8, 900, 2)
+    for plan in (plan_p2p(topo, rel), plan_spst(topo, rel, chunks=8)):
+        a, b = plan_cost(topo, plan, BPV), counts_cost(topo, plan.counts(), BPV)
+        assert a.time_s == b.time_s
+        np.testing.assert_array_equal(a.stage_times, b.stage_times)
+        np.testing.assert_array_equal(a.link_counts, b.link_counts)
+    empty = counts_cost(topo, {}, BPV)
+    assert empty.time_s == 0.0 and len(empty.stage_times) == 1
+
+
+def test_chunk_sizes():
+    assert chunk_sizes(10, 4) == [3, 3, 3, 1]
+    assert chunk_sizes(3, 64) == [1, 1, 1]
+    assert chunk_sizes(5, None) == [1] * 5
+    assert chunk_sizes(0, 4) == []
+
+
+def test_plan_trees_from_counts_match_plan_spst():
+    topo = random_topology(5, 3)
+    rel = random_relation(80, 5, 200, 3)
+    # items in the order plan_spst builds them (groups in signature order, chunked)
+    items = [(s, mask_to_ranks(m), c) for s, m, ids in signature_groups(rel)
+             for c in chunk_sizes(len(ids), 4)]
+    rng = np.random.default_rng(9)
+    for _, _, ids in signature_groups(rel):
+        rng.permutation(ids)  # plan_spst shuffles each group first
+    trees = plan_trees(topo, items, seed=rng)
+    plan = plan_spst(topo, rel, seed=9, chunks=4, fallback=False)
+    assert trees == [tree for _, tree in plan.routes]
+    counts = tree_counts(items, trees)
+    assert counts == plan.counts()
+    assert plan_trees(topo, items, seed=5) == plan_trees(topo, items, seed=5)
+
+
+def test_plan_items_falls_back_to_direct():
+    # no link 0-1: SPST forwards through 2's NIC twice, the hardware route is cheaper
+    topo = parse_topology({
+        "ranks": 3,
+        "nodes": [{"name": "a", "ranks": [0, 1]}, {"name": "b", "ranks": [2]}],
+        "shared": [{"name": "nic", "node": "b", "bandwidth_gbps": 4.0}],
+        "links": [{"a": 0, "b": 2, "bandwidth_gbps": 10.0, "via": ["nic"]},
+                  {"a": 1, "b": 2, "bandwidth_gbps": 10.0, "via": ["nic"]}],
+    })
+    items = [(0, (1,), 5)]
+    trees, direct = plan_items(topo, items)
+    assert direct and trees == direct_trees(items) == [((1, 0, 1),)]
+    trees, direct = plan_items(topo, items, fallback=False)
+    assert not direct and trees == [((1, 0, 2), (2, 2, 1))]
+    assert tree_counts(items, trees) == {(1, 0, 2): 5, (2, 2, 1): 5}

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from hpcgnn.errors import InputError
-from hpcgnn.exchange import load_topology, parse_topology
+from hpcgnn.exchange import load_topology, parse_topology, uniform_topology
 from tests.exchange.test_spst import full_topology
 
 SHIPPED = ["jobs/topologies/dgx1.json", "jobs/topologies/cluster-4x4.json"]
@@ -94,3 +94,21 @@ def test_bad_files(tmp_path):
     p.write_text(json.dumps([1, 2]))
     with pytest.raises(InputError, match="top level must be a JSON object"):
         load_topology(p)
+
+
+@pytest.mark.parametrize("n", [1, 2, 4])
+def test_uniform_topology(n):
+    topo = uniform_topology(n, bandwidth_gbps=12.5)
+    assert topo.num_ranks == n and len(set(topo.node_of)) == 1
+    assert len(topo.links) == n * (n - 1)
+    assert np.all(topo.resource_bw == 12.5)
+    for a in range(n):
+        for b in range(n):
+            if a != b:
+                assert topo.route(a, b) == (topo.link_id(a, b),)
+
+
+def test_one_rank_topology_needs_no_links():
+    assert parse_topology({"ranks": 1, "links": []}).links == ()
+    with pytest.raises(InputError, match="'links' must be a non-empty list"):
+        parse_topology({"ranks": 1})

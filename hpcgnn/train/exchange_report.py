@@ -1,0 +1,166 @@
+"""The ``exchange`` section of the metrics: vertex counts, bytes per tier, modelled costs.
+
+Two kinds of partitioned training report it:
+
+* ``--mode offload`` (HongTu): ``V_ori``, ``V_p2p``, ``V_ru`` of the schedule, the bytes of
+  each tier per epoch (measured and predicted), the modelled cost ``C`` of eq. 4, and the
+  reorganisation's before/after volumes.
+* ``--algo halo`` (DGCL): the same counts for one chunk per part (``V_ori = n + pairs``,
+  ``V_p2p = V_ru = n``), the modelled time of the direct p2p and of the executed exchange on
+  the topology, and per stage the planner's modelled time next to the measured time of a
+  probe exchange of ``F``-wide rows (``F`` the widest aggregation), forward and backward.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import torch
+from mpi4py import MPI
+
+from hpcgnn.dist.spmm_halo import HaloAggregation
+from hpcgnn.exchange.dedup import DEFAULT_TIER_GBPS, DedupVolumes
+from hpcgnn.exchange.spst import counts_cost
+from hpcgnn.exchange.staged import StagedExchange
+from hpcgnn.exchange.topology import Topology
+from hpcgnn.grid.process_grid import ProcessGrid
+from hpcgnn.models.gcn import aggregation_widths
+
+TIERS = {"offload_h2d": "h2d", "offload_d2d": "d2d", "offload_d2h": "d2h", "offload_ckpt": "ckpt"}
+PROBE_REPEATS = 3
+
+
+def _tiers(bytes_by_category: dict[str, float]) -> dict[str, float]:
+    return {t: float(bytes_by_category.get(c, 0.0)) for c, t in TIERS.items()}
+
+
+def _cost(volumes: DedupVolumes, widths: list[int], itemsize: int, gbps: dict) -> float:
+    """``C`` summed over the layers' forward loads (input width ``f_l`` each)."""
+    return sum(volumes.cost(f * itemsize, gbps) for f in widths[:-1])
+
+
+def offload_report(
+    model: Any, measured: dict[str, float], predicted: dict[str, float],
+    gbps: dict[str, float] | None,
+) -> dict[str, Any]:
+    """``exchange`` section of an offload run (collective: device peak over ranks)."""
+    gbps = {**DEFAULT_TIER_GBPS, **(gbps or {})}
+    itemsize = model.x.element_size()
+    peak = max(
+        (len(t.neigh) + len(t.trans) + (b - a))
+        for t, (a, b) in zip(model.exchange.tables, model.chunk_rows, strict=True)
+    )
+    peak = max(model.comm.allgather_obj(peak))
+    reorg = model.reorganization
+    return {
+        "strategy": "offload",
+        "dedup": model.opts.dedup,
+        "chunks": model.opts.chunks,
+        **model.volumes.as_dict(),
+        "remote_rows": {"forward": model.remote[0], "backward": model.remote[1]},
+        "tier_gbps": gbps,
+        "C_s": _cost(model.volumes, model.widths, itemsize, gbps),
+        "bytes_per_tier": _tiers(measured),
+        "predicted_bytes_per_tier": _tiers(predicted),
+        "device_peak_rows": int(peak),
+        "reorganization": None if reorg is None else reorg.as_dict(),
+    }
+
+
+def _reversed(counts: dict, stages: int) -> dict:
+    return {(stages + 1 - k, d, s): c for (k, s, d), c in counts.items()}
+
+
+def _probe(agg: HaloAggregation, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """Measured seconds per stage of one forward and one backward exchange (median)."""
+    x = torch.zeros((agg.owned, width), dtype=agg.dtype)
+    ex = agg.fwd_exchange
+    if isinstance(ex, StagedExchange):
+        fwd, bwd = [], []
+        for _ in range(PROBE_REPEATS):
+            ex.reset_timers()
+            halo = ex.gather(x)
+            ex.scatter_add(halo, x.clone())
+            fwd.append(ex.fwd_stage_seconds.copy())
+            bwd.append(ex.bwd_stage_seconds.copy())
+        return np.median(fwd, axis=0), np.median(bwd, axis=0)
+    times = []
+    for _ in range(PROBE_REPEATS):
+        t0 = time.perf_counter()
+        halo = ex.gather(x)
+        t1 = time.perf_counter()
+        ex.scatter_add(halo, x.clone())
+        times.append((t1 - t0, time.perf_counter() - t1))
+    med = np.median(np.array(times), axis=0)
+    return med[:1], med[1:]
+
+
+def halo_report(
+    model: Any, grid: ProcessGrid, topo: Topology, measured: dict[str, float],
+    gbps: dict[str, float] | None,
+) -> dict[str, Any]:
+    """``exchange`` section of a halo run (collective: counts and probe timings)."""
+    gbps = {**DEFAULT_TIER_GBPS, **(gbps or {})}
+    agg: HaloAggregation = model.aggregation
+    comm = model.comm
+    itemsize = model.x.element_size()
+    sets = agg.fwd_sets
+    direct = np.zeros((comm.size, comm.size), dtype=np.int64)
+    direct[comm.rank] = sets.send_counts
+    comm.allreduce(direct, "control")
+    p2p_counts = {
+        (1, s, d): int(direct[s, d]) for s in range(comm.size) for d in range(comm.size)
+        if direct[s, d] and s != d
+    }
+    pairs = sum(p2p_counts.values())
+    n = int(model.meta.num_nodes)
+    volumes = DedupVolumes(n + pairs, n, n)
+    width = max(f for f, _ in aggregation_widths(model.widths))
+    bpv = width * itemsize
+    ex = agg.fwd_exchange
+    planned = isinstance(ex, StagedExchange)
+    counts = ex.counts if planned else p2p_counts
+    stages = max((k for k, _, _ in counts), default=0)
+    modelled_f = counts_cost(topo, counts, bpv).stage_times if stages else np.zeros(0)
+    modelled_b = (
+        counts_cost(topo, _reversed(counts, stages), bpv).stage_times[::-1]
+        if stages else np.zeros(0)
+    )
+    fwd, bwd = (np.ascontiguousarray(t, dtype=np.float64) for t in _probe(agg, width))
+    comm.allreduce(fwd, "control", MPI.MAX)  # the slowest rank sets each stage's time
+    comm.allreduce(bwd, "control", MPI.MAX)
+    per_stage = [
+        {
+            "stage": k + 1,
+            "vertices": int(sum(c for (st, _, _), c in counts.items() if st == k + 1)),
+            "modelled_s": float(modelled_f[k]),
+            "measured_s": float(fwd[k]) if k < len(fwd) else 0.0,
+            "modelled_backward_s": float(modelled_b[k]),
+            "measured_backward_s": float(bwd[k]) if k < len(bwd) else 0.0,
+        }
+        for k in range(stages)
+    ]
+    p2p_time = counts_cost(topo, p2p_counts, bpv).time_s if p2p_counts else 0.0
+    return {
+        "strategy": agg.exchange,
+        "topology": topo.name,
+        **volumes.as_dict(),
+        "pairs": pairs,
+        "transfers": int(sum(counts.values())),
+        "tier_gbps": gbps,
+        "C_s": _cost(volumes, model.widths, itemsize, gbps),
+        "bytes_per_tier": {"d2d": float(measured.get("halo", 0.0))},
+        "planner": {
+            "direct": (not planned) or ex.is_direct,
+            "feature_dim": width,
+            "bytes_per_vertex": bpv,
+            "num_stages": stages,
+            "p2p_modelled_s": p2p_time,
+            "modelled_s": float(modelled_f.sum()),
+            "measured_s": float(np.sum(fwd)),
+            "stages": per_stage,
+        },
+    }
+

@@ -1,0 +1,219 @@
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+from mpi4py import MPI
+
+from hpcgnn.errors import ConfigError
+from hpcgnn.exchange import StagedExchange, counts_cost, parse_topology, uniform_topology
+from hpcgnn.exchange import staged as staged_mod
+from hpcgnn.exchange.halo import HaloExchange, HaloSets, halo_sets
+from hpcgnn.exchange.staged import add_rows, occurrences, owned_groups, substage_selections
+from tests.conftest import assert_all
+
+N = 60
+F = 3
+
+
+# -- serial ----------------------------------------------------------------------------------
+def test_occurrences_and_substages_with_duplicates():
+    idx = np.array([5, 2, 5, 7, 2, 5, 0])
+    np.testing.assert_array_equal(occurrences(idx), [0, 0, 1, 0, 1, 2, 0])
+    subs = substage_selections(idx)
+    assert [s.tolist() for s in subs] == [[0, 1, 3, 6], [2, 4], [5]]
+    for s in subs:
+        assert len(np.unique(idx[s])) == len(s)
+    assert substage_selections(np.zeros(0, dtype=np.int64)) == []
+
+
+def test_add_rows_accumulates_duplicates_like_add_at():
+    rng = np.random.default_rng(0)
+    idx = rng.integers(0, 6, 40)
+    rows = rng.standard_normal((40, 3))
+    want = np.zeros((6, 3))
+    np.add.at(want, idx, rows)
+    buf = torch.zeros(6, 3, dtype=torch.float64)
+    add_rows(buf, torch.from_numpy(idx), torch.from_numpy(rows), substage_selections(idx))
+    np.testing.assert_allclose(buf.numpy(), want, rtol=1e-12, atol=1e-12)
+    # one plain indexed += loses the duplicates: the sub-stages are what makes it exact
+    naive = torch.zeros(6, 3, dtype=torch.float64)
+    naive[torch.from_numpy(idx)] += torch.from_numpy(rows)
+    assert not np.allclose(naive.numpy(), want)
+
+
+def test_owned_groups_by_destination_set():
+    # rows 0, 2 go to ranks 1 and 3; row 1 to rank 1 only; row 4 to rank 3 only
+    sets = HaloSets(
+        halo=np.zeros(0, np.int64), recv_counts=np.zeros(4, np.int64),
+        send_rows=np.array([0, 1, 2, 0, 2, 4]), send_counts=np.array([0, 3, 0, 3]),
+    )
+    groups = {d: rows.tolist() for d, rows in owned_groups(sets, 4)}
+    assert groups == {(1,): [1], (3,): [4], (1, 3): [0, 2]}
+    assert owned_groups(HaloSets(*(np.zeros(0, np.int64),) * 4), 4) == []
+
+
+# -- MPI -------------------------------------------------------------------------------------
+def _rows(world, seed: int = 3) -> tuple[sp.csr_matrix, np.ndarray]:
+    """This rank's row block of a random 60 x 60 matrix (same on every rank)."""
+    a = sp.random(N, N, density=0.06, format="lil", random_state=seed)
+    a[N - 1, 0] = 1.0  # the last rank needs vertex 0 of rank 0 (forwarded on a line)
+    a[0, N - 1] = 1.0
+    offsets = np.linspace(0, N, world.size + 1).astype(np.int64)
+    r = world.rank
+    return a.tocsr()[offsets[r] : offsets[r + 1]], offsets
+
+
+def _line(p: int):
+    return parse_topology(
+        {"ranks": p, "links": [{"a": r, "b": r + 1, "bandwidth_gbps": 10.0} for r in range(p - 1)]}
+    )
+
+
+def _slow_direct(p: int):
+    """Complete topology whose link 0 -- p-1 is 200x slower than the others."""
+    links = [
+        {"a": a, "b": b, "bandwidth_gbps": 0.1 if (a, b) == (0, p - 1) else 20.0}
+        for a in range(p)
+        for b in range(a + 1, p)
+    ]
+    return parse_topology({"ranks": p, "links": links})
+
+
+TOPOLOGIES = {"uniform": uniform_topology, "line": _line, "slow": _slow_direct}
+
+
+def _compare(world, ex: StagedExchange, ref: HaloExchange, seed: int) -> None:
+    rng = np.random.default_rng(seed + 17 * world.rank)
+    owned = ex.sets.send_rows.max(initial=-1) + 1 + int(rng.integers(0, 3))
+    x = torch.from_numpy(rng.standard_normal((owned, F)))
+    got, want = ex.gather(x), ref.gather(x)
+    ok = got.shape == want.shape and got.dtype == want.dtype
+    assert_all(world, ok and torch.allclose(got, want, rtol=0, atol=1e-12), "gather differs")
+    halo = torch.from_numpy(rng.standard_normal((len(ex.sets.halo), F)))
+    out0 = torch.from_numpy(rng.standard_normal((owned, F)))
+    got = ex.scatter_add(halo, out0.clone())
+    want = ref.scatter_add(halo, out0.clone())
+    assert_all(world, torch.allclose(got, want, rtol=1e-12, atol=1e-12), "scatter_add differs")
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("kind", sorted(TOPOLOGIES))
+@pytest.mark.parametrize("chunks", [64, 2, None])
+def test_staged_matches_p2p_exchange(world, kind, chunks):
+    rows, offsets = _rows(world)
+    sets = halo_sets(world, rows, offsets)
+    ref = HaloExchange(world, sets)
+    p = world.size
+    topo = TOPOLOGIES[kind](p)
+    for fallback in (True, False):
+        ex = StagedExchange(world, sets, topo, seed=1, chunks=chunks, fallback=fallback)
+        _compare(world, ex, ref, seed=5)
+        assert_all(world, ex.num_stages <= max(p - 1, 0) and len(ex.stage_counts) == ex.num_stages)
+        if p == 1:
+            assert_all(world, ex.num_stages == 0 and ex.gather(torch.zeros(0, F)).shape == (0, F))
+        if p >= 3 and kind == "line" and not fallback:
+            assert_all(world, ex.num_stages >= 2, "a line must forward")
+        if p >= 3 and kind == "slow":
+            ok = ex.num_stages >= 2 and not ex.is_direct
+            assert_all(world, ok, f"slow link: {ex.num_stages} stages, direct {ex.is_direct}")
+        if kind == "uniform" and p >= 2:
+            # direct on a uniform topology is never modelled slower, SPST may only tie it
+            assert_all(world, ex.num_stages >= 1)
+
+
+@pytest.mark.mpi
+def test_staged_float32_and_one_dimensional_rows(world):
+    rows, offsets = _rows(world, seed=8)
+    sets = halo_sets(world, rows, offsets)
+    ref = HaloExchange(world, sets)
+    ex = StagedExchange(world, sets, _line(world.size), chunks=4, fallback=False)
+    owned = int(offsets[world.rank + 1] - offsets[world.rank])
+    x = torch.arange(owned, dtype=torch.float32) + 1000 * world.rank
+    got = ex.gather(x)
+    assert_all(world, got.dtype == torch.float32 and torch.equal(got, ref.gather(x)))
+    x2 = x.reshape(-1, 1).expand(-1, 4)  # not contiguous
+    assert_all(world, torch.equal(ex.gather(x2), ref.gather(x2.contiguous())))
+
+
+def _odd_trees(topo, items, **kwargs):
+    """Trees in which sources also send at stage 2 and one rank feeds several peers."""
+    trees = []
+    for s, dests, _ in items:
+        d = list(dests)
+        tree = [(1, s, d[0])]
+        if len(d) > 1:
+            tree.append((2, s, d[1]))
+        tree += [(2, d[0], e) for e in d[2:]]
+        trees.append(tuple(tree))
+    return trees, False
+
+
+@pytest.mark.mpi
+def test_staged_mixed_owned_and_forwarded_sends(world, monkeypatch):
+    monkeypatch.setattr(staged_mod, "plan_items", _odd_trees)
+    rows, offsets = _rows(world, seed=11)
+    sets = halo_sets(world, rows, offsets)
+    ex = StagedExchange(world, sets, uniform_topology(world.size), chunks=None)
+    _compare(world, ex, HaloExchange(world, sets), seed=2)
+    assert_all(world, ex.num_stages == min(world.size - 1, 2))
+
+
+@pytest.mark.mpi
+def test_staged_bytes_and_reporting(world):
+    rows, offsets = _rows(world, seed=4)
+    sets = halo_sets(world, rows, offsets)
+    stats = world.stats
+
+    def halo_bytes_calls() -> tuple[int, int]:
+        c = stats.categories.get("halo")
+        return (0, 0) if c is None else (c.bytes, c.calls)
+
+    b0, _ = halo_bytes_calls()
+    ex = StagedExchange(world, sets, _line(world.size), chunks=8, fallback=False)
+    b1, c1 = halo_bytes_calls()
+    assert_all(world, b1 == b0, "setup traffic counted as halo")
+    owned = int(offsets[world.rank + 1] - offsets[world.rank])
+    x = torch.ones(owned, F, dtype=torch.float64)
+    ex.gather(x)
+    b2, c2 = halo_bytes_calls()
+    mine = b2 - b1
+    assert_all(world, mine == int(ex.recv_rows_per_stage.sum()) * F * 8, f"bytes {mine}")
+    assert_all(world, c2 - c1 == ex.num_stages, "one all-to-allv per stage")
+    total = world.mpi.allreduce(mine, op=MPI.SUM)
+    assert_all(world, total == sum(ex.counts.values()) * F * 8, "bytes over ranks")
+    # backward: each rank gets back what it sent
+    ex.scatter_add(torch.ones(len(sets.halo), F, dtype=torch.float64), torch.zeros(owned, F))
+    b3, _ = halo_bytes_calls()
+    assert_all(world, world.mpi.allreduce(b3 - b2, op=MPI.SUM) == total)
+    # stage counts and modelled times agree with the global plan
+    per = np.zeros(ex.num_stages, dtype=np.int64)
+    for (k, _, _), c in ex.counts.items():
+        per[k - 1] += c
+    ok = np.array_equal(per, ex.stage_counts)
+    rows_sum = world.mpi.allreduce(ex.recv_rows_per_stage, op=MPI.SUM)
+    ok = ok and np.array_equal(rows_sum, ex.stage_counts)
+    t = ex.modelled_stage_times(4.0 * F)
+    ok = ok and len(t) == ex.num_stages
+    if ex.num_stages:
+        ok = ok and np.isclose(t.sum(), counts_cost(ex.topo, ex.counts, 4.0 * F).time_s)
+    assert_all(world, ok, "stage counts / modelled times")
+    ok = len(ex.fwd_stage_seconds) == len(ex.bwd_stage_seconds) == ex.num_stages
+    ok = ok and bool(np.all(ex.fwd_stage_seconds > 0)) and bool(np.all(ex.bwd_stage_seconds > 0))
+    ex.reset_timers()
+    ok = ok and not ex.fwd_stage_seconds.any() and not ex.bwd_stage_seconds.any()
+    assert_all(world, ok, "stage timers")
+
+
+@pytest.mark.mpi
+def test_staged_rejects_wrong_rank_count_and_stage_bound(world):
+    rows, offsets = _rows(world)
+    sets = halo_sets(world, rows, offsets)
+    p = world.size
+    with pytest.raises(ConfigError, match=rf"has {p + 1} ranks but the communicator has {p}$"):
+        StagedExchange(world, sets, uniform_topology(p + 1))
+    with pytest.raises(ConfigError, match="chunks must be >= 1"):
+        StagedExchange(world, sets, uniform_topology(p), chunks=0)
+    if p >= 3:  # vertex 0 must travel p - 1 hops on a line
+        with pytest.raises(ConfigError, match="no route within 1 stages"):
+            StagedExchange(world, sets, _line(p), max_stages=1, fallback=False)
+    world.mpi.Barrier()

@@ -78,6 +78,20 @@ def halo_volumes(path: str | os.PathLike, offsets: np.ndarray) -> HaloVolumes:
     return HaloVolumes(fwd_recv, fwd_send, bwd_recv)
 
 
+def planned_volumes(counts: dict[tuple[int, int, int], int], ranks: int) -> HaloVolumes:
+    """Volumes of a staged (planned) exchange from its ``(stage, src, dst) -> count`` tables.
+
+    Every transfer of the plan counts, forwarding through intermediate ranks included; the
+    backward is the push along the same transfers, so ``fwd_send`` is what each rank sends.
+    """
+    recv = np.zeros(ranks, dtype=np.int64)
+    send = np.zeros(ranks, dtype=np.int64)
+    for (_, s, d), c in counts.items():
+        recv[d] += c
+        send[s] += c
+    return HaloVolumes(recv, send, recv)
+
+
 def _allreduce(est: Estimate, category: str, m: int, p: int) -> None:
     """One all-reduce of ``m`` bytes over ``p`` ranks, as :class:`CommStats` records it.
 

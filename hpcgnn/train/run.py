@@ -284,16 +284,12 @@ def _report(
         ).bytes_total
         exchange = offload_report(model, measured, predicted, opts.tier_gbps)
     elif opts.algo == "halo":  # halo sizes of every rank (collective call)
-        from hpcgnn.dist.cost_halo import HaloVolumes, predict_halo
+        from hpcgnn.dist.cost_halo import HaloVolumes, planned_volumes, predict_halo
         from hpcgnn.train.exchange_report import halo_report
 
         agg = model.aggregation
         if agg.exchange == "planned":  # every transfer of the plan, forwarding included
-            recv, send = np.zeros(grid.size, np.int64), np.zeros(grid.size, np.int64)
-            for (_, s, d), c in agg.fwd_exchange.counts.items():
-                recv[d] += c
-                send[s] += c
-            volumes = HaloVolumes(recv, send, recv)
+            volumes = planned_volumes(agg.fwd_exchange.counts, grid.size)
         else:
             mine = (
                 len(agg.fwd_sets.halo), int(agg.fwd_sets.send_counts.sum()),

@@ -127,3 +127,70 @@ def test_nan_features_fail_on_every_rank(graph_file, shared_tmp, world, capsys):
 def test_missing_graph_fails_on_every_rank(shared_tmp, world, capsys):
     assert_all(world, run_train(shared_tmp / "nope.h5") == 1)
     assert "no such file" in capsys.readouterr().err
+
+
+def read_metrics(path, world):
+    world.mpi.Barrier()
+    doc = json.loads(path.read_text())
+    measured, predicted = doc["comm"]["measured_bytes"], doc["comm"]["predicted_bytes"]
+    for cat, value in predicted.items():
+        assert abs(measured.get(cat, 0) - value) < 1e-6, (cat, measured, predicted)
+    return doc
+
+
+@pytest.mark.mpi
+def test_offload_metrics_have_the_exchange_section(graph_file, shared_tmp, world):
+    path = graph_file(n=90, seed=3)
+    m = shared_tmp / "offload.json"
+    rc = run_train(path, "--mode", "offload", "--chunks", "3", "--dedup", "full",
+                   "--reorganize", "--tier-gbps", "hd=10,dd=100", "--metrics", str(m))
+    assert_all(world, rc == 0)
+    doc = read_metrics(m, world)
+    ex = doc["exchange"]
+    assert doc["config"]["mode"] == "offload" and doc["config"]["dedup"] == "full"
+    assert ex["V_ru"] <= ex["V_p2p"] <= ex["V_ori"]
+    assert set(ex["bytes_per_tier"]) == {"h2d", "d2d", "d2h", "ckpt"}
+    assert ex["bytes_per_tier"] == ex["predicted_bytes_per_tier"]
+    assert ex["tier_gbps"] == {"hd": 10.0, "dd": 100.0, "ru": 1500.0} and ex["C_s"] > 0
+    assert ex["reorganization"]["before"]["V_ru"] >= ex["V_ru"]
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("exchange", ["p2p", "planned"])
+def test_halo_metrics_report_planner_stages(graph_file, shared_tmp, world, exchange):
+    path = graph_file(n=90, seed=4)
+    m = shared_tmp / f"halo-{exchange}.json"
+    rc = run_train(path, "--algo", "halo", "--exchange", exchange, "--metrics", str(m))
+    assert_all(world, rc == 0)
+    doc = read_metrics(m, world)
+    ex = doc["exchange"]
+    assert ex["strategy"] == exchange and ex["topology"] == f"uniform-{world.size}"
+    assert ex["V_p2p"] == ex["V_ru"] == 90 and ex["V_ori"] == 90 + ex["pairs"]
+    pl = ex["planner"]
+    assert len(pl["stages"]) == pl["num_stages"]
+    assert (pl["num_stages"] == 0) == (world.size == 1)
+    for st in pl["stages"]:
+        assert st["modelled_s"] >= 0 and st["measured_s"] >= 0 and st["vertices"] > 0
+    if exchange == "planned":  # on equal links the direct plan is optimal
+        assert pl["modelled_s"] <= pl["p2p_modelled_s"] + 1e-15
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--exchange", "planned"], "--exchange and --topology apply to --algo halo only"),
+        (["--reorganize"], "--reorganize applies to --mode offload only"),
+        (["--mode", "offload", "--chunks", "0"], "--chunks must be >= 1, got 0"),
+        (["--mode", "offload", "--algo", "2d"], "cannot run --algo 2d"),
+        (["--mode", "offload", "--tier-gbps", "hd=0"], "--tier-gbps: expected hd="),
+        (["--algo", "halo", "--exchange", "planned", "--topology", "jobs/topologies/dgx1.json"],
+         "topology 'dgx1' has 8 ranks but the job has"),
+        (["--algo", "halo", "--topology", "missing.json"], "topology missing.json: cannot read"),
+    ],
+)
+def test_bad_exchange_flags_fail_on_every_rank(graph_file, world, capsys, args, message):
+    path = graph_file(n=30, seed=4)
+    assert_all(world, run_train(path, *args) == 1)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0], err

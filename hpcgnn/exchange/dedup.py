@@ -85,14 +85,22 @@ class DedupVolumes:
     v_p2p: int
     v_ru: int
 
-    def cost(self, bytes_per_vertex: float, gbps: dict[str, float] | None = None) -> float:
-        """Modelled communication time ``C`` in seconds (HongTu eq. 4).
+    def cost(
+        self, bytes_per_vertex: float, gbps: dict[str, float] | None = None, dedup: str = "full"
+    ) -> float:
+        """Modelled communication time ``C`` in seconds (HongTu eq. 4 for ``full``).
 
         Throughputs are ``gbps[t] * 1e9 / bytes_per_vertex`` vertices per second for the
-        tiers ``hd`` (host to device), ``dd`` (device to device) and ``ru`` (reuse).
+        tiers ``hd`` (host to device), ``dd`` (device to device) and ``ru`` (reuse). Lower
+        levels pay the host rate for what they do not deduplicate: ``inter`` is
+        ``V_p2p/T_hd + (V_ori - V_p2p)/T_dd``, ``none`` is ``V_ori/T_hd``.
         """
         bw = {**DEFAULT_TIER_GBPS, **(gbps or {})}
         sec = {t: bytes_per_vertex / (bw[t] * 1e9) for t in ("hd", "dd", "ru")}
+        if dedup == "none":
+            return self.v_ori * sec["hd"]
+        if dedup == "inter":
+            return self.v_p2p * sec["hd"] + (self.v_ori - self.v_p2p) * sec["dd"]
         return (
             self.v_ru * sec["hd"]
             + (self.v_ori - self.v_p2p) * sec["dd"]

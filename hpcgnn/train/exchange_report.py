@@ -36,9 +36,11 @@ def _tiers(bytes_by_category: dict[str, float]) -> dict[str, float]:
     return {t: float(bytes_by_category.get(c, 0.0)) for c, t in TIERS.items()}
 
 
-def _cost(volumes: DedupVolumes, widths: list[int], itemsize: int, gbps: dict) -> float:
+def _cost(
+    volumes: DedupVolumes, widths: list[int], itemsize: int, gbps: dict, dedup: str = "full"
+) -> float:
     """``C`` summed over the layers' forward loads (input width ``f_l`` each)."""
-    return sum(volumes.cost(f * itemsize, gbps) for f in widths[:-1])
+    return sum(volumes.cost(f * itemsize, gbps, dedup) for f in widths[:-1])
 
 
 def offload_report(
@@ -61,7 +63,7 @@ def offload_report(
         **model.volumes.as_dict(),
         "remote_rows": {"forward": model.remote[0], "backward": model.remote[1]},
         "tier_gbps": gbps,
-        "C_s": _cost(model.volumes, model.widths, itemsize, gbps),
+        "C_s": _cost(model.volumes, model.widths, itemsize, gbps, model.opts.dedup),
         "bytes_per_tier": _tiers(measured),
         "predicted_bytes_per_tier": _tiers(predicted),
         "device_peak_rows": int(peak),

@@ -88,6 +88,9 @@ def test_cost_formula_by_hand():
     v = DedupVolumes(v_ori=100, v_p2p=60, v_ru=20)
     c = v.cost(1e9, {"hd": 1.0, "dd": 2.0, "ru": 4.0})
     assert c == pytest.approx(20 / 1.0 + 40 / 2.0 + 40 / 4.0)
+    gbps = {"hd": 1.0, "dd": 2.0, "ru": 4.0}
+    assert v.cost(1e9, gbps, "inter") == pytest.approx(60 / 1.0 + 40 / 2.0)
+    assert v.cost(1e9, gbps, "none") == pytest.approx(100 / 1.0)
     assert v.as_dict() == {"V_ori": 100, "V_p2p": 60, "V_ru": 20}
 
 

@@ -78,3 +78,16 @@ def problem_of(path, cfg: TrainConfig, row_offsets=None):
 
     with GraphFile(path) as gf:
         return cost_problem(gf.meta, cfg, row_offsets)
+
+
+def metis_graph(graph_file, shared_tmp, world, name="g.h5", **kwargs):
+    """A random graph partitioned with METIS into one part per rank (collective)."""
+    from hpcgnn.cli.main import main
+
+    src = graph_file(name, **kwargs)
+    dst = shared_tmp / f"metis-{name}"
+    rc = main(["partition", str(src), "--parts", str(world.size), "--method", "metis",
+               "--out", str(dst), "--quiet"])
+    assert_all(world, rc == 0, "partition failed")
+    world.mpi.Barrier()
+    return dst

@@ -9,7 +9,7 @@ from hpcgnn.train.fullbatch import train_fullbatch
 from hpcgnn.train.halo_gcn import HaloGCN
 from hpcgnn.train.metrics import summed_over_ranks
 from tests.conftest import assert_all
-from tests.train.reference import compare_with_serial, problem_of
+from tests.train.reference import compare_with_serial, metis_graph, problem_of
 
 EXCLUDED = {"control", "halo_setup"}
 
@@ -35,8 +35,9 @@ def check_halo_cost(result, model, path, cfg, grid, world, backward="auto"):
 @pytest.mark.mpi
 @pytest.mark.parametrize("directed", [False, True])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_halo_matches_serial_and_cost_model(graph_file, world, directed, dtype):
-    path = graph_file(n=61, directed=directed, seed=7, features=5, classes=3)
+def test_halo_matches_serial_and_cost_model(graph_file, shared_tmp, world, directed, dtype):
+    path = metis_graph(graph_file, shared_tmp, world, n=61, directed=directed, seed=7,
+                       features=5, classes=3)
     cfg = TrainConfig(layers=3, hidden=6, dropout=0.3, dtype=dtype, seed=11)
     with ProcessGrid.create(MPI.COMM_WORLD, "1d") as grid:
         models = []
@@ -136,7 +137,6 @@ def test_planned_halo_matches_serial_and_cost_model(
     from hpcgnn.dist import spmm_halo
     from hpcgnn.dist.cost_halo import planned_volumes
     from hpcgnn.exchange.staged import StagedExchange
-    from tests.train.test_offload import metis_graph
 
     if topology == "line":  # keep SPST's trees even where the routed direct plan ties
         monkeypatch.setattr(

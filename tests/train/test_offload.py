@@ -9,22 +9,9 @@ from hpcgnn.train.fullbatch import train_fullbatch
 from hpcgnn.train.metrics import summed_over_ranks
 from hpcgnn.train.offload_gcn import OffloadGCN, OffloadOptions
 from tests.conftest import assert_all
-from tests.train.reference import compare_with_serial, problem_of
+from tests.train.reference import compare_with_serial, metis_graph, problem_of
 
 LEVELS = ("none", "inter", "full")
-
-
-def metis_graph(graph_file, shared_tmp, world, name="g.h5", **kwargs):
-    """A random graph partitioned with METIS into one part per rank."""
-    from hpcgnn.cli.main import main
-
-    src = graph_file(name, **kwargs)
-    dst = shared_tmp / f"metis-{name}"
-    rc = main(["partition", str(src), "--parts", str(world.size), "--method", "metis",
-               "--out", str(dst), "--quiet"])
-    assert_all(world, rc == 0, "partition failed")
-    world.mpi.Barrier()
-    return dst
 
 
 @pytest.mark.mpi

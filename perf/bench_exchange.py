@@ -1,0 +1,301 @@
+"""Partitioned exchange strategies side by side: DGCL halo exchange and HongTu offload.
+
+Runs ``hpcgnn train`` under ``mpiexec`` once per configuration, on the same partitioned graph
+with the same ranks and threads, and compares
+
+* ``--algo halo --exchange p2p`` against ``--algo halo --exchange planned`` (a DGCL SPST plan
+  run in stages) on one topology: ``--topology`` if given, ``jobs/topologies/dgx1.json`` at
+  ``--procs 8``, otherwise the uniform one-node topology of ``hpcgnn train``;
+* ``--mode offload --chunks C`` with ``--dedup none``, ``inter`` and ``full``, and ``full``
+  with ``--reorganize``.
+
+Per run it prints the median epoch seconds, the seconds per epoch of each communication
+category (from the ``time.phases`` of the metrics; the remaining phases summed as compute),
+the measured and predicted bytes per epoch, and from the metrics' ``exchange`` section the
+planner's modelled (p2p and executed) and probe-measured exchange times, stages and transfers
+of the halo runs, and the vertex counts ``V_ori``, ``V_p2p``, ``V_ru``, the MB per tier and
+the modelled cost ``C`` of the offload runs. Then the ratios planned/p2p (modelled exchange
+time, probe-measured exchange time, epoch time) and, for offload, host<->device bytes
+(h2d + d2h) and epoch time of each dedup level relative to ``none``. A graph without a
+partition into ``--procs`` parts is first partitioned with METIS into a temporary file.
+
+    python perf/bench_exchange.py inputs/rmat-1m.h5 --procs 8 --epochs 5 --chunks 8
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from hpcgnn.io import GraphFile
+
+REPO = Path(__file__).resolve().parents[1]
+DGX1 = REPO / "jobs" / "topologies" / "dgx1.json"
+TIERS = ("h2d", "d2d", "d2h", "ckpt")
+
+
+def runs(chunks: int, topology: str | None) -> dict[str, tuple[str, list[str]]]:
+    """The configurations to run, by name.
+
+    Parameters
+    ----------
+    chunks
+        Chunks per part of the offload runs.
+    topology
+        Topology JSON of the halo runs, or ``None`` for the default uniform topology.
+
+    Returns
+    -------
+    dict
+        ``name -> (kind, extra train arguments)`` with kind ``"halo"`` or ``"offload"``.
+    """
+    topo = ["--topology", topology] if topology else []
+    off = ["--mode", "offload", "--chunks", str(chunks)]
+    return {
+        "halo-p2p": ("halo", ["--algo", "halo", "--exchange", "p2p", *topo]),
+        "halo-planned": ("halo", ["--algo", "halo", "--exchange", "planned", *topo]),
+        "off-none": ("offload", [*off, "--dedup", "none"]),
+        "off-inter": ("offload", [*off, "--dedup", "inter"]),
+        "off-full": ("offload", [*off, "--dedup", "full"]),
+        "off-full-reorg": ("offload", [*off, "--dedup", "full", "--reorganize"]),
+    }
+
+
+def partitioned(graph: str, parts: int, tmp: Path) -> str:
+    """A graph file partitioned into ``parts`` parts: ``graph`` itself, or a METIS copy.
+
+    Parameters
+    ----------
+    graph
+        Input graph file.
+    parts
+        Number of parts wanted (the rank count).
+    tmp
+        Directory for the partitioned copy.
+
+    Returns
+    -------
+    str
+        Path of a graph file whose partition has ``parts`` parts.
+    """
+    with GraphFile(graph) as f:
+        offsets = f.meta.partition_offsets
+    if offsets is not None and len(offsets) - 1 == parts:
+        return graph
+    out = tmp / f"{Path(graph).stem}-metis{parts}.h5"
+    have = "no partition" if offsets is None else f"a partition into {len(offsets) - 1} parts"
+    print(f"{graph} has {have}; partitioning into {parts} parts (metis) -> {out}", flush=True)
+    subprocess.run([sys.executable, "-m", "hpcgnn", "partition", graph, "--parts", str(parts),
+                    "--method", "metis", "--out", str(out), "--quiet"], check=True)
+    return str(out)
+
+
+def summarize(kind: str, doc: dict[str, Any]) -> dict[str, Any]:
+    """The numbers of one run, from its metrics JSON.
+
+    Parameters
+    ----------
+    kind
+        ``"halo"`` or ``"offload"``.
+    doc
+        The metrics document written by ``hpcgnn train --metrics``.
+
+    Returns
+    -------
+    dict
+        Epoch time, phases, bytes per epoch and the parts of the ``exchange`` section that
+        the tables show (the whole section under ``"exchange"``).
+    """
+    comm = doc["comm"]
+    ex = doc.get("exchange") or {}
+    out: dict[str, Any] = {
+        "kind": kind,
+        "config": doc["config"],
+        "epoch_median_s": doc["time"]["epoch_median_s"],
+        "phases_s": doc["time"]["phases"],
+        "comm_categories": sorted(set(comm["measured_bytes"]) | set(comm["predicted_bytes"])),
+        "measured_bytes": sum(comm["measured_bytes"].values()),
+        "predicted_bytes": sum(comm["predicted_bytes"].values()),
+        "exchange": ex,
+    }
+    if kind == "halo":
+        pl = ex.get("planner", {})
+        out["halo"] = {
+            "topology": ex.get("topology"),
+            "p2p_modelled_s": pl.get("p2p_modelled_s", math.nan),
+            "modelled_s": pl.get("modelled_s", math.nan),
+            "measured_s": pl.get("measured_s", math.nan),
+            "num_stages": pl.get("num_stages", 0),
+            "transfers": ex.get("transfers", 0),
+        }
+    else:
+        tiers = ex.get("bytes_per_tier", {})
+        out["offload"] = {
+            "V_ori": ex.get("V_ori", 0),
+            "V_p2p": ex.get("V_p2p", 0),
+            "V_ru": ex.get("V_ru", 0),
+            "bytes_per_tier": {t: float(tiers.get(t, 0.0)) for t in TIERS},
+            "C_s": ex.get("C_s", math.nan),
+        }
+    return out
+
+
+def ratio(a: float, b: float) -> float:
+    """``a / b``, NaN when ``b`` is zero or either is missing.
+
+    Parameters
+    ----------
+    a, b
+        Numerator and denominator.
+
+    Returns
+    -------
+    float
+        The quotient or NaN.
+    """
+    try:
+        return a / b if b else math.nan
+    except TypeError:
+        return math.nan
+
+
+def print_tables(results: dict[str, dict[str, Any]]) -> dict[str, float]:
+    """Print the per-run tables and the ratios.
+
+    Parameters
+    ----------
+    results
+        ``name -> summary`` of the runs (see :func:`summarize`); failed runs hold ``error``.
+
+    Returns
+    -------
+    dict
+        The ratios printed, by name.
+    """
+    ok = {k: r for k, r in results.items() if "error" not in r}
+    cats = sorted({c for r in ok.values() for c in r["comm_categories"]})
+    short = [c.removeprefix("offload_") for c in cats]
+    print(f"\n{'run':<15} {'epoch s':>8} " + " ".join(f"{s[:10]:>10}" for s in short)
+          + f" {'comm s':>8} {'compute s':>9} {'MB meas':>9} {'MB pred':>9}")
+    for name, r in results.items():
+        if "error" in r:
+            print(f"{name:<15} failed: {r['error']}")
+            continue
+        ph = r["phases_s"]
+        comm_s = sum(ph.get(c, 0.0) for c in cats)
+        other = sum(v for k, v in ph.items() if k not in cats)
+        print(f"{name:<15} {r['epoch_median_s']:>8.4f} "
+              + " ".join(f"{ph.get(c, 0.0):>10.4f}" for c in cats)
+              + f" {comm_s:>8.4f} {other:>9.4f}"
+              + f" {r['measured_bytes'] / 1e6:>9.3f} {r['predicted_bytes'] / 1e6:>9.3f}")
+
+    halo = {k: r["halo"] for k, r in ok.items() if r["kind"] == "halo"}
+    if halo:
+        print(f"\n{'halo run':<15} {'topology':>12} {'stages':>6} {'transfers':>9}"
+              f" {'p2p model ms':>12} {'model ms':>9} {'measured ms':>11}")
+        for name, h in halo.items():
+            print(f"{name:<15} {str(h['topology'])[:12]:>12} {h['num_stages']:>6}"
+                  f" {h['transfers']:>9} {h['p2p_modelled_s'] * 1e3:>12.4f}"
+                  f" {h['modelled_s'] * 1e3:>9.4f} {h['measured_s'] * 1e3:>11.3f}")
+    off = {k: r["offload"] for k, r in ok.items() if r["kind"] == "offload"}
+    if off:
+        print(f"\n{'offload run':<15} {'V_ori':>8} {'V_p2p':>8} {'V_ru':>8} "
+              + " ".join(f"{t + ' MB':>9}" for t in TIERS) + f" {'C ms':>8}")
+        for name, o in off.items():
+            mb = o["bytes_per_tier"]
+            print(f"{name:<15} {o['V_ori']:>8} {o['V_p2p']:>8} {o['V_ru']:>8} "
+                  + " ".join(f"{mb[t] / 1e6:>9.3f}" for t in TIERS)
+                  + f" {o['C_s'] * 1e3:>8.4f}")
+
+    def hd(name: str) -> float:
+        o = off.get(name)
+        return math.nan if o is None else o["bytes_per_tier"]["h2d"] + o["bytes_per_tier"]["d2h"]
+
+    def epoch(name: str) -> float:
+        return ok[name]["epoch_median_s"] if name in ok else math.nan
+
+    def hget(name: str, key: str) -> float:
+        return halo[name][key] if name in halo else math.nan
+
+    ratios = {
+        "planned/p2p modelled exchange time": ratio(hget("halo-planned", "modelled_s"),
+                                                    hget("halo-p2p", "modelled_s")),
+        "planned/p2p probe-measured exchange time": ratio(hget("halo-planned", "measured_s"),
+                                                          hget("halo-p2p", "measured_s")),
+        "planned/p2p epoch time": ratio(epoch("halo-planned"), epoch("halo-p2p")),
+        "offload h2d+d2h bytes inter/none": ratio(hd("off-inter"), hd("off-none")),
+        "offload h2d+d2h bytes full/none": ratio(hd("off-full"), hd("off-none")),
+        "offload h2d+d2h bytes full+reorg/none": ratio(hd("off-full-reorg"), hd("off-none")),
+        "offload epoch time inter/none": ratio(epoch("off-inter"), epoch("off-none")),
+        "offload epoch time full/none": ratio(epoch("off-full"), epoch("off-none")),
+        "offload epoch time full+reorg/none": ratio(epoch("off-full-reorg"), epoch("off-none")),
+    }
+    print()
+    for k, v in ratios.items():
+        print(f"{k:<42} {v:>7.3f}")
+    return ratios
+
+
+def main() -> None:
+    """Parse the arguments, run every configuration and print the comparison."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("graph", help="graph file (partitioned with METIS first if it has no "
+                                 "partition into --procs parts)")
+    p.add_argument("--procs", type=int, default=4)
+    p.add_argument("--epochs", type=int, default=5)
+    p.add_argument("--hidden", type=int, default=64)
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--chunks", type=int, default=8, help="offload chunks per part")
+    p.add_argument("--threads", type=int, default=1, help="torch threads per rank")
+    p.add_argument("--topology", default=None,
+                   help="topology JSON of the halo runs (default: jobs/topologies/dgx1.json "
+                        "at --procs 8, otherwise the uniform one-node topology; 'none' forces "
+                        "the uniform one)")
+    p.add_argument("--mpiexec", default=str(Path(sys.executable).parent / "mpiexec"))
+    p.add_argument("--json", default=None, help="write all results here")
+    args = p.parse_args()
+    topology = args.topology
+    if topology is None and args.procs == 8:
+        topology = str(DGX1)
+    if topology is not None and topology.lower() == "none":
+        topology = None
+    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
+    results: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory() as tmpdir:
+        tmp = Path(tmpdir)
+        graph = partitioned(args.graph, args.procs, tmp)
+        for name, (kind, extra) in runs(args.chunks, topology).items():
+            metrics = tmp / f"{name}.json"
+            cmd = [args.mpiexec, "-n", str(args.procs), sys.executable, "-m", "hpcgnn", "train",
+                   graph, *extra, "--epochs", str(args.epochs), "--hidden", str(args.hidden),
+                   "--layers", str(args.layers), "--quiet", "--eval-every", "0",
+                   "--threads", str(args.threads), "--metrics", str(metrics)]
+            print(f"[{name}] {' '.join(cmd)}", flush=True)
+            try:
+                subprocess.run(cmd, check=True, env=env)
+                results[name] = summarize(kind, json.loads(metrics.read_text()))
+            except (subprocess.CalledProcessError, OSError, KeyError, ValueError) as err:
+                print(f"[{name}] failed: {err}", file=sys.stderr, flush=True)
+                results[name] = {"kind": kind, "error": str(err)}
+    print(f"\n{args.graph}: {args.procs} ranks, {args.threads} thread(s) each, "
+          f"{args.epochs} epochs, hidden {args.hidden}, {args.layers} layers, "
+          f"{args.chunks} offload chunks, halo topology {topology or 'uniform (default)'}")
+    ratios = print_tables(results)
+    if args.json:
+        doc = {"graph": args.graph, "procs": args.procs, "threads": args.threads,
+               "epochs": args.epochs, "topology": topology, "runs": results,
+               "ratios": {k: None if math.isnan(v) else v for k, v in ratios.items()}}
+        Path(args.json).write_text(json.dumps(doc, indent=2))
+    if any("error" in r for r in results.values()):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

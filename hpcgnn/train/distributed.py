@@ -23,7 +23,45 @@ from hpcgnn.train.model_state import init_weights
 ALLREDUCE = "allreduce"
 
 
-class BlockRowGCN:
+class RowBlockModel:
+    """State shared by the models whose ranks own contiguous vertex rows.
+
+    Process row ``i`` owns block row ``i``: the file's partition when it fits, else an
+    even split.
+    """
+
+    def _load(
+        self, path: str | os.PathLike, grid: ProcessGrid, cfg: TrainConfig, with_a: bool
+    ) -> tuple[sp.csr_matrix, sp.csr_matrix | None]:
+        """Read this rank's rows (collective); returns its rows of ``Â^T`` and of ``Â``.
+
+        Sets ``grid``, ``comm`` (the process column), ``cfg``, ``meta``, ``offsets``,
+        ``rows``, ``row_ids``, ``x``, ``y``, ``masks``, ``widths`` and ``weights``.
+        """
+        self.grid, self.cfg = grid, cfg
+        self.comm = comm = grid.col
+        np_dtype = np.float64 if cfg.dtype == "float64" else np.float32
+        with collective(grid.world):
+            with GraphFile(path) as gf:
+                meta = gf.meta
+                self.offsets = vertex_offsets(meta.num_nodes, comm.size, meta.partition_offsets)
+                lo, hi = (int(v) for v in self.offsets[comm.rank : comm.rank + 2])
+                a_t = normalized_rows(gf, lo, hi, True, np_dtype)
+                a = normalized_rows(gf, lo, hi, False, np_dtype) if with_a else None
+                self.x = torch.from_numpy(gf.read_features(lo, hi).astype(np_dtype))
+                self.y = torch.from_numpy(gf.read_labels(lo, hi))
+                self.masks = {
+                    m: torch.from_numpy(gf.read_mask(m, lo, hi)) for m in ("train", "val", "test")
+                }
+        self.meta = meta
+        self.rows = (lo, hi)
+        self.row_ids = np.arange(lo, hi)
+        self.widths = layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, cfg.layers)
+        self.weights = init_weights(meta.num_features, meta.num_classes, cfg)
+        return a_t, a
+
+
+class BlockRowGCN(RowBlockModel):
     """GCN distributed by block rows: CAGNET 1D (``1d`` grid) and 1.5D (``1.5d`` grid).
 
     On a ``(P/c) x c`` grid process row ``i`` holds block row ``i`` of every matrix,
@@ -44,30 +82,10 @@ class BlockRowGCN:
     """
 
     def __init__(self, path: str | os.PathLike, grid: ProcessGrid, cfg: TrainConfig) -> None:
-        self.grid = grid
-        self.comm = grid.col
-        self.cfg = cfg
-        comm = grid.col
-        np_dtype = np.float64 if cfg.dtype == "float64" else np.float32
-        with collective(grid.world):
-            with GraphFile(path) as gf:
-                meta = gf.meta
-                self.offsets = vertex_offsets(meta.num_nodes, comm.size, meta.partition_offsets)
-                lo, hi = (int(v) for v in self.offsets[comm.rank : comm.rank + 2])
-                a_t = normalized_rows(gf, lo, hi, True, np_dtype)
-                a = normalized_rows(gf, lo, hi, False, np_dtype)
-                self.x = torch.from_numpy(gf.read_features(lo, hi).astype(np_dtype))
-                self.y = torch.from_numpy(gf.read_labels(lo, hi))
-                self.masks = {
-                    m: torch.from_numpy(gf.read_mask(m, lo, hi)) for m in ("train", "val", "test")
-                }
-        self.meta = meta
-        self.rows = (lo, hi)
-        self.row_ids = np.arange(lo, hi)
+        a_t, a = self._load(path, grid, cfg, with_a=True)
+        assert a is not None
         op = self._aggregation(a_t, a)
         self.ops = [op] * cfg.layers
-        self.widths = layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, cfg.layers)
-        self.weights = init_weights(meta.num_features, meta.num_classes, cfg)
 
     def _aggregation(self, a_t: sp.csr_matrix, a: sp.csr_matrix) -> Aggregation:
         """The layers' ``Â^T H`` operator from this rank's rows of ``Â^T`` and ``Â``."""

@@ -27,8 +27,6 @@ import scipy.sparse as sp
 import torch
 
 from hpcgnn.comm.collective import collective
-from hpcgnn.dist.blocks import vertex_offsets
-from hpcgnn.dist.local_blocks import normalized_rows
 from hpcgnn.exchange.dedup import (
     DedupVolumes,
     chunk_bounds,
@@ -46,13 +44,10 @@ from hpcgnn.exchange.offload import (
     record_copy,
 )
 from hpcgnn.grid.process_grid import ProcessGrid
-from hpcgnn.io.reader import GraphFile
 from hpcgnn.kernels.spmm import spmm, to_torch_csr
-from hpcgnn.models.init import layer_sizes
 from hpcgnn.models.random import dropout_keep
 from hpcgnn.train.config import TrainConfig
-from hpcgnn.train.distributed import ALLREDUCE
-from hpcgnn.train.model_state import init_weights
+from hpcgnn.train.distributed import ALLREDUCE, RowBlockModel
 
 
 @dataclass(frozen=True)
@@ -106,7 +101,7 @@ class _Epoch(torch.autograd.Function):
         return (None, None, *ctx.model.backward_pass(grad.contiguous()))
 
 
-class OffloadGCN:
+class OffloadGCN(RowBlockModel):
     """GCN trained HongTu-style (``--mode offload``) on a ``1d`` grid.
 
     Parameters
@@ -130,25 +125,8 @@ class OffloadGCN:
             raise ValueError(f"dedup must be one of {DEDUP_LEVELS}, not {opts.dedup!r}")
         if opts.chunks < 1:
             raise ValueError(f"--chunks must be >= 1, got {opts.chunks}")
-        self.grid, self.cfg, self.opts = grid, cfg, opts
-        self.comm = comm = grid.col
-        np_dtype = np.float64 if cfg.dtype == "float64" else np.float32
-        with collective(grid.world):
-            with GraphFile(path) as gf:
-                meta = gf.meta
-                self.offsets = vertex_offsets(meta.num_nodes, comm.size, meta.partition_offsets)
-                lo, hi = (int(v) for v in self.offsets[comm.rank : comm.rank + 2])
-                a_t = normalized_rows(gf, lo, hi, True, np_dtype)
-                self.x = torch.from_numpy(gf.read_features(lo, hi).astype(np_dtype))
-                self.y = torch.from_numpy(gf.read_labels(lo, hi))
-                self.masks = {
-                    m: torch.from_numpy(gf.read_mask(m, lo, hi)) for m in ("train", "val", "test")
-                }
-        self.meta = meta
-        self.rows = (lo, hi)
-        self.row_ids = np.arange(lo, hi)
-        self.widths = layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, cfg.layers)
-        self.weights = init_weights(meta.num_features, meta.num_classes, cfg)
+        self.opts = opts
+        a_t, _ = self._load(path, grid, cfg, with_a=False)
         self._setup(a_t)
 
     # -- set-up ------------------------------------------------------------------------

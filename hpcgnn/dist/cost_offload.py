@@ -49,8 +49,7 @@ def predict_offload(
     est.add("offload_h2d", float(loads * f_all), 0.0, msgs)
     est.add("offload_d2h", float(loads * f_bwd), 0.0, msgs)
     est.add("offload_d2d", float(remote[0] * f_all + remote[1] * f_bwd), 0.0, msgs)
-    est.add("offload_ckpt", float(2 * problem.n * sum(w[:-1]) * s + 2 * problem.n * sum(w[1:]) * s),
-            0.0, 0)
+    est.add("offload_ckpt", float(2 * problem.n * (sum(w[:-1]) + sum(w[1:])) * s), 0.0, 0)
     for fin, fout in zip(w[:-1], w[1:], strict=True):
         _allreduce(est, "allreduce", fin * fout * s, ranks)
     return est

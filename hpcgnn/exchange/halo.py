@@ -56,6 +56,20 @@ def local_matrix(rows: sp.csr_matrix, lo: int, hi: int, halo: np.ndarray) -> sp.
     )
 
 
+def request_rows(
+    comm: Comm, ids: np.ndarray, offsets: np.ndarray, category: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Send the sorted global ``ids`` to their owners (collective all-to-allv).
+
+    Returns ``(counts, requests, served_counts)``: how many ids each owner got from this
+    rank, the ids this rank was asked for (in requester order, int64), and how many each
+    requester asked for.
+    """
+    counts = np.bincount(owner_of(ids, offsets), minlength=comm.size).astype(np.int64)
+    requests, served_counts = comm.alltoallv(np.asarray(ids, dtype=np.int64), counts, category)
+    return counts, requests.astype(np.int64), served_counts
+
+
 @dataclass
 class HaloSets:
     """One rank's halo and send lists for one matrix.
@@ -93,9 +107,8 @@ def halo_sets(comm: Comm, rows: sp.csr_matrix, offsets: np.ndarray) -> HaloSets:
     """
     lo, hi = int(offsets[comm.rank]), int(offsets[comm.rank + 1])
     halo = remote_columns(rows, lo, hi)
-    recv_counts = np.bincount(owner_of(halo, offsets), minlength=comm.size).astype(np.int64)
-    requests, send_counts = comm.alltoallv(halo, recv_counts, HALO_SETUP)
-    return HaloSets(halo, recv_counts, requests.astype(np.int64) - lo, send_counts)
+    recv_counts, requests, send_counts = request_rows(comm, halo, offsets, HALO_SETUP)
+    return HaloSets(halo, recv_counts, requests - lo, send_counts)
 
 
 class HaloExchange:

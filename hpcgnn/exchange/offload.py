@@ -40,7 +40,7 @@ import torch
 
 from hpcgnn.comm.communicator import Comm
 from hpcgnn.exchange.dedup import Sliding, sliding
-from hpcgnn.exchange.halo import owner_of
+from hpcgnn.exchange.halo import request_rows
 
 DEDUP_LEVELS = ("none", "inter", "full")
 H2D, D2D, D2H, CKPT = "offload_h2d", "offload_d2d", "offload_d2h", "offload_ckpt"
@@ -104,15 +104,16 @@ def row_table(
     dest: np.ndarray,
     offsets: np.ndarray,
     served: np.ndarray | None,
+    request: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
 ) -> RowTable:
     """Exchange requests for the rows of ``ids`` (sorted global ids) with their owners.
 
     ``dest[k]`` is where ``ids[k]`` goes in the requester's buffer. An owner serves from
     its host buffer (position ``id - offsets[rank]``) when ``served`` is ``None``, else from
-    a buffer holding the sorted ids ``served``. Collective; category ``offload_setup``.
+    a buffer holding the sorted ids ``served``. Collective (category ``offload_setup``),
+    unless ``request`` already holds :func:`~hpcgnn.exchange.halo.request_rows` of ``ids``.
     """
-    recv_counts = np.bincount(owner_of(ids, offsets), minlength=comm.size).astype(np.int64)
-    req, send_counts = comm.alltoallv(ids.astype(np.int64), recv_counts, SETUP)
+    recv_counts, req, send_counts = request or request_rows(comm, ids, offsets, SETUP)
     if served is None:
         src = req - int(offsets[comm.rank])
     else:
@@ -120,20 +121,6 @@ def row_table(
         if len(req) and not np.array_equal(served[np.minimum(src, len(served) - 1)], req):
             raise RuntimeError("a requested row is not in the owner's transition set")
     return RowTable(dest.astype(np.int64), recv_counts, src.astype(np.int64), send_counts)
-
-
-def transition_set(comm: Comm, needed: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    """This rank's part of the batch's transition set: owned ids any rank needs (sorted)."""
-    counts = np.bincount(owner_of(needed, offsets), minlength=comm.size).astype(np.int64)
-    req, _ = comm.alltoallv(needed.astype(np.int64), counts, SETUP)
-    return np.unique(req)
-
-
-def leaving(cur: np.ndarray, nxt: np.ndarray | None) -> np.ndarray:
-    """Positions in ``cur`` of ids not in ``nxt`` (all of them when there is no next)."""
-    if nxt is None:
-        return np.arange(len(cur), dtype=np.int64)
-    return np.flatnonzero(~np.isin(cur, nxt, assume_unique=True))
 
 
 @dataclass
@@ -168,28 +155,30 @@ class BatchTables:
 def build_tables(
     comm: Comm, neigh_sets: list[np.ndarray], offsets: np.ndarray, dedup: str
 ) -> list[BatchTables]:
-    """Tables of every batch; ``neigh_sets[j]`` is ``N_ij`` in schedule order (collective)."""
+    """Tables of every batch; ``neigh_sets[j]`` is ``N_ij`` in schedule order (collective).
+
+    The requests for every ``N_ij`` give the owners their transition sets (the distinct
+    ids asked of them) and, for ``none`` and ``inter``, the fetch tables themselves.
+    """
     if dedup not in DEDUP_LEVELS:
         raise ValueError(f"dedup must be one of {DEDUP_LEVELS}, not {dedup!r}")
     n = len(neigh_sets)
-    trans = [transition_set(comm, s, offsets) for s in neigh_sets]
+    requests = [request_rows(comm, s, offsets, SETUP) for s in neigh_sets]
+    trans = [np.unique(req) for _, req, _ in requests]
     out = []
     for j, nb in enumerate(neigh_sets):
-        everything = np.arange(len(nb), dtype=np.int64)
-        if dedup == "none":
-            fetch = row_table(comm, nb, everything, offsets, None)
-            push = fetch
-            out.append(BatchTables(nb, trans[j], fetch, push))
-            continue
-        if dedup == "inter":
-            fetch = row_table(comm, nb, everything, offsets, trans[j])
+        if dedup != "full":
+            served = None if dedup == "none" else trans[j]
+            everything = np.arange(len(nb), dtype=np.int64)
+            fetch = row_table(comm, nb, everything, offsets, served, requests[j])
             out.append(BatchTables(nb, trans[j], fetch, fetch))
             continue
-        prev_n = neigh_sets[j - 1] if j else np.zeros(0, dtype=np.int64)
-        prev_t = trans[j - 1] if j else np.zeros(0, dtype=np.int64)
-        n_slide, t_slide = sliding(prev_n, nb), sliding(prev_t, trans[j])
-        n_out = leaving(nb, neigh_sets[j + 1] if j + 1 < n else None)
-        t_out = leaving(trans[j], trans[j + 1] if j + 1 < n else None)
+        empty = np.zeros(0, dtype=np.int64)
+        n_slide = sliding(neigh_sets[j - 1] if j else empty, nb)
+        t_slide = sliding(trans[j - 1] if j else empty, trans[j])
+        last = j + 1 == n
+        n_out = sliding(empty if last else neigh_sets[j + 1], nb).new  # not in the next
+        t_out = sliding(empty if last else trans[j + 1], trans[j]).new
         fetch = row_table(comm, nb[n_slide.new], n_slide.new, offsets, trans[j])
         push = row_table(comm, nb[n_out], n_out, offsets, trans[j])
         out.append(BatchTables(nb, trans[j], fetch, push, n_slide, t_slide, n_out, t_out))

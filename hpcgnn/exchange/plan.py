@@ -74,6 +74,18 @@ def reverse_tables(
     )
 
 
+def occurrences(idx: np.ndarray) -> np.ndarray:
+    """``occ[j]``: how many times ``idx[j]`` occurs in ``idx[:j]``."""
+    idx = np.asarray(idx)
+    order = np.argsort(idx, kind="stable")
+    sid = idx[order]
+    start = np.r_[True, sid[1:] != sid[:-1]] if len(sid) else np.zeros(0, dtype=bool)
+    grp_start = np.maximum.accumulate(np.where(start, np.arange(len(sid)), 0))
+    occ = np.empty(len(sid), dtype=np.int64)
+    occ[order] = np.arange(len(sid)) - grp_start
+    return occ
+
+
 def split_substages(tables: dict[TableKey, np.ndarray]) -> dict[SubKey, np.ndarray]:
     """Split each stage so that no rank receives the same vertex twice in one sub-stage.
 
@@ -90,12 +102,7 @@ def split_substages(tables: dict[TableKey, np.ndarray]) -> dict[SubKey, np.ndarr
         lst.sort(key=lambda t: t[0])
         ids = np.concatenate([t[1] for t in lst])
         senders = np.concatenate([np.full(len(t[1]), t[0], dtype=np.int64) for t in lst])
-        order = np.argsort(ids, kind="stable")
-        sid = ids[order]
-        start = np.r_[True, sid[1:] != sid[:-1]] if len(sid) else np.zeros(0, bool)
-        grp_start = np.maximum.accumulate(np.where(start, np.arange(len(sid)), 0))
-        occ = np.empty(len(sid), dtype=np.int64)
-        occ[order] = np.arange(len(sid)) - grp_start
+        occ = occurrences(ids)
         for j in range(int(occ.max(initial=-1)) + 1):
             for s in np.unique(senders[occ == j]):
                 sel = (occ == j) & (senders == s)

@@ -344,10 +344,9 @@ def plan_spst(
             chunk_ids.append(ids[a : a + c])
             items.append((s, dests, c))
             a += c
-    trees = plan_trees(topo, items, seed=rng, max_stages=max_stages)
-    plan = Plan(topo.num_ranks, list(zip(chunk_ids, trees, strict=True)))
-    if fallback:
-        direct = plan_p2p(topo, relation)
-        if plan_cost(topo, direct, 1.0).time_s < plan_cost(topo, plan, 1.0).time_s:
-            return direct
-    return plan
+    trees, direct = plan_items(
+        topo, items, seed=rng, max_stages=max_stages, fallback=fallback
+    )
+    if direct:
+        return plan_p2p(topo, relation)
+    return Plan(topo.num_ranks, list(zip(chunk_ids, trees, strict=True)))

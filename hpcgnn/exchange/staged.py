@@ -42,7 +42,7 @@ from hpcgnn.comm.collective import agree
 from hpcgnn.comm.communicator import Comm
 from hpcgnn.errors import ConfigError, HpcgnnError
 from hpcgnn.exchange.halo import HALO, HALO_SETUP, HaloSets
-from hpcgnn.exchange.plan import Edge, TableKey
+from hpcgnn.exchange.plan import Edge, TableKey, occurrences
 from hpcgnn.exchange.spst import WorkItem, chunk_sizes, counts_cost, plan_items, tree_counts
 from hpcgnn.exchange.topology import Topology
 
@@ -50,18 +50,6 @@ Group = tuple[tuple[int, ...], int]
 
 
 # -- sub-stage accumulation (pure) ---------------------------------------------------------
-def occurrences(idx: np.ndarray) -> np.ndarray:
-    """``occ[j]``: how many times ``idx[j]`` occurs in ``idx[:j]``."""
-    idx = np.asarray(idx)
-    order = np.argsort(idx, kind="stable")
-    sid = idx[order]
-    start = np.r_[True, sid[1:] != sid[:-1]] if len(sid) else np.zeros(0, dtype=bool)
-    grp_start = np.maximum.accumulate(np.where(start, np.arange(len(sid)), 0))
-    occ = np.empty(len(sid), dtype=np.int64)
-    occ[order] = np.arange(len(sid)) - grp_start
-    return occ
-
-
 def substage_selections(idx: np.ndarray) -> list[np.ndarray]:
     """Split the entries of ``idx`` into sub-stages without repeated values.
 

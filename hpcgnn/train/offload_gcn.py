@@ -76,12 +76,10 @@ class Reorganization:
 
 
 def choose_schedule(
-    sets: list[list[np.ndarray]], num_vertices: int, want: bool
-) -> tuple[np.ndarray, Reorganization | None]:
-    """The identity schedule, or HongTu's reorganisation when it does not raise ``V_ru``."""
+    sets: list[list[np.ndarray]], num_vertices: int
+) -> tuple[np.ndarray, Reorganization]:
+    """HongTu's reorganisation when it does not raise ``V_ru``, else the identity schedule."""
     base = identity_schedule(len(sets), len(sets[0]))
-    if not want:
-        return base, None
     sched = reorganize(sets, num_vertices)
     before, after = dedup_volumes(sets, base), dedup_volumes(sets, sched)
     ok = after.v_ru <= before.v_ru
@@ -166,7 +164,7 @@ class OffloadGCN(RowBlockModel):
         with collective(self.grid.world):
             if comm.rank == 0:
                 assert everyone is not None
-                result = choose_schedule(everyone, self.meta.num_nodes, True)
+                result = choose_schedule(everyone, self.meta.num_nodes)
         return comm.bcast_obj(result, 0, SETUP)
 
     def _count_volumes(self, tables: list) -> DedupVolumes:

@@ -69,15 +69,20 @@ def test_p2p_cost_by_hand():
     assert cost.link_counts[0, topo.link_id(0, 2)] == 100
 
 
-def test_p2p_cost_with_shared_resource_and_route_by_hand():
-    # 0,1 on node a; 2 on node b; both links into 2 share b's 4 GB/s NIC
-    topo = parse_topology({
+def _nic_topology():
+    """0, 1 on node a; 2 on node b; no link 0-1; both links into 2 share b's 4 GB/s NIC."""
+    return parse_topology({
         "ranks": 3,
         "nodes": [{"name": "a", "ranks": [0, 1]}, {"name": "b", "ranks": [2]}],
         "shared": [{"name": "nic", "node": "b", "bandwidth_gbps": 4.0}],
         "links": [{"a": 0, "b": 2, "bandwidth_gbps": 10.0, "via": ["nic"]},
                   {"a": 1, "b": 2, "bandwidth_gbps": 10.0, "via": ["nic"]}],
     })
+
+
+def test_p2p_cost_with_shared_resource_and_route_by_hand():
+    # 0,1 on node a; 2 on node b; both links into 2 share b's 4 GB/s NIC
+    topo = _nic_topology()
     mask = np.array([4, 4, 4, 0], dtype=np.int64)  # 0,1 on rank 0; 2 on rank 1
     rel = relation_from_masks(np.array([0, 2, 3, 4]), mask)
     cost = plan_cost(topo, plan_p2p(topo, rel), BPV)
@@ -206,13 +211,7 @@ def test_plan_trees_from_counts_match_plan_spst():
 
 def test_plan_items_falls_back_to_direct():
     # no link 0-1: SPST forwards through 2's NIC twice, the hardware route is cheaper
-    topo = parse_topology({
-        "ranks": 3,
-        "nodes": [{"name": "a", "ranks": [0, 1]}, {"name": "b", "ranks": [2]}],
-        "shared": [{"name": "nic", "node": "b", "bandwidth_gbps": 4.0}],
-        "links": [{"a": 0, "b": 2, "bandwidth_gbps": 10.0, "via": ["nic"]},
-                  {"a": 1, "b": 2, "bandwidth_gbps": 10.0, "via": ["nic"]}],
-    })
+    topo = _nic_topology()
     items = [(0, (1,), 5)]
     trees, direct = plan_items(topo, items)
     assert direct and trees == direct_trees(items) == [((1, 0, 1),)]

@@ -138,8 +138,9 @@ class BatchTables:
         buffers; otherwise from/to the transition buffers).
     neigh_slide, trans_slide
         ``full``: what the neighbour and transition buffers keep from the previous batch.
-    neigh_out, trans_out
-        ``full``: positions of rows leaving after this batch (pushed / flushed).
+    trans_out
+        ``full``: positions in ``trans`` of rows leaving after this batch (flushed; the
+        neighbour rows leaving are ``push``'s requests).
     """
 
     neigh: np.ndarray
@@ -148,7 +149,6 @@ class BatchTables:
     push: RowTable
     neigh_slide: Sliding | None = None
     trans_slide: Sliding | None = None
-    neigh_out: np.ndarray | None = None
     trans_out: np.ndarray | None = None
 
 
@@ -181,7 +181,7 @@ def build_tables(
         t_out = sliding(empty if last else trans[j + 1], trans[j]).new
         fetch = row_table(comm, nb[n_slide.new], n_slide.new, offsets, trans[j])
         push = row_table(comm, nb[n_out], n_out, offsets, trans[j])
-        out.append(BatchTables(nb, trans[j], fetch, push, n_slide, t_slide, n_out, t_out))
+        out.append(BatchTables(nb, trans[j], fetch, push, n_slide, t_slide, t_out))
     return out
 
 

@@ -22,13 +22,14 @@ from mpi4py import MPI
 
 from hpcgnn.dist.spmm_halo import HaloAggregation
 from hpcgnn.exchange.dedup import DEFAULT_TIER_GBPS, DedupVolumes
+from hpcgnn.exchange.offload import CKPT, D2D, D2H, H2D
 from hpcgnn.exchange.spst import counts_cost
 from hpcgnn.exchange.staged import StagedExchange
 from hpcgnn.exchange.topology import Topology
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.models.gcn import aggregation_widths
 
-TIERS = {"offload_h2d": "h2d", "offload_d2d": "d2d", "offload_d2h": "d2h", "offload_ckpt": "ckpt"}
+TIERS = {H2D: "h2d", D2D: "d2d", D2H: "d2h", CKPT: "ckpt"}
 PROBE_REPEATS = 3
 
 

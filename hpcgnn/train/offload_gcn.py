@@ -34,6 +34,7 @@ from hpcgnn.exchange.dedup import (
     dedup_volumes,
     identity_schedule,
     reorganize,
+    sliding,
 )
 from hpcgnn.exchange.offload import (
     CKPT,
@@ -179,7 +180,7 @@ class OffloadGCN(RowBlockModel):
         for t in tables:
             mine[0] += len(t.neigh)
             mine[1] += len(t.trans)
-            mine[2] += len(t.trans) - len(np.intersect1d(t.trans, prev, assume_unique=True))
+            mine[2] += len(sliding(prev, t.trans).new)
             prev = t.trans
             if self.opts.dedup != "none":
                 mine[3] += int(t.fetch.recv_counts.sum() - t.fetch.recv_counts[me])

@@ -79,14 +79,13 @@ def check_options(opts: RunOptions) -> None:
             raise ConfigError(f"--dedup must be one of {', '.join(DEDUP_LEVELS)}")
     elif opts.reorganize:
         raise ConfigError("--reorganize applies to --mode offload only")
-    halo = opts.mode != "offload" and opts.algo == "halo"
-    if not halo and (opts.exchange != "p2p" or opts.topology):
+    if opts.label != "halo" and (opts.exchange != "p2p" or opts.topology):
         raise ConfigError("--exchange and --topology apply to --algo halo only")
 
 
 def load_run_topology(opts: RunOptions, grid: ProcessGrid) -> Topology | None:
     """The halo run's topology: ``--topology``, else all ranks on one node (collective)."""
-    if opts.mode == "offload" or opts.algo != "halo":
+    if opts.label != "halo":
         return None
     with collective(grid.world):
         topo = load_topology(opts.topology) if opts.topology else uniform_topology(grid.size)
@@ -166,8 +165,7 @@ def _fingerprint(opts: RunOptions, cfg: TrainConfig, meta: GraphMeta, shape: Gri
 def train(opts: RunOptions, cfg: TrainConfig, comm: MPI.Comm = MPI.COMM_WORLD) -> TrainResult:
     """Run one training job on ``comm``; every rank returns the same result."""
     check_options(opts)
-    kind = "1d" if opts.mode == "offload" else GRID_KIND[opts.algo]
-    shape = choose_shape(kind, comm.Get_size(), opts.grid, opts.replication)
+    shape = choose_shape(GRID_KIND[opts.label], comm.Get_size(), opts.grid, opts.replication)
     grid = ProcessGrid(comm, shape)
     try:
         return _train_on_grid(opts, cfg, grid)
@@ -255,7 +253,7 @@ def _describe(opts: RunOptions, topo: Topology | None) -> str:
     if opts.mode == "offload":
         reorg = " reorganized" if opts.reorganize else ""
         return f"offload {opts.chunks} chunks/part dedup {opts.dedup}{reorg},"
-    if opts.algo == "halo" and topo is not None:
+    if opts.label == "halo" and topo is not None:
         return f"halo {opts.exchange} exchange on topology {topo.name},"
     return opts.algo
 
@@ -283,7 +281,7 @@ def _report(
             problem, grid.size, model.volumes, model.remote, opts.dedup
         ).bytes_total
         exchange = offload_report(model, measured, predicted, opts.tier_gbps)
-    elif opts.algo == "halo":  # halo sizes of every rank (collective call)
+    elif opts.label == "halo":  # halo sizes of every rank (collective call)
         from hpcgnn.dist.cost_halo import HaloVolumes, planned_volumes, predict_halo
         from hpcgnn.train.exchange_report import halo_report
 
@@ -362,7 +360,7 @@ def _report(
 def _exchange_config(opts: RunOptions, topo: Topology | None) -> dict:
     if opts.mode == "offload":
         return {"chunks": opts.chunks, "dedup": opts.dedup, "reorganize": opts.reorganize}
-    if opts.algo == "halo":
+    if opts.label == "halo":
         return {"exchange": opts.exchange, "topology": opts.topology or (topo and topo.name)}
     return {}
 

@@ -95,6 +95,19 @@ def _search(cum: np.ndarray, lo: np.ndarray, hi: np.ndarray, x: np.ndarray) -> n
         hi[left] = mid[left]
 
 
+def _round_draws(
+    keys: np.ndarray, active: np.ndarray, need: np.ndarray, rnd: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Draws of round ``rnd``: ``need[a]`` for active row ``a``.
+
+    Returns each draw's position in ``active`` and its uniform number
+    ``hash(row_key, rnd, t)``, ``t`` counting the row's draws from 0.
+    """
+    draw_row = np.repeat(np.arange(len(active), dtype=np.int64), need)
+    t = np.arange(len(draw_row), dtype=np.int64) - np.repeat(np.cumsum(need) - need, need)
+    return draw_row, to_uniform(chain(keys[active][draw_row], rnd, t))
+
+
 def sample_rows(
     indptr: np.ndarray, weights: np.ndarray, counts: int | np.ndarray, row_keys: np.ndarray
 ) -> np.ndarray:
@@ -138,10 +151,7 @@ def sample_rows(
         sub_ptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
         cum = segment_cumsum(sub_ptr, w[entry])
         total = row_totals(sub_ptr, cum)
-        need = target[active] - have[active]
-        draw_row = np.repeat(np.arange(len(active), dtype=np.int64), need)
-        t = np.arange(len(draw_row), dtype=np.int64) - np.repeat(np.cumsum(need) - need, need)
-        u = to_uniform(chain(keys[active][draw_row], rnd, t))
+        draw_row, u = _round_draws(keys, active, target[active] - have[active], rnd)
         tot = total[draw_row]
         x = np.minimum(u * tot, np.nextafter(tot, -np.inf))
         hit = _search(cum, sub_ptr[draw_row], sub_ptr[draw_row + 1], x)
@@ -178,11 +188,8 @@ def sample_uniform_rows(
         active = np.flatnonzero(have < target)
         if len(active) == 0:
             return selected
-        need = target[active] - have[active]
         remaining = lens[active] - have[active]
-        draw_row = np.repeat(np.arange(len(active), dtype=np.int64), need)
-        t = np.arange(len(draw_row), dtype=np.int64) - np.repeat(np.cumsum(need) - need, need)
-        u = to_uniform(chain(keys[active][draw_row], rnd, t))
+        draw_row, u = _round_draws(keys, active, target[active] - have[active], rnd)
         rank = np.minimum((u * remaining[draw_row]).astype(np.int64), remaining[draw_row] - 1)
         if rnd == 0:
             hit = indptr[active][draw_row] + rank

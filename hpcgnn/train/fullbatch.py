@@ -84,12 +84,14 @@ def _accumulate(into: dict[str, float], before: dict, after: dict, key: str) -> 
             into[cat] = into.get(cat, 0) + delta
 
 
-def global_counts(comm: Comm, model: FullBatchModel, logits: torch.Tensor) -> dict[str, float]:
-    """Accuracy on train/val/test with counts summed over all ranks."""
+def global_counts(
+    comm: Comm, logits: torch.Tensor, y: torch.Tensor, masks: dict[str, torch.Tensor]
+) -> dict[str, float]:
+    """Accuracy on train/val/test of this rank's rows, with counts summed over ``comm``."""
     out = {}
     for name in ("train", "val", "test"):
-        mask = model.masks[name]
-        correct = comm.allreduce_scalar(correct_count(logits, model.y, mask))
+        mask = masks[name]
+        correct = comm.allreduce_scalar(correct_count(logits, y, mask))
         total = comm.allreduce_scalar(int(mask.sum()))
         out[f"{name}_acc"] = correct / total if total else float("nan")
     return out
@@ -156,7 +158,7 @@ def train_fullbatch(
         accs: dict[str, float] = {}
         if cfg.eval_every and ((epoch + 1) % cfg.eval_every == 0 or epoch + 1 == cfg.epochs):
             with torch.no_grad(), comm.stats.phase("evaluate", kind="epoch"):
-                accs = global_counts(comm, model, model.logits(None))
+                accs = global_counts(comm, model.logits(None), model.y, model.masks)
         record = EpochRecord(
             epoch=epoch, loss=loss_value, train_acc=accs.get("train_acc"),
             val_acc=accs.get("val_acc"), time_s=step_s, comm_s=comm_s,
@@ -171,7 +173,7 @@ def train_fullbatch(
         final_loss = cross_entropy_sum(logits, model.y, model.masks["train"]) / max(1, num_train)
         result.final = {
             "loss": comm.allreduce_scalar(float(final_loss)),
-            **global_counts(comm, model, logits),
+            **global_counts(comm, logits, model.y, model.masks),
         }
     result.params_sha256 = params_sha256(model.weights)
     return result

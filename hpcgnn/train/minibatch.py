@@ -43,7 +43,7 @@ from hpcgnn.dist.spmm_block_row import StagedBroadcastSpMM, stage_chunks
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.grid.shapes import choose_shape
 from hpcgnn.io.reader import GraphFile
-from hpcgnn.models.gcn import correct_count, cross_entropy_sum
+from hpcgnn.models.gcn import cross_entropy_sum
 from hpcgnn.models.init import glorot_weights, layer_sizes
 from hpcgnn.models.random import stream_key
 from hpcgnn.sampling.bulk import BulkSampler, my_share, read_train_ids
@@ -54,7 +54,7 @@ from hpcgnn.sampling.sampled import SampledBatch
 from hpcgnn.sampling.spec import SamplerSpec, check_training_set
 from hpcgnn.sampling.spgemm_1p5d import COMBINE, FETCH_CATEGORIES, FRONTIER
 from hpcgnn.train.config import TrainConfig
-from hpcgnn.train.fullbatch import EpochRecord, TrainResult
+from hpcgnn.train.fullbatch import EpochRecord, TrainResult, global_counts
 from hpcgnn.train.metrics import build_metrics, summed_over_ranks, write_json
 from hpcgnn.train.model_state import make_optimizer, params_sha256
 from hpcgnn.train.trace import gather_trace, write_trace
@@ -267,13 +267,10 @@ class MinibatchTrainer:
         logits = self.model.forward_full(self.x, self.eval_op)
         col = self.grid.col
         loss = float(cross_entropy_sum(logits, self.y, self.masks["train"]))
-        out = {"loss": col.allreduce_scalar(loss) / max(1, self.num_train)}
-        for name in ("train", "val", "test"):
-            mask = self.masks[name]
-            correct = col.allreduce_scalar(correct_count(logits, self.y, mask))
-            total = col.allreduce_scalar(int(mask.sum()))
-            out[f"{name}_acc"] = correct / total if total else float("nan")
-        return out
+        return {
+            "loss": col.allreduce_scalar(loss) / max(1, self.num_train),
+            **global_counts(col, logits, self.y, self.masks),
+        }
 
 
 def _delta(into: dict[str, float], before: dict[str, float], after: dict[str, float]) -> None:

@@ -58,7 +58,7 @@ test: setup
 	done
 	@echo "== grids and 3D on the 2x2x2 cube at 8 ranks"
 	$(MPIEXEC) -n 8 $(PY) -m mpi4py -m pytest --only-mpi $(PYTEST_ARGS) \
-		tests/grid/test_process_grid.py tests/train/test_distributed_2d3d.py::test_cube_2x2x2_at_8_ranks \
+		tests/grid/test_process_grid.py tests/models/test_summa.py::test_cube_2x2x2_at_8_ranks \
 		tests/test_params_table.py
 
 lint: setup

@@ -4,7 +4,7 @@ Runs ``hpcgnn train`` under ``mpiexec`` once per configuration, on the same part
 with the same ranks and threads, and compares
 
 * ``--algo halo --exchange p2p`` against ``--algo halo --exchange planned`` (a DGCL SPST plan
-  run in stages) on one topology: ``--topology`` if given, ``jobs/topologies/dgx1.json`` at
+  run in stages) on one topology: ``--topology`` if given, ``configs/topologies/dgx1.json`` at
   ``--procs 8``, otherwise the uniform one-node topology of ``hpcgnn train``;
 * ``--mode offload --chunks C`` with ``--dedup none``, ``inter`` and ``full``, and ``full``
   with ``--reorganize``.
@@ -255,7 +255,7 @@ def main() -> None:
     p.add_argument("--chunks", type=int, default=8, help="offload chunks per part")
     p.add_argument("--threads", type=int, default=1, help="torch threads per rank")
     p.add_argument("--topology", default=None,
-                   help="topology JSON of the halo runs (default: jobs/topologies/dgx1.json "
+                   help="topology JSON of the halo runs (default: configs/topologies/dgx1.json "
                         "at --procs 8, otherwise the uniform one-node topology; 'none' forces "
                         "the uniform one)")
     p.add_argument("--mpiexec", default=str(Path(sys.executable).parent / "mpiexec"))

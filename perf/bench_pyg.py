@@ -31,8 +31,8 @@ def time_epochs(step, epochs: int, warmup: int) -> list[float]:
 
 def bench_hpcgnn(path: str, cfg, epochs: int, warmup: int) -> tuple[list[float], float]:
     from hpcgnn.grid import ProcessGrid
-    from hpcgnn.models.gcn import cross_entropy_sum
-    from hpcgnn.train.distributed import BlockRowGCN
+    from hpcgnn.models.block_row import BlockRowGCN
+    from hpcgnn.nn.gcn import cross_entropy_sum
     from hpcgnn.train.model_state import make_optimizer
 
     t0 = time.perf_counter()
@@ -94,7 +94,7 @@ def bench_pyg(path: str, cfg, epochs: int, warmup: int) -> tuple[list[float], fl
 
 
 def main() -> None:
-    from hpcgnn.train.config import TrainConfig
+    from hpcgnn.config import TrainConfig
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("graph")

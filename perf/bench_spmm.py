@@ -48,7 +48,7 @@ def load(path: str, width: int) -> tuple:
     """The normalised ``Â^T`` of a file as a torch CSR tensor, and a dense ``H``."""
     from hpcgnn.io import GraphFile
     from hpcgnn.kernels.spmm import to_torch_csr
-    from hpcgnn.train.serial import load_normalized
+    from hpcgnn.models.serial import load_normalized
 
     with GraphFile(path) as gf:
         a_t, _ = load_normalized(gf, np.float32)

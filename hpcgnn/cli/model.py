@@ -31,8 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def rank_choices(meta, cfg, procs: int, alpha: float, beta: float) -> list[dict]:
     """Every (algorithm, grid) with its modelled epoch communication, fastest first."""
-    from hpcgnn.dist.cost_model import PREDICTORS, predict
-    from hpcgnn.grid.shapes import admissible_shapes
+    from hpcgnn.cost.model import PREDICTORS, predict
+    from hpcgnn.layout.shapes import admissible_shapes
     from hpcgnn.train.run import cost_problem, memory_estimate
 
     problem = cost_problem(meta, cfg, None)
@@ -58,9 +58,9 @@ def rank_choices(meta, cfg, procs: int, alpha: float, beta: float) -> list[dict]
 
 def run(args: argparse.Namespace) -> int:
     """Print the ranking."""
+    from hpcgnn.config import TrainConfig
     from hpcgnn.errors import ConfigError
     from hpcgnn.io.reader import GraphFile
-    from hpcgnn.train.config import TrainConfig
 
     if args.procs < 1:
         raise ConfigError(f"--procs must be >= 1, got {args.procs}")

@@ -95,12 +95,12 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> None:
     import numpy as np
 
-    from hpcgnn.dist.blocks import even_offsets
     from hpcgnn.errors import ConfigError
-    from hpcgnn.exchange.relation import MAX_PARTS, relation_from_file
-    from hpcgnn.exchange.spst import plan_cost, plan_p2p, plan_spst
-    from hpcgnn.exchange.topology import load_topology
     from hpcgnn.io.reader import GraphFile
+    from hpcgnn.layout.blocks import even_offsets
+    from hpcgnn.planning.relation import MAX_PARTS, relation_from_file
+    from hpcgnn.planning.spst import plan_cost, plan_p2p, plan_spst
+    from hpcgnn.planning.topology import load_topology
 
     if not 1 <= args.parts <= MAX_PARTS:
         raise ConfigError(f"--parts must be in 1..{MAX_PARTS}, got {args.parts}")

@@ -75,10 +75,10 @@ def run(args: argparse.Namespace) -> int:
 
     from hpcgnn.comm.collective import collective
     from hpcgnn.grid.process_grid import ProcessGrid
-    from hpcgnn.grid.shapes import choose_shape
+    from hpcgnn.layout.shapes import choose_shape
     from hpcgnn.sampling.bulk import BulkSampler, read_train_ids
-    from hpcgnn.sampling.rng import minibatches
     from hpcgnn.sampling.sample_file import write_samples
+    from hpcgnn.sampling.shuffle import minibatches
     from hpcgnn.sampling.spec import check_training_set
 
     spec = spec_from_args(args)

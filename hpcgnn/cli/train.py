@@ -10,7 +10,7 @@ from hpcgnn.errors import ConfigError
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``train`` sub-command."""
-    from hpcgnn.train.algorithms import ALGORITHMS
+    from hpcgnn.config import ALGORITHMS
 
     p = sub.add_parser(
         "train",
@@ -55,7 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="halo: p2p all-to-allv, or a DGCL SPST plan on --topology run in stages "
                         "(default: p2p)")
     x.add_argument("--topology", default=None,
-                   help="halo: topology JSON (jobs/topologies/*.json; default: all ranks on one "
+                   help="halo: topology JSON (configs/topologies/*.json; default: all ranks on one "
                         "node with equal links)")
     x.add_argument("--chunks", type=int, default=4, help="offload: chunks per part (default: 4)")
     x.add_argument("--dedup", choices=["none", "inter", "full"], default="full",
@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     """Run training; every rank returns the same status."""
     import torch
 
-    from hpcgnn.train.config import TrainConfig
+    from hpcgnn.config import TrainConfig
     from hpcgnn.train.run import RunOptions, train
 
     if args.threads is not None:
@@ -124,7 +124,7 @@ def parse_tiers(text: str | None) -> dict[str, float] | None:
 
 def run_minibatch(args: argparse.Namespace) -> int:
     """``--mode minibatch``: bulk-sampled GraphSAGE / LADIES training."""
-    from hpcgnn.train.config import TrainConfig
+    from hpcgnn.config import TrainConfig
     from hpcgnn.train.minibatch import MinibatchOptions, train_minibatch
 
     if args.checkpoint_dir or args.resume or args.checkpoint_every:

@@ -1,37 +1,10 @@
-"""Communication planning for the embedding exchange (DGCL): topologies, relation, SPST."""
+"""Runtime neighbour exchange over MPI: halo all-to-allv, staged SPST plans, HongTu offload.
 
-from hpcgnn.exchange.plan import Plan, check_plan, reverse_tables, split_substages
-from hpcgnn.exchange.relation import Relation, relation_from_edges, relation_from_file
-from hpcgnn.exchange.spst import (
-    Cost,
-    counts_cost,
-    plan_cost,
-    plan_items,
-    plan_p2p,
-    plan_spst,
-    plan_trees,
-)
+The plans and sets these executors run are computed in :mod:`hpcgnn.planning` (pure).
+"""
+
+from hpcgnn.exchange.halo import HaloExchange, HaloSets, halo_sets
+from hpcgnn.exchange.offload import OffloadExchange
 from hpcgnn.exchange.staged import StagedExchange
-from hpcgnn.exchange.topology import Topology, load_topology, parse_topology, uniform_topology
 
-__all__ = [
-    "Cost",
-    "Plan",
-    "Relation",
-    "StagedExchange",
-    "Topology",
-    "check_plan",
-    "counts_cost",
-    "load_topology",
-    "parse_topology",
-    "plan_cost",
-    "plan_items",
-    "plan_p2p",
-    "plan_spst",
-    "plan_trees",
-    "relation_from_edges",
-    "relation_from_file",
-    "reverse_tables",
-    "split_substages",
-    "uniform_topology",
-]
+__all__ = ["HaloExchange", "HaloSets", "OffloadExchange", "StagedExchange", "halo_sets"]

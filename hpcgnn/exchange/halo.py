@@ -24,14 +24,10 @@ import scipy.sparse as sp
 import torch
 
 from hpcgnn.comm.communicator import Comm
+from hpcgnn.layout.blocks import owner_of
 
 HALO = "halo"
 HALO_SETUP = "halo_setup"
-
-
-def owner_of(vertices: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    """Rank owning each vertex under the contiguous ``offsets``."""
-    return np.searchsorted(np.asarray(offsets, dtype=np.int64), vertices, side="right") - 1
 
 
 def remote_columns(rows: sp.csr_matrix, lo: int, hi: int) -> np.ndarray:

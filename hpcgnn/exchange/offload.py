@@ -3,7 +3,7 @@ r"""HongTu's deduplicated host/device exchange on MPI ranks (``--mode offload``)
 Each rank is one "GPU" and owns a part of the vertices; the *host tier* of a vertex is
 its owner's host buffer, the *device tier* is the batch-sized buffers a rank computes on.
 Per batch ``j`` rank ``i`` needs the rows of its chunk's neighbour set ``N_ij``
-(:mod:`hpcgnn.exchange.dedup` has the set algebra). How they get there (``--dedup``):
+(:mod:`hpcgnn.planning.dedup` has the set algebra). How they get there (``--dedup``):
 
 ``none``
     every rank loads ``N_ij`` from the owners' host buffers (remote ones over MPI):
@@ -39,8 +39,8 @@ import numpy as np
 import torch
 
 from hpcgnn.comm.communicator import Comm
-from hpcgnn.exchange.dedup import Sliding, sliding
 from hpcgnn.exchange.halo import request_rows
+from hpcgnn.planning.dedup import Sliding, sliding
 
 DEDUP_LEVELS = ("none", "inter", "full")
 H2D, D2D, D2H, CKPT = "offload_h2d", "offload_d2d", "offload_d2h", "offload_ckpt"

@@ -3,7 +3,7 @@
 A drop-in replacement for :class:`~hpcgnn.exchange.halo.HaloExchange` (same ``gather`` /
 ``scatter_add`` contract). Each owner groups the rows it sends by their destination set,
 cuts every group into chunks and reports ``(destinations, group size)`` to rank 0, which
-plans one tree per chunk with :func:`~hpcgnn.exchange.spst.plan_items` (SPST, or the
+plans one tree per chunk with :func:`~hpcgnn.planning.spst.plan_items` (SPST, or the
 direct plan when its modelled time is lower) and broadcasts the trees. Stage ``k`` of a
 tree is the ``k``-th hop from the owner; intermediate ranks forward rows they received in
 an earlier stage.
@@ -21,7 +21,7 @@ gradients at their stage-``k`` receive positions (a contiguous block of the buff
 senders add them where they sent from. A row sent to two peers in one stage gets two
 gradients, so the additions are split into *sub-stages* in which no position occurs twice
 (the ``j``-th occurrence of a position goes to sub-stage ``j``, as in
-:func:`~hpcgnn.exchange.plan.split_substages`), and each sub-stage is one plain indexed
+:func:`~hpcgnn.planning.plan.split_substages`), and each sub-stage is one plain indexed
 ``+=``.
 
 Setup (category ``setup_category``): one gather of the groups to rank 0, one broadcast of
@@ -42,9 +42,9 @@ from hpcgnn.comm.collective import agree
 from hpcgnn.comm.communicator import Comm
 from hpcgnn.errors import ConfigError, HpcgnnError
 from hpcgnn.exchange.halo import HALO, HALO_SETUP, HaloSets
-from hpcgnn.exchange.plan import Edge, TableKey, occurrences
-from hpcgnn.exchange.spst import WorkItem, chunk_sizes, counts_cost, plan_items, tree_counts
-from hpcgnn.exchange.topology import Topology
+from hpcgnn.planning.plan import Edge, TableKey, occurrences
+from hpcgnn.planning.spst import WorkItem, chunk_sizes, counts_cost, plan_items, tree_counts
+from hpcgnn.planning.topology import Topology
 
 Group = tuple[tuple[int, ...], int]
 

@@ -6,7 +6,7 @@ from mpi4py import MPI
 
 from hpcgnn.comm.communicator import Comm
 from hpcgnn.comm.stats import CommStats
-from hpcgnn.grid.shapes import GridShape, choose_shape
+from hpcgnn.layout.shapes import GridShape, choose_shape
 
 
 class ProcessGrid:

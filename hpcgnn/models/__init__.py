@@ -1,1 +1,1 @@
-"""Models, parameter initialisation and counter-based randomness."""
+"""Models: a data layout + an aggregation + the layers of :mod:`hpcgnn.nn`."""

@@ -1,6 +1,6 @@
 """Matrix-based bulk minibatch sampling (GraphSAGE node-wise, LADIES layer-wise).
 
-Layers, bottom up: :mod:`~hpcgnn.sampling.rng` (counter-based random numbers),
+Layers, bottom up: :mod:`~hpcgnn.sampling.shuffle` (counter-based random numbers),
 :mod:`~hpcgnn.sampling.its` (inverse transform sampling without replacement per row),
 :mod:`~hpcgnn.sampling.rows` (rows of the sampling matrix ``S`` by vertex id),
 :mod:`~hpcgnn.sampling.matrices` (selection matrices and SpGEMM),

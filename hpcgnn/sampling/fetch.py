@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from hpcgnn.comm.communicator import Comm
-from hpcgnn.sampling.spgemm_1p5d import owners
+from hpcgnn.layout.blocks import owner_of
 
 REQUEST = "feature_request"
 FETCH = "feature_fetch"
@@ -49,7 +49,7 @@ class FeatureFetcher:
         Every rank of the column must call it, with its own (possibly empty) ``ids``.
         """
         ids = np.asarray(ids, dtype=np.int64)
-        owner = owners(self.offsets, ids)
+        owner = owner_of(ids, self.offsets)
         order = np.argsort(owner, kind="stable")
         counts = np.bincount(owner, minlength=self.col.size).astype(np.int64)
         asked, asked_counts = self.col.alltoallv(ids[order], counts, REQUEST)

@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from hpcgnn.sampling.rng import chain, to_uniform
 from hpcgnn.sampling.setops import unique
+from hpcgnn.sampling.shuffle import chain, to_uniform
 
 
 def _segments(indptr: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -23,9 +23,9 @@ import numpy as np
 
 from hpcgnn.sampling.its import sample_uniform_rows
 from hpcgnn.sampling.matrices import StackedHop, compressed_rows, selection, spgemm
-from hpcgnn.sampling.rng import chain
 from hpcgnn.sampling.rows import RowStore
 from hpcgnn.sampling.setops import contains, unique
+from hpcgnn.sampling.shuffle import chain
 
 
 def next_frontier(
@@ -80,7 +80,7 @@ def sample_hop(
     store
         Holds every frontier row of ``S = A^T``.
     key
-        Epoch key of the sampler (:func:`hpcgnn.sampling.rng.epoch_key`).
+        Epoch key of the sampler (:func:`hpcgnn.sampling.shuffle.epoch_key`).
 
     """
     n = store.num_nodes

@@ -4,7 +4,7 @@
 replicated on its ``c`` ranks. The batches of a bulk are split over the ranks, and
 ``Q_i``, the stacked ``Q`` of the batches of process row ``i``, touches the columns
 (vertex ids) ``U_i``. ``Q_i S = sum_k Q_ik S_k`` needs, from block ``k``, only the rows
-``U_i`` of ``S_k``. As in CAGNET's 1.5D SpMM (:func:`hpcgnn.dist.spmm_block_row.
+``U_i`` of ``S_k``. As in CAGNET's 1.5D SpMM (:func:`hpcgnn.spmm.block_row.
 stage_chunks`), replica ``j`` of process row ``i`` handles the stages ``k`` of chunk
 ``j``: it sends the ids ``U_i`` that fall in block ``k`` to rank ``k`` of its process
 column (``sample_request``) and receives exactly those rows (``sample_rows``: row
@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from hpcgnn.comm.communicator import Comm
-from hpcgnn.dist.spmm_block_row import stage_chunks
+from hpcgnn.layout.blocks import owner_of, stage_chunks
 from hpcgnn.sampling.rows import RowStore
 from hpcgnn.sampling.setops import unique
 
@@ -37,11 +37,6 @@ ROWS = "sample_rows"
 COMBINE = "sample_combine"
 FRONTIER = "sample_frontier"
 FETCH_CATEGORIES = (REQUEST, ROWS)
-
-
-def owners(offsets: np.ndarray, ids: np.ndarray) -> np.ndarray:
-    """Block row (process row) holding each vertex id."""
-    return np.searchsorted(offsets, ids, side="right") - 1
 
 
 def _per_peer(peer: np.ndarray, weights: np.ndarray, size: int) -> np.ndarray:
@@ -118,7 +113,7 @@ class SparsityAwareRows:
         starts = np.concatenate([[0], np.cumsum(counts)])
         peers_need = [every[starts[q] : starts[q + 1]] for q in range(self.row.size)]
         send = [np.intersect1d(need, fetched.ids, assume_unique=True) for need in peers_need]
-        own_owner = owners(self.offsets, own_ids)
+        own_owner = owner_of(own_ids, self.offsets)
         expect = [own_ids[np.isin(own_owner, self.stages[q])] for q in range(self.row.size)]
         combined = exchange_rows(self.row, send, fetched, expect, COMBINE)
         local_ids = own_ids[own_owner == self.col.rank]
@@ -128,7 +123,7 @@ class SparsityAwareRows:
 
     def _fetch(self, union: np.ndarray) -> RowStore:
         """Request the rows ``union`` of the blocks in this replica's stage chunk."""
-        owner = owners(self.offsets, union)
+        owner = owner_of(union, self.offsets)
         mine = np.isin(owner, self.stages[self.row.rank])
         req = union[mine]
         sendcounts = np.bincount(owner[mine], minlength=self.col.size).astype(np.int64)

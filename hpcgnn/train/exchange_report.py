@@ -20,14 +20,14 @@ import numpy as np
 import torch
 from mpi4py import MPI
 
-from hpcgnn.dist.spmm_halo import HaloAggregation
-from hpcgnn.exchange.dedup import DEFAULT_TIER_GBPS, DedupVolumes
 from hpcgnn.exchange.offload import CKPT, D2D, D2H, H2D
-from hpcgnn.exchange.spst import counts_cost
 from hpcgnn.exchange.staged import StagedExchange
-from hpcgnn.exchange.topology import Topology
 from hpcgnn.grid.process_grid import ProcessGrid
-from hpcgnn.models.gcn import aggregation_widths
+from hpcgnn.layout.order import aggregation_widths
+from hpcgnn.planning.dedup import DEFAULT_TIER_GBPS, DedupVolumes
+from hpcgnn.planning.spst import counts_cost
+from hpcgnn.planning.topology import Topology
+from hpcgnn.spmm.halo import HaloAggregation
 
 TIERS = {H2D: "h2d", D2D: "d2d", D2H: "d2h", CKPT: "ckpt"}
 PROBE_REPEATS = 3

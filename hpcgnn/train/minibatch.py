@@ -39,24 +39,26 @@ from mpi4py import MPI
 
 from hpcgnn.comm.collective import collective
 from hpcgnn.comm.stats import CommStats
-from hpcgnn.dist.spmm_block_row import StagedBroadcastSpMM, stage_chunks
+from hpcgnn.config import TrainConfig
 from hpcgnn.grid.process_grid import ProcessGrid
-from hpcgnn.grid.shapes import choose_shape
 from hpcgnn.io.reader import GraphFile
-from hpcgnn.models.gcn import cross_entropy_sum
-from hpcgnn.models.init import glorot_weights, layer_sizes
-from hpcgnn.models.random import stream_key
+from hpcgnn.layout.blocks import stage_chunks
+from hpcgnn.layout.order import layer_sizes
+from hpcgnn.layout.shapes import choose_shape
+from hpcgnn.nn.gcn import cross_entropy_sum
+from hpcgnn.nn.init import glorot_weights
+from hpcgnn.rng import stream_key
 from hpcgnn.sampling.bulk import BulkSampler, my_share, read_train_ids
 from hpcgnn.sampling.fetch import FeatureFetcher
-from hpcgnn.sampling.rng import TAG_DROPOUT, minibatches, uniform_rows
 from hpcgnn.sampling.rows import normalized_block
 from hpcgnn.sampling.sampled import SampledBatch
+from hpcgnn.sampling.shuffle import TAG_DROPOUT, minibatches, uniform_rows
 from hpcgnn.sampling.spec import SamplerSpec, check_training_set
 from hpcgnn.sampling.spgemm_1p5d import COMBINE, FETCH_CATEGORIES, FRONTIER
-from hpcgnn.train.config import TrainConfig
-from hpcgnn.train.fullbatch import EpochRecord, TrainResult, global_counts
-from hpcgnn.train.metrics import build_metrics, summed_over_ranks, write_json
+from hpcgnn.spmm.block_row import StagedBroadcastSpMM
+from hpcgnn.train.loop import EpochRecord, TrainResult, global_counts
 from hpcgnn.train.model_state import make_optimizer, params_sha256
+from hpcgnn.train.report import build_metrics, summed_over_ranks, write_json
 from hpcgnn.train.trace import gather_trace, write_trace
 
 GRAD_ALLREDUCE = "allreduce"

@@ -7,8 +7,9 @@ import hashlib
 import numpy as np
 import torch
 
-from hpcgnn.models.init import glorot_weights, layer_sizes
-from hpcgnn.train.config import TrainConfig
+from hpcgnn.config import TrainConfig
+from hpcgnn.layout.order import layer_sizes
+from hpcgnn.nn.init import glorot_weights
 
 
 def init_weights(num_features: int, num_classes: int, cfg: TrainConfig) -> list[torch.Tensor]:

@@ -11,23 +11,22 @@ import numpy as np
 from mpi4py import MPI
 
 from hpcgnn.comm.collective import collective
-from hpcgnn.dist.cost_model import Problem, predict
-from hpcgnn.dist.spmm_halo import EXCHANGES
+from hpcgnn.comm.memory import check_memory
+from hpcgnn.config import ALGORITHMS, GRID_KIND, TrainConfig
+from hpcgnn.cost.model import Problem, predict
 from hpcgnn.errors import ConfigError
 from hpcgnn.exchange.offload import DEDUP_LEVELS
-from hpcgnn.exchange.topology import Topology, load_topology, uniform_topology
 from hpcgnn.grid.process_grid import ProcessGrid
-from hpcgnn.grid.shapes import GridShape, choose_shape
 from hpcgnn.io.reader import GraphFile, GraphMeta
-from hpcgnn.models.init import layer_sizes
-from hpcgnn.train.algorithms import ALGORITHMS, GRID_KIND
+from hpcgnn.layout.order import layer_sizes
+from hpcgnn.layout.shapes import GridShape, choose_shape
+from hpcgnn.planning.topology import Topology, load_topology, uniform_topology
+from hpcgnn.spmm.halo import EXCHANGES
 from hpcgnn.train.checkpoint import load_checkpoint, restore, save_checkpoint
-from hpcgnn.train.config import TrainConfig
-from hpcgnn.train.fullbatch import EpochRecord, TrainResult, train_fullbatch
-from hpcgnn.train.metrics import build_metrics, summed_over_ranks, write_json
+from hpcgnn.train.loop import EpochRecord, TrainResult, train_fullbatch
 from hpcgnn.train.model_state import make_optimizer
+from hpcgnn.train.report import build_metrics, summed_over_ranks, write_json
 from hpcgnn.train.trace import gather_trace, write_trace
-from hpcgnn.utils.memory import check_memory
 
 
 @dataclass
@@ -103,20 +102,20 @@ def build_model(
     """Instantiate the distributed model ``opts`` asks for on ``grid``."""
     algo = opts.algo
     if opts.mode == "offload":
-        from hpcgnn.train.offload_gcn import OffloadGCN, OffloadOptions
+        from hpcgnn.models.offload import OffloadGCN, OffloadOptions
 
         return OffloadGCN(
             path, grid, cfg, OffloadOptions(opts.chunks, opts.dedup, opts.reorganize)
         )
     if algo == "halo":
-        from hpcgnn.train.halo_gcn import HaloGCN
+        from hpcgnn.models.halo import HaloGCN
 
         return HaloGCN(path, grid, cfg, exchange=opts.exchange, topology=topo)
     if grid.kind in ("1d", "1.5d"):
-        from hpcgnn.train.distributed import BlockRowGCN
+        from hpcgnn.models.block_row import BlockRowGCN
 
         return BlockRowGCN(path, grid, cfg)
-    from hpcgnn.train.grid_gcn import GridGCN
+    from hpcgnn.models.summa import GridGCN
 
     return GridGCN(path, grid, cfg)
 
@@ -274,7 +273,7 @@ def _report(
     problem = cost_problem(meta, cfg, getattr(model, "offsets", None))
     exchange = None
     if opts.mode == "offload":
-        from hpcgnn.dist.cost_offload import predict_offload
+        from hpcgnn.cost.offload import predict_offload
         from hpcgnn.train.exchange_report import offload_report
 
         predicted = predict_offload(
@@ -282,7 +281,7 @@ def _report(
         ).bytes_total
         exchange = offload_report(model, measured, predicted, opts.tier_gbps)
     elif opts.label == "halo":  # halo sizes of every rank (collective call)
-        from hpcgnn.dist.cost_halo import HaloVolumes, planned_volumes, predict_halo
+        from hpcgnn.cost.halo import HaloVolumes, planned_volumes, predict_halo
         from hpcgnn.train.exchange_report import halo_report
 
         agg = model.aggregation
@@ -302,7 +301,7 @@ def _report(
         if grid.kind in ("2d", "3d"):  # exact sparse-block sizes (collective call)
             from dataclasses import asdict
 
-            from hpcgnn.dist.cost_summa import SummaProblem
+            from hpcgnn.cost.summa import SummaProblem
 
             problem = SummaProblem(**asdict(problem), block_nnz=model.block_nnz())
         predicted = predict(opts.algo, problem, grid.shape).bytes_total

@@ -5,7 +5,7 @@ import numpy as np
 from hpcgnn.cli.main import main
 from tests.graphs import write_random_graph
 
-DGX1 = "jobs/topologies/dgx1.json"
+DGX1 = "configs/topologies/dgx1.json"
 
 
 def test_plan_round_trip(tmp_path, capsys):

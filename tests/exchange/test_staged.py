@@ -5,11 +5,12 @@ import torch
 from mpi4py import MPI
 
 from hpcgnn.errors import ConfigError
-from hpcgnn.exchange import StagedExchange, counts_cost, parse_topology, uniform_topology
+from hpcgnn.exchange import StagedExchange
 from hpcgnn.exchange import staged as staged_mod
 from hpcgnn.exchange.halo import HaloExchange, HaloSets, halo_sets
-from hpcgnn.exchange.plan import occurrences
 from hpcgnn.exchange.staged import add_rows, owned_groups, substage_selections
+from hpcgnn.planning import counts_cost, parse_topology, uniform_topology
+from hpcgnn.planning.plan import occurrences
 from tests.conftest import assert_all
 
 N = 60

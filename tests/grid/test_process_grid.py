@@ -1,7 +1,8 @@
 import pytest
 from mpi4py import MPI
 
-from hpcgnn.grid import ProcessGrid, admissible_shapes
+from hpcgnn.grid import ProcessGrid
+from hpcgnn.layout.shapes import admissible_shapes
 from tests.conftest import assert_all
 
 

@@ -3,7 +3,7 @@ import pytest
 from scipy.stats import chisquare
 
 from hpcgnn.sampling.its import row_totals, sample_rows, segment_cumsum
-from hpcgnn.sampling.rng import chain
+from hpcgnn.sampling.shuffle import chain
 
 
 def csr_rows(lengths, rng):

@@ -1,8 +1,9 @@
 import pytest
 from mpi4py import MPI
 
-from hpcgnn.grid import ProcessGrid, admissible_shapes
+from hpcgnn.grid import ProcessGrid
 from hpcgnn.io import GraphFile
+from hpcgnn.layout.shapes import admissible_shapes
 from hpcgnn.sampling import (
     BulkSampler,
     SamplerSpec,
@@ -10,7 +11,7 @@ from hpcgnn.sampling import (
     read_train_ids,
     sample_epoch_serial,
 )
-from hpcgnn.sampling.rng import minibatches
+from hpcgnn.sampling.shuffle import minibatches
 from tests.conftest import assert_all
 from tests.sampling import same_batches
 

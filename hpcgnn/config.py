@@ -1,0 +1,76 @@
+"""Hyper-parameters and algorithm names shared by every mode (no torch, no MPI)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from hpcgnn.errors import ConfigError
+
+if TYPE_CHECKING:
+    import torch
+
+#: Value dtypes of features, weights and activations.
+DTYPES = ("float32", "float64")
+
+#: Distributed SpMM algorithms of ``hpcgnn train --mode fullbatch``.
+ALGORITHMS = ("1d", "1.5d", "2d", "3d", "halo")
+
+#: The process-grid kind each algorithm (and ``--mode offload``) runs on.
+GRID_KIND = {"1d": "1d", "1.5d": "1.5d", "2d": "2d", "3d": "3d", "halo": "1d", "offload": "1d"}
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Model and optimiser settings shared by every algorithm (and the serial reference)."""
+
+    layers: int = 2
+    hidden: int = 16
+    epochs: int = 100
+    lr: float = 0.01
+    weight_decay: float = 5e-4
+    dropout: float = 0.5
+    seed: int = 0
+    eval_every: int = 1
+    dtype: str = "float32"
+
+    def __post_init__(self) -> None:
+        if self.layers < 1:
+            raise ConfigError(f"--layers must be >= 1, got {self.layers}")
+        if self.hidden < 1:
+            raise ConfigError(f"--hidden must be >= 1, got {self.hidden}")
+        if self.epochs < 0:
+            raise ConfigError(f"--epochs must be >= 0, got {self.epochs}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ConfigError(f"--dropout must be in [0, 1), got {self.dropout}")
+        if self.lr <= 0.0 or self.weight_decay < 0.0:
+            raise ConfigError(
+                f"--lr must be > 0 and --weight-decay >= 0, got {self.lr}, {self.weight_decay}"
+            )
+        if self.eval_every < 0:
+            raise ConfigError(f"--eval-every must be >= 0, got {self.eval_every}")
+        if self.dtype not in DTYPES:
+            raise ConfigError(f"--dtype must be one of {sorted(DTYPES)}, got {self.dtype}")
+
+    @property
+    def numpy_dtype(self) -> np.dtype:
+        """The NumPy dtype of features, weights and activations."""
+        return np.dtype(self.dtype)
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per value."""
+        return self.numpy_dtype.itemsize
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        """The torch dtype of features, weights and activations (imports torch)."""
+        import torch
+
+        return getattr(torch, self.dtype)
+
+    def as_dict(self) -> dict:
+        """Plain-dict form for metrics files."""
+        return asdict(self)

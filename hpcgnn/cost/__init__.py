@@ -1,0 +1,1 @@
+"""Cost models of every algorithm, pure NumPy (no torch, no MPI): bytes per category per epoch."""

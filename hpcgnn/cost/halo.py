@@ -1,0 +1,144 @@
+"""Communication cost model of the halo-exchange (p2p) full-batch GCN.
+
+The halo volume depends on the graph, not only on its size: :func:`halo_volumes` counts
+from the file the (vertex, destination rank) pairs each exchange moves, and
+:func:`predict_halo` turns them into bytes per epoch in
+:class:`hpcgnn.comm.stats.CommStats` accounting (summed over ranks).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from hpcgnn.cost.model import Estimate, Problem
+from hpcgnn.io.reader import GraphFile
+from hpcgnn.layout.blocks import owner_of
+from hpcgnn.layout.order import aggregation_widths
+from hpcgnn.layout.shapes import GridShape
+
+
+@dataclass(frozen=True)
+class HaloVolumes:
+    """Halo sizes of a contiguous partition, per rank.
+
+    Attributes
+    ----------
+    fwd_recv
+        ``|halo_fwd(r)|``: remote vertices of ``r``'s ``Â^T`` rows (forward gather).
+    fwd_send
+        Pairs ``(v, d)`` with ``v`` owned by ``r`` in ``halo_fwd(d)``: what ``r`` sends in
+        the forward and receives in a pushed backward.
+    bwd_recv
+        ``|halo_bwd(r)|``: remote vertices of ``r``'s ``Â`` rows (pulled backward).
+    """
+
+    fwd_recv: np.ndarray
+    fwd_send: np.ndarray
+    bwd_recv: np.ndarray
+
+    @property
+    def fwd_pairs(self) -> int:
+        """(vertex, destination) pairs of one forward exchange."""
+        return int(self.fwd_recv.sum())
+
+    @property
+    def bwd_pairs(self) -> int:
+        """(vertex, destination) pairs of one pulled backward exchange."""
+        return int(self.bwd_recv.sum())
+
+
+def _pairs(gf: GraphFile, offsets: np.ndarray, transpose: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Per rank: distinct remote columns of its rows, and how many it owns of others' sets."""
+    n = gf.meta.num_nodes
+    parts = len(offsets) - 1
+    a = gf.read_csr(0, n, transpose=transpose)
+    rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(a.indptr))
+    cols = np.asarray(a.indices, dtype=np.int64)
+    dst, src = owner_of(rows, offsets), owner_of(cols, offsets)
+    remote = dst != src
+    key = np.unique(cols[remote] * parts + dst[remote])
+    recv = np.bincount(key % parts, minlength=parts).astype(np.int64)
+    send = np.bincount(owner_of(key // parts, offsets), minlength=parts).astype(np.int64)
+    return recv, send
+
+
+def choose_backward(fwd_pairs: int, bwd_pairs: int) -> str:
+    """``push`` unless pulling ``Â``'s halo moves strictly fewer (vertex, rank) pairs."""
+    return "pull" if bwd_pairs < fwd_pairs else "push"
+
+
+def halo_volumes(path: str | os.PathLike, offsets: np.ndarray) -> HaloVolumes:
+    """Count the halo pairs of the partition ``offsets`` from the graph file (serial).
+
+    Reads the whole adjacency twice (``A^T`` and ``A``); self loops are never remote.
+    """
+    offsets = np.asarray(offsets, dtype=np.int64)
+    with GraphFile(path) as gf:
+        fwd_recv, fwd_send = _pairs(gf, offsets, True)
+        bwd_recv, _ = _pairs(gf, offsets, False)
+    return HaloVolumes(fwd_recv, fwd_send, bwd_recv)
+
+
+def planned_volumes(counts: dict[tuple[int, int, int], int], ranks: int) -> HaloVolumes:
+    """Volumes of a staged (planned) exchange from its ``(stage, src, dst) -> count`` tables.
+
+    Every transfer of the plan counts, forwarding through intermediate ranks included; the
+    backward is the push along the same transfers, so ``fwd_send`` is what each rank sends.
+    """
+    recv = np.zeros(ranks, dtype=np.int64)
+    send = np.zeros(ranks, dtype=np.int64)
+    for (_, s, d), c in counts.items():
+        recv[d] += c
+        send[s] += c
+    return HaloVolumes(recv, send, recv)
+
+
+def _allreduce(est: Estimate, category: str, m: int, p: int) -> None:
+    """One all-reduce of ``m`` bytes over ``p`` ranks, as :class:`CommStats` records it.
+
+    Like :func:`hpcgnn.cost.model._allreduce` (``2 m (P - 1) / P`` per rank), but
+    each rank's share rounded to whole bytes as
+    :meth:`hpcgnn.comm.stats.CommStats.record` does, so the prediction is exact when
+    ``P`` does not divide ``2 m``.
+    """
+    if p > 1:
+        per_rank = float(round(2 * m * (p - 1) / p))
+        est.add(category, p * per_rank, per_rank, 2 * int(np.ceil(np.log2(p))))
+
+
+def predict_halo(
+    problem: Problem, shape: GridShape, volumes: HaloVolumes, backward: str = "auto"
+) -> Estimate:
+    """Bytes of one training epoch of the halo GCN (summed over ranks and busiest rank).
+
+    Per layer with SpMM width ``f`` (``s`` bytes per value, ``P`` ranks): the forward
+    gather moves ``sum_r |halo_fwd(r)| f s``; when a backward SpMM runs (see
+    :func:`hpcgnn.layout.order.aggregation_widths`) the push backward sends the same pairs
+    back, ``sum_r |halo_fwd(r)| f s``, and the pull backward moves
+    ``sum_r |halo_bwd(r)| f s``; ``"auto"`` picks as
+    :func:`choose_backward`. Then ``W^l`` gradients
+    (``f_{l-1} f_l s`` bytes each) are all-reduced over the ``P`` ranks,
+    ``P round(2 m (P - 1) / P)`` bytes in total each (see :func:`_allreduce`).
+    """
+    p = shape.size
+    s = problem.itemsize
+    if backward == "auto":
+        backward = choose_backward(volumes.fwd_pairs, volumes.bwd_pairs)
+    if backward == "push":
+        b_total, b_max = volumes.fwd_pairs, int(volumes.fwd_send.max())
+    else:
+        b_total, b_max = volumes.bwd_pairs, int(volumes.bwd_recv.max())
+    f_total, f_max = volumes.fwd_pairs, int(volumes.fwd_recv.max())
+    msgs = 1 if p > 1 else 0
+    est = Estimate()
+    for f, has_backward in aggregation_widths(problem.widths):
+        est.add("halo", float(f_total * f * s), float(f_max * f * s), msgs)
+        if has_backward:
+            est.add("halo", float(b_total * f * s), float(b_max * f * s), msgs)
+    widths = problem.widths
+    for fin, fout in zip(widths[:-1], widths[1:], strict=True):
+        _allreduce(est, "allreduce", fin * fout * s, p)
+    return est

@@ -1,0 +1,55 @@
+"""Communication cost model of HongTu offload training (``--mode offload``), exact.
+
+Per epoch (forward with dropout, backward, gradient all-reduce), with layer input widths
+``f_0 .. f_{L-1}``, output widths ``f_1 .. f_L``, ``s`` bytes per value and ``n`` vertices:
+
+* ``offload_h2d``: ``loads * sum_l f_l s`` where ``loads`` is ``V_ori``, ``V_p2p`` or
+  ``V_ru`` for ``--dedup none``, ``inter``, ``full`` (:mod:`hpcgnn.planning.dedup`);
+* ``offload_d2h``: the gradients of layers ``1 .. L-1`` go back the same way,
+  ``loads * sum_{l >= 1} f_l s`` (layer 0's input needs no gradient);
+* ``offload_d2d``: ``R_f sum_l f_l s + R_b sum_{l >= 1} f_l s`` with the remote row counts
+  of :func:`hpcgnn.planning.dedup.remote_rows`;
+* ``offload_ckpt``: every chunk's own rows, ``2 n sum_l (f_l + f_{l+1}) s`` (aggregate and
+  output out in the forward, back in the backward);
+* ``allreduce``: the weight gradients, as in :func:`hpcgnn.cost.halo.predict_halo`.
+"""
+
+from __future__ import annotations
+
+from hpcgnn.cost.halo import _allreduce
+from hpcgnn.cost.model import Estimate, Problem
+from hpcgnn.planning.dedup import DedupVolumes
+
+LOADS = {"none": "v_ori", "inter": "v_p2p", "full": "v_ru"}
+
+
+def predict_offload(
+    problem: Problem, ranks: int, volumes: DedupVolumes, remote: tuple[int, int], dedup: str
+) -> Estimate:
+    """Bytes of one offload training epoch per category, summed over ranks.
+
+    Parameters
+    ----------
+    problem
+        Graph size, layer widths and value size.
+    ranks
+        Number of ranks (parts).
+    volumes
+        ``V_ori``, ``V_p2p``, ``V_ru`` of the schedule.
+    remote
+        Rows between ranks' device buffers per layer, forward and backward.
+    dedup
+        ``none``, ``inter`` or ``full``.
+    """
+    s, w = problem.itemsize, problem.widths
+    loads = getattr(volumes, LOADS[dedup])
+    f_all, f_bwd = sum(w[:-1]) * s, sum(w[1:-1]) * s
+    est = Estimate()
+    msgs = 1 if ranks > 1 else 0
+    est.add("offload_h2d", float(loads * f_all), 0.0, msgs)
+    est.add("offload_d2h", float(loads * f_bwd), 0.0, msgs)
+    est.add("offload_d2d", float(remote[0] * f_all + remote[1] * f_bwd), 0.0, msgs)
+    est.add("offload_ckpt", float(2 * problem.n * (sum(w[:-1]) + sum(w[1:])) * s), 0.0, 0)
+    for fin, fout in zip(w[:-1], w[1:], strict=True):
+        _allreduce(est, "allreduce", fin * fout * s, ranks)
+    return est

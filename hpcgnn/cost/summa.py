@@ -1,0 +1,293 @@
+"""Communication cost of the 2D (SUMMA) and 3D (Split-3D) GCN, in the measured accounting.
+
+For one training epoch (forward with dropout, backward, one weight-gradient all-reduce)
+on a ``Pr x Pc x Pl`` grid (2D: ``Pl = 1``) with the layout of
+:mod:`hpcgnn.layout.summa`, this returns the bytes each rank *receives* per category
+in the accounting of :class:`hpcgnn.comm.stats.CommStats`, summed over ranks
+(``bytes_total``) and for the busiest rank (``bytes_max_rank``). Notation: ``n``
+vertices, ``f_t -> f_{t+1}`` the widths of GCN layer ``t = 0 .. L-1`` (``f_L = C``
+classes), ``s`` bytes per value, ``n_il`` the rows of fine block ``(i, l)``, ``n_i``
+those of row block ``i``, ``w_j(f)`` the width of column block ``j`` of ``f`` columns.
+
+Each layer follows its :class:`~hpcgnn.layout.summa.LayerPlan`: the SpMM runs on
+``f = f_{t+1}`` columns when the layer is evaluated as ``Â^T (H W)`` (narrower output,
+:func:`hpcgnn.layout.order.transform_first`) and on ``f = f_t`` otherwise; its backward
+runs unless its operand is the input features. Each SpMM pass moves, in total,
+
+- ``dense_bcast``: ``(Pr - 1) n f s`` (every row of ``H`` reaches the other ``Pr - 1``
+  processes of its column); P(i,j,l) receives ``(|V_l| - n_il) w_j(f) s``;
+- ``sparse_bcast``: ``(Pc - 1) sum_{i,l,stage} b(i,l,stage)`` with
+  ``b = (min(n_i + 1, z) + z) x index bytes + z s`` for a block of ``z > 0`` nonzeros
+  (see :func:`~hpcgnn.layout.summa.message_bytes`); the exact ``z`` per block come
+  from :class:`SummaBlockNnz`, else ``z = nnz n_i |stage| / n^2`` (uniformly spread);
+- ``reduce_scatter`` (fiber, ``Pl > 1``): ``(Pl - 1) n f s``.
+
+Dense step ``T W`` of layer ``t`` (:func:`~hpcgnn.layout.summa.dense_variant`;
+``T`` is the SpMM result, or ``H`` in the order ``Â^T (H W)``):
+
+- ``allgather``: ``allgather`` ``(Pc - 1) n f_t s``, plus the same as ``reduce_scatter``
+  in the backward for ``t >= 1``;
+- ``reduce_scatter``: ``(Pc - 1) n f_{t+1} s`` in ``reduce_scatter`` and in ``allgather``;
+- ``gather`` (last layer, order ``(Â^T H) W``): ``gather`` ``n (f_t - w_0(f_t)) s``,
+  plus the same as ``scatter`` for ``t >= 1``;
+- ``reduce`` (same place, when cheaper; never under the current order policy):
+  ``(Pc - 1) n C s`` in ``reduce_scatter`` and in ``dense_bcast``.
+
+Last layer in the order ``Â^T (H W)``: the logits are gathered to column 0, ``gather``
+and ``scatter`` ``n (C - w_0(C)) s`` each.
+
+Weight gradients: one all-reduce of all ``W^t`` (``m = s sum_t f_t f_{t+1}`` bytes) over
+the ``P`` ranks, ``round(2 m (P-1)/P)`` per rank.
+
+Latency (``Estimate.messages``, the critical path): a broadcast counts 1 message (as in
+the paper's stage counts and :func:`hpcgnn.cost.model.predict_1d`), every
+reduce-scatter, all-gather, gather or scatter over ``q`` ranks ``ceil(log2 q)``, the
+all-reduce ``2 ceil(log2 P)``; an SpMM pass costs ``stages x (dense + sparse)`` plus the
+fiber reduce-scatter, with ``stages`` the largest stage count over the grid layers.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+from hpcgnn.cost.model import Estimate, Problem
+from hpcgnn.graph.normalize import normalize_block
+from hpcgnn.layout.shapes import GridShape
+from hpcgnn.layout.summa import (
+    ALLGATHER,
+    GATHER,
+    REDUCE_SCATTER,
+    LayerPlan,
+    RowReader,
+    SummaLayout,
+    count_block_nnz,
+    layer_plans,
+    sparse_block_bytes,
+)
+
+
+@dataclass(frozen=True)
+class SummaBlockNnz:
+    """Exact nonzeros of the sparse blocks of one SUMMA grid.
+
+    Attributes
+    ----------
+    dims
+        ``(Pr, Pc, Pl)`` of the grid the counts belong to.
+    forward, backward
+        Per grid layer ``l``, an array of shape ``(Pr, stages of l)``: nonzeros of
+        ``Â^T`` (forward) and ``Â`` (backward) in ``(row block i, stage)``.
+
+    """
+
+    dims: tuple[int, int, int]
+    forward: tuple[np.ndarray, ...]
+    backward: tuple[np.ndarray, ...]
+
+
+@dataclass(frozen=True)
+class SummaProblem(Problem):
+    """A :class:`~hpcgnn.cost.model.Problem` with the exact block nonzeros of a grid.
+
+    :func:`predict_2d` and :func:`predict_3d` use ``block_nnz`` when its ``dims`` match
+    the grid asked about, and the uniform estimate otherwise.
+    """
+
+    block_nnz: SummaBlockNnz | None = field(default=None, compare=False)
+
+
+def _dims3(dims: tuple[int, ...]) -> tuple[int, int, int]:
+    return (dims[0], dims[1], 1) if len(dims) == 2 else (dims[0], dims[1], dims[2])
+
+
+def summa_block_nnz(path: str | os.PathLike, dims: tuple[int, ...]) -> SummaBlockNnz:
+    """Count the block nonzeros of ``Â^T`` and ``Â`` of a graph file for a grid.
+
+    Reads the file one fine block of rows at a time (``O(nnz / (Pr Pl) + n)`` memory).
+    A model already built holds the same counts:
+    :meth:`hpcgnn.models.summa.GridGCN.block_nnz` gathers them without reading the file.
+    """
+    from hpcgnn.io.reader import GraphFile
+
+    dims3 = _dims3(tuple(dims))
+    with GraphFile(path) as gf:
+        n = gf.meta.num_nodes
+        layout = SummaLayout(n, dims3, gf.meta.partition_offsets)
+        ones = np.ones(n)
+
+        def pattern(transpose: bool) -> RowReader:
+            """Rows of ``A + I`` (or of its transpose) with duplicates merged, as Â has."""
+
+            def read(lo: int, hi: int) -> sp.csr_matrix:
+                block = gf.read_csr(lo, hi, transpose=transpose)
+                return normalize_block(block, lo, ones[lo:hi], ones)
+
+            return read
+
+        fwd = count_block_nnz(layout, pattern(True))
+        bwd = count_block_nnz(layout, pattern(False)) if gf.meta.directed else fwd
+    return SummaBlockNnz(dims3, tuple(fwd), tuple(bwd))
+
+
+def _uniform_nnz(problem: Problem, layout: SummaLayout) -> tuple[np.ndarray, ...]:
+    """Block nonzeros if the ``nnz`` nonzeros were spread uniformly over the matrix."""
+    rows = np.array([hi - lo for lo, hi in map(layout.row_block, range(layout.pr))], float)
+    n2 = float(problem.n) ** 2
+    out = []
+    for layer in range(layout.pl):
+        sizes = np.array([s.size for s in layout.segments(layer)], dtype=np.float64)
+        out.append(problem.nnz * rows[:, None] * sizes[None, :] / n2)
+    return tuple(out)
+
+
+def _sparse_per_rank(
+    layout: SummaLayout, nnz: tuple[np.ndarray, ...], itemsize: int
+) -> np.ndarray:
+    """Bytes each P(i, j, l) receives in the sparse broadcasts of one SpMM pass."""
+    pr, pc, pl = layout.dims
+    out = np.zeros((pr, pc, pl))
+    if pc == 1:
+        return out
+    rows = np.array([hi - lo for lo, hi in map(layout.row_block, range(pr))], float)[:, None]
+    for layer in range(pl):
+        z = np.asarray(nnz[layer], dtype=np.float64)  # (Pr, stages)
+        if z.size == 0:
+            continue
+        b = sparse_block_bytes(rows, layout.n, z, itemsize)
+        owner = np.array([s.j for s in layout.segments(layer)])
+        sent = np.zeros((pr, pc))
+        np.add.at(sent, (slice(None), owner), b)  # bytes of the blocks column j owns
+        out[:, :, layer] = b.sum(axis=1)[:, None] - sent
+    return out
+
+
+def _log2(q: int) -> int:
+    return math.ceil(math.log2(q)) if q > 1 else 0
+
+
+def _dense_step(
+    per: dict[str, np.ndarray], plan: LayerPlan, input_grad: bool, layout: SummaLayout,
+    fine: np.ndarray, s: int,
+) -> int:
+    """Add the bytes of one dense step to ``per``; return its messages."""
+    pc = layout.pc
+    f_in, f_out = plan.f_in, plan.f_out
+    w_in = np.diff(layout.cols(f_in)).astype(np.float64)
+    w_out = np.diff(layout.cols(f_out)).astype(np.float64)
+    rows = fine[:, None, :]
+    if plan.dense == ALLGATHER:
+        moved = rows * (f_in - w_in)[None, :, None] * s
+        per["allgather"] += moved
+        if input_grad:
+            per["reduce_scatter"] += moved
+        return _log2(pc) * (1 + int(input_grad))
+    if plan.dense == REDUCE_SCATTER:
+        moved = rows * (f_out - w_out)[None, :, None] * s
+        per["reduce_scatter"] += moved
+        per["allgather"] += moved
+        return 2 * _log2(pc)
+    if plan.dense == GATHER:
+        per["gather"][:, 0, :] += fine * (f_in - w_in[0]) * s
+        if input_grad:
+            per["scatter"][:, 1:, :] += rows * w_in[None, 1:, None] * s
+        return _log2(pc) * (1 + int(input_grad))
+    per["reduce_scatter"][:, 1:, :] += rows * f_out * s  # REDUCE
+    per["dense_bcast"][:, 1:, :] += rows * f_out * s
+    return _log2(pc) + 1
+
+
+def predict_summa(
+    problem: Problem, dims: tuple[int, ...], block_nnz: SummaBlockNnz | None = None
+) -> Estimate:
+    """Predicted communication of one epoch on a ``Pr x Pc x Pl`` (or ``Pr x Pc``) grid.
+
+    Parameters
+    ----------
+    problem
+        Sizes; ``problem.row_offsets`` is the file's partition (as
+        ``GraphMeta.partition_offsets``) or ``None``, exactly as the model uses it.
+    dims
+        ``(Pr, Pc)`` or ``(Pr, Pc, Pl)``.
+    block_nnz
+        Exact block nonzeros; default: ``problem.block_nnz`` of a :class:`SummaProblem`
+        when its grid matches, else the uniform estimate.
+
+    """
+    dims3 = _dims3(tuple(dims))
+    if block_nnz is None:
+        block_nnz = getattr(problem, "block_nnz", None)
+    if block_nnz is not None and tuple(block_nnz.dims) != dims3:
+        block_nnz = None
+    layout = SummaLayout(problem.n, dims3, problem.row_offsets)
+    pr, pc, pl = dims3
+    p = pr * pc * pl
+    s = problem.itemsize
+    if block_nnz is not None:
+        nnz_fwd, nnz_bwd = block_nnz.forward, block_nnz.backward
+    else:
+        nnz_fwd = nnz_bwd = _uniform_nnz(problem, layout)
+    sparse = {"fwd": _sparse_per_rank(layout, nnz_fwd, s)}
+    sparse["bwd"] = sparse["fwd"] if nnz_bwd is nnz_fwd else _sparse_per_rank(layout, nnz_bwd, s)
+
+    fine = layout.fine_sizes().astype(np.float64)  # (Pr, Pl)
+    rows_i = fine.sum(axis=1)
+    inner = fine.sum(axis=0)  # |V_l|
+    per: dict[str, np.ndarray] = defaultdict(lambda: np.zeros((pr, pc, pl)))
+    messages = 0
+    stages = layout.num_stages()
+    widths = problem.widths
+    for t, plan in enumerate(layer_plans(widths, pc)):
+        # SpMM on plan.spmm_width columns, forward and (when needed) backward
+        w_sp = np.diff(layout.cols(plan.spmm_width)).astype(np.float64)
+        for direction in ("fwd", "bwd") if plan.spmm_backward else ("fwd",):
+            received = inner[None, None, :] - fine[:, None, :]
+            per["dense_bcast"] += received * w_sp[None, :, None] * s
+            per["sparse_bcast"] += sparse[direction]
+            if pl > 1:
+                per["reduce_scatter"] += (
+                    (rows_i[:, None, None] - fine[:, None, :]) * w_sp[None, :, None] * s
+                )
+            messages += stages * (int(pr > 1) + int(pc > 1)) + _log2(pl)
+        if pc == 1:
+            continue
+        messages += _dense_step(per, plan, t > 0, layout, fine, s)
+        if plan.gather_logits:
+            w_c = np.diff(layout.cols(plan.f_out)).astype(np.float64)
+            per["gather"][:, 0, :] += fine * (plan.f_out - w_c[0]) * s
+            per["scatter"][:, 1:, :] += fine[:, None, :] * w_c[None, 1:, None] * s
+            messages += 2 * _log2(pc)
+    m = s * sum(a * b for a, b in zip(widths[:-1], widths[1:], strict=True))
+    if p > 1:
+        per["allreduce"] += round(2 * m * (p - 1) / p)
+        messages += 2 * _log2(p)
+    est = Estimate(messages=messages)
+    for cat, arr in sorted(per.items()):
+        total = float(arr.sum())
+        if total > 0:
+            est.bytes_total[cat] = total
+            est.bytes_max_rank[cat] = float(arr.max())
+    return est
+
+
+def predict_2d(
+    problem: Problem, shape: GridShape, block_nnz: SummaBlockNnz | None = None
+) -> Estimate:
+    """CAGNET 2D (SUMMA) on a ``Pr x Pc`` grid of any shape; see the module docstring."""
+    if len(shape.dims) != 2:
+        raise ValueError(f"2d needs a Pr x Pc grid, got {shape}")
+    return predict_summa(problem, shape.dims, block_nnz)
+
+
+def predict_3d(
+    problem: Problem, shape: GridShape, block_nnz: SummaBlockNnz | None = None
+) -> Estimate:
+    """CAGNET 3D (Split-3D) on a ``Pr x Pc x Pl`` grid of any shape; see the module docstring."""
+    if len(shape.dims) != 3:
+        raise ValueError(f"3d needs a Pr x Pc x Pl grid, got {shape}")
+    return predict_summa(problem, shape.dims, block_nnz)

@@ -1,0 +1,1 @@
+"""Data layouts, pure NumPy (no torch, no MPI): block offsets, SUMMA blocks, wire formats."""

@@ -1,0 +1,41 @@
+"""Layer widths and the per-layer evaluation order of the GCN (pure; every model obeys it).
+
+A layer ``Z = Â^T H W`` runs as ``(Â^T H) W`` or ``Â^T (H W)``, whichever makes the SpMM
+narrower; the models (:mod:`hpcgnn.nn.gcn`), the SUMMA layer plans
+(:mod:`hpcgnn.layout.summa`) and the cost models (:mod:`hpcgnn.cost`) all follow
+:func:`transform_first`.
+"""
+
+from __future__ import annotations
+
+
+def layer_sizes(num_features: int, hidden: int, num_classes: int, layers: int) -> list[int]:
+    """Feature widths ``[f_0, ..., f_L]`` of an ``layers``-layer GCN."""
+    if layers < 1:
+        raise ValueError("a GCN needs at least one layer")
+    return [num_features] + [hidden] * (layers - 1) + [num_classes]
+
+
+def transform_first(layer: int, f_in: int, f_out: int) -> bool:
+    """Whether layer ``layer`` computes ``Â^T (H W)`` rather than CAGNET's ``(Â^T H) W``.
+
+    Both are the same product; the SpMM (and its communication) runs on ``f_out``
+    instead of ``f_in`` columns. The input layer's features need no gradient, so the
+    CAGNET order skips its backward SpMM, while ``Â^T (X W)`` needs one (``Â G`` gives
+    ``W``'s gradient): there the narrow order pays off only when ``2 f_out < f_in``.
+    """
+    return 2 * f_out < f_in if layer == 0 else f_out < f_in
+
+
+def aggregation_widths(widths: list[int] | tuple[int, ...]) -> list[tuple[int, bool]]:
+    """For each layer, the SpMM width and whether a backward SpMM runs.
+
+    Follows :func:`transform_first` and :func:`hpcgnn.nn.gcn.gcn_forward`; used by the cost models.
+    """
+    out = []
+    for layer, (f_in, f_out) in enumerate(zip(widths[:-1], widths[1:], strict=True)):
+        if transform_first(layer, f_in, f_out):
+            out.append((f_out, True))
+        else:
+            out.append((f_in, layer > 0))
+    return out

@@ -1,0 +1,291 @@
+"""HongTu full-batch GCN: parts x chunks, host-resident vertex data, deduplicated loads.
+
+Rank ``i`` owns part ``i`` (the file's partition when it has ``P`` parts, else an even
+split) and cuts it into ``--chunks`` range-based chunks balanced by nonzeros. Every layer
+is a sweep over batches (the chunks the schedule puts together, one per rank): load the
+neighbour rows of the chunk (:class:`hpcgnn.exchange.offload.OffloadExchange`), aggregate
+``A = Â^T D``, cache ``A`` on the host (HongTu's recomputation-caching hybrid: the
+aggregate is the checkpoint, so the backward recomputes only the update), update
+``Z = A W`` and write the chunk's output rows to the host. The backward sweeps the layers
+in reverse: reload the aggregate and the output gradient, recompute ``Z``, form the
+weight gradient and the neighbour gradients ``(Â^T)^T (dZ W^T)``, and add those into the
+owners' host gradient buffers through the same deduplicated path. Host buffers hold every
+layer's input, aggregate and gradient; device buffers hold one batch.
+
+The result equals the serial reference up to float rounding: the layer order is
+CAGNET's ``(Â^T H) W`` everywhere, and dropout masks are keyed by global row ids.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+from hpcgnn.comm.collective import collective
+from hpcgnn.config import TrainConfig
+from hpcgnn.exchange.offload import (
+    CKPT,
+    DEDUP_LEVELS,
+    SETUP,
+    OffloadExchange,
+    build_tables,
+    record_copy,
+)
+from hpcgnn.grid.process_grid import ProcessGrid
+from hpcgnn.kernels.spmm import spmm, to_torch_csr
+from hpcgnn.models.block_row import ALLREDUCE, RowBlockModel
+from hpcgnn.planning.dedup import (
+    DedupVolumes,
+    chunk_bounds,
+    column_set,
+    dedup_volumes,
+    identity_schedule,
+    reorganize,
+    sliding,
+)
+from hpcgnn.rng import dropout_keep
+
+
+@dataclass(frozen=True)
+class OffloadOptions:
+    """``--chunks``, ``--dedup`` and ``--reorganize``."""
+
+    chunks: int = 4
+    dedup: str = "full"
+    reorganize: bool = False
+
+
+@dataclass
+class Reorganization:
+    """Volumes before and after HongTu's reorganisation, and whether it was kept."""
+
+    before: DedupVolumes
+    after: DedupVolumes
+    accepted: bool
+
+    def as_dict(self) -> dict:
+        """JSON form."""
+        return {
+            "before": self.before.as_dict(), "after": self.after.as_dict(),
+            "accepted": self.accepted,
+        }
+
+
+def choose_schedule(
+    sets: list[list[np.ndarray]], num_vertices: int
+) -> tuple[np.ndarray, Reorganization]:
+    """HongTu's reorganisation when it does not raise ``V_ru``, else the identity schedule."""
+    base = identity_schedule(len(sets), len(sets[0]))
+    sched = reorganize(sets, num_vertices)
+    before, after = dedup_volumes(sets, base), dedup_volumes(sets, sched)
+    ok = after.v_ru <= before.v_ru
+    return (sched if ok else base), Reorganization(before, after, ok)
+
+
+class _Epoch(torch.autograd.Function):
+    """The offloaded forward of one epoch; its backward is the offloaded backward."""
+
+    @staticmethod
+    def forward(ctx, model: OffloadGCN, epoch: int, *weights: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        ctx.model = model
+        return model.forward_pass(epoch)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple:  # type: ignore[override]
+        return (None, None, *ctx.model.backward_pass(grad.contiguous()))
+
+
+class OffloadGCN(RowBlockModel):
+    """GCN trained HongTu-style (``--mode offload``) on a ``1d`` grid.
+
+    Parameters
+    ----------
+    path
+        Graph file; rank ``i`` reads its rows of ``A^T``, features, labels and masks.
+    grid
+        A ``1d`` process grid.
+    cfg
+        Training configuration.
+    opts
+        Chunks per part, deduplication level, reorganisation.
+    """
+
+    def __init__(
+        self, path: str | os.PathLike, grid: ProcessGrid, cfg: TrainConfig, opts: OffloadOptions
+    ) -> None:
+        if grid.kind != "1d":
+            raise ValueError(f"offload training needs a 1d grid, not {grid.kind!r}")
+        if opts.dedup not in DEDUP_LEVELS:
+            raise ValueError(f"dedup must be one of {DEDUP_LEVELS}, not {opts.dedup!r}")
+        if opts.chunks < 1:
+            raise ValueError(f"--chunks must be >= 1, got {opts.chunks}")
+        self.opts = opts
+        a_t, _ = self._load(path, grid, cfg, with_a=False)
+        self._setup(a_t)
+
+    # -- set-up ------------------------------------------------------------------------
+    def _setup(self, a_t: sp.csr_matrix) -> None:
+        comm, opts = self.comm, self.opts
+        bounds = chunk_bounds(np.diff(a_t.indptr), opts.chunks)
+        sets = [
+            column_set(a_t.indptr, a_t.indices, int(a), int(b))
+            for a, b in zip(bounds[:-1], bounds[1:], strict=True)
+        ]
+        self.chunk_sets = sets
+        self.schedule, self.reorganization = self._schedule(sets)
+        order = self.schedule[comm.rank]
+        self.chunk_rows = [(int(bounds[c]), int(bounds[c + 1])) for c in order]
+        neigh = [sets[c] for c in order]
+        with collective(self.grid.world):
+            tables = build_tables(comm, neigh, self.offsets, opts.dedup)
+        self.exchange = OffloadExchange(comm, tables, self.offsets, opts.dedup)
+        self._blocks = []
+        dtype = self.cfg.torch_dtype
+        for (a, b), cols in zip(self.chunk_rows, neigh, strict=True):
+            blk = a_t[a:b]
+            local = sp.csr_matrix(
+                (blk.data, np.searchsorted(cols, blk.indices), blk.indptr),
+                shape=(b - a, len(cols)),
+            )
+            self._blocks.append((to_torch_csr(local, dtype), to_torch_csr(local.T.tocsr(), dtype)))
+        self.volumes = self._count_volumes(tables)
+
+    def _schedule(self, sets: list[np.ndarray]) -> tuple[np.ndarray, Reorganization | None]:
+        """Identity schedule, or the reorganised one computed on rank 0 (collective)."""
+        comm = self.comm
+        if not self.opts.reorganize:
+            return identity_schedule(comm.size, self.opts.chunks), None
+        everyone = comm.gather_obj(sets, 0, SETUP)
+        result = None
+        with collective(self.grid.world):
+            if comm.rank == 0:
+                assert everyone is not None
+                result = choose_schedule(everyone, self.meta.num_nodes)
+        return comm.bcast_obj(result, 0, SETUP)
+
+    def _count_volumes(self, tables: list) -> DedupVolumes:
+        """``V_ori``, ``V_p2p``, ``V_ru`` and the remote rows, summed over ranks (collective).
+
+        Sets :attr:`remote`: rows crossing between ranks' device buffers per layer,
+        ``(forward, backward)`` (zero for ``--dedup none``).
+        """
+        me = self.comm.rank
+        mine = np.zeros(5, dtype=np.int64)
+        prev = np.zeros(0, dtype=np.int64)
+        for t in tables:
+            mine[0] += len(t.neigh)
+            mine[1] += len(t.trans)
+            mine[2] += len(sliding(prev, t.trans).new)
+            prev = t.trans
+            if self.opts.dedup != "none":
+                mine[3] += int(t.fetch.recv_counts.sum() - t.fetch.recv_counts[me])
+                mine[4] += int(t.push.recv_counts.sum() - t.push.recv_counts[me])
+        self.comm.allreduce(mine, SETUP)
+        self.remote = (int(mine[3]), int(mine[4]))
+        return DedupVolumes(int(mine[0]), int(mine[1]), int(mine[2]))
+
+    # -- training interface --------------------------------------------------------------
+    def logits(self, epoch: int | None) -> torch.Tensor:
+        """This rank's rows of the logits (``epoch=None``: evaluation, no dropout)."""
+        if epoch is None:
+            return self.forward_pass(None)
+        return _Epoch.apply(self, epoch, *self.weights)
+
+    def reduce_gradients(self) -> None:
+        """Sum the per-rank weight gradients."""
+        for w in self.weights:
+            assert w.grad is not None
+            self.comm.allreduce(w.grad, ALLREDUCE)
+
+    # -- passes ------------------------------------------------------------------------
+    def _keep(self, epoch: int, layer: int) -> torch.Tensor:
+        """Dropout scale of this rank's rows of layer ``layer``'s input (1/(1-p) or 0)."""
+        w, p = self.widths[layer], self.cfg.dropout
+        keep = dropout_keep(self.cfg.seed, epoch, layer, self.rows, (0, w), w, p)
+        return torch.from_numpy(keep).to(self.cfg.torch_dtype) * (1.0 / (1.0 - p))
+
+    def _to_host(self, host: torch.Tensor, a: int, b: int, rows: torch.Tensor) -> None:
+        t0 = time.perf_counter()
+        host[a:b] = rows
+        record_copy(self.comm, CKPT, b - a, rows.shape[1] * rows.element_size(), t0)
+
+    def _to_device(self, host: torch.Tensor, a: int, b: int) -> torch.Tensor:
+        t0 = time.perf_counter()
+        rows = host[a:b].clone()
+        record_copy(self.comm, CKPT, b - a, rows.shape[1] * rows.element_size(), t0)
+        return rows
+
+    def forward_pass(self, epoch: int | None) -> torch.Tensor:
+        """Offloaded forward; with an epoch it applies dropout and keeps the checkpoints."""
+        train = epoch is not None
+        drop = train and self.cfg.dropout > 0.0
+        stats = self.comm.stats
+        n_own = self.rows[1] - self.rows[0]
+        self._scales: list[torch.Tensor | None] = []
+        self._aggregates: list[torch.Tensor] = []
+        scale = self._keep(epoch, 0) if drop else None
+        self._scales.append(scale)
+        h = self.x if scale is None else self.x * scale
+        last = len(self.weights) - 1
+        for layer, w in enumerate(self.weights):
+            w = w.detach()
+            out = torch.empty((n_own, w.shape[1]), dtype=h.dtype)
+            agg_host = torch.empty((n_own, w.shape[0]), dtype=h.dtype) if train else None
+            scale = self._keep(epoch, layer + 1) if drop and layer < last else None
+            for j, (a, b) in enumerate(self.chunk_rows):
+                neigh = self.exchange.load(h, j)
+                with stats.phase("local_spmm"):
+                    agg = spmm(self._blocks[j][0], neigh)
+                if agg_host is not None:
+                    self._to_host(agg_host, a, b, agg)
+                with stats.phase("gemm"):
+                    z = agg @ w
+                z = z if layer == last else torch.relu(z)
+                if scale is not None:
+                    z = z * scale[a:b]
+                self._to_host(out, a, b, z)
+            self.exchange.end_pass()
+            if agg_host is not None:
+                self._aggregates.append(agg_host)
+            if layer < last:
+                self._scales.append(scale)
+            h = out
+        return h
+
+    def backward_pass(self, grad_logits: torch.Tensor) -> list[torch.Tensor]:
+        """Offloaded backward from the logits' gradient; returns the weight gradients."""
+        stats = self.comm.stats
+        n_own = self.rows[1] - self.rows[0]
+        grads = [torch.zeros_like(w) for w in self.weights]
+        g_out = grad_logits
+        last = len(self.weights) - 1
+        for layer in range(last, -1, -1):
+            w = self.weights[layer].detach()
+            g_in = torch.zeros((n_own, w.shape[0]), dtype=w.dtype) if layer > 0 else None
+            scale = self._scales[layer + 1] if layer < last else None
+            for j, (a, b) in enumerate(self.chunk_rows):
+                g = self._to_device(g_out, a, b)
+                agg = self._to_device(self._aggregates[layer], a, b)
+                with stats.phase("gemm"):
+                    if layer < last:  # recompute Z = A W for the ReLU mask
+                        if scale is not None:
+                            g = g * scale[a:b]
+                        g = g * ((agg @ w) > 0).to(g.dtype)
+                    grads[layer] += agg.T @ g
+                if g_in is None:
+                    continue
+                with stats.phase("gemm"):
+                    g_agg = g @ w.T
+                with stats.phase("local_spmm"):
+                    g_neigh = spmm(self._blocks[j][1], g_agg)
+                self.exchange.store(g_neigh, j, g_in)
+            self.exchange.end_pass()
+            if g_in is not None:
+                g_out = g_in
+        self._aggregates, self._scales = [], []
+        return grads

@@ -1,0 +1,1 @@
+"""Neural-network layers with injected parameters: the one GCN layer every model uses."""

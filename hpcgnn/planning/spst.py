@@ -1,0 +1,352 @@
+"""DGCL communication planning: stage cost model, p2p baseline and the SPST planner.
+
+Cost model (DGCL section 5.1): loads are counted per stage and per resource (each directed
+link, each direction of each shared physical resource). The time of a stage is the largest
+``bytes / bandwidth`` over resources; a link's time is the largest over the resources it
+uses (so links through a shared QPI or NIC contend); the plan's time is the sum of stages.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from hpcgnn.errors import ConfigError
+from hpcgnn.planning.plan import Edge, Plan, TableKey
+from hpcgnn.planning.relation import Relation, mask_to_ranks
+from hpcgnn.planning.topology import Topology
+
+
+@dataclass(frozen=True)
+class Cost:
+    """Modelled time of a plan.
+
+    Attributes
+    ----------
+    time_s : float
+        Total time, the sum of the stage times.
+    stage_times : numpy.ndarray
+        Time of each stage (seconds).
+    link_counts : numpy.ndarray
+        ``(stages, links)`` vertices carried by each directed link per stage.
+    link_times : numpy.ndarray
+        ``(stages, links)`` time of each link per stage (max over its resources).
+    resource_counts : numpy.ndarray
+        ``(stages, resources)`` vertices through each resource per stage.
+    """
+
+    time_s: float
+    stage_times: np.ndarray
+    link_counts: np.ndarray
+    link_times: np.ndarray
+    resource_counts: np.ndarray
+
+
+def _resource_matrix(topo: Topology) -> np.ndarray:
+    """``(links, width)`` resource ids of each link, padded with a dummy id (= #resources)."""
+    width = max(len(r) for r in topo.link_resources)
+    dummy = len(topo.resource_bw)
+    out = np.full((len(topo.links), width), dummy, dtype=np.int64)
+    for i, r in enumerate(topo.link_resources):
+        out[i, : len(r)] = r
+    return out
+
+
+def plan_cost(topo: Topology, plan: Plan, bytes_per_vertex: float) -> Cost:
+    """Evaluate the stage cost model on a plan (see :func:`counts_cost`)."""
+    return counts_cost(topo, plan.counts(), bytes_per_vertex)
+
+
+def counts_cost(
+    topo: Topology, counts: dict[TableKey, int], bytes_per_vertex: float
+) -> Cost:
+    """Evaluate the stage cost model on vertex counts per ``(stage, src, dst)``.
+
+    An edge ``(k, a, b)`` without a direct link loads every link of ``topo.route(a, b)``
+    in stage ``k`` (a hardware-routed transfer). An empty ``counts`` gives one stage of
+    time 0.
+    """
+    stages = max((k for k, _, _ in counts), default=1)
+    nl = len(topo.links)
+    links = np.zeros((stages, nl), dtype=np.int64)
+    for (k, a, b), c in counts.items():
+        for li in topo.route(a, b):
+            links[k - 1, li] += c
+    res = np.zeros((stages, len(topo.resource_bw)), dtype=np.int64)
+    for li, rs in enumerate(topo.link_resources):
+        for r in rs:
+            res[:, r] += links[:, li]
+    sec = bytes_per_vertex / (topo.resource_bw * 1e9)
+    res_t = res * sec
+    link_t = np.zeros((stages, nl))
+    for li, rs in enumerate(topo.link_resources):
+        link_t[:, li] = res_t[:, list(rs)].max(axis=1)
+    stage_t = res_t.max(axis=1) if res_t.shape[1] else np.zeros(stages)
+    return Cost(float(stage_t.sum()), stage_t, links, link_t, res)
+
+
+def signature_groups(relation: Relation) -> list[tuple[int, int, np.ndarray]]:
+    """Vertices needing communication grouped by ``(s_u, D_u)``: ``(source, mask, ids)``."""
+    need = np.flatnonzero(relation.dest_mask != 0)
+    if not len(need):
+        return []
+    s = relation.source[need]
+    m = relation.dest_mask[need]
+    order = np.lexsort((m, s))
+    s, m, ids = s[order], m[order], need[order]
+    cut = np.flatnonzero(np.r_[True, (s[1:] != s[:-1]) | (m[1:] != m[:-1]), True])
+    return [
+        (int(s[a]), int(m[a]), ids[a:b]) for a, b in zip(cut[:-1], cut[1:], strict=True)
+    ]
+
+
+def plan_p2p(topo: Topology, relation: Relation) -> Plan:
+    """Direct plan: every vertex goes from ``s_u`` to each ``d`` in ``D_u`` in stage 1."""
+    _check_ranks(topo, relation)
+    plan = Plan(topo.num_ranks)
+    for s, m, ids in signature_groups(relation):
+        plan.routes.append((ids, tuple((1, s, d) for d in mask_to_ranks(m))))
+    return plan
+
+
+def _check_ranks(topo: Topology, relation: Relation) -> None:
+    if relation.parts != topo.num_ranks:
+        raise ConfigError(
+            f"the relation has {relation.parts} parts but topology '{topo.name}' has "
+            f"{topo.num_ranks} ranks"
+        )
+
+
+class SpstPlanner:
+    """Greedy shortest-path spanning trees (DGCL Algorithm 1).
+
+    Edge weights are incremental costs (Algorithm 2) on the stage cost model.
+
+    Parameters
+    ----------
+    topo : Topology
+        Communication topology; trees use its direct links only.
+    max_stages : int, optional
+        Deepest stage allowed (default ``num_ranks - 1``, the bound of any tree).
+    """
+
+    def __init__(self, topo: Topology, max_stages: int | None = None) -> None:
+        self.topo = topo
+        self.stages = topo.num_ranks - 1 if max_stages is None else max_stages
+        if self.stages < 1:
+            raise ConfigError(f"max stages must be >= 1, got {self.stages}")
+        self.res = _resource_matrix(topo)
+        self.inv_bw = np.r_[1.0 / topo.resource_bw, 0.0]  # seconds per vertex-GB; dummy 0
+        self.loads = np.zeros((self.stages, len(self.inv_bw)))
+        self.out = [topo.out_links(r) for r in range(topo.num_ranks)]
+        self.raw = (self.inv_bw[self.res]).max(axis=1).tolist()
+
+    def _cost_matrix(self, count: int) -> list[list[float]]:
+        """Algorithm 2 for all stages and links at once.
+
+        ``C[i][e]`` is the increase of the total time when ``count`` vertices use link
+        ``e`` at stage ``i + 1``.
+        """
+        t = self.loads * self.inv_bw
+        stage_t = t.max(axis=1, keepdims=True)
+        new = ((self.loads[:, self.res] + count) * self.inv_bw[self.res]).max(axis=2)
+        return (np.maximum(new, stage_t) - stage_t).tolist()
+
+    def _path(self, held: dict[int, int], targets: set[int], count: int) -> list[Edge]:
+        """Cheapest path from a rank holding the vertex to a target.
+
+        Multi-source Dijkstra over ``(rank, depth)`` states (an edge leaving depth ``i``
+        is used at stage ``i + 1``); ties are broken by the raw transfer time.
+        """
+        cost = self._cost_matrix(count)
+        # state: (rank, depth, parent state, link)
+        states: list[tuple[int, int, int, int]] = []
+        heap: list[tuple[float, float, int]] = []
+        for r, dep in held.items():
+            states.append((r, dep, -1, -1))
+            heapq.heappush(heap, (0.0, 0.0, len(states) - 1))
+        done: set[tuple[int, int]] = set()
+        best: dict[tuple[int, int], tuple[float, float]] = {}
+        while heap:
+            c, raw, si = heapq.heappop(heap)
+            r, dep, parent, _ = states[si]
+            if (r, dep) in done:
+                continue
+            done.add((r, dep))
+            if r in targets and parent != -1:
+                edges = []
+                while parent != -1:
+                    pr, pdep, pp, _ = states[parent]
+                    edges.append((pdep + 1, pr, r))
+                    r, parent = pr, pp
+                return edges[::-1]
+            if dep >= self.stages:
+                continue
+            chain = set()
+            x = si
+            while x != -1:
+                chain.add(states[x][0])
+                x = states[x][2]
+            row = cost[dep]
+            for li, nb in self.out[r]:
+                key = (nb, dep + 1)
+                if nb in held or nb in chain or key in done:
+                    continue
+                label = (c + row[li], raw + self.raw[li])
+                if key in best and best[key] <= label:
+                    continue
+                best[key] = label
+                states.append((nb, dep + 1, si, li))
+                heapq.heappush(heap, (label[0], label[1], len(states) - 1))
+        raise ConfigError(
+            f"no route within {self.stages} stages; raise --max-stages (at most "
+            f"{self.topo.num_ranks - 1} are ever needed)"
+        )
+
+    def tree(self, source: int, dests: tuple[int, ...], count: int) -> tuple[Edge, ...]:
+        """Grow the tree of ``count`` vertices sharing ``(source, dests)``; update loads."""
+        held = {source: 0}
+        targets = set(dests) - {source}
+        edges: list[Edge] = []
+        while targets:
+            path = self._path(held, targets, count)
+            for k, a, b in path:
+                li = self.topo.link_id(a, b)
+                self.loads[k - 1, self.res[li]] += count
+                held[b] = k
+                targets.discard(b)
+            edges += path
+        return tuple(edges)
+
+
+WorkItem = tuple[int, tuple[int, ...], int]
+"""``(source, destinations, count)``: ``count`` vertices of ``source`` that share a tree."""
+
+
+def chunk_sizes(n: int, chunks: int | None) -> list[int]:
+    """Sizes of the chunks a group of ``n`` vertices is cut into.
+
+    Chunks of ``ceil(n / chunks)`` vertices (the last one may be smaller); ``None``: one
+    vertex per chunk.
+    """
+    size = 1 if chunks is None else max(1, math.ceil(n / chunks))
+    return [min(size, n - a) for a in range(0, n, size)]
+
+
+def plan_trees(
+    topo: Topology,
+    items: list[WorkItem],
+    *,
+    seed: int | np.random.Generator = 0,
+    max_stages: int | None = None,
+) -> list[tuple[Edge, ...]]:
+    """Plan one SPST tree per work item, from counts only.
+
+    Parameters
+    ----------
+    topo
+        Communication topology.
+    items
+        ``(source, dests, count)`` per work item (a chunk of vertices sharing a tree).
+    seed
+        Seed (or generator) of the random processing order.
+    max_stages
+        Deepest stage allowed (default ``num_ranks - 1``).
+
+    Returns
+    -------
+    list of tuple of Edge
+        The ``(stage, src, dst)`` tree of every item, in item order.
+    """
+    rng = np.random.default_rng(seed)
+    planner = SpstPlanner(topo, max_stages)
+    trees: list[tuple[Edge, ...]] = [()] * len(items)
+    for i in rng.permutation(len(items)):
+        s, dests, count = items[i]
+        trees[i] = planner.tree(s, dests, count)
+    return trees
+
+
+def direct_trees(items: list[WorkItem]) -> list[tuple[Edge, ...]]:
+    """The p2p trees: every item goes from its source to each destination in stage 1."""
+    return [tuple((1, s, d) for d in dests if d != s) for s, dests, _ in items]
+
+
+def tree_counts(
+    items: list[WorkItem], trees: list[tuple[Edge, ...]]
+) -> dict[TableKey, int]:
+    """Vertices per ``(stage, src, dst)`` of the items' trees (sorted by key)."""
+    out: dict[TableKey, int] = {}
+    for (_, _, count), tree in zip(items, trees, strict=True):
+        for e in tree:
+            out[e] = out.get(e, 0) + count
+    return dict(sorted(out.items()))
+
+
+def plan_items(
+    topo: Topology,
+    items: list[WorkItem],
+    *,
+    seed: int | np.random.Generator = 0,
+    max_stages: int | None = None,
+    fallback: bool = True,
+) -> tuple[list[tuple[Edge, ...]], bool]:
+    """SPST trees of ``items`` (:func:`plan_trees`), or the direct ones when cheaper.
+
+    Returns
+    -------
+    trees : list of tuple of Edge
+        One tree per item, in item order.
+    direct : bool
+        True when ``fallback`` chose the direct plan (its modelled time is lower).
+    """
+    trees = plan_trees(topo, items, seed=seed, max_stages=max_stages)
+    if fallback:
+        direct = direct_trees(items)
+        t_direct = counts_cost(topo, tree_counts(items, direct), 1.0).time_s
+        if t_direct < counts_cost(topo, tree_counts(items, trees), 1.0).time_s:
+            return direct, True
+    return trees, False
+
+
+def plan_spst(
+    topo: Topology,
+    relation: Relation,
+    *,
+    seed: int = 0,
+    chunks: int | None = 64,
+    max_stages: int | None = None,
+    fallback: bool = True,
+) -> Plan:
+    """Plan with SPST.
+
+    Vertices with the same ``(s_u, D_u)`` form a group; each group is cut into ``chunks``
+    near-equal chunks (``None``: one vertex per chunk, the exact per-vertex algorithm).
+    Chunks of all groups are planned in a seeded random order; a chunk of ``c`` vertices
+    takes one tree chosen with the incremental cost of adding ``c`` vertices
+    (:func:`plan_trees`).
+
+    SPST is greedy and may, rarely, end above the direct plan; with ``fallback`` the
+    direct plan (:func:`plan_p2p`) is returned when its modelled time is lower.
+    """
+    _check_ranks(topo, relation)
+    rng = np.random.default_rng(seed)
+    chunk_ids: list[np.ndarray] = []
+    items: list[WorkItem] = []
+    for s, m, ids in signature_groups(relation):
+        ids = rng.permutation(ids)
+        dests = mask_to_ranks(m)
+        a = 0
+        for c in chunk_sizes(len(ids), chunks):
+            chunk_ids.append(ids[a : a + c])
+            items.append((s, dests, c))
+            a += c
+    trees, direct = plan_items(
+        topo, items, seed=rng, max_stages=max_stages, fallback=fallback
+    )
+    if direct:
+        return plan_p2p(topo, relation)
+    return Plan(topo.num_ranks, list(zip(chunk_ids, trees, strict=True)))

@@ -1,0 +1,115 @@
+"""Block-row distributed SpMM: CAGNET 1D (Algorithm 1) and 1.5D (Algorithm 2).
+
+Grid ``(P/c) x c`` (1D is ``c = 1``). ``Â^T``, ``Â`` and ``H`` are split into ``P/c``
+block rows; process row ``i`` holds block row ``i``, replicated on its ``c`` processes.
+The ``P/c`` stages of ``T_i = sum_k Â^T_ik H_k`` are split into ``c`` chunks of
+consecutive stages, chunk ``j`` done by process column ``j``: for each ``k`` in the chunk,
+``P(k, j)`` broadcasts ``H_k`` down column ``j`` and every ``P(i, j)`` adds
+``Â^T_ik H_k``. The ``c`` partial sums of a process row are then all-reduced along it.
+Backward ``(Â G)_i`` is the same with ``Â`` and ``G``.
+
+When ``c`` does not divide ``P/c`` the chunks differ by one stage (the first
+``(P/c) mod c`` columns take one more), rather than the paper's "extra stages to the last
+column", which leaves the last column up to ``c - 1`` stages behind.
+
+Per layer and direction each rank receives ``sum_{k in chunk_j, k != i} n_k f`` words by
+broadcast and ``2 n_i f (c - 1) / c`` by the all-reduce.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+from hpcgnn.comm.communicator import Comm
+from hpcgnn.kernels.spmm import spmm, to_torch_csr
+from hpcgnn.layout.blocks import split_columns, stage_chunks
+
+DENSE_BCAST = "dense_bcast"
+ROW_ALLREDUCE = "allreduce"
+
+
+class StagedBroadcastSpMM:
+    """``Y_i = sum_{k in stages} M_ik X_k`` with ``X_k`` broadcast from rank ``k`` of ``comm``.
+
+    Parameters
+    ----------
+    comm
+        Communicator over which the blocks ``X_k`` are distributed (rank ``k`` holds
+        ``X_k``).
+    local
+        This rank's block row of ``M`` (all ``n`` columns), SciPy CSR.
+    offsets
+        Offsets of the blocks ``X_k`` (``len(offsets) == comm.size + 1``).
+    stages
+        The block ids ``k`` this communicator handles (all by default).
+    dtype
+        Torch dtype of values and dense blocks.
+    """
+
+    def __init__(
+        self, comm: Comm, local: sp.csr_matrix, offsets: np.ndarray, dtype: torch.dtype,
+        stages: range | None = None,
+    ) -> None:
+        self.comm = comm
+        self.offsets = offsets
+        self.stages = range(comm.size) if stages is None else stages
+        blocks = split_columns(local, offsets)
+        self.blocks = {k: to_torch_csr(blocks[k], dtype) for k in self.stages}
+        self.rows = local.shape[0]
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        """Return this rank's partial block row of ``M X`` given its block ``X_i``."""
+        f = x.shape[1]
+        out = torch.zeros((self.rows, f), dtype=x.dtype)
+        for k in self.stages:
+            if k == self.comm.rank:
+                xk = x.contiguous()
+            else:
+                xk = torch.empty((int(self.offsets[k + 1] - self.offsets[k]), f), dtype=x.dtype)
+            self.comm.bcast(xk, k, DENSE_BCAST)
+            with self.comm.stats.phase("local_spmm"):
+                out += spmm(self.blocks[k], xk)
+        return out
+
+
+class BlockRowAggregation:
+    """``Â^T H`` forward and ``Â G`` backward on a ``(P/c) x c`` grid (1D when ``c = 1``).
+
+    Parameters
+    ----------
+    col
+        The process column: ``P/c`` ranks, rank ``i`` holding block row ``i``.
+    row
+        The process row: the ``c`` replicas of this block row.
+    a_t_rows, a_rows
+        This process row's block rows of ``Â^T`` and ``Â`` (all columns).
+    offsets
+        Vertex offsets of the ``P/c`` block rows.
+    dtype
+        Torch dtype.
+    """
+
+    def __init__(
+        self, col: Comm, row: Comm, a_t_rows: sp.csr_matrix, a_rows: sp.csr_matrix,
+        offsets: np.ndarray, dtype: torch.dtype,
+    ) -> None:
+        chunks = stage_chunks(col.size, row.size)
+        stages = range(int(chunks[row.rank]), int(chunks[row.rank + 1]))
+        self.row = row
+        self._fwd = StagedBroadcastSpMM(col, a_t_rows, offsets, dtype, stages)
+        self._bwd = StagedBroadcastSpMM(col, a_rows, offsets, dtype, stages)
+
+    def _reduce(self, partial: torch.Tensor) -> torch.Tensor:
+        if self.row.size > 1:
+            self.row.allreduce(partial, ROW_ALLREDUCE)
+        return partial
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        """This process row's block of ``Â^T H``."""
+        return self._reduce(self._fwd(h))
+
+    def backward(self, g: torch.Tensor) -> torch.Tensor:
+        """This process row's block of ``Â G``."""
+        return self._reduce(self._bwd(g))

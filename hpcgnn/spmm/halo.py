@@ -1,0 +1,126 @@
+"""Halo-exchange distributed SpMM: owned rows plus point-to-point halo rows.
+
+Rank ``r`` owns a contiguous vertex range and its rows of ``Â^T``, compressed to the
+columns ``[owned | halo]`` (see :mod:`hpcgnn.exchange.halo`). Forward
+``T_r = (Â^T H)_r``: gather the halo rows of ``H`` with one all-to-allv, then one local
+SpMM. Backward ``(Â G)_r`` runs in one of two ways:
+
+``push``
+    the reverse of the forward: ``Â_loc^{T T} G_r`` (the transpose of the local block)
+    gives contributions to the owned *and* the halo rows; the halo rows are sent back to
+    their owners with one all-to-allv and scatter-added there. Moves the forward halo.
+``pull``
+    gather the halo rows of ``G`` for ``r``'s rows of ``Â`` (its own halo set) and
+    multiply locally. For directed graphs this halo differs from the forward one.
+
+Per layer and direction rank ``r`` receives ``|halo_fwd(r)| f`` words in the forward,
+``|send_fwd(r)| f`` (push) or ``|halo_bwd(r)| f`` (pull) in the backward.
+
+With ``exchange="planned"`` the forward gather runs a DGCL SPST plan over a topology
+(:class:`hpcgnn.exchange.staged.StagedExchange`: stages, forwarding through intermediate
+ranks) and the backward is always ``push``, the plan's stages in reverse with swapped
+tables.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+from hpcgnn.comm.communicator import Comm
+from hpcgnn.cost.halo import choose_backward
+from hpcgnn.exchange.halo import HALO_SETUP, HaloExchange, halo_sets, local_matrix
+from hpcgnn.exchange.staged import StagedExchange
+from hpcgnn.kernels.spmm import spmm, to_torch_csr
+from hpcgnn.planning.topology import Topology, uniform_topology
+
+BACKWARD_MODES = ("auto", "push", "pull")
+EXCHANGES = ("p2p", "planned")
+
+
+class HaloAggregation:
+    """``Â^T H`` forward and ``Â G`` backward by halo exchange on a 1D vertex partition.
+
+    Parameters
+    ----------
+    comm
+        All ranks of the partition; rank ``r`` owns ``[offsets[r], offsets[r+1])``.
+    a_t_rows, a_rows
+        This rank's rows of ``Â^T`` and ``Â`` (all ``n`` columns, global ids).
+    offsets
+        Vertex offsets, ``len(offsets) == comm.size + 1``.
+    dtype
+        Torch dtype.
+    backward
+        ``"push"``, ``"pull"`` or ``"auto"`` (whichever moves fewer pairs in total; the
+        halo sizes are summed over ranks once, category ``"halo_setup"``).
+    exchange
+        ``"p2p"`` (one all-to-allv) or ``"planned"`` (SPST stages on ``topology``).
+    topology
+        Topology of a planned exchange (default: all ranks on one node, equal links).
+    """
+
+    def __init__(
+        self, comm: Comm, a_t_rows: sp.csr_matrix, a_rows: sp.csr_matrix,
+        offsets: np.ndarray, dtype: torch.dtype, backward: str = "auto",
+        exchange: str = "p2p", topology: Topology | None = None,
+    ) -> None:
+        if backward not in BACKWARD_MODES:
+            raise ValueError(f"backward must be one of {BACKWARD_MODES}, not {backward!r}")
+        if exchange not in EXCHANGES:
+            raise ValueError(f"exchange must be one of {EXCHANGES}, not {exchange!r}")
+        if exchange == "planned":
+            if backward == "pull":
+                raise ValueError("the planned exchange runs the backward as push")
+            backward = "push"
+        self.exchange = exchange
+        self.dtype = dtype
+        self.comm = comm
+        lo, hi = int(offsets[comm.rank]), int(offsets[comm.rank + 1])
+        self.owned = hi - lo
+        fwd = halo_sets(comm, a_t_rows, offsets)
+        bwd = halo_sets(comm, a_rows, offsets)
+        self.fwd_sets, self.bwd_sets = fwd, bwd
+        if backward == "auto":
+            pairs = np.array([len(fwd.halo), len(bwd.halo)], dtype=np.int64)
+            comm.allreduce(pairs, HALO_SETUP)
+            backward = choose_backward(int(pairs[0]), int(pairs[1]))
+        self.mode = backward
+        self._fwd_x: HaloExchange | StagedExchange
+        if exchange == "planned":
+            topo = topology if topology is not None else uniform_topology(comm.size)
+            self._fwd_x = StagedExchange(comm, fwd, topo)
+        else:
+            self._fwd_x = HaloExchange(comm, fwd)
+        a_t_loc = local_matrix(a_t_rows, lo, hi, fwd.halo)
+        self._a_t = to_torch_csr(a_t_loc, dtype)
+        self._bwd_x: HaloExchange | StagedExchange
+        if backward == "push":
+            self._bwd_x = self._fwd_x
+            self._a_bwd = to_torch_csr(a_t_loc.T.tocsr(), dtype)
+        else:
+            self._bwd_x = HaloExchange(comm, bwd)
+            self._a_bwd = to_torch_csr(local_matrix(a_rows, lo, hi, bwd.halo), dtype)
+
+    @property
+    def fwd_exchange(self) -> HaloExchange | StagedExchange:
+        """The exchange of the forward gather (and of a pushed backward)."""
+        return self._fwd_x
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        """This rank's rows of ``Â^T H`` given its rows of ``H``."""
+        halo = self._fwd_x.gather(h)
+        with self.comm.stats.phase("local_spmm"):
+            return spmm(self._a_t, torch.cat([h, halo]))
+
+    def backward(self, g: torch.Tensor) -> torch.Tensor:
+        """This rank's rows of ``Â G`` given its rows of ``G``."""
+        if self.mode == "pull":
+            halo = self._bwd_x.gather(g)
+            with self.comm.stats.phase("local_spmm"):
+                return spmm(self._a_bwd, torch.cat([g, halo]))
+        with self.comm.stats.phase("local_spmm"):
+            full = spmm(self._a_bwd, g)
+        out = full[: self.owned].clone()
+        return self._bwd_x.scatter_add(full[self.owned :], out)

@@ -1,0 +1,93 @@
+"""Comparison of a distributed model against the serial reference."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from hpcgnn.comm import Comm
+from hpcgnn.config import TrainConfig
+from hpcgnn.models.serial import SerialGCN
+from hpcgnn.train.loop import train_fullbatch
+from tests.conftest import assert_all
+
+
+def first_step(model, cfg: TrainConfig, num_train: int):
+    """Forward with dropout (epoch 0), backward, reduced gradients."""
+    for w in model.weights:
+        w.grad = None
+    logits = model.logits(0)
+    from hpcgnn.nn.gcn import cross_entropy_sum
+
+    loss = cross_entropy_sum(logits, model.y, model.masks["train"]) / num_train
+    loss.backward()
+    model.reduce_gradients()
+    return logits.detach(), [w.grad.clone() for w in model.weights]
+
+
+def compare_with_serial(make_model, path, cfg: TrainConfig, world: Comm, epochs: int = 5):
+    """Assert forward logits, gradients and the loss history equal the serial run's."""
+    tol = 1e-10 if cfg.dtype == "float64" else 1e-5
+    serial = SerialGCN(path, cfg)
+    num_train = serial.num_train
+    s_logits, s_grads = first_step(serial, cfg, num_train)
+
+    model = make_model()
+    d_logits, d_grads = first_step(model, cfg, num_train)
+    rows = torch.from_numpy(model.row_ids)
+    ok = torch.allclose(d_logits, s_logits[rows], rtol=tol, atol=tol)
+    assert_all(world, ok, "forward logits differ from serial")
+    ok = all(
+        torch.allclose(d, s, rtol=tol, atol=tol) for d, s in zip(d_grads, s_grads, strict=True)
+    )
+    assert_all(world, ok, "weight gradients differ from serial")
+
+    cfg5 = TrainConfig(**{**cfg.as_dict(), "epochs": epochs})
+    serial = SerialGCN(path, cfg5)
+    s_res = train_fullbatch(serial, cfg5)
+    model = make_model()
+    d_res = train_fullbatch(model, cfg5)
+    s_loss = np.array([e.loss for e in s_res.epochs])
+    d_loss = np.array([e.loss for e in d_res.epochs])
+    ok = np.allclose(d_loss, s_loss, rtol=tol, atol=0)
+    assert_all(world, ok, f"loss history differs: {d_loss} vs {s_loss}")
+    for key in ("train_acc", "val_acc", "test_acc"):
+        assert_all(world, abs(d_res.final[key] - s_res.final[key]) < 1e-9 or cfg.dtype == "float32")
+    return d_res, s_res
+
+
+def check_cost_model(algo, result, problem, shape, world, rel=0.02):
+    """Measured bytes per category (summed over ranks, per epoch) within ``rel`` of the model."""
+    from hpcgnn.cost.model import predict
+    from hpcgnn.train.report import summed_over_ranks
+
+    measured = summed_over_ranks(world, result.per_epoch(result.step_bytes))
+    predicted = predict(algo, problem, shape).bytes_total
+    cats = (set(measured) | set(predicted)) - {"control"}
+    ok = all(
+        abs(measured.get(c, 0.0) - predicted.get(c, 0.0)) <= rel * max(predicted.get(c, 0.0), 1.0)
+        for c in cats
+    )
+    assert_all(world, ok, f"{algo}: measured {measured} vs predicted {predicted}")
+
+
+def problem_of(path, cfg: TrainConfig, row_offsets=None):
+    """The cost model's view of training ``cfg`` on the graph file ``path``."""
+    from hpcgnn.io import GraphFile
+    from hpcgnn.train.run import cost_problem
+
+    with GraphFile(path) as gf:
+        return cost_problem(gf.meta, cfg, row_offsets)
+
+
+def metis_graph(graph_file, shared_tmp, world, name="g.h5", **kwargs):
+    """A random graph partitioned with METIS into one part per rank (collective)."""
+    from hpcgnn.cli.main import main
+
+    src = graph_file(name, **kwargs)
+    dst = shared_tmp / f"metis-{name}"
+    rc = main(["partition", str(src), "--parts", str(world.size), "--method", "metis",
+               "--out", str(dst), "--quiet"])
+    assert_all(world, rc == 0, "partition failed")
+    world.mpi.Barrier()
+    return dst

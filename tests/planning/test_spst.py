@@ -1,0 +1,220 @@
+import numpy as np
+import pytest
+
+from hpcgnn.errors import ConfigError
+from hpcgnn.planning import (
+    check_plan,
+    counts_cost,
+    load_topology,
+    parse_topology,
+    plan_cost,
+    plan_items,
+    plan_p2p,
+    plan_spst,
+    plan_trees,
+)
+from hpcgnn.planning.relation import mask_to_ranks, relation_from_edges, relation_from_masks
+from hpcgnn.planning.spst import chunk_sizes, direct_trees, signature_groups, tree_counts
+
+BPV = 1000.0  # bytes per vertex
+
+def full_topology(n: int, bw: float = 10.0) -> dict:
+    """Helper: a complete topology of ``n`` ranks, every link ``bw`` GB/s."""
+    return {
+        "ranks": n,
+        "links": [
+            {"a": a, "b": b, "bandwidth_gbps": bw} for a in range(n) for b in range(a + 1, n)
+        ],
+    }
+
+
+def random_relation(n: int, parts: int, m: int, seed: int):
+    """Helper: relation of a random directed graph split evenly into ``parts``."""
+    rng = np.random.default_rng(seed)
+    src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
+    offsets = np.linspace(0, n, parts + 1).astype(np.int64)
+    return relation_from_edges(n, src, dst, offsets)
+
+
+def random_topology(parts: int, seed: int):
+    """Helper: a random connected topology with mixed bandwidths."""
+    rng = np.random.default_rng(seed)
+    links = [{"a": r, "b": r + 1, "bandwidth_gbps": float(rng.uniform(1, 50))}
+             for r in range(parts - 1)]
+    for a in range(parts):
+        for b in range(a + 2, parts):
+            if rng.random() < 0.5:
+                links.append({"a": a, "b": b, "bandwidth_gbps": float(rng.uniform(1, 50))})
+    return parse_topology({"ranks": parts, "links": links})
+
+
+def _triangle(slow: float = 1.0):
+    return parse_topology({"ranks": 3, "links": [
+        {"a": 0, "b": 1, "bandwidth_gbps": 10.0},
+        {"a": 1, "b": 2, "bandwidth_gbps": 10.0},
+        {"a": 0, "b": 2, "bandwidth_gbps": slow},
+    ]})
+
+
+def _rel_0_to_2(count: int = 100):
+    mask = np.zeros(count + 2, dtype=np.int64)
+    mask[:count] = 1 << 2
+    return relation_from_masks(np.array([0, count, count + 1, count + 2]), mask)
+
+
+def test_p2p_cost_by_hand():
+    topo, rel = _triangle(), _rel_0_to_2()
+    cost = plan_cost(topo, plan_p2p(topo, rel), BPV)
+    assert cost.time_s == pytest.approx(100 * BPV / 1e9)
+    assert cost.link_counts[0, topo.link_id(0, 2)] == 100
+
+
+def _nic_topology():
+    """0, 1 on node a; 2 on node b; no link 0-1; both links into 2 share b's 4 GB/s NIC."""
+    return parse_topology({
+        "ranks": 3,
+        "nodes": [{"name": "a", "ranks": [0, 1]}, {"name": "b", "ranks": [2]}],
+        "shared": [{"name": "nic", "node": "b", "bandwidth_gbps": 4.0}],
+        "links": [{"a": 0, "b": 2, "bandwidth_gbps": 10.0, "via": ["nic"]},
+                  {"a": 1, "b": 2, "bandwidth_gbps": 10.0, "via": ["nic"]}],
+    })
+
+
+def test_p2p_cost_with_shared_resource_and_route_by_hand():
+    # 0,1 on node a; 2 on node b; both links into 2 share b's 4 GB/s NIC
+    topo = _nic_topology()
+    mask = np.array([4, 4, 4, 0], dtype=np.int64)  # 0,1 on rank 0; 2 on rank 1
+    rel = relation_from_masks(np.array([0, 2, 3, 4]), mask)
+    cost = plan_cost(topo, plan_p2p(topo, rel), BPV)
+    assert cost.time_s == pytest.approx(3 * BPV / 4e9)  # 3 vertices through the NIC
+    assert cost.link_times[0, topo.link_id(0, 2)] == pytest.approx(3 * BPV / 4e9)
+    # no link 0->1: p2p routes 0->2->1 in stage 1, spst forwards in 2 stages
+    mask = np.array([2, 0, 0, 0], dtype=np.int64)
+    rel = relation_from_masks(np.array([0, 2, 3, 4]), mask)
+    c = plan_cost(topo, plan_p2p(topo, rel), BPV)
+    assert c.time_s == pytest.approx(BPV / 4e9) and len(c.stage_times) == 1
+    sp = plan_spst(topo, rel, fallback=False)
+    check_plan(sp, rel)
+    assert sp.num_stages == 2  # 0->2 then 2->1: NIC in, then NIC out: twice p2p's time
+    assert plan_cost(topo, sp, BPV).time_s == pytest.approx(2 * BPV / 4e9)
+    assert plan_spst(topo, rel).num_stages == 1  # falls back to the hardware route
+
+
+def test_spst_forwards_over_fast_links():
+    topo, rel = _triangle(slow=1.0), _rel_0_to_2()
+    p2p = plan_cost(topo, plan_p2p(topo, rel), BPV).time_s
+    plan = plan_spst(topo, rel, chunks=None)
+    check_plan(plan, rel)
+    assert plan.num_stages == 2
+    # better than forwarding everything (2 stages of 100 vertices at 10 GB/s): SPST also
+    # keeps the idle slow direct link busy while it adds no stage time
+    t = plan_cost(topo, plan, BPV).time_s
+    assert t <= 2 * 100 * BPV / 10e9 and t < p2p / 4
+
+
+def test_spst_fuses_multicast_through_a_fast_hub():
+    # rank 0 must reach 2 and 3 over slow direct links; 0-1 and 1-2, 1-3 are fast
+    topo = parse_topology({"ranks": 4, "links": [
+        {"a": 0, "b": 1, "bandwidth_gbps": 20.0}, {"a": 1, "b": 2, "bandwidth_gbps": 20.0},
+        {"a": 1, "b": 3, "bandwidth_gbps": 20.0}, {"a": 0, "b": 2, "bandwidth_gbps": 2.0},
+        {"a": 0, "b": 3, "bandwidth_gbps": 2.0}]})
+    mask = np.zeros(103, dtype=np.int64)
+    mask[:100] = (1 << 2) | (1 << 3)
+    rel = relation_from_masks(np.array([0, 100, 101, 102, 103]), mask)
+    plan = plan_spst(topo, rel, chunks=None)
+    check_plan(plan, rel)
+    t = plan_cost(topo, plan, BPV).time_s
+    assert t < 0.25 * plan_cost(topo, plan_p2p(topo, rel), BPV).time_s
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_spst_valid_and_never_worse_than_p2p(seed):
+    parts = 3 + seed % 4
+    topo = random_topology(parts, seed)
+    rel = random_relation(60, parts, 150, seed)
+    p2p = plan_p2p(topo, rel)
+    check_plan(p2p, rel, max_stages=1)
+    t_p2p = plan_cost(topo, p2p, BPV).time_s
+    for chunks in (None, 4):
+        raw = plan_spst(topo, rel, seed=seed, chunks=chunks, fallback=False)
+        check_plan(raw, rel)
+        assert raw.num_stages <= parts - 1
+        plan = plan_spst(topo, rel, seed=seed, chunks=chunks)
+        check_plan(plan, rel)
+        assert plan_cost(topo, plan, BPV).time_s <= t_p2p * (1 + 1e-9)
+        assert plan_cost(topo, plan, BPV).time_s <= plan_cost(topo, raw, BPV).time_s
+
+
+def test_max_stages_bound_is_respected_or_reported():
+    topo = random_topology(6, 1)
+    rel = random_relation(60, 6, 200, 1)
+    plan = plan_spst(topo, rel, max_stages=5)
+    check_plan(plan, rel, max_stages=5)
+    chain = parse_topology({"ranks": 4, "links": [
+        {"a": r, "b": r + 1, "bandwidth_gbps": 1.0} for r in range(3)]})
+    rel = relation_from_masks(np.array([0, 1, 2, 3, 4]), np.array([8, 0, 0, 0]))
+    with pytest.raises(ConfigError, match="no route within 2 stages"):
+        plan_spst(chain, rel, max_stages=2)
+    check_plan(plan_spst(chain, rel, max_stages=3), rel, max_stages=3)
+
+
+def test_chunked_close_to_per_vertex_on_dgx1():
+    topo = load_topology("configs/topologies/dgx1.json")
+    rel = random_relation(2000, 8, 3000, 7)
+    exact = plan_cost(topo, plan_spst(topo, rel, chunks=None), BPV).time_s
+    chunked = plan_cost(topo, plan_spst(topo, rel, chunks=8), BPV).time_s
+    p2p = plan_cost(topo, plan_p2p(topo, rel), BPV).time_s
+    assert exact < 0.5 * p2p and chunked < 0.5 * p2p
+    assert abs(chunked - exact) <= 0.15 * exact
+
+
+def test_parts_must_match_ranks():
+    with pytest.raises(ConfigError, match="has 3 ranks"):
+        plan_p2p(_triangle(), random_relation(20, 4, 30, 0))
+
+
+def test_counts_cost_equals_plan_cost():
+    topo = load_topology("configs/topologies/dgx1.json")
+    rel = random_relation(400, 8, 900, 2)
+    for plan in (plan_p2p(topo, rel), plan_spst(topo, rel, chunks=8)):
+        a, b = plan_cost(topo, plan, BPV), counts_cost(topo, plan.counts(), BPV)
+        assert a.time_s == b.time_s
+        np.testing.assert_array_equal(a.stage_times, b.stage_times)
+        np.testing.assert_array_equal(a.link_counts, b.link_counts)
+    empty = counts_cost(topo, {}, BPV)
+    assert empty.time_s == 0.0 and len(empty.stage_times) == 1
+
+
+def test_chunk_sizes():
+    assert chunk_sizes(10, 4) == [3, 3, 3, 1]
+    assert chunk_sizes(3, 64) == [1, 1, 1]
+    assert chunk_sizes(5, None) == [1] * 5
+    assert chunk_sizes(0, 4) == []
+
+
+def test_plan_trees_from_counts_match_plan_spst():
+    topo = random_topology(5, 3)
+    rel = random_relation(80, 5, 200, 3)
+    # items in the order plan_spst builds them (groups in signature order, chunked)
+    items = [(s, mask_to_ranks(m), c) for s, m, ids in signature_groups(rel)
+             for c in chunk_sizes(len(ids), 4)]
+    rng = np.random.default_rng(9)
+    for _, _, ids in signature_groups(rel):
+        rng.permutation(ids)  # plan_spst shuffles each group first
+    trees = plan_trees(topo, items, seed=rng)
+    plan = plan_spst(topo, rel, seed=9, chunks=4, fallback=False)
+    assert trees == [tree for _, tree in plan.routes]
+    counts = tree_counts(items, trees)
+    assert counts == plan.counts()
+    assert plan_trees(topo, items, seed=5) == plan_trees(topo, items, seed=5)
+
+
+def test_plan_items_falls_back_to_direct():
+    # no link 0-1: SPST forwards through 2's NIC twice, the hardware route is cheaper
+    topo = _nic_topology()
+    items = [(0, (1,), 5)]
+    trees, direct = plan_items(topo, items)
+    assert direct and trees == direct_trees(items) == [((1, 0, 1),)]
+    trees, direct = plan_items(topo, items, fallback=False)
+    assert not direct and trees == [((1, 0, 2), (2, 2, 1))]
+    assert tree_counts(items, trees) == {(1, 0, 2): 5, (2, 2, 1): 5}

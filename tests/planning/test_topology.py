@@ -1,0 +1,114 @@
+import json
+
+import numpy as np
+import pytest
+
+from hpcgnn.errors import InputError
+from hpcgnn.planning import load_topology, parse_topology, uniform_topology
+from tests.planning.test_spst import full_topology
+
+SHIPPED = ["configs/topologies/dgx1.json", "configs/topologies/cluster-4x4.json"]
+
+
+@pytest.mark.parametrize("path", SHIPPED)
+def test_shipped_topologies_load(path):
+    topo = load_topology(path)
+    assert topo.num_ranks in (8, 16)
+    assert len(topo.links) == topo.num_ranks * (topo.num_ranks - 1)
+    for (a, b) in [(0, 1), (1, 0), (0, topo.num_ranks - 1)]:
+        assert topo.route(a, b) == (topo.link_id(a, b),)
+
+
+def test_dgx1_shares_qpi_between_cross_socket_links():
+    topo = load_topology("configs/topologies/dgx1.json")
+    qpi_out = topo.resource_names.index("qpi:out")
+    qpi_in = topo.resource_names.index("qpi:in")
+    assert qpi_out in topo.link_resources[topo.link_id(0, 5)]
+    assert qpi_out in topo.link_resources[topo.link_id(1, 4)]
+    assert qpi_in in topo.link_resources[topo.link_id(5, 0)]
+    # NVLink pairs do not touch QPI
+    assert topo.link_resources[topo.link_id(0, 4)] == (topo.link_id(0, 4),)
+    assert topo.links[topo.link_id(0, 3)].bandwidth_gbps == 50.0
+
+
+def _doc():
+    d = full_topology(3)
+    d["nodes"] = [{"name": "n0", "ranks": [0, 1]}, {"name": "n1", "ranks": [2]}]
+    d["shared"] = [{"name": "nic", "node": "n1", "bandwidth_gbps": 5.0}]
+    d["links"][1]["via"] = ["nic"]  # link 0-2
+    return d
+
+
+def test_valid_doc_and_route_without_direct_link():
+    topo = parse_topology(_doc())
+    assert topo.resource_names[-2:] == ("nic:out", "nic:in")
+    chain = parse_topology({"ranks": 3, "links": [{"a": 0, "b": 1, "bandwidth_gbps": 1},
+                                                  {"a": 1, "b": 2, "bandwidth_gbps": 1}]})
+    assert chain.link_id(0, 2) is None
+    assert [chain.links[i].dst for i in chain.route(0, 2)] == [1, 2]
+    assert np.all(chain.resource_bw == 1.0)
+
+
+def _break(mutate):
+    d = _doc()
+    mutate(d)
+    return d
+
+
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda d: d.pop("ranks"), "missing field 'ranks'"),
+        (lambda d: d.update(ranks=0), "'ranks' must be >= 1"),
+        (lambda d: d["nodes"][1].update(ranks=[]), "rank 2 is in no node"),
+        (lambda d: d["nodes"][1].update(ranks=[2, 7]), "unknown rank 7"),
+        (lambda d: d["nodes"][1].update(ranks=[2, 1]), "rank 1 is in two nodes"),
+        (lambda d: d["links"].append({"a": 0, "b": 9, "bandwidth_gbps": 1}),
+         "refers to unknown rank 9"),
+        (lambda d: d["links"][0].update(bandwidth_gbps=0), "non-positive"),
+        (lambda d: d["links"][0].update(bandwidth_gbps=-3.0), "non-positive"),
+        (lambda d: d["links"][0].pop("bandwidth_gbps"), "no numeric bandwidth"),
+        (lambda d: d["links"].append({"a": 1, "b": 1, "bandwidth_gbps": 1}), "to itself"),
+        (lambda d: d["links"].append({"a": 1, "b": 0, "bandwidth_gbps": 1}), "appears twice"),
+        (lambda d: d["links"][0].update(via=["qpi"]), "unknown shared resource 'qpi'"),
+        (lambda d: d["links"][0].update(via=["nic"]), "exactly one end"),
+        (lambda d: d["shared"][0].update(node="n9"), "unknown node 'n9'"),
+        (lambda d: d["shared"][0].update(bandwidth_gbps=0), "non-positive"),
+        (lambda d: d.update(links=[d["links"][0]]), "not connected"),
+        (lambda d: d.update(links=[]), "'links' must be a non-empty list"),
+    ],
+)
+def test_bad_topologies(mutate, message):
+    with pytest.raises(InputError, match=message) as info:
+        parse_topology(_break(mutate), "t.json")
+    assert "\n" not in str(info.value) and str(info.value).startswith("topology t.json:")
+
+
+def test_bad_files(tmp_path):
+    p = tmp_path / "t.json"
+    p.write_text("{ranks: 3")
+    with pytest.raises(InputError, match="not valid JSON"):
+        load_topology(p)
+    with pytest.raises(InputError, match="cannot read"):
+        load_topology(tmp_path / "missing.json")
+    p.write_text(json.dumps([1, 2]))
+    with pytest.raises(InputError, match="top level must be a JSON object"):
+        load_topology(p)
+
+
+@pytest.mark.parametrize("n", [1, 2, 4])
+def test_uniform_topology(n):
+    topo = uniform_topology(n, bandwidth_gbps=12.5)
+    assert topo.num_ranks == n and len(set(topo.node_of)) == 1
+    assert len(topo.links) == n * (n - 1)
+    assert np.all(topo.resource_bw == 12.5)
+    for a in range(n):
+        for b in range(n):
+            if a != b:
+                assert topo.route(a, b) == (topo.link_id(a, b),)
+
+
+def test_one_rank_topology_needs_no_links():
+    assert parse_topology({"ranks": 1, "links": []}).links == ()
+    with pytest.raises(InputError, match="'links' must be a non-empty list"):
+        parse_topology({"ranks": 1})

@@ -27,7 +27,7 @@ else
 EXTRAS := test
 endif
 
-.PHONY: setup run test lint ptx clean-venv
+.PHONY: setup run test lint clean-venv
 
 $(VENV)/.installed-$(MPI): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)

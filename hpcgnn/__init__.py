@@ -1,16 +1,24 @@
 """hpcgnn: distributed Graph Neural Network training with MPI.
 
-Layers (each a sub-package):
+Packages, top down (imports go one way; see ``docs/architecture.md``):
 
-- ``hpcgnn.comm``      instrumented communication layer and collective error handling
-- ``hpcgnn.grid``      process grids (1D, 1.5D, 2D, 3D Cartesian communicators)
-- ``hpcgnn.io``        the HDF5 graph format: schema, streaming writer, block reader, validation
-- ``hpcgnn.prepare``   converters from real formats and generators into the HDF5 format
-- ``hpcgnn.partition`` vertex partitioning and relabelling (block, random, METIS)
-- ``hpcgnn.graph``     graph operators (GCN normalisation)
-- ``hpcgnn.models``    model definitions and parameter initialisation
-- ``hpcgnn.train``     training loops (serial reference, distributed algorithms)
-- ``hpcgnn.cli``       the ``hpcgnn`` command
+- ``hpcgnn.cli``       the ``hpcgnn`` command (argparse and printing)
+- ``hpcgnn.train``     the one epoch loop, trainers, run orchestration, report, checkpoints
+- ``hpcgnn.models``    models: data layout + aggregation + layers (serial, 1D/1.5D, 2D/3D,
+  halo, offload, minibatch)
+- ``hpcgnn.spmm``      distributed SpMM (CAGNET block rows, SUMMA / Split-3D, halo)
+- ``hpcgnn.exchange``  runtime neighbour exchange (halo, staged SPST plans, HongTu loads)
+- ``hpcgnn.sampling``  bulk matrix-based sampling and the sparsity-aware 1.5D SpGEMM
+- ``hpcgnn.nn``        layers with injected parameters
+- ``hpcgnn.cost``      cost models (pure)
+- ``hpcgnn.planning``  DGCL planning and HongTu dedup sets (pure)
+- ``hpcgnn.graph``, ``hpcgnn.kernels``, ``hpcgnn.io``, ``hpcgnn.prepare``,
+  ``hpcgnn.partition``  graph operators, local compute, the HDF5 format, converters,
+  partitioning
+- ``hpcgnn.layout``    block layouts and wire formats (pure)
+- ``hpcgnn.grid``, ``hpcgnn.comm``, ``hpcgnn.backend``  process grids, the counted
+  communication layer, the device
+- ``hpcgnn.config``, ``hpcgnn.rng``, ``hpcgnn.errors``  settings, randomness, errors
 """
 
 __version__ = "0.1.0"

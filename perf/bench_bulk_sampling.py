@@ -29,8 +29,9 @@ from mpi4py import MPI
 
 from hpcgnn.grid import ProcessGrid
 from hpcgnn.io import EdgeSorter, GraphFileWriter
-from hpcgnn.sampling import BulkSampler, SamplerSpec, read_train_ids
+from hpcgnn.sampling.bulk import BulkSampler, read_train_ids
 from hpcgnn.sampling.shuffle import minibatches
+from hpcgnn.sampling.spec import SamplerSpec
 
 
 def write_graph(path: Path, n: int, avg_degree: float, seed: int) -> None:

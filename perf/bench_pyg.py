@@ -33,7 +33,7 @@ def bench_hpcgnn(path: str, cfg, epochs: int, warmup: int) -> tuple[list[float],
     from hpcgnn.grid import ProcessGrid
     from hpcgnn.models.block_row import BlockRowGCN
     from hpcgnn.nn.gcn import cross_entropy_sum
-    from hpcgnn.train.model_state import make_optimizer
+    from hpcgnn.train.loop import make_optimizer
 
     t0 = time.perf_counter()
     grid = ProcessGrid.create(MPI.COMM_WORLD, "1d")

@@ -3,9 +3,9 @@
 Run serially with ``pytest`` or at N ranks with
 ``mpiexec -n N python -m mpi4py -m pytest --with-mpi``. Under MPI only rank 0 reports to
 the terminal; the other ranks write their reports to ``$HPCGNN_TEST_LOGDIR`` (default:
-the system temp dir) so a rank-local failure can still be read. Assertions that depend
-on rank-local data go through :func:`assert_all`, so a failure on one rank fails the test
-on every rank instead of deadlocking the next collective.
+the system temp dir) so a rank-local failure can still be read. The collective assertion
+helpers and the rules for using them (which data is rank-local, which is replicated) are
+in :mod:`tests.mpi`.
 """
 
 from __future__ import annotations
@@ -18,6 +18,9 @@ from pathlib import Path
 import pytest
 
 from tests.graphs import write_random_graph
+from tests.mpi import assert_all, on_rank0
+
+__all__ = ["assert_all"]  # re-exported for old imports; import from tests.mpi
 
 
 def _mpi_rank() -> int:
@@ -54,14 +57,6 @@ def world():
     comm.free()
 
 
-def assert_all(comm, ok: bool, message: str = "") -> None:
-    """Collective assertion: fails on every rank if ``ok`` is false on any rank."""
-    from mpi4py import MPI
-
-    bad = comm.mpi.allreduce(0 if ok else 1, op=MPI.SUM)
-    assert bad == 0, f"{message} (failed on {bad} rank(s))"
-
-
 @pytest.fixture
 def shared_tmp(tmp_path: Path, world) -> Path:
     """A temporary directory that every rank of the run sees (rank 0's ``tmp_path``)."""
@@ -74,9 +69,7 @@ def graph_file(shared_tmp: Path, world):
 
     def make(name: str = "g.h5", **kwargs) -> Path:
         path = shared_tmp / name
-        if world.rank == 0:
-            write_random_graph(path, **kwargs)
-        world.mpi.Barrier()
+        on_rank0(world, write_random_graph, path, **kwargs)
         return path
 
     return make

@@ -15,8 +15,8 @@ import json
 import pytest
 
 from hpcgnn.cli.main import main
-from tests.conftest import assert_all
 from tests.graphs import write_random_graph
+from tests.mpi import assert_all
 
 COMMON = ["--epochs", "3", "--hidden", "8", "--dropout", "0.5", "--seed", "3", "--threads", "1",
           "--quiet", "--eval-every", "0"]

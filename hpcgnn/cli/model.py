@@ -29,36 +29,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def rank_choices(meta, cfg, procs: int, alpha: float, beta: float) -> list[dict]:
-    """Every (algorithm, grid) with its modelled epoch communication, fastest first."""
-    from hpcgnn.cost.model import PREDICTORS, predict
-    from hpcgnn.layout.shapes import admissible_shapes
-    from hpcgnn.train.run import cost_problem, memory_estimate
-
-    problem = cost_problem(meta, cfg, None)
-    rows = []
-    for algo in PREDICTORS:
-        for shape in admissible_shapes(algo, procs):
-            est = predict(algo, problem, shape)
-            rows.append(
-                {
-                    "algo": algo,
-                    "grid": str(shape),
-                    "time_s": est.time(alpha, beta),
-                    "max_rank_bytes": sum(est.bytes_max_rank.values()),
-                    "total_bytes": sum(est.bytes_total.values()),
-                    "messages": est.messages,
-                    "memory_per_rank_bytes": memory_estimate(meta, cfg, shape),
-                    "bytes_by_category": est.bytes_total,
-                }
-            )
-    rows.sort(key=lambda r: (r["time_s"], r["algo"], r["grid"]))
-    return rows
-
-
 def run(args: argparse.Namespace) -> int:
     """Print the ranking."""
     from hpcgnn.config import TrainConfig
+    from hpcgnn.cost.ranking import rank_choices
     from hpcgnn.errors import ConfigError
     from hpcgnn.io.reader import GraphFile
 

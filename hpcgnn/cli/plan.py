@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hpcgnn.planning.spst import Cost
+    from hpcgnn.planning.topology import Topology
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -37,42 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _summary(topo, cost, plan) -> dict:
-    stages = []
-    for k in range(len(cost.stage_times)):
-        links = [
-            {
-                "src": topo.links[li].src,
-                "dst": topo.links[li].dst,
-                "kind": topo.links[li].kind,
-                "vertices": int(cost.link_counts[k, li]),
-                "time_s": float(cost.link_times[k, li]),
-            }
-            for li in range(len(topo.links))
-            if cost.link_counts[k, li]
-        ]
-        shared = {
-            topo.resource_names[r]: int(cost.resource_counts[k, r])
-            for r in range(len(topo.links), len(topo.resource_names))
-            if cost.resource_counts[k, r]
-        }
-        stages.append(
-            {"stage": k + 1, "time_s": float(cost.stage_times[k]), "links": links,
-             "shared_vertices": shared}
-        )
-    return {
-        "time_s": cost.time_s,
-        "num_stages": plan.num_stages,
-        "vertex_transfers": int(cost.link_counts.sum()),
-        "stages": stages,
-        "tables": [
-            {"stage": k, "src": s, "dst": d, "count": c}
-            for (k, s, d), c in plan.counts().items()
-        ],
-    }
-
-
-def _print(label: str, topo, cost) -> None:
+def _print(label: str, topo: Topology, cost: Cost) -> None:
     print(f"{label}: {cost.time_s * 1e3:.4f} ms modelled")
     for k, t in enumerate(cost.stage_times):
         busy = [
@@ -93,81 +62,30 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> None:
-    import numpy as np
+    from hpcgnn.planning.compare import compare_plans
 
-    from hpcgnn.errors import ConfigError
-    from hpcgnn.io.reader import GraphFile
-    from hpcgnn.layout.blocks import even_offsets
-    from hpcgnn.planning.relation import MAX_PARTS, relation_from_file
-    from hpcgnn.planning.spst import plan_cost, plan_p2p, plan_spst
-    from hpcgnn.planning.topology import load_topology
-
-    if not 1 <= args.parts <= MAX_PARTS:
-        raise ConfigError(f"--parts must be in 1..{MAX_PARTS}, got {args.parts}")
-    if args.feature_dim < 1:
-        raise ConfigError(f"--feature-dim must be >= 1, got {args.feature_dim}")
-    if args.chunks < 0:
-        raise ConfigError(f"--chunks must be >= 0, got {args.chunks}")
-    topo = load_topology(args.topology)
-    if topo.num_ranks != args.parts:
-        raise ConfigError(
-            f"--parts {args.parts} does not match topology '{topo.name}' with "
-            f"{topo.num_ranks} ranks"
-        )
-    t0 = time.perf_counter()
-    with GraphFile(args.graph) as gf:
-        meta = gf.meta
-        po = meta.partition_offsets
-        if po is not None and len(po) - 1 == args.parts:
-            offsets, split = np.asarray(po, dtype=np.int64), "file partition"
-        else:
-            offsets, split = even_offsets(meta.num_nodes, args.parts), "even blocks"
-        rel = relation_from_file(gf, offsets)
-    t_rel = time.perf_counter() - t0
-    bpv = 4 * args.feature_dim
-    p2p = plan_p2p(topo, rel)
-    t0 = time.perf_counter()
-    spst = plan_spst(
-        topo, rel, seed=args.seed, chunks=args.chunks or None, max_stages=args.max_stages
+    cmp = compare_plans(
+        args.graph, args.topology, args.parts, feature_dim=args.feature_dim, seed=args.seed,
+        chunks=args.chunks, max_stages=args.max_stages,
     )
-    t_plan = time.perf_counter() - t0
-    c_p2p = plan_cost(topo, p2p, bpv)
-    c_spst = plan_cost(topo, spst, bpv)
-    red = 1.0 - c_spst.time_s / c_p2p.time_s if c_p2p.time_s > 0 else 0.0
+    topo = cmp.topology
     print(
-        f"{meta.name or args.graph}: n={meta.num_nodes} parts={args.parts} ({split}) "
+        f"{cmp.name}: n={cmp.num_nodes} parts={args.parts} ({cmp.split}) "
         f"topology={topo.name} feature_dim={args.feature_dim} | "
-        f"{int((rel.dest_mask != 0).sum())} boundary vertices, "
-        f"{int(rel.pair_counts().sum())} (vertex, destination) pairs"
+        f"{cmp.boundary_vertices} boundary vertices, "
+        f"{cmp.pairs} (vertex, destination) pairs"
     )
-    _print("p2p", topo, c_p2p)
-    _print("planned (SPST)", topo, c_spst)
+    _print("p2p", topo, cmp.p2p_cost)
+    _print("planned (SPST)", topo, cmp.spst_cost)
     print(
-        f"reduction {red * 100:.1f}% | relation {t_rel:.2f} s, planning {t_plan:.2f} s "
-        f"({len(spst.routes)} trees)"
+        f"reduction {cmp.reduction * 100:.1f}% | relation {cmp.relation_time_s:.2f} s, "
+        f"planning {cmp.planning_time_s:.2f} s ({len(cmp.spst.routes)} trees)"
     )
     if args.out:
-        doc = {
-            "graph": str(args.graph),
-            "topology": topo.name,
-            "parts": args.parts,
-            "split": split,
-            "offsets": offsets.tolist(),
-            "feature_dim": args.feature_dim,
-            "bytes_per_vertex": bpv,
-            "seed": args.seed,
-            "chunks": args.chunks,
-            "relation_pairs": rel.pair_counts().tolist(),
-            "p2p": _summary(topo, c_p2p, p2p),
-            "planned": _summary(topo, c_spst, spst),
-            "reduction": red,
-            "planning_time_s": t_plan,
-        }
+        doc = cmp.as_dict()
         if args.tables:
             path = f"{args.out}.tables.npz"
-            np.savez_compressed(
-                path, **{f"s{k}_{s}_{d}": ids for (k, s, d), ids in spst.tables().items()}
-            )
+            cmp.write_tables(path)
             doc["tables_file"] = path
         with open(args.out, "w") as fh:
             json.dump(doc, fh, indent=1)

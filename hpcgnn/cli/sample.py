@@ -9,9 +9,7 @@ graph layout, the replication and the bulk size.
 from __future__ import annotations
 
 import argparse
-import time
 
-from hpcgnn.errors import ConfigError
 from hpcgnn.sampling.rows import SAMPLERS
 from hpcgnn.sampling.spec import LAYOUTS, SamplerSpec, make_spec
 
@@ -73,46 +71,16 @@ def run(args: argparse.Namespace) -> int:
     """Sample and write; every rank returns the same status."""
     from mpi4py import MPI
 
-    from hpcgnn.comm.collective import collective
-    from hpcgnn.grid.process_grid import ProcessGrid
-    from hpcgnn.layout.shapes import choose_shape
-    from hpcgnn.sampling.bulk import BulkSampler, read_train_ids
-    from hpcgnn.sampling.sample_file import write_samples
-    from hpcgnn.sampling.shuffle import minibatches
-    from hpcgnn.sampling.spec import check_training_set
+    from hpcgnn.sampling.epoch_file import sample_to_file
 
     spec = spec_from_args(args)
-    if args.batches is not None and args.batches < 1:
-        raise ConfigError(f"--batches must be >= 1, got {args.batches}")
-    if args.epoch < 0:
-        raise ConfigError(f"--epoch must be >= 0, got {args.epoch}")
-    grid = ProcessGrid(MPI.COMM_WORLD, choose_shape("1.5d", MPI.COMM_WORLD.Get_size(), args.grid,
-                                                    args.replication))
-    try:
-        with collective(grid.world):
-            train_ids = read_train_ids(args.graph)
-            check_training_set(spec, len(train_ids))
-        sampler = BulkSampler(spec, grid, args.graph, args.graph_layout)
-        batches = minibatches(train_ids, spec.batch_size, spec.seed, args.epoch)[: args.batches]
-        grid.world.barrier()
-        t0 = time.perf_counter()
-        mine = []
-        for first in range(0, len(batches), spec.bulk):
-            mine += sampler.sample(args.epoch, batches[first : first + spec.bulk], first)
-        seconds = grid.world.allreduce_scalar(time.perf_counter() - t0, MPI.MAX)
-        gathered = grid.world.gather_obj(mine, 0, "sample_gather")
-        attrs = {**spec.as_dict(), "layers": spec.layers, "epoch": args.epoch,
-                 "num_nodes": sampler.meta.num_nodes, "num_batches": len(batches),
-                 "graph": str(args.graph), "graph_layout": args.graph_layout,
-                 "world_size": grid.size, "grid": str(grid.shape)}
-        with collective(grid.world):
-            if gathered is not None:
-                write_samples(args.out, [b for part in gathered for b in part], attrs)
-        edges = grid.world.allreduce_scalar(sampler.edges_sampled)
-        if grid.rank == 0 and not args.quiet:
-            print(f"hpcgnn sample: {len(batches)} minibatches, {edges} sampled edges, "
-                  f"{seconds:.3f} s sampling ({spec.sampler}, {args.graph_layout} graph, grid "
-                  f"{grid.shape}) -> {args.out}", flush=True)
-    finally:
-        grid.free()
+    comm = MPI.COMM_WORLD
+    summary = sample_to_file(
+        comm, args.graph, spec, args.out, graph_layout=args.graph_layout, epoch=args.epoch,
+        batches=args.batches, grid=args.grid, replication=args.replication,
+    )
+    if comm.Get_rank() == 0 and not args.quiet:
+        print(f"hpcgnn sample: {summary.num_batches} minibatches, {summary.edges} sampled edges, "
+              f"{summary.seconds:.3f} s sampling ({spec.sampler}, {args.graph_layout} graph, grid "
+              f"{summary.grid}) -> {args.out}", flush=True)
     return 0

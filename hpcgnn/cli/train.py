@@ -83,9 +83,8 @@ def run(args: argparse.Namespace) -> int:
         if args.threads < 1:
             raise ConfigError(f"--threads must be >= 1, got {args.threads}")
         torch.set_num_threads(args.threads)
-    if args.mode == "minibatch":
-        return run_minibatch(args)
-    layers = 2 if args.layers is None else args.layers
+    spec = spec_from_args(args) if args.mode == "minibatch" else None
+    layers = spec.layers if spec is not None else (2 if args.layers is None else args.layers)
     cfg = TrainConfig(
         layers=layers, hidden=args.hidden, epochs=args.epochs, lr=args.lr,
         weight_decay=args.weight_decay, dropout=args.dropout, seed=args.seed,
@@ -97,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
         checkpoint_every=args.checkpoint_every, resume=args.resume, quiet=args.quiet,
         mode=args.mode, exchange=args.exchange, topology=args.topology, chunks=args.chunks,
         dedup=args.dedup, reorganize=args.reorganize, tier_gbps=parse_tiers(args.tier_gbps),
+        spec=spec, graph_layout=args.graph_layout,
     )
     train(opts, cfg)
     return 0
@@ -120,24 +120,3 @@ def parse_tiers(text: str | None) -> dict[str, float] | None:
             )
         out[key] = gbps
     return out
-
-
-def run_minibatch(args: argparse.Namespace) -> int:
-    """``--mode minibatch``: bulk-sampled GraphSAGE / LADIES training."""
-    from hpcgnn.config import TrainConfig
-    from hpcgnn.train.minibatch import MinibatchOptions, train_minibatch
-
-    if args.checkpoint_dir or args.resume or args.checkpoint_every:
-        raise ConfigError("checkpoint/restart is available in fullbatch mode only")
-    spec = spec_from_args(args)
-    cfg = TrainConfig(
-        layers=spec.layers, hidden=args.hidden, epochs=args.epochs, lr=args.lr,
-        weight_decay=args.weight_decay, dropout=args.dropout, seed=args.seed,
-        eval_every=args.eval_every, dtype=args.dtype,
-    )
-    opts = MinibatchOptions(
-        graph=args.graph, spec=spec, layout=args.graph_layout, grid=args.grid,
-        replication=args.replication, metrics=args.metrics, trace=args.trace, quiet=args.quiet,
-    )
-    train_minibatch(opts, cfg)
-    return 0

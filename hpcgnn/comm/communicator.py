@@ -3,28 +3,39 @@
 :class:`Comm` wraps an ``mpi4py`` communicator. Each method takes a ``category`` (e.g.
 ``"dense_bcast"``, ``"allreduce"``, ``"halo"``) under which the call's bytes and time are
 recorded in a :class:`~hpcgnn.comm.stats.CommStats` shared by all communicators of a grid.
-Buffers are NumPy arrays or CPU ``torch.Tensor`` objects (converted without copying).
+
+Buffers are NumPy arrays or ``torch.Tensor`` objects. A collective that returns a new
+buffer allocates it like its input: a tensor in gives a tensor out (same dtype and
+device), a NumPy array in gives a NumPy array out. Each ``Comm`` carries the
+:class:`~hpcgnn.backend.Device` of its grid (``comm.device``), which callers use to
+allocate the buffers they pass in (``comm.device.empty(...)``).
+
+MPI itself sees NumPy views of CPU tensors (no copy). Device tensors are the GPU
+backend's job: :meth:`Comm._mpi_buffer` and :meth:`Comm._recv_like` are the two places
+where a CUDA-aware MPI gets device pointers, or where buffers are staged through host
+memory when MPI is not CUDA-aware.
 """
 
 from __future__ import annotations
 
 import pickle
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
+import torch
 from mpi4py import MPI
 
+from hpcgnn.backend import Device, get_device
 from hpcgnn.comm.stats import CommStats
 
-try:  # torch is a dependency, but keep the layer importable without it
-    import torch
-except ImportError:  # pragma: no cover
-    torch = None  # type: ignore[assignment]
+#: A communication buffer: the result has the kind (and dtype, device) of the input.
+Buffer = TypeVar("Buffer", np.ndarray, torch.Tensor)
 
 
 def as_array(buf: Any) -> np.ndarray:
     """Return a NumPy view of ``buf`` (NumPy array or contiguous CPU tensor), never a copy."""
-    if torch is not None and isinstance(buf, torch.Tensor):
+    if isinstance(buf, torch.Tensor):
         if buf.device.type != "cpu":
             raise TypeError("device tensors must be staged by the backend before MPI calls")
         if not buf.is_contiguous():
@@ -45,9 +56,20 @@ class Comm:
         The ``mpi4py`` communicator to wrap. The wrapper does not own it unless
         ``owned=True`` (then :meth:`free` frees it).
     stats
-        Counters to record into; a new :class:`CommStats` if omitted.
+        Counters to record into; if omitted, a new :class:`CommStats` timed with the
+        device's clock.
     name
         Label used in error messages and traces (``"world"``, ``"row"``, ``"col"``...).
+    owned
+        Whether :meth:`free` frees ``mpi_comm``.
+    device
+        The device of this rank's tensors (default: CPU, see
+        :func:`hpcgnn.backend.get_device`).
+
+    Attributes
+    ----------
+    device : Device
+        Where the tensors of the callers live; allocate receive buffers with it.
     """
 
     def __init__(
@@ -56,21 +78,23 @@ class Comm:
         stats: CommStats | None = None,
         name: str = "comm",
         owned: bool = False,
+        device: Device | None = None,
     ) -> None:
         self.mpi = mpi_comm
-        self.stats = stats if stats is not None else CommStats()
+        self.device = get_device(device)
+        self.stats = stats if stats is not None else CommStats(clock=self.device.clock)
         self.name = name
         self.rank = mpi_comm.Get_rank()
         self.size = mpi_comm.Get_size()
         self._owned = owned
 
     def __repr__(self) -> str:
-        return f"Comm({self.name}, rank={self.rank}, size={self.size})"
+        return f"Comm({self.name}, rank={self.rank}, size={self.size}, {self.device})"
 
     @classmethod
-    def world(cls, stats: CommStats | None = None) -> Comm:
+    def world(cls, stats: CommStats | None = None, device: Device | None = None) -> Comm:
         """A private duplicate of ``MPI.COMM_WORLD`` (library traffic never meets user traffic)."""
-        return cls(MPI.COMM_WORLD.Dup(), stats, "world", owned=True)
+        return cls(MPI.COMM_WORLD.Dup(), stats, "world", owned=True, device=device)
 
     def free(self) -> None:
         """Free the wrapped communicator if this object owns it."""
@@ -79,81 +103,119 @@ class Comm:
             self._owned = False
 
     # -- helpers -------------------------------------------------------------------------
-    def _timed(self, category: str, nbytes: float, fn: Any, *args: Any) -> Any:
-        t0 = MPI.Wtime()
+    def _timed(self, category: str, nbytes: float, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run ``fn(*args)`` and record ``nbytes`` and its duration (the stats' clock)."""
+        clock = self.stats.clock
+        t0 = clock()
         out = fn(*args)
-        self.stats.record(category, nbytes, MPI.Wtime() - t0)
+        self.stats.record(category, nbytes, clock() - t0)
         return out
 
+    def _mpi_buffer(self, buf: Any) -> np.ndarray:
+        """The memory MPI reads or writes for ``buf``: a NumPy view, never a copy.
+
+        Host staging only: NumPy arrays and CPU tensors pass as views. GPU backend: a
+        device tensor goes here to a CUDA-aware MPI as is (after
+        ``self.device.synchronize()``), or is copied to a host buffer when MPI is not
+        CUDA-aware (:func:`as_array` raises ``TypeError`` for device tensors until then).
+        """
+        return as_array(buf)
+
+    def _recv_like(self, sendbuf: Buffer, shape: tuple[int, ...]) -> tuple[Buffer, np.ndarray]:
+        """A new receive buffer of ``shape`` like ``sendbuf``, and the view MPI writes into.
+
+        Tensor in, tensor out (same dtype and device); anything else gives a NumPy array of
+        ``sendbuf``'s dtype. GPU backend with host staging: the view is a host buffer that
+        is copied into the device tensor after the MPI call.
+        """
+        if isinstance(sendbuf, torch.Tensor):
+            out = torch.empty(shape, dtype=sendbuf.dtype, device=sendbuf.device)
+            return out, self._mpi_buffer(out)
+        arr = np.empty(shape, dtype=as_array(sendbuf).dtype)
+        return arr, arr
+
     # -- dense collectives ---------------------------------------------------------------
-    def bcast(self, buf: Any, root: int, category: str) -> Any:
-        """Broadcast ``buf`` in place from ``root``; returns ``buf``."""
-        arr = as_array(buf)
+    def bcast(self, buf: Buffer, root: int, category: str) -> Buffer:
+        """Broadcast ``buf`` in place from ``root``; returns ``buf``.
+
+        Records ``buf``'s bytes on every rank but the root.
+        """
+        arr = self._mpi_buffer(buf)
         nbytes = 0 if self.rank == root else arr.nbytes
         self._timed(category, nbytes, self.mpi.Bcast, arr, root)
         return buf
 
-    def allreduce(self, buf: Any, category: str, op: MPI.Op = MPI.SUM) -> Any:
-        """All-reduce ``buf`` in place; returns ``buf``."""
-        arr = as_array(buf)
+    def allreduce(self, buf: Buffer, category: str, op: MPI.Op = MPI.SUM) -> Buffer:
+        """All-reduce ``buf`` in place; returns ``buf``.
+
+        Records ``2 m (p-1)/p`` bytes for ``m`` bytes over ``p`` ranks.
+        """
+        arr = self._mpi_buffer(buf)
         p = self.size
         nbytes = 2 * arr.nbytes * (p - 1) / p
         self._timed(category, nbytes, self.mpi.Allreduce, MPI.IN_PLACE, arr, op)
         return buf
 
-    def reduce_scatter(self, sendbuf: Any, counts: list[int], category: str) -> np.ndarray:
+    def reduce_scatter(self, sendbuf: Buffer, counts: Sequence[int], category: str) -> Buffer:
         """Sum ``sendbuf`` over ranks; rank ``r`` gets rows ``sum(counts[:r]) ...`` of it.
 
-        ``counts`` are in rows of ``sendbuf`` (its first axis).
+        ``counts`` are in rows of ``sendbuf`` (its first axis). Returns a new buffer like
+        ``sendbuf`` (tensor or NumPy). Records the bytes of ``sendbuf`` minus this rank's
+        block; nothing on one rank.
         """
-        send = as_array(sendbuf)
+        send = self._mpi_buffer(sendbuf)
         row = int(np.prod(send.shape[1:], dtype=np.int64))
-        recv = np.empty((counts[self.rank], *send.shape[1:]), dtype=send.dtype)
+        out, recv = self._recv_like(sendbuf, (counts[self.rank], *send.shape[1:]))
         nbytes = (send.shape[0] - counts[self.rank]) * row * send.itemsize
         if self.size == 1:
             recv[...] = send
-            return recv
+            return out
         elems = [c * row for c in counts]
         self._timed(category, nbytes, self.mpi.Reduce_scatter, send, recv, elems, MPI.SUM)
-        return recv
+        return out
 
     def allgatherv(
-        self, sendbuf: Any, category: str, counts: list[int] | None = None
-    ) -> np.ndarray:
+        self, sendbuf: Buffer, category: str, counts: Sequence[int] | None = None
+    ) -> Buffer:
         """Concatenate every rank's ``sendbuf`` along the first axis, in rank order.
 
-        ``counts`` (rows per rank) is exchanged first when not given.
+        ``counts`` (rows per rank) is exchanged first when not given (category
+        ``"control"``). Returns a new buffer like ``sendbuf``. Records the bytes gathered
+        minus this rank's own rows.
         """
-        send = as_array(sendbuf)
+        send = self._mpi_buffer(sendbuf)
         if counts is None:
             counts = self.allgather_obj(int(send.shape[0]), "control")
         row = int(np.prod(send.shape[1:], dtype=np.int64))
         total = int(sum(counts))
-        recv = np.empty((total, *send.shape[1:]), dtype=send.dtype)
+        out, recv = self._recv_like(sendbuf, (total, *send.shape[1:]))
         nbytes = (total - send.shape[0]) * row * send.itemsize
         elems = [c * row for c in counts]
         self._timed(category, nbytes, self.mpi.Allgatherv, send, (recv, elems))
-        return recv
+        return out
 
     def alltoallv(
         self,
-        sendbuf: Any,
-        sendcounts: list[int] | np.ndarray,
+        sendbuf: Buffer,
+        sendcounts: Sequence[int] | np.ndarray,
         category: str,
-        recvcounts: list[int] | np.ndarray | None = None,
-    ) -> tuple[np.ndarray, np.ndarray]:
+        recvcounts: Sequence[int] | np.ndarray | None = None,
+    ) -> tuple[Buffer, np.ndarray]:
         """Personalised exchange: rows ``sendbuf[offset_r : offset_r + sendcounts[r]]`` go to r.
 
-        Returns ``(recvbuf, recvcounts)``; the counts are exchanged first when not given.
+        Returns ``(recvbuf, recvcounts)``: ``recvbuf`` is a new buffer like ``sendbuf``
+        holding the rows from rank 0, 1, ... in order, ``recvcounts`` (int64, NumPy) the
+        rows from each rank; the counts are exchanged first when not given (``8 (p-1)``
+        bytes of category ``"control"``). Records the bytes received from other ranks.
         """
-        send = as_array(sendbuf)
+        send = self._mpi_buffer(sendbuf)
         sendcounts = np.asarray(sendcounts, dtype=np.int64)
         if recvcounts is None:
             recvcounts = np.empty(self.size, dtype=np.int64)
             self._timed("control", 8 * (self.size - 1), self.mpi.Alltoall, sendcounts, recvcounts)
         recvcounts = np.asarray(recvcounts, dtype=np.int64)
         row = int(np.prod(send.shape[1:], dtype=np.int64))
-        recv = np.empty((int(recvcounts.sum()), *send.shape[1:]), dtype=send.dtype)
+        out, recv = self._recv_like(sendbuf, (int(recvcounts.sum()), *send.shape[1:]))
         nbytes = (recvcounts.sum() - recvcounts[self.rank]) * row * send.itemsize
         s_el, r_el = sendcounts * row, recvcounts * row
         s_off = np.concatenate([[0], np.cumsum(s_el)[:-1]])
@@ -165,63 +227,47 @@ class Comm:
             (send, (s_el, s_off)),
             (recv, (r_el, r_off)),
         )
-        return recv, recvcounts
-
-    # -- point to point ------------------------------------------------------------------
-    def sendrecv(
-        self,
-        sendbuf: Any,
-        dest: int,
-        recv_shape: tuple[int, ...],
-        source: int,
-        category: str,
-        tag: int = 0,
-    ) -> np.ndarray:
-        """Send ``sendbuf`` to ``dest``; receive an array of ``recv_shape`` from ``source``."""
-        send = as_array(sendbuf)
-        recv = np.empty(recv_shape, dtype=send.dtype)
-        self._timed(category, recv.nbytes, self.mpi.Sendrecv, send, dest, tag, recv, source, tag)
-        return recv
+        return out, recvcounts
 
     # -- small Python objects (control traffic) ------------------------------------------
     def _obj_bytes(self, obj: Any) -> int:
         return len(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
 
     def bcast_obj(self, obj: Any, root: int = 0, category: str = "control") -> Any:
-        """Broadcast a picklable object from ``root``."""
-        t0 = MPI.Wtime()
+        """Broadcast a picklable object from ``root`` (records its pickled size off root)."""
+        t0 = self.stats.clock()
         out = self.mpi.bcast(obj, root)
         nbytes = 0 if self.rank == root else self._obj_bytes(out)
-        self.stats.record(category, nbytes, MPI.Wtime() - t0)
+        self.stats.record(category, nbytes, self.stats.clock() - t0)
         return out
 
     def allgather_obj(self, obj: Any, category: str = "control") -> list[Any]:
         """Gather a picklable object from every rank, on every rank."""
-        t0 = MPI.Wtime()
+        t0 = self.stats.clock()
         out = self.mpi.allgather(obj)
         nbytes = sum(self._obj_bytes(o) for i, o in enumerate(out) if i != self.rank)
-        self.stats.record(category, nbytes, MPI.Wtime() - t0)
+        self.stats.record(category, nbytes, self.stats.clock() - t0)
         return out
 
     def gather_obj(self, obj: Any, root: int = 0, category: str = "control") -> list[Any] | None:
         """Gather a picklable object from every rank on ``root`` (``None`` elsewhere)."""
-        t0 = MPI.Wtime()
+        t0 = self.stats.clock()
         out = self.mpi.gather(obj, root)
         nbytes = 0
         if out is not None:
             nbytes = sum(self._obj_bytes(o) for i, o in enumerate(out) if i != self.rank)
-        self.stats.record(category, nbytes, MPI.Wtime() - t0)
+        self.stats.record(category, nbytes, self.stats.clock() - t0)
         return out
 
     def allreduce_scalar(
         self, value: float | int, op: MPI.Op = MPI.SUM, category: str = "control"
     ) -> Any:
-        """All-reduce one number (int or float)."""
+        """All-reduce one number (int or float); an :meth:`allreduce` of 8 bytes."""
         is_int = isinstance(value, (int, np.integer)) and not isinstance(value, bool)
         arr = np.array([value], dtype=np.int64 if is_int else np.float64)
         self.allreduce(arr, category, op)
         return int(arr[0]) if is_int else float(arr[0])
 
     def barrier(self, category: str = "barrier") -> None:
-        """Synchronise the ranks of this communicator."""
+        """Synchronise the ranks of this communicator (records 0 bytes)."""
         self._timed(category, 0, self.mpi.Barrier)

@@ -4,14 +4,19 @@ One :class:`CommStats` is shared by every communicator of a process grid and by 
 compute kernels the distributed algorithms call, so it sees every phase of an epoch:
 communication categories (bytes, calls, seconds) and compute phases (seconds). With
 tracing on it also keeps the intervals, for the Chrome/Perfetto trace.
+
+Every interval is read from one clock, :attr:`CommStats.clock`: the device's
+(:meth:`hpcgnn.backend.Device.clock`), which the process grid passes in, or the CPU clock
+when the stats are made without a device.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+
+from hpcgnn.backend import cpu
 
 
 @dataclass
@@ -45,10 +50,18 @@ class CommStats:
       all-gather);
     - reduce-scatter of ``m`` bytes in total: ``m`` minus this rank's block;
     - all-gather(v): the total gathered minus this rank's own contribution;
-    - all-to-all(v) and point-to-point: the bytes received from other ranks.
+    - all-to-all(v) and point-to-point: the bytes received from other ranks;
+    - Python objects (``*_obj`` calls, category ``"control"`` by default): the pickled
+      size of the objects received from other ranks. The row counts that an all-to-allv
+      or all-gatherv exchanges first when not given are control traffic too (``8 (p-1)``
+      bytes for an all-to-allv).
 
     Summing ``bytes`` over ranks therefore gives the total volume moved, which the paper
     cost models predict per category.
+
+    ``clock`` (seconds, monotonic) times every call and phase; it defaults to the CPU
+    device's clock. ``origin`` is the clock's reading when the stats were created or last
+    reset.
     """
 
     categories: dict[str, CategoryStats] = field(default_factory=dict)
@@ -56,7 +69,11 @@ class CommStats:
     tracing: bool = False
     max_spans: int = 200_000
     spans: list[Span] = field(default_factory=list)
-    origin: float = field(default_factory=time.perf_counter)
+    clock: Callable[[], float] = field(default=cpu().clock, repr=False, compare=False)
+    origin: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.origin = self.clock()
 
     def record(self, category: str, nbytes: float, seconds: float) -> None:
         """Add one call moving ``nbytes`` into this rank that took ``seconds`` (ending now)."""
@@ -67,17 +84,17 @@ class CommStats:
         s.bytes += round(nbytes)
         s.seconds += seconds
         if self.tracing:
-            end = time.perf_counter() - self.origin
+            end = self.clock() - self.origin
             self._span(category, end - seconds, end, "comm")
 
     @contextmanager
     def phase(self, name: str, kind: str = "compute") -> Iterator[None]:
         """Time a compute phase (``local_spmm``, ``gemm``...) or an epoch."""
-        t0 = time.perf_counter()
+        t0 = self.clock()
         try:
             yield
         finally:
-            t1 = time.perf_counter()
+            t1 = self.clock()
             if kind == "compute":
                 self.compute[name] = self.compute.get(name, 0.0) + (t1 - t0)
             if self.tracing:
@@ -95,7 +112,7 @@ class CommStats:
         self.categories.clear()
         self.compute.clear()
         self.spans.clear()
-        self.origin = time.perf_counter()
+        self.origin = self.clock()
 
     def snapshot(self) -> dict[str, dict[str, float]]:
         """Return a plain-dict copy: ``{category: {calls, bytes, seconds}}``."""

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hpcgnn.cost.model import Estimate, Problem
+from hpcgnn.cost.estimate import Estimate, Problem, allreduce_exact
 from hpcgnn.io.reader import GraphFile
 from hpcgnn.layout.blocks import owner_of
 from hpcgnn.layout.order import aggregation_widths
@@ -96,19 +96,6 @@ def planned_volumes(counts: dict[tuple[int, int, int], int], ranks: int) -> Halo
     return HaloVolumes(recv, send, recv)
 
 
-def _allreduce(est: Estimate, category: str, m: int, p: int) -> None:
-    """One all-reduce of ``m`` bytes over ``p`` ranks, as :class:`CommStats` records it.
-
-    Like :func:`hpcgnn.cost.model._allreduce` (``2 m (P - 1) / P`` per rank), but
-    each rank's share rounded to whole bytes as
-    :meth:`hpcgnn.comm.stats.CommStats.record` does, so the prediction is exact when
-    ``P`` does not divide ``2 m``.
-    """
-    if p > 1:
-        per_rank = float(round(2 * m * (p - 1) / p))
-        est.add(category, p * per_rank, per_rank, 2 * int(np.ceil(np.log2(p))))
-
-
 def predict_halo(
     problem: Problem, shape: GridShape, volumes: HaloVolumes, backward: str = "auto"
 ) -> Estimate:
@@ -121,7 +108,8 @@ def predict_halo(
     ``sum_r |halo_bwd(r)| f s``; ``"auto"`` picks as
     :func:`choose_backward`. Then ``W^l`` gradients
     (``f_{l-1} f_l s`` bytes each) are all-reduced over the ``P`` ranks,
-    ``P round(2 m (P - 1) / P)`` bytes in total each (see :func:`_allreduce`).
+    ``P round(2 m (P - 1) / P)`` bytes in total each
+    (see :func:`~hpcgnn.cost.estimate.allreduce_exact`).
     """
     p = shape.size
     s = problem.itemsize
@@ -140,5 +128,5 @@ def predict_halo(
             est.add("halo", float(b_total * f * s), float(b_max * f * s), msgs)
     widths = problem.widths
     for fin, fout in zip(widths[:-1], widths[1:], strict=True):
-        _allreduce(est, "allreduce", fin * fout * s, p)
+        allreduce_exact(est, "allreduce", fin * fout * s, p)
     return est

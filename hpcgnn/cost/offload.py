@@ -16,8 +16,7 @@ Per epoch (forward with dropout, backward, gradient all-reduce), with layer inpu
 
 from __future__ import annotations
 
-from hpcgnn.cost.halo import _allreduce
-from hpcgnn.cost.model import Estimate, Problem
+from hpcgnn.cost.estimate import Estimate, Problem, allreduce_exact
 from hpcgnn.planning.dedup import DedupVolumes
 
 LOADS = {"none": "v_ori", "inter": "v_p2p", "full": "v_ru"}
@@ -51,5 +50,5 @@ def predict_offload(
     est.add("offload_d2d", float(remote[0] * f_all + remote[1] * f_bwd), 0.0, msgs)
     est.add("offload_ckpt", float(2 * problem.n * (sum(w[:-1]) + sum(w[1:])) * s), 0.0, 0)
     for fin, fout in zip(w[:-1], w[1:], strict=True):
-        _allreduce(est, "allreduce", fin * fout * s, ranks)
+        allreduce_exact(est, "allreduce", fin * fout * s, ranks)
     return est

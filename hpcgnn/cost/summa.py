@@ -40,7 +40,7 @@ Weight gradients: one all-reduce of all ``W^t`` (``m = s sum_t f_t f_{t+1}`` byt
 the ``P`` ranks, ``round(2 m (P-1)/P)`` per rank.
 
 Latency (``Estimate.messages``, the critical path): a broadcast counts 1 message (as in
-the paper's stage counts and :func:`hpcgnn.cost.model.predict_1d`), every
+the paper's stage counts and :func:`hpcgnn.cost.block_row.predict_block_row`), every
 reduce-scatter, all-gather, gather or scatter over ``q`` ranks ``ceil(log2 q)``, the
 all-reduce ``2 ceil(log2 P)``; an SpMM pass costs ``stages x (dense + sparse)`` plus the
 fiber reduce-scatter, with ``stages`` the largest stage count over the grid layers.
@@ -56,7 +56,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from hpcgnn.cost.model import Estimate, Problem
+from hpcgnn.cost.estimate import Estimate, Problem
 from hpcgnn.graph.normalize import normalize_block
 from hpcgnn.layout.shapes import GridShape
 from hpcgnn.layout.summa import (
@@ -93,7 +93,7 @@ class SummaBlockNnz:
 
 @dataclass(frozen=True)
 class SummaProblem(Problem):
-    """A :class:`~hpcgnn.cost.model.Problem` with the exact block nonzeros of a grid.
+    """A :class:`~hpcgnn.cost.estimate.Problem` with the exact block nonzeros of a grid.
 
     :func:`predict_2d` and :func:`predict_3d` use ``block_nnz`` when its ``dims`` match
     the grid asked about, and the uniform estimate otherwise.

@@ -124,7 +124,7 @@ class HaloExchange:
         self.comm = comm
         self.sets = sets
         self.category = category
-        self._send_rows = torch.from_numpy(sets.send_rows)
+        self._send_rows = comm.device.from_numpy(sets.send_rows)
 
     def gather(self, x: torch.Tensor) -> torch.Tensor:
         """Rows of ``X`` for this rank's halo (in halo order), given its owned rows ``x``."""
@@ -132,7 +132,7 @@ class HaloExchange:
         recv, _ = self.comm.alltoallv(
             send, self.sets.send_counts, self.category, recvcounts=self.sets.recv_counts
         )
-        return torch.from_numpy(recv)
+        return recv
 
     def scatter_add(self, halo_rows: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         """Send ``halo_rows`` (one per halo vertex) back to the owners; add them into ``out``.
@@ -143,5 +143,5 @@ class HaloExchange:
             halo_rows.contiguous(), self.sets.recv_counts, self.category,
             recvcounts=self.sets.send_counts,
         )
-        out.index_add_(0, self._send_rows, torch.from_numpy(recv))
+        out.index_add_(0, self._send_rows, recv)
         return out

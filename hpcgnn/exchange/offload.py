@@ -32,7 +32,6 @@ device-to-device copies a rank makes from its own transition buffer are reuse, n
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -48,9 +47,12 @@ SETUP = "offload_setup"
 
 
 def record_copy(comm: Comm, category: str, rows: int, row_bytes: int, t0: float) -> None:
-    """Count a local host/device copy of ``rows`` rows started at ``t0``."""
+    """Count a local host/device copy of ``rows`` rows started at ``t0``.
+
+    ``t0`` is a reading of ``comm.stats.clock`` (the device's clock).
+    """
     if rows:
-        comm.stats.record(category, rows * row_bytes, time.perf_counter() - t0)
+        comm.stats.record(category, rows * row_bytes, comm.stats.clock() - t0)
 
 
 @dataclass
@@ -85,7 +87,7 @@ class RowTable:
             source[self._src].contiguous(), self.send_counts, category,
             recvcounts=self.recv_counts,
         )
-        out[self._dest] = torch.from_numpy(rows)
+        out[self._dest] = rows
         return int(self.recv_counts[comm.rank])
 
     def push_add(self, comm: Comm, rows: torch.Tensor, target: torch.Tensor, category: str) -> int:
@@ -94,7 +96,7 @@ class RowTable:
             rows[self._dest].contiguous(), self.recv_counts, category,
             recvcounts=self.send_counts,
         )
-        target.index_add_(0, self._src, torch.from_numpy(got))
+        target.index_add_(0, self._src, got)
         return int(self.send_counts[comm.rank])
 
 
@@ -213,11 +215,11 @@ class OffloadExchange:
         self.dedup = dedup
         self._trans: torch.Tensor | None = None
         self._neigh: torch.Tensor | None = None
-        self._trans_ids = [torch.from_numpy(t.trans - self.lo) for t in tables]
+        self._trans_ids = [comm.device.from_numpy(t.trans - self.lo) for t in tables]
 
     def _take(self, host: torch.Tensor, j: int, positions: np.ndarray | None) -> torch.Tensor:
         """Transition rows of batch ``j`` (``positions`` of ``T_ij``, or all) from the host."""
-        t0 = time.perf_counter()
+        t0 = self.comm.stats.clock()
         idx = self._trans_ids[j] if positions is None else self._trans_ids[j][positions]
         rows = host[idx]
         record_copy(self.comm, H2D, len(idx), rows.shape[1] * rows.element_size(), t0)
@@ -228,10 +230,11 @@ class OffloadExchange:
         t = self.tables[j]
         f = host.shape[1]
         row_bytes = f * host.element_size()
-        neigh = torch.empty((len(t.neigh), f), dtype=host.dtype)
+        dev = self.comm.device
+        neigh = dev.empty((len(t.neigh), f), host.dtype)
         if self.dedup == "none":
             local = t.fetch.fetch(self.comm, host, neigh, H2D)
-            record_copy(self.comm, H2D, local, row_bytes, time.perf_counter())
+            record_copy(self.comm, H2D, local, row_bytes, self.comm.stats.clock())
             return neigh
         if self.dedup == "inter":
             trans = self._take(host, j, None)
@@ -239,7 +242,7 @@ class OffloadExchange:
             return neigh
         ts, ns = t.trans_slide, t.neigh_slide
         assert ts is not None and ns is not None
-        trans = torch.empty((len(t.trans), f), dtype=host.dtype)
+        trans = dev.empty((len(t.trans), f), host.dtype)
         if j and self._trans is not None:
             trans[ts.keep_cur] = self._trans[ts.keep_prev]
         trans[ts.new] = self._take(host, j, ts.new)
@@ -256,10 +259,10 @@ class OffloadExchange:
         row_bytes = f * grads.element_size()
         if self.dedup == "none":
             local = t.push.push_add(self.comm, grads, host_grad, D2H)
-            record_copy(self.comm, D2H, local, row_bytes, time.perf_counter())
+            record_copy(self.comm, D2H, local, row_bytes, self.comm.stats.clock())
             return
         if self.dedup == "inter":
-            acc = torch.zeros((len(t.trans), f), dtype=grads.dtype)
+            acc = self.comm.device.zeros((len(t.trans), f), grads.dtype)
             t.push.push_add(self.comm, grads, acc, D2D)
             self._flush(acc, j, None, host_grad)
             return
@@ -268,7 +271,7 @@ class OffloadExchange:
         if j and self._neigh is not None:
             grads = grads.clone()
             grads[ns.keep_cur] += self._neigh[ns.keep_prev]
-        acc = torch.zeros((len(t.trans), f), dtype=grads.dtype)
+        acc = self.comm.device.zeros((len(t.trans), f), grads.dtype)
         if j and self._trans is not None:
             acc[ts.keep_cur] = self._trans[ts.keep_prev]
         t.push.push_add(self.comm, grads, acc, D2D)
@@ -278,7 +281,7 @@ class OffloadExchange:
     def _flush(
         self, acc: torch.Tensor, j: int, positions: np.ndarray | None, host_grad: torch.Tensor
     ) -> None:
-        t0 = time.perf_counter()
+        t0 = self.comm.stats.clock()
         idx = self._trans_ids[j] if positions is None else self._trans_ids[j][positions]
         rows = acc if positions is None else acc[positions]
         host_grad.index_add_(0, idx, rows)

@@ -32,7 +32,6 @@ exactly once.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -339,15 +338,16 @@ class StagedExchange:
 
     def _map_halo(self, owner: np.ndarray, needed: np.ndarray) -> torch.Tensor:
         """Received-region rows of the halo, in halo order (collective check)."""
-        ids = torch.arange(self._width, dtype=torch.int64).reshape(-1, 1)
-        rows = self._forward(ids, self.setup_category, None)[:, 0].numpy()
+        dev = self.comm.device
+        ids = torch.arange(self._width, dtype=torch.int64, device=dev.torch_device).reshape(-1, 1)
+        rows = dev.to_host(self._forward(ids, self.setup_category, None)[:, 0])
         error = None
         try:
             pos = self._halo_positions(owner, needed, rows)
         except HpcgnnError as err:
             error, pos = err, np.zeros(0, np.int64)
         agree(self.comm, error)
-        return torch.from_numpy(pos)
+        return dev.from_numpy(pos)
 
     def _halo_positions(
         self, owner: np.ndarray, needed: np.ndarray, rows: np.ndarray
@@ -383,10 +383,11 @@ class StagedExchange:
     ) -> torch.Tensor:
         """Run the stages in order; the received region of the buffer."""
         recv = x.new_empty((self._recv_total, *x.shape[1:]))
+        clock = self.comm.stats.clock
         for k, st in enumerate(self._stages):
             if self.stage_counts[k] == 0:
                 continue
-            t0 = time.perf_counter()
+            t0 = clock()
             if not len(st.fwd_idx):
                 send = x[st.own_idx]
             elif not len(st.own_idx):
@@ -398,9 +399,9 @@ class StagedExchange:
             got, _ = self.comm.alltoallv(
                 send.contiguous(), st.send_counts, category, recvcounts=st.recv_counts
             )
-            recv[st.recv_lo : st.recv_hi] = torch.from_numpy(got)
+            recv[st.recv_lo : st.recv_hi] = got
             if timers is not None:
-                timers[k] += time.perf_counter() - t0
+                timers[k] += clock() - t0
         return recv
 
     def gather(self, x: torch.Tensor) -> torch.Tensor:
@@ -415,22 +416,22 @@ class StagedExchange:
         """
         grad = halo_rows.new_zeros((self._recv_total, *halo_rows.shape[1:]))
         grad[self._halo_pos] = halo_rows
+        clock = self.comm.stats.clock
         for k in range(self.num_stages - 1, -1, -1):
             st = self._stages[k]
             if self.stage_counts[k] == 0:
                 continue
-            t0 = time.perf_counter()
-            got, _ = self.comm.alltoallv(
+            t0 = clock()
+            rows, _ = self.comm.alltoallv(
                 grad[st.recv_lo : st.recv_hi].contiguous(), st.recv_counts, self.category,
                 recvcounts=st.send_counts,
             )
-            rows = torch.from_numpy(got)
             for own_sel, own_idx, fwd_sel, fwd_idx in st.subs:
                 if len(own_idx):
                     out[own_idx] += rows[own_sel]
                 if len(fwd_idx):
                     grad[fwd_idx] += rows[fwd_sel]
-            self.bwd_stage_seconds[k] += time.perf_counter() - t0
+            self.bwd_stage_seconds[k] += clock() - t0
         return out
 
     # -- reporting -----------------------------------------------------------------------

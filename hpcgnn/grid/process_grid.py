@@ -1,9 +1,10 @@
-"""The process grid: Cartesian communicator and its row/column/fiber sub-communicators."""
+"""The process grid: Cartesian communicator, its row/column/fiber sub-communicators, device."""
 
 from __future__ import annotations
 
 from mpi4py import MPI
 
+from hpcgnn.backend import Device, get_device
 from hpcgnn.comm.communicator import Comm
 from hpcgnn.comm.stats import CommStats
 from hpcgnn.layout.shapes import GridShape, choose_shape
@@ -11,6 +12,18 @@ from hpcgnn.layout.shapes import GridShape, choose_shape
 
 class ProcessGrid:
     """An immutable process grid, created once and passed explicitly.
+
+    Parameters
+    ----------
+    comm
+        The ranks of the grid (duplicated, not freed by the grid).
+    shape
+        Kind and dimensions; ``shape.size`` must equal ``comm``'s size.
+    stats
+        Counters to share; if omitted, a new :class:`CommStats` timed with the device's
+        clock.
+    device
+        This rank's device (default: CPU, see :func:`hpcgnn.backend.get_device`).
 
     Attributes
     ----------
@@ -32,6 +45,9 @@ class ProcessGrid:
         3D only: the 2D grid of this rank's layer (size Pr * Pc).
     stats : CommStats
         Counters shared by all communicators of the grid.
+    device : Device
+        Where this rank's tensors live; every communicator of the grid carries it
+        (``grid.row.device is grid.device``).
 
     Notes
     -----
@@ -39,13 +55,20 @@ class ProcessGrid:
     size-1 communicator, so code written for 1.5D runs unchanged with ``c = 1``.
     """
 
-    def __init__(self, comm: MPI.Comm, shape: GridShape, stats: CommStats | None = None) -> None:
+    def __init__(
+        self,
+        comm: MPI.Comm,
+        shape: GridShape,
+        stats: CommStats | None = None,
+        device: Device | None = None,
+    ) -> None:
         if comm.Get_size() != shape.size:
             raise ValueError(
                 f"grid {shape} needs {shape.size} ranks, communicator has {comm.Get_size()}"
             )
         self.shape = shape
-        self.stats = stats if stats is not None else CommStats()
+        self.device = get_device(device)
+        self.stats = stats if stats is not None else CommStats(clock=self.device.clock)
         self._owned: list[Comm] = []
         self.world = self._own(comm.Dup(), "world")
         cart = self.world.mpi.Create_cart(
@@ -77,6 +100,7 @@ class ProcessGrid:
         grid: str | tuple[int, ...] | None = None,
         replication: int | None = None,
         stats: CommStats | None = None,
+        device: Device | None = None,
     ) -> ProcessGrid:
         """Choose (or validate) a shape for ``comm``'s size and build the grid.
 
@@ -84,10 +108,10 @@ class ProcessGrid:
         the same :class:`~hpcgnn.errors.GridError` on every rank without communication.
         """
         shape = choose_shape(kind, comm.Get_size(), grid, replication)
-        return cls(comm, shape, stats)
+        return cls(comm, shape, stats, device)
 
     def _own(self, mpi_comm: MPI.Comm, name: str) -> Comm:
-        c = Comm(mpi_comm, self.stats, name, owned=True)
+        c = Comm(mpi_comm, self.stats, name, owned=True, device=self.device)
         self._owned.append(c)
         return c
 

@@ -34,6 +34,7 @@ class GraphMeta:
     format_version: int
     partition_offsets: tuple[int, ...] | None
     partition_method: str | None
+    source: str = ""
 
 
 class GraphFile:
@@ -83,8 +84,10 @@ class GraphFile:
     def _fail(self, what: str) -> InputError:
         return InputError(f"{self.path}: {what}")
 
-    def _attr(self, name: str, kind: type) -> object:
+    def _attr(self, name: str, kind: type, default: object = None) -> object:
         if name not in self._h5.attrs:
+            if default is not None:
+                return default
             raise self._fail(f"missing root attribute '{name}'")
         value = self._h5.attrs[name]
         if kind is str:
@@ -140,7 +143,7 @@ class GraphFile:
         f = self._attr(fmt.ATTR_NUM_FEATURES, int)
         c = self._attr(fmt.ATTR_NUM_CLASSES, int)
         directed = self._attr(fmt.ATTR_DIRECTED, bool)
-        name = self._attr(fmt.ATTR_NAME, str) if fmt.ATTR_NAME in self._h5.attrs else ""
+        name = self._attr(fmt.ATTR_NAME, str, default="")
         if n <= 0 or nnz < 0 or f <= 0 or c <= 0:
             raise self._fail(
                 f"invalid sizes: num_nodes={n}, num_edges={nnz}, num_features={f}, num_classes={c}"
@@ -174,6 +177,7 @@ class GraphFile:
             format_version=version,
             partition_offsets=offsets,
             partition_method=method,
+            source=self._attr(fmt.ATTR_SOURCE, str, default=""),
         )
 
     # -- block reads ---------------------------------------------------------------------

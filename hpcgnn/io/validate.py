@@ -34,6 +34,7 @@ import numpy as np
 from hpcgnn.errors import InputError
 from hpcgnn.io import format as fmt
 from hpcgnn.io.reader import GraphFile, GraphMeta
+from hpcgnn.rng import mix
 from hpcgnn.utils.progress import Progress
 
 #: Column indices read per block (at most; a single longer row is read whole).
@@ -217,14 +218,6 @@ def _balance(sizes: tuple[int, ...]) -> float:
 
 
 # -- edge fingerprints -------------------------------------------------------------------
-def _mix64(x: np.ndarray) -> np.ndarray:
-    """SplitMix64 finaliser: a bijective, well-mixing hash of uint64 values."""
-    x = x + _U64(0x9E3779B97F4A7C15)
-    x = (x ^ (x >> _U64(30))) * _U64(0xBF58476D1CE4E5B9)
-    x = (x ^ (x >> _U64(27))) * _U64(0x94D049BB133111EB)
-    return x ^ (x >> _U64(31))
-
-
 def edge_fingerprint(src: np.ndarray, dst: np.ndarray, num_nodes: int) -> int:
     """Order-independent 64-bit fingerprint of the multiset of edges ``src[k] -> dst[k]``.
 
@@ -234,7 +227,7 @@ def edge_fingerprint(src: np.ndarray, dst: np.ndarray, num_nodes: int) -> int:
     """
     with np.errstate(over="ignore"):
         key = src.astype(_U64) * _U64(num_nodes) + dst.astype(_U64)
-        return int(_mix64(key).sum(dtype=_U64))
+        return int(mix(key).sum(dtype=_U64))
 
 
 # -- the checks --------------------------------------------------------------------------

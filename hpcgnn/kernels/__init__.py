@@ -1,1 +1,4 @@
-"""Local compute kernels (CPU now; the CUDA kernels of ``cuda/`` slot in here)."""
+"""Local compute kernels: the one place that dispatches CPU vs CUDA.
+
+CPU now (torch); the CUDA kernels of ``cuda/`` (CuPy ``RawModule``) slot in here.
+"""

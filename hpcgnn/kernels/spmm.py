@@ -1,4 +1,11 @@
-"""Local sparse x dense products, the one place that picks the SpMM implementation."""
+"""Local sparse x dense products, the one place that picks the SpMM implementation.
+
+Every local SpMM of the distributed algorithms calls :func:`spmm`, and every sparse block
+becomes a tensor through :func:`to_torch_csr`; results are allocated on the device of
+their input. CPU: ``torch.sparse.mm`` on ``torch.sparse_csr`` tensors. The CUDA kernels
+of ``cuda/`` (loaded once per device as CuPy ``RawModule`` objects) slot in here,
+dispatched on the input's device, so no caller changes when they arrive.
+"""
 
 from __future__ import annotations
 
@@ -12,8 +19,20 @@ import torch
 warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
 
 
-def to_torch_csr(a: sp.csr_matrix, dtype: torch.dtype) -> torch.Tensor:
-    """Convert a SciPy CSR matrix into a ``torch.sparse_csr`` tensor (64-bit indices)."""
+def to_torch_csr(
+    a: sp.csr_matrix, dtype: torch.dtype, device: torch.device | str = "cpu"
+) -> torch.Tensor:
+    """Convert a SciPy CSR matrix into a ``torch.sparse_csr`` tensor (64-bit indices).
+
+    Parameters
+    ----------
+    a
+        The host matrix.
+    dtype
+        Dtype of the values.
+    device
+        Device of the tensor (``Device.torch_device``; the CPU by default).
+    """
     a = a.tocsr()
     return torch.sparse_csr_tensor(
         torch.from_numpy(a.indptr.astype(np.int64)),
@@ -21,15 +40,17 @@ def to_torch_csr(a: sp.csr_matrix, dtype: torch.dtype) -> torch.Tensor:
         torch.from_numpy(np.ascontiguousarray(a.data)).to(dtype),
         size=a.shape,
         check_invariants=False,
+        device=device,
     )
 
 
 def spmm(a: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
     """Return ``a @ h`` for a ``torch.sparse_csr`` matrix ``a`` and dense ``h``.
 
-    Handles empty blocks (zero rows, columns or nonzeros) that appear on uneven grids.
+    Handles empty blocks (zero rows, columns or nonzeros) that appear on uneven grids. The
+    result lives on ``h``'s device.
     """
     rows = a.shape[0]
     if rows == 0 or h.shape[1] == 0 or a.shape[1] == 0 or a.values().numel() == 0:
-        return torch.zeros((rows, h.shape[1]), dtype=h.dtype)
+        return torch.zeros((rows, h.shape[1]), dtype=h.dtype, device=h.device)
     return torch.sparse.mm(a, h)

@@ -1,15 +1,21 @@
-"""Full-batch GCN on a 1D vertex partition with point-to-point halo exchange."""
+"""Halo (partitioned) full-batch GCN: a 1D vertex partition with point-to-point halo exchange."""
 
 from __future__ import annotations
 
 import os
+from typing import Any
 
+import numpy as np
 import scipy.sparse as sp
+import torch
 
 from hpcgnn.config import TrainConfig
+from hpcgnn.cost.estimate import Estimate
+from hpcgnn.cost.halo import HaloVolumes, planned_volumes, predict_halo
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.models.block_row import BlockRowGCN
-from hpcgnn.planning.topology import Topology
+from hpcgnn.models.exchange_report import halo_report
+from hpcgnn.planning.topology import Topology, uniform_topology
 from hpcgnn.spmm.halo import HaloAggregation
 
 
@@ -35,6 +41,8 @@ class HaloGCN(BlockRowGCN):
         ``"p2p"`` (default) or ``"planned"`` (DGCL SPST stages on ``topology``).
     topology
         Topology of the planned exchange (default: one node, equal links).
+    weights
+        ``W^1 .. W^L`` to train (default: Glorot from ``cfg.seed``).
     """
 
     def __init__(
@@ -45,18 +53,42 @@ class HaloGCN(BlockRowGCN):
         backward: str = "auto",
         exchange: str = "p2p",
         topology: Topology | None = None,
+        weights: list[torch.Tensor] | None = None,
     ) -> None:
         if grid.kind != "1d":
             raise ValueError(f"the halo algorithm needs a 1d grid, not {grid.kind!r}")
         self._backward = backward
         self._exchange = exchange
-        self._topology = topology
-        super().__init__(path, grid, cfg)
+        self.topology = topology if topology is not None else uniform_topology(grid.size)
+        super().__init__(path, grid, cfg, weights)
 
     def _aggregation(self, a_t: sp.csr_matrix, a: sp.csr_matrix) -> HaloAggregation:
         """The halo-exchanging operator (kept as ``self.aggregation`` for the cost model)."""
         self.aggregation = HaloAggregation(
             self.comm, a_t, a, self.offsets, self.cfg.torch_dtype, self._backward,
-            self._exchange, self._topology,
+            self._exchange, self.topology,
         )
         return self.aggregation
+
+    def predict_cost(self) -> Estimate | None:
+        """Halo bytes of one epoch from every rank's halo sizes (collective)."""
+        agg, grid = self.aggregation, self.grid
+        assert grid is not None
+        if agg.exchange == "planned":  # every transfer of the plan, forwarding included
+            volumes = planned_volumes(agg.fwd_exchange.counts, grid.size)
+        else:
+            mine = (
+                len(agg.fwd_sets.halo), int(agg.fwd_sets.send_counts.sum()),
+                len(agg.bwd_sets.halo),
+            )
+            per_rank = np.array(grid.world.allgather_obj(mine), dtype=np.int64).reshape(-1, 3)
+            volumes = HaloVolumes(per_rank[:, 0], per_rank[:, 1], per_rank[:, 2])
+        return predict_halo(self.problem(), grid.shape, volumes, agg.mode)
+
+    def exchange_report(
+        self, measured: dict[str, float], predicted: dict[str, float],
+        tier_gbps: dict[str, float] | None,
+    ) -> dict[str, Any] | None:
+        """DGCL counts, modelled and probed stage times (collective)."""
+        assert self.grid is not None
+        return halo_report(self, self.grid, self.topology, measured, tier_gbps)

@@ -19,8 +19,8 @@ CAGNET's ``(Â^T H) W`` everywhere, and dropout masks are keyed by global row id
 from __future__ import annotations
 
 import os
-import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -28,6 +28,8 @@ import torch
 
 from hpcgnn.comm.collective import collective
 from hpcgnn.config import TrainConfig
+from hpcgnn.cost.estimate import Estimate
+from hpcgnn.cost.offload import predict_offload
 from hpcgnn.exchange.offload import (
     CKPT,
     DEDUP_LEVELS,
@@ -38,7 +40,9 @@ from hpcgnn.exchange.offload import (
 )
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.kernels.spmm import spmm, to_torch_csr
-from hpcgnn.models.block_row import ALLREDUCE, RowBlockModel
+from hpcgnn.models.base import RowBlockModel
+from hpcgnn.models.exchange_report import offload_report
+from hpcgnn.nn.gcn import activate, block_dropout, dropout
 from hpcgnn.planning.dedup import (
     DedupVolumes,
     chunk_bounds,
@@ -48,7 +52,6 @@ from hpcgnn.planning.dedup import (
     reorganize,
     sliding,
 )
-from hpcgnn.rng import dropout_keep
 
 
 @dataclass(frozen=True)
@@ -113,10 +116,13 @@ class OffloadGCN(RowBlockModel):
         Training configuration.
     opts
         Chunks per part, deduplication level, reorganisation.
+    weights
+        ``W^1 .. W^L`` to train (default: Glorot from ``cfg.seed``).
     """
 
     def __init__(
-        self, path: str | os.PathLike, grid: ProcessGrid, cfg: TrainConfig, opts: OffloadOptions
+        self, path: str | os.PathLike, grid: ProcessGrid, cfg: TrainConfig, opts: OffloadOptions,
+        weights: list[torch.Tensor] | None = None,
     ) -> None:
         if grid.kind != "1d":
             raise ValueError(f"offload training needs a 1d grid, not {grid.kind!r}")
@@ -125,7 +131,7 @@ class OffloadGCN(RowBlockModel):
         if opts.chunks < 1:
             raise ValueError(f"--chunks must be >= 1, got {opts.chunks}")
         self.opts = opts
-        a_t, _ = self._load(path, grid, cfg, with_a=False)
+        a_t, _ = self._load(path, grid, cfg, with_a=False, weights=weights)
         self._setup(a_t)
 
     # -- set-up ------------------------------------------------------------------------
@@ -196,26 +202,27 @@ class OffloadGCN(RowBlockModel):
             return self.forward_pass(None)
         return _Epoch.apply(self, epoch, *self.weights)
 
-    def reduce_gradients(self) -> None:
-        """Sum the per-rank weight gradients."""
-        for w in self.weights:
-            assert w.grad is not None
-            self.comm.allreduce(w.grad, ALLREDUCE)
+    def predict_cost(self) -> Estimate | None:
+        """Bytes of one offload epoch per tier (:func:`~hpcgnn.cost.offload.predict_offload`)."""
+        return predict_offload(
+            self.problem(), self.comm.size, self.volumes, self.remote, self.opts.dedup
+        )
+
+    def exchange_report(
+        self, measured: dict[str, float], predicted: dict[str, float],
+        tier_gbps: dict[str, float] | None,
+    ) -> dict[str, Any] | None:
+        """HongTu volumes, bytes per tier and the modelled cost ``C`` (collective)."""
+        return offload_report(self, measured, predicted, tier_gbps)
 
     # -- passes ------------------------------------------------------------------------
-    def _keep(self, epoch: int, layer: int) -> torch.Tensor:
-        """Dropout scale of this rank's rows of layer ``layer``'s input (1/(1-p) or 0)."""
-        w, p = self.widths[layer], self.cfg.dropout
-        keep = dropout_keep(self.cfg.seed, epoch, layer, self.rows, (0, w), w, p)
-        return torch.from_numpy(keep).to(self.cfg.torch_dtype) * (1.0 / (1.0 - p))
-
     def _to_host(self, host: torch.Tensor, a: int, b: int, rows: torch.Tensor) -> None:
-        t0 = time.perf_counter()
+        t0 = self.comm.stats.clock()
         host[a:b] = rows
         record_copy(self.comm, CKPT, b - a, rows.shape[1] * rows.element_size(), t0)
 
     def _to_device(self, host: torch.Tensor, a: int, b: int) -> torch.Tensor:
-        t0 = time.perf_counter()
+        t0 = self.comm.stats.clock()
         rows = host[a:b].clone()
         record_copy(self.comm, CKPT, b - a, rows.shape[1] * rows.element_size(), t0)
         return rows
@@ -223,20 +230,25 @@ class OffloadGCN(RowBlockModel):
     def forward_pass(self, epoch: int | None) -> torch.Tensor:
         """Offloaded forward; with an epoch it applies dropout and keeps the checkpoints."""
         train = epoch is not None
-        drop = train and self.cfg.dropout > 0.0
+        p = self.cfg.dropout
+        drop = train and p > 0.0
         stats = self.comm.stats
         n_own = self.rows[1] - self.rows[0]
-        self._scales: list[torch.Tensor | None] = []
+        self._masks: list[np.ndarray | None] = []
         self._aggregates: list[torch.Tensor] = []
-        scale = self._keep(epoch, 0) if drop else None
-        self._scales.append(scale)
-        h = self.x if scale is None else self.x * scale
+        keep = None
+        if drop:
+            assert epoch is not None
+            keep = block_dropout(self.cfg.seed, p, epoch, self.rows, self.widths)
+        mask = keep(0) if keep is not None else None
+        self._masks.append(mask)
+        h = self.x if mask is None else dropout(self.x, mask, p)
         last = len(self.weights) - 1
         for layer, w in enumerate(self.weights):
             w = w.detach()
             out = torch.empty((n_own, w.shape[1]), dtype=h.dtype)
             agg_host = torch.empty((n_own, w.shape[0]), dtype=h.dtype) if train else None
-            scale = self._keep(epoch, layer + 1) if drop and layer < last else None
+            mask = keep(layer + 1) if keep is not None and layer < last else None
             for j, (a, b) in enumerate(self.chunk_rows):
                 neigh = self.exchange.load(h, j)
                 with stats.phase("local_spmm"):
@@ -245,15 +257,15 @@ class OffloadGCN(RowBlockModel):
                     self._to_host(agg_host, a, b, agg)
                 with stats.phase("gemm"):
                     z = agg @ w
-                z = z if layer == last else torch.relu(z)
-                if scale is not None:
-                    z = z * scale[a:b]
+                z = activate(z, layer == last)
+                if mask is not None:
+                    z = dropout(z, mask[a:b], p)
                 self._to_host(out, a, b, z)
             self.exchange.end_pass()
             if agg_host is not None:
                 self._aggregates.append(agg_host)
             if layer < last:
-                self._scales.append(scale)
+                self._masks.append(mask)
             h = out
         return h
 
@@ -267,14 +279,14 @@ class OffloadGCN(RowBlockModel):
         for layer in range(last, -1, -1):
             w = self.weights[layer].detach()
             g_in = torch.zeros((n_own, w.shape[0]), dtype=w.dtype) if layer > 0 else None
-            scale = self._scales[layer + 1] if layer < last else None
+            mask = self._masks[layer + 1] if layer < last else None
             for j, (a, b) in enumerate(self.chunk_rows):
                 g = self._to_device(g_out, a, b)
                 agg = self._to_device(self._aggregates[layer], a, b)
                 with stats.phase("gemm"):
                     if layer < last:  # recompute Z = A W for the ReLU mask
-                        if scale is not None:
-                            g = g * scale[a:b]
+                        if mask is not None:
+                            g = dropout(g, mask[a:b], self.cfg.dropout)
                         g = g * ((agg @ w) > 0).to(g.dtype)
                     grads[layer] += agg.T @ g
                 if g_in is None:
@@ -287,5 +299,5 @@ class OffloadGCN(RowBlockModel):
             self.exchange.end_pass()
             if g_in is not None:
                 g_out = g_in
-        self._aggregates, self._scales = [], []
+        self._aggregates, self._masks = [], []
         return grads

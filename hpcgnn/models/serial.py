@@ -1,8 +1,8 @@
-"""The serial reference: one process, the whole graph, the same model and optimiser.
+"""The serial reference: one process, the whole graph, the same GCN and optimiser.
 
 Every distributed algorithm is tested against this: same initial weights from the seed,
-same dropout masks (counter-based, see :mod:`hpcgnn.rng`), same loss (mean
-cross-entropy over all training vertices), same Adam steps.
+same dropout masks (counter-based, see :mod:`hpcgnn.rng`), same loss (mean cross-entropy
+over all training vertices), same Adam steps.
 """
 
 from __future__ import annotations
@@ -19,10 +19,8 @@ from hpcgnn.config import TrainConfig
 from hpcgnn.graph.normalize import degrees_from_indptr, normalize_block
 from hpcgnn.io.reader import GraphFile
 from hpcgnn.kernels.spmm import spmm, to_torch_csr
-from hpcgnn.layout.order import layer_sizes
-from hpcgnn.nn.gcn import cross_entropy_sum, gcn_forward
-from hpcgnn.rng import dropout_keep
-from hpcgnn.train.model_state import init_weights
+from hpcgnn.models.base import GCNModel, read_vertex_data
+from hpcgnn.nn.gcn import LayerOps
 
 
 class LocalAggregation:
@@ -53,8 +51,8 @@ def load_normalized(gf: GraphFile, dtype: np.dtype | type) -> tuple[sp.csr_matri
     return norm_t, norm
 
 
-class SerialGCN:
-    """Full-batch GCN on one process.
+class SerialGCN(GCNModel):
+    """Full-batch GCN on one process (``comm`` is ``COMM_SELF``; nothing is reduced).
 
     Parameters
     ----------
@@ -62,47 +60,30 @@ class SerialGCN:
         Graph file.
     cfg
         Training configuration.
+    weights
+        ``W^1 .. W^L`` to train (default: Glorot from ``cfg.seed``).
 
     """
 
-    def __init__(self, path: str | os.PathLike, cfg: TrainConfig) -> None:
+    def __init__(
+        self, path: str | os.PathLike, cfg: TrainConfig,
+        weights: list[torch.Tensor] | None = None,
+    ) -> None:
+        self.grid = None
         self.cfg = cfg
         self.comm = Comm(MPI.COMM_SELF, name="self")
+        self.stats = None
+        self.offsets = None
         dtype = cfg.torch_dtype
         with GraphFile(path) as gf:
-            meta = gf.meta
+            self.meta = meta = gf.meta
             n = meta.num_nodes
-            np_dtype = np.float64 if cfg.dtype == "float64" else np.float32
-            norm_t, norm = load_normalized(gf, np_dtype)
-            self.x = torch.from_numpy(gf.read_features(0, n).astype(np_dtype))
-            self.y = torch.from_numpy(gf.read_labels(0, n))
-            self.masks = {
-                m: torch.from_numpy(gf.read_mask(m, 0, n)) for m in ("train", "val", "test")
-            }
-        self.meta = meta
-        op = LocalAggregation(to_torch_csr(norm_t, dtype), to_torch_csr(norm, dtype))
-        self.ops = [op] * cfg.layers
-        self.widths = layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, cfg.layers)
-        self.weights = init_weights(meta.num_features, meta.num_classes, cfg)
-        self.num_train = int(self.masks["train"].sum())
-
-    def logits(self, epoch: int | None) -> torch.Tensor:
-        """Forward pass; ``epoch=None`` evaluates without dropout."""
-        n = self.meta.num_nodes
-        keep = None
-        if epoch is not None:
-
-            def keep(layer: int) -> np.ndarray:
-                w = self.widths[layer]
-                return dropout_keep(
-                    self.cfg.seed, epoch, layer, (0, n), (0, w), w, self.cfg.dropout
-                )
-
-        return gcn_forward(self.x, self.weights, self.ops, self.cfg.dropout, keep)
-
-    def loss(self, logits: torch.Tensor) -> torch.Tensor:
-        """Mean cross-entropy over the training vertices."""
-        return cross_entropy_sum(logits, self.y, self.masks["train"]) / max(1, self.num_train)
+            norm_t, norm = load_normalized(gf, cfg.numpy_dtype)
+            self.x, self.y, self.masks = read_vertex_data(gf, (0, n), cfg.numpy_dtype)
+        self.rows = (0, n)
+        ops = LayerOps(LocalAggregation(to_torch_csr(norm_t, dtype), to_torch_csr(norm, dtype)))
+        self.layers = [ops] * cfg.layers
+        self._init_weights(weights)
 
     def reduce_gradients(self) -> None:
         """Nothing to reduce on one process."""

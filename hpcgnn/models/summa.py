@@ -24,6 +24,8 @@ message.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 import scipy.sparse as sp
@@ -31,28 +33,26 @@ import torch
 
 from hpcgnn.comm.collective import collective
 from hpcgnn.config import TrainConfig
-from hpcgnn.cost.summa import SummaBlockNnz
+from hpcgnn.cost.estimate import Estimate
+from hpcgnn.cost.summa import SummaBlockNnz, predict_summa
 from hpcgnn.graph.blocks import degrees
 from hpcgnn.graph.normalize import normalize_block
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.io.reader import GraphFile
-from hpcgnn.layout.order import layer_sizes
 from hpcgnn.layout.summa import (
     RowReader,
     SummaLayout,
     layer_plans,
     owned_blocks,
 )
-from hpcgnn.nn.gcn import aggregate
-from hpcgnn.rng import dropout_keep
+from hpcgnn.models.base import GCNModel, read_vertex_data
+from hpcgnn.nn.gcn import LayerOps
+from hpcgnn.rng import Columns
 from hpcgnn.spmm.dense_step import DenseStep, gather_rows
-from hpcgnn.spmm.summa import SummaAggregation, SummaGrid, SummaSpMM, numpy_dtype
-from hpcgnn.train.model_state import init_weights
-
-ALLREDUCE = "allreduce"
+from hpcgnn.spmm.summa import SummaAggregation, SummaGrid, SummaSpMM
 
 
-class GridGCN:
+class GridGCN(GCNModel):
     """GCN distributed over a ``2d`` or ``3d`` process grid (CAGNET 2D / 3D).
 
     Parameters
@@ -66,6 +66,8 @@ class GridGCN:
         A ``2d`` (``Pr x Pc``) or ``3d`` (``Pr x Pc x Pl``) grid of any shape.
     cfg
         Training configuration.
+    weights
+        ``W^1 .. W^L`` to train (default: Glorot from ``cfg.seed``).
 
     Attributes
     ----------
@@ -82,13 +84,19 @@ class GridGCN:
 
     """
 
-    def __init__(self, path: str | os.PathLike, grid: ProcessGrid, cfg: TrainConfig) -> None:
+    fused_gradients = True  # one all-reduce of every W^l over all ranks
+
+    def __init__(
+        self, path: str | os.PathLike, grid: ProcessGrid, cfg: TrainConfig,
+        weights: list[torch.Tensor] | None = None,
+    ) -> None:
         self.grid = grid
         self.sgrid = sgrid = SummaGrid.of(grid)
         self.comm = grid.world
+        self.stats = grid.stats
         self.cfg = cfg
         dtype = cfg.torch_dtype
-        np_dtype = numpy_dtype(dtype)
+        np_dtype = cfg.numpy_dtype
         i, j, layer = sgrid.coords
         with collective(grid.world):
             with GraphFile(path) as gf:
@@ -112,16 +120,10 @@ class GridGCN:
                     owned_blocks(layout, i, j, layer, rows_of(False)) if meta.directed else None
                 )
                 lo, hi = layout.fine_range(i, layer)
-                c0, c1 = layout.col_range(meta.num_features, j)
-                x = gf.read_features(lo, hi)[:, c0:c1]
-                self.x = torch.from_numpy(np.ascontiguousarray(x, dtype=np_dtype))
-                scores = j == 0
-                s_lo, s_hi = (lo, hi) if scores else (lo, lo)
-                self.y = torch.from_numpy(gf.read_labels(s_lo, s_hi))
-                self.masks = {
-                    m: torch.from_numpy(gf.read_mask(m, s_lo, s_hi))
-                    for m in ("train", "val", "test")
-                }
+                s_lo, s_hi = (lo, hi) if j == 0 else (lo, lo)  # column 0 scores
+                self.x, self.y, self.masks = read_vertex_data(
+                    gf, (lo, hi), np_dtype, layout.col_range(meta.num_features, j), (s_lo, s_hi)
+                )
         self.meta = meta
         self.offsets = layout.fine  # fine-block offsets: the cost model's ``row_offsets``
         self.rows = (lo, hi)
@@ -129,14 +131,18 @@ class GridGCN:
         fwd = SummaSpMM(layout, sgrid, fwd_blocks, dtype)
         # undirected: Â is symmetric, one set of blocks serves both directions
         bwd = SummaSpMM(layout, sgrid, bwd_blocks, dtype) if bwd_blocks is not None else fwd
-        self.ops = [SummaAggregation(fwd, bwd)] * cfg.layers
-        self.widths = layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, cfg.layers)
+        self.aggregation = SummaAggregation(fwd, bwd)
+        self._init_weights(weights)
         self.plans = layer_plans(self.widths, layout.pc)
-        self.dense = [
-            DenseStep(sgrid.row, layout.cols(p.f_in), layout.cols(p.f_out), p.dense)
+        self.layers = [
+            LayerOps(
+                self.aggregation,
+                DenseStep(sgrid.row, layout.cols(p.f_in), layout.cols(p.f_out), p.dense),
+                partial(gather_rows, row=sgrid.row, cols=layout.cols(p.f_out))
+                if p.gather_logits else None,
+            )
             for p in self.plans
         ]
-        self.weights = init_weights(meta.num_features, meta.num_classes, cfg)
 
     def block_nnz(self) -> SummaBlockNnz:
         """Nonzeros of every sparse block of ``Â^T`` and ``Â`` (collective, ``"control"``).
@@ -144,7 +150,7 @@ class GridGCN:
         The exact input of :func:`hpcgnn.cost.summa.predict_summa`, gathered from the
         blocks already read (each process knows the counts of its row block and layer).
         """
-        fwd, bwd = self.ops[0].matrices()
+        fwd, bwd = self.aggregation.matrices()
         i, j, layer = self.sgrid.coords
         mine = (i, layer, fwd.nnz, bwd.nnz) if j == 0 else None
         parts = [x for x in self.comm.allgather_obj(mine) if x is not None]
@@ -157,44 +163,11 @@ class GridGCN:
             out_b[layer_] = np.stack([x[3] for x in rows]).reshape(pr, -1)
         return SummaBlockNnz(self.layout.dims, tuple(out_f), tuple(out_b))
 
-    def _keep(self, epoch: int, layer: int) -> np.ndarray:
-        """Dropout keep-mask of this process's block of the input of ``layer``."""
-        w = self.widths[layer]
-        cols = self.layout.col_range(w, self.sgrid.coords[1])
-        return dropout_keep(self.cfg.seed, epoch, layer, self.rows, cols, w, self.cfg.dropout)
+    def dropout_columns(self) -> Callable[[int], Columns] | None:
+        """Column block ``j`` of a layer input (this process's columns)."""
+        j = self.sgrid.coords[1]
+        return lambda width: self.layout.col_range(width, j)
 
-    def logits(self, epoch: int | None) -> torch.Tensor:
-        """Logits of the rows this process scores (``0 x C`` off column 0).
-
-        ``epoch=None`` evaluates without dropout.
-        """
-        p = self.cfg.dropout
-        h = self.x
-        last = len(self.weights) - 1
-        layers = zip(self.weights, self.ops, self.dense, self.plans, strict=True)
-        for t, (w, op, step, plan) in enumerate(layers):
-            if epoch is not None and p > 0.0:
-                keep = torch.from_numpy(self._keep(epoch, t))
-                h = h * keep.to(h.dtype) * (1.0 / (1.0 - p))
-            if plan.transform_first:
-                z = aggregate(step(h, w), op)
-                if plan.gather_logits:
-                    z = gather_rows(z, self.sgrid.row, self.layout.cols(plan.f_out))
-            else:
-                z = step(aggregate(h, op), w)
-            h = z if t == last else torch.relu(z)
-        return h
-
-    def reduce_gradients(self) -> None:
-        """All-reduce the partial gradients of every ``W^l`` over all ranks (one message)."""
-        grads = []
-        for w in self.weights:
-            if w.grad is None:
-                w.grad = torch.zeros_like(w)
-            grads.append(w.grad)
-        flat = torch.cat([g.reshape(-1) for g in grads])
-        self.comm.allreduce(flat, ALLREDUCE)
-        offset = 0
-        for g in grads:
-            g.copy_(flat[offset : offset + g.numel()].view_as(g))
-            offset += g.numel()
+    def predict_cost(self) -> Estimate | None:
+        """SUMMA / Split-3D bytes of one epoch with the exact block nonzeros (collective)."""
+        return predict_summa(self.problem(), self.layout.dims, self.block_nnz())

@@ -1,25 +1,44 @@
-"""The GCN of Kipf & Welling in CAGNET's matrix form, independent of the data layout.
+"""The GCN layer of Kipf & Welling in CAGNET's matrix form: the one definition every model uses.
 
 Forward, per layer ``l``: ``Z^l = Â^T H^{l-1} W^l`` and ``H^l = ReLU(Z^l)`` (no
 activation on the last layer, whose ``Z^L`` are the logits); dropout with probability
 ``p`` on each layer's input ``H^{l-1}`` during training. The product is evaluated as
-``(Â^T H) W`` or ``Â^T (H W)``, whichever makes the SpMM narrower (see
-:func:`transform_first`): a layer from 128 features to 16 then moves 16-wide rows.
-The product ``Â^T H`` is an *aggregation operator* supplied by the caller: a local
-SpMM for the serial reference, a distributed SpMM (1D, 1.5D, 2D, 3D) otherwise. Its
-backward is ``Â G``.
+``(Â^T H) W`` or ``Â^T (H W)``, whichever makes the SpMM narrower
+(:func:`hpcgnn.layout.order.transform_first`): a layer from 128 features to 16 then
+moves 16-wide rows.
+
+Layers own no parameters: the weights are passed in (a model holds the list it was given,
+so GIST can hand a model sub-weights), and so are the two operators a data layout
+supplies (:class:`LayerOps`):
+
+- the *aggregation* ``Â^T H`` on this rank's block of ``H`` and its adjoint ``Â G``: a
+  local SpMM for the serial reference, a distributed SpMM (1D, 1.5D, 2D, 3D, halo)
+  otherwise;
+- the *dense step* ``T W``: a local GEMM, or the row collectives of a SUMMA grid.
+
+Dropout masks come from the counter-based block streams of :mod:`hpcgnn.rng`, so every
+layout draws exactly the serial run's mask for the block it holds.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 import torch
 
 from hpcgnn.comm.stats import CommStats
+from hpcgnn.kernels.gemm import matmul
 from hpcgnn.layout.order import transform_first
+from hpcgnn.rng import Columns, dropout_keep
+
+#: ``keep(layer)``: the boolean keep-mask of this rank's block of a layer's input.
+KeepMask = Callable[[int], np.ndarray]
+
+#: ``dense(t, w)``: this rank's block of ``T W``.
+Dense = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 class Aggregation(Protocol):
@@ -48,36 +67,97 @@ def aggregate(h: torch.Tensor, op: Aggregation) -> torch.Tensor:
     return _Aggregate.apply(h, op)
 
 
-class _TimedMatmul(torch.autograd.Function):
-    """``T W`` whose forward and backward GEMMs are timed as the ``gemm`` phase."""
+@dataclass(frozen=True)
+class LayerOps:
+    """What a data layout supplies for one GCN layer.
 
-    @staticmethod
-    def forward(ctx, t: torch.Tensor, w: torch.Tensor, stats: CommStats) -> torch.Tensor:  # type: ignore[override]
-        ctx.save_for_backward(t, w)
-        ctx.stats = stats
-        with stats.phase("gemm"):
-            return t @ w
+    Attributes
+    ----------
+    aggregation
+        ``Â^T H`` and its adjoint on this rank's block.
+    dense
+        ``T W`` on this rank's block; ``None``: a local GEMM (timed as ``gemm``).
+    finish
+        Applied to the SpMM result when the SpMM comes last (order ``Â^T (H W)``), e.g.
+        gathering the logit rows of a SUMMA grid to their scorers; ``None``: nothing.
+    """
 
-    @staticmethod
-    def backward(ctx, g: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None, None]:  # type: ignore[override]
-        t, w = ctx.saved_tensors
-        with ctx.stats.phase("gemm"):
-            dt = g @ w.T if ctx.needs_input_grad[0] else None
-            dw = t.T @ g if ctx.needs_input_grad[1] else None
-        return dt, dw, None
+    aggregation: Aggregation
+    dense: Dense | None = None
+    finish: Callable[[torch.Tensor], torch.Tensor] | None = None
 
 
-def matmul(t: torch.Tensor, w: torch.Tensor, stats: CommStats | None = None) -> torch.Tensor:
-    """Differentiable ``T W``, timed into ``stats`` when given."""
-    return t @ w if stats is None else _TimedMatmul.apply(t, w, stats)
+def dropout(h: torch.Tensor, keep: np.ndarray, p: float) -> torch.Tensor:
+    """Inverted dropout: ``h * keep / (1 - p)`` with a host keep-mask of ``h``'s shape."""
+    mask = torch.from_numpy(keep).to(device=h.device, dtype=h.dtype)
+    return h * mask * (1.0 / (1.0 - p))
+
+
+def activate(z: torch.Tensor, last: bool) -> torch.Tensor:
+    """ReLU on hidden layers; the last layer's ``Z`` are the logits."""
+    return z if last else torch.relu(z)
+
+
+def block_dropout(
+    seed: int, p: float, epoch: int, rows: tuple[int, int], widths: Sequence[int],
+    columns: Callable[[int], Columns] | None = None,
+) -> KeepMask:
+    """Keep-masks of the block ``rows x columns(f_l)`` of every layer input in ``epoch``.
+
+    Parameters
+    ----------
+    seed, p
+        Seed and drop probability.
+    epoch
+        The training epoch (each epoch draws new masks).
+    rows
+        Global rows ``[r0, r1)`` of this rank's block.
+    widths
+        Layer widths ``f_0 .. f_L``.
+    columns
+        ``columns(f)``: this rank's columns of a matrix of width ``f`` (a range or an
+        index array); ``None``: all columns.
+    """
+
+    def keep(layer: int) -> np.ndarray:
+        w = widths[layer]
+        cols = (0, w) if columns is None else columns(w)
+        return dropout_keep(seed, epoch, layer, rows, cols, w, p)
+
+    return keep
+
+
+def gcn_layer(
+    h: torch.Tensor, w: torch.Tensor, layer: int, last: bool, ops: LayerOps,
+    stats: CommStats | None = None,
+) -> torch.Tensor:
+    """One GCN layer ``act(Â^T H W)`` on this rank's block (no dropout; see :func:`dropout`).
+
+    The order of the product follows :func:`~hpcgnn.layout.order.transform_first` on the
+    shape of ``w`` (the full ``W^l``).
+    """
+    if ops.dense is None:
+
+        def dense(t: torch.Tensor, wt: torch.Tensor) -> torch.Tensor:
+            return matmul(t, wt, stats)
+
+    else:
+        dense = ops.dense
+    if transform_first(layer, w.shape[0], w.shape[1]):
+        z = aggregate(dense(h, w), ops.aggregation)
+        if ops.finish is not None:
+            z = ops.finish(z)
+    else:
+        z = dense(aggregate(h, ops.aggregation), w)
+    return activate(z, last)
 
 
 def gcn_forward(
     h0: torch.Tensor,
-    weights: list[torch.Tensor],
-    ops: list[Aggregation],
-    dropout: float,
-    keep_mask: Callable[[int], np.ndarray] | None,
+    weights: Sequence[torch.Tensor],
+    layers: Sequence[LayerOps],
+    p: float,
+    keep: KeepMask | None,
     stats: CommStats | None = None,
 ) -> torch.Tensor:
     """Run the GCN forward on this rank's block and return its block of the logits.
@@ -87,28 +167,23 @@ def gcn_forward(
     h0
         This rank's block of the input features.
     weights
-        ``W^1 .. W^L`` (replicated, or this rank's column block of them).
-    ops
-        One aggregation operator per layer.
-    dropout
-        Drop probability; applied when ``keep_mask`` is given.
-    keep_mask
-        ``keep_mask(layer)`` returns the boolean keep-mask of this rank's block of the
-        layer's input, or ``None`` for evaluation (no dropout).
+        ``W^1 .. W^L`` (injected: replicated, or sub-weights).
+    layers
+        One :class:`LayerOps` per layer.
+    p
+        Drop probability; applied when ``keep`` is given.
+    keep
+        ``keep(layer)``: keep-mask of this rank's block of the layer's input, or ``None``
+        for evaluation (no dropout).
     stats
-        Where to time the dense products (phase ``gemm``), if given.
+        Where to time local dense products (phase ``gemm``), if given.
     """
     h = h0
     last = len(weights) - 1
-    for layer, (w, op) in enumerate(zip(weights, ops, strict=True)):
-        if keep_mask is not None and dropout > 0.0:
-            keep = torch.from_numpy(keep_mask(layer))
-            h = h * keep.to(h.dtype) * (1.0 / (1.0 - dropout))
-        if transform_first(layer, w.shape[0], w.shape[1]):
-            z = aggregate(matmul(h, w, stats), op)
-        else:
-            z = matmul(aggregate(h, op), w, stats)
-        h = z if layer == last else torch.relu(z)
+    for layer, (w, ops) in enumerate(zip(weights, layers, strict=True)):
+        if keep is not None and p > 0.0:
+            h = dropout(h, keep(layer), p)
+        h = gcn_layer(h, w, layer, layer == last, ops, stats)
     return h
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 
 def glorot_weights(
@@ -19,3 +20,10 @@ def glorot_weights(
         bound = np.sqrt(6.0 / (fin + fout))
         out.append(rng.uniform(-bound, bound, size=(fin, fout)).astype(dtype))
     return out
+
+
+def init_weights(
+    widths: list[int], seed: int, dtype: np.dtype | type = np.float32
+) -> list[torch.Tensor]:
+    """Glorot weights ``W^1..W^L`` as leaf tensors, identical on every rank for ``seed``."""
+    return [torch.from_numpy(w).requires_grad_(True) for w in glorot_weights(widths, seed, dtype)]

@@ -20,7 +20,6 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-import h5py
 import numpy as np
 import scipy.sparse as sp
 
@@ -183,12 +182,6 @@ def permute_features(
         buckets.close()
 
 
-def _root_attr(path: str, name: str) -> str:
-    with h5py.File(path, "r") as h5:
-        value = h5.attrs.get(name, "")
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 def write_relabelled(
     src: GraphFile,
     out: str | os.PathLike,
@@ -241,7 +234,7 @@ def write_relabelled(
         num_classes=meta.num_classes,
         directed=meta.directed,
         name=meta.name,
-        source=_root_attr(meta.path, fmt.ATTR_SOURCE),
+        source=meta.source,
         feature_dtype=meta.feature_dtype,
         show_progress=show_progress,
     ) as writer:

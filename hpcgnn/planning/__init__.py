@@ -2,10 +2,13 @@
 
 Topologies (:mod:`~hpcgnn.planning.topology`), the communication relation
 (:mod:`~hpcgnn.planning.relation`), staged send/recv tables
-(:mod:`~hpcgnn.planning.plan`), the SPST planner (:mod:`~hpcgnn.planning.spst`) and
-HongTu's chunk sets, volumes and reorganisation (:mod:`~hpcgnn.planning.dedup`).
+(:mod:`~hpcgnn.planning.plan`), the SPST planner (:mod:`~hpcgnn.planning.spst`),
+HongTu's chunk sets, volumes and reorganisation (:mod:`~hpcgnn.planning.dedup`) and the
+SPST vs p2p comparison of a graph file behind ``hpcgnn plan``
+(:mod:`~hpcgnn.planning.compare`).
 """
 
+from hpcgnn.planning.compare import PlanComparison, compare_plans, cost_summary
 from hpcgnn.planning.plan import Plan, check_plan, reverse_tables, split_substages
 from hpcgnn.planning.relation import Relation, relation_from_edges, relation_from_file
 from hpcgnn.planning.spst import (
@@ -22,9 +25,12 @@ from hpcgnn.planning.topology import Topology, load_topology, parse_topology, un
 __all__ = [
     "Cost",
     "Plan",
+    "PlanComparison",
     "Relation",
     "Topology",
     "check_plan",
+    "compare_plans",
+    "cost_summary",
     "counts_cost",
     "load_topology",
     "parse_topology",

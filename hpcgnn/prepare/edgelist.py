@@ -33,32 +33,16 @@ from pathlib import Path
 import numpy as np
 
 from hpcgnn.errors import ConfigError, InputError
-from hpcgnn.io import EdgeSorter
-from hpcgnn.io import format as fmt
+from hpcgnn.io.edges import EdgeSorter, sorted_unique
 from hpcgnn.prepare.features import array_feature_blocks, random_feature_blocks
-from hpcgnn.prepare.output import GraphParts, add_edges, write_graph
-from hpcgnn.prepare.splits import check_fractions, random_split
+from hpcgnn.prepare.output import GraphParts, write_graph
+from hpcgnn.prepare.splits import check_fractions, class_ids, random_split
 from hpcgnn.prepare.summary import PrepareSummary
 from hpcgnn.prepare.synthetic import EDGE_CHUNK, balanced_labels
 from hpcgnn.prepare.textfile import NumericTable, require_file
 
 #: Number of random classes when no labels are given and no class count is asked for.
 DEFAULT_RANDOM_CLASSES = 8
-
-
-def sorted_unique(values: np.ndarray) -> np.ndarray:
-    """Return the distinct values in increasing order.
-
-    Sorts and drops repeats; unlike :func:`numpy.unique`, whose hash-based path in
-    NumPy 2.3+ is tens of times slower on millions of mostly distinct ids.
-    """
-    values = np.sort(values, axis=None)
-    if values.size < 2:
-        return values
-    keep = np.empty(values.size, dtype=bool)
-    keep[0] = True
-    np.not_equal(values[1:], values[:-1], out=keep[1:])
-    return values[keep]
 
 
 class DistinctIds:
@@ -71,7 +55,7 @@ class DistinctIds:
 
     def add(self, ids: np.ndarray) -> None:
         """Add the values of ``ids``."""
-        unique = sorted_unique(ids)
+        unique = sorted_unique(ids.flatten())
         self._pending.append(unique)
         self._pending_size += unique.size
         if self._pending_size > max(self._merged.size, 1 << 22):
@@ -94,14 +78,9 @@ def load_label_array(path: str | os.PathLike, num_nodes: int) -> np.ndarray:
     labels = _load_npy(path)
     if labels.ndim != 1 or labels.shape[0] != num_nodes:
         raise InputError(f"{path}: labels have shape {labels.shape}, expected ({num_nodes},)")
-    if labels.dtype.kind == "f":
-        known = np.isfinite(labels) & (labels >= 0)
-        if np.any(labels[known] != np.round(labels[known])):
-            raise InputError(f"{path}: labels must be integer class ids")
-        return np.where(known, labels, fmt.UNLABELLED).astype(np.int64)
-    if labels.dtype.kind not in "iu":
+    if labels.dtype.kind not in "iuf":
         raise InputError(f"{path}: labels have dtype {labels.dtype}, expected integers")
-    return np.where(labels >= 0, labels, fmt.UNLABELLED).astype(np.int64)
+    return class_ids(labels, path)
 
 
 def load_feature_array(path: str | os.PathLike, num_nodes: int) -> np.ndarray:
@@ -209,7 +188,7 @@ def convert_edgelist(
                     pairs = pairs.reshape(-1, 2)
                     if node_ids is not None:
                         pairs = np.searchsorted(node_ids, pairs)
-                    add_edges(sorter, pairs[:, 0], pairs[:, 1], table.path)
+                    sorter.add(pairs[:, 0], pairs[:, 1], table.path)
             spill.unlink()
             parts = GraphParts(
                 num_nodes=n,

@@ -28,8 +28,8 @@ import numpy as np
 from hpcgnn.errors import ConfigError, InputError
 from hpcgnn.io import EdgeSorter
 from hpcgnn.io import format as fmt
-from hpcgnn.prepare.output import GraphParts, add_edges, write_graph
-from hpcgnn.prepare.splits import masks_from_ids
+from hpcgnn.prepare.output import GraphParts, write_graph
+from hpcgnn.prepare.splits import class_ids, masks_from_ids
 from hpcgnn.prepare.summary import PrepareSummary
 from hpcgnn.prepare.textfile import NumericTable, read_column, require_file
 
@@ -63,12 +63,7 @@ def read_labels(path: Path) -> np.ndarray:
     if table.shape[1] != 1:
         raise InputError(f"{path}: {table.shape[1]} label columns; only single-label datasets "
                          f"are supported")
-    values = table[:, 0]
-    known = np.isfinite(values) & (values >= 0)
-    if np.any(values[known] != np.round(values[known])):
-        bad = values[known][values[known] != np.round(values[known])][0]
-        raise InputError(f"{path}: label {bad} is not an integer class id")
-    return np.where(known, values, fmt.UNLABELLED).astype(np.int64)
+    return class_ids(table[:, 0], path)
 
 
 def _count(path: Path, what: str) -> int | None:
@@ -147,7 +142,7 @@ def convert_ogb(
     edges = NumericTable(edge_path, dtype=np.int64, columns=2, delimiter=",", what="OGB edge list")
     with EdgeSorter(n, directed, expected, tmpdir) as sorter:
         for block in edges.blocks("reading edges", show_progress):
-            add_edges(sorter, block[:, 0], block[:, 1], edge_path)
+            sorter.add(block[:, 0], block[:, 1], edge_path)
         blocks = features.blocks()
         first = next(blocks, None)
         if first is None:

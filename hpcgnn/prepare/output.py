@@ -50,21 +50,6 @@ class GraphParts:
     node_ids: np.ndarray | None = None
 
 
-def add_edges(
-    sorter: EdgeSorter, src: np.ndarray, dst: np.ndarray, source: str | os.PathLike
-) -> None:
-    """Add edges to ``sorter`` after checking their ids, naming ``source`` on failure."""
-    n = sorter.num_nodes
-    if src.size:
-        lo = min(int(src.min()), int(dst.min()))
-        hi = max(int(src.max()), int(dst.max()))
-        if lo < 0 or hi >= n:
-            raise InputError(
-                f"{source}: vertex id {lo if lo < 0 else hi} is out of range [0, {n})"
-            )
-    sorter.add(src, dst)
-
-
 def write_graph(
     path: str | os.PathLike,
     sorter: EdgeSorter,

@@ -35,7 +35,7 @@ from hpcgnn.io import EdgeSorter
 from hpcgnn.io import format as fmt
 from hpcgnn.prepare.features import sparse_feature_blocks
 from hpcgnn.prepare.legacy_pickle import load_legacy_pickle
-from hpcgnn.prepare.output import GraphParts, add_edges, write_graph
+from hpcgnn.prepare.output import GraphParts, write_graph
 from hpcgnn.prepare.splits import drop_unlabelled, masks_from_ids
 from hpcgnn.prepare.summary import PrepareSummary
 from hpcgnn.prepare.textfile import read_column
@@ -172,7 +172,7 @@ def convert_planetoid(
         source=str(directory),
     )
     with EdgeSorter(n, directed=False, expected_edges=src.size, tmpdir=tmpdir) as sorter:
-        add_edges(sorter, src, dst, path["graph"])
+        sorter.add(src, dst, path["graph"])
         parts = GraphParts(
             num_nodes=n,
             num_features=width,

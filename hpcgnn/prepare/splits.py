@@ -1,6 +1,8 @@
-"""Train/validation/test masks: seeded random splits and masks from id lists."""
+"""Labels and train/validation/test masks: class ids, seeded random splits, masks from ids."""
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 
@@ -8,6 +10,18 @@ from hpcgnn.errors import ConfigError, InputError
 from hpcgnn.io import format as fmt
 
 Masks = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def class_ids(values: np.ndarray, source: str | os.PathLike) -> np.ndarray:
+    """Return numeric labels as int64 class ids, negative or NaN becoming ``-1`` (unlabelled).
+
+    Raises :class:`InputError` naming ``source`` if a known label is not an integer.
+    """
+    known = np.isfinite(values) & (values >= 0)
+    fraction = values[known] != np.round(values[known])
+    if np.any(fraction):
+        raise InputError(f"{source}: label {values[known][fraction][0]} is not an integer class id")
+    return np.where(known, values, fmt.UNLABELLED).astype(np.int64)
 
 
 def check_fractions(train_frac: float, val_frac: float) -> None:

@@ -27,10 +27,11 @@ from hpcgnn.comm.collective import collective
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.io.reader import GraphFile
 from hpcgnn.layout.blocks import even_offsets, vertex_offsets
+from hpcgnn.rng import TAG_LADIES, TAG_SAGE
 from hpcgnn.sampling import ladies, sage, setops
 from hpcgnn.sampling.rows import RowStore, read_pattern
 from hpcgnn.sampling.sampled import SampledBatch, split_stacked
-from hpcgnn.sampling.shuffle import TAG_LADIES, TAG_SAGE, epoch_key, minibatches
+from hpcgnn.sampling.shuffle import epoch_key, minibatches
 from hpcgnn.sampling.spec import LAYOUTS, SamplerSpec
 from hpcgnn.sampling.spgemm_1p5d import SparsityAwareRows
 

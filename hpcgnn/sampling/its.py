@@ -26,10 +26,12 @@ it is computed.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 
+from hpcgnn.rng import chain, to_uniform
 from hpcgnn.sampling.setops import unique
-from hpcgnn.sampling.shuffle import chain, to_uniform
 
 
 def _segments(indptr: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -108,6 +110,17 @@ def _round_draws(
     return draw_row, to_uniform(chain(keys[active][draw_row], rnd, t))
 
 
+def _rounds(have: np.ndarray, target: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
+    """Yield ``(round, rows still short of target)`` until every row has its target.
+
+    The caller adds each round's accepted entries to ``have`` in place.
+    """
+    rnd = 0
+    while len(active := np.flatnonzero(have < target)):
+        yield rnd, active
+        rnd += 1
+
+
 def sample_rows(
     indptr: np.ndarray, weights: np.ndarray, counts: int | np.ndarray, row_keys: np.ndarray
 ) -> np.ndarray:
@@ -141,11 +154,7 @@ def sample_rows(
     have = np.zeros(nrows, dtype=np.int64)
     selected = np.zeros(len(w), dtype=bool)
     keys = np.asarray(row_keys, dtype=np.uint64)
-    rnd = 0
-    while True:
-        active = np.flatnonzero(have < target)
-        if len(active) == 0:
-            return selected
+    for rnd, active in _rounds(have, target):
         entry, owner, _ = _segments(indptr, active)
         lens = indptr[active + 1] - indptr[active]
         sub_ptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
@@ -159,7 +168,7 @@ def sample_rows(
         selected[entry[hit]] = True
         w[entry[hit]] = 0.0
         have[active] += np.bincount(owner[hit], minlength=len(active))
-        rnd += 1
+    return selected
 
 
 def sample_uniform_rows(
@@ -183,11 +192,7 @@ def sample_uniform_rows(
     selected[_segments(indptr, np.flatnonzero(whole))[0]] = True
     have = np.where(whole, lens, 0)
     keys = np.asarray(row_keys, dtype=np.uint64)
-    rnd = 0
-    while True:
-        active = np.flatnonzero(have < target)
-        if len(active) == 0:
-            return selected
+    for rnd, active in _rounds(have, target):
         remaining = lens[active] - have[active]
         draw_row, u = _round_draws(keys, active, target[active] - have[active], rnd)
         rank = np.minimum((u * remaining[draw_row]).astype(np.int64), remaining[draw_row] - 1)
@@ -204,4 +209,4 @@ def sample_uniform_rows(
         have[active] += np.bincount(
             np.searchsorted(indptr[active], hit, side="right") - 1, minlength=len(active)
         )
-        rnd += 1
+    return selected

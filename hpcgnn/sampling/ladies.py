@@ -25,11 +25,11 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from hpcgnn.rng import chain
 from hpcgnn.sampling.its import row_totals, sample_rows, segment_cumsum
 from hpcgnn.sampling.matrices import StackedHop, compressed_rows, selection, spgemm
 from hpcgnn.sampling.rows import RowStore
 from hpcgnn.sampling.setops import contains, unique
-from hpcgnn.sampling.shuffle import chain
 
 
 def probabilities(p: sp.csr_matrix) -> np.ndarray:

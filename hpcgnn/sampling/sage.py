@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from hpcgnn.rng import chain
 from hpcgnn.sampling.its import sample_uniform_rows
 from hpcgnn.sampling.matrices import StackedHop, compressed_rows, selection, spgemm
 from hpcgnn.sampling.rows import RowStore
 from hpcgnn.sampling.setops import contains, unique
-from hpcgnn.sampling.shuffle import chain
 
 
 def next_frontier(

@@ -56,18 +56,20 @@ class StagedBroadcastSpMM:
         self.offsets = offsets
         self.stages = range(comm.size) if stages is None else stages
         blocks = split_columns(local, offsets)
-        self.blocks = {k: to_torch_csr(blocks[k], dtype) for k in self.stages}
+        dev = comm.device.torch_device
+        self.blocks = {k: to_torch_csr(blocks[k], dtype, dev) for k in self.stages}
         self.rows = local.shape[0]
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         """Return this rank's partial block row of ``M X`` given its block ``X_i``."""
         f = x.shape[1]
-        out = torch.zeros((self.rows, f), dtype=x.dtype)
+        dev = self.comm.device
+        out = dev.zeros((self.rows, f), x.dtype)
         for k in self.stages:
             if k == self.comm.rank:
                 xk = x.contiguous()
             else:
-                xk = torch.empty((int(self.offsets[k + 1] - self.offsets[k]), f), dtype=x.dtype)
+                xk = dev.empty((int(self.offsets[k + 1] - self.offsets[k]), f), x.dtype)
             self.comm.bcast(xk, k, DENSE_BCAST)
             with self.comm.stats.phase("local_spmm"):
                 out += spmm(self.blocks[k], xk)

@@ -32,8 +32,8 @@ import numpy as np
 import torch
 
 from hpcgnn.comm.communicator import Comm
+from hpcgnn.kernels.gemm import matmul
 from hpcgnn.layout.summa import ALLGATHER, GATHER, REDUCE, REDUCE_SCATTER
-from hpcgnn.nn.gcn import matmul
 
 CAT_ALLGATHER = "allgather"
 CAT_REDUCE_SCATTER = "reduce_scatter"
@@ -46,13 +46,13 @@ ROOT = 0
 def _allgather_cols(comm: Comm, t: torch.Tensor, widths: list[int]) -> torch.Tensor:
     send = t.t().contiguous()
     full = comm.allgatherv(send, CAT_ALLGATHER, counts=widths)
-    return torch.from_numpy(full).t().contiguous()
+    return full.t().contiguous()
 
 
 def _reduce_scatter_cols(comm: Comm, z: torch.Tensor, widths: list[int]) -> torch.Tensor:
     send = z.t().contiguous()
     mine = comm.reduce_scatter(send, widths, CAT_REDUCE_SCATTER)
-    return torch.from_numpy(mine).t().contiguous()
+    return mine.t().contiguous()
 
 
 class RowAllGather(torch.autograd.Function):
@@ -99,8 +99,8 @@ class GatherToRoot(torch.autograd.Function):
         recvcounts = np.asarray(widths if me == ROOT else [0] * p, dtype=np.int64)
         full, _ = comm.alltoallv(send, sendcounts, CAT_GATHER, recvcounts)
         if me != ROOT:
-            return torch.zeros((0, sum(widths)), dtype=t.dtype)
-        return torch.from_numpy(full).t().contiguous()
+            return comm.device.zeros((0, sum(widths)), t.dtype)
+        return full.t().contiguous()
 
     @staticmethod
     def backward(ctx, g: torch.Tensor) -> tuple[torch.Tensor, None, None]:  # type: ignore[override]
@@ -111,12 +111,12 @@ class GatherToRoot(torch.autograd.Function):
             send = g.t().contiguous()
             sendcounts = np.asarray(widths, dtype=np.int64)
         else:
-            send = torch.zeros((0, rows), dtype=g.dtype)
+            send = comm.device.zeros((0, rows), g.dtype)
             sendcounts = np.zeros(p, dtype=np.int64)
         recvcounts = np.zeros(p, dtype=np.int64)
         recvcounts[ROOT] = widths[me]
         mine, _ = comm.alltoallv(send, sendcounts, CAT_SCATTER, recvcounts)
-        return torch.from_numpy(mine.reshape(widths[me], rows)).t().contiguous(), None, None
+        return mine.reshape(widths[me], rows).t().contiguous(), None, None
 
 
 class ReduceToRoot(torch.autograd.Function):
@@ -127,14 +127,13 @@ class ReduceToRoot(torch.autograd.Function):
         """Forward collective (see the class docstring)."""
         ctx.comm, ctx.shape = comm, tuple(z.shape)
         counts = [z.shape[0] if r == ROOT else 0 for r in range(comm.size)]
-        out = comm.reduce_scatter(z.detach().contiguous(), counts, CAT_REDUCE_SCATTER)
-        return torch.from_numpy(out)
+        return comm.reduce_scatter(z.detach().contiguous(), counts, CAT_REDUCE_SCATTER)
 
     @staticmethod
     def backward(ctx, g: torch.Tensor) -> tuple[torch.Tensor, None]:  # type: ignore[override]
         """Adjoint collective (see the class docstring)."""
         comm = ctx.comm
-        buf = g.contiguous() if comm.rank == ROOT else torch.empty(ctx.shape, dtype=g.dtype)
+        buf = g.contiguous() if comm.rank == ROOT else comm.device.empty(ctx.shape, g.dtype)
         comm.bcast(buf, ROOT, CAT_BCAST)
         return buf, None
 

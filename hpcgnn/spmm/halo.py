@@ -93,15 +93,16 @@ class HaloAggregation:
             self._fwd_x = StagedExchange(comm, fwd, topo)
         else:
             self._fwd_x = HaloExchange(comm, fwd)
+        dev = comm.device.torch_device
         a_t_loc = local_matrix(a_t_rows, lo, hi, fwd.halo)
-        self._a_t = to_torch_csr(a_t_loc, dtype)
+        self._a_t = to_torch_csr(a_t_loc, dtype, dev)
         self._bwd_x: HaloExchange | StagedExchange
         if backward == "push":
             self._bwd_x = self._fwd_x
-            self._a_bwd = to_torch_csr(a_t_loc.T.tocsr(), dtype)
+            self._a_bwd = to_torch_csr(a_t_loc.T.tocsr(), dtype, dev)
         else:
             self._bwd_x = HaloExchange(comm, bwd)
-            self._a_bwd = to_torch_csr(local_matrix(a_rows, lo, hi, bwd.halo), dtype)
+            self._a_bwd = to_torch_csr(local_matrix(a_rows, lo, hi, bwd.halo), dtype, dev)
 
     @property
     def fwd_exchange(self) -> HaloExchange | StagedExchange:

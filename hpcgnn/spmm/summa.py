@@ -147,10 +147,6 @@ class SummaSpMM:
         self.nnz = np.array([merged[s.index] for s in self.segments], dtype=np.int64)
         self._np_dtype = np_dtype
 
-    def owned_bytes(self) -> int:
-        """Bytes of the sparse blocks stored by this process (in their wire format)."""
-        return int(sum(m.nbytes for m in self._own.values()))
-
     def _sparse_block(self, seg_index: int) -> torch.Tensor:
         """``M(row block i, stage)``, broadcast along the process row from its owner."""
         seg = self.segments[seg_index]
@@ -165,8 +161,9 @@ class SummaSpMM:
             row.bcast(message, seg.j, SPARSE_BCAST)
         with row.stats.phase("sparse_unpack"):
             indptr, indices, values = unpack_block(message, shape, n, nnz, self._np_dtype)
+            dev = row.device
             return torch.sparse_csr_tensor(
-                torch.from_numpy(indptr), torch.from_numpy(indices), torch.from_numpy(values),
+                dev.from_numpy(indptr), dev.from_numpy(indices), dev.from_numpy(values),
                 size=shape, check_invariants=False,
             )
 
@@ -175,12 +172,12 @@ class SummaSpMM:
         i = self.grid.coords[0]
         col = self.grid.col
         f = x.shape[1]
-        out = torch.zeros((self.rows, f), dtype=x.dtype)
+        out = col.device.zeros((self.rows, f), x.dtype)
         for seg in self.segments:
             if seg.k == i:
                 xs = x[seg.r0 : seg.r0 + seg.size].contiguous()
             else:
-                xs = torch.empty((seg.size, f), dtype=x.dtype)
+                xs = col.device.empty((seg.size, f), x.dtype)
             if col.size > 1 and f > 0:
                 col.bcast(xs, seg.k, DENSE_BCAST)
             if self.nnz[seg.index] == 0:
@@ -192,7 +189,7 @@ class SummaSpMM:
         fiber = self.grid.fiber
         if fiber is None or fiber.size == 1:
             return out
-        return torch.from_numpy(fiber.reduce_scatter(out, self.fine_counts, REDUCE_SCATTER))
+        return fiber.reduce_scatter(out, self.fine_counts, REDUCE_SCATTER)
 
 
 class SummaAggregation:

@@ -1,15 +1,26 @@
-"""The metrics JSON written by ``hpcgnn train --metrics``."""
+"""The end of every run: summary lines, metrics JSON (``--metrics``) and trace (``--trace``).
+
+:func:`finish_run` is the one report builder of every mode: the mode's trainer supplies
+its cost prediction and its own section (``exchange`` for partitioned models,
+``sampling`` for minibatch), this module the rest (see ``docs/metrics.md``).
+"""
 
 from __future__ import annotations
 
 import json
 import os
 import statistics
+import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from hpcgnn.comm.communicator import Comm
+from hpcgnn.grid.process_grid import ProcessGrid
+from hpcgnn.io.reader import GraphMeta
 from hpcgnn.train.loop import TrainResult
+from hpcgnn.train.trace import gather_trace, write_trace
 
 
 def summed_over_ranks(comm: Comm, per_rank: dict[str, float]) -> dict[str, float]:
@@ -44,8 +55,11 @@ def build_metrics(
         },
         "params_sha256": result.params_sha256,
     }
-    if extra:
-        doc.update(extra)
+    for key, value in (extra or {}).items():  # sections; nested dicts are merged one level
+        if isinstance(value, dict) and isinstance(doc.get(key), dict):
+            doc[key] = {**doc[key], **value}
+        else:
+            doc[key] = value
     return doc
 
 
@@ -56,3 +70,69 @@ def write_json(path: str | os.PathLike, doc: dict[str, Any]) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(doc, indent=2, sort_keys=False) + "\n")
     os.replace(tmp, path)
+
+
+def graph_section(meta: GraphMeta) -> dict[str, Any]:
+    """The ``graph`` section: sizes and direction of the input."""
+    return {
+        "num_nodes": meta.num_nodes, "num_edges": meta.num_edges,
+        "num_features": meta.num_features, "num_classes": meta.num_classes,
+        "directed": meta.directed,
+    }
+
+
+def finish_run(
+    grid: ProcessGrid, result: TrainResult, *, config: dict[str, Any], meta: GraphMeta,
+    measured: dict[str, float], phases: dict[str, float], predicted: dict[str, float],
+    sections: dict[str, Any], lines: list[str], metrics: str | None, trace: str | None,
+) -> None:
+    """Print the summary on rank 0, write the metrics and the trace (collective).
+
+    Parameters
+    ----------
+    grid
+        The run's process grid.
+    result
+        The loop's result.
+    config
+        The ``config`` section.
+    meta
+        The graph's sizes (``graph`` section).
+    measured, phases
+        Bytes per category and seconds per phase of one epoch, summed (bytes) or averaged
+        (seconds) over ranks.
+    predicted
+        The model's predicted bytes per category (empty: no cost model).
+    sections
+        The mode's own metrics sections.
+    lines
+        The mode's own summary lines.
+    metrics, trace
+        Output paths (rank 0 writes them), or ``None``.
+    """
+    events = gather_trace(grid.world, grid.stats) if trace else None
+    if grid.rank != 0:
+        return
+    f = result.final
+    out = [
+        f"final | loss {f['loss']:.4f} | train {f['train_acc']:.4f} val {f['val_acc']:.4f}"
+        f" test {f['test_acc']:.4f} | params sha256 {result.params_sha256[:16]}"
+    ]
+    if result.epochs:
+        med = float(np.median([e.time_s for e in result.epochs]))
+        comm = f"{sum(measured.values()) / 1e6:.3f} MB measured"
+        if predicted:
+            comm += f", {sum(predicted.values()) / 1e6:.3f} MB predicted"
+        out.append(f"epoch median {med * 1e3:.1f} ms | comm per epoch {comm}")
+    print("\n".join(out + lines), flush=True)
+    if metrics:
+        doc = build_metrics(
+            result, world_size=grid.size, config=config, measured_bytes=measured,
+            predicted_bytes=predicted, phases=phases,
+            extra={**sections, "graph": graph_section(meta)},
+        )
+        write_json(metrics, doc)
+        print(f"metrics written to {metrics}", file=sys.stderr)
+    if trace and events is not None:
+        write_trace(trace, events)
+        print(f"trace written to {trace}", file=sys.stderr)

@@ -15,8 +15,8 @@ import pytest
 
 from hpcgnn.cli.common import launched_by_mpi
 from hpcgnn.cli.main import main
-from tests.conftest import assert_all
 from tests.graphs import write_random_graph
+from tests.mpi import assert_all, on_rank0
 
 N = 60
 
@@ -234,9 +234,7 @@ def test_info_json(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
 @pytest.mark.mpi
 def test_info_bad_input_fails_on_every_rank(world, shared_tmp: Path, capsys) -> None:
     path = shared_tmp / "bad.h5"
-    if world.rank == 0:
-        make_bad_file(path, "index_out_of_range")
-    world.mpi.Barrier()
+    on_rank0(world, make_bad_file, path, "index_out_of_range")
     rc = main(["info", str(path)])
     err = capsys.readouterr().err.strip().splitlines()
     assert_all(world, rc == 1, f"rank {world.rank} returned {rc}")

@@ -8,8 +8,8 @@ import pytest
 
 from hpcgnn.cli.common import launched_by_mpi
 from hpcgnn.cli.main import main
-from tests.conftest import assert_all
 from tests.graphs import write_random_graph
+from tests.mpi import assert_all
 
 #: Serial tests call the CLI as one process; under an MPI launcher the CLI turns collective
 #: and only rank 0 prints, so they are skipped there (the ``mpi`` test covers that path).

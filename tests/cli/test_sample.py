@@ -3,9 +3,11 @@ import pytest
 
 from hpcgnn.cli.main import main
 from hpcgnn.io import GraphFile
-from hpcgnn.sampling import SamplerSpec, read_pattern, read_train_ids, sample_epoch_serial
+from hpcgnn.sampling.bulk import read_train_ids, sample_epoch_serial
+from hpcgnn.sampling.rows import read_pattern
 from hpcgnn.sampling.sample_file import read_samples
-from tests.conftest import assert_all
+from hpcgnn.sampling.spec import SamplerSpec
+from tests.mpi import assert_all
 from tests.sampling import same_batches
 
 
@@ -74,4 +76,4 @@ def test_bad_parameters_fail_on_every_rank(graph_file, shared_tmp, world, capsys
         argv = ["train", str(path), "--mode", "minibatch", "--epochs", "1", *base, *flags]
     assert_all(world, main(argv) == 1)
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"hpcgnn: error: {message}"]
+    assert_all(world, err == [f"hpcgnn: error: {message}"], f"rank {world.rank} stderr: {err}")

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from hpcgnn.cli.main import main
-from tests.conftest import assert_all
+from tests.mpi import assert_all, on_rank0
 
 
 def run_train(path, *extra):
@@ -87,7 +87,8 @@ def test_resume_with_other_settings_is_refused(graph_file, shared_tmp, world, ca
     )
     rc = run_train(path, "--resume", str(ckpt), "--lr", "0.5")
     assert_all(world, rc == 1)
-    assert "written with other settings (lr" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert_all(world, "written with other settings (lr" in err, f"rank {world.rank}: {err!r}")
 
 
 @pytest.mark.mpi
@@ -96,12 +97,12 @@ def test_replication_that_does_not_divide_is_refused_on_every_rank(graph_file, w
     rc = run_train(path, "--algo", "1.5d", "--replication", str(world.size + 1))
     assert_all(world, rc == 1)
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [
+    valid = ", ".join(str(d) for d in range(1, world.size + 1) if world.size % d == 0)
+    expected = [
         f"hpcgnn: error: 1.5d replication {world.size + 1} does not divide "
-        f"{world.size} processes (valid: "
-        + ", ".join(str(d) for d in range(1, world.size + 1) if world.size % d == 0)
-        + ")"
+        f"{world.size} processes (valid: {valid})"
     ]
+    assert_all(world, err == expected, f"rank {world.rank} stderr: {err}")
 
 
 @pytest.mark.mpi
@@ -109,24 +110,30 @@ def test_too_little_memory_is_refused_on_every_rank(graph_file, world, capsys, m
     path = graph_file(n=30, seed=5)
     monkeypatch.setenv("HPCGNN_MEMORY_LIMIT", "1000")
     assert_all(world, run_train(path) == 1)
-    assert "not enough memory" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert_all(world, "not enough memory" in err, f"rank {world.rank}: {err!r}")
 
 
 @pytest.mark.mpi
 def test_nan_features_fail_on_every_rank(graph_file, shared_tmp, world, capsys):
     path = graph_file("nan.h5", n=40, seed=6)
-    if world.rank == 0:
+
+    def spoil() -> None:
         with h5py.File(path, "r+") as f:
             f["features"][39, 0] = np.nan  # only the last rank's block is bad
-    world.mpi.Barrier()
+
+    on_rank0(world, spoil)
     assert_all(world, run_train(path) == 1)
-    assert "features contain NaN or Inf (first at vertex 39)" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    message = "features contain NaN or Inf (first at vertex 39)"
+    assert_all(world, message in err, f"rank {world.rank}: {err!r}")
 
 
 @pytest.mark.mpi
 def test_missing_graph_fails_on_every_rank(shared_tmp, world, capsys):
     assert_all(world, run_train(shared_tmp / "nope.h5") == 1)
-    assert "no such file" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert_all(world, "no such file" in err, f"rank {world.rank}: {err!r}")
 
 
 def read_metrics(path, world):
@@ -193,4 +200,4 @@ def test_bad_exchange_flags_fail_on_every_rank(graph_file, world, capsys, args, 
     path = graph_file(n=30, seed=4)
     assert_all(world, run_train(path, *args) == 1)
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and message in err[0], err
+    assert_all(world, len(err) == 1 and message in err[0], f"rank {world.rank} stderr: {err}")

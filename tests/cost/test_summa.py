@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from hpcgnn.cost.model import Problem, predict_block_row
+from hpcgnn.cost.block_row import predict_block_row
+from hpcgnn.cost.estimate import Problem
 from hpcgnn.cost.summa import (
     SummaBlockNnz,
     SummaProblem,

@@ -11,7 +11,7 @@ from hpcgnn.exchange.halo import HaloExchange, HaloSets, halo_sets
 from hpcgnn.exchange.staged import add_rows, owned_groups, substage_selections
 from hpcgnn.planning import counts_cost, parse_topology, uniform_topology
 from hpcgnn.planning.plan import occurrences
-from tests.conftest import assert_all
+from tests.mpi import assert_all
 
 N = 60
 F = 3

@@ -3,7 +3,7 @@ from mpi4py import MPI
 
 from hpcgnn.grid import ProcessGrid
 from hpcgnn.layout.shapes import admissible_shapes
-from tests.conftest import assert_all
+from tests.mpi import assert_all
 
 
 @pytest.mark.mpi

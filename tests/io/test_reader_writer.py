@@ -95,6 +95,21 @@ def test_sorter_drops_self_loops_and_duplicates(tmp_path: Path) -> None:
     np.testing.assert_array_equal(a, expected)
 
 
+def test_sorter_bucket_of_self_loops_only_is_empty() -> None:
+    with EdgeSorter(3, directed=True) as s:
+        s.add(np.array([0, 1]), np.array([0, 1]))
+        rows = [(b.counts.tolist(), b.indices.tolist()) for b in s.rows()]
+    assert rows == [([0, 0, 0], [])]
+
+
+def test_sorter_names_the_source_of_a_bad_id() -> None:
+    with EdgeSorter(3, directed=False) as s:
+        with pytest.raises(InputError, match=r"^e\.txt: vertex id 3 is out of range \[0, 3\)$"):
+            s.add(np.array([0]), np.array([3]), "e.txt")
+        with pytest.raises(InputError, match=r"^edge endpoint -1 is out of range \[0, 3\)$"):
+            s.add(np.array([-1]), np.array([0]))
+
+
 def _writer(path: Path) -> GraphFileWriter:
     return GraphFileWriter(path, num_nodes=3, num_features=2, num_classes=2, directed=False,
                            show_progress=False)

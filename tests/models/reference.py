@@ -8,8 +8,8 @@ import torch
 from hpcgnn.comm import Comm
 from hpcgnn.config import TrainConfig
 from hpcgnn.models.serial import SerialGCN
-from hpcgnn.train.loop import train_fullbatch
-from tests.conftest import assert_all
+from hpcgnn.train.fullbatch import train_fullbatch
+from tests.mpi import assert_all
 
 
 def first_step(model, cfg: TrainConfig, num_train: int):
@@ -29,7 +29,7 @@ def compare_with_serial(make_model, path, cfg: TrainConfig, world: Comm, epochs:
     """Assert forward logits, gradients and the loss history equal the serial run's."""
     tol = 1e-10 if cfg.dtype == "float64" else 1e-5
     serial = SerialGCN(path, cfg)
-    num_train = serial.num_train
+    num_train = int(serial.masks["train"].sum())
     s_logits, s_grads = first_step(serial, cfg, num_train)
 
     model = make_model()
@@ -58,7 +58,7 @@ def compare_with_serial(make_model, path, cfg: TrainConfig, world: Comm, epochs:
 
 def check_cost_model(algo, result, problem, shape, world, rel=0.02):
     """Measured bytes per category (summed over ranks, per epoch) within ``rel`` of the model."""
-    from hpcgnn.cost.model import predict
+    from hpcgnn.cost.predict import predict
     from hpcgnn.train.report import summed_over_ranks
 
     measured = summed_over_ranks(world, result.per_epoch(result.step_bytes))
@@ -73,8 +73,8 @@ def check_cost_model(algo, result, problem, shape, world, rel=0.02):
 
 def problem_of(path, cfg: TrainConfig, row_offsets=None):
     """The cost model's view of training ``cfg`` on the graph file ``path``."""
+    from hpcgnn.cost.ranking import cost_problem
     from hpcgnn.io import GraphFile
-    from hpcgnn.train.run import cost_problem
 
     with GraphFile(path) as gf:
         return cost_problem(gf.meta, cfg, row_offsets)

@@ -6,10 +6,10 @@ from hpcgnn.config import TrainConfig
 from hpcgnn.cost.halo import halo_volumes, predict_halo
 from hpcgnn.grid import ProcessGrid
 from hpcgnn.models.halo import HaloGCN
-from hpcgnn.train.loop import train_fullbatch
+from hpcgnn.train.fullbatch import train_fullbatch
 from hpcgnn.train.report import summed_over_ranks
-from tests.conftest import assert_all
 from tests.models.reference import compare_with_serial, metis_graph, problem_of
+from tests.mpi import assert_all
 
 EXCLUDED = {"control", "halo_setup"}
 

@@ -6,10 +6,10 @@ from hpcgnn.cost.offload import predict_offload
 from hpcgnn.grid import ProcessGrid
 from hpcgnn.models.offload import OffloadGCN, OffloadOptions
 from hpcgnn.planning.dedup import dedup_volumes, remote_rows
-from hpcgnn.train.loop import train_fullbatch
+from hpcgnn.train.fullbatch import train_fullbatch
 from hpcgnn.train.report import summed_over_ranks
-from tests.conftest import assert_all
 from tests.models.reference import compare_with_serial, metis_graph, problem_of
+from tests.mpi import assert_all
 
 LEVELS = ("none", "inter", "full")
 

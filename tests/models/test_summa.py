@@ -22,9 +22,9 @@ from hpcgnn.grid import ProcessGrid
 from hpcgnn.io import GraphFile
 from hpcgnn.layout.shapes import GridShape, admissible_shapes, choose_shape
 from hpcgnn.models.summa import GridGCN
-from tests.conftest import assert_all
 from tests.models.reference import check_cost_model, compare_with_serial
 from tests.models.reference import problem_of as cost_problem_of
+from tests.mpi import assert_all
 
 
 def problem_of(path, cfg: TrainConfig, dims=None) -> SummaProblem:

@@ -126,7 +126,7 @@ def test_bad_input_is_reported(tmp_path, text, kwargs, error, match):
     [
         (np.zeros((4, 2)), "features", r"x\.npy: features have shape \(4, 2\), expected \(5, F\)"),
         (np.zeros(6, dtype=int), "labels", r"x\.npy: labels have shape \(6,\), expected \(5,\)"),
-        (np.array([0.5, 1, 1, 1, 1]), "labels", "integer class ids"),
+        (np.array([0.5, 1, 1, 1, 1]), "labels", r"x\.npy: label 0\.5 is not an integer class id"),
     ],
 )
 def test_array_mismatches_are_input_errors(tmp_path, array, option, match):

@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 from scipy.stats import chisquare
 
+from hpcgnn.rng import chain
 from hpcgnn.sampling.its import row_totals, sample_rows, segment_cumsum
-from hpcgnn.sampling.shuffle import chain
 
 
 def csr_rows(lengths, rng):

@@ -4,15 +4,11 @@ from mpi4py import MPI
 from hpcgnn.grid import ProcessGrid
 from hpcgnn.io import GraphFile
 from hpcgnn.layout.shapes import admissible_shapes
-from hpcgnn.sampling import (
-    BulkSampler,
-    SamplerSpec,
-    read_pattern,
-    read_train_ids,
-    sample_epoch_serial,
-)
+from hpcgnn.sampling.bulk import BulkSampler, read_train_ids, sample_epoch_serial
+from hpcgnn.sampling.rows import read_pattern
 from hpcgnn.sampling.shuffle import minibatches
-from tests.conftest import assert_all
+from hpcgnn.sampling.spec import SamplerSpec
+from tests.mpi import assert_all
 from tests.sampling import same_batches
 
 SPECS = [SamplerSpec("sage", (3, 2), batch_size=8, bulk=3, seed=5),

@@ -10,7 +10,7 @@ from hpcgnn.layout.shapes import admissible_shapes
 from hpcgnn.layout.summa import ALLGATHER, GATHER, REDUCE, REDUCE_SCATTER, SummaLayout
 from hpcgnn.spmm.dense_step import DenseStep, gather_rows
 from hpcgnn.spmm.summa import SummaGrid
-from tests.conftest import assert_all
+from tests.mpi import assert_all
 
 
 @pytest.mark.mpi

@@ -11,7 +11,7 @@ from hpcgnn.layout.shapes import admissible_shapes
 from hpcgnn.layout.summa import SummaLayout, count_block_nnz, message_bytes, owned_blocks
 from hpcgnn.spmm.summa import SummaGrid, SummaSpMM
 from hpcgnn.train.report import summed_over_ranks
-from tests.conftest import assert_all
+from tests.mpi import assert_all
 
 
 def _partition(n, parts, seed):

@@ -13,7 +13,6 @@ Two kinds of partitioned training report it:
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import numpy as np
@@ -89,13 +88,14 @@ def _probe(agg: HaloAggregation, width: int) -> tuple[np.ndarray, np.ndarray]:
             fwd.append(ex.fwd_stage_seconds.copy())
             bwd.append(ex.bwd_stage_seconds.copy())
         return np.median(fwd, axis=0), np.median(bwd, axis=0)
+    clock = agg.comm.stats.clock
     times = []
     for _ in range(PROBE_REPEATS):
-        t0 = time.perf_counter()
+        t0 = clock()
         halo = ex.gather(x)
-        t1 = time.perf_counter()
+        t1 = clock()
         ex.scatter_add(halo, x.clone())
-        times.append((t1 - t0, time.perf_counter() - t1))
+        times.append((t1 - t0, clock() - t1))
     med = np.median(np.array(times), axis=0)
     return med[:1], med[1:]
 
@@ -167,3 +167,22 @@ def halo_report(
         },
     }
 
+
+
+def exchange_line(ex: dict) -> str:
+    """One summary line of the ``exchange`` metrics."""
+    counts = f"V_ori {ex['V_ori']} V_p2p {ex['V_p2p']} V_ru {ex['V_ru']}"
+    if ex["strategy"] == "offload":
+        tiers = " ".join(f"{t} {b / 1e6:.3f}" for t, b in ex["bytes_per_tier"].items())
+        return f"exchange | {counts} | MB per epoch: {tiers} | modelled C {ex['C_s'] * 1e3:.4f} ms"
+    pl = ex["planner"]
+    stages = " ".join(
+        f"s{st['stage']} {st['modelled_s'] * 1e3:.3f}/{st['measured_s'] * 1e3:.3f}"
+        for st in pl["stages"]
+    )
+    return (
+        f"exchange | {ex['strategy']} on {ex['topology']}: {ex['transfers']} transfers in"
+        f" {pl['num_stages']} stages | modelled p2p {pl['p2p_modelled_s'] * 1e3:.4f} ms,"
+        f" this exchange {pl['modelled_s'] * 1e3:.4f} ms at F={pl['feature_dim']}"
+        f" | stage ms modelled/measured: {stages or '-'}"
+    )

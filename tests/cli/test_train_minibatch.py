@@ -5,7 +5,7 @@ import pytest
 
 from hpcgnn.cli.main import main
 from hpcgnn.io import EdgeSorter, GraphFileWriter
-from tests.conftest import assert_all
+from tests.mpi import assert_all
 
 
 def write_sbm(path, n=800, classes=4, avg_degree=10.0, intra=0.6, features=16, noise=3.0, seed=0):

@@ -1,0 +1,86 @@
+"""A run's cost-model view and the ranking behind ``hpcgnn model`` (sizes only, no MPI).
+
+:func:`cost_problem` turns a graph's metadata and the hyper-parameters into the
+:class:`~hpcgnn.cost.estimate.Problem` every cost model takes; :func:`memory_estimate`
+bounds a rank's memory on a grid; :func:`rank_choices` evaluates every algorithm on every
+admissible grid for ``P`` ranks and sorts them by modelled time. ``P`` need not be
+runnable here (e.g. 4096).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from hpcgnn.config import TrainConfig
+from hpcgnn.cost.estimate import Problem
+from hpcgnn.cost.predict import PREDICTORS, predict
+from hpcgnn.io.reader import GraphMeta
+from hpcgnn.layout.order import layer_sizes
+from hpcgnn.layout.shapes import GridShape, admissible_shapes
+
+
+def cost_problem(meta: GraphMeta, cfg: TrainConfig, row_offsets: np.ndarray | None) -> Problem:
+    """The cost model's view of training ``cfg`` on the graph ``meta`` describes."""
+    widths = tuple(layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, cfg.layers))
+    offsets = None if row_offsets is None else tuple(int(x) for x in row_offsets)
+    return Problem(
+        meta.num_nodes,
+        meta.num_edges + meta.num_nodes,
+        widths,
+        cfg.itemsize,
+        offsets,
+    )
+
+
+def memory_estimate(meta: GraphMeta, cfg: TrainConfig, shape: GridShape) -> float:
+    """Rough upper bound of the bytes one rank allocates (matrices, activations, buffers).
+
+    Sparse blocks of ``Â^T`` and ``Â`` are held as 64-bit-index CSR (about 20 bytes per
+    nonzero, twice during loading); every layer keeps its input, output and gradient.
+    """
+    blocks = shape.dims[0] if shape.kind in ("1d", "1.5d") else shape.size
+    itemsize = cfg.itemsize
+    rows = meta.num_nodes / blocks
+    nnz = (meta.num_edges + meta.num_nodes) / blocks
+    widths = layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, cfg.layers)
+    dense = rows * sum(widths) * itemsize * 4 + rows * max(widths) * itemsize * 2
+    return 2 * 2 * 20 * nnz + dense + 8 * meta.num_nodes * 2
+
+
+def rank_choices(
+    meta: GraphMeta, cfg: TrainConfig, procs: int, alpha: float, beta: float
+) -> list[dict[str, Any]]:
+    """Every (algorithm, grid) with its modelled epoch communication, fastest first.
+
+    Parameters
+    ----------
+    meta
+        The graph's sizes.
+    cfg
+        Layers, hidden width and dtype.
+    procs
+        Number of ranks ``P``.
+    alpha, beta
+        Seconds per message and per byte of the alpha-beta model.
+    """
+    problem = cost_problem(meta, cfg, None)
+    rows = []
+    for algo in PREDICTORS:
+        for shape in admissible_shapes(algo, procs):
+            est = predict(algo, problem, shape)
+            rows.append(
+                {
+                    "algo": algo,
+                    "grid": str(shape),
+                    "time_s": est.time(alpha, beta),
+                    "max_rank_bytes": sum(est.bytes_max_rank.values()),
+                    "total_bytes": sum(est.bytes_total.values()),
+                    "messages": est.messages,
+                    "memory_per_rank_bytes": memory_estimate(meta, cfg, shape),
+                    "bytes_by_category": est.bytes_total,
+                }
+            )
+    rows.sort(key=lambda r: (r["time_s"], r["algo"], r["grid"]))
+    return rows

@@ -1,0 +1,182 @@
+"""What every full-batch model shares: reading its rows, the GCN forward, gradient sums.
+
+A full-batch model is a data layout (which rows and columns this rank holds) plus one
+aggregation per layer (:class:`hpcgnn.nn.gcn.LayerOps`) plus the weights it is given;
+:class:`GCNModel` runs the one GCN of :mod:`hpcgnn.nn.gcn` on them. Subclasses set the
+attributes in :meth:`GCNModel.__init__`'s docstring and may override
+:meth:`GCNModel.predict_cost` and :meth:`GCNModel.exchange_report`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+from hpcgnn.comm.collective import collective
+from hpcgnn.comm.communicator import Comm
+from hpcgnn.comm.stats import CommStats
+from hpcgnn.config import TrainConfig
+from hpcgnn.cost.estimate import Estimate, Problem
+from hpcgnn.cost.ranking import cost_problem
+from hpcgnn.graph.blocks import normalized_rows
+from hpcgnn.grid.process_grid import ProcessGrid
+from hpcgnn.io.reader import GraphFile, GraphMeta
+from hpcgnn.layout.blocks import vertex_offsets
+from hpcgnn.layout.order import layer_sizes
+from hpcgnn.nn.gcn import LayerOps, block_dropout, gcn_forward
+from hpcgnn.nn.init import init_weights
+from hpcgnn.rng import Columns
+
+ALLREDUCE = "allreduce"
+MASKS = ("train", "val", "test")
+
+
+def read_vertex_data(
+    gf: GraphFile, rows: tuple[int, int], dtype: np.dtype, columns: tuple[int, int] | None = None,
+    scored: tuple[int, int] | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+    """Features of ``rows`` (``columns`` of them); labels and masks of ``scored`` (or rows)."""
+    lo, hi = rows
+    x = gf.read_features(lo, hi)
+    if columns is not None:
+        x = x[:, columns[0] : columns[1]]
+    s_lo, s_hi = rows if scored is None else scored
+    y = torch.from_numpy(gf.read_labels(s_lo, s_hi))
+    masks = {m: torch.from_numpy(gf.read_mask(m, s_lo, s_hi)) for m in MASKS}
+    return torch.from_numpy(np.ascontiguousarray(x, dtype=dtype)), y, masks
+
+
+def allreduce_gradients(
+    comm: Comm, weights: Sequence[torch.Tensor], fused: bool, divide_by: int = 1
+) -> None:
+    """Sum the weight gradients over ``comm`` (missing gradients count as zero).
+
+    ``fused``: one all-reduce of all gradients concatenated (then divided by
+    ``divide_by``); otherwise one all-reduce per weight.
+    """
+    grads = []
+    for w in weights:
+        if w.grad is None:
+            w.grad = torch.zeros_like(w)
+        grads.append(w.grad)
+    if not fused:
+        for g in grads:
+            comm.allreduce(g, ALLREDUCE)
+        return
+    flat = torch.cat([g.reshape(-1) for g in grads])
+    comm.allreduce(flat, ALLREDUCE)
+    if divide_by != 1:
+        flat /= divide_by
+    offset = 0
+    for g in grads:
+        g.copy_(flat[offset : offset + g.numel()].view_as(g))
+        offset += g.numel()
+
+
+class GCNModel:
+    """A full-batch GCN on one data layout.
+
+    Attributes set by subclasses: ``grid``, ``cfg``, ``meta``, ``comm`` (the ranks whose
+    rows together are every vertex once: loss and accuracy counts are summed over it),
+    ``stats`` (where local GEMMs are timed, or ``None``), ``rows`` (this rank's global
+    rows), ``offsets`` (the block offsets the cost model needs), ``x``, ``y``, ``masks``
+    (this rank's features and the labels and masks of the rows it scores), ``widths``,
+    ``weights`` and ``layers`` (one :class:`~hpcgnn.nn.gcn.LayerOps` per layer).
+    """
+
+    grid: ProcessGrid | None
+    cfg: TrainConfig
+    meta: GraphMeta
+    comm: Comm
+    stats: CommStats | None
+    rows: tuple[int, int]
+    offsets: np.ndarray | None
+    x: torch.Tensor
+    y: torch.Tensor
+    masks: dict[str, torch.Tensor]
+    widths: list[int]
+    weights: list[torch.Tensor]
+    layers: list[LayerOps]
+    #: All-reduce all weight gradients in one message (else one per weight).
+    fused_gradients: bool = False
+
+    def _init_weights(self, weights: list[torch.Tensor] | None) -> None:
+        """Set ``widths`` and ``weights``: the ones given, else Glorot from ``cfg.seed``."""
+        meta, cfg = self.meta, self.cfg
+        self.widths = layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, cfg.layers)
+        self.weights = (
+            weights if weights is not None
+            else init_weights(self.widths, cfg.seed, cfg.numpy_dtype)
+        )
+
+    def dropout_columns(self) -> Callable[[int], Columns] | None:
+        """This rank's columns of a layer input of width ``f`` (``None``: all)."""
+        return None
+
+    def logits(self, epoch: int | None) -> torch.Tensor:
+        """Logits of the rows this rank scores; ``epoch=None`` evaluates without dropout."""
+        keep = None
+        if epoch is not None:
+            keep = block_dropout(
+                self.cfg.seed, self.cfg.dropout, epoch, self.rows, self.widths,
+                self.dropout_columns(),
+            )
+        return gcn_forward(self.x, self.weights, self.layers, self.cfg.dropout, keep, self.stats)
+
+    def reduce_gradients(self) -> None:
+        """Sum the partial weight gradients over the ranks that hold them."""
+        allreduce_gradients(self.comm, self.weights, self.fused_gradients)
+
+    def problem(self) -> Problem:
+        """The cost model's view of this model."""
+        return cost_problem(self.meta, self.cfg, self.offsets)
+
+    def predict_cost(self) -> Estimate | None:
+        """Predicted communication of one training epoch (collective); ``None``: no model."""
+        return None
+
+    def exchange_report(
+        self, measured: dict[str, float], predicted: dict[str, float],
+        tier_gbps: dict[str, float] | None,
+    ) -> dict[str, Any] | None:
+        """The metrics' ``exchange`` section of partitioned models (collective), else ``None``."""
+        return None
+
+
+class RowBlockModel(GCNModel):
+    """A model whose ranks own contiguous vertex rows (1D, 1.5D, halo, offload).
+
+    Process row ``i`` owns block row ``i``: the file's partition when it fits, else an
+    even split.
+    """
+
+    def _load(
+        self, path: str | os.PathLike, grid: ProcessGrid, cfg: TrainConfig, with_a: bool,
+        weights: list[torch.Tensor] | None,
+    ) -> tuple[sp.csr_matrix, sp.csr_matrix | None]:
+        """Read this rank's rows (collective); returns its rows of ``Â^T`` and of ``Â``.
+
+        Sets the attributes of :class:`GCNModel` except ``layers``; ``comm`` is the
+        process column.
+        """
+        self.grid, self.cfg = grid, cfg
+        self.comm = comm = grid.col
+        self.stats = comm.stats
+        with collective(grid.world):
+            with GraphFile(path) as gf:
+                meta = gf.meta
+                self.offsets = vertex_offsets(meta.num_nodes, comm.size, meta.partition_offsets)
+                lo, hi = (int(v) for v in self.offsets[comm.rank : comm.rank + 2])
+                a_t = normalized_rows(gf, lo, hi, True, cfg.numpy_dtype)
+                a = normalized_rows(gf, lo, hi, False, cfg.numpy_dtype) if with_a else None
+                self.x, self.y, self.masks = read_vertex_data(gf, (lo, hi), cfg.numpy_dtype)
+        self.meta = meta
+        self.rows = (lo, hi)
+        self.row_ids = np.arange(lo, hi)
+        self._init_weights(weights)
+        return a_t, a

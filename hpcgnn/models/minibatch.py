@@ -1,0 +1,110 @@
+"""The sampled models of ``--mode minibatch``: GraphSAGE (mean) and LADIES, parameters replicated.
+
+Hop ``L-1`` of a sampled batch is applied first. Evaluation is full-graph, layer by
+layer, with the operator the sampled one estimates (the full-neighbourhood mean
+``D^{-1} A^T`` for sage, ``D^{-1}(A^T + I)`` for ladies) distributed 1.5D by CAGNET's
+staged broadcast SpMM (:class:`FullGraphOperator`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+from hpcgnn.grid.process_grid import ProcessGrid
+from hpcgnn.layout.blocks import stage_chunks
+from hpcgnn.nn.gcn import dropout
+from hpcgnn.nn.init import glorot_weights
+from hpcgnn.nn.sampled import Agg, ladies_layer, sage_layer, sparse_matmul
+from hpcgnn.sampling.sampled import SampledBatch
+from hpcgnn.spmm.block_row import StagedBroadcastSpMM
+
+ROW_ALLREDUCE = "allreduce"
+
+#: ``keep(layer, vertex_ids, width)``: dropout keep-mask of a layer's input rows.
+RowKeep = Callable[[int, np.ndarray, int], np.ndarray]
+
+
+class FullGraphOperator:
+    """``E H`` for this process row's block of a row-normalised ``E``, forward only (1.5D)."""
+
+    def __init__(
+        self, grid: ProcessGrid, block: sp.csr_matrix, offsets: np.ndarray, dtype: torch.dtype
+    ) -> None:
+        chunks = stage_chunks(grid.col.size, grid.row.size)
+        stages = range(int(chunks[grid.row.rank]), int(chunks[grid.row.rank + 1]))
+        self.row = grid.row
+        self.spmm = StagedBroadcastSpMM(grid.col, block, offsets, dtype, stages)
+
+    def __call__(self, h: torch.Tensor) -> torch.Tensor:
+        """This process row's block of ``E H`` given its block of ``H``."""
+        out = self.spmm(h.contiguous())
+        if self.row.size > 1:
+            self.row.allreduce(out, ROW_ALLREDUCE)
+        return out
+
+
+def sampled_weights(
+    sampler: str, widths: list[int], seed: int, dtype: np.dtype | type
+) -> list[torch.Tensor]:
+    """Glorot weights and zero biases: per layer ``W_self, W_neigh, b`` (sage) or ``W, b``."""
+    mats = [glorot_weights(widths, seed, dtype)]
+    if sampler == "sage":
+        mats.append(glorot_weights(widths, seed + 1, dtype))
+    out: list[torch.Tensor] = []
+    for layer in range(len(widths) - 1):
+        for m in mats:
+            out.append(torch.from_numpy(m[layer]).requires_grad_(True))
+        out.append(torch.from_numpy(np.zeros(widths[layer + 1], dtype=dtype)).requires_grad_(True))
+    return out
+
+
+class MinibatchModel:
+    """GraphSAGE (mean) or LADIES GCN on sampled batches.
+
+    Parameters
+    ----------
+    sampler
+        ``"sage"`` or ``"ladies"``.
+    widths
+        Layer widths ``f_0 .. f_L``.
+    weights
+        Per layer ``W_self, W_neigh, b`` (sage) or ``W, b`` (ladies); see
+        :func:`sampled_weights`.
+    """
+
+    def __init__(self, sampler: str, widths: list[int], weights: list[torch.Tensor]) -> None:
+        self.sampler = sampler
+        self.layers = len(widths) - 1
+        self.weights = weights
+
+    def _layer(self, layer: int, h_self: torch.Tensor, agg: Agg, h: torch.Tensor) -> torch.Tensor:
+        per = 3 if self.sampler == "sage" else 2
+        params = self.weights[per * layer : per * (layer + 1)]
+        last = layer == self.layers - 1
+        if self.sampler == "sage":
+            return sage_layer(h_self, h, agg, params, last)
+        return ladies_layer(h, agg, params, last)
+
+    def forward_batch(
+        self, batch: SampledBatch, x: torch.Tensor, p: float, keep: RowKeep | None,
+    ) -> torch.Tensor:
+        """Logits of the batch's seeds from the features ``x`` of its input vertices."""
+        h = x
+        for layer in range(self.layers):
+            hop = batch.hops[self.layers - 1 - layer]
+            if keep is not None and p > 0.0:
+                h = dropout(h, keep(layer, hop.cols, h.shape[1]), p)
+            a = hop.matrix(np.float32 if h.dtype == torch.float32 else np.float64)
+            h = self._layer(layer, h[: len(hop.rows)], lambda t, a=a: sparse_matmul(a, t), h)
+        return h
+
+    def forward_full(self, x: torch.Tensor, op: FullGraphOperator) -> torch.Tensor:
+        """This process row's block of the full-graph logits (evaluation, no dropout)."""
+        h = x
+        for layer in range(self.layers):
+            h = self._layer(layer, h, op, h)
+        return h

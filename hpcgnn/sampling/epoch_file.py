@@ -1,0 +1,129 @@
+"""Bulk-sample the minibatches of one epoch on a process grid and write them to a file.
+
+The library side of ``hpcgnn sample``: every rank samples its share of the epoch's
+minibatches with :class:`~hpcgnn.sampling.bulk.BulkSampler` on a 1.5D grid, rank 0
+gathers them and writes the samples file (:mod:`~hpcgnn.sampling.sample_file`). The file
+is the same for a given seed whatever the number of ranks, the graph layout, the
+replication and the bulk size.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+from mpi4py import MPI
+
+from hpcgnn.comm.collective import collective
+from hpcgnn.errors import ConfigError
+from hpcgnn.grid.process_grid import ProcessGrid
+from hpcgnn.layout.shapes import GridShape
+from hpcgnn.sampling.bulk import BulkSampler, read_train_ids
+from hpcgnn.sampling.sample_file import write_samples
+from hpcgnn.sampling.shuffle import minibatches
+from hpcgnn.sampling.spec import SamplerSpec, check_training_set
+
+
+@dataclass(frozen=True)
+class SampleSummary:
+    """What :func:`sample_to_file` did; the same on every rank.
+
+    Attributes
+    ----------
+    num_batches : int
+        Minibatches sampled and written.
+    edges : int
+        Sampled edges, summed over ranks.
+    seconds : float
+        Wall time of the sampling loop (maximum over ranks; reading and writing excluded).
+    grid : GridShape
+        The process grid sampled on.
+    out : str
+        The samples file written.
+    """
+
+    num_batches: int
+    edges: int
+    seconds: float
+    grid: GridShape
+    out: str
+
+
+def sample_to_file(
+    comm: MPI.Comm,
+    graph: str | os.PathLike,
+    spec: SamplerSpec,
+    out: str | os.PathLike,
+    *,
+    graph_layout: str = "replicated",
+    epoch: int = 0,
+    batches: int | None = None,
+    grid: str | None = None,
+    replication: int | None = None,
+) -> SampleSummary:
+    """Sample the minibatches of one epoch and write them to ``out`` (collective).
+
+    Parameters
+    ----------
+    comm : mpi4py.MPI.Comm
+        The ranks that sample (duplicated, not used directly).
+    graph : str or os.PathLike
+        Graph file written by ``hpcgnn prepare`` / ``hpcgnn partition``.
+    spec : SamplerSpec
+        Sampler, sizes, batch size, bulk and seed.
+    out : str or os.PathLike
+        Samples file to write (by rank 0, atomically).
+    graph_layout : {"replicated", "partitioned"}, optional
+        Whether every rank holds the whole graph or block rows of it.
+    epoch : int, optional
+        Epoch whose shuffle is sampled.
+    batches : int, optional
+        Sample only the first ``batches`` minibatches of the epoch (default: all).
+    grid : str, optional
+        Explicit ``(P/c)xc`` grid, e.g. ``"2x2"``.
+    replication : int, optional
+        Replication factor ``c`` of the ``(P/c) x c`` grid.
+
+    Returns
+    -------
+    SampleSummary
+        The same on every rank.
+
+    Raises
+    ------
+    ConfigError
+        On a bad argument or a batch size larger than the training set, on every rank.
+    GridError
+        On a grid that does not fit the communicator's size.
+    """
+    if batches is not None and batches < 1:
+        raise ConfigError(f"--batches must be >= 1, got {batches}")
+    if epoch < 0:
+        raise ConfigError(f"--epoch must be >= 0, got {epoch}")
+    pgrid = ProcessGrid.create(comm, "1.5d", grid, replication)
+    try:
+        world = pgrid.world
+        with collective(world):
+            train_ids = read_train_ids(graph)
+            check_training_set(spec, len(train_ids))
+        sampler = BulkSampler(spec, pgrid, graph, graph_layout)
+        epoch_batches = minibatches(train_ids, spec.batch_size, spec.seed, epoch)[:batches]
+        world.barrier()
+        t0 = time.perf_counter()
+        mine = []
+        for first in range(0, len(epoch_batches), spec.bulk):
+            mine += sampler.sample(epoch, epoch_batches[first : first + spec.bulk], first)
+        seconds = world.allreduce_scalar(time.perf_counter() - t0, MPI.MAX)
+        gathered = world.gather_obj(mine, 0, "sample_gather")
+        attrs = {**spec.as_dict(), "layers": spec.layers, "epoch": epoch,
+                 "num_nodes": sampler.meta.num_nodes, "num_batches": len(epoch_batches),
+                 "graph": str(graph), "graph_layout": graph_layout,
+                 "world_size": pgrid.size, "grid": str(pgrid.shape)}
+        with collective(world):
+            if gathered is not None:
+                write_samples(out, [b for part in gathered for b in part], attrs)
+        edges = world.allreduce_scalar(sampler.edges_sampled)
+        return SampleSummary(len(epoch_batches), edges, seconds, pgrid.shape, str(out))
+    finally:
+        pgrid.free()

@@ -1,0 +1,87 @@
+"""Full-batch training of a :class:`~hpcgnn.models.base.GCNModel`: one step per epoch."""
+
+from __future__ import annotations
+
+import torch
+
+from hpcgnn.comm.communicator import Comm
+from hpcgnn.config import TrainConfig
+from hpcgnn.models.base import GCNModel
+from hpcgnn.nn.gcn import correct_count, cross_entropy_sum
+from hpcgnn.train.loop import TrainResult, make_optimizer, run_epochs
+
+
+def global_counts(
+    comm: Comm, logits: torch.Tensor, y: torch.Tensor, masks: dict[str, torch.Tensor]
+) -> dict[str, float]:
+    """Accuracy on train/val/test of this rank's rows, with counts summed over ``comm``."""
+    out = {}
+    for name in ("train", "val", "test"):
+        mask = masks[name]
+        correct = comm.allreduce_scalar(correct_count(logits, y, mask))
+        total = comm.allreduce_scalar(int(mask.sum()))
+        out[f"{name}_acc"] = correct / total if total else float("nan")
+    return out
+
+
+class FullBatchTrainer:
+    """The :class:`~hpcgnn.train.loop.Trainer` of full-batch models.
+
+    The loss is the sum of the cross-entropy over this rank's training rows divided by
+    the *global* number of training vertices, so the all-reduced loss and gradients equal
+    the serial mean exactly.
+
+    Parameters
+    ----------
+    model
+        The (distributed) model.
+    cfg
+        Hyper-parameters.
+    world
+        All ranks (for barriers and the loop's accounting).
+    optimizer
+        A restored optimiser (resume), else a new Adam over ``model.weights``.
+    """
+
+    def __init__(
+        self, model: GCNModel, cfg: TrainConfig, world: Comm,
+        optimizer: torch.optim.Optimizer | None = None,
+    ) -> None:
+        self.model = model
+        self.world = world
+        self.weights = model.weights
+        self.optimizer = optimizer if optimizer is not None else make_optimizer(self.weights, cfg)
+        self.num_train = model.comm.allreduce_scalar(int(model.masks["train"].sum()))
+
+    def _loss(self, logits: torch.Tensor) -> torch.Tensor:
+        m = self.model
+        return cross_entropy_sum(logits, m.y, m.masks["train"]) / max(1, self.num_train)
+
+    def step(self, epoch: int) -> float:
+        """Forward with dropout, backward, gradient reduction, optimiser step."""
+        self.optimizer.zero_grad(set_to_none=False)
+        loss = self._loss(self.model.logits(epoch))
+        loss.backward()
+        self.model.reduce_gradients()
+        with self.world.stats.phase("optimizer"):
+            self.optimizer.step()
+        return float(loss.detach())
+
+    def reduce_loss(self, local: float) -> float:
+        """Sum the per-rank shares over the model's ranks (each row counted once)."""
+        return self.model.comm.allreduce_scalar(local)
+
+    def evaluate(self) -> dict[str, float]:
+        """Loss and accuracies without dropout (call under ``torch.no_grad``)."""
+        m = self.model
+        logits = m.logits(None)
+        return {
+            "loss": m.comm.allreduce_scalar(float(self._loss(logits))),
+            **global_counts(m.comm, logits, m.y, m.masks),
+        }
+
+
+def train_fullbatch(model: GCNModel, cfg: TrainConfig) -> TrainResult:
+    """Train ``model`` for ``cfg.epochs`` epochs with the one loop (no report, no files)."""
+    world = model.grid.world if model.grid is not None else model.comm
+    return run_epochs(FullBatchTrainer(model, cfg, world), cfg)

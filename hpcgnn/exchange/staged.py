@@ -62,20 +62,6 @@ def substage_selections(idx: np.ndarray) -> list[np.ndarray]:
     return [np.flatnonzero(occ == j) for j in range(int(occ.max(initial=-1)) + 1)]
 
 
-def add_rows(
-    buf: torch.Tensor, idx: torch.Tensor, rows: torch.Tensor, selections: list[np.ndarray]
-) -> torch.Tensor:
-    """``buf[idx[j]] += rows[j]`` for every ``j``, duplicates in ``idx`` included.
-
-    One plain indexed ``+=`` per sub-stage of ``selections`` (from
-    :func:`substage_selections`), so each adds every position at most once.
-    """
-    for sel in selections:
-        s = torch.from_numpy(sel)
-        buf[idx[s]] += rows[s]
-    return buf
-
-
 # -- plan construction -----------------------------------------------------------------------
 def owned_groups(sets: HaloSets, size: int) -> list[tuple[tuple[int, ...], np.ndarray]]:
     """Owned rows that other ranks need, grouped by destination set.

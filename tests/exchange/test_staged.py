@@ -8,7 +8,7 @@ from hpcgnn.errors import ConfigError
 from hpcgnn.exchange import StagedExchange
 from hpcgnn.exchange import staged as staged_mod
 from hpcgnn.exchange.halo import HaloExchange, HaloSets, halo_sets
-from hpcgnn.exchange.staged import add_rows, owned_groups, substage_selections
+from hpcgnn.exchange.staged import owned_groups, substage_selections
 from hpcgnn.planning import counts_cost, parse_topology, uniform_topology
 from hpcgnn.planning.plan import occurrences
 from tests.mpi import assert_all
@@ -28,14 +28,15 @@ def test_occurrences_and_substages_with_duplicates():
     assert substage_selections(np.zeros(0, dtype=np.int64)) == []
 
 
-def test_add_rows_accumulates_duplicates_like_add_at():
+def test_substage_adds_accumulate_duplicates_like_add_at():
     rng = np.random.default_rng(0)
     idx = rng.integers(0, 6, 40)
     rows = rng.standard_normal((40, 3))
     want = np.zeros((6, 3))
     np.add.at(want, idx, rows)
     buf = torch.zeros(6, 3, dtype=torch.float64)
-    add_rows(buf, torch.from_numpy(idx), torch.from_numpy(rows), substage_selections(idx))
+    for sel in substage_selections(idx):  # what StagedExchange.scatter_add does per stage
+        buf[torch.from_numpy(idx[sel])] += torch.from_numpy(rows[sel])
     np.testing.assert_allclose(buf.numpy(), want, rtol=1e-12, atol=1e-12)
     # one plain indexed += loses the duplicates: the sub-stages are what makes it exact
     naive = torch.zeros(6, 3, dtype=torch.float64)

@@ -31,6 +31,19 @@ def _mpi_rank() -> int:
     return MPI.COMM_WORLD.Get_rank()
 
 
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Under ``--only-mpi`` skip importing test files that hold no MPI test (faster runs)."""
+    if (
+        config.getoption("--only-mpi", default=False)
+        and collection_path.is_file()
+        and collection_path.name.startswith("test_")
+        and collection_path.suffix == ".py"
+        and "mark.mpi" not in collection_path.read_text()
+    ):
+        return True
+    return None
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
     rank = _mpi_rank()

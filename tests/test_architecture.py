@@ -2,7 +2,8 @@
 
 Layers, bottom up (``docs/architecture.md``): a module may import its own package and
 packages of lower layers only, never a higher or a sibling one. ``cost``, ``layout`` and
-``planning`` import neither torch nor mpi4py, and ``hpcgnn model`` runs without torch.
+``planning`` import neither torch nor mpi4py, ``hpcgnn model`` runs without torch, and
+``backend`` never loads mpi4py.
 """
 
 from __future__ import annotations
@@ -97,7 +98,10 @@ def test_pure_packages_load_neither_torch_nor_mpi4py():
         if p.relative_to(PACKAGE).parts[0] in PURE
     )
     modules = [m.removesuffix(".__init__") for m in modules]
-    assert _loaded_after("; ".join(f"import {m}" for m in modules)) == []
+    pure = "; ".join(f"import {m}" for m in modules)
+    assert _loaded_after(pure) == []
+    # the device layer sits below comm: torch yes, MPI never
+    assert _loaded_after(f"{pure}; import hpcgnn.backend") == ["torch"]
 
 
 @pytest.mark.parametrize("argv", [["model", "{graph}", "--procs", "1024"]])

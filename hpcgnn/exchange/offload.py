@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from hpcgnn.backend import Device, get_device
 from hpcgnn.comm.communicator import Comm
 from hpcgnn.exchange.halo import request_rows
 from hpcgnn.planning.dedup import Sliding, sliding
@@ -70,16 +71,20 @@ class RowTable:
         (concatenated in requester order).
     send_counts
         Rows served per requester rank.
+    device
+        Where the index tensors of ``dest`` and ``src`` live (default: CPU).
     """
 
     dest: np.ndarray
     recv_counts: np.ndarray
     src: np.ndarray
     send_counts: np.ndarray
+    device: Device | None = None
 
     def __post_init__(self) -> None:
-        self._dest = torch.from_numpy(self.dest)
-        self._src = torch.from_numpy(self.src)
+        device = get_device(self.device)
+        self._dest = device.from_numpy(self.dest)
+        self._src = device.from_numpy(self.src)
 
     def fetch(self, comm: Comm, source: torch.Tensor, out: torch.Tensor, category: str) -> int:
         """``out[dest] = rows of the owners' source buffers``; returns the local rows."""
@@ -122,7 +127,9 @@ def row_table(
         src = np.searchsorted(served, req)
         if len(req) and not np.array_equal(served[np.minimum(src, len(served) - 1)], req):
             raise RuntimeError("a requested row is not in the owner's transition set")
-    return RowTable(dest.astype(np.int64), recv_counts, src.astype(np.int64), send_counts)
+    return RowTable(
+        dest.astype(np.int64), recv_counts, src.astype(np.int64), send_counts, comm.device
+    )
 
 
 @dataclass

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from hpcgnn.backend import Device
 from hpcgnn.comm.collective import agree
 from hpcgnn.comm.communicator import Comm
 from hpcgnn.errors import ConfigError, HpcgnnError
@@ -159,26 +160,27 @@ class _Stage:
     subs: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]]
 
 
-def _split(pos: np.ndarray, width: int) -> tuple[torch.Tensor, ...]:
+def _split(pos: np.ndarray, width: int, device: Device) -> tuple[torch.Tensor, ...]:
     """``(own_sel, own_idx, fwd_sel, fwd_idx)`` of buffer positions ``pos``."""
     own = pos < width
     own_sel, fwd_sel = np.flatnonzero(own), np.flatnonzero(~own)
     return (
-        torch.from_numpy(own_sel),
-        torch.from_numpy(pos[own_sel]),
-        torch.from_numpy(fwd_sel),
-        torch.from_numpy(pos[fwd_sel] - width),
+        device.from_numpy(own_sel),
+        device.from_numpy(pos[own_sel]),
+        device.from_numpy(fwd_sel),
+        device.from_numpy(pos[fwd_sel] - width),
     )
 
 
 def _make_stage(
-    pos: np.ndarray, send_counts: np.ndarray, recv_counts: np.ndarray, lo: int, width: int
+    pos: np.ndarray, send_counts: np.ndarray, recv_counts: np.ndarray, lo: int, width: int,
+    device: Device,
 ) -> _Stage:
-    own_sel, own_idx, fwd_sel, fwd_idx = _split(pos, width)
+    own_sel, own_idx, fwd_sel, fwd_idx = _split(pos, width, device)
     subs = []
     for sel in substage_selections(pos):
-        o_sel, o_idx, f_sel, f_idx = _split(pos[sel], width)
-        s = torch.from_numpy(sel)
+        o_sel, o_idx, f_sel, f_idx = _split(pos[sel], width, device)
+        s = device.from_numpy(sel)
         subs.append((s[o_sel], o_idx, s[f_sel], f_idx))
     hi = lo + int(recv_counts.sum())
     return _Stage(send_counts, recv_counts, lo, hi, own_sel, own_idx, fwd_sel, fwd_idx, subs)
@@ -316,7 +318,7 @@ class StagedExchange:
                 owner.append(np.full(c, items[i][0], dtype=np.int64))
                 needed.append(np.full(c, me in items[i][1], dtype=bool))
                 base += c
-            self._stages.append(_make_stage(pos, send_counts, recv_counts, lo, w))
+            self._stages.append(_make_stage(pos, send_counts, recv_counts, lo, w, self.comm.device))
         return (
             np.concatenate([*owner, np.zeros(0, np.int64)]),
             np.concatenate([*needed, np.zeros(0, bool)]),

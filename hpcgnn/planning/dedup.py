@@ -197,3 +197,30 @@ def remote_rows(
             else:
                 bwd += int(remote.sum())
     return fwd, bwd
+
+
+@dataclass
+class Reorganization:
+    """Volumes before and after HongTu's reorganisation, and whether it was kept."""
+
+    before: DedupVolumes
+    after: DedupVolumes
+    accepted: bool
+
+    def as_dict(self) -> dict:
+        """JSON form."""
+        return {
+            "before": self.before.as_dict(), "after": self.after.as_dict(),
+            "accepted": self.accepted,
+        }
+
+
+def choose_schedule(
+    sets: list[list[np.ndarray]], num_vertices: int
+) -> tuple[np.ndarray, Reorganization]:
+    """HongTu's reorganisation when it does not raise ``V_ru``, else the identity schedule."""
+    base = identity_schedule(len(sets), len(sets[0]))
+    sched = reorganize(sets, num_vertices)
+    before, after = dedup_volumes(sets, base), dedup_volumes(sets, sched)
+    ok = after.v_ru <= before.v_ru
+    return (sched if ok else base), Reorganization(before, after, ok)

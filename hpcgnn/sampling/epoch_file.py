@@ -10,7 +10,6 @@ replication and the bulk size.
 from __future__ import annotations
 
 import os
-import time
 from dataclasses import dataclass
 
 from mpi4py import MPI
@@ -110,11 +109,11 @@ def sample_to_file(
         sampler = BulkSampler(spec, pgrid, graph, graph_layout)
         epoch_batches = minibatches(train_ids, spec.batch_size, spec.seed, epoch)[:batches]
         world.barrier()
-        t0 = time.perf_counter()
+        t0 = pgrid.stats.clock()
         mine = []
         for first in range(0, len(epoch_batches), spec.bulk):
             mine += sampler.sample(epoch, epoch_batches[first : first + spec.bulk], first)
-        seconds = world.allreduce_scalar(time.perf_counter() - t0, MPI.MAX)
+        seconds = world.allreduce_scalar(pgrid.stats.clock() - t0, MPI.MAX)
         gathered = world.gather_obj(mine, 0, "sample_gather")
         attrs = {**spec.as_dict(), "layers": spec.layers, "epoch": epoch,
                  "num_nodes": sampler.meta.num_nodes, "num_batches": len(epoch_batches),

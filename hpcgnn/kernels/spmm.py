@@ -5,6 +5,8 @@ becomes a tensor through :func:`to_torch_csr`; results are allocated on the devi
 their input. CPU: ``torch.sparse.mm`` on ``torch.sparse_csr`` tensors. The CUDA kernels
 of ``cuda/`` (loaded once per device as CuPy ``RawModule`` objects) slot in here,
 dispatched on the input's device, so no caller changes when they arrive.
+:func:`sparse_matmul` multiplies a sampled hop matrix (SciPy CSR, minibatch mode) with
+dense rows, differentiably.
 """
 
 from __future__ import annotations
@@ -54,3 +56,21 @@ def spmm(a: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
     if rows == 0 or h.shape[1] == 0 or a.shape[1] == 0 or a.values().numel() == 0:
         return torch.zeros((rows, h.shape[1]), dtype=h.dtype, device=h.device)
     return torch.sparse.mm(a, h)
+
+
+class _SparseMatmul(torch.autograd.Function):
+    """``A H`` for a constant SciPy CSR ``A``; backward ``A^T G``."""
+
+    @staticmethod
+    def forward(ctx, h: torch.Tensor, a: sp.csr_matrix) -> torch.Tensor:  # type: ignore[override]
+        ctx.a = a
+        return torch.from_numpy(np.ascontiguousarray(a @ h.detach().numpy()))
+
+    @staticmethod
+    def backward(ctx, g: torch.Tensor) -> tuple[torch.Tensor, None]:  # type: ignore[override]
+        return torch.from_numpy(np.ascontiguousarray(ctx.a.T @ g.contiguous().numpy())), None
+
+
+def sparse_matmul(a: sp.csr_matrix, h: torch.Tensor) -> torch.Tensor:
+    """Differentiable (in ``h``) product of a sampled hop matrix with dense rows."""
+    return _SparseMatmul.apply(h, a)

@@ -15,10 +15,11 @@ import scipy.sparse as sp
 import torch
 
 from hpcgnn.grid.process_grid import ProcessGrid
+from hpcgnn.kernels.spmm import sparse_matmul
 from hpcgnn.layout.blocks import stage_chunks
 from hpcgnn.nn.gcn import dropout
 from hpcgnn.nn.init import glorot_weights
-from hpcgnn.nn.sampled import Agg, ladies_layer, sage_layer, sparse_matmul
+from hpcgnn.nn.sampled import Agg, ladies_layer, sage_layer
 from hpcgnn.sampling.sampled import SampledBatch
 from hpcgnn.spmm.block_row import StagedBroadcastSpMM
 

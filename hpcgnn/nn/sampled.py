@@ -12,31 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import numpy as np
-import scipy.sparse as sp
 import torch
 
 from hpcgnn.nn.gcn import activate
 
 Agg = Callable[[torch.Tensor], torch.Tensor]
-
-
-class _SparseMatmul(torch.autograd.Function):
-    """``A H`` for a constant SciPy CSR ``A``; backward ``A^T G``."""
-
-    @staticmethod
-    def forward(ctx, h: torch.Tensor, a: sp.csr_matrix) -> torch.Tensor:  # type: ignore[override]
-        ctx.a = a
-        return torch.from_numpy(np.ascontiguousarray(a @ h.detach().numpy()))
-
-    @staticmethod
-    def backward(ctx, g: torch.Tensor) -> tuple[torch.Tensor, None]:  # type: ignore[override]
-        return torch.from_numpy(np.ascontiguousarray(ctx.a.T @ g.contiguous().numpy())), None
-
-
-def sparse_matmul(a: sp.csr_matrix, h: torch.Tensor) -> torch.Tensor:
-    """Differentiable (in ``h``) product of a sampled hop matrix with dense rows."""
-    return _SparseMatmul.apply(h, a)
 
 
 def sage_layer(

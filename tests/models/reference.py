@@ -9,7 +9,7 @@ from hpcgnn.comm import Comm
 from hpcgnn.config import TrainConfig
 from hpcgnn.models.serial import SerialGCN
 from hpcgnn.train.fullbatch import train_fullbatch
-from tests.mpi import assert_all
+from tests.mpi import assert_all, assert_close_all, assert_same_on_all_ranks
 
 
 def first_step(model, cfg: TrainConfig, num_train: int):
@@ -35,12 +35,8 @@ def compare_with_serial(make_model, path, cfg: TrainConfig, world: Comm, epochs:
     model = make_model()
     d_logits, d_grads = first_step(model, cfg, num_train)
     rows = torch.from_numpy(model.row_ids)
-    ok = torch.allclose(d_logits, s_logits[rows], rtol=tol, atol=tol)
-    assert_all(world, ok, "forward logits differ from serial")
-    ok = all(
-        torch.allclose(d, s, rtol=tol, atol=tol) for d, s in zip(d_grads, s_grads, strict=True)
-    )
-    assert_all(world, ok, "weight gradients differ from serial")
+    assert_close_all(world, d_logits, s_logits[rows], tol, tol, "forward logits differ from serial")
+    assert_close_all(world, d_grads, s_grads, tol, tol, "weight gradients differ from serial")
 
     cfg5 = TrainConfig(**{**cfg.as_dict(), "epochs": epochs})
     serial = SerialGCN(path, cfg5)
@@ -49,8 +45,8 @@ def compare_with_serial(make_model, path, cfg: TrainConfig, world: Comm, epochs:
     d_res = train_fullbatch(model, cfg5)
     s_loss = np.array([e.loss for e in s_res.epochs])
     d_loss = np.array([e.loss for e in d_res.epochs])
-    ok = np.allclose(d_loss, s_loss, rtol=tol, atol=0)
-    assert_all(world, ok, f"loss history differs: {d_loss} vs {s_loss}")
+    assert_close_all(world, d_loss, s_loss, tol, 0.0, f"loss history differs: {d_loss} vs {s_loss}")
+    assert_same_on_all_ranks(world, d_res.params_sha256, "replicated weights differ between ranks")
     for key in ("train_acc", "val_acc", "test_acc"):
         assert_all(world, abs(d_res.final[key] - s_res.final[key]) < 1e-9 or cfg.dtype == "float32")
     return d_res, s_res

@@ -193,7 +193,7 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
     fingerprint = _fingerprint(opts, cfg, meta, grid.shape)
     start_epoch, history = 0, []
     if opts.resume:
-        state = load_checkpoint(opts.resume, grid.world, fingerprint)
+        state = load_checkpoint(opts.resume, grid.world, fingerprint, cfg.epochs)
         restore(state, trainer.weights, trainer.optimizer)
         start_epoch = int(state["epoch"])
         history = [EpochRecord(**rec) for rec in state["history"]]

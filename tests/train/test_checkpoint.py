@@ -1,0 +1,106 @@
+"""Checkpoints are pickle-free and validated: hostile or broken ones give one clear line."""
+
+import hashlib
+import io
+import json
+import os
+import pickle
+
+import numpy as np
+import pytest
+
+from hpcgnn.cli.main import main
+from hpcgnn.train.checkpoint import ARRAYS, LEGACY, MANIFEST
+from tests.mpi import assert_all, on_rank0
+
+TRAIN = ["--epochs", "3", "--hidden", "8", "--quiet", "--threads", "1"]
+
+
+class _Boom:
+    """Unpickling this creates a marker file: proof that a loader ran code."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.makedirs, (self.marker,))
+
+
+def _checkpoint(graph_file, shared_tmp, world, name):
+    path = graph_file(n=60, seed=3)
+    ckpt = shared_tmp / name
+    rc = main(["train", str(path), *TRAIN, "--checkpoint-dir", str(ckpt), "--checkpoint-every", "1",
+               "--epochs", "2"])
+    assert_all(world, rc == 0, "checkpointing run failed")
+    world.mpi.Barrier()
+    return path, ckpt
+
+
+def _rewrite_arrays(ckpt, change):
+    """Replace the ``.npz`` by ``change(arrays)`` and re-bind the manifest to it."""
+    with np.load(ckpt / ARRAYS) as npz:
+        arrays = {k: npz[k] for k in npz.files}
+    buf = io.BytesIO()
+    np.savez(buf, **change(arrays))
+    (ckpt / ARRAYS).write_bytes(buf.getvalue())
+    manifest = json.loads((ckpt / MANIFEST).read_text())
+    manifest["arrays_sha256"] = hashlib.sha256(buf.getvalue()).hexdigest()
+    (ckpt / MANIFEST).write_text(json.dumps(manifest))
+
+
+def _resume_error(path, ckpt, world, capsys, *extra):
+    rc = main(["train", str(path), *TRAIN, "--resume", str(ckpt), *extra])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert_all(world, rc == 1 and len(err) == 1 and err[0].startswith("hpcgnn: error: "),
+               f"expected one error line, got rc {rc}: {err}")
+    return err[0]
+
+
+@pytest.mark.mpi
+def test_pickle_checkpoints_are_refused_without_running_code(graph_file, shared_tmp, world, capsys):
+    path = graph_file(n=60, seed=3)
+    ckpt, marker = shared_tmp / "legacy", shared_tmp / "pwned"
+
+    def write():
+        ckpt.mkdir()
+        (ckpt / LEGACY).write_bytes(pickle.dumps(_Boom(str(marker))))
+
+    on_rank0(world, write)
+    line = _resume_error(path, ckpt, world, capsys)
+    assert_all(world, "pickle checkpoint" in line and "not loaded" in line, line)
+    assert_all(world, not marker.exists(), "the pickle was loaded")
+
+
+@pytest.mark.mpi
+def test_object_arrays_in_the_npz_are_refused(graph_file, shared_tmp, world, capsys):
+    path, ckpt = _checkpoint(graph_file, shared_tmp, world, "objects")
+    marker = shared_tmp / "pwned-npz"
+    on_rank0(world, _rewrite_arrays, ckpt,
+             lambda a: {**a, "w0": np.array([_Boom(str(marker))], dtype=object)})
+    line = _resume_error(path, ckpt, world, capsys)
+    assert_all(world, "cannot read checkpoint" in line, line)
+    assert_all(world, not marker.exists(), "an object array was unpickled")
+
+
+@pytest.mark.mpi
+def test_wrong_shapes_missing_arrays_and_foreign_files_are_named(
+    graph_file, shared_tmp, world, capsys
+):
+    path, ckpt = _checkpoint(graph_file, shared_tmp, world, "shapes")
+    on_rank0(world, _rewrite_arrays, ckpt,
+             lambda a: {k: v for k, v in a.items() if k != "exp_avg0"})
+    line = _resume_error(path, ckpt, world, capsys)
+    assert_all(world, "array 'exp_avg0' is missing" in line, line)
+    on_rank0(world, _rewrite_arrays, ckpt, lambda a: {**a, "w1": a["w1"][:, :1]})
+    line = _resume_error(path, ckpt, world, capsys)
+    assert_all(world, "array 'w1' is float32[8, 1], this run needs float32[8, 3]" in line, line)
+    on_rank0(world, (ckpt / ARRAYS).write_bytes, b"not an npz at all")
+    line = _resume_error(path, ckpt, world, capsys)
+    assert_all(world, "does not belong to" in line, line)
+
+
+@pytest.mark.mpi
+def test_nothing_left_to_train_is_an_error(graph_file, shared_tmp, world, capsys):
+    path, ckpt = _checkpoint(graph_file, shared_tmp, world, "done")
+    line = _resume_error(path, ckpt, world, capsys, "--epochs", "2")
+    assert_all(world, "nothing is left to train" in line, line)

@@ -19,8 +19,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "hpcgnn"
 
 #: Layers, bottom up; a package may import packages of strictly lower layers.
 LAYERS: list[tuple[str, ...]] = [
-    ("errors", "rng", "utils", "__version__"),
-    ("config",),
+    ("errors", "rng", "__version__"),
+    ("config", "utils"),
     ("layout",),
     ("backend",),
     ("comm",),

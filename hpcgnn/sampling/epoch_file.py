@@ -22,6 +22,7 @@ from hpcgnn.sampling.bulk import BulkSampler, read_train_ids
 from hpcgnn.sampling.sample_file import write_samples
 from hpcgnn.sampling.shuffle import minibatches
 from hpcgnn.sampling.spec import SamplerSpec, check_training_set
+from hpcgnn.utils.files import check_output
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,8 @@ def sample_to_file(
         with collective(world):
             train_ids = read_train_ids(graph)
             check_training_set(spec, len(train_ids))
+            if world.rank == 0:  # the output fails now, not after sampling
+                check_output(out, "--out")
         sampler = BulkSampler(spec, pgrid, graph, graph_layout)
         epoch_batches = minibatches(train_ids, spec.batch_size, spec.seed, epoch)[:batches]
         world.barrier()

@@ -20,13 +20,13 @@ Edges of row ``r`` are ``rows[r] <- indices[indptr[r]:indptr[r+1]]`` (the source
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 import h5py
 import numpy as np
 
 from hpcgnn.sampling.sampled import SampledBatch, SampledHop
+from hpcgnn.utils.files import atomic_path
 
 FORMAT = "hpcgnn-samples"
 VERSION = 1
@@ -36,10 +36,7 @@ def write_samples(
     path: str | os.PathLike, batches: list[SampledBatch], attrs: dict[str, Any]
 ) -> None:
     """Write ``batches`` (any order; stored by batch id) to ``path`` atomically."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with h5py.File(tmp, "w") as f:
+    with atomic_path(path, "--out") as tmp, h5py.File(tmp, "w") as f:
         f.attrs["format"] = FORMAT
         f.attrs["format_version"] = VERSION
         for k, v in attrs.items():
@@ -56,7 +53,6 @@ def write_samples(
                 hg.create_dataset("indptr", data=hop.indptr.astype(np.int64))
                 hg.create_dataset("indices", data=hop.cols[hop.indices].astype(np.int64))
                 hg.create_dataset("values", data=hop.values.astype(np.float64))
-    os.replace(tmp, path)
 
 
 def read_samples(path: str | os.PathLike) -> tuple[dict[str, Any], list[SampledBatch]]:

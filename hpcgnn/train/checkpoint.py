@@ -11,7 +11,8 @@ A checkpoint directory holds two files, written by rank 0:
   grid, model and optimiser settings; the number of epochs may grow) and the SHA-256 of
   the ``.npz`` it belongs to. It is written last, so it commits the pair.
 
-Both go through a temporary file, ``fsync`` and a rename, so a crash while writing leaves
+Both go through :func:`hpcgnn.utils.files.atomic_write` (a fresh temporary file,
+``fsync``, a rename), so a crash while writing leaves
 the previous checkpoint intact. On resume rank 0 reads and validates every field (names,
 shapes, dtypes, ranges) before anything is used, and broadcasts the state or the one-line
 reason it is refused, so the directory need only be visible to rank 0. Checkpoints of the
@@ -32,21 +33,13 @@ import torch
 
 from hpcgnn.comm.communicator import Comm
 from hpcgnn.errors import ConfigError, InputError
+from hpcgnn.utils.files import atomic_write
 
 ARRAYS = "checkpoint.npz"
 MANIFEST = "checkpoint.json"
 LEGACY = "checkpoint.pt"
 VERSION = 1
 HISTORY_KEYS = {"epoch", "loss", "train_acc", "val_acc", "time_s", "comm_s"}
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
 
 
 def save_checkpoint(
@@ -68,13 +61,13 @@ def save_checkpoint(
     buf = io.BytesIO()
     np.savez(buf, **arrays)
     blob = buf.getvalue()
-    _write_atomic(d / ARRAYS, blob)
+    atomic_write(d / ARRAYS, blob, "--checkpoint-dir")
     manifest = {
         "format": "hpcgnn-checkpoint", "version": VERSION, "epoch": int(epoch),
         "num_weights": len(weights), "history": history, "fingerprint": fingerprint,
         "arrays_sha256": hashlib.sha256(blob).hexdigest(),
     }
-    _write_atomic(d / MANIFEST, (json.dumps(manifest, indent=1) + "\n").encode())
+    atomic_write(d / MANIFEST, json.dumps(manifest, indent=1) + "\n", "--checkpoint-dir")
     return d / MANIFEST
 
 

@@ -11,7 +11,6 @@ import json
 import os
 import statistics
 import sys
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -21,6 +20,7 @@ from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.io.reader import GraphMeta
 from hpcgnn.train.loop import TrainResult
 from hpcgnn.train.trace import gather_trace, write_trace
+from hpcgnn.utils.files import atomic_write
 
 
 def summed_over_ranks(comm: Comm, per_rank: dict[str, float]) -> dict[str, float]:
@@ -64,12 +64,8 @@ def build_metrics(
 
 
 def write_json(path: str | os.PathLike, doc: dict[str, Any]) -> None:
-    """Write ``doc`` atomically (write to a temporary name, then rename)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=2, sort_keys=False) + "\n")
-    os.replace(tmp, path)
+    """Write ``doc`` atomically (:func:`hpcgnn.utils.files.atomic_write`)."""
+    atomic_write(path, json.dumps(doc, indent=2, sort_keys=False) + "\n", "--metrics")
 
 
 def graph_section(meta: GraphMeta) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from hpcgnn.train.fullbatch import FullBatchTrainer
 from hpcgnn.train.loop import EpochRecord, TrainResult, run_epochs
 from hpcgnn.train.minibatch import PHASES, MinibatchTrainer, sampling_summary
 from hpcgnn.train.report import finish_run, summed_over_ranks
+from hpcgnn.utils.files import check_directory, check_output
 
 MODES = ("fullbatch", "minibatch", "offload")
 
@@ -164,6 +165,12 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
     with collective(grid.world):
         with GraphFile(opts.graph) as gf:
             meta = gf.meta
+        if root:  # outputs fail now, not after training
+            for flag, path in (("--metrics", opts.metrics), ("--trace", opts.trace)):
+                if path:
+                    check_output(path, flag)
+            if opts.checkpoint_dir:
+                check_directory(opts.checkpoint_dir, "--checkpoint-dir")
     if opts.mode != "minibatch":
         check_memory(
             grid.world, memory_estimate(meta, cfg, grid.shape),

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 
 from hpcgnn.comm.communicator import Comm
 from hpcgnn.comm.stats import CommStats
+from hpcgnn.utils.files import atomic_write
 
 
 def gather_trace(comm: Comm, stats: CommStats) -> list[dict] | None:
@@ -45,8 +45,4 @@ def gather_trace(comm: Comm, stats: CommStats) -> list[dict] | None:
 
 def write_trace(path: str | os.PathLike, events: list[dict]) -> None:
     """Write a Chrome trace-event JSON file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps({"traceEvents": events, "displayTimeUnit": "ms"}))
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps({"traceEvents": events, "displayTimeUnit": "ms"}), "--trace")

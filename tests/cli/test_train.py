@@ -201,3 +201,33 @@ def test_bad_exchange_flags_fail_on_every_rank(graph_file, world, capsys, args, 
     assert_all(world, run_train(path, *args) == 1)
     err = capsys.readouterr().err.strip().splitlines()
     assert_all(world, len(err) == 1 and message in err[0], f"rank {world.rank} stderr: {err}")
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("flag", ["--metrics", "--trace", "--checkpoint-dir"])
+def test_unwritable_outputs_fail_before_training(graph_file, shared_tmp, world, capsys, flag):
+    path = graph_file(n=40, seed=4)
+    blocker = shared_tmp / f"file-{flag.strip('-')}"
+    if world.rank == 0:
+        blocker.write_text("a file where a directory is needed")
+    world.mpi.Barrier()
+    extra = ["--checkpoint-every", "1"] if flag == "--checkpoint-dir" else []
+    rc = run_train(path, flag, str(blocker / "sub" / "out"), *extra)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert_all(world, rc == 1 and len(err) == 1 and "not a writable directory" in err[0], str(err))
+
+
+@pytest.mark.mpi
+def test_a_symlinked_metrics_file_is_refused_and_its_target_kept(
+    graph_file, shared_tmp, world, capsys
+):
+    path = graph_file(n=40, seed=4)
+    victim, link = shared_tmp / "victim.txt", shared_tmp / "m-link.json"
+    if world.rank == 0:
+        victim.write_text("precious")
+        link.symlink_to(victim)
+    world.mpi.Barrier()
+    rc = run_train(path, "--metrics", str(link))
+    err = capsys.readouterr().err.strip().splitlines()
+    assert_all(world, rc == 1 and len(err) == 1 and "not a regular file" in err[0], str(err))
+    assert_all(world, victim.read_text() == "precious")

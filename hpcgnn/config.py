@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
@@ -48,10 +49,15 @@ class TrainConfig:
             raise ConfigError(f"--epochs must be >= 0, got {self.epochs}")
         if not 0.0 <= self.dropout < 1.0:
             raise ConfigError(f"--dropout must be in [0, 1), got {self.dropout}")
-        if self.lr <= 0.0 or self.weight_decay < 0.0:
+        if not (math.isfinite(self.lr) and self.lr > 0.0) or not (
+            math.isfinite(self.weight_decay) and self.weight_decay >= 0.0
+        ):
             raise ConfigError(
-                f"--lr must be > 0 and --weight-decay >= 0, got {self.lr}, {self.weight_decay}"
+                f"--lr must be finite and > 0 and --weight-decay finite and >= 0,"
+                f" got {self.lr}, {self.weight_decay}"
             )
+        if not 0 <= self.seed < 2**63:
+            raise ConfigError(f"--seed must be in [0, 2^63), got {self.seed}")
         if self.eval_every < 0:
             raise ConfigError(f"--eval-every must be >= 0, got {self.eval_every}")
         if self.dtype not in DTYPES:

@@ -217,6 +217,26 @@ def _balance(sizes: tuple[int, ...]) -> float:
     return max(sizes) * len(sizes) / total if total else 1.0
 
 
+def mask_problem(y: np.ndarray, masks: dict[str, np.ndarray], lo: int) -> str | None:
+    """What is wrong with the labels and masks of rows ``lo ..``, or ``None``.
+
+    Every vertex of a mask must be labelled, and the masks must be disjoint. ``train``
+    runs this cheap check on the rows each rank reads, ``info`` on the whole file.
+    """
+    seen = np.zeros(len(y), dtype=np.int8)
+    for m, mask in masks.items():
+        bad = np.flatnonzero(mask & (y == fmt.UNLABELLED))
+        if bad.size:
+            return f"vertex {lo + int(bad[0])} is in the {m} mask but unlabelled (label -1)"
+        seen += mask
+    both = np.flatnonzero(seen > 1)
+    if both.size:
+        v = int(both[0])
+        inside = [m for m, mask in masks.items() if mask[v]]
+        return f"masks overlap: vertex {lo + v} is in both the {inside[0]} and {inside[1]} masks"
+    return None
+
+
 # -- edge fingerprints -------------------------------------------------------------------
 def edge_fingerprint(src: np.ndarray, dst: np.ndarray, num_nodes: int) -> int:
     """Order-independent 64-bit fingerprint of the multiset of edges ``src[k] -> dst[k]``.
@@ -427,23 +447,11 @@ class _Validator:
             y = self.gf.read_labels(lo, hi)
             hist += np.bincount(y + 1, minlength=c + 1)
             masks = {m: self.gf.read_mask(m, lo, hi) for m in fmt.MASK_NAMES}
-            seen = np.zeros(hi - lo, dtype=np.int8)
             for m, mask in masks.items():
                 sizes[m] += int(np.count_nonzero(mask))
-                bad = np.flatnonzero(mask & (y == fmt.UNLABELLED))
-                if bad.size:
-                    raise self.fail(
-                        f"vertex {lo + int(bad[0])} is in the {m} mask but unlabelled (label -1)"
-                    )
-                seen += mask
-            both = np.flatnonzero(seen > 1)
-            if both.size:
-                v = int(both[0])
-                inside = [m for m, mask in masks.items() if mask[v]]
-                raise self.fail(
-                    f"masks overlap: vertex {lo + v} is in both the {inside[0]} and {inside[1]} "
-                    "masks"
-                )
+            problem = mask_problem(y, masks, lo)
+            if problem:
+                raise self.fail(problem)
         return _VertexStats(class_counts=hist, split_sizes=sizes)
 
     def node_ids(self) -> None:

@@ -23,9 +23,11 @@ from hpcgnn.comm.stats import CommStats
 from hpcgnn.config import TrainConfig
 from hpcgnn.cost.estimate import Estimate, Problem
 from hpcgnn.cost.ranking import cost_problem
+from hpcgnn.errors import InputError
 from hpcgnn.graph.blocks import normalized_rows
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.io.reader import GraphFile, GraphMeta
+from hpcgnn.io.validate import mask_problem
 from hpcgnn.layout.blocks import vertex_offsets
 from hpcgnn.layout.order import layer_sizes
 from hpcgnn.nn.gcn import LayerOps, block_dropout, gcn_forward
@@ -46,9 +48,13 @@ def read_vertex_data(
     if columns is not None:
         x = x[:, columns[0] : columns[1]]
     s_lo, s_hi = rows if scored is None else scored
-    y = torch.from_numpy(gf.read_labels(s_lo, s_hi))
-    masks = {m: torch.from_numpy(gf.read_mask(m, s_lo, s_hi)) for m in MASKS}
-    return torch.from_numpy(np.ascontiguousarray(x, dtype=dtype)), y, masks
+    y = gf.read_labels(s_lo, s_hi)
+    masks = {m: gf.read_mask(m, s_lo, s_hi) for m in MASKS}
+    problem = mask_problem(y, masks, s_lo)
+    if problem:
+        raise InputError(f"{gf.path}: {problem}")
+    tensors = {m: torch.from_numpy(mask) for m, mask in masks.items()}
+    return torch.from_numpy(np.ascontiguousarray(x, dtype=dtype)), torch.from_numpy(y), tensors
 
 
 def allreduce_gradients(

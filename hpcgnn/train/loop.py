@@ -10,6 +10,7 @@ fingerprint of the trained parameters.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -20,6 +21,7 @@ import torch
 from hpcgnn.comm.communicator import Comm
 from hpcgnn.comm.stats import CommStats
 from hpcgnn.config import TrainConfig
+from hpcgnn.errors import HpcgnnError
 
 
 class Trainer(Protocol):
@@ -149,6 +151,11 @@ def run_epochs(
         comm_s = stats.total_seconds() - comm0
         result.steps_run += 1
         loss = trainer.reduce_loss(local_loss)
+        if not math.isfinite(loss):  # the same global value on every rank
+            raise HpcgnnError(
+                f"the training loss is {loss} in epoch {epoch + 1}: training diverged"
+                " (try a smaller --lr)", collective=True,
+            )
         accs: dict[str, float] = {}
         if cfg.eval_every and ((epoch + 1) % cfg.eval_every == 0 or epoch + 1 == cfg.epochs):
             with torch.no_grad(), stats.phase("evaluate", kind="epoch"):

@@ -8,6 +8,7 @@ its cost prediction and its own section (``exchange`` for partitioned models,
 from __future__ import annotations
 
 import json
+import math
 import os
 import statistics
 import sys
@@ -64,8 +65,20 @@ def build_metrics(
 
 
 def write_json(path: str | os.PathLike, doc: dict[str, Any]) -> None:
-    """Write ``doc`` atomically (:func:`hpcgnn.utils.files.atomic_write`)."""
-    atomic_write(path, json.dumps(doc, indent=2, sort_keys=False) + "\n", "--metrics")
+    """Write ``doc`` as strict JSON (NaN and infinities become ``null``), atomically."""
+    text = json.dumps(strict_json(doc), indent=2, sort_keys=False, allow_nan=False)
+    atomic_write(path, text + "\n", "--metrics")
+
+
+def strict_json(value: Any) -> Any:
+    """``value`` with every non-finite float replaced by ``None`` (JSON has no NaN)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: strict_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict_json(v) for v in value]
+    return value
 
 
 def graph_section(meta: GraphMeta) -> dict[str, Any]:

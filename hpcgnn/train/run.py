@@ -171,6 +171,10 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
                     check_output(path, flag)
             if opts.checkpoint_dir:
                 check_directory(opts.checkpoint_dir, "--checkpoint-dir")
+        if opts.mode == "offload" and opts.chunks > meta.num_nodes:
+            raise ConfigError(
+                f"--chunks {opts.chunks} is more than the graph's {meta.num_nodes} vertices"
+            )
     if opts.mode != "minibatch":
         check_memory(
             grid.world, memory_estimate(meta, cfg, grid.shape),

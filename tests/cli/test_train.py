@@ -194,6 +194,11 @@ def test_halo_metrics_report_planner_stages(graph_file, shared_tmp, world, excha
         (["--algo", "halo", "--exchange", "planned", "--topology", "configs/topologies/dgx1.json"],
          "topology 'dgx1' has 8 ranks but the job has"),
         (["--algo", "halo", "--topology", "missing.json"], "topology missing.json: cannot read"),
+        (["--lr", "nan"], "--lr must be finite and > 0"),
+        (["--weight-decay", "inf"], "--weight-decay finite and >= 0"),
+        (["--seed", "-1"], "--seed must be in [0, 2^63), got -1"),
+        (["--mode", "offload", "--chunks", "100000"], "--chunks 100000 is more than the graph's"),
+        (["--lr", "1e30", "--epochs", "6"], "training diverged (try a smaller --lr)"),
     ],
 )
 def test_bad_exchange_flags_fail_on_every_rank(graph_file, world, capsys, args, message):
@@ -231,3 +236,35 @@ def test_a_symlinked_metrics_file_is_refused_and_its_target_kept(
     err = capsys.readouterr().err.strip().splitlines()
     assert_all(world, rc == 1 and len(err) == 1 and "not a regular file" in err[0], str(err))
     assert_all(world, victim.read_text() == "precious")
+
+
+@pytest.mark.mpi
+def test_unlabelled_training_vertex_fails_on_every_rank(graph_file, world, capsys):
+    path = graph_file(name="unlabelled.h5", n=40, seed=4)
+    if world.rank == 0:
+        with h5py.File(path, "r+") as f:
+            v = int(np.flatnonzero(f["masks/train"][()])[-1])
+            f["labels"][v] = -1
+    world.mpi.Barrier()
+    rc = run_train(path)
+    err = capsys.readouterr().err.strip().splitlines()
+    ok = rc == 1 and len(err) == 1 and f"vertex {v if world.rank == 0 else ''}" in err[0]
+    assert_all(world, ok and "is in the train mask but unlabelled (label -1)" in err[0], str(err))
+
+
+@pytest.mark.mpi
+def test_metrics_are_strict_json_when_a_split_is_empty(graph_file, shared_tmp, world):
+    path = graph_file(name="noval.h5", n=40, seed=4)
+    if world.rank == 0:
+        with h5py.File(path, "r+") as f:
+            f["masks/val"][...] = False
+    world.mpi.Barrier()
+    out = shared_tmp / "strict.json"
+    assert_all(world, run_train(path, "--metrics", str(out)) == 0)
+    world.mpi.Barrier()
+
+    def no_constants(name):
+        raise ValueError(f"not strict JSON: {name}")
+
+    doc = json.loads(out.read_text(), parse_constant=no_constants)
+    assert doc["final"]["val_acc"] is None and doc["final"]["train_acc"] is not None

@@ -18,6 +18,14 @@ import scipy.sparse as sp
 from hpcgnn.errors import InputError
 from hpcgnn.io import format as fmt
 
+#: Largest ratio of declared to stored bytes accepted for a compressed dataset (deflate's
+#: best case is about 1032:1).
+MAX_COMPRESSION = 1100
+#: Datasets up to this size are never refused for their storage (fill values, tiny data).
+SMALL_DATASET_BYTES = 1 << 16
+#: Deepest group nesting accepted (the format uses two levels).
+MAX_DEPTH = 8
+
 
 @dataclass(frozen=True)
 class GraphMeta:
@@ -64,6 +72,7 @@ class GraphFile:
                 f"{self.path}: not a readable HDF5 file (truncated or corrupt?): {err}"
             ) from err
         try:
+            self._check_storage(self._h5, "", 0)
             self.meta = self._read_meta()
         except Exception:
             self._h5.close()
@@ -79,6 +88,44 @@ class GraphFile:
         """Close the underlying HDF5 file."""
         if self._h5.id.valid:
             self._h5.close()
+
+    # -- storage policy --------------------------------------------------------------------
+    def _check_storage(self, group: h5py.Group, prefix: str, depth: int) -> None:
+        """Refuse what could reach other files or make reading explode, before any read.
+
+        Soft and external links, external storage and virtual datasets are refused (they
+        can point at any file on the machine); so is a dataset that declares more bytes than
+        its storage can hold (at most :data:`MAX_COMPRESSION` times its stored size when
+        compressed, all of it otherwise), which would make a small file read for hours.
+        """
+        if depth > MAX_DEPTH:
+            raise self._fail(f"groups nested deeper than {MAX_DEPTH} levels at '{prefix}'")
+        for name in group:
+            path = f"{prefix}/{name}"
+            link = group.get(name, getlink=True)
+            if isinstance(link, (h5py.SoftLink, h5py.ExternalLink)):
+                kind = "an external link" if isinstance(link, h5py.ExternalLink) else "a soft link"
+                raise self._fail(f"'{path}' is {kind}; links are not followed")
+            obj = group.get(name)
+            if isinstance(obj, h5py.Group):
+                self._check_storage(obj, path, depth + 1)
+            elif isinstance(obj, h5py.Dataset):
+                self._check_dataset(obj, path)
+
+    def _check_dataset(self, ds: h5py.Dataset, path: str) -> None:
+        if ds.is_virtual:
+            raise self._fail(f"dataset '{path}' is virtual (maps other files); not read")
+        if ds.external:
+            raise self._fail(f"dataset '{path}' uses external storage (another file); not read")
+        declared = int(ds.size) * ds.dtype.itemsize
+        stored = int(ds.id.get_storage_size())
+        filtered = ds.chunks is not None and ds.id.get_create_plist().get_nfilters() > 0
+        limit = stored * MAX_COMPRESSION if filtered else stored
+        if declared > max(limit, 0) and declared > SMALL_DATASET_BYTES:
+            raise self._fail(
+                f"dataset '{path}' declares {declared} bytes but stores {stored}"
+                " (unwritten or forged); not read"
+            )
 
     # -- metadata ------------------------------------------------------------------------
     def _fail(self, what: str) -> InputError:

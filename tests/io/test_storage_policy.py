@@ -1,0 +1,84 @@
+"""Graph files cannot reach other files, and cannot make a small file read for hours."""
+
+import shutil
+
+import h5py
+import numpy as np
+import pytest
+
+from hpcgnn.cli.main import main
+from hpcgnn.errors import InputError
+from hpcgnn.io import GraphFile
+from tests.graphs import write_random_graph
+
+
+@pytest.fixture
+def good(tmp_path):
+    return write_random_graph(tmp_path / "good.h5", n=30, features=4, seed=1)
+
+
+def _rewrite_features(src, dst, **create):
+    shutil.copy(src, dst)
+    with h5py.File(dst, "r+") as f:
+        shape, dtype = f["features"].shape, f["features"].dtype
+        del f["features"]
+        f.create_dataset("features", shape=shape, dtype=dtype, **create)
+    return dst
+
+
+def _refused(path, capsys, words):
+    with pytest.raises(InputError, match=words):
+        GraphFile(path)
+    assert main(["info", str(path)]) == 1
+    assert words in capsys.readouterr().err
+
+
+def test_external_storage_is_refused(good, tmp_path, capsys):
+    secret = tmp_path / "secret.bin"
+    secret.write_bytes(np.arange(30 * 4, dtype=np.float32).tobytes())
+    path = _rewrite_features(good, tmp_path / "ext.h5", external=[(str(secret), 0, 480)])
+    _refused(path, capsys, "uses external storage")
+
+
+def test_external_and_soft_links_are_refused(good, tmp_path, capsys):
+    other = write_random_graph(tmp_path / "other.h5", n=30, features=4, seed=2)
+    for kind, link in (("an external link", h5py.ExternalLink(str(other), "/features")),
+                       ("a soft link", h5py.SoftLink("/features"))):
+        path = tmp_path / f"{kind.split()[1]}.h5"
+        shutil.copy(good, path)
+        with h5py.File(path, "r+") as f:
+            f["labels_link"] = link
+        _refused(path, capsys, f"is {kind}")
+
+
+def test_virtual_datasets_are_refused(good, tmp_path, capsys):
+    path = tmp_path / "virtual.h5"
+    shutil.copy(good, path)
+    with h5py.File(path, "r+") as f:
+        shape, dtype = f["features"].shape, f["features"].dtype
+        layout = h5py.VirtualLayout(shape=shape, dtype=dtype)
+        layout[:] = h5py.VirtualSource(str(good), "features", shape=shape)
+        del f["features"]
+        f.create_virtual_dataset("features", layout)
+    _refused(path, capsys, "is virtual")
+
+
+def test_a_forged_size_is_refused_before_reading(good, tmp_path, capsys):
+    path = tmp_path / "forged.h5"
+    shutil.copy(good, path)
+    with h5py.File(path, "r+") as f:
+        f.attrs["num_features"] = 10**9
+        del f["features"]
+        f.create_dataset("features", shape=(30, 10**9), dtype=np.float32, chunks=(1, 1024))
+    _refused(path, capsys, "declares 120000000000 bytes but stores 0")
+
+
+def test_compressed_datasets_are_fine(good, tmp_path):
+    path = tmp_path / "gzip.h5"
+    shutil.copy(good, path)
+    with h5py.File(good) as src, h5py.File(path, "r+") as f:
+        x = src["features"][()]
+        del f["features"]
+        f.create_dataset("features", data=x, compression="gzip", chunks=(10, 4))
+    with GraphFile(path) as gf:
+        assert np.array_equal(gf.read_features(0, 30), x)

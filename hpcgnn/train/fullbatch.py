@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from hpcgnn.comm.communicator import Comm
 from hpcgnn.config import TrainConfig
 from hpcgnn.models.base import GCNModel
+from hpcgnn.models.exchange_report import exchange_line
 from hpcgnn.nn.gcn import correct_count, cross_entropy_sum
 from hpcgnn.train.loop import TrainResult, make_optimizer, run_epochs
 
@@ -80,6 +83,18 @@ class FullBatchTrainer:
             **global_counts(m.comm, logits, m.y, m.masks),
         }
 
+
+    def summary(
+        self, result: TrainResult, measured: dict[str, float], phases: dict[str, float],
+        tier_gbps: dict[str, float] | None,
+    ) -> tuple[dict[str, float], dict[str, Any], list[str]]:
+        """The model's cost prediction and, for partitioned models, its ``exchange`` section."""
+        estimate = self.model.predict_cost()  # collective where the model needs global counts
+        predicted = dict(estimate.bytes_total) if estimate is not None else {}
+        exchange = self.model.exchange_report(measured, predicted, tier_gbps)
+        if exchange is None:
+            return predicted, {}, []
+        return predicted, {"exchange": exchange}, [exchange_line(exchange)]
 
 def train_fullbatch(model: GCNModel, cfg: TrainConfig) -> TrainResult:
     """Train ``model`` for ``cfg.epochs`` epochs with the one loop (no report, no files)."""

@@ -13,7 +13,7 @@ import hashlib
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -39,6 +39,12 @@ class Trainer(Protocol):
 
     def evaluate(self) -> dict[str, float]:
         """Global ``loss``, ``train_acc``, ``val_acc``, ``test_acc`` (collective)."""
+
+    def summary(
+        self, result: TrainResult, measured: dict[str, float], phases: dict[str, float],
+        tier_gbps: dict[str, float] | None,
+    ) -> tuple[dict[str, float], dict[str, Any], list[str]]:
+        """The mode's part of the report (collective): predicted bytes, sections, lines."""
 
 
 @dataclass

@@ -159,6 +159,22 @@ class MinibatchTrainer:
         }
 
 
+    def summary(
+        self, result: TrainResult, measured: dict[str, float], phases: dict[str, float],
+        tier_gbps: dict[str, float] | None,
+    ) -> tuple[dict[str, float], dict[str, Any], list[str]]:
+        """No cost model yet; the ``sampling`` section and the minibatch phases."""
+        sampling = sampling_summary(self, result)
+        sections = {
+            "sampling": sampling,
+            "time": {"minibatch_phases": {p: phases.get(p, 0.0) for p in PHASES}},
+        }
+        line = (
+            f"sampling | {sampling['edges_sampled']} edges sampled in"
+            f" {sampling['sample_time_s']:.2f} s"
+        )
+        return {}, sections, [line]
+
 def sampling_summary(trainer: MinibatchTrainer, result: TrainResult) -> dict[str, Any]:
     """The ``sampling`` section of the metrics: volumes summed over ranks (collective)."""
     world = trainer.grid.world

@@ -8,7 +8,6 @@ Grid, model (or minibatch trainer), resume, the one epoch loop
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from mpi4py import MPI
 
@@ -22,14 +21,13 @@ from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.io.reader import GraphFile, GraphMeta
 from hpcgnn.layout.shapes import GridShape, choose_shape
 from hpcgnn.models.base import GCNModel
-from hpcgnn.models.exchange_report import exchange_line
 from hpcgnn.planning.topology import Topology, load_topology, uniform_topology
 from hpcgnn.sampling.spec import SamplerSpec
 from hpcgnn.spmm.halo import EXCHANGES
 from hpcgnn.train.checkpoint import load_checkpoint, restore, save_checkpoint
 from hpcgnn.train.fullbatch import FullBatchTrainer
-from hpcgnn.train.loop import EpochRecord, TrainResult, run_epochs
-from hpcgnn.train.minibatch import PHASES, MinibatchTrainer, sampling_summary
+from hpcgnn.train.loop import EpochRecord, Trainer, TrainResult, run_epochs
+from hpcgnn.train.minibatch import MinibatchTrainer
 from hpcgnn.train.report import finish_run, summed_over_ranks
 from hpcgnn.utils.files import check_directory, check_output
 
@@ -278,33 +276,13 @@ def _mode_config(opts: RunOptions, grid: ProcessGrid, topo: Topology | None) -> 
 
 def _report(
     opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid, meta: GraphMeta,
-    trainer: FullBatchTrainer | MinibatchTrainer, result: TrainResult, topo: Topology | None,
+    trainer: Trainer, result: TrainResult, topo: Topology | None,
 ) -> None:
     """Ask the mode for its prediction and sections, then write the report (collective)."""
     measured = summed_over_ranks(grid.world, result.per_epoch(result.step_bytes))
     phases_sum = summed_over_ranks(grid.world, result.per_epoch(result.step_seconds))
     phases = {k: v / grid.size for k, v in phases_sum.items()}
-    predicted: dict[str, float] = {}
-    sections: dict[str, Any] = {}
-    lines: list[str] = []
-    if isinstance(trainer, MinibatchTrainer):
-        sampling = sampling_summary(trainer, result)
-        sections = {
-            "sampling": sampling,
-            "time": {"minibatch_phases": {p: phases.get(p, 0.0) for p in PHASES}},
-        }
-        lines.append(
-            f"sampling | {sampling['edges_sampled']} edges sampled in"
-            f" {sampling['sample_time_s']:.2f} s"
-        )
-    else:
-        model = trainer.model
-        estimate = model.predict_cost()  # collective where the model needs global counts
-        predicted = dict(estimate.bytes_total) if estimate is not None else {}
-        exchange = model.exchange_report(measured, predicted, opts.tier_gbps)
-        if exchange is not None:
-            sections["exchange"] = exchange
-            lines.append(exchange_line(exchange))
+    predicted, sections, lines = trainer.summary(result, measured, phases, opts.tier_gbps)
     config = {
         **cfg.as_dict(), "algo": opts.label, "grid": str(grid.shape), "graph": opts.graph,
         "mode": opts.mode, **_mode_config(opts, grid, topo),

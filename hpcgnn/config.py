@@ -22,7 +22,7 @@ ALGORITHMS = ("1d", "1.5d", "2d", "3d", "halo")
 #: The process-grid kind each algorithm (and ``--mode offload`` / ``minibatch``) runs on.
 GRID_KIND = {
     "1d": "1d", "1.5d": "1.5d", "2d": "2d", "3d": "3d", "halo": "1d", "offload": "1d",
-    "minibatch": "1.5d",
+    "minibatch": "1.5d", "gist": "1d",
 }
 
 
@@ -49,11 +49,11 @@ class TrainConfig:
             raise ConfigError(f"--epochs must be >= 0, got {self.epochs}")
         if not 0.0 <= self.dropout < 1.0:
             raise ConfigError(f"--dropout must be in [0, 1), got {self.dropout}")
-        if not (math.isfinite(self.lr) and self.lr > 0.0) or not (
+        if not (math.isfinite(self.lr) and self.lr >= 0.0) or not (
             math.isfinite(self.weight_decay) and self.weight_decay >= 0.0
         ):
             raise ConfigError(
-                f"--lr must be finite and > 0 and --weight-decay finite and >= 0,"
+                f"--lr and --weight-decay must be finite and >= 0,"
                 f" got {self.lr}, {self.weight_decay}"
             )
         if not 0 <= self.seed < 2**63:

@@ -33,6 +33,7 @@ TAG_PERMUTATION = 0xBA7C4  # minibatch shuffles
 TAG_SAGE = 0x5A6E  # GraphSAGE draws
 TAG_LADIES = 0x1AD1E5  # LADIES draws
 TAG_DROPOUT = 0xD50B  # minibatch dropout masks
+TAG_GIST = 0x6157  # GIST partitions of the hidden dimensions
 
 #: Rows per independently seeded chunk of a block stream (part of the reproducibility
 #: contract: changing it changes every random number).

@@ -20,10 +20,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "(--mode minibatch).",
     )
     p.add_argument("graph", help="graph file written by `hpcgnn prepare` / `hpcgnn partition`")
-    p.add_argument("--mode", choices=["fullbatch", "minibatch", "offload"], default="fullbatch",
+    p.add_argument("--mode", choices=["fullbatch", "minibatch", "offload", "gist"],
+                   default="fullbatch",
                    help="fullbatch: GCN with a distributed SpMM; minibatch: sampled GraphSAGE or "
                         "LADIES on a (P/c) x c grid; offload: HongTu partition x chunk GCN with "
-                        "host-resident vertex data (default: fullbatch)")
+                        "host-resident vertex data; gist: independent sub-GCNs on rank groups "
+                        "(default: fullbatch)")
     p.add_argument("--algo", choices=ALGORITHMS, default="1d",
                    help="distributed SpMM algorithm (fullbatch mode)")
     p.add_argument("--grid", default=None,
@@ -67,6 +69,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     x.add_argument("--tier-gbps", default=None, metavar="hd=25,dd=200,ru=1500",
                    help="tier bandwidths (GB/s) of the modelled cost C: host-device, "
                         "device-device, device reuse")
+    g = p.add_argument_group("GIST (--mode gist)")
+    g.add_argument("--subnets", type=int, default=None,
+                   help="M sub-GCNs, each trained by P/M ranks running --algo (default: 1)")
+    g.add_argument("--local-iters", type=int, default=None,
+                   help="K local iterations per round (default: 1)")
+    g.add_argument("--rounds", type=int, default=None,
+                   help="R rounds of sub-GCN training (default: --epochs)")
     add_sampling_arguments(p)
     p.add_argument("--threads", type=int, default=None, help="torch intra-op threads per rank")
     p.set_defaults(func=run)
@@ -77,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from hpcgnn.config import TrainConfig
+    from hpcgnn.train.gist import GistOptions
     from hpcgnn.train.run import RunOptions, train
 
     if args.threads is not None:
@@ -85,8 +95,19 @@ def run(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     spec = spec_from_args(args) if args.mode == "minibatch" else None
     layers = spec.layers if spec is not None else (2 if args.layers is None else args.layers)
+    gist = None
+    if args.mode == "gist" or {args.subnets, args.local_iters, args.rounds} != {None}:
+        gist = GistOptions(
+            subnets=1 if args.subnets is None else args.subnets,
+            local_iters=1 if args.local_iters is None else args.local_iters,
+        )
+    epochs = args.epochs
+    if args.rounds is not None:
+        if args.rounds < 1:
+            raise ConfigError(f"--rounds must be >= 1, got {args.rounds}")
+        epochs = args.rounds
     cfg = TrainConfig(
-        layers=layers, hidden=args.hidden, epochs=args.epochs, lr=args.lr,
+        layers=layers, hidden=args.hidden, epochs=epochs, lr=args.lr,
         weight_decay=args.weight_decay, dropout=args.dropout, seed=args.seed,
         eval_every=args.eval_every, dtype=args.dtype,
     )
@@ -96,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
         checkpoint_every=args.checkpoint_every, resume=args.resume, quiet=args.quiet,
         mode=args.mode, exchange=args.exchange, topology=args.topology, chunks=args.chunks,
         dedup=args.dedup, reorganize=args.reorganize, tier_gbps=parse_tiers(args.tier_gbps),
-        spec=spec, graph_layout=args.graph_layout,
+        spec=spec, graph_layout=args.graph_layout, gist=gist,
     )
     train(opts, cfg)
     return 0

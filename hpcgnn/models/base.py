@@ -30,7 +30,8 @@ from hpcgnn.io.reader import GraphFile, GraphMeta
 from hpcgnn.io.validate import mask_problem
 from hpcgnn.layout.blocks import vertex_offsets
 from hpcgnn.layout.order import layer_sizes
-from hpcgnn.nn.gcn import LayerOps, block_dropout, gcn_forward
+from hpcgnn.layout.subnets import Subnet
+from hpcgnn.nn.gcn import LayerOps, block_dropout, gcn_forward, select_columns
 from hpcgnn.nn.init import init_weights
 from hpcgnn.rng import Columns
 
@@ -110,6 +111,8 @@ class GCNModel:
     layers: list[LayerOps]
     #: All-reduce all weight gradients in one message (else one per weight).
     fused_gradients: bool = False
+    #: The GIST sub-network this model is (its global column ids), else ``None``.
+    subnet: Subnet | None = None
 
     def _init_weights(self, weights: list[torch.Tensor] | None) -> None:
         """Set ``widths`` and ``weights``: the ones given, else Glorot from ``cfg.seed``."""
@@ -124,13 +127,28 @@ class GCNModel:
         """This rank's columns of a layer input of width ``f`` (``None``: all)."""
         return None
 
+    def _dropout_view(self) -> tuple[list[int], Callable[[int], Columns] | None]:
+        """Stream widths and ``columns(layer)`` of the dropout masks.
+
+        A GIST sub-network draws the global model's masks at its global column ids, so
+        GIST with one sub-network is ordinary training.
+        """
+        cols = self.dropout_columns()
+        if self.subnet is None:
+            if cols is None:
+                return self.widths, None
+            return self.widths, lambda layer: cols(self.widths[layer])
+        ids = self.subnet.ids
+        return list(self.subnet.widths), lambda layer: select_columns(
+            ids[layer], None if cols is None else cols(self.widths[layer])
+        )
+
     def logits(self, epoch: int | None) -> torch.Tensor:
         """Logits of the rows this rank scores; ``epoch=None`` evaluates without dropout."""
         keep = None
         if epoch is not None:
             keep = block_dropout(
-                self.cfg.seed, self.cfg.dropout, epoch, self.rows, self.widths,
-                self.dropout_columns(),
+                self.cfg.seed, self.cfg.dropout, epoch, self.rows, *self._dropout_view()
             )
         return gcn_forward(self.x, self.weights, self.layers, self.cfg.dropout, keep, self.stats)
 

@@ -102,29 +102,39 @@ def block_dropout(
     seed: int, p: float, epoch: int, rows: tuple[int, int], widths: Sequence[int],
     columns: Callable[[int], Columns] | None = None,
 ) -> KeepMask:
-    """Keep-masks of the block ``rows x columns(f_l)`` of every layer input in ``epoch``.
+    """Keep-masks of the block ``rows x columns(layer)`` of every layer input in ``epoch``.
 
     Parameters
     ----------
     seed, p
         Seed and drop probability.
     epoch
-        The training epoch (each epoch draws new masks).
+        The training step (each draws new masks).
     rows
         Global rows ``[r0, r1)`` of this rank's block.
     widths
-        Layer widths ``f_0 .. f_L``.
+        Widths ``f_0 .. f_L`` of the stream: the model's, or the global model's for a
+        GIST sub-network (whose masks are then the global masks' columns it keeps).
     columns
-        ``columns(f)``: this rank's columns of a matrix of width ``f`` (a range or an
-        index array); ``None``: all columns.
+        ``columns(layer)``: this rank's columns of the layer's input (a range or an
+        index array into ``widths[layer]``); ``None``: all columns.
     """
 
     def keep(layer: int) -> np.ndarray:
         w = widths[layer]
-        cols = (0, w) if columns is None else columns(w)
+        cols = (0, w) if columns is None else columns(layer)
         return dropout_keep(seed, epoch, layer, rows, cols, w, p)
 
     return keep
+
+
+def select_columns(ids: np.ndarray, local: Columns | None) -> np.ndarray:
+    """Global column ids of the ``local`` columns (range or indices) of a sub-matrix ``ids``."""
+    if local is None:
+        return ids
+    if isinstance(local, tuple):
+        return ids[local[0] : local[1]]
+    return ids[np.asarray(local)]
 
 
 def gcn_layer(

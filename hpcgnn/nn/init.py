@@ -6,20 +6,32 @@ import numpy as np
 import torch
 
 
+def glorot_rows(
+    sizes: list[int], seed: int, layer: int, lo: int, hi: int, dtype: np.dtype | type = np.float32
+) -> np.ndarray:
+    """Rows ``[lo, hi)`` of the Glorot-uniform ``W^{layer+1}`` (0-based ``layer``).
+
+    The weights are drawn in layer order, row by row, from one PCG64 stream seeded by
+    ``seed`` (one 64-bit draw per entry); the stream is advanced to the first entry of the
+    block, so a rank can draw its rows of a huge weight without the others'.
+    """
+    fin, fout = sizes[layer], sizes[layer + 1]
+    before = sum(a * b for a, b in zip(sizes[:layer], sizes[1 : layer + 1], strict=True))
+    bits = np.random.PCG64(seed)
+    bits.advance(before + lo * fout)
+    bound = np.sqrt(6.0 / (fin + fout))
+    return np.random.Generator(bits).uniform(-bound, bound, size=(hi - lo, fout)).astype(dtype)
+
+
 def glorot_weights(
     sizes: list[int], seed: int, dtype: np.dtype | type = np.float32
 ) -> list[np.ndarray]:
     """Glorot-uniform weight matrices ``W^l`` of shape ``(sizes[l-1], sizes[l])``.
 
-    Drawn in layer order from one PCG64 stream seeded by ``seed``, so every rank (and the
-    serial reference) gets bit-identical weights.
+    Drawn in layer order from one PCG64 stream seeded by ``seed`` (:func:`glorot_rows`),
+    so every rank (and the serial reference) gets bit-identical weights.
     """
-    rng = np.random.Generator(np.random.PCG64(seed))
-    out = []
-    for fin, fout in zip(sizes[:-1], sizes[1:], strict=True):
-        bound = np.sqrt(6.0 / (fin + fout))
-        out.append(rng.uniform(-bound, bound, size=(fin, fout)).astype(dtype))
-    return out
+    return [glorot_rows(sizes, seed, i, 0, sizes[i], dtype) for i in range(len(sizes) - 1)]
 
 
 def init_weights(

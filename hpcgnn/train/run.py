@@ -7,8 +7,9 @@ Grid, model (or minibatch trainer), resume, the one epoch loop
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+import torch
 from mpi4py import MPI
 
 from hpcgnn.comm.collective import collective
@@ -26,12 +27,13 @@ from hpcgnn.sampling.spec import SamplerSpec
 from hpcgnn.spmm.halo import EXCHANGES
 from hpcgnn.train.checkpoint import load_checkpoint, restore, save_checkpoint
 from hpcgnn.train.fullbatch import FullBatchTrainer
+from hpcgnn.train.gist import GistOptions, GistTrainer, check_gist
 from hpcgnn.train.loop import EpochRecord, Trainer, TrainResult, run_epochs
 from hpcgnn.train.minibatch import MinibatchTrainer
 from hpcgnn.train.report import finish_run, summed_over_ranks
 from hpcgnn.utils.files import check_directory, check_output
 
-MODES = ("fullbatch", "minibatch", "offload")
+MODES = ("fullbatch", "minibatch", "offload", "gist")
 
 
 @dataclass
@@ -57,11 +59,12 @@ class RunOptions:
     tier_gbps: dict[str, float] | None = None
     spec: SamplerSpec | None = None
     graph_layout: str = "replicated"
+    gist: GistOptions | None = None
 
     @property
     def label(self) -> str:
-        """Algorithm name in reports: ``offload`` / ``minibatch`` for those modes."""
-        return self.mode if self.mode in ("offload", "minibatch") else self.algo
+        """Algorithm name in reports: ``offload`` / ``minibatch`` / ``gist`` for those modes."""
+        return self.mode if self.mode in ("offload", "minibatch", "gist") else self.algo
 
 
 def check_options(opts: RunOptions) -> None:
@@ -81,6 +84,13 @@ def check_options(opts: RunOptions) -> None:
             raise ConfigError("--mode minibatch needs a sampler specification")
         if opts.checkpoint_dir or opts.resume or opts.checkpoint_every:
             raise ConfigError("checkpoint/restart is available in fullbatch mode only")
+    if opts.mode == "gist":
+        if opts.gist is None:
+            raise ConfigError("--mode gist needs --subnets and --local-iters")
+        if opts.checkpoint_dir or opts.resume or opts.checkpoint_every:
+            raise ConfigError("checkpoint/restart is not available in gist mode yet")
+    elif opts.gist is not None:
+        raise ConfigError("--subnets, --local-iters and --rounds apply to --mode gist only")
     if opts.mode == "offload":
         if opts.algo not in ("1d", "halo"):
             raise ConfigError(
@@ -111,9 +121,12 @@ def load_run_topology(opts: RunOptions, grid: ProcessGrid) -> Topology | None:
 
 def build_model(
     path: str, grid: ProcessGrid, cfg: TrainConfig, opts: RunOptions,
-    topo: Topology | None = None,
+    topo: Topology | None = None, weights: list[torch.Tensor] | None = None,
 ) -> GCNModel:
-    """Instantiate the distributed full-batch model ``opts`` asks for on ``grid``."""
+    """Instantiate the distributed full-batch model ``opts`` asks for on ``grid``.
+
+    ``weights``: injected parameters (GIST's sub-weights), else the Glorot initialisation.
+    """
     if opts.mode == "offload":
         from hpcgnn.models.offload import OffloadGCN, OffloadOptions
 
@@ -123,14 +136,14 @@ def build_model(
     if opts.algo == "halo":
         from hpcgnn.models.halo import HaloGCN
 
-        return HaloGCN(path, grid, cfg, exchange=opts.exchange, topology=topo)
+        return HaloGCN(path, grid, cfg, exchange=opts.exchange, topology=topo, weights=weights)
     if grid.kind in ("1d", "1.5d"):
         from hpcgnn.models.block_row import BlockRowGCN
 
-        return BlockRowGCN(path, grid, cfg)
+        return BlockRowGCN(path, grid, cfg, weights=weights)
     from hpcgnn.models.summa import GridGCN
 
-    return GridGCN(path, grid, cfg)
+    return GridGCN(path, grid, cfg, weights=weights)
 
 
 def _fingerprint(opts: RunOptions, cfg: TrainConfig, meta: GraphMeta, shape: GridShape) -> dict:
@@ -149,7 +162,11 @@ def _fingerprint(opts: RunOptions, cfg: TrainConfig, meta: GraphMeta, shape: Gri
 def train(opts: RunOptions, cfg: TrainConfig, comm: MPI.Comm = MPI.COMM_WORLD) -> TrainResult:
     """Run one training job on ``comm``; every rank returns the same result."""
     check_options(opts)
-    shape = choose_shape(GRID_KIND[opts.label], comm.Get_size(), opts.grid, opts.replication)
+    if opts.gist is not None:  # --grid and --replication shape each group
+        check_gist(opts.gist, cfg, comm.Get_size())
+        shape = choose_shape("1d", comm.Get_size(), None, None)
+    else:
+        shape = choose_shape(GRID_KIND[opts.label], comm.Get_size(), opts.grid, opts.replication)
     grid = ProcessGrid(comm, shape)
     try:
         return _train_on_grid(opts, cfg, grid)
@@ -173,17 +190,28 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
             raise ConfigError(
                 f"--chunks {opts.chunks} is more than the graph's {meta.num_nodes} vertices"
             )
+    group_shape = _group_shape(opts, grid)
     if opts.mode != "minibatch":
+        est_cfg, est_shape = cfg, grid.shape
+        if group_shape is not None:
+            est_cfg = replace(cfg, hidden=-(-cfg.hidden // opts.gist.subnets))
+            est_shape = group_shape
         check_memory(
-            grid.world, memory_estimate(meta, cfg, grid.shape),
-            f"{opts.label} on grid {grid.shape}",
+            grid.world, memory_estimate(meta, est_cfg, est_shape),
+            f"{opts.label} on grid {est_shape}",
         )
     topo = load_run_topology(opts, grid)
     t0 = grid.stats.clock()
-    trainer: FullBatchTrainer | MinibatchTrainer
+    trainer: FullBatchTrainer | MinibatchTrainer | GistTrainer
     if opts.mode == "minibatch":
         assert opts.spec is not None
         trainer = MinibatchTrainer(opts.graph, opts.spec, opts.graph_layout, cfg, grid)
+    elif group_shape is not None:
+        assert opts.gist is not None
+        trainer = GistTrainer(
+            grid, cfg, meta, opts.gist, group_shape,
+            lambda g, c, w: build_model(opts.graph, g, c, opts, weights=w),
+        )
     else:
         trainer = FullBatchTrainer(build_model(opts.graph, grid, cfg, opts, topo), cfg, grid.world)
     setup_s = grid.stats.clock() - t0
@@ -241,10 +269,26 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
         after_epoch=checkpoint,
     )
     _report(opts, cfg, grid, meta, trainer, result, topo)
+    if isinstance(trainer, GistTrainer):
+        trainer.free()
     return result
 
 
+def _group_shape(opts: RunOptions, grid: ProcessGrid) -> GridShape | None:
+    """GIST: the process grid of each rank group (``--algo``, ``--grid`` on ``P / M`` ranks)."""
+    if opts.gist is None:
+        return None
+    size = grid.size // opts.gist.subnets
+    return choose_shape(GRID_KIND[opts.algo], size, opts.grid, opts.replication)
+
+
 def _describe(opts: RunOptions, topo: Topology | None) -> str:
+    if opts.mode == "gist":
+        assert opts.gist is not None
+        return (
+            f"gist {opts.gist.subnets} sub-GCNs x {opts.gist.local_iters} local iterations"
+            f" of {opts.algo},"
+        )
     if opts.mode == "minibatch":
         spec = opts.spec
         assert spec is not None
@@ -269,6 +313,11 @@ def _mode_config(opts: RunOptions, grid: ProcessGrid, topo: Topology | None) -> 
         }
     if opts.mode == "offload":
         return {"chunks": opts.chunks, "dedup": opts.dedup, "reorganize": opts.reorganize}
+    if opts.gist is not None:
+        return {
+            "subnets": opts.gist.subnets, "local_iters": opts.gist.local_iters,
+            "group_algo": opts.algo,
+        }
     if opts.label == "halo":
         return {"exchange": opts.exchange, "topology": opts.topology or (topo and topo.name)}
     return {}

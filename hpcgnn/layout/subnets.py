@@ -1,0 +1,116 @@
+"""GIST's sub-networks: random disjoint groups of every hidden dimension (pure).
+
+Each round, every hidden width ``H`` of the global model is split at random into ``M``
+disjoint groups; the input features and the output classes are never split. Sub-network
+``m`` keeps, of each weight ``W^l`` (``f_{l-1} x f_l``), the rows its group of layer
+``l - 1`` selects and the columns its group of layer ``l`` selects. Group ``m`` has
+``H // M`` ids, plus one for ``m < H % M``, so a sub-network has the same width in every
+hidden layer; its ids are sorted, so rows of ``W^l`` keep their order.
+
+The draws come from the counter-based stream of ``(seed, round, layer)``
+(:func:`hpcgnn.rng.stream_key`), so every rank computes the same groups without
+communication.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from hpcgnn.rng import TAG_GIST, stream_key
+
+
+def group_sizes(width: int, groups: int) -> list[int]:
+    """Sizes of ``groups`` groups of ``width`` ids, differing by at most one."""
+    base, extra = divmod(width, groups)
+    return [base + (1 if m < extra else 0) for m in range(groups)]
+
+
+def split_ids(seed: int, round_: int, layer: int, width: int, groups: int) -> list[np.ndarray]:
+    """Split ``0 .. width - 1`` at random into ``groups`` disjoint sorted id arrays.
+
+    Parameters
+    ----------
+    seed, round_, layer
+        Select the stream: a new split for every round and hidden layer.
+    width
+        The hidden width ``H`` (at least ``groups``).
+    groups
+        ``M``.
+    """
+    if not 1 <= groups <= width:
+        raise ValueError(f"cannot split {width} ids into {groups} non-empty groups")
+    key = int(stream_key(seed, TAG_GIST, round_, layer))
+    perm = np.random.Generator(np.random.PCG64(key)).permutation(width)
+    bounds = np.cumsum([0, *group_sizes(width, groups)])
+    return [np.sort(perm[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+
+
+@dataclass(frozen=True)
+class Subnet:
+    """The ids of one sub-network in every layer input/output of the global model.
+
+    Attributes
+    ----------
+    widths
+        The global model's widths ``f_0 .. f_L``.
+    ids
+        ``ids[l]``: the global ids of width ``f_l`` this sub-network keeps (all of them for
+        ``l = 0`` and ``l = L``).
+    """
+
+    widths: tuple[int, ...]
+    ids: tuple[np.ndarray, ...]
+
+    @property
+    def sub_widths(self) -> list[int]:
+        """The sub-network's widths."""
+        return [len(i) for i in self.ids]
+
+    def rows(self, layer: int) -> np.ndarray:
+        """Rows of ``W^layer`` (0-based layer) the sub-network keeps."""
+        return self.ids[layer]
+
+    def cols(self, layer: int) -> np.ndarray:
+        """Columns of ``W^layer`` (0-based layer) the sub-network keeps."""
+        return self.ids[layer + 1]
+
+    def sizes(self) -> list[tuple[int, int]]:
+        """Shape of each sub-weight."""
+        return [(len(self.rows(i)), len(self.cols(i))) for i in range(len(self.widths) - 1)]
+
+    def numel(self) -> int:
+        """Entries of all sub-weights."""
+        return sum(r * c for r, c in self.sizes())
+
+    def owned_rows(self, layer: int, lo: int, hi: int) -> np.ndarray:
+        """The rows of ``W^layer`` kept by the sub-network that lie in ``[lo, hi)``."""
+        rows = self.rows(layer)
+        return rows[np.searchsorted(rows, lo) : np.searchsorted(rows, hi)]
+
+    def owned_numel(self, offsets: list[np.ndarray], owner: int) -> int:
+        """Entries of the sub-weights in the row shards of ``owner`` (``offsets[l]`` per weight)."""
+        return sum(
+            len(self.owned_rows(i, int(off[owner]), int(off[owner + 1]))) * len(self.cols(i))
+            for i, off in enumerate(offsets)
+        )
+
+
+def subnets(
+    seed: int, round_: int, widths: list[int] | tuple[int, ...], groups: int
+) -> list[Subnet]:
+    """The ``groups`` sub-networks of round ``round_`` of a model of ``widths``.
+
+    Hidden widths ``widths[1:-1]`` are split (:func:`split_ids`); the input and output are
+    kept whole by every sub-network.
+    """
+    last = len(widths) - 1
+    per_layer = [
+        [np.arange(w)] * groups if i in (0, last) else split_ids(seed, round_, i, w, groups)
+        for i, w in enumerate(widths)
+    ]
+    return [
+        Subnet(tuple(widths), tuple(per_layer[i][m] for i in range(len(widths))))
+        for m in range(groups)
+    ]

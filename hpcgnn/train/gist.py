@@ -1,0 +1,266 @@
+"""GIST: independent sub-GCN training on rank groups, for models wider than a rank holds.
+
+The ``P`` ranks form ``M`` groups of ``P / M`` (group ``m``: world ranks
+``m P/M .. (m+1) P/M - 1``, root the first). A *round* (one epoch of the loop):
+
+1. every hidden dimension of the global model is split at random into ``M`` disjoint
+   groups (:func:`hpcgnn.layout.subnets.subnets`, the same on every rank);
+2. the owners of the global weights' rows send each sub-model (weights and Adam moments)
+   to its group (:meth:`hpcgnn.exchange.subnets.SubnetShards.scatter`);
+3. group ``m`` trains sub-GCN ``m`` for ``K`` local iterations with the full-batch
+   algorithm of ``--algo`` on its own process grid: the one model of
+   :mod:`hpcgnn.models` with the sub-weights injected, and an Adam whose state is the
+   sub-model's moments (step count: the iterations run so far);
+4. the roots send the trained sub-models back to the owners
+   (:meth:`~hpcgnn.exchange.subnets.SubnetShards.gather`).
+
+Only sub-models travel; the whole model is assembled only to evaluate it
+(``gist_eval``, outside the training steps). Dropout masks are the global model's masks
+at each sub-network's column ids in step ``round K + k``, so with ``M = 1, K = 1`` GIST is
+ordinary full-batch training step for step.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from hpcgnn.comm.communicator import Comm
+from hpcgnn.config import TrainConfig
+from hpcgnn.cost.gist import KINDS, data_parallel_bytes, round_bytes
+from hpcgnn.errors import ConfigError
+from hpcgnn.exchange.subnets import GATHER, SCATTER, SubnetShards
+from hpcgnn.grid.process_grid import ProcessGrid
+from hpcgnn.io.reader import GraphMeta
+from hpcgnn.layout.order import layer_sizes
+from hpcgnn.layout.shapes import GridShape
+from hpcgnn.layout.subnets import group_sizes, subnets
+from hpcgnn.models.base import GCNModel
+from hpcgnn.nn.init import glorot_rows
+from hpcgnn.train.fullbatch import FullBatchTrainer
+from hpcgnn.train.loop import TrainResult, make_optimizer
+
+#: ``make_model(grid, cfg, weights)``: the full-batch model of ``--algo`` on ``grid``.
+ModelFactory = Callable[[ProcessGrid, TrainConfig, list[torch.Tensor]], GCNModel]
+
+
+@dataclass(frozen=True)
+class GistOptions:
+    """``--subnets M`` and ``--local-iters K``."""
+
+    subnets: int
+    local_iters: int
+
+
+def check_gist(opts: GistOptions, cfg: TrainConfig, ranks: int) -> None:
+    """Reject settings GIST cannot run, with one line (the same on every rank)."""
+    m, k = opts.subnets, opts.local_iters
+    if m < 1:
+        raise ConfigError(f"--subnets must be >= 1, got {m}")
+    if k < 1:
+        raise ConfigError(f"--local-iters must be >= 1, got {k}")
+    if m > ranks:
+        raise ConfigError(
+            f"--subnets {m} needs at least {m} ranks (one group each); the job has {ranks}"
+        )
+    if ranks % m:
+        raise ConfigError(f"--subnets {m} must divide the {ranks} ranks into equal groups")
+    if m > 1 and cfg.layers < 2:
+        raise ConfigError(
+            "--subnets > 1 needs --layers >= 2 (there is no hidden dimension to split)"
+        )
+    if cfg.hidden < m:
+        raise ConfigError(f"--hidden {cfg.hidden} cannot be split into {m} non-empty groups")
+
+
+class GistTrainer:
+    """The :class:`~hpcgnn.train.loop.Trainer` of GIST: one round per epoch of the loop.
+
+    Parameters
+    ----------
+    grid
+        All ranks (a 1D grid; the global model's shards are split over it).
+    cfg
+        The global model's settings (``epochs`` = rounds).
+    meta
+        The graph's sizes.
+    opts
+        ``M`` and ``K``.
+    group_shape
+        The process grid of each group (``--algo``, ``--grid`` on ``P / M`` ranks).
+    make_model
+        Builds the full-batch model of ``--algo`` with injected weights.
+    """
+
+    def __init__(
+        self, grid: ProcessGrid, cfg: TrainConfig, meta: GraphMeta, opts: GistOptions,
+        group_shape: GridShape, make_model: ModelFactory,
+    ) -> None:
+        world = grid.world
+        self.grid, self.world, self.cfg, self.opts = grid, world, cfg, opts
+        self.make_model = make_model
+        m, size = opts.subnets, world.size // opts.subnets
+        self.group_size = size
+        self.index = world.rank // size
+        self.roots = [g * size for g in range(m)]
+        self.widths = layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, cfg.layers)
+        self.hidden = group_sizes(cfg.hidden, m)
+        split = world.mpi.Split(self.index, world.rank)
+        try:
+            self.group_grid = ProcessGrid(split, group_shape, stats=grid.stats, device=grid.device)
+        finally:
+            split.Free()
+        self.shards = self._initial_shards()
+        self.sub_cfg = dataclasses.replace(cfg, hidden=self.hidden[self.index])
+        sub_widths = layer_sizes(
+            meta.num_features, self.sub_cfg.hidden, meta.num_classes, cfg.layers
+        )
+        zeros = [
+            torch.zeros(a, b, dtype=torch.float64 if cfg.dtype == "float64" else torch.float32,
+                        requires_grad=True)
+            for a, b in zip(sub_widths[:-1], sub_widths[1:], strict=True)
+        ]
+        self.model = make_model(self.group_grid, self.sub_cfg, zeros)
+        self.inner = FullBatchTrainer(self.model, self.sub_cfg, self.group_grid.world)
+        self.optimizer = self.inner.optimizer
+        self.steps_done = 0
+        self.predicted_rounds: list[dict[str, float]] = []
+        self.measured_rounds: list[dict[str, float]] = []
+        self._eval: FullBatchTrainer | None = None
+
+    def _initial_shards(self) -> SubnetShards:
+        """This rank's rows of the Glorot weights (the serial run's) and zero moments."""
+        cfg, widths = self.cfg, self.widths
+        offsets = SubnetShards.offsets_of(widths, self.world.size)
+        r = self.world.rank
+        w = [
+            glorot_rows(widths, cfg.seed, i, int(off[r]), int(off[r + 1]), cfg.numpy_dtype)
+            for i, off in enumerate(offsets)
+        ]
+        moments = [[np.zeros_like(a) for a in w] for _ in KINDS[1:]]
+        return SubnetShards(self.world, widths, [w, *moments])
+
+    @property
+    def weights(self) -> list[torch.Tensor]:
+        """The global model, whole (collective: every rank gathers every shard)."""
+        return [torch.from_numpy(w) for w in self.shards.full_weights()]
+
+    def step(self, epoch: int) -> float:
+        """One round: scatter the sub-models, ``K`` local iterations, gather them back."""
+        cfg, k = self.cfg, self.opts.local_iters
+        stats = self.world.stats
+        before = _gist_bytes(stats)
+        nets = subnets(cfg.seed, epoch, self.widths, self.opts.subnets)
+        group = self.group_grid.world
+        sub = self.shards.scatter(nets, self.roots, group, self.index)
+        model = self.model
+        model.subnet = nets[self.index]
+        opt = make_optimizer(model.weights, self.sub_cfg)
+        with torch.no_grad():
+            for i, w in enumerate(model.weights):
+                w.copy_(torch.from_numpy(sub[0][i]))
+                opt.state[w] = {
+                    "step": torch.tensor(float(self.steps_done), dtype=torch.float32),
+                    "exp_avg": torch.from_numpy(sub[1][i].copy()),
+                    "exp_avg_sq": torch.from_numpy(sub[2][i].copy()),
+                }
+        self.inner.optimizer = self.optimizer = opt
+        shares = [self.inner.step(epoch * k + it) for it in range(k)]
+        trained = None
+        if group.rank == 0:
+            trained = [
+                [w.detach().numpy() for w in model.weights],
+                *[[opt.state[w][name].numpy() for w in model.weights] for name in KINDS[1:]],
+            ]
+        self.shards.gather(nets, self.roots, trained)
+        self.steps_done += k
+        self.predicted_rounds.append(
+            round_bytes(nets, self.shards.offsets, self.roots, self.group_size, cfg.itemsize)
+        )
+        after = _gist_bytes(stats)
+        self.measured_rounds.append({c: after[c] - before[c] for c in after})
+        # each rank's share of the mean over groups of the group's mean local loss
+        share = float(np.mean(shares)) * model.comm.size / self.world.size
+        return share
+
+    def reduce_loss(self, local: float) -> float:
+        """The mean over groups of each group's loss (summed shares, collective)."""
+        return self.world.allreduce_scalar(local)
+
+    def evaluate(self) -> dict[str, float]:
+        """Loss and accuracies of the global model (assembled on every rank)."""
+        full = self.weights
+        if self._eval is None:
+            model = self.make_model(self.grid, self.cfg, [w.requires_grad_(True) for w in full])
+            self._eval = FullBatchTrainer(model, self.cfg, self.world)
+        else:
+            for w, new in zip(self._eval.model.weights, full, strict=True):
+                w.data.copy_(new)
+        return self._eval.evaluate()
+
+    def summary(
+        self, result: TrainResult, measured: dict[str, float], phases: dict[str, float],
+        tier_gbps: dict[str, float] | None,
+    ) -> tuple[dict[str, float], dict[str, Any], list[str]]:
+        """Predicted bytes (groups' models x K, plus sub-model traffic) and the ``gist`` section."""
+        k, rounds = self.opts.local_iters, max(1, len(self.predicted_rounds))
+        estimate = self.model.predict_cost()  # collective in the group
+        mine = dict(estimate.bytes_total) if estimate is not None else {}
+        predicted: dict[str, float] = {}
+        for part in self.world.allgather_obj(mine if self.group_grid.world.rank == 0 else {}):
+            for c, v in part.items():
+                predicted[c] = predicted.get(c, 0.0) + k * v
+        for c in (SCATTER, GATHER):
+            predicted[c] = sum(r[c] for r in self.predicted_rounds) / rounds
+        measured_rounds = _summed(self.world, self.measured_rounds)
+        records = result.epochs[len(result.epochs) - len(self.predicted_rounds):]
+        per_round = [
+            {
+                "round": rec.epoch, "sent_bytes": got[SCATTER], "returned_bytes": got[GATHER],
+                "predicted_sent_bytes": want[SCATTER],
+                "predicted_returned_bytes": want[GATHER], "val_acc": rec.val_acc,
+            }
+            for rec, got, want in zip(records, measured_rounds, self.predicted_rounds, strict=True)
+        ]
+        numel = sum(a * b for a, b in zip(self.widths[:-1], self.widths[1:], strict=True))
+        sub_measured = measured.get(SCATTER, 0.0) + measured.get(GATHER, 0.0)
+        sub_predicted = predicted[SCATTER] + predicted[GATHER]
+        dp = data_parallel_bytes(self.widths, self.world.size, self.cfg.itemsize, k)
+        section = {
+            "rounds": len(result.epochs), "subnets": self.opts.subnets,
+            "local_iters": k, "group_size": self.group_size,
+            "group_grid": str(self.group_grid.shape),
+            "hidden": self.cfg.hidden, "subnet_hidden": self.hidden,
+            "full_model_bytes": numel * self.cfg.itemsize,
+            "submodel_bytes_per_round": {"measured": sub_measured, "predicted": sub_predicted},
+            "data_parallel_allreduce_bytes_per_round": dp,
+            "per_round": per_round,
+        }
+        line = (
+            f"gist: {self.opts.subnets} sub-GCNs x {k} local iterations on groups of"
+            f" {self.group_size} | sub-model traffic {sub_measured / 1e6:.3f} MB/round"
+            f" (predicted {sub_predicted / 1e6:.3f}); data-parallel all-reduce would move"
+            f" {dp / 1e6:.3f} MB/round"
+        )
+        return predicted, {"gist": section}, [line]
+
+    def free(self) -> None:
+        """Free the group's communicators."""
+        self.group_grid.free()
+
+
+def _gist_bytes(stats: Any) -> dict[str, float]:
+    snap = stats.snapshot()
+    return {c: float(snap.get(c, {}).get("bytes", 0.0)) for c in (SCATTER, GATHER)}
+
+
+def _summed(world: Comm, rounds: list[dict[str, float]]) -> list[dict[str, float]]:
+    """Per-round byte counts summed over ranks (collective)."""
+    local = np.array([[r[SCATTER], r[GATHER]] for r in rounds], dtype=np.float64).reshape(-1, 2)
+    world.allreduce(local, "control")
+    return [{SCATTER: float(a), GATHER: float(b)} for a, b in local]

@@ -1,0 +1,49 @@
+"""GIST's random groups: disjoint, covering, balanced, and the same on every rank."""
+
+import numpy as np
+import pytest
+
+from hpcgnn.layout.subnets import group_sizes, split_ids, subnets
+
+
+@pytest.mark.parametrize(("width", "groups"), [(8, 1), (8, 2), (10, 4), (7, 3), (5, 5)])
+def test_groups_are_disjoint_cover_and_differ_by_at_most_one(width, groups):
+    for round_ in range(3):
+        ids = split_ids(7, round_, 1, width, groups)
+        assert len(ids) == groups
+        assert sorted(np.concatenate(ids).tolist()) == list(range(width))
+        sizes = [len(g) for g in ids]
+        assert sizes == group_sizes(width, groups) and max(sizes) - min(sizes) <= 1
+        assert all(np.all(np.diff(g) > 0) for g in ids)
+
+
+def test_every_round_and_layer_draws_a_new_split_and_the_same_everywhere():
+    a = split_ids(3, 0, 1, 64, 4)
+    assert all(np.array_equal(x, y) for x, y in zip(a, split_ids(3, 0, 1, 64, 4), strict=True))
+    assert not np.array_equal(a[0], split_ids(3, 1, 1, 64, 4)[0])
+    assert not np.array_equal(a[0], split_ids(3, 0, 2, 64, 4)[0])
+
+
+def test_inputs_and_outputs_are_never_split():
+    nets = subnets(0, 2, [5, 10, 10, 3], 3)
+    for net in nets:
+        assert net.ids[0].tolist() == list(range(5)) and net.ids[-1].tolist() == [0, 1, 2]
+        assert net.sizes()[0][0] == 5 and net.sizes()[-1][1] == 3
+    for layer in (1, 2):
+        assert sorted(np.concatenate([n.ids[layer] for n in nets]).tolist()) == list(range(10))
+    # a sub-network has the same width in every hidden layer
+    assert [n.sub_widths[1:3] for n in nets] == [[4, 4], [3, 3], [3, 3]]
+
+
+def test_owned_entries_add_up_to_the_sub_model():
+    from hpcgnn.layout.blocks import even_offsets
+
+    widths = [6, 9, 9, 4]
+    offsets = [even_offsets(f, 4) for f in widths[:-1]]
+    for net in subnets(1, 0, widths, 3):
+        assert sum(net.owned_numel(offsets, r) for r in range(4)) == net.numel()
+
+
+def test_too_many_groups_is_an_error():
+    with pytest.raises(ValueError, match="non-empty"):
+        split_ids(0, 0, 1, 3, 4)

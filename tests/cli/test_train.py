@@ -195,7 +195,7 @@ def test_halo_metrics_report_planner_stages(graph_file, shared_tmp, world, excha
          "topology 'dgx1' has 8 ranks but the job has"),
         (["--algo", "halo", "--topology", "missing.json"], "topology missing.json: cannot read"),
         (["--lr", "nan"], "--lr and --weight-decay must be finite and >= 0"),
-        (["--weight-decay", "inf"], "--weight-decay finite and >= 0"),
+        (["--weight-decay", "inf"], "--lr and --weight-decay must be finite and >= 0"),
         (["--seed", "-1"], "--seed must be in [0, 2^63), got -1"),
         (["--mode", "offload", "--chunks", "100000"], "--chunks 100000 is more than the graph's"),
         (["--lr", "1e30", "--epochs", "6"], "training diverged (try a smaller --lr)"),

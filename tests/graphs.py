@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
+import h5py
 import numpy as np
 
 from hpcgnn.io import EdgeSorter, GraphFileWriter
@@ -51,4 +54,140 @@ def write_random_graph(path: Path | str, **kwargs) -> Path:
             w.write_features(0, g["x"])
             w.write_labels(g["y"])
             w.write_masks(g["train"], g["val"], g["test"])
+    return Path(path)
+
+
+# -- altered copies: valid or broken in one known way ------------------------------------------
+def _csr(h5: h5py.File, group: str) -> tuple[np.ndarray, np.ndarray]:
+    """(row of every entry, column of every entry) of a CSR group."""
+    ptr = h5[f"{group}/indptr"][()]
+    return np.repeat(np.arange(len(ptr) - 1), np.diff(ptr)), h5[f"{group}/indices"][()]
+
+
+def _swappable(rows: np.ndarray, cols: np.ndarray) -> tuple[int, int]:
+    """Entries ``p``, ``q`` (``a -> x``, ``b -> y``) whose ``a -> y``, ``b -> x`` are new."""
+    edges = set(zip(rows.tolist(), cols.tolist(), strict=True))
+    for p in range(len(cols)):
+        for q in range(p + 1, len(cols)):
+            a, x, b, y = int(rows[p]), int(cols[p]), int(rows[q]), int(cols[q])
+            if len({a, b, x, y}) == 4 and (a, y) not in edges and (b, x) not in edges:
+                return p, q
+    raise ValueError("no swappable pair of entries")
+
+
+def swap_entries(path: Path | str, group: str = "adjacency") -> None:
+    """Swap the columns of two entries of ``group``: every degree stays, the edges change.
+
+    The undirected ``A`` is then not symmetric, or a directed file's ``adjacency_t`` not
+    the transpose of ``A``, while every per-vertex degree comparison still agrees.
+    """
+    with h5py.File(path, "r+") as h5:
+        rows, cols = _csr(h5, group)
+        p, q = _swappable(rows, cols)
+        cols[[p, q]] = cols[[q, p]]
+        h5[f"{group}/indices"][...] = cols
+
+
+def rewire(path: Path | str) -> None:
+    """Replace undirected edges ``a-x``, ``b-y`` by ``a-y``, ``b-x``: a valid graph, same sizes."""
+    with h5py.File(path, "r+") as h5:
+        rows, cols = _csr(h5, "adjacency")
+        p, q = _swappable(rows, cols)
+        a, x, b, y = (int(v) for v in (rows[p], cols[p], rows[q], cols[q]))
+        back = {e: k for k, e in enumerate(zip(rows.tolist(), cols.tolist(), strict=True))}
+        cols[p], cols[q] = y, x
+        cols[back[(x, a)]], cols[back[(y, b)]] = b, a
+        h5["adjacency/indices"][...] = cols
+
+
+def add_partition(path: Path | str, offsets: list[int] | np.ndarray, perm: np.ndarray) -> None:
+    """Record ``offsets`` and ``perm`` as the file's partition (nothing is relabelled)."""
+    with h5py.File(path, "r+") as h5:
+        g = h5.create_group("partition")
+        g.create_dataset("offsets", data=np.asarray(offsets, dtype=np.int64))
+        g.create_dataset("perm", data=np.asarray(perm, dtype=np.int64))
+        g.attrs["method"] = "block"
+        g.attrs["num_parts"] = len(offsets) - 1
+
+
+def _two_parts(path: Path | str, repeat: bool = False) -> None:
+    """Add a partition into two halves; ``perm`` the identity, or with id 4 twice."""
+    with h5py.File(path, "r") as h5:
+        n = h5.attrs["num_nodes"]
+    perm = np.arange(n)
+    if repeat:
+        perm[3] = 4
+    add_partition(path, [0, n // 2, n], perm)
+
+
+def _in_place(change: Callable[[h5py.File], None]) -> Callable[[Path | str], None]:
+    """``change`` applied to a file opened for writing."""
+
+    def alter(path: Path | str) -> None:
+        with h5py.File(path, "r+") as h5:
+            change(h5)
+
+    return alter
+
+
+def _bump_feature(h5: h5py.File) -> None:
+    h5["features"][7, 1] += 1.0
+
+
+def _relabel(h5: h5py.File) -> None:
+    h5["labels"][7] = (h5["labels"][7] + 1) % h5.attrs["num_classes"]
+
+
+def _drop_from_train(h5: h5py.File) -> None:
+    h5["masks/train"][int(np.flatnonzero(h5["masks/train"][()])[0])] = False
+
+
+def _new_node_id(h5: h5py.File) -> None:
+    h5["node_ids"][7] = 1000
+
+
+#: name -> an alteration that keeps a file of :func:`write_random_graph` valid and its sizes
+ALTERED: dict[str, Callable[[Path | str], None]] = {
+    "features": _in_place(_bump_feature),
+    "labels": _in_place(_relabel),
+    "masks": _in_place(_drop_from_train),
+    "node_ids": _in_place(_new_node_id),
+    "edges": rewire,
+    "partition": _two_parts,
+}
+
+
+def _indptr_starts_at_one(h5: h5py.File) -> None:
+    h5["adjacency/indptr"][0] = 1
+
+
+def _duplicate_node_id(h5: h5py.File) -> None:
+    h5["node_ids"][5] = h5["node_ids"][7]
+
+
+#: name -> (directed, how a file of :func:`write_random_graph` is broken, ``info``'s words)
+BROKEN: dict[str, tuple[bool, Callable[[Path | str], None], str]] = {
+    "indptr-start": (
+        False, _in_place(_indptr_starts_at_one), "'adjacency/indptr' starts at 1, expected 0",
+    ),
+    "not-symmetric": (False, swap_entries, "'adjacency' of an undirected graph is not symmetric"),
+    "not-transposed": (
+        True, partial(swap_entries, group="adjacency_t"),
+        "'adjacency_t' is not the transpose of 'adjacency'",
+    ),
+    "duplicate-node-id": (
+        False, _in_place(_duplicate_node_id), "original id 7 occurs more than once",
+    ),
+    "perm-not-permutation": (
+        False, partial(_two_parts, repeat=True),
+        "'partition/perm' is not a permutation of 0..39: id 3 is missing (id 4 occurs 2 times)",
+    ),
+}
+
+
+def write_broken_graph(path: Path | str, name: str, n: int = 40) -> Path:
+    """A random graph of ``n`` vertices broken as ``BROKEN[name]`` says."""
+    directed, breaks, _ = BROKEN[name]
+    write_random_graph(path, n=n, directed=directed, seed=5)
+    breaks(path)
     return Path(path)

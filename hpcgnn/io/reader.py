@@ -288,11 +288,12 @@ class GraphFile:
         """Read the original ids of rows ``[row_lo, row_hi)``."""
         return self._read(fmt.NODE_IDS, slice(row_lo, row_hi)).astype(np.int64)
 
-    def read_partition_perm(self) -> np.ndarray:
-        """Read the whole partition permutation (``perm[new] = old``)."""
+    def read_partition_perm(self, row_lo: int = 0, row_hi: int | None = None) -> np.ndarray:
+        """Read ``perm[row_lo:row_hi]`` of the partition (``perm[new] = old``; default: all)."""
         if self.meta.partition_offsets is None:
             raise self._fail("file has no partition")
-        return self._read(f"{fmt.PARTITION}/{fmt.PART_PERM}", slice(None)).astype(np.int64)
+        name = f"{fmt.PARTITION}/{fmt.PART_PERM}"
+        return self._read(name, slice(row_lo, row_hi)).astype(np.int64)
 
     def _adjacency_group(self, transpose: bool) -> str:
         if transpose and self.meta.directed:

@@ -22,14 +22,23 @@ Edges and features are read in blocks of about :data:`EDGE_BLOCK` entries and
 :data:`FEATURE_BLOCK_BYTES` bytes, so memory is O(num_nodes) for the per-vertex counts plus
 one block, never O(num_edges). Every problem raises :class:`~hpcgnn.errors.InputError`
 with one line, ``"<path>: <what is wrong>"``.
+
+The checks that work on any slice of rows and combine by a sum, a minimum or a merge
+(:func:`indptr_problem`, :class:`CsrScan`, :func:`edges_problem`, :func:`mask_problem`,
+:func:`node_ids_problem`, :class:`IdCounts` and :func:`permutation_problem`) are module
+functions: :mod:`hpcgnn.graph.check` runs them distributed over the ranks before
+``hpcgnn train`` and ``hpcgnn sample`` build anything, so both commands refuse a broken
+file with the line ``info`` prints.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
 import numpy as np
+import scipy.sparse as sp
 
 from hpcgnn.errors import InputError
 from hpcgnn.io import format as fmt
@@ -237,6 +246,13 @@ def mask_problem(y: np.ndarray, masks: dict[str, np.ndarray], lo: int) -> str | 
     return None
 
 
+def feature_block_rows(meta: GraphMeta) -> int:
+    """Feature rows read per block: whole HDF5 chunks, about ``FEATURE_BLOCK_BYTES``."""
+    chunk = fmt.feature_chunk_rows(meta.num_features, meta.feature_dtype.itemsize)
+    row_bytes = meta.num_features * meta.feature_dtype.itemsize
+    return max(chunk, FEATURE_BLOCK_BYTES // row_bytes // chunk * chunk)
+
+
 # -- edge fingerprints -------------------------------------------------------------------
 def edge_fingerprint(src: np.ndarray, dst: np.ndarray, num_nodes: int) -> int:
     """Order-independent 64-bit fingerprint of the multiset of edges ``src[k] -> dst[k]``.
@@ -250,20 +266,197 @@ def edge_fingerprint(src: np.ndarray, dst: np.ndarray, num_nodes: int) -> int:
         return int(mix(key).sum(dtype=_U64))
 
 
-# -- the checks --------------------------------------------------------------------------
-@dataclass
-class _CsrScan:
-    """What one pass over the column indices of a CSR found."""
+# -- checks of a slice of rows, shared with the distributed check ----------------------------
+def indptr_problem(name: str, ptr: np.ndarray, lo: int, n: int, nnz: int) -> str | None:
+    """What is wrong with the slice ``ptr = indptr[lo : lo + len(ptr)]`` of a CSR, or ``None``.
 
-    col_counts: np.ndarray  # entries per column, i.e. degrees in the transposed direction
+    The slice must start at 0 if it is the first (``lo == 0``), never decrease, and end at
+    ``nnz`` if it is the last (it reaches position ``n``). Slices that overlap by one
+    position check the whole ``indptr`` between them.
+    """
+    if lo == 0 and ptr[0] != 0:
+        return f"'{name}' starts at {ptr[0]}, expected 0"
+    drops = np.flatnonzero(np.diff(ptr) < 0)
+    if drops.size:
+        r = int(drops[0])
+        return (
+            f"'{name}' is not monotone: it decreases from {ptr[r]} to {ptr[r + 1]} "
+            f"between positions {lo + r} and {lo + r + 1}"
+        )
+    if lo + len(ptr) - 1 == n and ptr[-1] != nnz:
+        return f"'{name}' ends at {ptr[-1]}, expected num_edges={nnz}"
+    return None
+
+
+def row_blocks(ptr: np.ndarray, lo: int) -> list[tuple[int, int]]:
+    """Split rows ``[lo, lo + len(ptr) - 1)`` into blocks of at most ``EDGE_BLOCK`` entries.
+
+    ``ptr`` is ``indptr[lo : hi + 1]`` (checked); a block also holds at most
+    ``ROW_BLOCK`` rows, and a single longer row is one block.
+    """
+    rows = len(ptr) - 1
+    blocks = []
+    a = 0
+    while a < rows:
+        b = int(np.searchsorted(ptr, ptr[a] + EDGE_BLOCK, side="right")) - 1
+        b = min(rows, a + ROW_BLOCK, max(b, a + 1))
+        blocks.append((lo + a, lo + b))
+        a = b
+    return blocks
+
+
+@dataclass
+class CsrScan:
+    """What a pass over the column indices of some rows of a CSR found.
+
+    Every field is a sum over the blocks passed to :meth:`add`, so scans of disjoint row
+    ranges (blocks, or the slices of different ranks) add up; the fingerprints modulo
+    ``2**64``.
+
+    Attributes
+    ----------
+    num_nodes
+        Vertices of the graph (the fingerprints' key space).
+    col_counts
+        Entries per column (degrees in the transposed direction), counted only when given
+        (O(num_nodes) memory, full validation only).
+    offsets
+        Partition offsets; when given, entries whose endpoints lie in different parts are
+        counted in ``crossing``.
+    self_loops, duplicates, unsorted_rows, crossing
+        Counts of stored self loops, repeated entries within a row, rows not sorted by
+        column, and entries crossing parts.
+    forward, backward
+        :func:`edge_fingerprint` of the entries as ``(row, column)`` and as
+        ``(column, row)``.
+
+    """
+
+    num_nodes: int
+    col_counts: np.ndarray | None = None
+    offsets: np.ndarray | None = None
     self_loops: int = 0
     duplicates: int = 0
     unsorted_rows: int = 0
-    crossing: int = 0  # entries whose endpoints lie in different parts
-    forward: int = 0  # fingerprint of the entries as (row, column)
-    backward: int = 0  # fingerprint of the entries as (column, row)
+    crossing: int = 0
+    forward: int = 0
+    backward: int = 0
+
+    def add(self, lo: int, block: sp.csr_matrix) -> None:
+        """Count and fingerprint the rows ``lo ..`` of ``block`` (a :meth:`GraphFile.read_csr`)."""
+        n = self.num_nodes
+        cols = block.indices.astype(np.int64, copy=False)
+        rows = np.repeat(np.arange(lo, lo + block.shape[0], dtype=np.int64), np.diff(block.indptr))
+        if self.col_counts is not None:
+            np.add.at(self.col_counts, cols, 1)
+        self.self_loops += int(np.count_nonzero(rows == cols))
+        same_row = rows[1:] == rows[:-1]
+        step = np.diff(cols)
+        unsorted = same_row & (step < 0)
+        if unsorted.any():
+            self.unsorted_rows += int(np.unique(rows[1:][unsorted]).size)
+            order = np.lexsort((cols, rows))
+            step = np.diff(cols[order])
+        self.duplicates += int(np.count_nonzero(same_row & (step == 0)))
+        self.forward = (self.forward + edge_fingerprint(rows, cols, n)) & _MASK64
+        self.backward = (self.backward + edge_fingerprint(cols, rows, n)) & _MASK64
+        if self.offsets is not None:
+            part_r = np.searchsorted(self.offsets, rows, side="right")
+            part_c = np.searchsorted(self.offsets, cols, side="right")
+            self.crossing += int(np.count_nonzero(part_r != part_c))
 
 
+def edges_problem(directed: bool, forward: int, backward: int) -> str | None:
+    """Whether the edge sets agree, from :class:`CsrScan` fingerprints of the whole graph.
+
+    ``forward``: ``A``'s entries as ``(row, column)``; ``backward``: the entries of ``A^T``
+    (directed) or of ``A`` itself (undirected) as ``(column, row)``. Equal for a valid
+    file; a difference means ``A^T`` is not the transpose of ``A`` or ``A`` is not
+    symmetric.
+    """
+    if forward == backward:
+        return None
+    if directed:
+        return f"'{fmt.ADJACENCY_T}' is not the transpose of '{fmt.ADJACENCY}' (the edges differ)"
+    return (
+        f"'{fmt.ADJACENCY}' of an undirected graph is not symmetric "
+        "(some edge i -> j has no j -> i)"
+    )
+
+
+def first_duplicate(ids: np.ndarray) -> int | None:
+    """The smallest value that occurs more than once in ``ids``, or ``None``."""
+    ids = np.sort(ids)
+    dup = np.flatnonzero(ids[1:] == ids[:-1])
+    return int(ids[dup[0]]) if dup.size else None
+
+
+def node_ids_problem(duplicates: Iterable[int | None]) -> str | None:
+    """Original vertex ids must be unique: ``duplicates`` are :func:`first_duplicate` of parts.
+
+    The parts must hold every occurrence of the ids they hold (the whole array, or the
+    ids routed to each rank by value).
+    """
+    found = [d for d in duplicates if d is not None]
+    if not found:
+        return None
+    return f"'{fmt.NODE_IDS}' is not unique: original id {min(found)} occurs more than once"
+
+
+def id_range_problem(name: str, lo: int, hi: int, n: int) -> str | None:
+    """Vertex ids of dataset ``name`` must lie in ``[0, n)``; ``lo``, ``hi``: their min and max."""
+    if lo < 0 or hi >= n:
+        return f"'{name}' has vertex id {lo if lo < 0 else hi} out of range [0, {n})"
+    return None
+
+
+@dataclass(frozen=True)
+class IdCounts:
+    """How often the ids of one range occur in some values (a summary that merges).
+
+    Attributes
+    ----------
+    missing
+        The smallest id of the range that does not occur, or ``None``.
+    top_id, top_count
+        The smallest id occurring most often, and how often (0 for an empty range).
+
+    """
+
+    missing: int | None
+    top_id: int
+    top_count: int
+
+    @classmethod
+    def of(cls, values: np.ndarray, lo: int, hi: int) -> IdCounts:
+        """Count ``values``, all in ``[lo, hi)``, over the ids ``lo .. hi - 1``."""
+        counts = np.bincount(values - lo, minlength=hi - lo)
+        if not counts.size:
+            return cls(None, lo, 0)
+        absent = np.flatnonzero(counts == 0)
+        top = int(np.argmax(counts))
+        return cls(lo + int(absent[0]) if absent.size else None, lo + top, int(counts[top]))
+
+
+def permutation_problem(name: str, n: int, parts: Iterable[IdCounts]) -> str | None:
+    """Values in ``[0, n)`` must be a permutation of ``0 .. n - 1``.
+
+    ``parts`` are the :class:`IdCounts` of ranges of ids that together cover ``[0, n)``,
+    each counted over every value in it.
+    """
+    parts = list(parts)
+    missing = [p.missing for p in parts if p.missing is not None]
+    if not missing:
+        return None
+    top = max(p.top_count for p in parts)
+    top_id = min(p.top_id for p in parts if p.top_count == top)
+    return (
+        f"'{name}' is not a permutation of 0..{n - 1}: id {min(missing)} is missing "
+        f"(id {top_id} occurs {top} times)"
+    )
+
+
+# -- full validation ----------------------------------------------------------------------
 @dataclass
 class _AdjacencyStats:
     out_degree: DegreeSummary
@@ -299,64 +492,26 @@ class _Validator:
     # -- CSR -------------------------------------------------------------------------------
     def indptr(self, group: str, transpose: bool) -> np.ndarray:
         """Read and check the whole ``indptr`` of ``group`` (O(num_nodes) int64)."""
-        n, nnz = self.n, self.nnz
-        name = f"{group}/{fmt.INDPTR}"
+        n = self.n
         ptr = np.empty(n + 1, dtype=np.int64)
         for lo in range(0, n + 1, ROW_BLOCK):
             hi = min(n + 1, lo + ROW_BLOCK)
             ptr[lo:hi] = self.gf.read_indptr(lo, hi - 1, transpose)
-        if ptr[0] != 0:
-            raise self.fail(f"'{name}' starts at {ptr[0]}, expected 0")
-        drops = np.flatnonzero(np.diff(ptr) < 0)
-        if drops.size:
-            r = int(drops[0])
-            raise self.fail(
-                f"'{name}' is not monotone: it decreases from {ptr[r]} to {ptr[r + 1]} "
-                f"between positions {r} and {r + 1}"
-            )
-        if ptr[-1] != nnz:
-            raise self.fail(f"'{name}' ends at {ptr[-1]}, expected num_edges={nnz}")
+        problem = indptr_problem(f"{group}/{fmt.INDPTR}", ptr, 0, n, self.nnz)
+        if problem:
+            raise self.fail(problem)
         return ptr
-
-    def row_blocks(self, ptr: np.ndarray) -> list[tuple[int, int]]:
-        """Split rows into ranges of at most ``EDGE_BLOCK`` entries and ``ROW_BLOCK`` rows."""
-        blocks = []
-        lo = 0
-        while lo < self.n:
-            hi = int(np.searchsorted(ptr, ptr[lo] + EDGE_BLOCK, side="right")) - 1
-            hi = min(self.n, lo + ROW_BLOCK, max(hi, lo + 1))
-            blocks.append((lo, hi))
-            lo = hi
-        return blocks
 
     def scan(
         self, group: str, ptr: np.ndarray, transpose: bool, offsets: np.ndarray | None
-    ) -> _CsrScan:
+    ) -> CsrScan:
         """Stream the column indices of one CSR; count and fingerprint its entries."""
-        n = self.n
-        res = _CsrScan(col_counts=np.zeros(n, dtype=np.int64))
+        res = CsrScan(self.n, col_counts=np.zeros(self.n, dtype=np.int64), offsets=offsets)
         with Progress(f"checking {group}", self.nnz, "edges", enabled=self.show_progress) as bar:
-            for lo, hi in self.row_blocks(ptr):
+            for lo, hi in row_blocks(ptr, 0):
                 block = self.gf.read_csr(lo, hi, transpose)
-                cols = block.indices.astype(np.int64, copy=False)
-                rows = np.repeat(np.arange(lo, hi, dtype=np.int64), np.diff(block.indptr))
-                np.add.at(res.col_counts, cols, 1)
-                res.self_loops += int(np.count_nonzero(rows == cols))
-                same_row = rows[1:] == rows[:-1]
-                step = np.diff(cols)
-                unsorted = same_row & (step < 0)
-                if unsorted.any():
-                    res.unsorted_rows += int(np.unique(rows[1:][unsorted]).size)
-                    order = np.lexsort((cols, rows))
-                    step = np.diff(cols[order])
-                res.duplicates += int(np.count_nonzero(same_row & (step == 0)))
-                res.forward = (res.forward + edge_fingerprint(rows, cols, n)) & _MASK64
-                res.backward = (res.backward + edge_fingerprint(cols, rows, n)) & _MASK64
-                if offsets is not None:
-                    part_r = np.searchsorted(offsets, rows, side="right")
-                    part_c = np.searchsorted(offsets, cols, side="right")
-                    res.crossing += int(np.count_nonzero(part_r != part_c))
-                bar.update(len(cols))
+                res.add(lo, block)
+                bar.update(block.nnz)
         return res
 
     def adjacency(self) -> _AdjacencyStats:
@@ -370,6 +525,7 @@ class _Validator:
         out_deg = np.diff(ptr)
         a = self.scan(fmt.ADJACENCY, ptr, transpose=False, offsets=offsets)
         in_counts = a.col_counts
+        assert in_counts is not None
         if meta.directed:
             ptr_t = self.indptr(fmt.ADJACENCY_T, transpose=True)
             in_deg = np.diff(ptr_t)
@@ -381,8 +537,9 @@ class _Validator:
                     f"has {in_counts[v]} in-edges in A but {in_deg[v]} entries in its row of A^T"
                 )
             del in_counts
-            a.col_counts = np.empty(0, dtype=np.int64)  # free the per-vertex counts
+            a.col_counts = None  # free the per-vertex counts
             t = self.scan(fmt.ADJACENCY_T, ptr_t, transpose=True, offsets=None)
+            assert t.col_counts is not None
             wrong = np.flatnonzero(t.col_counts != out_deg)
             if wrong.size:
                 v = int(wrong[0])
@@ -391,11 +548,7 @@ class _Validator:
                     f"has {out_deg[v]} out-edges in A but appears in {t.col_counts[v]} "
                     "rows of A^T"
                 )
-            if t.backward != a.forward:
-                raise self.fail(
-                    f"'{fmt.ADJACENCY_T}' is not the transpose of '{fmt.ADJACENCY}' "
-                    "(degrees agree but the edges differ)"
-                )
+            backward = t.backward
             isolated = int(np.count_nonzero((out_deg == 0) & (in_deg == 0)))
             in_summary: DegreeSummary | None = DegreeSummary.of(in_deg)
             cut = a.crossing
@@ -407,14 +560,13 @@ class _Validator:
                     f"'{fmt.ADJACENCY}' of an undirected graph is not symmetric: vertex {v} "
                     f"has {out_deg[v]} neighbours in its row but appears in {in_counts[v]} rows"
                 )
-            if a.forward != a.backward:
-                raise self.fail(
-                    f"'{fmt.ADJACENCY}' of an undirected graph is not symmetric "
-                    "(degrees agree but some edge i -> j has no j -> i)"
-                )
+            backward = a.backward
             isolated = int(np.count_nonzero(out_deg == 0))
             in_summary = None
             cut = a.crossing // 2
+        problem = edges_problem(meta.directed, a.forward, backward)
+        if problem:
+            raise self.fail(problem)
         part_edges = None
         if offsets is not None:
             part_edges = tuple(int(x) for x in np.diff(ptr[offsets]))
@@ -427,10 +579,7 @@ class _Validator:
     # -- vertex data -----------------------------------------------------------------------
     def features(self) -> None:
         """Stream the feature matrix; the reader rejects NaN and Inf naming the vertex."""
-        meta = self.meta
-        chunk = fmt.feature_chunk_rows(meta.num_features, meta.feature_dtype.itemsize)
-        row_bytes = meta.num_features * meta.feature_dtype.itemsize
-        rows = max(chunk, FEATURE_BLOCK_BYTES // row_bytes // chunk * chunk)
+        rows = feature_block_rows(self.meta)
         with Progress("checking features", self.n, "rows", enabled=self.show_progress) as bar:
             for lo in range(0, self.n, rows):
                 hi = min(self.n, lo + rows)
@@ -456,29 +605,18 @@ class _Validator:
 
     def node_ids(self) -> None:
         """Original vertex ids must be unique."""
-        ids = np.sort(self.gf.read_node_ids(0, self.n))
-        dup = np.flatnonzero(ids[1:] == ids[:-1])
-        if dup.size:
-            raise self.fail(
-                f"'{fmt.NODE_IDS}' is not unique: original id {ids[dup[0]]} occurs more than once"
-            )
+        problem = node_ids_problem([first_duplicate(self.gf.read_node_ids(0, self.n))])
+        if problem:
+            raise self.fail(problem)
 
     def partition_perm(self) -> None:
         """``perm`` must be a permutation of ``0 .. num_nodes - 1``."""
         perm = self.gf.read_partition_perm()
         name = f"{fmt.PARTITION}/{fmt.PART_PERM}"
-        lo, hi = int(perm.min()), int(perm.max())
-        if lo < 0 or hi >= self.n:
-            bad = lo if lo < 0 else hi
-            raise self.fail(f"'{name}' has vertex id {bad} out of range [0, {self.n})")
-        counts = np.bincount(perm, minlength=self.n)
-        missing = np.flatnonzero(counts == 0)
-        if missing.size:
-            v = int(missing[0])
-            raise self.fail(
-                f"'{name}' is not a permutation of 0..{self.n - 1}: id {v} is missing "
-                f"(id {int(np.argmax(counts))} occurs {int(counts.max())} times)"
-            )
+        problem = id_range_problem(name, int(perm.min()), int(perm.max()), self.n)
+        problem = problem or permutation_problem(name, self.n, [IdCounts.of(perm, 0, self.n)])
+        if problem:
+            raise self.fail(problem)
 
     def stored_edge_cut(self) -> int | None:
         """Return the ``edge_cut`` attribute recorded by ``hpcgnn partition``, if any."""

@@ -23,11 +23,9 @@ from hpcgnn.comm.stats import CommStats
 from hpcgnn.config import TrainConfig
 from hpcgnn.cost.estimate import Estimate, Problem
 from hpcgnn.cost.ranking import cost_problem
-from hpcgnn.errors import InputError
 from hpcgnn.graph.blocks import normalized_rows
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.io.reader import GraphFile, GraphMeta
-from hpcgnn.io.validate import mask_problem
 from hpcgnn.layout.blocks import vertex_offsets
 from hpcgnn.layout.order import layer_sizes
 from hpcgnn.layout.subnets import Subnet
@@ -51,9 +49,6 @@ def read_vertex_data(
     s_lo, s_hi = rows if scored is None else scored
     y = gf.read_labels(s_lo, s_hi)
     masks = {m: gf.read_mask(m, s_lo, s_hi) for m in MASKS}
-    problem = mask_problem(y, masks, s_lo)
-    if problem:
-        raise InputError(f"{gf.path}: {problem}")
     tensors = {m: torch.from_numpy(mask) for m, mask in masks.items()}
     return torch.from_numpy(np.ascontiguousarray(x, dtype=dtype)), torch.from_numpy(y), tensors
 

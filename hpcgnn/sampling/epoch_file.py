@@ -16,6 +16,7 @@ from mpi4py import MPI
 
 from hpcgnn.comm.collective import collective
 from hpcgnn.errors import ConfigError
+from hpcgnn.graph.check import check_graph
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.layout.shapes import GridShape
 from hpcgnn.sampling.bulk import BulkSampler, read_train_ids
@@ -94,6 +95,8 @@ def sample_to_file(
     ------
     ConfigError
         On a bad argument or a batch size larger than the training set, on every rank.
+    InputError
+        On a graph file that fails :func:`~hpcgnn.graph.check.check_graph`, on every rank.
     GridError
         On a grid that does not fit the communicator's size.
     """
@@ -104,6 +107,7 @@ def sample_to_file(
     pgrid = ProcessGrid.create(comm, "1.5d", grid, replication)
     try:
         world = pgrid.world
+        check_graph(world, graph)
         with collective(world):
             train_ids = read_train_ids(graph)
             check_training_set(spec, len(train_ids))

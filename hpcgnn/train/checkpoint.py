@@ -7,9 +7,12 @@ A checkpoint directory holds two files, written by rank 0:
   RNG state), read back with ``numpy.load(allow_pickle=False)``: nothing in it can run
   code;
 - ``checkpoint.json``: the format version, the next epoch, the history so far, the
-  fingerprint of everything that must not change across a restart (graph, algorithm,
-  grid, model and optimiser settings; the number of epochs may grow) and the SHA-256 of
-  the ``.npz`` it belongs to. It is written last, so it commits the pair.
+  fingerprint of everything that must not change across a restart (graph size and
+  content, algorithm, grid, model and optimiser settings; the number of epochs may grow)
+  and the SHA-256 of the ``.npz`` it belongs to. It is written last, so it commits the
+  pair. The graph's content is its :func:`~hpcgnn.graph.check.check_graph` fingerprint
+  (edges, features, labels, masks, node ids, partition), so a checkpoint of another graph
+  of the same size is refused.
 
 Both go through :func:`hpcgnn.utils.files.atomic_write` (a fresh temporary file,
 ``fsync``, a rename), so a crash while writing leaves
@@ -40,6 +43,8 @@ MANIFEST = "checkpoint.json"
 LEGACY = "checkpoint.pt"
 VERSION = 1
 HISTORY_KEYS = {"epoch", "loss", "train_acc", "val_acc", "time_s", "comm_s"}
+#: The fingerprint's key of the graph's content fingerprint.
+GRAPH_CONTENT = "graph_content"
 
 
 def save_checkpoint(
@@ -124,7 +129,8 @@ def load_checkpoint(
     InputError
         If there is no readable, well-formed checkpoint in ``directory`` (on every rank).
     ConfigError
-        If it was written by a run with other settings, or nothing is left to train.
+        If it was written for a graph of other content or by a run with other settings, or
+        nothing is left to train.
     """
     state: dict | str | None = None
     if comm.rank == 0:
@@ -139,6 +145,12 @@ def load_checkpoint(
         raise InputError(state, collective=True)
     assert isinstance(state, dict)
     saved = state["fingerprint"]
+    theirs, ours = saved.get(GRAPH_CONTENT), fingerprint.get(GRAPH_CONTENT)
+    if theirs != ours:
+        raise ConfigError(
+            f"checkpoint in {directory} was written for a graph with other content"
+            f" (graph content {theirs}; this graph's is {ours})"
+        )
     diff = sorted(k for k in set(saved) | set(fingerprint) if saved.get(k) != fingerprint.get(k))
     if diff:
         details = ", ".join(f"{k}: {saved.get(k)!r} -> {fingerprint.get(k)!r}" for k in diff)

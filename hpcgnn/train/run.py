@@ -1,6 +1,7 @@
 """Orchestration of one training run, every mode (what ``hpcgnn train`` does).
 
-Grid, model (or minibatch trainer), resume, the one epoch loop
+Grid, the graph file's structural checks (:func:`hpcgnn.graph.check.check_graph`), model
+(or minibatch trainer), resume, the one epoch loop
 (:func:`hpcgnn.train.loop.run_epochs`), checkpoints and the report
 (:func:`hpcgnn.train.report.finish_run`).
 """
@@ -18,6 +19,7 @@ from hpcgnn.config import ALGORITHMS, GRID_KIND, TrainConfig
 from hpcgnn.cost.ranking import memory_estimate
 from hpcgnn.errors import ConfigError
 from hpcgnn.exchange.offload import DEDUP_LEVELS
+from hpcgnn.graph.check import check_graph
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.io.reader import GraphFile, GraphMeta
 from hpcgnn.layout.shapes import GridShape, choose_shape
@@ -25,7 +27,7 @@ from hpcgnn.models.base import GCNModel
 from hpcgnn.planning.topology import Topology, load_topology, uniform_topology
 from hpcgnn.sampling.spec import SamplerSpec
 from hpcgnn.spmm.halo import EXCHANGES
-from hpcgnn.train.checkpoint import load_checkpoint, restore, save_checkpoint
+from hpcgnn.train.checkpoint import GRAPH_CONTENT, load_checkpoint, restore, save_checkpoint
 from hpcgnn.train.fullbatch import FullBatchTrainer
 from hpcgnn.train.gist import GistOptions, GistTrainer, check_gist
 from hpcgnn.train.loop import EpochRecord, Trainer, TrainResult, run_epochs
@@ -146,7 +148,9 @@ def build_model(
     return GridGCN(path, grid, cfg, weights=weights)
 
 
-def _fingerprint(opts: RunOptions, cfg: TrainConfig, meta: GraphMeta, shape: GridShape) -> dict:
+def _fingerprint(
+    opts: RunOptions, cfg: TrainConfig, meta: GraphMeta, shape: GridShape, content: str | None
+) -> dict:
     c = cfg.as_dict()
     c.pop("epochs")
     c.pop("eval_every")
@@ -156,6 +160,7 @@ def _fingerprint(opts: RunOptions, cfg: TrainConfig, meta: GraphMeta, shape: Gri
         "grid": str(shape),
         "num_nodes": meta.num_nodes,
         "num_edges": meta.num_edges,
+        GRAPH_CONTENT: content,
     }
 
 
@@ -191,6 +196,8 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
                 f"--chunks {opts.chunks} is more than the graph's {meta.num_nodes} vertices"
             )
     group_shape = _group_shape(opts, grid)
+    # the file's structure before any model; its content only for checkpoints
+    content = check_graph(grid.world, opts.graph, bool(opts.checkpoint_dir or opts.resume))
     if opts.mode != "minibatch":
         est_cfg, est_shape = cfg, grid.shape
         if group_shape is not None:
@@ -227,7 +234,7 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
         f" | {_describe(opts, topo)} grid {grid.shape}"
         f" on {grid.size} ranks | setup {setup_s:.2f} s{notes}"
     )
-    fingerprint = _fingerprint(opts, cfg, meta, grid.shape)
+    fingerprint = _fingerprint(opts, cfg, meta, grid.shape, content)
     start_epoch, history = 0, []
     if opts.resume:
         state = load_checkpoint(opts.resume, grid.world, fingerprint, cfg.epochs)

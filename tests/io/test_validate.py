@@ -10,7 +10,7 @@ import pytest
 import scipy.sparse as sp
 
 from hpcgnn.errors import InputError
-from hpcgnn.io import GraphFileWriter
+from hpcgnn.io import GraphFile, GraphFileWriter
 from hpcgnn.io import validate as validate_mod
 from hpcgnn.io.edges import CsrRows
 from hpcgnn.io.validate import edge_fingerprint, validate_file
@@ -152,7 +152,7 @@ def test_undirected_must_be_symmetric(tmp_path: Path) -> None:
 
 def test_symmetry_checked_beyond_degrees(tmp_path: Path) -> None:
     path = write_rows(tmp_path / "g.h5", [[1], [2], [0]])  # a directed cycle
-    with pytest.raises(InputError, match=r"not symmetric \(degrees agree"):
+    with pytest.raises(InputError, match=r"not symmetric \(some edge i -> j has no j -> i\)"):
         validate_file(path, show_progress=False)
 
 
@@ -167,7 +167,7 @@ def test_transpose_edges_must_match(tmp_path: Path) -> None:
     # A: 0->1, 1->2, 2->0; claimed A^T reverses the cycle the wrong way round.
     path = write_rows(tmp_path / "g.h5", [[1], [2], [0]], directed=True,
                       rows_t=[[1], [2], [0]])
-    with pytest.raises(InputError, match="degrees agree but the edges differ"):
+    with pytest.raises(InputError, match=r"not the transpose of .adjacency. \(the edges differ\)"):
         validate_file(path, show_progress=False)
 
 
@@ -260,3 +260,73 @@ def test_edge_fingerprint_is_order_independent_and_additive() -> None:
     halves = edge_fingerprint(src[:90], dst[:90], 50) + edge_fingerprint(src[90:], dst[90:], 50)
     assert halves % 2**64 == whole
     assert edge_fingerprint(dst, src, 50) != whole
+
+
+# -- checks shared with the distributed check (hpcgnn.graph.check) ----------------------------
+def test_indptr_problem_of_overlapping_slices_is_that_of_the_whole() -> None:
+    n, nnz, cuts = 6, 9, [0, 2, 2, 4, 6]  # slices overlap by one entry; one is empty
+    for ptr, whole in [
+        ([0, 2, 2, 5, 6, 7, 9], None),
+        ([1, 2, 2, 5, 6, 7, 9], "'p' starts at 1, expected 0"),
+        ([0, 2, 2, 5, 4, 7, 9], "'p' is not monotone: it decreases from 5 to 4 between "
+                                "positions 3 and 4"),
+        ([0, 2, 2, 5, 6, 7, 8], "'p' ends at 8, expected num_edges=9"),
+    ]:
+        ptr = np.array(ptr)
+        assert validate_mod.indptr_problem("p", ptr, 0, n, nnz) == whole
+        found = [
+            validate_mod.indptr_problem("p", ptr[a : b + 1], a, n, nnz)
+            for a, b in zip(cuts[:-1], cuts[1:], strict=True)
+        ]
+        assert [f for f in found if f] == ([whole] if whole else [])
+
+
+def test_row_blocks_and_csr_scans_of_row_slices_add_up(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(validate_mod, "EDGE_BLOCK", 5)
+    path = write_random_graph(tmp_path / "g.h5", n=30, seed=6)
+
+    def scan(gf, ptr: np.ndarray, lo: int) -> validate_mod.CsrScan:
+        res = validate_mod.CsrScan(30)
+        blocks = validate_mod.row_blocks(ptr, lo)
+        assert [a for a, _ in blocks[1:]] == [b for _, b in blocks[:-1]]
+        for a, b in blocks:
+            assert b > a and (ptr[b - lo] - ptr[a - lo] <= 5 or b == a + 1)
+            res.add(a, gf.read_csr(a, b))
+        return res
+
+    with GraphFile(path) as gf:
+        ptr = gf.read_indptr(0, 30)
+        whole = scan(gf, ptr, 0)
+        parts = [scan(gf, ptr[a : b + 1], a) for a, b in [(0, 7), (7, 7), (7, 30)]]
+    assert whole.forward == whole.backward  # symmetric
+    assert validate_mod.edges_problem(False, whole.forward, whole.backward) is None
+    for field in ("forward", "backward", "self_loops", "duplicates"):
+        assert sum(getattr(p, field) for p in parts) % 2**64 == getattr(whole, field)
+    assert "not the transpose" in validate_mod.edges_problem(True, whole.forward, 1)
+
+
+def test_node_ids_problem_names_the_smallest_repeat_of_any_part() -> None:
+    assert validate_mod.first_duplicate(np.array([9, 4, 9, 4, 7])) == 4
+    assert validate_mod.first_duplicate(np.array([3, 1, 2])) is None
+    assert validate_mod.node_ids_problem([None, 9, 4]) == (
+        "'node_ids' is not unique: original id 4 occurs more than once"
+    )
+    assert validate_mod.node_ids_problem([None, None]) is None
+
+
+def test_permutation_problem_of_id_ranges_is_that_of_the_whole() -> None:
+    values = np.array([0, 1, 1, 3, 5, 5, 5, 7])  # 2, 4 and 6 missing; 5 three times
+    IdCounts = validate_mod.IdCounts
+    whole = validate_mod.permutation_problem("p", 8, [IdCounts.of(values, 0, 8)])
+    assert whole == "'p' is not a permutation of 0..7: id 2 is missing (id 5 occurs 3 times)"
+    cuts = [0, 3, 3, 6, 8]
+    parts = [
+        IdCounts.of(values[(values >= a) & (values < b)], a, b)
+        for a, b in zip(cuts[:-1], cuts[1:], strict=True)
+    ]
+    assert validate_mod.permutation_problem("p", 8, parts) == whole
+    assert validate_mod.permutation_problem("p", 4, [IdCounts.of(np.array([2, 0, 3, 1]), 0, 4)]) \
+        is None
+    assert validate_mod.id_range_problem("p", -2, 9, 8) == (
+        "'p' has vertex id -2 out of range [0, 8)"
+    )

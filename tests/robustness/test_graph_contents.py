@@ -1,0 +1,49 @@
+"""Files ``info`` rejects never train or sample.
+
+Each broken file (:data:`tests.graphs.BROKEN`) fails ``train`` with ``info``'s line, on
+every rank, before anything is written.
+"""
+
+import pytest
+
+from tests.graphs import BROKEN, write_broken_graph
+from tests.mpi import on_rank0
+from tests.robustness.harness import expect_error, expect_error_untouched
+
+TRAIN = ["--epochs", "1", "--hidden", "4", "--quiet", "--threads", "1"]
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("name", sorted(BROKEN))
+def test_train_refuses_what_info_refuses_with_its_line(world, shared_tmp, capfd, name):
+    path = shared_tmp / f"{name}.h5"
+    on_rank0(world, write_broken_graph, path, name)
+    words = BROKEN[name][2]
+    info = expect_error(world, capfd, ["info", path, "--quiet"], words)
+    train = expect_error_untouched(
+        world, capfd, [shared_tmp], ["train", path, *TRAIN, "--metrics", shared_tmp / "m.json"],
+        words,
+    )
+    assert train == info
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["train", "--algo", "halo"],
+        ["train", "--algo", "2d"],
+        ["train", "--mode", "offload", "--chunks", "2"],
+        ["train", "--mode", "minibatch", "--batch-size", "4", "--fanout", "2"],
+        ["sample", "--batch-size", "4", "--fanout", "2", "--out", "{tmp}/s.h5"],
+    ],
+    ids=["halo", "2d", "offload", "minibatch", "sample"],
+)
+def test_every_mode_and_sample_check_the_file(world, shared_tmp, capfd, argv):
+    path = shared_tmp / "asymmetric.h5"
+    on_rank0(world, write_broken_graph, path, "not-symmetric")
+    command, *flags = (str(a).format(tmp=shared_tmp) for a in argv)
+    extra = TRAIN if command == "train" else ["--quiet"]
+    expect_error_untouched(
+        world, capfd, [shared_tmp], [command, path, *flags, *extra], BROKEN["not-symmetric"][2]
+    )

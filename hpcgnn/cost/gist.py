@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from hpcgnn.layout.order import weight_entries
 from hpcgnn.layout.subnets import Subnet
 
 #: What travels per weight entry: the weight and Adam's two moments.
@@ -59,5 +60,4 @@ def data_parallel_bytes(widths: Sequence[int], ranks: int, itemsize: int, steps:
     What ordinary data-parallel training of the global model would record instead of the
     sub-model traffic (``2 m (p - 1) / p`` per rank, summed over ranks).
     """
-    numel = sum(a * b for a, b in zip(widths[:-1], widths[1:], strict=True))
-    return float(steps * 2 * numel * itemsize * (ranks - 1))
+    return float(steps * 2 * weight_entries(widths) * itemsize * (ranks - 1))

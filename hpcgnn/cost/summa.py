@@ -58,6 +58,7 @@ import scipy.sparse as sp
 
 from hpcgnn.cost.estimate import Estimate, Problem
 from hpcgnn.graph.normalize import normalize_block
+from hpcgnn.layout.order import weight_entries
 from hpcgnn.layout.shapes import GridShape
 from hpcgnn.layout.summa import (
     ALLGATHER,
@@ -262,7 +263,7 @@ def predict_summa(
             per["gather"][:, 0, :] += fine * (plan.f_out - w_c[0]) * s
             per["scatter"][:, 1:, :] += fine[:, None, :] * w_c[None, 1:, None] * s
             messages += 2 * _log2(pc)
-    m = s * sum(a * b for a, b in zip(widths[:-1], widths[1:], strict=True))
+    m = s * weight_entries(widths)
     if p > 1:
         per["allreduce"] += round(2 * m * (p - 1) / p)
         messages += 2 * _log2(p)

@@ -108,28 +108,24 @@ class SubnetShards:
         got, _ = self.world.alltoallv(flat, counts, SCATTER, recvcounts=recv_counts)
         net = nets[mine]
         sizes = net.sizes()
-        out = [[np.empty(s, dtype=dtype) for s in sizes] for _ in KINDS]
         packed = np.empty(len(KINDS) * net.numel(), dtype=dtype)
-        if group.rank == 0:
+        if group.rank == 0:  # owners' pieces, in rank order, are each sub-weight's rows in order
             parts: list[list[list[np.ndarray]]] = [[[] for _ in sizes] for _ in KINDS]
             pos = 0
             for owner in range(size):
                 for i, rows in self._pieces(net, owner):
                     n = len(rows) * sizes[i][1]
                     for k in range(len(KINDS)):
-                        parts[k][i].append(got[pos : pos + n].reshape(len(rows), sizes[i][1]))
+                        parts[k][i].append(got[pos : pos + n])
                         pos += n
-            for k in range(len(KINDS)):
-                for i in range(len(sizes)):
-                    out[k][i] = np.concatenate(parts[k][i], axis=0)
-            packed[:] = np.concatenate([a.reshape(-1) for kind in out for a in kind])
+            packed[:] = np.concatenate([p for kind in parts for layer in kind for p in layer])
         group.bcast(packed, 0, SCATTER)
-        pos = 0
-        for k in range(len(KINDS)):
-            for i, s in enumerate(sizes):
-                n = s[0] * s[1]
-                out[k][i] = packed[pos : pos + n].reshape(s)
-                pos += n
+        out, pos = [], 0
+        for _ in KINDS:
+            out.append([])
+            for s in sizes:
+                out[-1].append(packed[pos : pos + s[0] * s[1]].reshape(s))
+                pos += s[0] * s[1]
         return out
 
     def gather(

@@ -16,6 +16,11 @@ def layer_sizes(num_features: int, hidden: int, num_classes: int, layers: int) -
     return [num_features] + [hidden] * (layers - 1) + [num_classes]
 
 
+def weight_entries(widths: list[int] | tuple[int, ...]) -> int:
+    """Entries of all weights ``W^1 .. W^L`` of a GCN of ``widths`` (``sum f_{l-1} f_l``)."""
+    return sum(a * b for a, b in zip(widths[:-1], widths[1:], strict=True))
+
+
 def transform_first(layer: int, f_in: int, f_out: int) -> bool:
     """Whether layer ``layer`` computes ``Â^T (H W)`` rather than CAGNET's ``(Â^T H) W``.
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from hpcgnn.layout.order import weight_entries
+
 
 def glorot_rows(
     sizes: list[int], seed: int, layer: int, lo: int, hi: int, dtype: np.dtype | type = np.float32
@@ -16,7 +18,7 @@ def glorot_rows(
     block, so a rank can draw its rows of a huge weight without the others'.
     """
     fin, fout = sizes[layer], sizes[layer + 1]
-    before = sum(a * b for a, b in zip(sizes[:layer], sizes[1 : layer + 1], strict=True))
+    before = weight_entries(sizes[: layer + 1])
     bits = np.random.PCG64(seed)
     bits.advance(before + lo * fout)
     bound = np.sqrt(6.0 / (fin + fout))

@@ -37,7 +37,7 @@ from hpcgnn.errors import ConfigError
 from hpcgnn.exchange.subnets import GATHER, SCATTER, SubnetShards
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.io.reader import GraphMeta
-from hpcgnn.layout.order import layer_sizes
+from hpcgnn.layout.order import layer_sizes, weight_entries
 from hpcgnn.layout.shapes import GridShape
 from hpcgnn.layout.subnets import group_sizes, subnets
 from hpcgnn.models.base import GCNModel
@@ -121,8 +121,7 @@ class GistTrainer:
             meta.num_features, self.sub_cfg.hidden, meta.num_classes, cfg.layers
         )
         zeros = [
-            torch.zeros(a, b, dtype=torch.float64 if cfg.dtype == "float64" else torch.float32,
-                        requires_grad=True)
+            torch.zeros(a, b, dtype=cfg.torch_dtype, requires_grad=True)
             for a, b in zip(sub_widths[:-1], sub_widths[1:], strict=True)
         ]
         self.model = make_model(self.group_grid, self.sub_cfg, zeros)
@@ -227,7 +226,6 @@ class GistTrainer:
             }
             for rec, got, want in zip(records, measured_rounds, self.predicted_rounds, strict=True)
         ]
-        numel = sum(a * b for a, b in zip(self.widths[:-1], self.widths[1:], strict=True))
         sub_measured = measured.get(SCATTER, 0.0) + measured.get(GATHER, 0.0)
         sub_predicted = predicted[SCATTER] + predicted[GATHER]
         dp = data_parallel_bytes(self.widths, self.world.size, self.cfg.itemsize, k)
@@ -236,7 +234,7 @@ class GistTrainer:
             "local_iters": k, "group_size": self.group_size,
             "group_grid": str(self.group_grid.shape),
             "hidden": self.cfg.hidden, "subnet_hidden": self.hidden,
-            "full_model_bytes": numel * self.cfg.itemsize,
+            "full_model_bytes": weight_entries(self.widths) * self.cfg.itemsize,
             "submodel_bytes_per_round": {"measured": sub_measured, "predicted": sub_predicted},
             "data_parallel_allreduce_bytes_per_round": dp,
             "per_round": per_round,

@@ -24,18 +24,20 @@ def merge_offsets(offsets: np.ndarray, groups: int) -> np.ndarray:
     return np.asarray(offsets)[idx]
 
 
+def partition_fits(partition: tuple[int, ...], parts: int) -> bool:
+    """Whether a partition gives ``parts`` blocks: it has ``parts`` parts or a multiple."""
+    return (len(partition) - 1) % parts == 0
+
+
 def vertex_offsets(n: int, parts: int, partition: tuple[int, ...] | None) -> np.ndarray:
     """Offsets of ``parts`` row blocks, following a file's partition when it has one.
 
     A partition into exactly ``parts`` parts is used as is; one into a multiple of
-    ``parts`` parts is coarsened; otherwise the rows are split evenly.
+    ``parts`` parts is coarsened (consecutive parts merged); otherwise the rows are split
+    evenly.
     """
-    if partition is not None:
-        k = len(partition) - 1
-        if k == parts:
-            return np.asarray(partition, dtype=np.int64)
-        if k % parts == 0:
-            return merge_offsets(np.asarray(partition, dtype=np.int64), parts)
+    if partition is not None and partition_fits(partition, parts):
+        return merge_offsets(np.asarray(partition, dtype=np.int64), parts)
     return even_offsets(n, parts)
 
 

@@ -23,10 +23,11 @@ from hpcgnn.comm.stats import CommStats
 from hpcgnn.config import TrainConfig
 from hpcgnn.cost.estimate import Estimate, Problem
 from hpcgnn.cost.ranking import cost_problem
+from hpcgnn.errors import InputError
 from hpcgnn.graph.blocks import normalized_rows
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.io.reader import GraphFile, GraphMeta
-from hpcgnn.layout.blocks import vertex_offsets
+from hpcgnn.layout.blocks import partition_fits, vertex_offsets
 from hpcgnn.layout.order import layer_sizes
 from hpcgnn.layout.subnets import Subnet
 from hpcgnn.nn.gcn import LayerOps, block_dropout, gcn_forward, select_columns
@@ -167,12 +168,33 @@ class GCNModel:
         return None
 
 
+def require_partition(meta: GraphMeta, parts: int) -> None:
+    """Refuse a file whose partition cannot give ``parts`` row blocks (a partitioned model).
+
+    Such a file would silently be split evenly (:func:`~hpcgnn.layout.blocks.vertex_offsets`),
+    throwing its partition away; a file without a partition is split evenly as documented.
+    """
+    offsets = meta.partition_offsets
+    if offsets is not None and not partition_fits(offsets, parts):
+        k = len(offsets) - 1
+        raise InputError(
+            f"{meta.path}: its partition has {k} parts, which {parts} ranks cannot follow"
+            f" (it needs {parts} parts or a multiple); re-partition it for {parts} parts:"
+            f" hpcgnn partition {meta.path} --parts {parts} --out NEW.h5"
+        )
+
+
 class RowBlockModel(GCNModel):
     """A model whose ranks own contiguous vertex rows (1D, 1.5D, halo, offload).
 
-    Process row ``i`` owns block row ``i``: the file's partition when it fits, else an
-    even split.
+    Process row ``i`` owns block row ``i``: the file's partition when it fits (see
+    :func:`~hpcgnn.layout.blocks.vertex_offsets`), else an even split; a model that
+    ``follows_partition`` refuses a partition that does not fit
+    (:func:`require_partition`).
     """
+
+    #: Whether the model's communication is built on the vertex partition (halo, offload).
+    follows_partition: bool = False
 
     def _load(
         self, path: str | os.PathLike, grid: ProcessGrid, cfg: TrainConfig, with_a: bool,
@@ -189,6 +211,8 @@ class RowBlockModel(GCNModel):
         with collective(grid.world):
             with GraphFile(path) as gf:
                 meta = gf.meta
+                if self.follows_partition:
+                    require_partition(meta, comm.size)
                 self.offsets = vertex_offsets(meta.num_nodes, comm.size, meta.partition_offsets)
                 lo, hi = (int(v) for v in self.offsets[comm.rank : comm.rank + 2])
                 a_t = normalized_rows(gf, lo, hi, True, cfg.numpy_dtype)

@@ -22,8 +22,10 @@ from hpcgnn.spmm.halo import HaloAggregation
 class HaloGCN(BlockRowGCN):
     """GCN whose aggregations exchange only the halo rows (``--algo halo``).
 
-    Rank ``r`` owns a contiguous vertex range: the file's partition when it has exactly
-    ``P`` parts, otherwise :func:`hpcgnn.layout.blocks.vertex_offsets`. Each layer's
+    Rank ``r`` owns a contiguous vertex range: part ``r`` of the file's partition (of
+    ``P`` parts, or of a multiple of ``P`` coarsened by
+    :func:`hpcgnn.layout.blocks.vertex_offsets`), or an even split of a file without one;
+    any other partition is refused (:func:`hpcgnn.models.base.require_partition`). Each layer's
     aggregation gathers the remote rows its ``Â^T`` rows touch with one all-to-allv and
     multiplies locally; see :class:`hpcgnn.spmm.halo.HaloAggregation`.
 
@@ -44,6 +46,8 @@ class HaloGCN(BlockRowGCN):
     weights
         ``W^1 .. W^L`` to train (default: Glorot from ``cfg.seed``).
     """
+
+    follows_partition = True
 
     def __init__(
         self,

@@ -1,7 +1,8 @@
 """HongTu full-batch GCN: parts x chunks, host-resident vertex data, deduplicated loads.
 
-Rank ``i`` owns part ``i`` (the file's partition when it has ``P`` parts, else an even
-split) and cuts it into ``--chunks`` range-based chunks balanced by nonzeros. Every layer
+Rank ``i`` owns part ``i`` (the file's partition of ``P`` parts, or of a multiple of ``P``
+coarsened; an even split of a file without a partition; any other partition is refused)
+and cuts it into ``--chunks`` range-based chunks balanced by nonzeros. Every layer
 is a sweep over batches (the chunks the schedule puts together, one per rank): load the
 neighbour rows of the chunk (:class:`hpcgnn.exchange.offload.OffloadExchange`), aggregate
 ``A = Â^T D``, cache ``A`` on the host (HongTu's recomputation-caching hybrid: the
@@ -92,6 +93,8 @@ class OffloadGCN(RowBlockModel):
     weights
         ``W^1 .. W^L`` to train (default: Glorot from ``cfg.seed``).
     """
+
+    follows_partition = True
 
     def __init__(
         self, path: str | os.PathLike, grid: ProcessGrid, cfg: TrainConfig, opts: OffloadOptions,

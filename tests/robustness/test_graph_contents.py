@@ -1,14 +1,16 @@
-"""Files ``info`` rejects never train or sample.
+"""Files ``info`` rejects never train or sample; partitions the ranks cannot follow are refused.
 
 Each broken file (:data:`tests.graphs.BROKEN`) fails ``train`` with ``info``'s line, on
 every rank, before anything is written.
 """
 
+import numpy as np
 import pytest
 
-from tests.graphs import BROKEN, write_broken_graph
-from tests.mpi import on_rank0
-from tests.robustness.harness import expect_error, expect_error_untouched
+from hpcgnn.layout.blocks import even_offsets
+from tests.graphs import BROKEN, add_partition, write_broken_graph, write_random_graph
+from tests.mpi import assert_all, on_rank0
+from tests.robustness.harness import expect_error, expect_error_untouched, run_cli
 
 TRAIN = ["--epochs", "1", "--hidden", "4", "--quiet", "--threads", "1"]
 
@@ -47,3 +49,28 @@ def test_every_mode_and_sample_check_the_file(world, shared_tmp, capfd, argv):
     expect_error_untouched(
         world, capfd, [shared_tmp], [command, path, *flags, *extra], BROKEN["not-symmetric"][2]
     )
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("parts", [2, 8])
+@pytest.mark.parametrize(
+    "mode", [["--algo", "halo"], ["--mode", "offload", "--chunks", "2"]], ids=["halo", "offload"]
+)
+def test_a_partition_the_ranks_cannot_follow_is_refused(world, shared_tmp, capfd, parts, mode):
+    path = shared_tmp / f"p{parts}.h5"
+
+    def write():
+        write_random_graph(path, n=40, seed=5)
+        add_partition(path, even_offsets(40, parts), np.arange(40))
+
+    on_rank0(world, write)
+    argv = ["train", path, *TRAIN, *mode]
+    p = world.size
+    if parts % p:  # neither P parts nor a multiple of P to coarsen
+        expect_error_untouched(
+            world, capfd, [shared_tmp], argv, f"its partition has {parts} parts",
+            f"re-partition it for {p} parts", f"--parts {p}",
+        )
+    else:
+        rc, _, err = run_cli(world, capfd, argv)
+        assert_all(world, rc == 0, f"exit {rc}: {err[-2000:]}")

@@ -33,3 +33,7 @@ class ConfigError(HpcgnnError):
     """Command-line or configuration parameters are invalid."""
 
     collective = True
+
+
+class OutputError(HpcgnnError):
+    """An output could not be written (disk full, file too large, quota, I/O error)."""

@@ -4,18 +4,23 @@ Expected errors (:class:`~hpcgnn.errors.HpcgnnError`) print one line,
 ``hpcgnn: error: <message>``, and exit with status 1. When such an error was agreed
 collectively (see :mod:`hpcgnn.comm.collective`) every rank prints the same line and
 exits; otherwise, with more than one rank, the job is aborted so no rank can hang.
-Any other exception prints its traceback and aborts the whole MPI job.
+Any other exception prints its traceback and aborts the whole MPI job. SIGINT and SIGTERM
+unwind the command (every writer removes its temporary files, see
+:mod:`hpcgnn.utils.interrupts`), print one line and exit with 130 or 143.
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import traceback
 from collections.abc import Sequence
 
 from hpcgnn import __version__
 from hpcgnn.errors import HpcgnnError
+from hpcgnn.utils.files import remove_temporaries
+from hpcgnn.utils.interrupts import Interrupted, interrupts_unwind
 
 SUBCOMMANDS = ("prepare", "partition", "info", "train", "model", "sample", "plan")
 
@@ -51,12 +56,21 @@ def _abort(code: int) -> None:
     MPI.COMM_WORLD.Abort(code)
 
 
+def _run(args: argparse.Namespace) -> int:
+    """Run the sub-command; no temporary file outlives it, even when it is interrupted."""
+    try:
+        with interrupts_unwind():
+            return int(args.func(args) or 0)
+    finally:
+        remove_temporaries()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``hpcgnn`` with ``argv`` (default: ``sys.argv[1:]``); return the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        return _run(args)
     except HpcgnnError as err:
         # One write per line, so lines of different ranks never interleave.
         sys.stderr.write(f"hpcgnn: error: {err}\n")
@@ -64,11 +78,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if _world_size() > 1 and not getattr(err, "collective", False):
             _abort(1)
         return 1
-    except KeyboardInterrupt:
-        print("hpcgnn: interrupted", file=sys.stderr, flush=True)
+    except KeyboardInterrupt as stop:
+        if not isinstance(stop, Interrupted):  # raised by Python's own SIGINT handler
+            stop = Interrupted(signal.SIGINT)
+        print(f"hpcgnn: interrupted by {stop}", file=sys.stderr, flush=True)
         if _world_size() > 1:
-            _abort(130)
-        return 130
+            _abort(stop.exit_status)
+        return stop.exit_status
     except Exception:
         traceback.print_exc()
         if _world_size() > 1:

@@ -16,6 +16,7 @@ from hpcgnn.io.reader import GraphFile, GraphMeta
 from hpcgnn.io.validate import PartitionSummary, validate_file
 from hpcgnn.partition.methods import METHODS, check_num_parts, compute_partition, summarise
 from hpcgnn.partition.relabel import write_relabelled
+from hpcgnn.utils.files import check_output
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -59,6 +60,7 @@ def partition_file(
     """
     if graph.resolve() == out.resolve():
         raise ConfigError("--out must name a new file, not the input file")
+    check_output(out, "--out")
     validate_file(graph, show_progress=show_progress)
     with GraphFile(graph) as src:
         meta = src.meta

@@ -23,6 +23,7 @@ from hpcgnn.prepare import (
     generate_synthetic,
 )
 from hpcgnn.prepare.synthetic import GENERATORS
+from hpcgnn.utils.files import check_output
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -174,6 +175,7 @@ def _report(args: argparse.Namespace, task: Callable[[], PrepareSummary]) -> int
             raise ConfigError(f"--tmpdir {args.tmpdir}: no such directory")
         if args.out.is_dir():
             raise ConfigError(f"--out {args.out} is a directory; give a file name such as G.h5")
+        check_output(args.out, "--out")  # a symlink there fails now, not after the work
         return task()
 
     summary = run_on_root(checked)

@@ -14,10 +14,10 @@ from contextlib import contextmanager
 from mpi4py import MPI
 
 from hpcgnn.comm.communicator import Comm
-from hpcgnn.errors import ConfigError, GridError, HpcgnnError, InputError
+from hpcgnn.errors import ConfigError, GridError, HpcgnnError, InputError, OutputError
 
 _KINDS: dict[str, type[HpcgnnError]] = {
-    cls.__name__: cls for cls in (HpcgnnError, InputError, GridError, ConfigError)
+    cls.__name__: cls for cls in (HpcgnnError, InputError, GridError, ConfigError, OutputError)
 }
 
 

@@ -2,33 +2,12 @@
 
 from __future__ import annotations
 
-import os
-
 from mpi4py import MPI
 
 from hpcgnn.comm.collective import check
 from hpcgnn.comm.communicator import Comm
 from hpcgnn.errors import ConfigError
-
-GIB = float(1 << 30)
-
-
-def available_bytes() -> int | None:
-    """Memory available on this node (``MemAvailable``), or the ``HPCGNN_MEMORY_LIMIT`` override.
-
-    ``HPCGNN_MEMORY_LIMIT`` (bytes, per node) lets batch scripts and tests impose a limit.
-    """
-    override = os.environ.get("HPCGNN_MEMORY_LIMIT")
-    if override:
-        return int(float(override))
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
+from hpcgnn.utils.memory import GIB, available_bytes
 
 
 def check_memory(comm: Comm, need_bytes: float, what: str) -> None:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import math
 import os
-import shutil
 import tempfile
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,9 +20,12 @@ import numpy as np
 
 from hpcgnn.errors import InputError
 from hpcgnn.io.format import index_dtype
+from hpcgnn.utils.files import new_temporary, output_errors, remove_temporary, write_array
 
-#: Edges per bucket aimed for; a bucket is sorted in memory (about 40 bytes per edge).
+#: Edges per bucket aimed for; a bucket is sorted in memory.
 EDGES_PER_BUCKET = 1 << 23
+#: Memory per edge of the bucket being sorted, about.
+BYTES_PER_EDGE = 40
 
 
 @dataclass
@@ -53,6 +56,7 @@ class _Buckets:
     """Append-only binary spill files, one pair (rows, cols) per row range."""
 
     def __init__(self, directory: Path, tag: str, num_nodes: int, num_buckets: int) -> None:
+        self.directory = directory
         self.num_nodes = num_nodes
         self.rows_per_bucket = max(1, math.ceil(num_nodes / num_buckets))
         self.num_buckets = max(1, math.ceil(num_nodes / self.rows_per_bucket))
@@ -72,10 +76,14 @@ class _Buckets:
             lo, hi = bounds[b], bounds[b + 1]
             if hi > lo:
                 rpath, cpath = self.paths[b]
-                with open(rpath, "ab") as fr, open(cpath, "ab") as fc:
-                    rows[lo:hi].astype(self.dtype, copy=False).tofile(fr)
-                    cols[lo:hi].astype(self.dtype, copy=False).tofile(fc)
+                with self.errors(), open(rpath, "ab") as fr, open(cpath, "ab") as fc:
+                    write_array(fr, rows[lo:hi].astype(self.dtype, copy=False))
+                    write_array(fc, cols[lo:hi].astype(self.dtype, copy=False))
         self.count += len(rows)
+
+    def errors(self) -> AbstractContextManager[None]:
+        """Report a failed write or read of a spill file as an ``OutputError``."""
+        return output_errors(self.directory, "temporary edge files in")
 
     def rows(self) -> Iterator[CsrRows]:
         n = self.num_nodes
@@ -83,8 +91,9 @@ class _Buckets:
             lo = b * self.rows_per_bucket
             hi = min(n, lo + self.rows_per_bucket)
             if rpath.exists():
-                r = np.fromfile(rpath, dtype=self.dtype).astype(np.int64)
-                c = np.fromfile(cpath, dtype=self.dtype).astype(np.int64)
+                with self.errors():
+                    r = np.fromfile(rpath, dtype=self.dtype).astype(np.int64)
+                    c = np.fromfile(cpath, dtype=self.dtype).astype(np.int64)
                 rpath.unlink()
                 cpath.unlink()
                 keep = r != c  # self loops are implied by the GCN normalisation
@@ -133,7 +142,8 @@ class EdgeSorter:
         self.directed = directed
         stored = expected_edges * (1 if directed else 2)
         num_buckets = max(1, math.ceil(stored / EDGES_PER_BUCKET))
-        self._dir = Path(tempfile.mkdtemp(prefix="hpcgnn-edges-", dir=tmpdir))
+        with output_errors(tmpdir or tempfile.gettempdir(), "temporary edge files in"):
+            self._dir = new_temporary(tmpdir, "hpcgnn-edges-", is_dir=True)
         self._fwd = _Buckets(self._dir, "a", self.num_nodes, num_buckets)
         self._rev = _Buckets(self._dir, "t", self.num_nodes, num_buckets) if directed else None
 
@@ -145,7 +155,7 @@ class EdgeSorter:
 
     def close(self) -> None:
         """Remove the spill directory."""
-        shutil.rmtree(self._dir, ignore_errors=True)
+        remove_temporary(self._dir)
 
     @property
     def edges_added(self) -> int:

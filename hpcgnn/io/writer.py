@@ -1,24 +1,29 @@
 """Streaming writer of the HDF5 graph format.
 
-The file is written under a temporary name and renamed into place only when every
-required part has been written, so an interrupted ``prepare`` never leaves a file that
-looks complete.
+The file is written under an unpredictable temporary name beside the output
+(:class:`~hpcgnn.io.output.H5Output`) and renamed into place only when every required
+part has been written, so an interrupted or failed ``prepare`` never leaves a file that
+looks complete, nor a temporary file, and a previous file at the output is kept.
 """
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
-import h5py
 import numpy as np
 
 from hpcgnn import __version__
 from hpcgnn.errors import InputError
 from hpcgnn.io import format as fmt
 from hpcgnn.io.edges import CsrRows, EdgeSorter
+from hpcgnn.io.output import H5Output, write_dataset
 from hpcgnn.utils.progress import Progress
+
+#: HDF5 refuses chunks of 4 GiB or more; a feature chunk holds at least one row.
+_MAX_ROW_BYTES = (1 << 32) - 1
 
 
 def _dataset_options(shape: tuple[int, ...], chunks: tuple[int, ...]) -> dict:
@@ -33,13 +38,25 @@ def _dataset_options(shape: tuple[int, ...], chunks: tuple[int, ...]) -> dict:
     }
 
 
+def _writes(method: Callable) -> Callable:
+    """Report a failed write in ``method`` as an ``OutputError`` naming the file."""
+
+    @functools.wraps(method)
+    def wrapper(self: GraphFileWriter, *args: object, **kwargs: object) -> object:
+        with self._out.errors():
+            return method(self, *args, **kwargs)
+
+    return wrapper
+
+
 class GraphFileWriter:
     """Write one graph file, part by part, in bounded memory.
 
     Parameters
     ----------
     path
-        Destination ``.h5`` file; written as ``path + ".partial"`` and renamed on success.
+        Destination ``.h5`` file; written under a temporary name, renamed on success. A
+        symlink or another non-regular file there is refused, never followed.
     num_nodes, num_features, num_classes
         Sizes of the graph.
     directed
@@ -48,6 +65,8 @@ class GraphFileWriter:
         Free-text dataset name and provenance, kept as attributes.
     feature_dtype
         ``float32`` (default) or ``float64``.
+    what
+        How error messages name the output (default ``"--out"``).
 
     Examples
     --------
@@ -71,9 +90,9 @@ class GraphFileWriter:
         source: str = "",
         feature_dtype: np.dtype | type = np.float32,
         show_progress: bool = True,
+        what: str = "--out",
     ) -> None:
         self.path = Path(path)
-        self.tmp_path = self.path.with_name(self.path.name + ".partial")
         self.num_nodes = int(num_nodes)
         self.num_features = int(num_features)
         self.num_classes = int(num_classes)
@@ -87,10 +106,23 @@ class GraphFileWriter:
                 f"nodes, features and classes must be positive, got {self.num_nodes}, "
                 f"{self.num_features}, {self.num_classes}"
             )
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._h5 = h5py.File(self.tmp_path, "w")
+        if self.num_features * self.feature_dtype.itemsize > _MAX_ROW_BYTES:
+            raise InputError(
+                f"{self.num_features} features of {self.feature_dtype} make a row of 4 GiB or "
+                f"more, beyond what an HDF5 chunk can hold"
+            )
         self._written: set[str] = set()
         self._num_edges: int | None = None
+        self._out = H5Output(self.path, what)
+        self._h5 = self._out.file
+        try:
+            self._start(name, source)
+        except BaseException:
+            self.abort()
+            raise
+
+    @_writes
+    def _start(self, name: str, source: str) -> None:
         root = self._h5.attrs
         root[fmt.ATTR_FORMAT] = fmt.FORMAT_NAME
         root[fmt.ATTR_VERSION] = fmt.FORMAT_VERSION
@@ -126,28 +158,35 @@ class GraphFileWriter:
             self.abort()
 
     def abort(self) -> None:
-        """Close and delete the partial file."""
-        if self._h5.id.valid:
-            self._h5.close()
-        self.tmp_path.unlink(missing_ok=True)
+        """Close and delete the temporary file; the output is left as it was."""
+        self._out.discard()
 
     def finish(self) -> None:
-        """Check that every required part was written, close, and rename into place."""
-        missing = {fmt.ADJACENCY, fmt.LABELS, fmt.MASKS} - self._written
-        if self.directed:
-            missing |= {fmt.ADJACENCY_T} - self._written
-        if self._features_rows != self.num_nodes:
-            missing.add(f"features (rows written {self._features_rows}/{self.num_nodes})")
-        if missing:
+        """Check that every required part was written, close, and rename into place.
+
+        On any error the temporary file is deleted (see :meth:`abort`).
+        """
+        try:
+            missing = {fmt.ADJACENCY, fmt.LABELS, fmt.MASKS} - self._written
+            if self.directed:
+                missing |= {fmt.ADJACENCY_T} - self._written
+            if self._features_rows != self.num_nodes:
+                missing.add(f"features (rows written {self._features_rows}/{self.num_nodes})")
+            if missing:
+                raise InputError(
+                    f"graph file incomplete, not written: missing {sorted(missing)}"
+                )
+            if fmt.NODE_IDS not in self._written:
+                self.write_node_ids(np.arange(self.num_nodes, dtype=fmt.NODE_ID_DTYPE))
+            with self._out.errors():
+                self._h5.attrs[fmt.ATTR_NUM_EDGES] = int(self._num_edges or 0)
+            self._out.commit()
+        except BaseException:
             self.abort()
-            raise InputError(f"graph file incomplete, not written: missing {sorted(missing)}")
-        if fmt.NODE_IDS not in self._written:
-            self.write_node_ids(np.arange(self.num_nodes, dtype=fmt.NODE_ID_DTYPE))
-        self._h5.attrs[fmt.ATTR_NUM_EDGES] = int(self._num_edges or 0)
-        self._h5.close()
-        os.replace(self.tmp_path, self.path)
+            raise
 
     # -- parts --------------------------------------------------------------------------
+    @_writes
     def write_csr(self, group: str, blocks: Iterable[CsrRows]) -> int:
         """Write a CSR matrix given as consecutive row blocks; return its number of nonzeros.
 
@@ -198,6 +237,8 @@ class GraphFileWriter:
                 bar.update(rows)
         if next_row != n:
             raise InputError(f"CSR covers {next_row} rows, expected {n}")
+        indptr.flush()  # now, not when the objects are collected (see hpcgnn.io.output)
+        indices.flush()
         self._written.add(group)
         if group == fmt.ADJACENCY:
             self._num_edges = nnz
@@ -214,6 +255,7 @@ class GraphFileWriter:
                 raise InputError(f"A has {nnz} entries but A^T has {nnz_t}")
         return nnz
 
+    @_writes
     def write_features(self, start: int, block: np.ndarray) -> None:
         """Write feature rows ``[start, start + len(block))``; call in row order."""
         block = np.asarray(block)
@@ -239,6 +281,7 @@ class GraphFileWriter:
             raise InputError(f"labels out of range [0, {self.num_classes})")
         self._write_1d(fmt.LABELS, labels.astype(fmt.LABEL_DTYPE))
 
+    @_writes
     def write_masks(self, train: np.ndarray, val: np.ndarray, test: np.ndarray) -> None:
         """Write boolean train/val/test masks of length ``num_nodes``."""
         g = self._h5.create_group(fmt.MASKS)
@@ -248,7 +291,7 @@ class GraphFileWriter:
                 raise InputError(
                     f"{name} mask has shape {mask.shape}, expected ({self.num_nodes},)"
                 )
-            g.create_dataset(name, data=mask, **_dataset_options(mask.shape, (fmt.CHUNK_ELEMENTS,)))
+            write_dataset(g, name, mask, **_dataset_options(mask.shape, (fmt.CHUNK_ELEMENTS,)))
         self._written.add(fmt.MASKS)
 
     def write_node_ids(self, node_ids: np.ndarray) -> None:
@@ -258,6 +301,7 @@ class GraphFileWriter:
             raise InputError(f"node ids have shape {node_ids.shape}, expected ({self.num_nodes},)")
         self._write_1d(fmt.NODE_IDS, node_ids)
 
+    @_writes
     def write_partition(
         self, offsets: np.ndarray, perm: np.ndarray, method: str, edge_cut: int
     ) -> None:
@@ -266,18 +310,17 @@ class GraphFileWriter:
         ``perm[new_id]`` is the id of the vertex in the file that was partitioned.
         """
         g = self._h5.create_group(fmt.PARTITION)
-        g.create_dataset(fmt.PART_OFFSETS, data=np.asarray(offsets, dtype=np.int64))
+        write_dataset(g, fmt.PART_OFFSETS, np.asarray(offsets, dtype=np.int64))
         perm = np.asarray(perm, dtype=np.int64)
-        g.create_dataset(
-            fmt.PART_PERM, data=perm, **_dataset_options(perm.shape, (fmt.CHUNK_ELEMENTS,))
+        write_dataset(
+            g, fmt.PART_PERM, perm, **_dataset_options(perm.shape, (fmt.CHUNK_ELEMENTS,))
         )
         g.attrs["method"] = method
         g.attrs["num_parts"] = len(offsets) - 1
         g.attrs["edge_cut"] = int(edge_cut)
         self._written.add(fmt.PARTITION)
 
+    @_writes
     def _write_1d(self, name: str, data: np.ndarray) -> None:
-        self._h5.create_dataset(
-            name, data=data, **_dataset_options(data.shape, (fmt.CHUNK_ELEMENTS,))
-        )
+        write_dataset(self._h5, name, data, **_dataset_options(data.shape, (fmt.CHUNK_ELEMENTS,)))
         self._written.add(name)

@@ -15,9 +15,9 @@ each bucket is then written in new order.
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +27,7 @@ from hpcgnn.io import format as fmt
 from hpcgnn.io.edges import CsrRows
 from hpcgnn.io.reader import GraphFile
 from hpcgnn.io.writer import GraphFileWriter
+from hpcgnn.utils.files import new_temporary, output_errors, remove_temporary, write_array
 from hpcgnn.utils.progress import Progress
 
 #: Feature bytes held in memory at once while permuting rows (about twice this at peak).
@@ -82,24 +83,31 @@ class _RowBuckets:
         self.dtype = dtype
         self._memory: list[tuple[np.ndarray, np.ndarray]] | None = None
         self._dir: Path | None = None
+        self._tmpdir = tmpdir
         if num_buckets == 1:
             self._memory = []
         else:
-            self._dir = Path(tempfile.mkdtemp(prefix=".hpcgnn-permute-", dir=tmpdir))
+            with self.errors():
+                self._dir = new_temporary(tmpdir, ".hpcgnn-permute-", is_dir=True)
 
     def close(self) -> None:
         if self._dir is not None:
-            shutil.rmtree(self._dir, ignore_errors=True)
+            remove_temporary(self._dir)
+
+    def errors(self) -> AbstractContextManager[None]:
+        """Report a failed write or read of a spill file as an ``OutputError``."""
+        return output_errors(self._dir or self._tmpdir, "temporary feature files in")
 
     def add(self, bucket: int, ids: np.ndarray, rows: np.ndarray) -> None:
         if self._memory is not None:
             self._memory.append((ids, rows))
             return
         assert self._dir is not None
-        with open(self._dir / f"{bucket}.ids", "ab") as f:
-            ids.astype(np.int64, copy=False).tofile(f)
-        with open(self._dir / f"{bucket}.rows", "ab") as f:
-            np.ascontiguousarray(rows, dtype=self.dtype).tofile(f)
+        with self.errors():
+            with open(self._dir / f"{bucket}.ids", "ab") as f:
+                write_array(f, ids.astype(np.int64, copy=False))
+            with open(self._dir / f"{bucket}.rows", "ab") as f:
+                write_array(f, rows.astype(self.dtype, copy=False))
 
     def take(self, bucket: int) -> tuple[np.ndarray, np.ndarray]:
         if self._memory is not None:
@@ -112,8 +120,9 @@ class _RowBuckets:
         ids_path, rows_path = self._dir / f"{bucket}.ids", self._dir / f"{bucket}.rows"
         if not ids_path.exists():
             return np.empty(0, np.int64), np.empty((0, self.num_features), self.dtype)
-        ids = np.fromfile(ids_path, dtype=np.int64)
-        rows = np.fromfile(rows_path, dtype=self.dtype).reshape(-1, self.num_features)
+        with self.errors():
+            ids = np.fromfile(ids_path, dtype=np.int64)
+            rows = np.fromfile(rows_path, dtype=self.dtype).reshape(-1, self.num_features)
         ids_path.unlink()
         rows_path.unlink()
         return ids, rows

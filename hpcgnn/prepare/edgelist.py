@@ -26,7 +26,6 @@ labelled vertices.
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from pathlib import Path
 
@@ -35,11 +34,12 @@ import numpy as np
 from hpcgnn.errors import ConfigError, InputError
 from hpcgnn.io.edges import EdgeSorter, sorted_unique
 from hpcgnn.prepare.features import array_feature_blocks, random_feature_blocks
-from hpcgnn.prepare.output import GraphParts, write_graph
+from hpcgnn.prepare.output import GraphParts, check_memory, write_graph
 from hpcgnn.prepare.splits import check_fractions, class_ids, random_split
 from hpcgnn.prepare.summary import PrepareSummary
 from hpcgnn.prepare.synthetic import EDGE_CHUNK, balanced_labels
 from hpcgnn.prepare.textfile import NumericTable, require_file
+from hpcgnn.utils.files import output_errors, temporary_directory, write_array
 
 #: Number of random classes when no labels are given and no class count is asked for.
 DEFAULT_RANDOM_CLASSES = 8
@@ -75,7 +75,7 @@ class DistinctIds:
 def load_label_array(path: str | os.PathLike, num_nodes: int) -> np.ndarray:
     """Load ``Y.npy``: one integer class per vertex; negative or NaN means unlabelled."""
     path = require_file(path, "label array")
-    labels = _load_npy(path)
+    labels = _load_npy(path)  # memory-mapped: the shape is checked before anything is read
     if labels.ndim != 1 or labels.shape[0] != num_nodes:
         raise InputError(f"{path}: labels have shape {labels.shape}, expected ({num_nodes},)")
     if labels.dtype.kind not in "iuf":
@@ -86,7 +86,7 @@ def load_label_array(path: str | os.PathLike, num_nodes: int) -> np.ndarray:
 def load_feature_array(path: str | os.PathLike, num_nodes: int) -> np.ndarray:
     """Open ``X.npy`` memory-mapped and check it has one numeric row per vertex."""
     path = require_file(path, "feature array")
-    features = _load_npy(path, mmap=True)
+    features = _load_npy(path)
     if features.ndim != 2 or features.shape[0] != num_nodes or features.shape[1] == 0:
         raise InputError(
             f"{path}: features have shape {features.shape}, expected ({num_nodes}, F) with F > 0"
@@ -96,9 +96,10 @@ def load_feature_array(path: str | os.PathLike, num_nodes: int) -> np.ndarray:
     return features
 
 
-def _load_npy(path: Path, mmap: bool = False) -> np.ndarray:
+def _load_npy(path: Path) -> np.ndarray:
+    """Open a ``.npy`` file memory-mapped, so its header is checked before any data is read."""
     try:
-        array = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+        array = np.load(path, mmap_mode="r", allow_pickle=False)
     except (OSError, ValueError) as err:
         raise InputError(f"{path}: not a readable .npy array: {err}") from err
     if not isinstance(array, np.ndarray):
@@ -169,12 +170,17 @@ def convert_edgelist(
         raise ConfigError(f"--feature-dim must be positive, got {feature_dim}")
     if classes is not None and classes < 1:
         raise ConfigError(f"--classes must be positive, got {classes}")
+    sized_by = [f"--num-nodes {num_nodes}"] if num_nodes is not None else []
+    if features is None:
+        sized_by.append(f"--feature-dim {feature_dim}")
+    if sized_by:
+        check_memory(", ".join(sized_by), num_nodes or 0, feature_dim if features is None else 0)
     table = NumericTable(edges, dtype=np.int64, first_columns=2, what="edge list")
     label_rng, feature_rng, split_rng = (
         np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(3)
     )
-    with tempfile.TemporaryDirectory(prefix="hpcgnn-edgelist-", dir=tmpdir) as spill_dir:
-        spill = Path(spill_dir) / "edges.int64"
+    with temporary_directory(tmpdir, "hpcgnn-edgelist-") as spill_dir:
+        spill = spill_dir / "edges.int64"
         count, node_ids = _spill_edges(table, spill, num_nodes, show_progress)
         n = num_nodes if node_ids is None else node_ids.size
         if n == 0:
@@ -216,7 +222,7 @@ def _spill_edges(
     """
     distinct = DistinctIds() if num_nodes is None else None
     count = 0
-    with open(spill, "wb") as f:
+    with output_errors(spill.parent, "temporary edge files in"), open(spill, "wb") as f:
         for block in table.blocks("reading edges", show_progress):
             lo, hi = int(block.min()), int(block.max())
             if lo < 0:
@@ -227,7 +233,7 @@ def _spill_edges(
                 )
             if distinct is not None:
                 distinct.add(block)
-            np.ascontiguousarray(block, dtype=np.int64).tofile(f)
+            write_array(f, block.astype(np.int64, copy=False))
             count += block.shape[0]
     return count, (distinct.sorted() if distinct is not None else None)
 

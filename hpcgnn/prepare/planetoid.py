@@ -35,7 +35,7 @@ from hpcgnn.io import EdgeSorter
 from hpcgnn.io import format as fmt
 from hpcgnn.prepare.features import sparse_feature_blocks
 from hpcgnn.prepare.legacy_pickle import load_legacy_pickle
-from hpcgnn.prepare.output import GraphParts, write_graph
+from hpcgnn.prepare.output import GraphParts, check_memory, write_graph
 from hpcgnn.prepare.splits import drop_unlabelled, masks_from_ids
 from hpcgnn.prepare.summary import PrepareSummary
 from hpcgnn.prepare.textfile import read_column
@@ -68,18 +68,21 @@ def find_planetoid_dir(root: str | os.PathLike, name: str) -> Path:
     )
 
 
-def _matrix(obj: Any, path: Path) -> sp.csr_matrix:
-    if sp.issparse(obj):
-        return sp.csr_matrix(obj)
-    array = np.asarray(obj)
-    if array.ndim != 2 or array.dtype.kind not in "biuf":
+def _matrix(obj: Any, path: Path) -> sp.sparray | sp.spmatrix | np.ndarray:
+    """``obj`` checked to be a 2-D numeric matrix and left as it is, sparse or dense.
+
+    Nothing is converted yet: a sparse matrix may declare any shape in a few bytes, and
+    the sizes are checked before anything of that size is allocated.
+    """
+    matrix = obj if sp.issparse(obj) else np.asarray(obj)
+    if matrix.ndim != 2 or np.dtype(matrix.dtype).kind not in "biuf":
         raise InputError(f"{path}: expected a 2-D numeric matrix, got {type(obj).__name__} "
-                         f"of shape {array.shape}")
-    return sp.csr_matrix(array)
+                         f"of shape {matrix.shape}")
+    return matrix
 
 
-def _dense(obj: Any, path: Path) -> np.ndarray:
-    return np.asarray(_matrix(obj, path).toarray())
+def _dense(matrix: sp.sparray | sp.spmatrix | np.ndarray) -> np.ndarray:
+    return matrix.toarray() if sp.issparse(matrix) else matrix
 
 
 def _graph_edges(graph: Any, path: Path) -> tuple[np.ndarray, np.ndarray]:
@@ -134,10 +137,14 @@ def convert_planetoid(
     path = {p: directory / f"ind.{name}.{p}" for p in (*PARTS, "test.index")}
 
     allx, tx = _matrix(raw["allx"], path["allx"]), _matrix(raw["tx"], path["tx"])
-    ally, ty = _dense(raw["ally"], path["ally"]), _dense(raw["ty"], path["ty"])
+    ally, ty = _matrix(raw["ally"], path["ally"]), _matrix(raw["ty"], path["ty"])
     num_train = _matrix(raw["y"], path["y"]).shape[0]
     test_ids = raw["test.index"]
+    src, dst = _graph_edges(raw["graph"], path["graph"])
     n_all, n_test, width = allx.shape[0], tx.shape[0], allx.shape[1]
+    # Test ids may leave gaps (CiteSeer), but not beyond the vertices of the graph.
+    bound = max(n_all + n_test, int(max(src.max(), dst.max())) + 1 if src.size else 0)
+    lowest, highest = (int(test_ids.min()), int(test_ids.max())) if test_ids.size else (n_all, -1)
     checks = [
         (tx.shape[1] == width, f"{path['tx']}: {tx.shape[1]} features but allx has {width}"),
         (ally.shape[0] == n_all, f"{path['ally']}: {ally.shape[0]} rows but allx has {n_all}"),
@@ -147,25 +154,33 @@ def convert_planetoid(
         (test_ids.size == n_test,
          f"{path['test.index']}: {test_ids.size} ids but tx has {n_test} rows"),
         (num_train <= n_all, f"{path['y']}: {num_train} training rows but allx has {n_all}"),
-        (test_ids.size == 0 or test_ids.min() >= n_all,
-         f"{path['test.index']}: test id {test_ids.min() if test_ids.size else 0} "
-         f"overlaps the {n_all} rows of allx"),
+        (lowest >= 0, f"{path['test.index']}: test id {lowest} is negative"),
+        (lowest >= n_all,
+         f"{path['test.index']}: test id {lowest} overlaps the {n_all} rows of allx"),
+        (highest < bound,
+         f"{path['test.index']}: test id {highest} is beyond the {bound} vertices of the dataset "
+         f"(rows of allx and tx, ids in {path['graph'].name})"),
         (np.unique(test_ids).size == test_ids.size, f"{path['test.index']}: repeated test ids"),
     ]
     for ok, message in checks:
         if not ok:
             raise InputError(message)
-    n = max(n_all + n_test, int(test_ids.max()) + 1 if test_ids.size else 0)
+    n = max(n_all + n_test, highest + 1)
+    num_classes = ally.shape[1]
+    check_memory(
+        f"{directory / f'ind.{name}.*'}: {n} vertices, {width} features, {num_classes} classes",
+        n, width, stored_edges=2 * src.size,
+        extra_bytes=n * (16 * num_classes + 32),  # dense one-hot rows, CSR row pointers
+        error=InputError,
+    )
 
     # Row k of tx/ty goes to vertex test_ids[k]; ids in the gap stay zero.
     place = sp.csr_matrix(
         (np.ones(n_test), (test_ids - n_all, np.arange(n_test))), shape=(n - n_all, n_test)
     )
-    features = sp.vstack([allx, place @ tx], format="csr")
-    onehot = np.vstack([ally, place @ ty])
+    features = sp.vstack([sp.csr_matrix(allx), place @ sp.csr_matrix(tx)], format="csr")
+    onehot = np.vstack([_dense(ally), place @ _dense(ty)])
     labels = np.where(onehot.any(axis=1), onehot.argmax(axis=1), fmt.UNLABELLED).astype(np.int64)
-
-    src, dst = _graph_edges(raw["graph"], path["graph"])
 
     masks = masks_from_ids(
         n, np.arange(num_train), np.arange(num_train, min(num_train + VAL_SIZE, n_all)), test_ids,
@@ -176,7 +191,7 @@ def convert_planetoid(
         parts = GraphParts(
             num_nodes=n,
             num_features=width,
-            num_classes=onehot.shape[1],
+            num_classes=num_classes,
             feature_blocks=sparse_feature_blocks(features),
             labels=labels,
             masks=drop_unlabelled(labels, masks),

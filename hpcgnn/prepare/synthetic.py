@@ -45,7 +45,7 @@ from hpcgnn.errors import ConfigError
 from hpcgnn.io import EdgeSorter
 from hpcgnn.io.format import index_dtype
 from hpcgnn.prepare.features import class_centres, class_feature_blocks
-from hpcgnn.prepare.output import GraphParts, write_graph
+from hpcgnn.prepare.output import GraphParts, check_memory, write_graph
 from hpcgnn.prepare.splits import check_fractions, random_split
 from hpcgnn.prepare.summary import PrepareSummary
 from hpcgnn.utils.progress import Progress
@@ -256,6 +256,12 @@ def generate(
     """
     started = time.perf_counter()
     spec.validate()
+    check_memory(
+        f"--nodes {spec.nodes}, --features {spec.features}, --classes {spec.classes}",
+        spec.nodes, spec.features,
+        stored_edges=spec.edges_to_generate * (1 if spec.directed else 2),
+        extra_bytes=12 * spec.classes * spec.features,  # class centres: float64 draws, float32
+    )
     streams = np.random.SeedSequence(spec.seed).spawn(5)
     label_rng, edge_rng, perm_rng, feature_rng, split_rng = (
         np.random.default_rng(s) for s in streams

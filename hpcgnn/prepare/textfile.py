@@ -20,6 +20,7 @@ from typing import BinaryIO
 import numpy as np
 
 from hpcgnn.errors import InputError
+from hpcgnn.utils.files import os_reason
 from hpcgnn.utils.progress import Progress
 
 #: Bytes of text parsed at a time.
@@ -104,7 +105,10 @@ class NumericTable:
 
     # -- raw blocks of whole lines -------------------------------------------------------
     def _open(self) -> tuple[BinaryIO, BinaryIO]:
-        raw = open(self.path, "rb")
+        try:
+            raw = open(self.path, "rb")
+        except OSError as err:
+            raise InputError(f"{self.path}: cannot read: {os_reason(err)} ({self.what})") from err
         if self.path.name.endswith(".gz"):
             return raw, gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
         return raw, raw

@@ -25,8 +25,8 @@ from typing import Any
 import h5py
 import numpy as np
 
+from hpcgnn.io.output import H5Output, write_dataset
 from hpcgnn.sampling.sampled import SampledBatch, SampledHop
-from hpcgnn.utils.files import atomic_path
 
 FORMAT = "hpcgnn-samples"
 VERSION = 1
@@ -35,8 +35,13 @@ VERSION = 1
 def write_samples(
     path: str | os.PathLike, batches: list[SampledBatch], attrs: dict[str, Any]
 ) -> None:
-    """Write ``batches`` (any order; stored by batch id) to ``path`` atomically."""
-    with atomic_path(path, "--out") as tmp, h5py.File(tmp, "w") as f:
+    """Write ``batches`` (any order; stored by batch id) to ``path`` atomically.
+
+    A failed write (a full disk) raises :class:`~hpcgnn.errors.OutputError` naming ``path``
+    and leaves no temporary file; a previous file at ``path`` is kept.
+    """
+    with H5Output(path, "--out") as out:
+        f = out.file
         f.attrs["format"] = FORMAT
         f.attrs["format_version"] = VERSION
         for k, v in attrs.items():
@@ -44,15 +49,15 @@ def write_samples(
         root = f.create_group("batches")
         for b in sorted(batches, key=lambda x: x.batch):
             g = root.create_group(str(b.batch))
-            g.create_dataset("seeds", data=b.seeds.astype(np.int64))
+            write_dataset(g, "seeds", b.seeds.astype(np.int64))
             for h, hop in enumerate(b.hops):
                 hg = g.create_group(f"hop{h}")
                 hg.attrs["nnz"] = hop.nnz
-                hg.create_dataset("rows", data=hop.rows.astype(np.int64))
-                hg.create_dataset("cols", data=hop.cols.astype(np.int64))
-                hg.create_dataset("indptr", data=hop.indptr.astype(np.int64))
-                hg.create_dataset("indices", data=hop.cols[hop.indices].astype(np.int64))
-                hg.create_dataset("values", data=hop.values.astype(np.float64))
+                write_dataset(hg, "rows", hop.rows.astype(np.int64))
+                write_dataset(hg, "cols", hop.cols.astype(np.int64))
+                write_dataset(hg, "indptr", hop.indptr.astype(np.int64))
+                write_dataset(hg, "indices", hop.cols[hop.indices].astype(np.int64))
+                write_dataset(hg, "values", hop.values.astype(np.float64))
 
 
 def read_samples(path: str | os.PathLike) -> tuple[dict[str, Any], list[SampledBatch]]:

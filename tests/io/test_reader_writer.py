@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 
 import h5py
 import numpy as np
 import pytest
 
-from hpcgnn.errors import InputError
+from hpcgnn.errors import ConfigError, InputError, OutputError
 from hpcgnn.io import EdgeSorter, GraphFile, GraphFileWriter, edges
 from hpcgnn.io import format as fmt
 from tests.graphs import random_graph_arrays, write_random_graph
@@ -79,6 +80,18 @@ def test_edge_sorter_with_many_buckets_gives_the_same_csr(tmp_path: Path, monkey
             assert (f1.read_csr(0, 90, t) != f2.read_csr(0, 90, t)).nnz == 0
 
 
+def test_a_full_disk_while_sorting_edges_is_one_error(tmp_path: Path, monkeypatch) -> None:
+    def full(fh, array):
+        raise OSError(errno.ENOSPC, "injected")
+
+    monkeypatch.setattr(edges, "write_array", full)
+    with pytest.raises(OutputError, match=rf"^temporary edge files in {tmp_path}/hpcgnn-edges-\w+: "
+                                          r"No space left on device$"):
+        with EdgeSorter(4, directed=False, tmpdir=tmp_path) as sorter:
+            sorter.add(np.array([0, 1]), np.array([1, 2]))
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_sorter_drops_self_loops_and_duplicates(tmp_path: Path) -> None:
     with EdgeSorter(4, directed=False) as s:
         s.add(np.array([0, 0, 1, 2, 2]), np.array([1, 1, 1, 3, 2]))
@@ -119,16 +132,28 @@ def test_incomplete_file_is_not_written(tmp_path: Path) -> None:
     path = tmp_path / "g.h5"
     with pytest.raises(InputError, match="incomplete"), _writer(path) as w:
         w.write_features(0, np.zeros((3, 2)))
-    assert not path.exists()
-    assert not (tmp_path / "g.h5.partial").exists()
+    assert list(tmp_path.iterdir()) == []  # neither the file nor its temporary
 
 
-def test_error_while_writing_removes_the_partial_file(tmp_path: Path) -> None:
+def test_error_while_writing_removes_the_temporary_file(tmp_path: Path) -> None:
     path = tmp_path / "g.h5"
+    path.write_text("previous")
     with pytest.raises(InputError, match="NaN"), _writer(path) as w:
         w.write_features(0, np.full((3, 2), np.nan))
-    assert not path.exists()
-    assert not (tmp_path / "g.h5.partial").exists()
+    assert list(tmp_path.iterdir()) == [path] and path.read_text() == "previous"
+
+
+def test_writer_never_follows_symlinks(tmp_path: Path) -> None:
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    (tmp_path / "g.h5.partial").symlink_to(victim)  # the temporary name writers once used
+    write_random_graph(tmp_path / "g.h5", n=20)
+    assert victim.read_text() == "precious" and (tmp_path / "g.h5.partial").is_symlink()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["g.h5", "g.h5.partial", "victim"]
+    (tmp_path / "l.h5").symlink_to(victim)
+    with pytest.raises(ConfigError, match="not a regular file"):
+        _writer(tmp_path / "l.h5")
+    assert victim.read_text() == "precious"
 
 
 def test_writer_checks_its_inputs(tmp_path: Path) -> None:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from hpcgnn.errors import OutputError
 from hpcgnn.io import GraphFile
 from hpcgnn.io import format as fmt
 from hpcgnn.io.validate import validate_file
@@ -15,6 +17,7 @@ from hpcgnn.partition import (
     compute_partition,
     inverse_permutation,
     permute_csr,
+    relabel,
     relabelling,
     summarise,
     write_relabelled,
@@ -139,3 +142,16 @@ def test_repartitioning_composes_the_permutation(tmp_path: Path) -> None:
     np.testing.assert_array_equal(p2["x"], orig["x"][perm])
     assert len(p2["meta"].partition_offsets) == 3
     validate_file(tmp_path / "p2.h5", show_progress=False)
+
+
+def test_a_full_disk_while_spilling_leaves_nothing(tmp_path: Path, monkeypatch) -> None:
+    src = write_random_graph(tmp_path / "g.h5", n=N, features=5)
+
+    def full(fh, array):
+        raise OSError(errno.ENOSPC, "injected")
+
+    monkeypatch.setattr(relabel, "write_array", full)
+    with pytest.raises(OutputError, match=r"^temporary feature files in .*/\.hpcgnn-permute-\w+: "
+                                          r"No space left on device$"):
+        partition(src, tmp_path / "disk.h5", "random", 3, feature_memory_bytes=220)
+    assert [p.name for p in tmp_path.iterdir()] == ["g.h5"]

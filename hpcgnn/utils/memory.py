@@ -1,0 +1,55 @@
+"""How much memory this node has left, and a check to run before a large allocation.
+
+:func:`available_bytes` reads ``MemAvailable`` (or the ``HPCGNN_MEMORY_LIMIT`` override);
+it imports neither MPI nor torch, so single-process tools such as ``hpcgnn prepare`` can
+refuse an impossible size in seconds instead of dying in the allocator. The collective
+check for distributed runs is :func:`hpcgnn.comm.memory.check_memory`.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hpcgnn.errors import ConfigError, HpcgnnError
+
+GIB = float(1 << 30)
+
+
+def available_bytes() -> int | None:
+    """Memory available on this node (``MemAvailable``), or the ``HPCGNN_MEMORY_LIMIT`` override.
+
+    ``HPCGNN_MEMORY_LIMIT`` (bytes, per node) lets batch scripts and tests impose a limit.
+    """
+    override = os.environ.get("HPCGNN_MEMORY_LIMIT")
+    if override:
+        return int(float(override))
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def require_memory(
+    need_bytes: float, what: str, error: type[HpcgnnError] = ConfigError
+) -> None:
+    """Raise ``error`` naming ``what`` unless ``need_bytes`` are available on this node.
+
+    Parameters
+    ----------
+    need_bytes
+        Estimated peak memory of the step about to run.
+    what
+        What asks for it, e.g. ``"--nodes 1000000000000"``; starts the message.
+    error
+        :class:`ConfigError` for flags (default), :class:`InputError` for input files.
+    """
+    avail = available_bytes()
+    if avail is not None and need_bytes > avail:
+        raise error(
+            f"{what}: needs about {need_bytes / GIB:.2f} GiB of memory "
+            f"({need_bytes:.3g} bytes), {avail / GIB:.2f} GiB available"
+        )

@@ -26,6 +26,12 @@ GRID_KIND = {
 }
 
 
+def check_random_key(value: int, flag: str = "--seed") -> None:
+    """Refuse a number the random streams fold in (a seed, an epoch) outside ``[0, 2^63)``."""
+    if not 0 <= value < 2**63:
+        raise ConfigError(f"{flag} must be in [0, 2^63), got {value}")
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """Model and optimiser settings shared by every algorithm (and the serial reference)."""
@@ -56,8 +62,7 @@ class TrainConfig:
                 f"--lr must be finite and > 0 and --weight-decay finite and >= 0,"
                 f" got {self.lr}, {self.weight_decay}"
             )
-        if not 0 <= self.seed < 2**63:
-            raise ConfigError(f"--seed must be in [0, 2^63), got {self.seed}")
+        check_random_key(self.seed)
         if self.eval_every < 0:
             raise ConfigError(f"--eval-every must be >= 0, got {self.eval_every}")
         if self.dtype not in DTYPES:

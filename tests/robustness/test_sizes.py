@@ -1,0 +1,65 @@
+"""Huge declared sizes: one identical line on every rank, exit 1, nothing written.
+
+A size given on the command line (``--procs``, ``--fanout``, ``--bulk``) or declared by an
+input file is checked against a documented bound before anything is allocated for it.
+"""
+
+import pytest
+
+from tests.robustness.harness import expect_error_untouched
+
+HUGE = str(2**63)  # does not fit an int64
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("procs", ["1000000000", str(2**20 + 1), HUGE])
+def test_model_refuses_procs_above_the_maximum(graph_file, shared_tmp, world, capfd, procs):
+    path = graph_file(n=40, seed=1)
+    expect_error_untouched(
+        world, capfd, [shared_tmp],
+        ["model", path, "--procs", procs, "--json", shared_tmp / "m.json"],
+        "--procs must be in [1, 1048576]", procs,
+    )
+
+
+SAMPLING = [
+    (["--fanout", f"{HUGE},2"], "--fanout entries must be in [1, 2147483647]"),
+    (["--fanout", str(2**31)], "--fanout"),
+    (["--sampler", "ladies", "--layer-size", HUGE], "--layer-size entries must be in [1, "),
+    (["--bulk", HUGE], "--bulk must be in [1, 2147483647]"),
+    (["--bulk", str(10**20)], "--bulk"),
+    (["--seed", str(10**20)], "--seed must be in [0, 2^63)"),
+]
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize(("flags", "words"), SAMPLING)
+def test_sample_refuses_huge_sampling_sizes(graph_file, shared_tmp, world, capfd, flags, words):
+    path = graph_file(n=40, seed=1)
+    expect_error_untouched(
+        world, capfd, [shared_tmp],
+        ["sample", path, "--batch-size", "8", "--out", shared_tmp / "s.h5", *flags], words,
+    )
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize(("flags", "words"), SAMPLING)
+def test_minibatch_training_refuses_huge_sampling_sizes(
+    graph_file, shared_tmp, world, capfd, flags, words
+):
+    path = graph_file(n=40, seed=1)
+    expect_error_untouched(
+        world, capfd, [shared_tmp],
+        ["train", path, "--mode", "minibatch", "--batch-size", "8", "--epochs", "1", "--quiet",
+         "--metrics", shared_tmp / "m.json", *flags], words,
+    )
+
+
+@pytest.mark.mpi
+def test_sample_refuses_a_huge_epoch(graph_file, shared_tmp, world, capfd):
+    path = graph_file(n=40, seed=1)
+    expect_error_untouched(
+        world, capfd, [shared_tmp],
+        ["sample", path, "--batch-size", "8", "--epoch", HUGE, "--out", shared_tmp / "s.h5"],
+        "--epoch must be in [0, 2^63)",
+    )

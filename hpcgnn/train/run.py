@@ -101,12 +101,9 @@ def load_run_topology(opts: RunOptions, grid: ProcessGrid) -> Topology | None:
     if opts.label != "halo":
         return None
     with collective(grid.world):
-        topo = load_topology(opts.topology) if opts.topology else uniform_topology(grid.size)
-        if topo.num_ranks != grid.size:
-            raise ConfigError(
-                f"topology '{topo.name}' has {topo.num_ranks} ranks but the job has {grid.size}"
-            )
-    return topo
+        if opts.topology:
+            return load_topology(opts.topology, grid.size)
+        return uniform_topology(grid.size)
 
 
 def build_model(

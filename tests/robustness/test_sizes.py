@@ -4,8 +4,12 @@ A size given on the command line (``--procs``, ``--fanout``, ``--bulk``) or decl
 input file is checked against a documented bound before anything is allocated for it.
 """
 
+import json
+import time
+
 import pytest
 
+from tests.mpi import assert_all, on_rank0
 from tests.robustness.harness import expect_error_untouched
 
 HUGE = str(2**63)  # does not fit an int64
@@ -63,3 +67,26 @@ def test_sample_refuses_a_huge_epoch(graph_file, shared_tmp, world, capfd):
         ["sample", path, "--batch-size", "8", "--epoch", HUGE, "--out", shared_tmp / "s.h5"],
         "--epoch must be in [0, 2^63)",
     )
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("command", ["train", "plan"])
+def test_a_topology_declaring_1e8_ranks_is_refused_at_once(
+    graph_file, shared_tmp, world, capfd, command
+):
+    path = graph_file(n=40, seed=1)
+    topo = shared_tmp / "huge.json"
+    doc = {"name": "huge", "ranks": 10**8, "links": [{"a": 0, "b": 1, "bandwidth_gbps": 1}]}
+    on_rank0(world, topo.write_text, json.dumps(doc))
+    if command == "train":
+        argv = ["train", path, "--algo", "halo", "--topology", topo, "--epochs", "1",
+                "--quiet", "--metrics", shared_tmp / "m.json"]
+        size = world.size
+    else:
+        argv = ["plan", path, "--parts", "4", "--topology", topo, "--out", shared_tmp / "p.json"]
+        size = 4
+    start = time.perf_counter()
+    expect_error_untouched(
+        world, capfd, [shared_tmp], argv, f"has 100000000 ranks but the job has {size}"
+    )
+    assert_all(world, time.perf_counter() - start < 30, "the topology was not refused at once")

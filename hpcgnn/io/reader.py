@@ -25,6 +25,9 @@ MAX_COMPRESSION = 1100
 SMALL_DATASET_BYTES = 1 << 16
 #: Deepest group nesting accepted (the format uses two levels).
 MAX_DEPTH = 8
+#: Largest ``num_classes`` accepted (``2^31 - 1``): a label is a class id, and no data set
+#: has more classes than an int32 counts; a larger count is forged or corrupt.
+MAX_CLASSES = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -139,12 +142,13 @@ class GraphFile:
         value = self._h5.attrs[name]
         if kind is str:
             return value.decode() if isinstance(value, bytes) else str(value)
-        try:
-            if kind is bool:
-                return bool(value)
-            return int(value)
-        except (TypeError, ValueError) as err:
-            raise self._fail(f"attribute '{name}' is not an integer: {value!r}") from err
+        if kind is bool:
+            return bool(value)
+        if isinstance(value, np.generic):
+            value = value.item()
+        if isinstance(value, bool) or not isinstance(value, int):  # 3.5, "3", [3], True
+            raise self._fail(f"attribute '{name}' is not an integer: {value!r}")
+        return value
 
     def dataset(self, name: str, shape: tuple[int | None, ...], kinds: str) -> h5py.Dataset:
         """Return dataset ``name`` after checking its shape and dtype kind.
@@ -195,6 +199,8 @@ class GraphFile:
             raise self._fail(
                 f"invalid sizes: num_nodes={n}, num_edges={nnz}, num_features={f}, num_classes={c}"
             )
+        if c > MAX_CLASSES:
+            raise self._fail(f"num_classes={c} is more than {MAX_CLASSES}; not a class count")
         groups = [fmt.ADJACENCY] + ([fmt.ADJACENCY_T] if directed else [])
         for g in groups:
             self.dataset(f"{g}/{fmt.INDPTR}", (n + 1,), "iu")

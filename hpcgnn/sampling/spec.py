@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from hpcgnn.config import check_random_key
+from hpcgnn.config import MAX_LAYERS, check_layers, check_random_key
 from hpcgnn.errors import ConfigError
 from hpcgnn.sampling.rows import SAMPLERS
 
@@ -65,6 +65,8 @@ def _parse_list(flag: str, text: str) -> tuple[int, ...]:
         ) from None
     if not values or any(not 1 <= v <= MAX_SIZE for v in values):
         raise ConfigError(f"{flag} entries must be in [1, {MAX_SIZE}], got '{text}'")
+    if len(values) > MAX_LAYERS:
+        raise ConfigError(f"{flag} has {len(values)} entries, one per layer; at most {MAX_LAYERS}")
     return values
 
 
@@ -82,8 +84,8 @@ def make_spec(
     """
     if sampler not in SAMPLERS:
         raise ConfigError(f"unknown sampler '{sampler}' (choose from {', '.join(SAMPLERS)})")
-    if layers is not None and layers < 1:
-        raise ConfigError(f"--layers must be >= 1, got {layers}")
+    if layers is not None:
+        check_layers(layers)
     if batch_size < 1:
         raise ConfigError(f"--batch-size must be >= 1, got {batch_size}")
     if not 1 <= bulk <= MAX_SIZE:

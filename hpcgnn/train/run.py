@@ -14,7 +14,7 @@ from mpi4py import MPI
 from hpcgnn.comm.collective import collective
 from hpcgnn.comm.memory import check_memory
 from hpcgnn.config import ALGORITHMS, GRID_KIND, TrainConfig
-from hpcgnn.cost.ranking import memory_estimate
+from hpcgnn.cost.ranking import memory_estimate, minibatch_memory_estimate
 from hpcgnn.errors import ConfigError
 from hpcgnn.exchange.offload import DEDUP_LEVELS
 from hpcgnn.grid.process_grid import ProcessGrid
@@ -130,6 +130,15 @@ def build_model(
     return GridGCN(path, grid, cfg)
 
 
+def _memory_needed(opts: RunOptions, cfg: TrainConfig, meta: GraphMeta, shape: GridShape) -> float:
+    """Bytes a rank needs for the model, checked before anything is allocated for it."""
+    if opts.mode == "minibatch":
+        assert opts.spec is not None
+        per_layer = 2 if opts.spec.sampler == "sage" else 1
+        return minibatch_memory_estimate(meta, cfg, shape, per_layer)
+    return memory_estimate(meta, cfg, shape)
+
+
 def _fingerprint(opts: RunOptions, cfg: TrainConfig, meta: GraphMeta, shape: GridShape) -> dict:
     c = cfg.as_dict()
     c.pop("epochs")
@@ -170,11 +179,10 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
             raise ConfigError(
                 f"--chunks {opts.chunks} is more than the graph's {meta.num_nodes} vertices"
             )
-    if opts.mode != "minibatch":
-        check_memory(
-            grid.world, memory_estimate(meta, cfg, grid.shape),
-            f"{opts.label} on grid {grid.shape}",
-        )
+    check_memory(grid.world, _memory_needed(opts, cfg, meta, grid.shape), (
+        f"{opts.label} on grid {grid.shape} ({meta.num_features} features, hidden {cfg.hidden},"
+        f" {meta.num_classes} classes, {cfg.layers} layers)"
+    ))
     topo = load_run_topology(opts, grid)
     t0 = grid.stats.clock()
     trainer: FullBatchTrainer | MinibatchTrainer

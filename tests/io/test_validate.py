@@ -260,3 +260,12 @@ def test_edge_fingerprint_is_order_independent_and_additive() -> None:
     halves = edge_fingerprint(src[:90], dst[:90], 50) + edge_fingerprint(src[90:], dst[90:], 50)
     assert halves % 2**64 == whole
     assert edge_fingerprint(dst, src, 50) != whole
+
+
+def test_a_huge_class_count_costs_only_the_labels_present(tmp_path):
+    path = write_random_graph(tmp_path / "g.h5", n=30, classes=3, seed=2)
+    with h5py.File(path, "r+") as h5:
+        h5.attrs["num_classes"] = 2**31 - 1
+    report = validate_file(path)
+    assert report.meta.num_classes == 2**31 - 1
+    assert len(report.class_histogram) <= 3 and sum(report.class_histogram) == 30

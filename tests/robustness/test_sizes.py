@@ -90,3 +90,70 @@ def test_a_topology_declaring_1e8_ranks_is_refused_at_once(
         world, capfd, [shared_tmp], argv, f"has 100000000 ranks but the job has {size}"
     )
     assert_all(world, time.perf_counter() - start < 30, "the topology was not refused at once")
+
+
+def _set_root_attr(path, name, value):
+    import h5py
+
+    with h5py.File(path, "r+") as f:
+        f.attrs[name] = value
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [(10**12, "num_classes=1000000000000 is more than 2147483647"),
+     (3.5, "attribute 'num_classes' is not an integer: 3.5")],
+)
+@pytest.mark.parametrize("command", ["info", "train", "minibatch", "partition", "sample"])
+def test_a_num_classes_that_cannot_be_right_is_refused_by_the_reader(
+    graph_file, shared_tmp, world, capfd, value, words, command
+):
+    path = graph_file(n=40, seed=1)
+    on_rank0(world, _set_root_attr, path, "num_classes", value)
+    argv = {
+        "info": ["info", path],
+        "train": ["train", path, "--epochs", "1", "--metrics", shared_tmp / "m.json"],
+        "minibatch": ["train", path, "--mode", "minibatch", "--batch-size", "8", "--epochs", "1"],
+        "partition": ["partition", path, "--parts", "2", "--method", "block",
+                      "--out", shared_tmp / "p.h5"],
+        "sample": ["sample", path, "--batch-size", "8", "--out", shared_tmp / "s.h5"],
+    }[command]
+    expect_error_untouched(world, capfd, [shared_tmp], argv, words)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize(
+    "flags", [[], ["--algo", "2d"], ["--mode", "offload"], ["--mode", "minibatch",
+                                                            "--batch-size", "8"]],
+)
+def test_a_model_too_large_for_memory_is_refused_before_allocating(
+    graph_file, shared_tmp, world, capfd, monkeypatch, flags
+):
+    # 10^8 classes: the last layer's weights alone are 16 x 10^8 values (6.4 GB a copy)
+    path = graph_file(n=40, seed=1)
+    on_rank0(world, _set_root_attr, path, "num_classes", 10**8)
+    monkeypatch.setenv("HPCGNN_MEMORY_LIMIT", str(2**30))
+    message = expect_error_untouched(
+        world, capfd, [shared_tmp],
+        ["train", path, "--epochs", "1", "--quiet", "--metrics", shared_tmp / "m.json", *flags],
+        "not enough memory for", "6 features, hidden 16, 100000000 classes",
+    )
+    assert "GiB per rank needed" in message and "GiB available per rank" in message
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize(
+    ("flags", "words"),
+    [(["--hidden", str(10**30)], "--hidden must be in [1, 2147483647]"),
+     (["--layers", str(10**9)], "--layers must be in [1, 4096]"),
+     (["--hidden", str(10**7)], "not enough memory for")],  # 1.8 GB of weights
+)
+def test_model_flags_too_large(graph_file, shared_tmp, world, capfd, monkeypatch, flags, words):
+    monkeypatch.setenv("HPCGNN_MEMORY_LIMIT", str(2**30))
+    path = graph_file(n=40, seed=1)
+    expect_error_untouched(
+        world, capfd, [shared_tmp],
+        ["train", path, "--epochs", "1", "--quiet", "--metrics", shared_tmp / "m.json", *flags],
+        words,
+    )

@@ -75,7 +75,7 @@ class GraphFile:
                 f"{self.path}: not a readable HDF5 file (truncated or corrupt?): {err}"
             ) from err
         try:
-            self._check_storage(self._h5, "", 0)
+            self._check_storage(self._h5, "", 0, set())
             self.meta = self._read_meta()
         except Exception:
             self._h5.close()
@@ -93,16 +93,22 @@ class GraphFile:
             self._h5.close()
 
     # -- storage policy --------------------------------------------------------------------
-    def _check_storage(self, group: h5py.Group, prefix: str, depth: int) -> None:
+    def _check_storage(
+        self, group: h5py.Group, prefix: str, depth: int, seen: set[object]
+    ) -> None:
         """Refuse what could reach other files or make reading explode, before any read.
 
         Soft and external links, external storage and virtual datasets are refused (they
         can point at any file on the machine); so is a dataset that declares more bytes than
         its storage can hold (at most :data:`MAX_COMPRESSION` times its stored size when
         compressed, all of it otherwise), which would make a small file read for hours.
+        Every object is checked once however many hard links reach it (``seen`` holds the
+        ids of those checked), so groups linked many times over cannot make the check itself
+        run for hours.
         """
         if depth > MAX_DEPTH:
             raise self._fail(f"groups nested deeper than {MAX_DEPTH} levels at '{prefix}'")
+        seen.add(group.id)
         for name in group:
             path = f"{prefix}/{name}"
             link = group.get(name, getlink=True)
@@ -110,9 +116,12 @@ class GraphFile:
                 kind = "an external link" if isinstance(link, h5py.ExternalLink) else "a soft link"
                 raise self._fail(f"'{path}' is {kind}; links are not followed")
             obj = group.get(name)
+            if obj is None or obj.id in seen:
+                continue
             if isinstance(obj, h5py.Group):
-                self._check_storage(obj, path, depth + 1)
+                self._check_storage(obj, path, depth + 1, seen)
             elif isinstance(obj, h5py.Dataset):
+                seen.add(obj.id)
                 self._check_dataset(obj, path)
 
     def _check_dataset(self, ds: h5py.Dataset, path: str) -> None:

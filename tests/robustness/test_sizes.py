@@ -157,3 +157,30 @@ def test_model_flags_too_large(graph_file, shared_tmp, world, capfd, monkeypatch
         ["train", path, "--epochs", "1", "--quiet", "--metrics", shared_tmp / "m.json", *flags],
         words,
     )
+
+
+def _self_link(path, where):
+    import h5py
+
+    with h5py.File(path, "r+") as f:
+        if where in f:
+            del f[where]
+        f[where] = h5py.SoftLink("/" + where)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("where", ["labels", "masks/train", "x"])
+@pytest.mark.parametrize("command", ["info", "train", "partition"])
+def test_a_soft_link_to_itself_is_refused(graph_file, shared_tmp, world, capfd, where, command):
+    # at a dataset the reader needs (labels, a mask) and at a path it never reads (x)
+    path = graph_file(n=40, seed=1)
+    on_rank0(world, _self_link, path, where)
+    argv = {
+        "info": ["info", path],
+        "train": ["train", path, "--epochs", "1", "--metrics", shared_tmp / "m.json"],
+        "partition": ["partition", path, "--parts", "2", "--method", "block",
+                      "--out", shared_tmp / "p.h5"],
+    }[command]
+    expect_error_untouched(
+        world, capfd, [shared_tmp], argv, f"'/{where}' is a soft link; links are not followed"
+    )

@@ -19,11 +19,28 @@ DTYPES = ("float32", "float64")
 #: Distributed SpMM algorithms of ``hpcgnn train --mode fullbatch``.
 ALGORITHMS = ("1d", "1.5d", "2d", "3d", "halo")
 
+#: Largest ``--layers`` (deep GNNs reach about a thousand layers).
+MAX_LAYERS = 4096
+#: Largest ``--hidden`` width.
+MAX_HIDDEN = 2**31 - 1
+
 #: The process-grid kind each algorithm (and ``--mode offload`` / ``minibatch``) runs on.
 GRID_KIND = {
     "1d": "1d", "1.5d": "1.5d", "2d": "2d", "3d": "3d", "halo": "1d", "offload": "1d",
     "minibatch": "1.5d", "gist": "1d",
 }
+
+
+def check_layers(layers: int) -> None:
+    """Refuse a model depth outside ``[1, MAX_LAYERS]``."""
+    if not 1 <= layers <= MAX_LAYERS:
+        raise ConfigError(f"--layers must be in [1, {MAX_LAYERS}], got {layers}")
+
+
+def check_random_key(value: int, flag: str = "--seed") -> None:
+    """Refuse a number the random streams fold in (a seed, an epoch) outside ``[0, 2^63)``."""
+    if not 0 <= value < 2**63:
+        raise ConfigError(f"{flag} must be in [0, 2^63), got {value}")
 
 
 @dataclass(frozen=True)
@@ -41,10 +58,9 @@ class TrainConfig:
     dtype: str = "float32"
 
     def __post_init__(self) -> None:
-        if self.layers < 1:
-            raise ConfigError(f"--layers must be >= 1, got {self.layers}")
-        if self.hidden < 1:
-            raise ConfigError(f"--hidden must be >= 1, got {self.hidden}")
+        check_layers(self.layers)
+        if not 1 <= self.hidden <= MAX_HIDDEN:
+            raise ConfigError(f"--hidden must be in [1, {MAX_HIDDEN}], got {self.hidden}")
         if self.epochs < 0:
             raise ConfigError(f"--epochs must be >= 0, got {self.epochs}")
         if not 0.0 <= self.dropout < 1.0:
@@ -56,8 +72,7 @@ class TrainConfig:
                 f"--lr and --weight-decay must be finite and >= 0,"
                 f" got {self.lr}, {self.weight_decay}"
             )
-        if not 0 <= self.seed < 2**63:
-            raise ConfigError(f"--seed must be in [0, 2^63), got {self.seed}")
+        check_random_key(self.seed)
         if self.eval_every < 0:
             raise ConfigError(f"--eval-every must be >= 0, got {self.eval_every}")
         if self.dtype not in DTYPES:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from hpcgnn.layout.shapes import MAX_PROCS
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``model`` sub-command."""
@@ -18,7 +20,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("graph")
-    p.add_argument("--procs", type=int, required=True, help="number of ranks P")
+    p.add_argument("--procs", type=int, required=True,
+                   help=f"number of ranks P, at most {MAX_PROCS} (2^20)")
     p.add_argument("--alpha", type=float, default=2e-6, help="latency per message, seconds")
     p.add_argument("--beta", type=float, default=1e-10, help="seconds per byte (1e-10 = 10 GB/s)")
     p.add_argument("--layers", type=int, default=2)
@@ -36,8 +39,8 @@ def run(args: argparse.Namespace) -> int:
     from hpcgnn.errors import ConfigError
     from hpcgnn.io.reader import GraphFile
 
-    if args.procs < 1:
-        raise ConfigError(f"--procs must be >= 1, got {args.procs}")
+    if not 1 <= args.procs <= MAX_PROCS:
+        raise ConfigError(f"--procs must be in [1, {MAX_PROCS}], got {args.procs}")
     cfg = TrainConfig(layers=args.layers, hidden=args.hidden, dtype=args.dtype)
     with GraphFile(args.graph) as gf:
         meta = gf.meta

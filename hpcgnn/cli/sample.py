@@ -21,13 +21,15 @@ def add_sampling_arguments(p: argparse.ArgumentParser) -> argparse._ArgumentGrou
                    help="sage: node-wise GraphSAGE; ladies: layer-wise LADIES (default: sage)")
     g.add_argument("--fanout", default=None, metavar="F1,F2,...",
                    help="sage: sampled in-neighbours per vertex, one per layer, the seeds' hop "
-                        "first, e.g. 15,10,5 (default: 10 per layer)")
+                        "first, e.g. 15,10,5; a vertex with fewer keeps them all "
+                        "(default: 10 per layer; at most 2^31-1)")
     g.add_argument("--layer-size", default=None, metavar="S[,S2,...]",
                    help="ladies: vertices sampled per batch and layer, one value or one per "
-                        "layer (default: 512)")
+                        "layer; fewer candidates are all kept (default: 512; at most 2^31-1)")
     g.add_argument("--batch-size", type=int, default=1024, help="seed vertices per minibatch")
     g.add_argument("--bulk", type=int, default=16,
-                   help="minibatches sampled at once, in one stacked SpGEMM per hop (default: 16)")
+                   help="minibatches sampled at once, in one stacked SpGEMM per hop "
+                        "(default: 16; at most 2^31-1)")
     g.add_argument("--graph-layout", choices=LAYOUTS, default="replicated",
                    help="replicated: every rank holds the whole graph; partitioned: block rows "
                         "on a (P/c) x c grid, sparsity-aware 1.5D SpGEMM (default: replicated)")

@@ -35,12 +35,9 @@ def predict_block_row(problem: Problem, shape: GridShape) -> Estimate:
     s = problem.itemsize
     est = Estimate()
     widths = problem.widths
+    worst = float(np.diff(off[chunks]).max())  # rows broadcast in the busiest process column
     for f, backward in aggregation_widths(widths):
         for _ in range(2 if backward else 1):
-            worst = 0.0
-            for j in range(c):
-                chunk = sizes[chunks[j] : chunks[j + 1]]
-                worst = max(worst, float(chunk.sum()))
             est.add("dense_bcast", float((q - 1) * problem.n * f * s), worst * f * s,
                     int(np.diff(chunks).max()))
             if c > 1:

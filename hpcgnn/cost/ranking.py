@@ -2,7 +2,8 @@
 
 :func:`cost_problem` turns a graph's metadata and the hyper-parameters into the
 :class:`~hpcgnn.cost.estimate.Problem` every cost model takes; :func:`memory_estimate`
-bounds a rank's memory on a grid; :func:`rank_choices` evaluates every algorithm on every
+(full batch) and :func:`minibatch_memory_estimate` bound a rank's memory on a grid;
+:func:`rank_choices` evaluates every algorithm on every
 admissible grid for ``P`` ranks and sorts them by modelled time. ``P`` need not be
 runnable here (e.g. 4096).
 """
@@ -34,11 +35,24 @@ def cost_problem(meta: GraphMeta, cfg: TrainConfig, row_offsets: np.ndarray | No
     )
 
 
+def weight_bytes(meta: GraphMeta, cfg: TrainConfig, per_layer: int = 1) -> float:
+    """Bytes the weights take on every rank (they are replicated), all copies counted.
+
+    ``per_layer`` weight matrices per layer (GraphSAGE has two). Each weight is held five
+    times (value, gradient, Adam's two moments, the fused gradient all-reduce buffer),
+    and the initialiser draws one matrix at a time in float64.
+    """
+    widths = layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, cfg.layers)
+    sizes = [float(a) * b for a, b in zip(widths[:-1], widths[1:], strict=True)]
+    return per_layer * 5 * cfg.itemsize * sum(sizes) + 8 * max(sizes)
+
+
 def memory_estimate(meta: GraphMeta, cfg: TrainConfig, shape: GridShape) -> float:
     """Rough upper bound of the bytes one rank allocates (matrices, activations, buffers).
 
     Sparse blocks of ``Â^T`` and ``Â`` are held as 64-bit-index CSR (about 20 bytes per
-    nonzero, twice during loading); every layer keeps its input, output and gradient.
+    nonzero, twice during loading); every layer keeps its input, output and gradient;
+    the weights are counted by :func:`weight_bytes`.
     """
     blocks = shape.dims[0] if shape.kind in ("1d", "1.5d") else shape.size
     itemsize = cfg.itemsize
@@ -46,7 +60,22 @@ def memory_estimate(meta: GraphMeta, cfg: TrainConfig, shape: GridShape) -> floa
     nnz = (meta.num_edges + meta.num_nodes) / blocks
     widths = layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, cfg.layers)
     dense = rows * sum(widths) * itemsize * 4 + rows * max(widths) * itemsize * 2
-    return 2 * 2 * 20 * nnz + dense + 8 * meta.num_nodes * 2
+    return 2 * 2 * 20 * nnz + dense + 8 * meta.num_nodes * 2 + weight_bytes(meta, cfg)
+
+
+def minibatch_memory_estimate(
+    meta: GraphMeta, cfg: TrainConfig, shape: GridShape, per_layer: int
+) -> float:
+    """Rough bytes one rank of ``--mode minibatch`` allocates besides the graph structure.
+
+    The weights (:func:`weight_bytes`, ``per_layer`` matrices per layer), the features of
+    the rank's block of vertices (read, then converted to the training dtype) and the
+    full-graph evaluation's activations of that block, layer by layer.
+    """
+    rows = meta.num_nodes / shape.dims[0]
+    widths = layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, cfg.layers)
+    vertex = meta.num_features * (meta.feature_dtype.itemsize + cfg.itemsize) + 24
+    return weight_bytes(meta, cfg, per_layer) + rows * (vertex + 2 * max(widths) * cfg.itemsize)
 
 
 def rank_choices(

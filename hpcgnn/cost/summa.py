@@ -136,36 +136,36 @@ def summa_block_nnz(path: str | os.PathLike, dims: tuple[int, ...]) -> SummaBloc
     return SummaBlockNnz(dims3, tuple(fwd), tuple(bwd))
 
 
-def _uniform_nnz(problem: Problem, layout: SummaLayout) -> tuple[np.ndarray, ...]:
-    """Block nonzeros if the ``nnz`` nonzeros were spread uniformly over the matrix."""
-    rows = np.array([hi - lo for lo, hi in map(layout.row_block, range(layout.pr))], float)
-    n2 = float(problem.n) ** 2
-    out = []
-    for layer in range(layout.pl):
-        sizes = np.array([s.size for s in layout.segments(layer)], dtype=np.float64)
-        out.append(problem.nnz * rows[:, None] * sizes[None, :] / n2)
-    return tuple(out)
-
-
 def _sparse_per_rank(
-    layout: SummaLayout, nnz: tuple[np.ndarray, ...], itemsize: int
+    layout: SummaLayout, problem: Problem, nnz: tuple[np.ndarray, ...] | None
 ) -> np.ndarray:
-    """Bytes each P(i, j, l) receives in the sparse broadcasts of one SpMM pass."""
+    """Bytes each P(i, j, l) receives in the sparse broadcasts of one SpMM pass.
+
+    Row block ``i`` of stage ``s`` is broadcast along the process row by the stage's
+    sparse owner ``j_s``: P(i, j, l) receives every block of row block ``i`` in layer
+    ``l`` except those it owns. ``nnz`` holds the exact nonzeros per (row block, stage)
+    of each layer; without it they are spread uniformly (``nnz n_i |s| / n^2``), so row
+    blocks of equal size receive alike and are computed once (the even split has at
+    most three sizes), which keeps the work ``O(P)`` however many stages there are.
+    """
     pr, pc, pl = layout.dims
-    out = np.zeros((pr, pc, pl))
     if pc == 1:
-        return out
-    rows = np.array([hi - lo for lo, hi in map(layout.row_block, range(pr))], float)[:, None]
-    for layer in range(pl):
-        z = np.asarray(nnz[layer], dtype=np.float64)  # (Pr, stages)
-        if z.size == 0:
-            continue
-        b = sparse_block_bytes(rows, layout.n, z, itemsize)
-        owner = np.array([s.j for s in layout.segments(layer)])
-        sent = np.zeros((pr, pc))
-        np.add.at(sent, (slice(None), owner), b)  # bytes of the blocks column j owns
-        out[:, :, layer] = b.sum(axis=1)[:, None] - sent
-    return out
+        return np.zeros((pr, pc, pl))
+    t = layout.stages()
+    rows = np.diff(layout.fine[::pl]).astype(np.float64)  # of every row block
+    if nnz is None:
+        rows, row_of = np.unique(rows, return_inverse=True)
+        z = problem.nnz * rows[:, None] * t.size[None, :].astype(np.float64) / problem.n**2
+    else:
+        row_of = np.arange(pr)
+        z = np.concatenate([np.asarray(a, dtype=np.float64) for a in nnz], axis=1)
+    b = sparse_block_bytes(rows[:, None], layout.n, z, problem.itemsize)  # (rows, stages)
+    ones, stage = np.ones(len(t.lo)), np.arange(len(t.lo))
+    by_layer = sp.csr_matrix((ones, (t.layer, stage)), shape=(pl, len(stage)))
+    by_owner = sp.csr_matrix((ones, (t.layer * pc + t.j, stage)), shape=(pl * pc, len(stage)))
+    total = (by_layer @ b.T).T  # every block of row block i in layer l
+    sent = (by_owner @ b.T).T.reshape(len(rows), pl, pc)  # the blocks P(i, j, l) owns
+    return (total[:, None, :] - sent.transpose(0, 2, 1))[row_of]
 
 
 def _log2(q: int) -> int:
@@ -229,12 +229,9 @@ def predict_summa(
     pr, pc, pl = dims3
     p = pr * pc * pl
     s = problem.itemsize
-    if block_nnz is not None:
-        nnz_fwd, nnz_bwd = block_nnz.forward, block_nnz.backward
-    else:
-        nnz_fwd = nnz_bwd = _uniform_nnz(problem, layout)
-    sparse = {"fwd": _sparse_per_rank(layout, nnz_fwd, s)}
-    sparse["bwd"] = sparse["fwd"] if nnz_bwd is nnz_fwd else _sparse_per_rank(layout, nnz_bwd, s)
+    fwd, bwd = (None, None) if block_nnz is None else (block_nnz.forward, block_nnz.backward)
+    sparse = {"fwd": _sparse_per_rank(layout, problem, fwd)}
+    sparse["bwd"] = sparse["fwd"] if bwd is fwd else _sparse_per_rank(layout, problem, bwd)
 
     fine = layout.fine_sizes().astype(np.float64)  # (Pr, Pl)
     rows_i = fine.sum(axis=1)

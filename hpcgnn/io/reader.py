@@ -25,6 +25,9 @@ MAX_COMPRESSION = 1100
 SMALL_DATASET_BYTES = 1 << 16
 #: Deepest group nesting accepted (the format uses two levels).
 MAX_DEPTH = 8
+#: Largest ``num_classes`` accepted (``2^31 - 1``): a label is a class id, and no data set
+#: has more classes than an int32 counts; a larger count is forged or corrupt.
+MAX_CLASSES = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -72,7 +75,7 @@ class GraphFile:
                 f"{self.path}: not a readable HDF5 file (truncated or corrupt?): {err}"
             ) from err
         try:
-            self._check_storage(self._h5, "", 0)
+            self._check_storage(self._h5, "", 0, set())
             self.meta = self._read_meta()
         except Exception:
             self._h5.close()
@@ -90,16 +93,22 @@ class GraphFile:
             self._h5.close()
 
     # -- storage policy --------------------------------------------------------------------
-    def _check_storage(self, group: h5py.Group, prefix: str, depth: int) -> None:
+    def _check_storage(
+        self, group: h5py.Group, prefix: str, depth: int, seen: set[object]
+    ) -> None:
         """Refuse what could reach other files or make reading explode, before any read.
 
         Soft and external links, external storage and virtual datasets are refused (they
         can point at any file on the machine); so is a dataset that declares more bytes than
         its storage can hold (at most :data:`MAX_COMPRESSION` times its stored size when
         compressed, all of it otherwise), which would make a small file read for hours.
+        Every object is checked once however many hard links reach it (``seen`` holds the
+        ids of those checked), so groups linked many times over cannot make the check itself
+        run for hours.
         """
         if depth > MAX_DEPTH:
             raise self._fail(f"groups nested deeper than {MAX_DEPTH} levels at '{prefix}'")
+        seen.add(group.id)
         for name in group:
             path = f"{prefix}/{name}"
             link = group.get(name, getlink=True)
@@ -107,9 +116,12 @@ class GraphFile:
                 kind = "an external link" if isinstance(link, h5py.ExternalLink) else "a soft link"
                 raise self._fail(f"'{path}' is {kind}; links are not followed")
             obj = group.get(name)
+            if obj is None or obj.id in seen:
+                continue
             if isinstance(obj, h5py.Group):
-                self._check_storage(obj, path, depth + 1)
+                self._check_storage(obj, path, depth + 1, seen)
             elif isinstance(obj, h5py.Dataset):
+                seen.add(obj.id)
                 self._check_dataset(obj, path)
 
     def _check_dataset(self, ds: h5py.Dataset, path: str) -> None:
@@ -139,12 +151,13 @@ class GraphFile:
         value = self._h5.attrs[name]
         if kind is str:
             return value.decode() if isinstance(value, bytes) else str(value)
-        try:
-            if kind is bool:
-                return bool(value)
-            return int(value)
-        except (TypeError, ValueError) as err:
-            raise self._fail(f"attribute '{name}' is not an integer: {value!r}") from err
+        if kind is bool:
+            return bool(value)
+        if isinstance(value, np.generic):
+            value = value.item()
+        if isinstance(value, bool) or not isinstance(value, int):  # 3.5, "3", [3], True
+            raise self._fail(f"attribute '{name}' is not an integer: {value!r}")
+        return value
 
     def dataset(self, name: str, shape: tuple[int | None, ...], kinds: str) -> h5py.Dataset:
         """Return dataset ``name`` after checking its shape and dtype kind.
@@ -195,6 +208,8 @@ class GraphFile:
             raise self._fail(
                 f"invalid sizes: num_nodes={n}, num_edges={nnz}, num_features={f}, num_classes={c}"
             )
+        if c > MAX_CLASSES:
+            raise self._fail(f"num_classes={c} is more than {MAX_CLASSES}; not a class count")
         groups = [fmt.ADJACENCY] + ([fmt.ADJACENCY_T] if directed else [])
         for g in groups:
             self.dataset(f"{g}/{fmt.INDPTR}", (n + 1,), "iu")

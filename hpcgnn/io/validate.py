@@ -145,7 +145,8 @@ class GraphReport:
     unlabelled
         Number of vertices with label ``-1``.
     class_histogram
-        Number of vertices of each class ``0 .. num_classes - 1``.
+        Number of vertices of each class ``0 .. k - 1``, ``k`` the largest label present
+        plus one (at most ``num_classes``; the classes above have no vertex).
     out_degree
         Out-degrees (rows of ``A``); for undirected files simply the degrees.
     in_degree
@@ -588,13 +589,16 @@ class _Validator:
 
     def labels_and_masks(self) -> _VertexStats:
         """Check label range, labelled masks and disjoint masks; count classes and splits."""
-        c = self.meta.num_classes
-        hist = np.zeros(c + 1, dtype=np.int64)  # hist[0] counts unlabelled vertices
+        # hist[0] counts unlabelled vertices; it grows to the largest label present only, so
+        # a file declaring millions of classes costs no more than its labels
+        hist = np.zeros(1, dtype=np.int64)
         sizes = dict.fromkeys(fmt.MASK_NAMES, 0)
         for lo in range(0, self.n, ROW_BLOCK):
             hi = min(self.n, lo + ROW_BLOCK)
             y = self.gf.read_labels(lo, hi)
-            hist += np.bincount(y + 1, minlength=c + 1)
+            counts = np.bincount(y + 1)
+            hist = np.pad(hist, (0, max(0, len(counts) - len(hist))))
+            hist[: len(counts)] += counts
             masks = {m: self.gf.read_mask(m, lo, hi) for m in fmt.MASK_NAMES}
             for m, mask in masks.items():
                 sizes[m] += int(np.count_nonzero(mask))

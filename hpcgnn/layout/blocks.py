@@ -6,15 +6,16 @@ import numpy as np
 import scipy.sparse as sp
 
 
-def even_offsets(n: int, parts: int) -> np.ndarray:
+def even_offsets(n: int | np.ndarray, parts: int) -> np.ndarray:
     """Offsets ``o`` (length ``parts + 1``) splitting ``n`` items into near-equal blocks.
 
     The first ``n % parts`` blocks get one item more, so block sizes differ by at most 1.
+    For an array ``n`` the offsets of every entry are returned at once, with shape
+    ``(parts + 1, *n.shape)``.
     """
-    base, extra = divmod(n, parts)
-    sizes = np.full(parts, base, dtype=np.int64)
-    sizes[:extra] += 1
-    return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    base, extra = np.divmod(np.asarray(n, dtype=np.int64), parts)
+    j = np.arange(parts + 1, dtype=np.int64).reshape(-1, *[1] * base.ndim)
+    return j * base + np.minimum(j, extra)
 
 
 def merge_offsets(offsets: np.ndarray, groups: int) -> np.ndarray:

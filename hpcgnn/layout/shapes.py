@@ -1,7 +1,8 @@
 """Which process-grid shapes each algorithm admits, and the automatic choice for any P.
 
 Pure functions of integers (no MPI), so ``hpcgnn model`` can reason about P = 1024 on a
-laptop.
+laptop. Grids are enumerated from the divisors of ``P`` (found in ``O(sqrt P)``), so even
+``P`` = :data:`MAX_PROCS` costs little.
 
 Conventions
 -----------
@@ -21,6 +22,8 @@ from dataclasses import dataclass
 from hpcgnn.errors import GridError
 
 KINDS = ("1d", "1.5d", "2d", "3d")
+#: The largest process count ``hpcgnn model`` reasons about (about a million ranks).
+MAX_PROCS = 2**20
 _NDIMS = {"1d": 1, "1.5d": 2, "2d": 2, "3d": 3}
 
 
@@ -56,15 +59,17 @@ def parse_grid(text: str) -> tuple[int, ...]:
     return dims
 
 
+def divisors(p: int) -> list[int]:
+    """The divisors of ``p >= 1`` in increasing order (trial division up to ``sqrt p``)."""
+    small = [d for d in range(1, math.isqrt(p) + 1) if p % d == 0]
+    return small + [p // d for d in reversed(small) if d * d != p]
+
+
 def factorizations(p: int, ndims: int) -> list[tuple[int, ...]]:
     """All ordered tuples of ``ndims`` positive ints whose product is ``p``."""
     if ndims == 1:
         return [(p,)]
-    out = []
-    for d in range(1, p + 1):
-        if p % d == 0:
-            out.extend((d, *rest) for rest in factorizations(p // d, ndims - 1))
-    return out
+    return [(d, *rest) for d in divisors(p) for rest in factorizations(p // d, ndims - 1)]
 
 
 def admissible_shapes(kind: str, p: int) -> list[GridShape]:
@@ -80,7 +85,7 @@ def _most_balanced(cands: list[tuple[int, ...]]) -> tuple[int, ...]:
 
 def default_replication(p: int) -> int:
     """Default 1.5D replication: the largest divisor ``c`` of ``p`` with ``c * c <= p``."""
-    return max(c for c in range(1, p + 1) if p % c == 0 and c * c <= p)
+    return max(c for c in divisors(p) if c * c <= p)
 
 
 def choose_shape(
@@ -133,7 +138,7 @@ def choose_shape(
         if c < 1 or p % c != 0:
             raise GridError(
                 f"1.5d replication {c} does not divide {p} processes "
-                f"(valid: {', '.join(str(d) for d in range(1, p + 1) if p % d == 0)})"
+                f"(valid: {', '.join(map(str, divisors(p)))})"
             )
         return GridShape(kind, (p // c, c))
     if kind == "2d":

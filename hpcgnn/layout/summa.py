@@ -50,7 +50,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from hpcgnn.layout.blocks import even_offsets, merge_offsets, vertex_offsets
+from hpcgnn.layout.blocks import even_offsets, vertex_offsets
 from hpcgnn.layout.order import transform_first
 
 #: Dense-step variants (see :func:`dense_variant`).
@@ -94,8 +94,36 @@ class Segment:
         return self.hi - self.lo
 
 
+@dataclass(frozen=True)
+class StageTable:
+    """Every SUMMA stage of every grid layer as arrays: the fields of :class:`Segment`.
+
+    Entry ``s`` is stage ``s - first[layer[s]]`` of grid layer ``layer[s]``; the stages of
+    layer ``l`` are the entries ``first[l]:first[l + 1]``, in order, so ``s`` is also the
+    global stage id of :meth:`SummaLayout.segment_ids`. The cost model reads this table
+    instead of building a :class:`Segment` per stage (millions of them at ``P = 2^20``).
+    """
+
+    first: np.ndarray
+    layer: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    k: np.ndarray
+    j: np.ndarray
+    g0: np.ndarray
+    r0: np.ndarray
+
+    @property
+    def size(self) -> np.ndarray:
+        """Number of inner vertices of every stage."""
+        return self.hi - self.lo
+
+
 class SummaLayout:
     """Fine blocks, column blocks and SUMMA stages of a ``Pr x Pc x Pl`` grid.
+
+    Every layer's stages are found at once with array operations (``O(P)`` work), so the
+    cost model can lay out every grid of a large ``P``.
 
     Parameters
     ----------
@@ -128,7 +156,11 @@ class SummaLayout:
         self.n = int(n)
         self.pr, self.pc, self.pl = (int(d) for d in dims)
         self.fine = vertex_offsets(self.n, self.pr * self.pl, partition)
-        self._segments = [self._make_segments(layer) for layer in range(self.pl)]
+        zero = np.zeros((1, self.pl), dtype=np.int64)
+        self._inner = np.concatenate([zero, np.cumsum(self.fine_sizes(), axis=0)])
+        self._split = self._column_splits()
+        self._stages = self._stage_table()
+        self._segments: dict[int, list[Segment]] = {}
 
     @property
     def dims(self) -> tuple[int, int, int]:
@@ -171,45 +203,63 @@ class SummaLayout:
     # -- inner dimension of a grid layer -------------------------------------------------
     def inner_offsets(self, layer: int) -> np.ndarray:
         """Positions of the fine blocks ``(0, layer) .. (Pr - 1, layer)`` in ``V_layer``."""
-        sizes = self.fine_sizes()[:, layer]
-        return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        return self._inner[:, layer].copy()
 
     def column_split(self, layer: int) -> np.ndarray:
         """Offsets (positions of ``V_layer``) of the ``Pc`` sparse column blocks."""
-        q = self.inner_offsets(layer)
-        pr, pc = self.pr, self.pc
-        if self.split == "even":
-            return even_offsets(int(q[-1]), pc)
-        if pr % pc == 0:
-            return merge_offsets(q, pc)
-        if pc % pr == 0:
-            per = pc // pr
-            parts = [q[k] + even_offsets(int(q[k + 1] - q[k]), per)[:-1] for k in range(pr)]
-            return np.concatenate([*parts, [q[-1]]]).astype(np.int64)
-        return even_offsets(int(q[-1]), pc)
+        return self._split[:, layer].copy()
 
-    def _make_segments(self, layer: int) -> list[Segment]:
-        q = self.inner_offsets(layer)
-        c = self.column_split(layer)
-        cuts = np.union1d(q, c)
-        out: list[Segment] = []
-        for lo, hi in zip(cuts[:-1], cuts[1:], strict=True):
-            if hi <= lo:
-                continue
-            k = int(np.searchsorted(q, lo, side="right")) - 1
-            j = int(np.searchsorted(c, lo, side="right")) - 1
-            r0 = int(lo - q[k])
-            g0 = int(self.fine[k * self.pl + layer]) + r0
-            out.append(Segment(len(out), int(lo), int(hi), k, j, g0, r0))
-        return out
+    def _column_splits(self) -> np.ndarray:
+        """:meth:`column_split` of every layer, shape ``(Pc + 1, Pl)``."""
+        q, pr, pc = self._inner, self.pr, self.pc
+        if self.split == "auto" and pr % pc == 0:
+            return q[even_offsets(pr, pc)]
+        if self.split == "auto" and pc % pr == 0:
+            per = pc // pr
+            pieces = q[None, :-1] + even_offsets(np.diff(q, axis=0), per)[:-1]  # (per, Pr, Pl)
+            return np.concatenate([pieces.transpose(1, 0, 2).reshape(pc, self.pl), q[-1:]])
+        return even_offsets(q[-1], pc)
+
+    def _stage_table(self) -> StageTable:
+        """Cut every layer at its fine-block and column-block offsets (empty pieces dropped).
+
+        The layers are solved together: layer ``l``'s positions are shifted by ``l * span``
+        (``span`` exceeds every layer's length), which keeps the offsets of all layers in
+        one sorted array, so one sort finds every cut and one ``searchsorted`` every owner.
+        """
+        q, c, pr, pc, pl = self._inner, self._split, self.pr, self.pc, self.pl
+        span = int(q[-1].max()) + 1
+        shift = np.arange(pl, dtype=np.int64) * span
+        qs, cs = (q + shift).T.ravel(), (c + shift).T.ravel()  # layer by layer, ascending
+        cuts = np.sort(np.concatenate([qs, cs]), kind="stable").reshape(pl, pr + pc + 2)
+        lo, hi = cuts[:, :-1].ravel(), cuts[:, 1:].ravel()
+        keep = hi > lo
+        layer = np.repeat(np.arange(pl, dtype=np.int64), pr + pc + 1)[keep]
+        lo = lo[keep]
+        k = np.searchsorted(qs, lo, side="right") - 1 - layer * (pr + 1)
+        j = np.searchsorted(cs, lo, side="right") - 1 - layer * (pc + 1)
+        lo = lo - layer * span
+        hi = hi[keep] - layer * span
+        r0 = lo - q[k, layer]
+        first = np.concatenate([[0], np.cumsum(np.bincount(layer, minlength=pl))])
+        return StageTable(first, layer, lo, hi, k, j, self.fine[k * pl + layer] + r0, r0)
+
+    def stages(self) -> StageTable:
+        """The stages of every grid layer as arrays (see :class:`StageTable`)."""
+        return self._stages
 
     def segments(self, layer: int) -> list[Segment]:
         """The SUMMA stages of grid layer ``layer``, in order (empty pieces dropped)."""
+        if layer not in self._segments:
+            t = self._stages
+            a, b = int(t.first[layer]), int(t.first[layer + 1])
+            rows = zip(*(x[a:b].tolist() for x in (t.lo, t.hi, t.k, t.j, t.g0, t.r0)), strict=True)
+            self._segments[layer] = [Segment(idx, *row) for idx, row in enumerate(rows)]
         return self._segments[layer]
 
     def num_stages(self) -> int:
         """Stages of the slowest grid layer (the critical path of one SpMM)."""
-        return max(len(s) for s in self._segments)
+        return int(np.diff(self._stages.first).max())
 
     def segment_ids(self) -> tuple[np.ndarray, np.ndarray]:
         """Map every vertex to its (layer, stage) as a global stage id.
@@ -222,12 +272,9 @@ class SummaLayout:
             ``first[layer]`` = global id of the layer's first stage (length ``Pl + 1``).
 
         """
-        first = np.concatenate([[0], np.cumsum([len(s) for s in self._segments])])
-        ids = np.empty(self.n, dtype=np.int64)
-        for layer, segs in enumerate(self._segments):
-            for s in segs:
-                ids[s.g0 : s.g0 + s.size] = first[layer] + s.index
-        return ids, first.astype(np.int64)
+        t = self._stages
+        order = np.argsort(t.g0, kind="stable")  # the stages tile the vertices
+        return np.repeat(order, t.size[order]).astype(np.int64), t.first.astype(np.int64)
 
 
 # -- sparse blocks on the wire -----------------------------------------------------------

@@ -235,7 +235,7 @@ def compare_plans(
         raise ConfigError(f"--feature-dim must be >= 1, got {feature_dim}")
     if chunks < 0:
         raise ConfigError(f"--chunks must be >= 0, got {chunks}")
-    topo = topology if isinstance(topology, Topology) else load_topology(topology)
+    topo = topology if isinstance(topology, Topology) else load_topology(topology, parts)
     if topo.num_ranks != parts:
         raise ConfigError(
             f"--parts {parts} does not match topology '{topo.name}' with "

@@ -105,15 +105,24 @@ def _bandwidth(path: str, value: object, what: str) -> float:
     return float(value)
 
 
-def load_topology(path: str | os.PathLike) -> Topology:
+def load_topology(path: str | os.PathLike, ranks: int | None = None) -> Topology:
     """Read and validate a topology JSON file.
+
+    Parameters
+    ----------
+    path
+        The JSON file.
+    ranks
+        The number of ranks the caller needs (the job's size, ``--parts``), or ``None``;
+        a file declaring another number is refused before anything is built per rank.
 
     Raises
     ------
     InputError
-        One line naming the problem: unreadable file, bad JSON, missing field, rank
-        missing from the nodes, link to an unknown rank, non-positive bandwidth, unknown
-        shared resource, or a topology that is not connected.
+        One line naming the problem: unreadable file, bad JSON, missing field, a rank
+        count other than ``ranks``, rank missing from the nodes, link to an unknown rank,
+        non-positive bandwidth, unknown shared resource, or a topology that is not
+        connected.
     """
     p = os.fspath(path)
     try:
@@ -123,10 +132,10 @@ def load_topology(path: str | os.PathLike) -> Topology:
         raise _bad(p, f"cannot read: {err.strerror}") from err
     except json.JSONDecodeError as err:
         raise _bad(p, f"not valid JSON: {err.msg} at line {err.lineno}") from err
-    return parse_topology(doc, p)
+    return parse_topology(doc, p, ranks)
 
 
-def parse_topology(doc: object, path: str = "<dict>") -> Topology:
+def parse_topology(doc: object, path: str = "<dict>", ranks: int | None = None) -> Topology:
     """Validate an already parsed topology document (see :func:`load_topology`)."""
     if not isinstance(doc, dict):
         raise _bad(path, "top level must be a JSON object")
@@ -135,6 +144,8 @@ def parse_topology(doc: object, path: str = "<dict>") -> Topology:
     n = _int(path, doc["ranks"], "'ranks'")
     if n < 1:
         raise _bad(path, f"'ranks' must be >= 1, got {n}")
+    if ranks is not None and n != ranks:
+        raise _bad(path, f"has {n} ranks but the job has {ranks}")
     name = str(doc.get("name", os.path.basename(path)))
 
     nodes = doc.get("nodes", [{"name": f"rank{r}", "ranks": [r]} for r in range(n)])

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from mpi4py import MPI
 
 from hpcgnn.comm.collective import collective
+from hpcgnn.config import check_random_key
 from hpcgnn.errors import ConfigError
 from hpcgnn.graph.check import check_graph
 from hpcgnn.grid.process_grid import ProcessGrid
@@ -102,8 +103,7 @@ def sample_to_file(
     """
     if batches is not None and batches < 1:
         raise ConfigError(f"--batches must be >= 1, got {batches}")
-    if epoch < 0:
-        raise ConfigError(f"--epoch must be >= 0, got {epoch}")
+    check_random_key(epoch, "--epoch")
     pgrid = ProcessGrid.create(comm, "1.5d", grid, replication)
     try:
         world = pgrid.world

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from hpcgnn.config import MAX_LAYERS, check_layers, check_random_key
 from hpcgnn.errors import ConfigError
 from hpcgnn.sampling.rows import SAMPLERS
 
 LAYOUTS = ("replicated", "partitioned")
 DEFAULT_FANOUT = 10
 DEFAULT_LAYER_SIZE = 512
+#: The largest ``--fanout``, ``--layer-size`` and ``--bulk`` entry (``2^31 - 1``). Larger
+#: values could mean nothing more: a fanout above a vertex's in-degree samples all its
+#: in-neighbours, a layer size above the candidates takes them all, and a bulk above the
+#: epoch's minibatches samples them all at once.
+MAX_SIZE = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -57,8 +63,10 @@ def _parse_list(flag: str, text: str) -> tuple[int, ...]:
         raise ConfigError(
             f"{flag} must be a comma-separated list of integers, got '{text}'"
         ) from None
-    if not values or any(v < 1 for v in values):
-        raise ConfigError(f"{flag} entries must be >= 1, got '{text}'")
+    if not values or any(not 1 <= v <= MAX_SIZE for v in values):
+        raise ConfigError(f"{flag} entries must be in [1, {MAX_SIZE}], got '{text}'")
+    if len(values) > MAX_LAYERS:
+        raise ConfigError(f"{flag} has {len(values)} entries, one per layer; at most {MAX_LAYERS}")
     return values
 
 
@@ -71,16 +79,20 @@ def make_spec(
     ``--fanout`` (sage) lists one fanout per layer and must have exactly ``--layers``
     entries when ``--layers`` is given (default: ``10`` per layer, 2 layers).
     ``--layer-size`` (ladies) is one value for every layer or one per layer; without
-    ``--layers`` the model has as many layers as values.
+    ``--layers`` the model has as many layers as values. Sizes and ``--bulk`` lie in
+    ``[1, MAX_SIZE]``, ``--seed`` in ``[0, 2^63)``.
     """
     if sampler not in SAMPLERS:
         raise ConfigError(f"unknown sampler '{sampler}' (choose from {', '.join(SAMPLERS)})")
-    if layers is not None and layers < 1:
-        raise ConfigError(f"--layers must be >= 1, got {layers}")
+    if layers is not None:
+        check_layers(layers)
     if batch_size < 1:
         raise ConfigError(f"--batch-size must be >= 1, got {batch_size}")
-    if bulk < 1:
-        raise ConfigError(f"--bulk must be >= 1 (minibatches sampled at once), got {bulk}")
+    if not 1 <= bulk <= MAX_SIZE:
+        raise ConfigError(
+            f"--bulk must be in [1, {MAX_SIZE}] (minibatches sampled at once), got {bulk}"
+        )
+    check_random_key(seed)
     if sampler == "sage":
         if layer_size is not None:
             raise ConfigError("--layer-size applies to --sampler ladies; use --fanout with sage")

@@ -16,7 +16,7 @@ from mpi4py import MPI
 from hpcgnn.comm.collective import collective
 from hpcgnn.comm.memory import check_memory
 from hpcgnn.config import ALGORITHMS, GRID_KIND, TrainConfig
-from hpcgnn.cost.ranking import memory_estimate
+from hpcgnn.cost.ranking import memory_estimate, minibatch_memory_estimate
 from hpcgnn.errors import ConfigError
 from hpcgnn.exchange.offload import DEDUP_LEVELS
 from hpcgnn.graph.check import check_graph
@@ -113,12 +113,9 @@ def load_run_topology(opts: RunOptions, grid: ProcessGrid) -> Topology | None:
     if opts.label != "halo":
         return None
     with collective(grid.world):
-        topo = load_topology(opts.topology) if opts.topology else uniform_topology(grid.size)
-        if topo.num_ranks != grid.size:
-            raise ConfigError(
-                f"topology '{topo.name}' has {topo.num_ranks} ranks but the job has {grid.size}"
-            )
-    return topo
+        if opts.topology:
+            return load_topology(opts.topology, grid.size)
+        return uniform_topology(grid.size)
 
 
 def build_model(
@@ -146,6 +143,17 @@ def build_model(
     from hpcgnn.models.summa import GridGCN
 
     return GridGCN(path, grid, cfg, weights=weights)
+
+
+def _memory_needed(
+    opts: RunOptions, cfg: TrainConfig, meta: GraphMeta, shape: GridShape
+) -> float:
+    """Bytes a rank needs for the model, checked before anything is allocated for it."""
+    if opts.mode == "minibatch":
+        assert opts.spec is not None
+        per_layer = 2 if opts.spec.sampler == "sage" else 1
+        return minibatch_memory_estimate(meta, cfg, shape, per_layer)
+    return memory_estimate(meta, cfg, shape)
 
 
 def _fingerprint(
@@ -198,15 +206,14 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
     group_shape = _group_shape(opts, grid)
     # the file's structure before any model; its content only for checkpoints
     content = check_graph(grid.world, opts.graph, bool(opts.checkpoint_dir or opts.resume))
-    if opts.mode != "minibatch":
-        est_cfg, est_shape = cfg, grid.shape
-        if group_shape is not None:
-            est_cfg = replace(cfg, hidden=-(-cfg.hidden // opts.gist.subnets))
-            est_shape = group_shape
-        check_memory(
-            grid.world, memory_estimate(meta, est_cfg, est_shape),
-            f"{opts.label} on grid {est_shape}",
-        )
+    est_cfg, est_shape = cfg, grid.shape
+    if group_shape is not None:  # a GIST group holds one sub-model of hidden/M on its grid
+        est_cfg = replace(cfg, hidden=-(-cfg.hidden // opts.gist.subnets))
+        est_shape = group_shape
+    check_memory(grid.world, _memory_needed(opts, est_cfg, meta, est_shape), (
+        f"{opts.label} on grid {est_shape} ({meta.num_features} features, hidden {est_cfg.hidden},"
+        f" {meta.num_classes} classes, {cfg.layers} layers)"
+    ))
     topo = load_run_topology(opts, grid)
     t0 = grid.stats.clock()
     trainer: FullBatchTrainer | MinibatchTrainer | GistTrainer

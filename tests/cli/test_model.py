@@ -1,4 +1,7 @@
 import json
+import time
+
+import pytest
 
 from hpcgnn.cli.main import main
 from tests.graphs import write_random_graph
@@ -19,7 +22,16 @@ def test_model_ranks_choices_for_a_large_p(tmp_path, capsys):
     assert sum(c["algo"] == "1.5d" for c in doc["choices"]) == 11
 
 
-def test_model_rejects_bad_procs(tmp_path, capsys):
+def test_model_ranks_65536_ranks_quickly(tmp_path, capsys):
+    path = write_random_graph(tmp_path / "g.h5", n=200, features=32, seed=1)
+    start = time.perf_counter()
+    assert main(["model", str(path), "--procs", "65536", "--top", "1"]) == 0
+    assert time.perf_counter() - start < 60
+    assert "P=65536" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("procs", ["0", "-3", str(2**20 + 1), str(10**9)])
+def test_model_rejects_bad_procs(tmp_path, capsys, procs):
     path = write_random_graph(tmp_path / "g.h5", n=20, seed=1)
-    assert main(["model", str(path), "--procs", "0"]) == 1
-    assert "--procs must be >= 1" in capsys.readouterr().err
+    assert main(["model", str(path), "--procs", procs]) == 1
+    assert f"--procs must be in [1, 1048576], got {procs}" in capsys.readouterr().err

@@ -36,7 +36,7 @@ def test_plan_rejects_parts_not_matching_topology(tmp_path, capsys):
     path = write_random_graph(tmp_path / "g.h5", n=40, seed=1)
     assert main(["plan", str(path), "--parts", "4", "--topology", DGX1]) == 1
     err = capsys.readouterr().err
-    assert "--parts 4 does not match topology 'dgx1' with 8 ranks" in err
+    assert f"topology {DGX1}: has 8 ranks but the job has 4" in err
 
 
 def test_plan_reports_bad_topology(tmp_path, capsys):

@@ -59,7 +59,7 @@ BAD = [
     (["--fanout", "15,10,5", "--layers", "2"],
      "--fanout has 3 entries but the model has 2 layers (--layers 2); give one fanout per layer"),
     (["--batch-size", "1000"], "--batch-size 1000 is larger than the training set (25 vertices)"),
-    (["--bulk", "0"], "--bulk must be >= 1 (minibatches sampled at once), got 0"),
+    (["--bulk", "0"], "--bulk must be in [1, 2147483647] (minibatches sampled at once), got 0"),
 ]
 
 

@@ -192,7 +192,7 @@ def test_halo_metrics_report_planner_stages(graph_file, shared_tmp, world, excha
         (["--mode", "offload", "--algo", "2d"], "cannot run --algo 2d"),
         (["--mode", "offload", "--tier-gbps", "hd=0"], "--tier-gbps: expected hd="),
         (["--algo", "halo", "--exchange", "planned", "--topology", "configs/topologies/dgx1.json"],
-         "topology 'dgx1' has 8 ranks but the job has"),
+         "topology configs/topologies/dgx1.json: has 8 ranks but the job has"),
         (["--algo", "halo", "--topology", "missing.json"], "topology missing.json: cannot read"),
         (["--lr", "nan"], "--lr and --weight-decay must be finite and >= 0"),
         (["--weight-decay", "inf"], "--lr and --weight-decay must be finite and >= 0"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import re
 from pathlib import Path
 
 import h5py
@@ -200,3 +201,34 @@ def test_partition_is_recorded(tmp_path: Path) -> None:
         assert f.meta.partition_offsets == (0, 1, 3)
         assert f.meta.partition_method == "metis"
         np.testing.assert_array_equal(f.read_partition_perm(), [2, 0, 1])
+
+
+@pytest.mark.parametrize(
+    "value, words",
+    [
+        (3.5, "attribute 'num_classes' is not an integer: 3.5"),
+        (3.0, "attribute 'num_classes' is not an integer: 3.0"),
+        ("3", "attribute 'num_classes' is not an integer: '3'"),
+        (np.array([3, 4]), "attribute 'num_classes' is not an integer"),
+        (True, "attribute 'num_classes' is not an integer: True"),
+        (2**31, "num_classes=2147483648 is more than 2147483647; not a class count"),
+        (10**12, "num_classes=1000000000000 is more than 2147483647"),
+        (np.uint64(2**64 - 1), f"num_classes={2**64 - 1} is more than"),
+    ],
+)
+def test_reader_refuses_a_num_classes_that_cannot_be_right(tmp_path: Path, value, words) -> None:
+    path = write_random_graph(tmp_path / "g.h5", n=20)
+    with h5py.File(path, "r+") as h5:
+        h5.attrs[fmt.ATTR_NUM_CLASSES] = value
+    with pytest.raises(InputError, match=re.escape(words)) as info:
+        GraphFile(path)
+    assert "\n" not in str(info.value)
+
+
+def test_reader_accepts_every_integer_attribute_type(tmp_path: Path) -> None:
+    path = write_random_graph(tmp_path / "g.h5", n=20, classes=3)
+    for value in (np.int32(7), np.uint8(7), 7, np.int64(2**31 - 1)):
+        with h5py.File(path, "r+") as h5:
+            h5.attrs[fmt.ATTR_NUM_CLASSES] = value
+        with GraphFile(path) as f:
+            assert f.meta.num_classes == int(value) and type(f.meta.num_classes) is int

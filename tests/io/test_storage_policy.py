@@ -1,6 +1,7 @@
 """Graph files cannot reach other files, and cannot make a small file read for hours."""
 
 import shutil
+import time
 
 import h5py
 import numpy as np
@@ -82,3 +83,27 @@ def test_compressed_datasets_are_fine(good, tmp_path):
         f.create_dataset("features", data=x, compression="gzip", chunks=(10, 4))
     with GraphFile(path) as gf:
         assert np.array_equal(gf.read_features(0, 30), x)
+
+
+def test_groups_linked_many_times_over_are_checked_once(good, tmp_path):
+    # 12^6 paths through 7 groups: checking every path would take hours
+    path = tmp_path / "dag.h5"
+    shutil.copy(good, path)
+    with h5py.File(path, "r+") as f:
+        groups = [f.create_group(f"g{i}") for i in range(7)]
+        for upper, lower in zip(groups[:-1], groups[1:], strict=True):
+            for k in range(12):
+                upper[f"l{k}"] = lower
+        f["loop"] = f["/"]  # a hard link back to the root
+    start = time.perf_counter()
+    with GraphFile(path) as gf:
+        assert gf.meta.num_nodes == 30
+    assert time.perf_counter() - start < 10
+
+
+def test_deep_nesting_is_still_refused(good, tmp_path, capsys):
+    path = tmp_path / "deep.h5"
+    shutil.copy(good, path)
+    with h5py.File(path, "r+") as f:
+        f.create_group("/".join(f"d{i}" for i in range(10)))
+    _refused(path, capsys, "groups nested deeper than 8 levels")

@@ -330,3 +330,12 @@ def test_permutation_problem_of_id_ranges_is_that_of_the_whole() -> None:
     assert validate_mod.id_range_problem("p", -2, 9, 8) == (
         "'p' has vertex id -2 out of range [0, 8)"
     )
+
+
+def test_a_huge_class_count_costs_only_the_labels_present(tmp_path):
+    path = write_random_graph(tmp_path / "g.h5", n=30, classes=3, seed=2)
+    with h5py.File(path, "r+") as h5:
+        h5.attrs["num_classes"] = 2**31 - 1
+    report = validate_file(path)
+    assert report.meta.num_classes == 2**31 - 1
+    assert len(report.class_histogram) <= 3 and sum(report.class_histogram) == 30

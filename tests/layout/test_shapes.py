@@ -3,7 +3,14 @@ import math
 import pytest
 
 from hpcgnn.errors import GridError
-from hpcgnn.layout.shapes import admissible_shapes, choose_shape, factorizations, parse_grid
+from hpcgnn.layout.shapes import (
+    MAX_PROCS,
+    admissible_shapes,
+    choose_shape,
+    divisors,
+    factorizations,
+    parse_grid,
+)
 
 
 @pytest.mark.parametrize("p", range(1, 9))
@@ -57,3 +64,21 @@ def test_bad_shapes_raise_clear_errors(kind, p, grid, rep, match):
 def test_parse_grid():
     assert parse_grid("2x3X4") == (2, 3, 4)
     assert parse_grid("5") == (5,)
+
+
+@pytest.mark.parametrize("p", [*range(1, 50), 720720, 2**20, 2**20 - 3, 999983 * 2])
+def test_divisors_in_order(p):
+    brute = [d for d in range(1, p + 1) if p % d == 0] if p < 50 else None
+    got = divisors(p)
+    assert got == sorted(set(got)) and all(p % d == 0 for d in got)
+    assert brute is None or got == brute
+    assert len(factorizations(p, 2)) == len(got)
+
+
+def test_large_p_is_enumerated_from_its_divisors():
+    # 2^20: 21 divisors, C(22, 2) = 231 ordered triples; a large prime: only the trivial ones
+    assert len(factorizations(MAX_PROCS, 3)) == 231
+    assert len(factorizations(1048573, 3)) == 3
+    assert choose_shape("2d", MAX_PROCS).dims == (1024, 1024)
+    assert choose_shape("1.5d", MAX_PROCS).replication == 1024
+    assert choose_shape("3d", 2**18).dims == (64, 64, 64)

@@ -1,4 +1,5 @@
 import json
+import re
 
 import numpy as np
 import pytest
@@ -106,6 +107,24 @@ def test_uniform_topology(n):
         for b in range(n):
             if a != b:
                 assert topo.route(a, b) == (topo.link_id(a, b),)
+
+
+@pytest.mark.parametrize("declared", [3, 10**8, 10**30])
+def test_a_rank_count_other_than_the_jobs_is_refused_before_building(tmp_path, declared):
+    # nothing is built per declared rank: 10^30 ranks fail as fast as 3
+    doc = {"name": "huge", "ranks": declared, "links": []}
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps(doc))
+    message = f"topology {p}: has {declared} ranks but the job has 2"
+    with pytest.raises(InputError, match=re.escape(message)):
+        load_topology(p, ranks=2)
+
+
+def test_the_expected_rank_count_is_optional():
+    with pytest.raises(InputError, match="has 3 ranks but the job has 2"):
+        parse_topology(_doc(), "t.json", ranks=2)
+    assert parse_topology(_doc(), "t.json", ranks=3).num_ranks == 3
+    assert parse_topology(_doc(), "t.json").num_ranks == 3
 
 
 def test_one_rank_topology_needs_no_links():

@@ -1,0 +1,186 @@
+"""Huge declared sizes: one identical line on every rank, exit 1, nothing written.
+
+A size given on the command line (``--procs``, ``--fanout``, ``--bulk``) or declared by an
+input file is checked against a documented bound before anything is allocated for it.
+"""
+
+import json
+import time
+
+import pytest
+
+from tests.mpi import assert_all, on_rank0
+from tests.robustness.harness import expect_error_untouched
+
+HUGE = str(2**63)  # does not fit an int64
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("procs", ["1000000000", str(2**20 + 1), HUGE])
+def test_model_refuses_procs_above_the_maximum(graph_file, shared_tmp, world, capfd, procs):
+    path = graph_file(n=40, seed=1)
+    expect_error_untouched(
+        world, capfd, [shared_tmp],
+        ["model", path, "--procs", procs, "--json", shared_tmp / "m.json"],
+        "--procs must be in [1, 1048576]", procs,
+    )
+
+
+SAMPLING = [
+    (["--fanout", f"{HUGE},2"], "--fanout entries must be in [1, 2147483647]"),
+    (["--fanout", str(2**31)], "--fanout"),
+    (["--sampler", "ladies", "--layer-size", HUGE], "--layer-size entries must be in [1, "),
+    (["--bulk", HUGE], "--bulk must be in [1, 2147483647]"),
+    (["--bulk", str(10**20)], "--bulk"),
+    (["--seed", str(10**20)], "--seed must be in [0, 2^63)"),
+]
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize(("flags", "words"), SAMPLING)
+def test_sample_refuses_huge_sampling_sizes(graph_file, shared_tmp, world, capfd, flags, words):
+    path = graph_file(n=40, seed=1)
+    expect_error_untouched(
+        world, capfd, [shared_tmp],
+        ["sample", path, "--batch-size", "8", "--out", shared_tmp / "s.h5", *flags], words,
+    )
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize(("flags", "words"), SAMPLING)
+def test_minibatch_training_refuses_huge_sampling_sizes(
+    graph_file, shared_tmp, world, capfd, flags, words
+):
+    path = graph_file(n=40, seed=1)
+    expect_error_untouched(
+        world, capfd, [shared_tmp],
+        ["train", path, "--mode", "minibatch", "--batch-size", "8", "--epochs", "1", "--quiet",
+         "--metrics", shared_tmp / "m.json", *flags], words,
+    )
+
+
+@pytest.mark.mpi
+def test_sample_refuses_a_huge_epoch(graph_file, shared_tmp, world, capfd):
+    path = graph_file(n=40, seed=1)
+    expect_error_untouched(
+        world, capfd, [shared_tmp],
+        ["sample", path, "--batch-size", "8", "--epoch", HUGE, "--out", shared_tmp / "s.h5"],
+        "--epoch must be in [0, 2^63)",
+    )
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("command", ["train", "plan"])
+def test_a_topology_declaring_1e8_ranks_is_refused_at_once(
+    graph_file, shared_tmp, world, capfd, command
+):
+    path = graph_file(n=40, seed=1)
+    topo = shared_tmp / "huge.json"
+    doc = {"name": "huge", "ranks": 10**8, "links": [{"a": 0, "b": 1, "bandwidth_gbps": 1}]}
+    on_rank0(world, topo.write_text, json.dumps(doc))
+    if command == "train":
+        argv = ["train", path, "--algo", "halo", "--topology", topo, "--epochs", "1",
+                "--quiet", "--metrics", shared_tmp / "m.json"]
+        size = world.size
+    else:
+        argv = ["plan", path, "--parts", "4", "--topology", topo, "--out", shared_tmp / "p.json"]
+        size = 4
+    start = time.perf_counter()
+    expect_error_untouched(
+        world, capfd, [shared_tmp], argv, f"has 100000000 ranks but the job has {size}"
+    )
+    assert_all(world, time.perf_counter() - start < 30, "the topology was not refused at once")
+
+
+def _set_root_attr(path, name, value):
+    import h5py
+
+    with h5py.File(path, "r+") as f:
+        f.attrs[name] = value
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [(10**12, "num_classes=1000000000000 is more than 2147483647"),
+     (3.5, "attribute 'num_classes' is not an integer: 3.5")],
+)
+@pytest.mark.parametrize("command", ["info", "train", "minibatch", "partition", "sample"])
+def test_a_num_classes_that_cannot_be_right_is_refused_by_the_reader(
+    graph_file, shared_tmp, world, capfd, value, words, command
+):
+    path = graph_file(n=40, seed=1)
+    on_rank0(world, _set_root_attr, path, "num_classes", value)
+    argv = {
+        "info": ["info", path],
+        "train": ["train", path, "--epochs", "1", "--metrics", shared_tmp / "m.json"],
+        "minibatch": ["train", path, "--mode", "minibatch", "--batch-size", "8", "--epochs", "1"],
+        "partition": ["partition", path, "--parts", "2", "--method", "block",
+                      "--out", shared_tmp / "p.h5"],
+        "sample": ["sample", path, "--batch-size", "8", "--out", shared_tmp / "s.h5"],
+    }[command]
+    expect_error_untouched(world, capfd, [shared_tmp], argv, words)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize(
+    "flags", [[], ["--algo", "2d"], ["--mode", "offload"], ["--mode", "minibatch",
+                                                            "--batch-size", "8"]],
+)
+def test_a_model_too_large_for_memory_is_refused_before_allocating(
+    graph_file, shared_tmp, world, capfd, monkeypatch, flags
+):
+    # 10^8 classes: the last layer's weights alone are 16 x 10^8 values (6.4 GB a copy)
+    path = graph_file(n=40, seed=1)
+    on_rank0(world, _set_root_attr, path, "num_classes", 10**8)
+    monkeypatch.setenv("HPCGNN_MEMORY_LIMIT", str(2**30))
+    message = expect_error_untouched(
+        world, capfd, [shared_tmp],
+        ["train", path, "--epochs", "1", "--quiet", "--metrics", shared_tmp / "m.json", *flags],
+        "not enough memory for", "6 features, hidden 16, 100000000 classes",
+    )
+    assert "GiB per rank needed" in message and "GiB available per rank" in message
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize(
+    ("flags", "words"),
+    [(["--hidden", str(10**30)], "--hidden must be in [1, 2147483647]"),
+     (["--layers", str(10**9)], "--layers must be in [1, 4096]"),
+     (["--hidden", str(10**7)], "not enough memory for")],  # 1.8 GB of weights
+)
+def test_model_flags_too_large(graph_file, shared_tmp, world, capfd, monkeypatch, flags, words):
+    monkeypatch.setenv("HPCGNN_MEMORY_LIMIT", str(2**30))
+    path = graph_file(n=40, seed=1)
+    expect_error_untouched(
+        world, capfd, [shared_tmp],
+        ["train", path, "--epochs", "1", "--quiet", "--metrics", shared_tmp / "m.json", *flags],
+        words,
+    )
+
+
+def _self_link(path, where):
+    import h5py
+
+    with h5py.File(path, "r+") as f:
+        if where in f:
+            del f[where]
+        f[where] = h5py.SoftLink("/" + where)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("where", ["labels", "masks/train", "x"])
+@pytest.mark.parametrize("command", ["info", "train", "partition"])
+def test_a_soft_link_to_itself_is_refused(graph_file, shared_tmp, world, capfd, where, command):
+    # at a dataset the reader needs (labels, a mask) and at a path it never reads (x)
+    path = graph_file(n=40, seed=1)
+    on_rank0(world, _self_link, path, where)
+    argv = {
+        "info": ["info", path],
+        "train": ["train", path, "--epochs", "1", "--metrics", shared_tmp / "m.json"],
+        "partition": ["partition", path, "--parts", "2", "--method", "block",
+                      "--out", shared_tmp / "p.h5"],
+    }[command]
+    expect_error_untouched(
+        world, capfd, [shared_tmp], argv, f"'/{where}' is a soft link; links are not followed"
+    )

@@ -43,6 +43,12 @@ def check_random_key(value: int, flag: str = "--seed") -> None:
         raise ConfigError(f"{flag} must be in [0, 2^63), got {value}")
 
 
+def check_training_vertices(num_train: int) -> None:
+    """Refuse to train on a graph whose train mask is empty (``num_train`` over all ranks)."""
+    if num_train == 0:
+        raise ConfigError("the graph has no training vertices (empty train mask)")
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """Model and optimiser settings shared by every algorithm (and the serial reference)."""

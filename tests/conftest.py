@@ -23,12 +23,13 @@ from tests.mpi import assert_all, on_rank0
 __all__ = ["assert_all"]  # re-exported for old imports; import from tests.mpi
 
 
-def _mpi_rank() -> int:
+def _rank_and_size() -> tuple[int, int]:
+    """This process's rank and the world size (0 and 1 when pytest runs without MPI)."""
     if not {"--with-mpi", "--only-mpi"} & set(sys.argv):
-        return 0
+        return 0, 1
     from mpi4py import MPI
 
-    return MPI.COMM_WORLD.Get_rank()
+    return MPI.COMM_WORLD.Get_rank(), MPI.COMM_WORLD.Get_size()
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
@@ -44,9 +45,30 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     return None
 
 
+#: world sizes at which the robustness cases run (the hardening issue asks for 1 and 4)
+ROBUSTNESS_RANKS = (1, 4)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip MPI tests at world sizes their ``ranks`` marker (or folder) does not name."""
+    _, size = _rank_and_size()
+    for item in items:
+        if item.get_closest_marker("mpi") is None:
+            continue
+        mark = item.get_closest_marker("ranks")
+        if mark is not None:
+            sizes = mark.args
+        elif "robustness" in item.path.parts:
+            sizes = ROBUSTNESS_RANKS
+        else:
+            continue
+        if size not in sizes:
+            item.add_marker(pytest.mark.skip(reason=f"runs at {sizes} ranks"))
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
-    rank = _mpi_rank()
+    rank, _ = _rank_and_size()
     if rank == 0:
         return
     from _pytest.terminal import TerminalReporter

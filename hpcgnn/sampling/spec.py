@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from hpcgnn.config import MAX_LAYERS, check_layers, check_random_key
+from hpcgnn.config import MAX_LAYERS, check_layers, check_random_key, check_training_vertices
 from hpcgnn.errors import ConfigError
 from hpcgnn.sampling.rows import SAMPLERS
 
@@ -122,8 +122,7 @@ def make_spec(
 
 def check_training_set(spec: SamplerSpec, num_train: int) -> None:
     """Refuse a batch size larger than the training set (or an empty training set)."""
-    if num_train == 0:
-        raise ConfigError("the graph has no training vertices (empty train mask)")
+    check_training_vertices(num_train)
     if spec.batch_size > num_train:
         raise ConfigError(
             f"--batch-size {spec.batch_size} is larger than the training set "

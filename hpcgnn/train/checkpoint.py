@@ -100,6 +100,8 @@ def _read(directory: Path) -> dict[str, Any]:
                       ("fingerprint", dict)):
         if not isinstance(manifest.get(key), kind) or isinstance(manifest.get(key), bool):
             raise ValueError(f"{manifest_path}: field {key!r} is missing or not a {kind.__name__}")
+    if manifest["epoch"] < 1:
+        raise ValueError(f"{manifest_path}: field 'epoch' is {manifest['epoch']}, expected >= 1")
     history = manifest["history"]
     if len(history) != manifest["epoch"] or not all(
         isinstance(rec, dict) and set(rec) == HISTORY_KEYS for rec in history

@@ -7,7 +7,7 @@ from typing import Any
 import torch
 
 from hpcgnn.comm.communicator import Comm
-from hpcgnn.config import TrainConfig
+from hpcgnn.config import TrainConfig, check_training_vertices
 from hpcgnn.models.base import GCNModel
 from hpcgnn.models.exchange_report import exchange_line
 from hpcgnn.nn.gcn import correct_count, cross_entropy_sum
@@ -55,6 +55,7 @@ class FullBatchTrainer:
         self.weights = model.weights
         self.optimizer = optimizer if optimizer is not None else make_optimizer(self.weights, cfg)
         self.num_train = model.comm.allreduce_scalar(int(model.masks["train"].sum()))
+        check_training_vertices(self.num_train)  # the same global count on every rank
 
     def _loss(self, logits: torch.Tensor) -> torch.Tensor:
         m = self.model

@@ -56,6 +56,7 @@ def train_metrics(path, out, *flags):
 
 
 @pytest.mark.mpi
+@pytest.mark.ranks(1, 4)
 def test_minibatch_accuracy_within_two_points_of_fullbatch(sbm, shared_tmp, world):
     rc, out = train_metrics(sbm, shared_tmp / "full.json", "--epochs", "100", "--eval-every", "0")
     assert_all(world, rc == 0)

@@ -4,6 +4,7 @@ Each broken file (:data:`tests.graphs.BROKEN`) fails ``train`` with ``info``'s l
 every rank, before anything is written.
 """
 
+import h5py
 import numpy as np
 import pytest
 
@@ -74,3 +75,25 @@ def test_a_partition_the_ranks_cannot_follow_is_refused(world, shared_tmp, capfd
     else:
         rc, _, err = run_cli(world, capfd, argv)
         assert_all(world, rc == 0, f"exit {rc}: {err[-2000:]}")
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize(
+    "mode", [["--algo", "1d"], ["--mode", "gist", "--subnets", "1"],
+             ["--mode", "minibatch", "--batch-size", "4", "--fanout", "2"]],
+    ids=["fullbatch", "gist", "minibatch"],
+)
+def test_an_empty_train_mask_is_refused(world, shared_tmp, capfd, mode):
+    path = shared_tmp / "untrained.h5"
+
+    def write():
+        write_random_graph(path, n=40, seed=5)
+        with h5py.File(path, "r+") as f:
+            f["masks/train"][...] = False
+
+    on_rank0(world, write)
+    expect_error_untouched(
+        world, capfd, [shared_tmp],
+        ["train", path, *TRAIN, *mode, "--metrics", shared_tmp / "m.json"],
+        "the graph has no training vertices (empty train mask)",
+    )

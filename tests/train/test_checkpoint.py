@@ -104,3 +104,18 @@ def test_nothing_left_to_train_is_an_error(graph_file, shared_tmp, world, capsys
     path, ckpt = _checkpoint(graph_file, shared_tmp, world, "done")
     line = _resume_error(path, ckpt, world, capsys, "--epochs", "2")
     assert_all(world, "nothing is left to train" in line, line)
+
+
+@pytest.mark.mpi
+def test_a_saved_epoch_out_of_range_is_named(graph_file, shared_tmp, world, capsys):
+    path, ckpt = _checkpoint(graph_file, shared_tmp, world, "epochs")
+
+    def set_epoch(epoch):
+        manifest = json.loads((ckpt / MANIFEST).read_text())
+        (ckpt / MANIFEST).write_text(json.dumps({**manifest, "epoch": epoch}))
+
+    for epoch, words in ((-5, "field 'epoch' is -5, expected >= 1"),
+                         (10**6, "the history does not hold one record per epoch")):
+        on_rank0(world, set_epoch, epoch)
+        line = _resume_error(path, ckpt, world, capsys, "--epochs", str(10**7))
+        assert_all(world, words in line, line)

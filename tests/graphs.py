@@ -161,6 +161,10 @@ def _indptr_starts_at_one(h5: h5py.File) -> None:
     h5["adjacency/indptr"][0] = 1
 
 
+def _overlapping_masks(h5: h5py.File) -> None:
+    h5["masks/train"][0] = h5["masks/val"][0] = True
+
+
 def _duplicate_node_id(h5: h5py.File) -> None:
     h5["node_ids"][5] = h5["node_ids"][7]
 
@@ -169,6 +173,10 @@ def _duplicate_node_id(h5: h5py.File) -> None:
 BROKEN: dict[str, tuple[bool, Callable[[Path | str], None], str]] = {
     "indptr-start": (
         False, _in_place(_indptr_starts_at_one), "'adjacency/indptr' starts at 1, expected 0",
+    ),
+    "overlapping-masks": (
+        False, _in_place(_overlapping_masks),
+        "masks overlap: vertex 0 is in both the train and val masks",
     ),
     "not-symmetric": (False, swap_entries, "'adjacency' of an undirected graph is not symmetric"),
     "not-transposed": (

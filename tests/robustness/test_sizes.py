@@ -184,3 +184,39 @@ def test_a_soft_link_to_itself_is_refused(graph_file, shared_tmp, world, capfd, 
     expect_error_untouched(
         world, capfd, [shared_tmp], argv, f"'/{where}' is a soft link; links are not followed"
     )
+
+
+def _forge(path, what):
+    """A small file declaring a huge graph: an attribute alone, or an unwritten dataset."""
+    import h5py
+    import numpy as np
+
+    with h5py.File(path, "r+") as f:
+        if what == "features":  # 2000 x 10^9 declared, nothing stored: a 34 kB file
+            f.attrs["num_features"] = 10**9
+            del f["features"]
+            f.create_dataset("features", shape=(40, 10**9), dtype=np.float32, chunks=(1, 1024))
+        else:
+            f.attrs["num_nodes"] = what
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize(
+    ("what", "words"),
+    [(10**9, "has shape (41,), expected (1000000001,)"),
+     (10**12, "has shape (41,), expected (1000000000001,)"),
+     ("features", "declares 160000000000 bytes but stores 0 (unwritten or forged); not read")],
+    ids=["1e9-vertices", "1e12-vertices", "1e9-features"],
+)
+@pytest.mark.parametrize("command", ["info", "train", "partition"])
+def test_a_small_file_declaring_a_huge_graph_is_refused_unread(
+    graph_file, shared_tmp, world, capfd, what, words, command
+):
+    path = graph_file(n=40, seed=1)
+    on_rank0(world, _forge, path, what)
+    argv = {
+        "info": ["info", path],
+        "train": ["train", path, "--epochs", "1", "--metrics", shared_tmp / "m.json"],
+        "partition": ["partition", path, "--parts", "2", "--out", shared_tmp / "p.h5"],
+    }[command]
+    expect_error_untouched(world, capfd, [shared_tmp], argv, words)

@@ -37,15 +37,19 @@ def argv_of(command: str, graph: Path, out: Path, spill: Path) -> list:
         "partition": ["partition", graph, "--parts", "2", "--method", "random", "--out", out,
                       "--quiet"],
         "sample": ["sample", graph, "--fanout", "3", "--batch-size", "8", "--out", out, "--quiet"],
+        "train": ["train", graph, "--epochs", "1", "--hidden", "4", "--metrics", out, "--quiet"],
     }[command]
 
 
 def _plant(out: Path, victim: Path, kind: str) -> None:
-    """Make ``out`` a symlink to ``victim``, or a directory."""
+    """Make ``out`` a symlink to ``victim``, a directory, or a named pipe (a special file like
+    a device node: replacing it, or opening it for writing, would be the harm)."""
     victim.write_text("precious")
     out.parent.mkdir(exist_ok=True)
     if kind == "symlink":
         out.symlink_to(victim)
+    elif kind == "special":
+        os.mkfifo(out)
     else:
         out.mkdir()
 
@@ -65,16 +69,17 @@ def test_a_link_at_the_old_temporary_name_is_ignored(command, graph_file, shared
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("kind", ["symlink", "directory"])
-@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("kind", ["symlink", "directory", "special"])
+@pytest.mark.parametrize("command", [*COMMANDS, "train"])
 def test_an_output_that_is_not_a_regular_file_is_refused(command, kind, graph_file, shared_tmp,
                                                          world, capfd):
     graph = graph_file(n=40, seed=3)
     out, victim = shared_tmp / "o.h5", shared_tmp / "victim"
     on_rank0(world, _plant, out, victim, kind)
-    words = ["not a regular file"] if kind == "symlink" else []
+    words = [] if kind == "directory" else ["not a regular file"]
+    flag = "--metrics" if command == "train" else "--out"
     expect_error_untouched(
-        world, capfd, [shared_tmp], argv_of(command, graph, out, shared_tmp), f"--out {out}",
+        world, capfd, [shared_tmp], argv_of(command, graph, out, shared_tmp), f"{flag} {out}",
         *words,
     )
     assert victim.read_text() == "precious"

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from hpcgnn.comm.collective import collective
 from hpcgnn.comm.communicator import Comm
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.io.reader import GraphMeta
@@ -120,8 +121,20 @@ def finish_run(
         Output paths (rank 0 writes them), or ``None``.
     """
     events = gather_trace(grid.world, grid.stats) if trace else None
-    if grid.rank != 0:
-        return
+    with collective(grid.world):  # a full disk on rank 0 is the same line on every rank
+        if grid.rank == 0:
+            _report(result, config=config, meta=meta, world_size=grid.size, measured=measured,
+                    phases=phases, predicted=predicted, sections=sections, lines=lines,
+                    metrics=metrics, trace=trace, events=events)
+
+
+def _report(
+    result: TrainResult, *, config: dict[str, Any], meta: GraphMeta, world_size: int,
+    measured: dict[str, float], phases: dict[str, float], predicted: dict[str, float],
+    sections: dict[str, Any], lines: list[str], metrics: str | None, trace: str | None,
+    events: list[dict] | None,
+) -> None:
+    """Rank 0's part of :func:`finish_run`: the summary lines and the files."""
     f = result.final
     out = [
         f"final | loss {f['loss']:.4f} | train {f['train_acc']:.4f} val {f['val_acc']:.4f}"
@@ -136,7 +149,7 @@ def finish_run(
     print("\n".join(out + lines), flush=True)
     if metrics:
         doc = build_metrics(
-            result, world_size=grid.size, config=config, measured_bytes=measured,
+            result, world_size=world_size, config=config, measured_bytes=measured,
             predicted_bytes=predicted, phases=phases,
             extra={**sections, "graph": graph_section(meta)},
         )

@@ -9,6 +9,7 @@ running ``prepare`` once its temporary files exist.
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import subprocess
@@ -189,3 +190,23 @@ def test_a_killed_prepare_leaves_nothing(tmp_path, sig, status, phase):
     assert proc.returncode == status, err[-3000:]
     assert err == f"hpcgnn: interrupted by {signal.Signals(sig).name}\n"
     assert snap.changes() == [] and _tree(tmp_path) == tree
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("flag", ["--metrics", "--trace"])
+def test_a_full_disk_after_training_is_the_same_line_on_every_rank(
+    flag, graph_file, shared_tmp, world, capfd, monkeypatch
+):
+    graph = graph_file(n=40, seed=3)
+    out = shared_tmp / "m.json"
+    on_rank0(world, out.write_bytes, b"previous good output")
+
+    def full(self: Path, data: bytes) -> int:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self))
+
+    monkeypatch.setattr(Path, "write_bytes", full)  # only rank 0 writes; every rank reports
+    expect_error_untouched(
+        world, capfd, [shared_tmp],
+        ["train", graph, "--epochs", "1", "--hidden", "4", "--quiet", flag, out],
+        f"{flag} {out}: No space left on device",
+    )

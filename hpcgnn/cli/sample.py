@@ -26,21 +26,29 @@ def add_sampling_arguments(p: argparse.ArgumentParser) -> argparse._ArgumentGrou
     g.add_argument("--layer-size", default=None, metavar="S[,S2,...]",
                    help="ladies: vertices sampled per batch and layer, one value or one per "
                         "layer; fewer candidates are all kept (default: 512; at most 2^31-1)")
-    g.add_argument("--batch-size", type=int, default=1024, help="seed vertices per minibatch")
-    g.add_argument("--bulk", type=int, default=16,
-                   help="minibatches sampled at once, in one stacked SpGEMM per hop "
-                        "(default: 16; at most 2^31-1)")
+    g.add_argument("--batch-size", type=int, default=None,
+                   help="seed vertices per minibatch on each rank: an optimizer step trains one "
+                        "minibatch per rank, so P ranks train P times the seeds per step "
+                        "(default: 1024)")
+    g.add_argument("--global-batch", type=int, default=None, metavar="G",
+                   help="instead of --batch-size: seed vertices per optimizer step over all "
+                        "ranks, G/P per rank (G a multiple of P; --bulk then a multiple of P)")
+    g.add_argument("--bulk", type=int, default=None,
+                   help="minibatches sampled at once, in one stacked SpGEMM per hop, shared out "
+                        "over the ranks, one per rank and optimizer step (default: 16, with "
+                        "--global-batch the multiple of P from 16 up; at most 2^31-1)")
     g.add_argument("--graph-layout", choices=LAYOUTS, default="replicated",
                    help="replicated: every rank holds the whole graph; partitioned: block rows "
                         "on a (P/c) x c grid, sparsity-aware 1.5D SpGEMM (default: replicated)")
     return g
 
 
-def spec_from_args(args: argparse.Namespace) -> SamplerSpec:
-    """Validate the sampling flags (the same :class:`ConfigError` on every rank)."""
+def spec_from_args(args: argparse.Namespace, ranks: int) -> SamplerSpec:
+    """Validate the sampling flags for a job of ``ranks`` (the same error on every rank)."""
     return make_spec(
         args.sampler, fanout=args.fanout, layer_size=args.layer_size, layers=args.layers,
         batch_size=args.batch_size, bulk=args.bulk, seed=args.seed,
+        global_batch=args.global_batch, ranks=ranks,
     )
 
 
@@ -75,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
 
     from hpcgnn.sampling.epoch_file import sample_to_file
 
-    spec = spec_from_args(args)
+    spec = spec_from_args(args, MPI.COMM_WORLD.Get_size())
     comm = MPI.COMM_WORLD
     summary = sample_to_file(
         comm, args.graph, spec, args.out, graph_layout=args.graph_layout, epoch=args.epoch,

@@ -84,6 +84,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run training; every rank returns the same status."""
     import torch
+    from mpi4py import MPI
 
     from hpcgnn.config import TrainConfig
     from hpcgnn.train.gist import GistOptions
@@ -93,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
         if args.threads < 1:
             raise ConfigError(f"--threads must be >= 1, got {args.threads}")
         torch.set_num_threads(args.threads)
-    spec = spec_from_args(args) if args.mode == "minibatch" else None
+    spec = spec_from_args(args, MPI.COMM_WORLD.Get_size()) if args.mode == "minibatch" else None
     layers = spec.layers if spec is not None else (2 if args.layers is None else args.layers)
     gist = None
     if args.mode == "gist" or {args.subnets, args.local_iters, args.rounds} != {None}:

@@ -11,6 +11,8 @@ from hpcgnn.sampling.rows import SAMPLERS
 LAYOUTS = ("replicated", "partitioned")
 DEFAULT_FANOUT = 10
 DEFAULT_LAYER_SIZE = 512
+DEFAULT_BATCH_SIZE = 1024
+DEFAULT_BULK = 16
 #: The largest ``--fanout``, ``--layer-size`` and ``--bulk`` entry (``2^31 - 1``). Larger
 #: values could mean nothing more: a fanout above a vertex's in-degree samples all its
 #: in-neighbours, a layer size above the candidates takes them all, and a bulk above the
@@ -30,9 +32,11 @@ class SamplerSpec:
         Per hop, hop 0 (the seeds' neighbours) first: the fanout (``sage``) or the number
         of vertices sampled per batch (``ladies``). ``len(sizes)`` is the model depth.
     batch_size
-        Seed (training) vertices per minibatch.
+        Seed (training) vertices per minibatch. One optimizer step trains one minibatch
+        per rank that has one left in the bulk (see :func:`optimizer_steps`).
     bulk
-        Minibatches sampled together (one stacked SpGEMM per hop).
+        Minibatches sampled together (one stacked SpGEMM per hop); a bulk's batches are
+        shared out over the ranks, so it also groups the batches into optimizer steps.
     seed
         Seed of every random number (shuffle, samples, dropout).
 
@@ -70,28 +74,76 @@ def _parse_list(flag: str, text: str) -> tuple[int, ...]:
     return values
 
 
+def batch_and_bulk(
+    batch_size: int | None, global_batch: int | None, bulk: int | None, ranks: int
+) -> tuple[int, int]:
+    """The per-rank minibatch size and the bulk from ``--batch-size`` / ``--global-batch``.
+
+    ``--batch-size B`` is per rank (default 1024): a step trains up to ``P`` minibatches of
+    ``B``. ``--global-batch G`` is the seeds of one optimizer step over all ``ranks``: each
+    rank trains minibatches of ``G / P`` seeds, and the bulk (default: the multiple of
+    ``P`` from 16 up) must be a multiple of ``P`` so that every step takes one minibatch
+    per rank (the epoch's last step may take fewer).
+    """
+    if bulk is not None and not 1 <= bulk <= MAX_SIZE:
+        raise ConfigError(
+            f"--bulk must be in [1, {MAX_SIZE}] (minibatches sampled at once), got {bulk}"
+        )
+    if global_batch is None:
+        batch_size = DEFAULT_BATCH_SIZE if batch_size is None else batch_size
+        if not 1 <= batch_size <= MAX_SIZE:
+            raise ConfigError(f"--batch-size must be in [1, {MAX_SIZE}], got {batch_size}")
+        return batch_size, DEFAULT_BULK if bulk is None else bulk
+    if batch_size is not None:
+        raise ConfigError(
+            "give --batch-size (seeds per minibatch on each rank) or --global-batch (seeds per "
+            "optimizer step over all ranks), not both"
+        )
+    if not ranks <= global_batch <= MAX_SIZE or global_batch % ranks:
+        raise ConfigError(
+            f"--global-batch must be a multiple of the {ranks} ranks in [{ranks}, {MAX_SIZE}]"
+            f" (each rank trains G/{ranks} seeds per step), got {global_batch}"
+        )
+    if bulk is None:
+        bulk = ranks * -(-DEFAULT_BULK // ranks)
+    elif bulk % ranks:
+        raise ConfigError(
+            f"--bulk {bulk} is not a multiple of the {ranks} ranks: with --global-batch every "
+            "optimizer step takes one minibatch per rank"
+        )
+    return global_batch // ranks, bulk
+
+
+def optimizer_steps(num_batches: int, bulk: int, ranks: int) -> int:
+    """Optimizer steps of an epoch of ``num_batches`` minibatches.
+
+    Each bulk of ``k`` batches is shared out over the ``ranks`` in contiguous near-equal
+    parts; step ``t`` of the bulk trains the ``t``-th batch of every rank that has one, so
+    the bulk takes ``ceil(k / ranks)`` steps.
+    """
+    full, rest = divmod(num_batches, bulk)
+    return full * -(-bulk // ranks) + -(-rest // ranks)
+
+
 def make_spec(
     sampler: str, *, fanout: str | None, layer_size: str | None, layers: int | None,
-    batch_size: int, bulk: int, seed: int,
+    batch_size: int | None, bulk: int | None, seed: int, global_batch: int | None = None,
+    ranks: int = 1,
 ) -> SamplerSpec:
     """Validate the sampling flags; every rank raises the same :class:`ConfigError`.
 
     ``--fanout`` (sage) lists one fanout per layer and must have exactly ``--layers``
     entries when ``--layers`` is given (default: ``10`` per layer, 2 layers).
     ``--layer-size`` (ladies) is one value for every layer or one per layer; without
-    ``--layers`` the model has as many layers as values. Sizes and ``--bulk`` lie in
-    ``[1, MAX_SIZE]``, ``--seed`` in ``[0, 2^63)``.
+    ``--layers`` the model has as many layers as values. Sizes, batch sizes and ``--bulk``
+    lie in ``[1, MAX_SIZE]``, ``--seed`` in ``[0, 2^63)``; ``--batch-size`` and
+    ``--global-batch`` (over ``ranks``) are resolved by :func:`batch_and_bulk`.
     """
     if sampler not in SAMPLERS:
         raise ConfigError(f"unknown sampler '{sampler}' (choose from {', '.join(SAMPLERS)})")
     if layers is not None:
         check_layers(layers)
-    if batch_size < 1:
-        raise ConfigError(f"--batch-size must be >= 1, got {batch_size}")
-    if not 1 <= bulk <= MAX_SIZE:
-        raise ConfigError(
-            f"--bulk must be in [1, {MAX_SIZE}] (minibatches sampled at once), got {bulk}"
-        )
+    batch_size, bulk = batch_and_bulk(batch_size, global_batch, bulk, ranks)
     check_random_key(seed)
     if sampler == "sage":
         if layer_size is not None:

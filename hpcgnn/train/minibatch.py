@@ -38,7 +38,7 @@ from hpcgnn.sampling.fetch import FeatureFetcher
 from hpcgnn.sampling.rows import normalized_block
 from hpcgnn.sampling.sampled import SampledBatch
 from hpcgnn.sampling.shuffle import minibatches
-from hpcgnn.sampling.spec import SamplerSpec, check_training_set
+from hpcgnn.sampling.spec import SamplerSpec, check_training_set, optimizer_steps
 from hpcgnn.sampling.spgemm_1p5d import COMBINE, FETCH_CATEGORIES, FRONTIER
 from hpcgnn.train.fullbatch import global_counts
 from hpcgnn.train.loop import TrainResult, make_optimizer
@@ -104,6 +104,16 @@ class MinibatchTrainer:
     def stats(self) -> CommStats:
         """Counters shared by the grid's communicators and phases."""
         return self.grid.stats
+
+    def batching(self) -> dict[str, int]:
+        """Seeds per minibatch (per rank) and per full optimizer step, bulk, epoch's steps."""
+        spec, size = self.spec, self.grid.size
+        batches = -(-self.num_train // spec.batch_size)
+        return {
+            "batch_size": spec.batch_size, "global_batch": spec.batch_size * min(size, spec.bulk),
+            "bulk": spec.bulk, "batches_per_epoch": batches,
+            "optimizer_steps_per_epoch": optimizer_steps(batches, spec.bulk, size),
+        }
 
     def _step(self, epoch: int, batch: SampledBatch | None, in_step: int) -> float:
         """Fetch, forward, backward, gradient all-reduce and update; returns the batch loss."""
@@ -189,8 +199,7 @@ def sampling_summary(trainer: MinibatchTrainer, result: TrainResult) -> dict[str
     ratio = totals.get("oblivious", 0.0) / totals["aware"] if totals.get("aware") else None
     return {
         "sampler": trainer.spec.sampler, "sizes": list(trainer.spec.sizes),
-        "graph_layout": trainer.layout, "batch_size": trainer.spec.batch_size,
-        "bulk": trainer.spec.bulk,
+        "graph_layout": trainer.layout, **trainer.batching(),
         "edges_sampled": int(totals.get("edges", 0)), "sample_time_s": sample_s,
         "bytes_sparsity_aware": int(totals.get("aware", 0)),
         "bytes_oblivious": int(totals.get("oblivious", 0)),

@@ -238,7 +238,7 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
     say(
         f"hpcgnn train: {meta.name or opts.graph}: {meta.num_nodes} vertices,"
         f" {meta.num_edges} edges, {meta.num_features} features, {meta.num_classes} classes"
-        f" | {_describe(opts, topo)} grid {grid.shape}"
+        f" | {_describe(opts, topo, trainer)} grid {grid.shape}"
         f" on {grid.size} ranks | setup {setup_s:.2f} s{notes}"
     )
     fingerprint = _fingerprint(opts, cfg, meta, grid.shape, content)
@@ -296,19 +296,19 @@ def _group_shape(opts: RunOptions, grid: ProcessGrid) -> GridShape | None:
     return choose_shape(GRID_KIND[opts.algo], size, opts.grid, opts.replication)
 
 
-def _describe(opts: RunOptions, topo: Topology | None) -> str:
+def _describe(opts: RunOptions, topo: Topology | None, trainer: Trainer) -> str:
     if opts.mode == "gist":
         assert opts.gist is not None
         return (
             f"gist {opts.gist.subnets} sub-GCNs x {opts.gist.local_iters} local iterations"
             f" of {opts.algo},"
         )
-    if opts.mode == "minibatch":
-        spec = opts.spec
-        assert spec is not None
+    if isinstance(trainer, MinibatchTrainer):
+        spec, b = trainer.spec, trainer.batching()
         return (
-            f"minibatch {spec.sampler} {','.join(map(str, spec.sizes))} batch {spec.batch_size}"
-            f" bulk {spec.bulk} | {opts.graph_layout} graph,"
+            f"minibatch {spec.sampler} {','.join(map(str, spec.sizes))} batch {b['batch_size']}"
+            f" per rank, {b['global_batch']} per step, bulk {b['bulk']},"
+            f" {b['optimizer_steps_per_epoch']} steps/epoch | {opts.graph_layout} graph,"
         )
     if opts.mode == "offload":
         reorg = " reorganized" if opts.reorganize else ""

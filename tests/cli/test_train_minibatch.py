@@ -1,5 +1,6 @@
 import json
 
+import h5py
 import numpy as np
 import pytest
 
@@ -121,3 +122,32 @@ def test_metrics_trace_and_layouts_agree(graph_file, shared_tmp, world, sampler)
         assert part["comm"]["measured_bytes"]["sample_rows"] > 0
     if world.size > 1:
         assert part["comm"]["measured_bytes"]["feature_fetch"] > 0
+
+
+@pytest.mark.mpi
+def test_global_batch_is_split_over_the_ranks_and_the_steps_are_stated(
+    graph_file, shared_tmp, world, monkeypatch
+):
+    from hpcgnn.train.minibatch import MinibatchTrainer
+
+    steps = []
+    step = MinibatchTrainer._step
+    monkeypatch.setattr(MinibatchTrainer, "_step",
+                        lambda self, *a: steps.append(1) or step(self, *a))
+    path, p = graph_file(n=80, seed=2), world.size
+    flags = ["--mode", "minibatch", "--fanout", "3,2", "--epochs", "2"]
+    _, split = train_metrics(path, shared_tmp / "g.json", *flags, "--global-batch", str(4 * p))
+    took = len(steps)
+    bulk = p * -(-16 // p)
+    _, same = train_metrics(path, shared_tmp / "b.json", *flags, "--batch-size", "4",
+                            "--bulk", str(bulk))
+    world.mpi.Barrier()
+    a, b = (json.loads(f.read_text()) for f in (split, same))
+    assert_all(world, a["params_sha256"] == b["params_sha256"], "not the same training")
+    s = a["sampling"]
+    with h5py.File(path) as f:
+        num_train = int(f["masks/train"][()].sum())
+    ok = (s["batch_size"] == 4 and s["global_batch"] == 4 * p and s["bulk"] == bulk
+          and took == 2 * s["optimizer_steps_per_epoch"]
+          and s["batches_per_epoch"] == -(-num_train // 4))
+    assert_all(world, ok, f"{s}, {took} steps taken")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 from hpcgnn.cli.sample import add_sampling_arguments, spec_from_args
 from hpcgnn.errors import ConfigError
@@ -66,6 +67,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     x.add_argument("--reorganize", action="store_true",
                    help="offload: HongTu's greedy 2-phase chunk reorganisation (kept only if it "
                         "does not raise V_ru)")
+    x.add_argument("--device-memory", default=None, metavar="BYTES",
+                   help="offload: bytes per rank for the aggregates cached from the forward to "
+                        "the backward (HongTu's recomputation-caching hybrid); layers that do not "
+                        "fit recompute theirs. Suffixes K/M/G/T are powers of 1024 (default: "
+                        "$HPCGNN_DEVICE_MEMORY, else no limit)")
     x.add_argument("--tier-gbps", default=None, metavar="hd=25,dd=200,ru=1500",
                    help="tier bandwidths (GB/s) of the modelled cost C: host-device, "
                         "device-device, device reuse")
@@ -118,10 +124,23 @@ def run(args: argparse.Namespace) -> int:
         checkpoint_every=args.checkpoint_every, resume=args.resume, quiet=args.quiet,
         mode=args.mode, exchange=args.exchange, topology=args.topology, chunks=args.chunks,
         dedup=args.dedup, reorganize=args.reorganize, tier_gbps=parse_tiers(args.tier_gbps),
+        device_memory=device_memory(args),
         spec=spec, graph_layout=args.graph_layout, gist=gist,
     )
     train(opts, cfg)
     return 0
+
+
+def device_memory(args: argparse.Namespace) -> float | None:
+    """``--device-memory``, else ``$HPCGNN_DEVICE_MEMORY`` in offload mode, in bytes."""
+    from hpcgnn.utils.memory import parse_bytes
+
+    if args.device_memory is not None:
+        return parse_bytes(args.device_memory, "--device-memory")
+    env = os.environ.get("HPCGNN_DEVICE_MEMORY")
+    if env and args.mode == "offload":
+        return parse_bytes(env, "HPCGNN_DEVICE_MEMORY")
+    return None
 
 
 def parse_tiers(text: str | None) -> dict[str, float] | None:

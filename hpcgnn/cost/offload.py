@@ -11,10 +11,16 @@ Per epoch (forward with dropout, backward, gradient all-reduce), with layer inpu
   of :func:`hpcgnn.planning.dedup.remote_rows`;
 * ``offload_ckpt``: every chunk's own rows, ``2 n sum_l (f_l + f_{l+1}) s`` (aggregate and
   output out in the forward, back in the backward);
+* a layer that recomputes its aggregate (:func:`hpcgnn.planning.dedup.cached_layers`)
+  caches no aggregate (``2 n f_l s`` less checkpoint traffic) and reloads its neighbour
+  rows in the backward: ``loads f_l s`` more ``offload_h2d``, ``R_f f_l s`` more
+  ``offload_d2d``;
 * ``allreduce``: the weight gradients, as in :func:`hpcgnn.cost.halo.predict_halo`.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from hpcgnn.cost.estimate import Estimate, Problem, allreduce_exact
 from hpcgnn.planning.dedup import DedupVolumes
@@ -23,7 +29,8 @@ LOADS = {"none": "v_ori", "inter": "v_p2p", "full": "v_ru"}
 
 
 def predict_offload(
-    problem: Problem, ranks: int, volumes: DedupVolumes, remote: tuple[int, int], dedup: str
+    problem: Problem, ranks: int, volumes: DedupVolumes, remote: tuple[int, int], dedup: str,
+    cached: Sequence[bool] | None = None,
 ) -> Estimate:
     """Bytes of one offload training epoch per category, summed over ranks.
 
@@ -39,16 +46,21 @@ def predict_offload(
         Rows between ranks' device buffers per layer, forward and backward.
     dedup
         ``none``, ``inter`` or ``full``.
+    cached
+        Per layer, whether it caches its aggregate (default: all do).
     """
     s, w = problem.itemsize, problem.widths
+    cached = [True] * (len(w) - 1) if cached is None else list(cached)
+    recomputed = sum(f for f, c in zip(w[:-1], cached, strict=True) if not c)
     loads = getattr(volumes, LOADS[dedup])
-    f_all, f_bwd = sum(w[:-1]) * s, sum(w[1:-1]) * s
+    f_all, f_bwd = (sum(w[:-1]) + recomputed) * s, sum(w[1:-1]) * s
     est = Estimate()
     msgs = 1 if ranks > 1 else 0
     est.add("offload_h2d", float(loads * f_all), 0.0, msgs)
     est.add("offload_d2h", float(loads * f_bwd), 0.0, msgs)
     est.add("offload_d2d", float(remote[0] * f_all + remote[1] * f_bwd), 0.0, msgs)
-    est.add("offload_ckpt", float(2 * problem.n * (sum(w[:-1]) + sum(w[1:])) * s), 0.0, 0)
+    ckpt_width = sum(w[:-1]) - recomputed + sum(w[1:])
+    est.add("offload_ckpt", float(2 * problem.n * ckpt_width * s), 0.0, 0)
     for fin, fout in zip(w[:-1], w[1:], strict=True):
         allreduce_exact(est, "allreduce", fin * fout * s, ranks)
     return est

@@ -39,8 +39,14 @@ def _tiers(bytes_by_category: dict[str, float]) -> dict[str, float]:
 def _cost(
     volumes: DedupVolumes, widths: list[int], itemsize: int, gbps: dict, dedup: str = "full"
 ) -> float:
-    """``C`` summed over the layers' forward loads (input width ``f_l`` each)."""
-    return sum(volumes.cost(f * itemsize, gbps, dedup) for f in widths[:-1])
+    """``C`` summed over the neighbour loads of an epoch, one of width ``f`` per entry."""
+    return sum(volumes.cost(f * itemsize, gbps, dedup) for f in widths)
+
+
+def _load_widths(model: Any) -> list[int]:
+    """Widths of an offload epoch's loads: every layer's input, again if it recomputes."""
+    inputs = model.widths[:-1]
+    return inputs + [f for f, c in zip(inputs, model.cached, strict=True) if not c]
 
 
 def offload_report(
@@ -63,7 +69,9 @@ def offload_report(
         **model.volumes.as_dict(),
         "remote_rows": {"forward": model.remote[0], "backward": model.remote[1]},
         "tier_gbps": gbps,
-        "C_s": _cost(model.volumes, model.widths, itemsize, gbps, model.opts.dedup),
+        "C_s": _cost(model.volumes, _load_widths(model), itemsize, gbps, model.opts.dedup),
+        "aggregates": ["cached" if c else "recomputed" for c in model.cached],
+        "cache_budget_bytes": model.opts.cache_budget,
         "bytes_per_tier": _tiers(measured),
         "predicted_bytes_per_tier": _tiers(predicted),
         "device_peak_rows": int(peak),
@@ -153,7 +161,7 @@ def halo_report(
         "pairs": pairs,
         "transfers": int(sum(counts.values())),
         "tier_gbps": gbps,
-        "C_s": _cost(volumes, model.widths, itemsize, gbps),
+        "C_s": _cost(volumes, model.widths[:-1], itemsize, gbps),
         "bytes_per_tier": {"d2d": float(measured.get("halo", 0.0))},
         "planner": {
             "direct": (not planned) or ex.is_direct,

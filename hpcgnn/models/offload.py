@@ -7,8 +7,11 @@ is a sweep over batches (the chunks the schedule puts together, one per rank): l
 neighbour rows of the chunk (:class:`hpcgnn.exchange.offload.OffloadExchange`), aggregate
 ``A = Â^T D``, cache ``A`` on the host (HongTu's recomputation-caching hybrid: the
 aggregate is the checkpoint, so the backward recomputes only the update), update
-``Z = A W`` and write the chunk's output rows to the host. The backward sweeps the layers
-in reverse: reload the aggregate and the output gradient, recompute ``Z``, form the
+``Z = A W`` and write the chunk's output rows to the host. A layer whose aggregates do not
+fit the cache budget (``--device-memory``; :func:`hpcgnn.planning.dedup.cached_layers`)
+caches nothing and recomputes ``A`` in the backward from its input's neighbour rows,
+reloaded through the same deduplicated path. The backward sweeps the layers
+in reverse: reload (or recompute) the aggregate and the output gradient, recompute ``Z``, form the
 weight gradient and the neighbour gradients ``(Â^T)^T (dZ W^T)``, and add those into the
 owners' host gradient buffers through the same deduplicated path. Host buffers hold every
 layer's input, aggregate and gradient; device buffers hold one batch.
@@ -47,6 +50,7 @@ from hpcgnn.nn.gcn import activate, block_dropout, dropout
 from hpcgnn.planning.dedup import (
     DedupVolumes,
     Reorganization,
+    cached_layers,
     choose_schedule,
     chunk_bounds,
     column_set,
@@ -57,11 +61,12 @@ from hpcgnn.planning.dedup import (
 
 @dataclass(frozen=True)
 class OffloadOptions:
-    """``--chunks``, ``--dedup`` and ``--reorganize``."""
+    """``--chunks``, ``--dedup``, ``--reorganize`` and ``--device-memory``."""
 
     chunks: int = 4
     dedup: str = "full"
     reorganize: bool = False
+    cache_budget: float | None = None
 
 
 class _Epoch(torch.autograd.Function):
@@ -126,6 +131,12 @@ class OffloadGCN(RowBlockModel):
         with collective(self.grid.world):
             tables = build_tables(comm, neigh, self.offsets, opts.dedup)
         self.exchange = OffloadExchange(comm, tables, self.offsets, opts.dedup)
+        # the backward's reloads of recomputed layers keep their own reuse buffers
+        self.reload = OffloadExchange(comm, tables, self.offsets, opts.dedup)
+        largest = int(np.diff(self.offsets).max())
+        self.cached = cached_layers(
+            largest, self.widths[:-1], self.x.element_size(), opts.cache_budget
+        )
         self._blocks = []
         dtype = self.cfg.torch_dtype
         for (a, b), cols in zip(self.chunk_rows, neigh, strict=True):
@@ -181,7 +192,8 @@ class OffloadGCN(RowBlockModel):
     def predict_cost(self) -> Estimate | None:
         """Bytes of one offload epoch per tier (:func:`~hpcgnn.cost.offload.predict_offload`)."""
         return predict_offload(
-            self.problem(), self.comm.size, self.volumes, self.remote, self.opts.dedup
+            self.problem(), self.comm.size, self.volumes, self.remote, self.opts.dedup,
+            self.cached,
         )
 
     def exchange_report(
@@ -211,7 +223,8 @@ class OffloadGCN(RowBlockModel):
         stats = self.comm.stats
         n_own = self.rows[1] - self.rows[0]
         self._masks: list[np.ndarray | None] = []
-        self._aggregates: list[torch.Tensor] = []
+        self._aggregates: dict[int, torch.Tensor] = {}  # cached layers
+        self._inputs: dict[int, torch.Tensor] = {}  # recomputed layers (host rows)
         keep = None
         if drop:
             assert epoch is not None
@@ -223,7 +236,11 @@ class OffloadGCN(RowBlockModel):
         for layer, w in enumerate(self.weights):
             w = w.detach()
             out = torch.empty((n_own, w.shape[1]), dtype=h.dtype)
-            agg_host = torch.empty((n_own, w.shape[0]), dtype=h.dtype) if train else None
+            agg_host = None
+            if train and self.cached[layer]:
+                agg_host = torch.empty((n_own, w.shape[0]), dtype=h.dtype)
+            elif train:
+                self._inputs[layer] = h
             mask = keep(layer + 1) if keep is not None and layer < last else None
             for j, (a, b) in enumerate(self.chunk_rows):
                 neigh = self.exchange.load(h, j)
@@ -239,7 +256,7 @@ class OffloadGCN(RowBlockModel):
                 self._to_host(out, a, b, z)
             self.exchange.end_pass()
             if agg_host is not None:
-                self._aggregates.append(agg_host)
+                self._aggregates[layer] = agg_host
             if layer < last:
                 self._masks.append(mask)
             h = out
@@ -258,7 +275,12 @@ class OffloadGCN(RowBlockModel):
             mask = self._masks[layer + 1] if layer < last else None
             for j, (a, b) in enumerate(self.chunk_rows):
                 g = self._to_device(g_out, a, b)
-                agg = self._to_device(self._aggregates[layer], a, b)
+                if self.cached[layer]:
+                    agg = self._to_device(self._aggregates[layer], a, b)
+                else:  # recompute A = Â^T D from the reloaded neighbour rows
+                    neigh = self.reload.load(self._inputs[layer], j)
+                    with stats.phase("local_spmm"):
+                        agg = spmm(self._blocks[j][0], neigh)
                 with stats.phase("gemm"):
                     if layer < last:  # recompute Z = A W for the ReLU mask
                         if mask is not None:
@@ -273,7 +295,8 @@ class OffloadGCN(RowBlockModel):
                     g_neigh = spmm(self._blocks[j][1], g_agg)
                 self.exchange.store(g_neigh, j, g_in)
             self.exchange.end_pass()
+            self.reload.end_pass()
             if g_in is not None:
                 g_out = g_in
-        self._aggregates, self._masks = [], []
+        self._aggregates, self._inputs, self._masks = {}, {}, []
         return grads

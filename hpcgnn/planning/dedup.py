@@ -16,7 +16,9 @@ rows) of the chunk part ``i`` runs in batch ``j``, and ``N_j = U_i N_ij`` the ba
 
 Cost (HongTu eq. 4): ``C = V_ru/T_hd + (V_ori - V_p2p)/T_dd + (V_p2p - V_ru)/T_ru``
 with throughputs in vertices per second. :func:`reorganize` is HongTu's greedy 2-phase
-reorganisation (Algorithm 4). All sets are sorted int64 arrays of global vertex ids.
+reorganisation (Algorithm 4). :func:`cached_layers` is the per-layer choice of the
+recomputation-caching hybrid (Section 4.2). All sets are sorted int64 arrays of global
+vertex ids.
 """
 
 from __future__ import annotations
@@ -28,6 +30,40 @@ import numpy as np
 #: Default tier bandwidths in GB/s (``hd``: host-device PCIe 4.0 x16, ``dd``: NVLink 3
 #: between two GPUs, ``ru``: device memory, as on HongTu's A100 server).
 DEFAULT_TIER_GBPS = {"hd": 25.0, "dd": 200.0, "ru": 1500.0}
+
+
+def cached_layers(
+    rows: int, widths: list[int], itemsize: int, budget: float | None
+) -> tuple[bool, ...]:
+    """Which layers cache their aggregate ``A = Â^T D`` for the backward (HongTu Sect. 4.2).
+
+    Caching layer ``l`` keeps ``rows x f_l`` values until the backward and saves reloading
+    the layer's neighbour rows (``loads x f_l``) and redoing the aggregation; recomputing
+    it keeps nothing. Both are proportional to ``f_l``, so every cached byte saves the
+    same traffic: the choice fills the budget with as many bytes as fit, widest layers
+    first (greedy), and ``budget=None`` caches every layer (the paper's hybrid).
+
+    Parameters
+    ----------
+    rows
+        Rows of the largest part (every rank must make the same choice: the reloads are
+        collective).
+    widths
+        Input width ``f_l`` of every layer.
+    itemsize
+        Bytes per value.
+    budget
+        Bytes per rank the cached aggregates may take, or ``None`` (no limit).
+    """
+    if budget is None:
+        return (True,) * len(widths)
+    cached = [False] * len(widths)
+    left = float(budget)
+    for layer in sorted(range(len(widths)), key=lambda k: (-widths[k], k)):
+        need = rows * widths[layer] * itemsize
+        if need <= left:
+            cached[layer], left = True, left - need
+    return tuple(cached)
 
 
 def chunk_bounds(row_nnz: np.ndarray, chunks: int) -> np.ndarray:

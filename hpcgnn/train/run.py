@@ -62,6 +62,7 @@ class RunOptions:
     spec: SamplerSpec | None = None
     graph_layout: str = "replicated"
     gist: GistOptions | None = None
+    device_memory: float | None = None
 
     @property
     def label(self) -> str:
@@ -102,8 +103,9 @@ def check_options(opts: RunOptions) -> None:
             raise ConfigError(f"--chunks must be >= 1, got {opts.chunks}")
         if opts.dedup not in DEDUP_LEVELS:
             raise ConfigError(f"--dedup must be one of {', '.join(DEDUP_LEVELS)}")
-    elif opts.reorganize:
-        raise ConfigError("--reorganize applies to --mode offload only")
+    elif opts.reorganize or opts.device_memory is not None:
+        flag = "--reorganize" if opts.reorganize else "--device-memory"
+        raise ConfigError(f"{flag} applies to --mode offload only")
     if opts.label != "halo" and (opts.exchange != "p2p" or opts.topology):
         raise ConfigError("--exchange and --topology apply to --algo halo only")
 
@@ -130,7 +132,8 @@ def build_model(
         from hpcgnn.models.offload import OffloadGCN, OffloadOptions
 
         return OffloadGCN(
-            path, grid, cfg, OffloadOptions(opts.chunks, opts.dedup, opts.reorganize)
+            path, grid, cfg,
+            OffloadOptions(opts.chunks, opts.dedup, opts.reorganize, opts.device_memory),
         )
     if opts.algo == "halo":
         from hpcgnn.models.halo import HaloGCN

@@ -53,3 +53,27 @@ def require_memory(
             f"{what}: needs about {need_bytes / GIB:.2f} GiB of memory "
             f"({need_bytes:.3g} bytes), {avail / GIB:.2f} GiB available"
         )
+
+
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def parse_bytes(text: str, what: str) -> float:
+    """``"512M"`` -> ``536870912.0``: a byte count, with an optional K/M/G/T suffix.
+
+    Suffixes are powers of 1024 (``"2G"``, ``"2GiB"`` and ``"2GB"`` are all ``2^31``); the
+    number may be fractional or in exponent form (``"1.5e9"``). Raises
+    :class:`~hpcgnn.errors.ConfigError` naming ``what`` for anything else or a negative or
+    non-finite value.
+    """
+    body = str(text).strip().upper().removesuffix("IB").removesuffix("B")
+    unit = body[-1:] if body[-1:] in _UNITS and body[-1:] else ""
+    try:
+        value = float(body[: len(body) - len(unit)]) * _UNITS[unit]
+    except ValueError:
+        value = float("nan")
+    if not 0 <= value < float("inf"):
+        raise ConfigError(
+            f"{what} must be a byte count such as 268435456, 256M or 1.5G, got '{text}'"
+        )
+    return value

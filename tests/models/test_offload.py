@@ -1,3 +1,4 @@
+import numpy as np
 import pytest
 from mpi4py import MPI
 
@@ -16,23 +17,35 @@ LEVELS = ("none", "inter", "full")
 
 @pytest.mark.mpi
 @pytest.mark.parametrize(
-    "dedup,reorganize,dtype,directed",
+    "dedup,reorganize,dtype,directed,cache",
     [
-        ("none", False, "float32", False),
-        ("inter", False, "float64", True),
-        ("full", False, "float32", True),
-        ("full", True, "float64", False),
+        ("none", False, "float32", False, "all"),
+        ("inter", False, "float64", True, "one"),
+        ("full", False, "float32", True, "none"),
+        ("full", True, "float64", False, "one"),
     ],
 )
-def test_offload_matches_serial(graph_file, shared_tmp, world, dedup, reorganize, dtype, directed):
+def test_offload_matches_serial(
+    graph_file, shared_tmp, world, dedup, reorganize, dtype, directed, cache
+):
+    # cache: every layer caches its aggregate, only one (the budget of one hidden layer's),
+    # or none (all recompute in the backward)
     path = metis_graph(graph_file, shared_tmp, world, n=90, directed=directed, seed=4,
                        features=7, classes=3)
     cfg = TrainConfig(layers=3, hidden=6, dropout=0.3, dtype=dtype, seed=3)
+
+    def make(grid):
+        model = OffloadGCN(path, grid, cfg, OffloadOptions(3, dedup, reorganize))
+        if cache == "all":
+            return model
+        rows = int(np.diff(model.offsets).max())
+        budget = rows * 6 * model.x.element_size() if cache == "one" else 0
+        model = OffloadGCN(path, grid, cfg, OffloadOptions(3, dedup, reorganize, budget))
+        assert sum(model.cached) == (1 if cache == "one" else 0), model.cached
+        return model
+
     with ProcessGrid.create(MPI.COMM_WORLD, "1d") as grid:
-        compare_with_serial(
-            lambda: OffloadGCN(path, grid, cfg, OffloadOptions(3, dedup, reorganize)),
-            path, cfg, world,
-        )
+        compare_with_serial(lambda: make(grid), path, cfg, world)
 
 
 def formulas(model, world):
@@ -45,15 +58,15 @@ def formulas(model, world):
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("reorganize", [False, True])
-def test_counted_transfers_equal_set_formulas(graph_file, shared_tmp, world, reorganize):
+@pytest.mark.parametrize(("reorganize", "budget"), [(False, None), (True, 0)])
+def test_counted_transfers_equal_set_formulas(graph_file, shared_tmp, world, reorganize, budget):
     path = metis_graph(graph_file, shared_tmp, world, n=120, directed=True, seed=8,
                        features=6, classes=4)
     cfg = TrainConfig(layers=3, hidden=5, dropout=0.2, dtype="float32", seed=1, epochs=2)
     host = {}
     with ProcessGrid.create(MPI.COMM_WORLD, "1d") as grid:
         for dedup in LEVELS:
-            model = OffloadGCN(path, grid, cfg, OffloadOptions(4, dedup, reorganize))
+            model = OffloadGCN(path, grid, cfg, OffloadOptions(4, dedup, reorganize, budget))
             volumes, remote = formulas(model, world)
             assert_all(world, model.volumes == volumes, f"{model.volumes} != {volumes}")
             assert_all(world, model.remote == remote, f"{model.remote} != {remote}")
@@ -61,7 +74,7 @@ def test_counted_transfers_equal_set_formulas(graph_file, shared_tmp, world, reo
             measured = summed_over_ranks(world, res.per_epoch(res.step_bytes))
             measured = {c: v for c, v in measured.items() if c not in ("control",)}
             pred = predict_offload(
-                problem_of(path, cfg), world.size, volumes, remote, dedup
+                problem_of(path, cfg), world.size, volumes, remote, dedup, model.cached
             ).bytes_total
             pred = {c: v for c, v in pred.items() if v}
             cats = set(measured) | set(pred)

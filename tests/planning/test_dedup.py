@@ -112,3 +112,14 @@ def test_remote_rows_by_brute_force():
     assert (fwd_i, bwd_i) == (exp_i, exp_i)
     assert (fwd_f, bwd_f) == (exp_ff, exp_fb)
     assert len(transition_sets(sets, sched)) == 3
+
+
+def test_cached_layers_fill_the_budget_widest_first():
+    from hpcgnn.planning.dedup import cached_layers
+
+    widths = [7, 16, 16, 4]  # bytes per layer at 10 rows of 4 bytes: 280, 640, 640, 160
+    assert cached_layers(10, widths, 4, None) == (True,) * 4
+    assert cached_layers(10, widths, 4, 0) == (False,) * 4
+    assert cached_layers(10, widths, 4, 1280) == (False, True, True, False)
+    assert cached_layers(10, widths, 4, 1279) == (True, True, False, True)
+    assert cached_layers(10, widths, 4, 10**9) == (True,) * 4

@@ -14,6 +14,10 @@ from tests.robustness.harness import expect_error_untouched
         (["--weight-decay", "nan"], "--weight-decay"),
         (["--seed", "-1"], "--seed"),
         (["--mode", "offload", "--chunks", "100000"], "--chunks"),
+        (["--mode", "offload", "--device-memory=-1G"], "--device-memory must be a byte count"),
+        (["--mode", "offload", "--device-memory", "lots"], "got 'lots'"),
+        (["--device-memory", "1G"], "--device-memory applies to --mode offload only"),
+        (["--mode", "minibatch", "--global-batch", "7", "--batch-size", "8"], "not both"),
     ],
 )
 def test_bad_training_flags(graph_file, shared_tmp, world, capfd, flags, words):

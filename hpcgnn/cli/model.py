@@ -22,8 +22,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("graph")
     p.add_argument("--procs", type=int, required=True,
                    help=f"number of ranks P, at most {MAX_PROCS} (2^20)")
-    p.add_argument("--alpha", type=float, default=2e-6, help="latency per message, seconds")
-    p.add_argument("--beta", type=float, default=1e-10, help="seconds per byte (1e-10 = 10 GB/s)")
+    p.add_argument("--machine", default="laptop",
+                   help="alpha and beta from configs/machines/NAME.json (summit, perlmutter, "
+                        "laptop) or a .json file: the intra-node link while P fits on a node, "
+                        "else the inter-node link (default: laptop)")
+    p.add_argument("--alpha", type=float, default=None,
+                   help="latency per message, seconds (overrides the machine's)")
+    p.add_argument("--beta", type=float, default=None,
+                   help="seconds per byte, 1e-10 = 10 GB/s (overrides the machine's)")
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--hidden", type=int, default=16)
     p.add_argument("--dtype", choices=["float32", "float64"], default="float32")
@@ -35,20 +41,26 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Print the ranking."""
     from hpcgnn.config import TrainConfig
+    from hpcgnn.cost.machine import load_machine
     from hpcgnn.cost.ranking import rank_choices
     from hpcgnn.errors import ConfigError
     from hpcgnn.io.reader import GraphFile
 
     if not 1 <= args.procs <= MAX_PROCS:
         raise ConfigError(f"--procs must be in [1, {MAX_PROCS}], got {args.procs}")
+    machine = load_machine(args.machine)
+    link = machine.link(args.procs)
+    alpha = link.alpha if args.alpha is None else args.alpha
+    beta = link.beta if args.beta is None else args.beta
     cfg = TrainConfig(layers=args.layers, hidden=args.hidden, dtype=args.dtype)
     with GraphFile(args.graph) as gf:
         meta = gf.meta
-    rows = rank_choices(meta, cfg, args.procs, args.alpha, args.beta)
+    rows = rank_choices(meta, cfg, args.procs, alpha, beta)
     print(
         f"{meta.name or args.graph}: n={meta.num_nodes} nnz(A+I)={meta.num_edges + meta.num_nodes}"
         f" widths f={meta.num_features}->{args.hidden}x{args.layers - 1}->{meta.num_classes}"
-        f" | P={args.procs} alpha={args.alpha:g} s beta={args.beta:g} s/B"
+        f" | P={args.procs} on {machine.name} ({machine.link_kind(args.procs)})"
+        f" alpha={alpha:g} s beta={beta:g} s/B"
     )
     print(
         f"{'rank':>4} {'algo':>5} {'grid':>10} {'comm s/epoch':>13} {'MB/rank':>10}"
@@ -63,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(
-                {"procs": args.procs, "alpha": args.alpha, "beta": args.beta, "choices": rows},
+                {"procs": args.procs, "machine": machine.name, "alpha": alpha, "beta": beta,
+                 "choices": rows},
                 fh,
                 indent=2,
             )

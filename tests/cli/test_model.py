@@ -35,3 +35,17 @@ def test_model_rejects_bad_procs(tmp_path, capsys, procs):
     path = write_random_graph(tmp_path / "g.h5", n=20, seed=1)
     assert main(["model", str(path), "--procs", procs]) == 1
     assert f"--procs must be in [1, 1048576], got {procs}" in capsys.readouterr().err
+
+
+def test_model_takes_alpha_and_beta_from_the_machine(tmp_path, capsys):
+    path = write_random_graph(tmp_path / "g.h5", n=50, features=8, seed=1)
+    out = tmp_path / "m.json"
+    assert main(["model", str(path), "--procs", "64", "--machine", "summit", "--json", str(out),
+                 "--top", "1"]) == 0
+    assert "P=64 on summit (inter_node) alpha=1e-05 s beta=8e-11 s/B" in capsys.readouterr().out
+    assert json.loads(out.read_text())["machine"] == "summit"
+    assert main(["model", str(path), "--procs", "4", "--machine", "summit", "--beta", "1e-9",
+                 "--top", "1"]) == 0
+    assert "(intra_node) alpha=5e-06 s beta=1e-09 s/B" in capsys.readouterr().out
+    assert main(["model", str(path), "--procs", "4", "--machine", "titan"]) == 1
+    assert "unknown machine 'titan'" in capsys.readouterr().err

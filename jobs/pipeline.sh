@@ -1,4 +1,4 @@
-# ---- the pipeline (jobs/pipeline.sh, shared by every system) --------------------------------
+# ---- the pipeline (jobs/pipeline.sh, shared by every system): prepare, partition, train, report
 HPCGNN=${HPCGNN:-hpcgnn}    # e.g. HPCGNN="python -m hpcgnn" to run a source checkout
 GRAPH={{graph}}
 RUN_DIR={{run_dir}}
@@ -25,4 +25,7 @@ fi
 #    issue): until then every rank computes on its CPU cores.
 "${LAUNCH[@]}" $HPCGNN train "$GRAPH" --mode {{mode}} --algo {{algo}} --epochs {{epochs}} \
     --metrics "$RUN_DIR/metrics.json" {{train_args}}
-echo "metrics: $RUN_DIR/metrics.json"
+
+# 4. report: plots and index.md of the run (needs matplotlib, the `plot` extra).
+$HPCGNN report "$RUN_DIR/metrics.json" --out "$RUN_DIR/report"
+echo "metrics: $RUN_DIR/metrics.json, report: $RUN_DIR/report/index.md"

@@ -2,7 +2,7 @@
 
 A system's template (``jobs/<system>.sh``: scheduler directives and the ``LAUNCH`` command)
 takes the shared pipeline ``jobs/pipeline.sh`` (prepare or reuse the graph, partition
-when the model needs it, train) in place of ``{{pipeline}}``; every ``{{name}}`` is then
+when the model needs it, train, report) in place of ``{{pipeline}}``; every ``{{name}}`` is then
 filled in. A line naming ``{{account}}`` is left out when no ``--account`` is given.
 
 Every ``hpcgnn`` command of the rendered script is checked against the real parser of
@@ -37,9 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     actions = p.add_subparsers(dest="jobs_command", required=True, metavar="ACTION")
     r = actions.add_parser(
         "render",
-        help="fill in a batch template: prepare, partition, train",
+        help="fill in a batch template: prepare, partition, train, report",
         description="Write a batch script that runs the pipeline (prepare or reuse the graph, "
-                    "partition when the model needs it, train) with one rank per GPU.",
+                    "partition when the model needs it, train, report) with one rank per GPU.",
     )
     r.add_argument("--system", choices=SYSTEMS, required=True,
                    help="slurm (Perlmutter-like srun), lsf (Summit-like jsrun) or local "

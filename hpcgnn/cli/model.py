@@ -153,11 +153,12 @@ def _print_ranking(rows: list[dict], procs: int, link: str, alpha: float, beta: 
 
 def _print_scaling(results: list[dict]) -> None:
     """The fastest grid of each algorithm at each P: modelled seconds per epoch (grid)."""
+    from hpcgnn.cost.ranking import fastest_per_algo
+
     algos = list(dict.fromkeys(r["algo"] for res in results for r in res["choices"]))
     print("scaling: modelled communication s/epoch of each algorithm's fastest grid")
     print(f"{'P':>8} " + " ".join(f"{a:>22}" for a in algos))
     for res in results:
-        best = {}
-        for r in res["choices"]:  # fastest first
-            best.setdefault(r["algo"], f"{r['time_s']:.6f} ({r['grid']})")
+        best = {a: f"{r['time_s']:.6f} ({r['grid']})"
+                for a, r in fastest_per_algo(res["choices"]).items()}
         print(f"{res['procs']:>8} " + " ".join(f"{best.get(a, '-'):>22}" for a in algos))

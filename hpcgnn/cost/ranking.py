@@ -125,3 +125,11 @@ def phase_times(est: Estimate, alpha: float, beta: float) -> dict[str, float]:
     out = {cat: beta * b for cat, b in sorted(est.bytes_max_rank.items())}
     out["latency"] = alpha * est.messages
     return out
+
+
+def fastest_per_algo(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The first (fastest) row of each algorithm in ``rows`` (as :func:`rank_choices` sorts)."""
+    best: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        best.setdefault(row["algo"], row)
+    return best

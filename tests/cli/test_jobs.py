@@ -76,3 +76,4 @@ def test_the_local_script_runs_the_pipeline_here(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert metrics["world_size"] == 2 and (tmp_path / "run" / "graph-p2.h5").exists()
+    assert "![exchange](exchange.png)" in (tmp_path / "run" / "report" / "index.md").read_text()

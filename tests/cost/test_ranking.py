@@ -5,6 +5,7 @@ import pytest
 
 from hpcgnn.config import TrainConfig
 from hpcgnn.cost.ranking import (
+    fastest_per_algo,
     memory_estimate,
     minibatch_memory_estimate,
     rank_choices,
@@ -70,10 +71,7 @@ def reddit_on_summit(procs, alpha=None):
 
 
 def best_per_algo(procs, alpha=None):
-    best = {}
-    for row in reddit_on_summit(procs, alpha):
-        best.setdefault(row["algo"], row)
-    return best
+    return fastest_per_algo(reddit_on_summit(procs, alpha))
 
 
 def test_reddit_on_summit_follows_cagnet():

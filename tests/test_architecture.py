@@ -29,7 +29,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("graph", "kernels"),
     ("planning",),
     ("cost", "prepare", "partition"),
-    ("exchange",),
+    ("exchange", "plots"),
     ("spmm", "sampling", "nn"),
     ("models",),
     ("train",),

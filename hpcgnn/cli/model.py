@@ -1,11 +1,23 @@
-"""``hpcgnn model``: rank algorithms and grids for P ranks from a file's statistics alone."""
+"""``hpcgnn model``: rank algorithms and grids for P ranks from a graph's sizes alone.
+
+The sizes come from a graph file or from ``--shape n,nnz,f[,classes]`` (a graph that is
+not here, e.g. Reddit or ogbn-papers100M); alpha and beta from a machine file
+(:mod:`hpcgnn.cost.machine`). With several ``--procs`` it is a scaling study.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
+import numpy as np
+
+from hpcgnn.errors import ConfigError
 from hpcgnn.layout.shapes import MAX_PROCS
+
+#: The most rank counts one ``--procs`` list may hold.
+MAX_STUDY = 64
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -14,57 +26,139 @@ def register(sub: argparse._SubParsersAction) -> None:
         "model",
         help="predict communication of every algorithm and grid for P ranks (no MPI needed)",
         description=(
-            "Rank the distributed SpMM algorithms and their process grids for --procs P by "
-            "the alpha-beta cost model, using only the graph file's sizes. P need not be "
-            "runnable here (e.g. 1024)."
+            "Rank the distributed SpMM algorithms and their process grids for each --procs P "
+            "by the alpha-beta cost model, using only the graph's sizes (the file's, or "
+            "--shape). P need not be runnable here (e.g. 1024)."
         ),
     )
-    p.add_argument("graph")
-    p.add_argument("--procs", type=int, required=True,
-                   help=f"number of ranks P, at most {MAX_PROCS} (2^20)")
-    p.add_argument("--alpha", type=float, default=2e-6, help="latency per message, seconds")
-    p.add_argument("--beta", type=float, default=1e-10, help="seconds per byte (1e-10 = 10 GB/s)")
+    p.add_argument("graph", nargs="?", default=None, help="graph file (or give --shape)")
+    p.add_argument("--shape", default=None, metavar="n,nnz,f[,classes]",
+                   help="model a graph without its file: vertices, stored edges (each "
+                        "undirected edge twice, self loops not counted), features and "
+                        "classes (default 16); see docs/communication.md for Reddit, "
+                        "ogbn-products, ogbn-papers100M, Amazon")
+    p.add_argument("--procs", required=True, metavar="P[,P...]",
+                   help=f"rank counts P, comma-separated (at most {MAX_STUDY}), each at most "
+                        f"{MAX_PROCS} (2^20)")
+    p.add_argument("--machine", default="laptop",
+                   help="alpha and beta from configs/machines/NAME.json (summit, perlmutter, "
+                        "laptop) or a .json file: the intra-node link while P fits on a node, "
+                        "else the inter-node link (default: laptop)")
+    p.add_argument("--alpha", type=float, default=None,
+                   help="latency per message, seconds (overrides the machine's)")
+    p.add_argument("--beta", type=float, default=None,
+                   help="seconds per byte, 1e-10 = 10 GB/s (overrides the machine's)")
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--hidden", type=int, default=16)
     p.add_argument("--dtype", choices=["float32", "float64"], default="float32")
-    p.add_argument("--top", type=int, default=15, help="rows to print")
-    p.add_argument("--json", default=None, help="also write every prediction to this JSON file")
+    p.add_argument("--top", type=int, default=15, help="rows to print per P")
+    p.add_argument("--out", "--json", dest="out", default=None,
+                   help="also write every prediction, per P, to this JSON file")
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    """Print the ranking."""
-    from hpcgnn.config import TrainConfig
-    from hpcgnn.cost.ranking import rank_choices
-    from hpcgnn.errors import ConfigError
-    from hpcgnn.io.reader import GraphFile
+def parse_counts(text: str, flag: str, bounds: list[tuple[int, int]]) -> list[int]:
+    """``"4,16,64"`` -> ``[4, 16, 64]``; entry ``k`` must lie in ``bounds[k]`` (or the last)."""
+    values = []
+    for k, item in enumerate(text.split(",")):
+        lo, hi = bounds[min(k, len(bounds) - 1)]
+        try:
+            value = int(item)
+        except ValueError:
+            raise ConfigError(
+                f"{flag}: expected integers separated by commas, got {text!r}"
+            ) from None
+        if not lo <= value <= hi:
+            raise ConfigError(f"{flag} must be in [{lo}, {hi}], got {item.strip()}")
+        values.append(value)
+    return values
 
-    if not 1 <= args.procs <= MAX_PROCS:
-        raise ConfigError(f"--procs must be in [1, {MAX_PROCS}], got {args.procs}")
+
+def shape_meta(text: str) -> Any:
+    """The :class:`~hpcgnn.io.reader.GraphMeta` of ``--shape n,nnz,f[,classes]``."""
+    from hpcgnn.io.reader import MAX_CLASSES, GraphMeta
+
+    big = 2**62
+    values = parse_counts(text, "--shape", [(1, big), (0, big), (1, big), (1, MAX_CLASSES)])
+    if len(values) not in (3, 4):
+        raise ConfigError(f"--shape: expected n,nnz,f or n,nnz,f,classes, got {text!r}")
+    n, nnz, f, classes = (*values, 16)[:4]
+    return GraphMeta(f"shape {text}", n, nnz, f, classes, False, f"shape {text}",
+                     np.dtype(np.float32), 1, None, None)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the ranking for every P; write them all with ``--out``."""
+    from hpcgnn.config import TrainConfig
+    from hpcgnn.cost.machine import load_machine
+    from hpcgnn.cost.ranking import rank_choices
+    from hpcgnn.io.reader import GraphFile
+    from hpcgnn.utils.files import atomic_write, check_output
+
+    procs = parse_counts(args.procs, "--procs", [(1, MAX_PROCS)])
+    if len(procs) > MAX_STUDY:
+        raise ConfigError(f"--procs: at most {MAX_STUDY} rank counts, got {len(procs)}")
+    if (args.graph is None) == (args.shape is None):
+        raise ConfigError("give a graph file or --shape n,nnz,f, not both")
+    machine = load_machine(args.machine)
     cfg = TrainConfig(layers=args.layers, hidden=args.hidden, dtype=args.dtype)
-    with GraphFile(args.graph) as gf:
-        meta = gf.meta
-    rows = rank_choices(meta, cfg, args.procs, args.alpha, args.beta)
+    if args.out:
+        check_output(args.out, "model output")
+    if args.shape is not None:
+        meta = shape_meta(args.shape)
+    else:
+        with GraphFile(args.graph) as gf:
+            meta = gf.meta
     print(
         f"{meta.name or args.graph}: n={meta.num_nodes} nnz(A+I)={meta.num_edges + meta.num_nodes}"
         f" widths f={meta.num_features}->{args.hidden}x{args.layers - 1}->{meta.num_classes}"
-        f" | P={args.procs} alpha={args.alpha:g} s beta={args.beta:g} s/B"
+        f" on {machine.name}"
     )
+    results = []
+    for p in procs:
+        link = machine.link(p)
+        alpha = link.alpha if args.alpha is None else args.alpha
+        beta = link.beta if args.beta is None else args.beta
+        rows = rank_choices(meta, cfg, p, alpha, beta)
+        _print_ranking(rows[: args.top], p, machine.link_kind(p), alpha, beta)
+        results.append({"procs": p, "link": machine.link_kind(p), "alpha": alpha, "beta": beta,
+                        "choices": rows})
+    if len(procs) > 1:
+        _print_scaling(results)
+    if args.out:
+        doc = {
+            "graph": meta.name or args.graph, "num_nodes": meta.num_nodes,
+            "num_edges": meta.num_edges, "num_features": meta.num_features,
+            "num_classes": meta.num_classes, "layers": args.layers, "hidden": args.hidden,
+            "dtype": args.dtype, "machine": machine.name, "results": results,
+        }
+        atomic_write(args.out, json.dumps(doc, indent=2), "model output")
+    return 0
+
+
+def _print_ranking(rows: list[dict], procs: int, link: str, alpha: float, beta: float) -> None:
+    print(f"P={procs} ({link}) alpha={alpha:g} s beta={beta:g} s/B")
     print(
         f"{'rank':>4} {'algo':>5} {'grid':>10} {'comm s/epoch':>13} {'MB/rank':>10}"
-        f" {'GB total':>9} {'msgs':>6} {'mem GB/rank':>11}"
+        f" {'GB total':>9} {'msgs':>6} {'mem GB/rank':>11}  time by phase (ms)"
     )
-    for i, r in enumerate(rows[: args.top]):
+    for i, r in enumerate(rows):
+        phases = " ".join(f"{k}={v * 1e3:.3g}" for k, v in r["time_by_phase_s"].items())
         print(
             f"{i + 1:>4} {r['algo']:>5} {r['grid']:>10} {r['time_s']:>13.6f}"
             f" {r['max_rank_bytes'] / 1e6:>10.3f} {r['total_bytes'] / 1e9:>9.3f}"
-            f" {r['messages']:>6} {r['memory_per_rank_bytes'] / 2**30:>11.3f}"
+            f" {r['messages']:>6} {r['memory_per_rank_bytes'] / 2**30:>11.3f}  {phases}"
         )
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(
-                {"procs": args.procs, "alpha": args.alpha, "beta": args.beta, "choices": rows},
-                fh,
-                indent=2,
-            )
-    return 0
+
+
+def _print_scaling(results: list[dict]) -> None:
+    """The fastest grid of each algorithm at each P: modelled seconds per epoch (grid)."""
+    from hpcgnn.cost.ranking import fastest_per_algo
+
+    algos = list(dict.fromkeys(r["algo"] for res in results for r in res["choices"]))
+    print("scaling: modelled communication s/epoch of each algorithm's fastest grid")
+    print(f"{'P':>8} " + " ".join(f"{a:>22}" for a in algos))
+    for res in results:
+        best = {a: f"{r['time_s']:.6f} ({r['grid']})"
+                for a, r in fastest_per_algo(res["choices"]).items()}
+        print(f"{res['procs']:>8} " + " ".join(f"{best.get(a, '-'):>22}" for a in algos))

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from hpcgnn.config import TrainConfig
-from hpcgnn.cost.estimate import Problem
+from hpcgnn.cost.estimate import Estimate, Problem
 from hpcgnn.cost.predict import PREDICTORS, predict
 from hpcgnn.io.reader import GraphMeta
 from hpcgnn.layout.order import layer_sizes
@@ -109,7 +109,27 @@ def rank_choices(
                     "messages": est.messages,
                     "memory_per_rank_bytes": memory_estimate(meta, cfg, shape),
                     "bytes_by_category": est.bytes_total,
+                    "time_by_phase_s": phase_times(est, alpha, beta),
                 }
             )
     rows.sort(key=lambda r: (r["time_s"], r["algo"], r["grid"]))
     return rows
+
+
+def phase_times(est: Estimate, alpha: float, beta: float) -> dict[str, float]:
+    """:meth:`Estimate.time` split by phase: ``beta x`` busiest-rank bytes per category.
+
+    The latency ``alpha x messages`` is not split by category; it is the ``latency``
+    entry. The entries sum to ``est.time(alpha, beta)``.
+    """
+    out = {cat: beta * b for cat, b in sorted(est.bytes_max_rank.items())}
+    out["latency"] = alpha * est.messages
+    return out
+
+
+def fastest_per_algo(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The first (fastest) row of each algorithm in ``rows`` (as :func:`rank_choices` sorts)."""
+    best: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        best.setdefault(row["algo"], row)
+    return best

@@ -12,14 +12,14 @@ def test_model_ranks_choices_for_a_large_p(tmp_path, capsys):
     out = tmp_path / "model.json"
     assert main(["model", str(path), "--procs", "1024", "--json", str(out), "--top", "3"]) == 0
     text = capsys.readouterr().out
-    assert "P=1024" in text and len(text.strip().splitlines()) == 2 + 3
-    doc = json.loads(out.read_text())
-    times = [c["time_s"] for c in doc["choices"]]
+    assert "P=1024" in text and len(text.strip().splitlines()) == 3 + 3
+    (result,) = json.loads(out.read_text())["results"]
+    times = [c["time_s"] for c in result["choices"]]
     assert times == sorted(times)
-    algos = {c["algo"] for c in doc["choices"]}
+    algos = {c["algo"] for c in result["choices"]}
     assert {"1d", "1.5d"} <= algos
     # 1.5d offers every divisor of 1024 as replication factor
-    assert sum(c["algo"] == "1.5d" for c in doc["choices"]) == 11
+    assert sum(c["algo"] == "1.5d" for c in result["choices"]) == 11
 
 
 def test_model_ranks_65536_ranks_quickly(tmp_path, capsys):
@@ -35,3 +35,49 @@ def test_model_rejects_bad_procs(tmp_path, capsys, procs):
     path = write_random_graph(tmp_path / "g.h5", n=20, seed=1)
     assert main(["model", str(path), "--procs", procs]) == 1
     assert f"--procs must be in [1, 1048576], got {procs}" in capsys.readouterr().err
+
+
+def test_model_takes_alpha_and_beta_from_the_machine(tmp_path, capsys):
+    path = write_random_graph(tmp_path / "g.h5", n=50, features=8, seed=1)
+    out = tmp_path / "m.json"
+    assert main(["model", str(path), "--procs", "64", "--machine", "summit", "--json", str(out),
+                 "--top", "1"]) == 0
+    text = capsys.readouterr().out
+    assert "on summit" in text and "P=64 (inter_node) alpha=1e-05 s beta=8e-11 s/B" in text
+    assert json.loads(out.read_text())["machine"] == "summit"
+    assert main(["model", str(path), "--procs", "4", "--machine", "summit", "--beta", "1e-9",
+                 "--top", "1"]) == 0
+    assert "(intra_node) alpha=5e-06 s beta=1e-09 s/B" in capsys.readouterr().out
+    assert main(["model", str(path), "--procs", "4", "--machine", "titan"]) == 1
+    assert "unknown machine 'titan'" in capsys.readouterr().err
+
+
+def test_scaling_study_of_a_shape_without_its_file(tmp_path, capsys):
+    out = tmp_path / "scaling.json"
+    reddit = "232965,114848857,602,41"
+    assert main(["model", "--shape", reddit, "--machine", "perlmutter", "--procs", "4,64,1024",
+                 "--out", str(out), "--top", "2"]) == 0
+    text = capsys.readouterr().out
+    assert "P=4 (intra_node)" in text and "P=1024 (inter_node)" in text
+    assert "latency=" in text and "dense_bcast=" in text  # per-phase times printed
+    doc = json.loads(out.read_text())
+    assert (doc["num_nodes"], doc["num_features"], doc["num_classes"]) == (232965, 602, 41)
+    assert [r["procs"] for r in doc["results"]] == [4, 64, 1024]
+    top = doc["results"][2]["choices"][0]
+    assert top["algo"] != "1d" and top["max_rank_bytes"] <= top["total_bytes"]
+    assert sum(top["time_by_phase_s"].values()) == pytest.approx(top["time_s"])
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--shape", "10,20,3", "{graph}"], "give a graph file or --shape n,nnz,f, not both"),
+    ([], "give a graph file or --shape"),
+    (["--shape", "10,20"], "--shape: expected n,nnz,f or n,nnz,f,classes"),
+    (["--shape", "0,20,3"], "--shape must be in [1, "),
+    (["--shape", "10,x,3"], "--shape: expected integers separated by commas"),
+])
+def test_model_rejects_bad_shapes(tmp_path, capsys, argv, words):
+    path = write_random_graph(tmp_path / "g.h5", n=20, seed=1)
+    argv = [a.replace("{graph}", str(path)) for a in argv]
+    assert main(["model", *argv, "--procs", "4,8"]) == 1
+    err = capsys.readouterr().err
+    assert words in err and len(err.splitlines()) == 1

@@ -4,7 +4,13 @@ import numpy as np
 import pytest
 
 from hpcgnn.config import TrainConfig
-from hpcgnn.cost.ranking import memory_estimate, minibatch_memory_estimate, weight_bytes
+from hpcgnn.cost.ranking import (
+    fastest_per_algo,
+    memory_estimate,
+    minibatch_memory_estimate,
+    rank_choices,
+    weight_bytes,
+)
 from hpcgnn.errors import ConfigError
 from hpcgnn.io.reader import GraphMeta
 from hpcgnn.layout.shapes import GridShape
@@ -47,3 +53,46 @@ def test_estimates_grow_with_the_declared_class_count():
 def test_model_sizes_are_bounded(kwargs, words):
     with pytest.raises(ConfigError, match=words.replace("[", r"\[").replace("]", r"\]")):
         TrainConfig(**kwargs)
+
+
+# CAGNET's qualitative findings, as the model states them for a Reddit-like shape on Summit
+# (CAGNET Table 2: 232,965 vertices, 114,848,857 edges, 602 features, 41 classes).
+REDDIT = dict(n=232_965, features=602, classes=41)
+
+
+def reddit_on_summit(procs, alpha=None):
+    from hpcgnn.cost.machine import load_machine
+
+    link = load_machine("summit").link(procs)
+    m = GraphMeta("reddit", REDDIT["n"], 114_848_857, REDDIT["features"], REDDIT["classes"],
+                  False, "reddit", np.dtype(np.float32), 1, None, None)
+    alpha = link.alpha if alpha is None else alpha
+    return rank_choices(m, TrainConfig(), procs, alpha, link.beta)  # fastest first
+
+
+def best_per_algo(procs, alpha=None):
+    return fastest_per_algo(reddit_on_summit(procs, alpha))
+
+
+def test_reddit_on_summit_follows_cagnet():
+    small, large = best_per_algo(16), best_per_algo(1024)
+    # 1D moves about n f per rank whatever P is; 1.5D's busiest rank moves less as c grows.
+    assert large["1d"]["max_rank_bytes"] == pytest.approx(small["1d"]["max_rank_bytes"], 1e-3)
+    assert large["1.5d"]["max_rank_bytes"] < small["1.5d"]["max_rank_bytes"] / 4
+    # At P = 1024 1D is latency bound (P broadcasts per SpMM) and 1.5D (32x32) comes first.
+    lat = large["1d"]["time_by_phase_s"]["latency"]
+    assert lat > 0.8 * large["1d"]["time_s"]
+    assert min(large.values(), key=lambda r: r["time_s"]) is large["1.5d"]
+    assert large["1.5d"]["grid"] == "32x32" and large["1.5d"]["time_s"] < large["1d"]["time_s"] / 10
+    # Pure bandwidth (alpha = 0): 1.5D still beats 1D, and 3D moves the fewest bytes.
+    bw = best_per_algo(1024, alpha=0.0)
+    assert bw["1.5d"]["time_s"] < bw["1d"]["time_s"] / 5
+    # Where 3D wins: at 16 ranks (a Pr x 1 x Pl grid, no sparse broadcast); 2D never leads.
+    assert min(small.values(), key=lambda r: r["time_s"]) is small["3d"]
+    assert small["2d"]["time_s"] > small["1.5d"]["time_s"]
+
+
+def test_phase_times_sum_to_the_time():
+    row = next(r for r in reddit_on_summit(64) if (r["algo"], r["grid"]) == ("2d", "8x8"))
+    assert sum(row["time_by_phase_s"].values()) == pytest.approx(row["time_s"])
+    assert {"dense_bcast", "sparse_bcast", "latency"} <= set(row["time_by_phase_s"])

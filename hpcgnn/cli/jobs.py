@@ -1,0 +1,195 @@
+"""``hpcgnn jobs render``: a batch script for Slurm, LSF/jsrun or mpiexec from ``jobs/``.
+
+A system's template (``jobs/<system>.sh``: scheduler directives and the ``LAUNCH`` command)
+takes the shared pipeline ``jobs/pipeline.sh`` (prepare or reuse the graph, partition
+when the model needs it, train, report) in place of ``{{pipeline}}``; every ``{{name}}`` is then
+filled in. A line naming ``{{account}}`` is left out when no ``--account`` is given.
+
+Every ``hpcgnn`` command of the rendered script is checked against the real parser of
+that sub-command, so a template (or ``--train-args``) can never name a flag that does not
+exist.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shlex
+from pathlib import Path
+
+from hpcgnn.errors import ConfigError
+
+SYSTEMS = ("slurm", "lsf", "local")
+#: The templates, beside the package in a source checkout.
+JOBS_DIR = Path(__file__).resolve().parents[2] / "jobs"
+#: Modes whose model follows the file's partition (so the job partitions first).
+PARTITIONED_MODES = ("offload",)
+_PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
+_COMMAND_WORDS = ("hpcgnn", "$HPCGNN", "${HPCGNN}")
+_SEPARATORS = (";", "&&", "||", "|", "&")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``jobs`` sub-command."""
+    from hpcgnn.config import ALGORITHMS
+
+    p = sub.add_parser("jobs", help="batch scripts for clusters (Slurm, LSF/jsrun) and mpiexec")
+    actions = p.add_subparsers(dest="jobs_command", required=True, metavar="ACTION")
+    r = actions.add_parser(
+        "render",
+        help="fill in a batch template: prepare, partition, train, report",
+        description="Write a batch script that runs the pipeline (prepare or reuse the graph, "
+                    "partition when the model needs it, train, report) with one rank per GPU.",
+    )
+    r.add_argument("--system", choices=SYSTEMS, required=True,
+                   help="slurm (Perlmutter-like srun), lsf (Summit-like jsrun) or local "
+                        "(mpiexec, runs here)")
+    r.add_argument("--nodes", type=int, default=1, help="nodes (default: 1)")
+    r.add_argument("--ranks-per-node", type=int, required=True,
+                   help="ranks per node, one per GPU")
+    r.add_argument("--algo", choices=ALGORITHMS, default="1d", help="--algo of train")
+    r.add_argument("--mode", choices=["fullbatch", "minibatch", "offload", "gist"],
+                   default="fullbatch", help="--mode of train")
+    r.add_argument("--epochs", type=int, default=100)
+    r.add_argument("--graph", default="inputs/sbm-20k.h5",
+                   help="graph file; generated with `prepare synthetic` when missing "
+                        "(default: inputs/sbm-20k.h5)")
+    r.add_argument("--prepare-nodes", type=int, default=20000,
+                   help="vertices of the synthetic graph (default: 20000)")
+    r.add_argument("--run-dir", default=None,
+                   help="metrics and partitioned graph go here (default: runs/MODE-ALGO-pP)")
+    r.add_argument("--train-args", default="",
+                   help="more train flags, e.g. \"--hidden 64 --layers 3\" (checked)")
+    r.add_argument("--minutes", type=int, default=30, help="wall-clock limit (default: 30)")
+    r.add_argument("--account", default=None, help="project/account to charge")
+    r.add_argument("--template", default=None,
+                   help="use this template instead of jobs/SYSTEM.sh")
+    r.add_argument("--out", required=True, help="the script to write")
+    r.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Render the script (rank 0 when launched under MPI)."""
+    from hpcgnn.cli.common import run_on_root
+
+    run_on_root(lambda: _render_to_file(args))
+    return 0
+
+
+def _render_to_file(args: argparse.Namespace) -> None:
+    from hpcgnn.utils.files import atomic_write
+
+    for flag, value in (("--nodes", args.nodes), ("--ranks-per-node", args.ranks_per_node),
+                        ("--epochs", args.epochs), ("--prepare-nodes", args.prepare_nodes),
+                        ("--minutes", args.minutes)):
+        if value < 1:
+            raise ConfigError(f"{flag} must be >= 1, got {value}")
+    if args.system == "local" and args.nodes != 1:
+        raise ConfigError(f"--system local runs on one node, got --nodes {args.nodes}")
+    ranks = args.nodes * args.ranks_per_node
+    values = {
+        "nodes": str(args.nodes),
+        "ranks_per_node": str(args.ranks_per_node),
+        "ranks": str(ranks),
+        "mode": args.mode,
+        "algo": args.algo,
+        "epochs": str(args.epochs),
+        "minutes": str(args.minutes),
+        "graph": shlex.quote(args.graph),
+        "run_dir": shlex.quote(args.run_dir or f"runs/{args.mode}-{args.algo}-p{ranks}"),
+        "prepare_nodes": str(args.prepare_nodes),
+        "partition": "yes" if args.algo == "halo" or args.mode in PARTITIONED_MODES else "no",
+        "train_args": args.train_args.strip(),
+        "account": "" if args.account is None else shlex.quote(args.account),
+        "command": shlex.join([
+            "hpcgnn", "jobs", "render", "--system", args.system, "--nodes", str(args.nodes),
+            "--ranks-per-node", str(args.ranks_per_node), "--mode", args.mode,
+            "--algo", args.algo, "--epochs", str(args.epochs), "--graph", args.graph,
+        ]),
+    }
+    template = Path(args.template) if args.template else JOBS_DIR / f"{args.system}.sh"
+    script = render(_read(template), _read(JOBS_DIR / "pipeline.sh"), values)
+    check_commands(script)
+    out = atomic_write(args.out, script, "job script")
+    out.chmod(0o755)
+    print(f"{args.system} job: {args.nodes} node(s) x {args.ranks_per_node} rank(s) -> {out}")
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError as err:
+        raise ConfigError(f"cannot read job template {path}: {err.strerror or err}") from None
+
+
+def render(template: str, pipeline: str, values: dict[str, str]) -> str:
+    """Fill ``{{pipeline}}`` and every ``{{name}}`` of ``template``.
+
+    Parameters
+    ----------
+    template
+        A system's template.
+    pipeline
+        The shared pipeline, put in place of ``{{pipeline}}``.
+    values
+        Text for each placeholder; an empty ``account`` drops the lines that name it.
+
+    Raises
+    ------
+    ConfigError
+        When the template names a placeholder that has no value.
+    """
+    text = template.replace("{{pipeline}}", pipeline.rstrip("\n"))
+    if not values.get("account"):
+        text = "".join(ln for ln in text.splitlines(True) if "{{account}}" not in ln)
+    unknown = sorted({m for m in _PLACEHOLDER.findall(text) if m not in values})
+    if unknown:
+        raise ConfigError(f"job template names unknown placeholder(s): {', '.join(unknown)}")
+    return _PLACEHOLDER.sub(lambda m: values[m.group(1)], text)
+
+
+def check_commands(script: str) -> None:
+    """Refuse a script whose ``hpcgnn`` commands name a flag their parser does not have.
+
+    Each command (``hpcgnn``, ``$HPCGNN`` or ``${HPCGNN}`` followed by its sub-command
+    words, up to ``;``, ``&&``, ``|`` or the end of the line; continuation lines joined)
+    is checked against :func:`hpcgnn.cli.main.build_parser`: every ``--flag`` (or
+    ``--flag=value``) must be an option of that sub-command, spelled out in full.
+    """
+    from hpcgnn.cli.main import build_parser
+
+    for line in script.replace("\\\n", " ").splitlines():
+        lex = shlex.shlex(line, posix=True, punctuation_chars=";&|")
+        lex.whitespace_split = True
+        try:
+            tokens = list(lex)
+        except ValueError as err:
+            raise ConfigError(f"job script line cannot be parsed ({err}): {line.strip()}") from None
+        for start, token in enumerate(tokens):
+            if token in _COMMAND_WORDS:
+                _check_command(build_parser(), tokens[start + 1:])
+
+
+def _check_command(parser: argparse.ArgumentParser, words: list[str]) -> None:
+    path = ["hpcgnn"]
+    i = 0
+    while i < len(words) and (sub := _subcommands(parser)) and words[i] in sub:
+        parser = sub[words[i]]
+        path.append(words[i])
+        i += 1
+    known = set(parser._option_string_actions)
+    for word in words[i:]:
+        if word in _SEPARATORS:
+            return
+        flag = word.split("=", 1)[0]
+        if flag.startswith("--") and flag not in known:
+            raise ConfigError(
+                f"job script runs `{' '.join(path)}` with {flag}, which it does not accept"
+            )
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}

@@ -1,0 +1,138 @@
+"""Machine files (``configs/machines/*.json``): the alpha-beta figures of a cluster.
+
+A machine has ``gpus_per_node`` (one rank per GPU), its node ``injection_gbps`` and, per
+link kind, ``alpha`` (seconds per message) and ``beta`` (seconds per byte):
+``intra_node`` and, for a cluster, ``inter_node``. The cost model charges one link for a
+run: the intra-node link while the ``P`` ranks fit on one node, the inter-node link
+otherwise (the slowest link a collective crosses bounds it). Contention for a node's
+injection bandwidth among concurrent collectives (CAGNET Sec. 6.2) is not modelled.
+Every file names the source of its numbers in ``comment`` and per link in ``source``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from hpcgnn.errors import ConfigError
+
+#: The machine files shipped beside the package in a source checkout.
+MACHINES_DIR = Path(__file__).resolve().parents[2] / "configs" / "machines"
+LINK_KINDS = ("intra_node", "inter_node")
+
+
+@dataclass(frozen=True)
+class Link:
+    """One kind of link: seconds per message and per byte."""
+
+    alpha: float
+    beta: float
+
+
+@dataclass(frozen=True)
+class Machine:
+    """A cluster's figures for the cost model.
+
+    Attributes
+    ----------
+    name
+        The machine's name.
+    gpus_per_node
+        GPUs (ranks) per node; 0 for a machine without GPUs.
+    injection_gbps
+        A node's network injection bandwidth, GB/s (0 without a network).
+    links
+        ``alpha`` and ``beta`` per link kind; ``intra_node`` always, ``inter_node`` for
+        a cluster.
+    comment
+        Where the numbers come from.
+
+    """
+
+    name: str
+    gpus_per_node: int
+    injection_gbps: float
+    links: dict[str, Link]
+    comment: str
+
+    def link_kind(self, procs: int) -> str:
+        """The link that bounds a collective over ``procs`` ranks."""
+        if "inter_node" in self.links and procs > max(self.gpus_per_node, 1):
+            return "inter_node"
+        return "intra_node"
+
+    def link(self, procs: int) -> Link:
+        """:meth:`link_kind`'s alpha and beta."""
+        return self.links[self.link_kind(procs)]
+
+
+def machine_names() -> list[str]:
+    """The machines of :data:`MACHINES_DIR`."""
+    return sorted(p.stem for p in MACHINES_DIR.glob("*.json"))
+
+
+def load_machine(name: str) -> Machine:
+    """Read a machine by name (``configs/machines/NAME.json``) or from a ``.json`` path.
+
+    Raises
+    ------
+    ConfigError
+        One line: an unknown name (listing the known ones), an unreadable file, bad JSON,
+        or a missing or non-positive field.
+    """
+    path = Path(name) if name.endswith(".json") else MACHINES_DIR / f"{name}.json"
+    if not name.endswith(".json") and not path.is_file():
+        raise ConfigError(
+            f"unknown machine '{name}' (known: {', '.join(machine_names()) or 'none'};"
+            " or pass a .json file)"
+        )
+    try:
+        doc = json.loads(path.read_text())
+    except OSError as err:
+        raise ConfigError(f"machine file {path}: cannot read: {err.strerror or err}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ConfigError(f"machine file {path}: not valid JSON: {err}") from None
+    return parse_machine(doc, str(path))
+
+
+def parse_machine(doc: object, where: str = "<dict>") -> Machine:
+    """Validate a parsed machine document (see :func:`load_machine`)."""
+
+    def bad(what: str) -> ConfigError:
+        return ConfigError(f"machine file {where}: {what}")
+
+    def number(value: object, field: str, positive: bool) -> float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not ok or not math.isfinite(value) or value < 0 or (positive and value == 0):
+            sign = "positive" if positive else "non-negative"
+            raise bad(f"'{field}' must be a {sign} number, got {value!r}")
+        return float(value)
+
+    if not isinstance(doc, dict):
+        raise bad("top level must be a JSON object")
+    for key in ("gpus_per_node", "injection_gbps", "links"):
+        if key not in doc:
+            raise bad(f"missing field '{key}'")
+    gpus = doc["gpus_per_node"]
+    if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 0:
+        raise bad(f"'gpus_per_node' must be an integer >= 0, got {gpus!r}")
+    links = doc["links"]
+    if not isinstance(links, dict) or "intra_node" not in links:
+        raise bad("'links' must be an object with at least 'intra_node'")
+    parsed = {}
+    for kind, link in links.items():
+        if kind not in LINK_KINDS:
+            raise bad(f"unknown link kind '{kind}' (choose from {', '.join(LINK_KINDS)})")
+        if not isinstance(link, dict) or not {"alpha", "beta"} <= set(link):
+            raise bad(f"link '{kind}' needs 'alpha' (s) and 'beta' (s/byte)")
+        parsed[kind] = Link(number(link["alpha"], f"{kind}.alpha", False),
+                            number(link["beta"], f"{kind}.beta", True))
+    return Machine(
+        name=str(doc.get("name", Path(where).stem)),
+        gpus_per_node=gpus,
+        injection_gbps=number(doc["injection_gbps"], "injection_gbps", False),
+        links=parsed,
+        comment=str(doc.get("comment", "")),
+    )

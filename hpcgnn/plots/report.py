@@ -1,0 +1,288 @@
+"""``hpcgnn report``: plots and an ``index.md`` from metrics files and model scaling studies.
+
+Inputs are JSON documents of two kinds, told apart by their keys: the metrics of a run
+(``hpcgnn train --metrics``, see ``docs/metrics.md``) and a scaling study
+(``hpcgnn model --out``). Each figure is written as PNG and SVG; a figure is left out
+when no input has what it shows:
+
+- ``curves``: loss and accuracy per epoch of every run;
+- ``phases``: seconds per epoch of each phase, stacked, one bar per run (CAGNET's figures);
+- ``bytes``: measured and predicted bytes per epoch of every run, with their ratio;
+- ``exchange``: ``V_ori``, ``V_p2p``, ``V_ru`` of the runs of partitioned models;
+- ``scaling``: modelled time and busiest-rank bytes of each algorithm's fastest grid vs P.
+
+Figures are drawn with :class:`matplotlib.figure.Figure` (no pyplot state, no display).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hpcgnn.cost.ranking import fastest_per_algo
+from hpcgnn.errors import ConfigError
+from hpcgnn.utils.files import atomic_path, atomic_write, check_directory
+
+FORMATS = ("png", "svg")
+
+
+@dataclass(frozen=True)
+class Run:
+    """One metrics document and the label it is shown under."""
+
+    label: str
+    doc: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Study:
+    """One ``hpcgnn model --out`` document and its label."""
+
+    label: str
+    doc: dict[str, Any]
+
+
+def load_inputs(paths: list[str]) -> tuple[list[Run], list[Study]]:
+    """Read every input and sort it into runs and scaling studies.
+
+    Raises
+    ------
+    ConfigError
+        One line naming the file: unreadable, not JSON, or neither kind of document.
+    """
+    runs, studies = [], []
+    for path in paths:
+        try:
+            doc = json.loads(Path(path).read_text())
+        except OSError as err:
+            raise ConfigError(f"{path}: cannot read: {err.strerror or err}") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise ConfigError(f"{path}: not valid JSON: {err}") from None
+        label = Path(path).stem
+        if isinstance(doc, dict) and isinstance(doc.get("results"), list) and "machine" in doc:
+            studies.append(Study(label, doc))
+        elif isinstance(doc, dict) and isinstance(doc.get("epochs"), list) and "comm" in doc:
+            runs.append(Run(_run_label(label, doc), doc))
+        else:
+            raise ConfigError(
+                f"{path}: neither a metrics file (train --metrics) nor a scaling study "
+                "(model --out)"
+            )
+    return runs, studies
+
+
+def _run_label(stem: str, doc: dict[str, Any]) -> str:
+    cfg = doc.get("config", {})
+    return f"{stem}: {cfg.get('algo', '?')} {cfg.get('grid', '')} P={doc.get('world_size', '?')}"
+
+
+def write_report(paths: list[str], out: str) -> list[Path]:
+    """Draw every figure the inputs allow into ``out`` and write ``out/index.md``.
+
+    Returns
+    -------
+    list of Path
+        The files written, ``index.md`` last.
+    """
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise ConfigError(
+            "hpcgnn report needs matplotlib: pip install 'hpcgnn[plot]'"
+        ) from None
+    runs, studies = load_inputs(paths)
+    check_directory(out, "report directory")
+    outdir = Path(out)
+    outdir.mkdir(parents=True, exist_ok=True)
+    drawn = {}
+    for name, draw, items in (
+        ("curves", _curves, runs),
+        ("phases", _phases, runs),
+        ("bytes", _bytes, [r for r in runs if _total(r, "measured_bytes")]),
+        ("exchange", _exchange, [r for r in runs if "V_ori" in r.doc.get("exchange", {})]),
+        ("scaling", _scaling, studies),
+    ):
+        if not items:
+            continue
+        fig = Figure(figsize=(10, 4.8), layout="constrained")
+        draw(fig, items)
+        for fmt in FORMATS:
+            with atomic_path(outdir / f"{name}.{fmt}", "report figure") as tmp:
+                fig.savefig(tmp, format=fmt, dpi=110)
+            fig.set_layout_engine("none")  # keep the first layout: it costs a draw each time
+        drawn[name] = [outdir / f"{name}.{fmt}" for fmt in FORMATS]
+    index = atomic_write(outdir / "index.md", _index(runs, studies, list(drawn)), "report index")
+    return [p for files in drawn.values() for p in files] + [index]
+
+
+def _total(run: Run, key: str) -> float:
+    return float(sum(v or 0.0 for v in run.doc.get("comm", {}).get(key, {}).values()))
+
+
+def _curves(fig: Any, runs: list[Run]) -> None:
+    loss, acc = fig.subplots(1, 2)
+    for i, run in enumerate(runs):
+        epochs = run.doc["epochs"]
+        colour = f"C{i % 10}"
+        loss.plot([e["epoch"] for e in epochs], [e.get("loss") for e in epochs],
+                  color=colour, label=run.label)
+        for key, style in (("train_acc", "-"), ("val_acc", "--")):
+            points = [(e["epoch"], e[key]) for e in epochs if e.get(key) is not None]
+            if points:
+                acc.plot(*zip(*points, strict=True), style, color=colour,
+                         label=f"{run.label} ({key.removesuffix('_acc')})")
+    from matplotlib.ticker import MaxNLocator
+
+    for ax in (loss, acc):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    loss.set(xlabel="epoch", ylabel="training loss", title="Loss")
+    acc.set(xlabel="epoch", ylabel="accuracy", title="Accuracy (solid: train, dashed: val)",
+            ylim=(0, 1))
+    loss.legend(fontsize="small")
+    acc.legend(fontsize="x-small", ncol=1 + len(runs) // 4)
+
+
+def _phases(fig: Any, runs: list[Run]) -> None:
+    ax = fig.subplots()
+    phases = sorted({p for r in runs for p in r.doc.get("time", {}).get("phases", {})})
+    bottom = [0.0] * len(runs)
+    x = range(len(runs))
+    colours = _colours(len(phases))
+    for phase, colour in zip(phases, colours, strict=True):
+        ms = [1e3 * (r.doc["time"].get("phases", {}).get(phase) or 0.0) for r in runs]
+        ax.bar(x, ms, bottom=bottom, label=phase, color=colour)
+        bottom = [b + v for b, v in zip(bottom, ms, strict=True)]
+    ax.set_xticks(list(x), [r.label for r in runs], rotation=20, ha="right", fontsize="small")
+    ax.set(ylabel="milliseconds per epoch (mean over ranks)",
+           title="Time per epoch by phase (communication categories and compute)")
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
+
+
+def _bytes(fig: Any, runs: list[Run]) -> None:
+    ax = fig.subplots()
+    width = 0.4
+    measured = [_total(r, "measured_bytes") / 1e6 for r in runs]
+    predicted = [_total(r, "predicted_bytes") / 1e6 for r in runs]
+    x = list(range(len(runs)))
+    ax.bar([i - width / 2 for i in x], measured, width, label="measured", color="C0")
+    ax.bar([i + width / 2 for i in x], predicted, width, label="predicted", color="C1")
+    for i, (m, p) in enumerate(zip(measured, predicted, strict=True)):
+        text = f"{m / p:.3f}x" if p > 0 else "no model"
+        ax.annotate(text, (i, max(m, p)), ha="center", va="bottom", fontsize="small")
+    ax.set_xticks(x, [r.label for r in runs], rotation=20, ha="right", fontsize="small")
+    ax.set(ylabel="MB per epoch (summed over ranks)",
+           title="Communication per epoch: measured vs predicted (label: measured / predicted)")
+    ax.legend()
+
+
+def _exchange(fig: Any, runs: list[Run]) -> None:
+    ax = fig.subplots()
+    keys = ("V_ori", "V_p2p", "V_ru")
+    width = 0.8 / len(keys)
+    for k, key in enumerate(keys):
+        x = [i + (k - 1) * width for i in range(len(runs))]
+        ax.bar(x, [r.doc["exchange"].get(key, 0) for r in runs], width, label=key)
+    ax.set_xticks(range(len(runs)), [r.label for r in runs], rotation=20, ha="right",
+                  fontsize="small")
+    ax.set(ylabel="neighbour vertices loaded per layer sweep",
+           title="Neighbour loads: without dedup (V_ori), deduplicated across ranks (V_p2p), "
+                 "with reuse across batches (V_ru)")
+    ax.legend()
+
+
+def fastest(study: Study) -> dict[str, list[tuple[int, dict[str, Any]]]]:
+    """Each algorithm's fastest choice at every P of a study: ``{algo: [(P, row), ...]}``."""
+    out: dict[str, list[tuple[int, dict[str, Any]]]] = {}
+    for result in study.doc["results"]:
+        for algo, row in fastest_per_algo(result["choices"]).items():
+            out.setdefault(algo, []).append((result["procs"], row))
+    return out
+
+
+def _scaling(fig: Any, studies: list[Study]) -> None:
+    times, volumes = fig.subplots(1, 2)
+    styles = ("-", "--", ":", "-.")
+    for s, study in enumerate(studies):
+        for a, (algo, points) in enumerate(sorted(fastest(study).items())):
+            procs = [p for p, _ in points]
+            label = f"{algo} ({study.label}, {study.doc['machine']})"
+            kw = dict(color=f"C{a % 10}", linestyle=styles[s % len(styles)], marker="o")
+            times.plot(procs, [1e3 * r["time_s"] for _, r in points], label=label, **kw)
+            volumes.plot(procs, [r["max_rank_bytes"] / 1e6 for _, r in points], **kw)
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    procs = sorted({r["procs"] for study in studies for r in study.doc["results"]})
+    for ax in (times, volumes):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xticks(procs, [str(p) for p in procs])
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
+        ax.set_xlabel("ranks P")
+        ax.grid(True, which="major", alpha=0.3)
+    times.set(ylabel="modelled communication, ms per epoch",
+              title="Fastest grid of each algorithm")
+    volumes.set(ylabel="MB received by the busiest rank per epoch",
+                title="Busiest-rank volume of that grid")
+    times.legend(fontsize="small")
+
+
+def _colours(n: int) -> list[Any]:
+    from matplotlib import colormaps
+
+    cmap = colormaps["tab20"]
+    return [cmap(i % 20) for i in range(n)]
+
+
+def _fmt(value: Any, scale: float = 1.0, digits: int = 4) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "-"
+    return f"{value * scale:.{digits}g}"
+
+
+def _index(runs: list[Run], studies: list[Study], figures: list[str]) -> str:
+    lines = ["# hpcgnn report", ""]
+    if runs:
+        lines += [
+            "## Runs", "",
+            "| run | mode | P | test acc | epoch median ms | MB/epoch measured"
+            " | MB/epoch predicted | measured / predicted |",
+            "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        ]
+        for r in runs:
+            m, p = _total(r, "measured_bytes"), _total(r, "predicted_bytes")
+            lines.append(
+                f"| {r.label} | {r.doc.get('config', {}).get('mode', '-')}"
+                f" | {r.doc.get('world_size', '-')}"
+                f" | {_fmt(r.doc.get('final', {}).get('test_acc'))}"
+                f" | {_fmt(r.doc.get('time', {}).get('epoch_median_s'), 1e3)}"
+                f" | {_fmt(m, 1e-6)} | {_fmt(p, 1e-6) if p else '-'}"
+                f" | {_fmt(m / p) if p else '-'} |"
+            )
+        lines.append("")
+    for study in studies:
+        best = fastest(study)
+        algos = sorted(best)
+        lines += [
+            f"## Scaling study: {study.label} on {study.doc['machine']}", "",
+            f"{study.doc.get('graph', '')}: fastest grid of each algorithm, modelled"
+            " communication in ms per epoch.", "",
+            "| P | " + " | ".join(algos) + " |",
+            "| ---: |" + " --- |" * len(algos),
+        ]
+        for result in study.doc["results"]:
+            cells = []
+            for algo in algos:
+                row = next((r for p, r in best[algo] if p == result["procs"]), None)
+                cells.append("-" if row is None else f"{row['time_s'] * 1e3:.4g} ({row['grid']})")
+            lines.append(f"| {result['procs']} | " + " | ".join(cells) + " |")
+        lines.append("")
+    if figures:
+        lines += ["## Figures", ""]
+        lines += [f"![{name}]({name}.png) ([svg]({name}.svg))\n" for name in figures]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,22 @@
+#!/bin/bash
+# hpcgnn on a Slurm GPU machine like NERSC Perlmutter (4 A100 per node, Slingshot 11):
+# {{nodes}} node(s) x {{ranks_per_node}} rank(s), one rank per GPU. Rendered by
+#   {{command}}
+#SBATCH --job-name=hpcgnn-{{mode}}-{{algo}}
+#SBATCH --nodes={{nodes}}
+#SBATCH --ntasks-per-node={{ranks_per_node}}
+#SBATCH --gpus-per-task=1
+#SBATCH --cpus-per-task=32
+#SBATCH --constraint=gpu
+#SBATCH --time={{minutes}}
+#SBATCH --account={{account}}
+#SBATCH --output=hpcgnn-%j.out
+set -euo pipefail
+
+# GPU-aware Cray MPICH: device buffers may be handed to MPI (needs mpi4py built on cray-mpich).
+export MPICH_GPU_SUPPORT_ENABLED=1
+export OMP_NUM_THREADS=16  # 64 cores / 4 GPUs per node
+LAUNCH=(srun --ntasks={{ranks}} --ntasks-per-node={{ranks_per_node}} --gpus-per-task=1
+        --cpus-per-task=32 --cpu-bind=cores)
+
+{{pipeline}}

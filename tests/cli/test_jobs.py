@@ -1,0 +1,79 @@
+"""``hpcgnn jobs render``: every template renders to valid bash; flags are checked; local runs."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hpcgnn.cli.main import main
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def render(tmp_path, *extra, system="local", nodes="1", ranks="2"):
+    out = tmp_path / f"{system}.sh"
+    argv = ["jobs", "render", "--system", system, "--nodes", nodes, "--ranks-per-node", ranks,
+            "--out", str(out), *extra]
+    return main(argv), out
+
+
+@pytest.mark.parametrize("system, nodes, algo", [
+    ("slurm", "4", "1.5d"), ("lsf", "2", "halo"), ("local", "1", "3d"),
+])
+def test_every_template_renders_to_valid_bash(tmp_path, system, nodes, algo):
+    rc, out = render(tmp_path, "--algo", algo, "--account", "m42", system=system, nodes=nodes)
+    assert rc == 0
+    text = out.read_text()
+    assert "{{" not in text and os.access(out, os.X_OK)
+    subprocess.run(["bash", "-n", str(out)], check=True)
+    launch = {"slurm": "srun --ntasks=8", "lsf": "jsrun -n 4", "local": "mpiexec"}[system]
+    assert launch in text and f"--algo {algo}" in text
+    assert ("MPICH_GPU_SUPPORT_ENABLED=1" in text) == (system == "slurm")
+    assert ("--parts" in text) and (f"if [ {'yes' if algo == 'halo' else 'no'} = yes ]" in text)
+
+
+def test_no_account_leaves_the_directive_out(tmp_path):
+    assert render(tmp_path, system="slurm")[0] == 0
+    assert "--account" not in (tmp_path / "slurm.sh").read_text()
+
+
+@pytest.mark.parametrize("extra, words", [
+    (["--train-args", "--hidden 8 --bogus 3"], "`hpcgnn train` with --bogus"),
+    (["--nodes", "2"], "--system local runs on one node"),
+    (["--epochs", "0"], "--epochs must be >= 1"),
+])
+def test_bad_renders_fail_in_one_line(tmp_path, capsys, extra, words):
+    rc, out = render(tmp_path, *extra)
+    err = capsys.readouterr().err
+    assert rc == 1 and len(err.splitlines()) == 1 and words in err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("body, words", [
+    ('$HPCGNN train "$G" --epochs 2 --no-such-flag\n', "`hpcgnn train` with --no-such-flag"),
+    ("hpcgnn prepare synthetic --nodez 5 --out g.h5\n", "`hpcgnn prepare synthetic` with --nodez"),
+    ("echo {{nope}}\n", "unknown placeholder(s): nope"),
+])
+def test_a_template_naming_a_bogus_flag_is_refused(tmp_path, capsys, body, words):
+    template = tmp_path / "t.sh"
+    template.write_text("#!/bin/bash\n# hpcgnn train --fine-in-a-comment\n" + body)
+    rc, _ = render(tmp_path, "--template", str(template))
+    assert rc == 1 and words in capsys.readouterr().err
+
+
+def test_the_local_script_runs_the_pipeline_here(tmp_path):
+    rc, out = render(tmp_path, "--algo", "halo", "--epochs", "2", "--prepare-nodes", "200",
+                     "--graph", str(tmp_path / "g.h5"), "--run-dir", str(tmp_path / "run"),
+                     "--train-args", "--hidden 4 --quiet")
+    assert rc == 0
+    env = dict(os.environ, MPIEXEC=str(Path(sys.executable).parent / "mpiexec"),
+               HPCGNN=f"{sys.executable} -m hpcgnn", PYTHONPATH=str(REPO))
+    done = subprocess.run(["bash", str(out)], env=env, capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert metrics["world_size"] == 2 and (tmp_path / "run" / "graph-p2.h5").exists()
+    assert "![exchange](exchange.png)" in (tmp_path / "run" / "report" / "index.md").read_text()

@@ -1,0 +1,48 @@
+"""Machine files: every shipped file loads; bad names and files fail in one line."""
+
+import json
+
+import pytest
+
+from hpcgnn.cost.machine import load_machine, machine_names
+from hpcgnn.errors import ConfigError
+
+
+def test_every_shipped_machine_loads_with_its_sources():
+    assert {"summit", "perlmutter", "laptop"} <= set(machine_names())
+    for name in machine_names():
+        m = load_machine(name)
+        assert m.name == name and "nominal" in m.comment
+        assert m.link(1) is m.links["intra_node"]
+
+
+def test_summit_uses_the_network_beyond_one_node():
+    m = load_machine("summit")
+    assert m.gpus_per_node == 6 and m.injection_gbps == 25.0
+    assert m.link_kind(6) == "intra_node" and m.link_kind(7) == "inter_node"
+    assert m.link(64).beta == pytest.approx(1 / 12.5e9)  # 12.5 GB/s per socket (CAGNET)
+    assert load_machine("laptop").link_kind(4096) == "intra_node"  # no network
+
+
+@pytest.mark.parametrize("doc, words", [
+    (None, "unknown machine 'nope' (known: laptop, perlmutter, summit"),
+    ("{", "not valid JSON"),
+    ([], "top level must be a JSON object"),
+    ({"gpus_per_node": 4, "links": {}}, "missing field 'injection_gbps'"),
+    ({"gpus_per_node": -1, "injection_gbps": 1, "links": {}}, "'gpus_per_node' must be"),
+    ({"gpus_per_node": 4, "injection_gbps": 1, "links": {"inter_node": {}}}, "'intra_node'"),
+    ({"gpus_per_node": 4, "injection_gbps": 1,
+      "links": {"intra_node": {"alpha": 1e-6, "beta": 0}}}, "'intra_node.beta' must be a positive"),
+    ({"gpus_per_node": 4, "injection_gbps": 1,
+      "links": {"intra_node": {"alpha": 1e-6, "beta": 1e-9}, "nvlink": {}}}, "unknown link kind"),
+])
+def test_bad_machines_fail_in_one_line(tmp_path, doc, words):
+    if doc is None:
+        name = "nope"
+    else:
+        path = tmp_path / "m.json"
+        path.write_text(doc if isinstance(doc, str) else json.dumps(doc))
+        name = str(path)
+    with pytest.raises(ConfigError) as err:
+        load_machine(name)
+    assert words in str(err.value) and "\n" not in str(err.value)

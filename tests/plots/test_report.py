@@ -1,0 +1,54 @@
+"""``hpcgnn report``: the figures of every mode's metrics and of a scaling study; bad inputs."""
+
+import json
+
+import pytest
+
+from hpcgnn.cli.main import main
+from tests.graphs import write_random_graph
+
+MODES = {
+    "1d": ["--algo", "1d"],
+    "halo": ["--algo", "halo"],
+    "offload": ["--mode", "offload", "--chunks", "2"],
+    "minibatch": ["--mode", "minibatch", "--batch-size", "8", "--fanout", "3,3"],
+    "gist": ["--mode", "gist"],
+}
+
+
+def test_report_draws_the_metrics_of_every_mode(tmp_path, capsys):
+    # one process: the report runs on rank 0 only, and drawing dominates the time
+    path = write_random_graph(tmp_path / "g.h5", n=48, seed=2)
+    inputs = []
+    for name, flags in MODES.items():
+        out = tmp_path / f"{name}.json"
+        argv = ["train", str(path), "--epochs", "2", "--hidden", "4", "--quiet", *flags,
+                "--metrics", str(out)]
+        assert main(argv) == 0, f"train {name} failed"
+        inputs.append(str(out))
+    study = tmp_path / "scaling.json"
+    assert main(["model", "--shape", "1000,8000,16,4", "--procs", "4,16,64",
+                 "--out", str(study), "--top", "0"]) == 0
+    capsys.readouterr()
+    rep = tmp_path / "rep"
+    assert main(["report", *inputs, str(study), "--out", str(rep)]) == 0
+    for name in ("curves", "phases", "bytes", "exchange", "scaling"):
+        for fmt in ("png", "svg"):
+            assert (rep / f"{name}.{fmt}").stat().st_size > 1000, name
+    index = (rep / "index.md").read_text()
+    assert index.count("| fullbatch |") == 2 and "| minibatch |" in index
+    assert "## Scaling study: scaling on laptop" in index and "![scaling](scaling.png)" in index
+
+
+@pytest.mark.parametrize("content, words", [
+    (None, "cannot read"),
+    ("{", "not valid JSON"),
+    (json.dumps({"epochs": 3}), "neither a metrics file (train --metrics) nor a scaling study"),
+])
+def test_bad_inputs_fail_in_one_line(tmp_path, capsys, content, words):
+    path = tmp_path / "m.json"
+    if content is not None:
+        path.write_text(content)
+    assert main(["report", str(path), "--out", str(tmp_path / "r")]) == 1
+    err = capsys.readouterr().err
+    assert words in err and len(err.splitlines()) == 1 and not (tmp_path / "r").exists()

@@ -10,7 +10,8 @@ Two measurements, printed as one JSON document by rank 0:
 2. ``bytes``: the graph-partitioned layout on the ``(P/c) x c`` grid: bytes received by
    the sparsity-aware row fetch (``sample_request + sample_rows``) against the
    sparsity-oblivious broadcast of whole block rows, summed over ranks;
-   ``oblivious_over_aware`` is their ratio (``null`` when ``P/c = 1``: nothing to fetch).
+   ``oblivious_over_aware`` divides the latter by every byte of ours, fetch and row
+   combine (``hpcgnn.sampling.spgemm_1p5d.byte_summary``; ``null`` when ``P/c = 1``).
 
     python perf/bench_bulk_sampling.py                       # generated graph, 1 rank
     mpiexec -n 4 python perf/bench_bulk_sampling.py G.h5 --replication 2 --bulk 8,32
@@ -32,6 +33,7 @@ from hpcgnn.io import EdgeSorter, GraphFileWriter
 from hpcgnn.sampling.bulk import BulkSampler, read_train_ids
 from hpcgnn.sampling.shuffle import minibatches
 from hpcgnn.sampling.spec import SamplerSpec
+from hpcgnn.sampling.spgemm_1p5d import byte_summary
 
 
 def write_graph(path: Path, n: int, avg_degree: float, seed: int) -> None:
@@ -95,17 +97,9 @@ def bench(args: argparse.Namespace, path: str) -> dict:
             grid.stats.reset()
             for first in range(0, len(batches), spec.bulk):
                 sampler.sample(0, batches[first : first + spec.bulk], first)
-            cats = grid.stats.snapshot()
-            mine = sum(cats.get(c, {}).get("bytes", 0) for c in ("sample_request", "sample_rows"))
-            aware = grid.world.allreduce_scalar(int(mine))
-            oblivious = grid.world.allreduce_scalar(int(sampler.bytes_oblivious))
-            combine = sum(cats.get(c, {}).get("bytes", 0)
-                          for c in ("sample_combine", "sample_frontier"))
             out["bytes"][name] = {
-                "grid": str(grid.shape), "bulk": spec.bulk, "bytes_sparsity_aware": aware,
-                "bytes_oblivious": oblivious,
-                "oblivious_over_aware": oblivious / aware if aware else None,
-                "bytes_row_combine": grid.world.allreduce_scalar(int(combine)),
+                "grid": str(grid.shape), "bulk": spec.bulk,
+                **byte_summary(grid.world, grid.stats, sampler.bytes_oblivious),
             }
     return out
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from hpcgnn.comm.communicator import Comm
+from hpcgnn.comm.stats import CommStats
 from hpcgnn.layout.blocks import owner_of, stage_chunks
 from hpcgnn.sampling.rows import RowStore
 from hpcgnn.sampling.setops import unique
@@ -37,6 +38,33 @@ ROWS = "sample_rows"
 COMBINE = "sample_combine"
 FRONTIER = "sample_frontier"
 FETCH_CATEGORIES = (REQUEST, ROWS)
+COMBINE_CATEGORIES = (COMBINE, FRONTIER)
+
+
+def byte_summary(
+    world: Comm, stats: CommStats, oblivious: int
+) -> dict[str, int | float | None]:
+    """The partitioned layout's bytes counted in ``stats``, summed over ranks (collective).
+
+    ``bytes_sparsity_aware`` is the measured row fetch (``sample_request + sample_rows``),
+    ``bytes_row_combine`` the process-row combine (``sample_frontier + sample_combine``),
+    ``bytes_oblivious`` what broadcasting whole block rows would have fetched.
+    ``oblivious_over_aware`` divides it by *every* byte the sparsity-aware algorithm
+    moved, fetch and combine (the oblivious algorithm's own combine, an all-reduce of
+    partial products, is not charged to it: the ratio is a lower bound); ``None`` when
+    nothing moved (replicated layout or ``P/c = 1``).
+    """
+    cats = stats.snapshot()
+
+    def total(names: tuple[str, ...]) -> int:
+        return int(world.allreduce_scalar(sum(cats.get(c, {}).get("bytes", 0) for c in names)))
+
+    aware, combine = total(FETCH_CATEGORIES), total(COMBINE_CATEGORIES)
+    obl = int(world.allreduce_scalar(int(oblivious)))
+    return {
+        "bytes_sparsity_aware": aware, "bytes_row_combine": combine, "bytes_oblivious": obl,
+        "oblivious_over_aware": obl / (aware + combine) if aware + combine else None,
+    }
 
 
 def _per_peer(peer: np.ndarray, weights: np.ndarray, size: int) -> np.ndarray:

@@ -39,10 +39,9 @@ from hpcgnn.sampling.rows import normalized_block
 from hpcgnn.sampling.sampled import SampledBatch
 from hpcgnn.sampling.shuffle import minibatches
 from hpcgnn.sampling.spec import SamplerSpec, check_training_set, optimizer_steps
-from hpcgnn.sampling.spgemm_1p5d import COMBINE, FETCH_CATEGORIES, FRONTIER
+from hpcgnn.sampling.spgemm_1p5d import byte_summary
 from hpcgnn.train.fullbatch import global_counts
 from hpcgnn.train.loop import TrainResult, make_optimizer
-from hpcgnn.train.report import summed_over_ranks
 
 PHASES = ("sample", "fetch", "propagate")
 
@@ -188,22 +187,11 @@ class MinibatchTrainer:
 def sampling_summary(trainer: MinibatchTrainer, result: TrainResult) -> dict[str, Any]:
     """The ``sampling`` section of the metrics: volumes summed over ranks (collective)."""
     world = trainer.grid.world
-    cats = trainer.stats.snapshot()
-    aware = sum(cats.get(c, {}).get("bytes", 0) for c in FETCH_CATEGORIES)
-    combine = sum(cats.get(c, {}).get("bytes", 0) for c in (COMBINE, FRONTIER))
-    totals = summed_over_ranks(world, {
-        "edges": float(trainer.sampler.edges_sampled), "aware": float(aware),
-        "oblivious": float(trainer.sampler.bytes_oblivious), "combine": float(combine),
-    })
+    edges = world.allreduce_scalar(int(trainer.sampler.edges_sampled))
     sample_s = world.allreduce_scalar(float(result.step_seconds.get("sample", 0.0)), MPI.MAX)
-    ratio = totals.get("oblivious", 0.0) / totals["aware"] if totals.get("aware") else None
     return {
         "sampler": trainer.spec.sampler, "sizes": list(trainer.spec.sizes),
         "graph_layout": trainer.layout, **trainer.batching(),
-        "edges_sampled": int(totals.get("edges", 0)), "sample_time_s": sample_s,
-        "bytes_sparsity_aware": int(totals.get("aware", 0)),
-        "bytes_oblivious": int(totals.get("oblivious", 0)),
-        "oblivious_over_aware": ratio, "bytes_row_combine": int(totals.get("combine", 0)),
+        "edges_sampled": int(edges), "sample_time_s": sample_s,
+        **byte_summary(world, trainer.stats, trainer.sampler.bytes_oblivious),
     }
-
-

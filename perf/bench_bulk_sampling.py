@@ -1,6 +1,7 @@
 """Bulk sampling speed-up and sparsity-aware SpGEMM volume.
 
-Two measurements, printed as one JSON document by rank 0:
+Two measurements, written to ``perf/results/bench_bulk_sampling.{json,md}`` by rank 0 (the
+ratio table printed last):
 
 1. ``bulk``: per sampler, the time to sample the first ``--batches`` minibatches of an
    epoch ``K`` at a time (one stacked SpGEMM per hop) against one at a time, with the
@@ -20,13 +21,13 @@ Two measurements, printed as one JSON document by rank 0:
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 from mpi4py import MPI
+from tables import markdown, save
 
 from hpcgnn.grid import ProcessGrid
 from hpcgnn.io import EdgeSorter, GraphFileWriter
@@ -105,7 +106,7 @@ def bench(args: argparse.Namespace, path: str) -> dict:
 
 
 def main() -> None:
-    """Parse the flags, make or open the graph, print the JSON on rank 0."""
+    """Parse the flags, make or open the graph, save the results on rank 0."""
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("graph", nargs="?", help="graph file (default: a generated random graph)")
     p.add_argument("--nodes", type=int, default=100_000, help="generated graph: vertices")
@@ -120,6 +121,7 @@ def main() -> None:
     p.add_argument("--replication", type=int, default=1)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--name", default="bench_bulk_sampling", help="results name in perf/results")
     args = p.parse_args()
     world = MPI.COMM_WORLD
     with tempfile.TemporaryDirectory() as tmp:
@@ -133,7 +135,26 @@ def main() -> None:
         generated = f"generated: {args.nodes} vertices, mean degree {args.avg_degree}"
         result["graph"] = args.graph or generated
     if world.rank == 0:
-        print(json.dumps(result, indent=2))
+        save(args.name, result, _table(result))
+
+
+def _table(result: dict) -> str:
+    """Speed-up per bulk size and the byte ratio, one row per sampler."""
+    bulks = sorted({k for r in result["bulk"].values() for k in r["speedup_per_batch"]}, key=int)
+    rows = [
+        [name, r["batches"], 1e3 * r["seconds_per_batch"]["1"],
+         *(r["speedup_per_batch"][k] for k in bulks),
+         result["bytes"][name]["oblivious_over_aware"] or "-"]
+        for name, r in result["bulk"].items()
+    ]
+    return markdown(
+        f"Bulk sampling ({result['graph']}; {result['world_size']} rank(s), batch "
+        f"{result['batch_size']})",
+        ["sampler", "batches", "ms/batch at bulk 1", *(f"bulk {k} speed-up" for k in bulks),
+         "oblivious / aware bytes"], rows,
+        ["Speed-up = time per batch at bulk 1 / at bulk K (the same samples). The byte ratio "
+         "counts every byte of ours (fetch and row combine)."],
+    )
 
 
 if __name__ == "__main__":

@@ -3,20 +3,25 @@
 Same graph (from an hpcgnn HDF5 file), same layers, hidden size, dtype, threads and
 optimiser; both models run full-batch epochs (forward, backward, Adam step) and we
 report median epoch times and their ratio (ours / PyG; < 1 means hpcgnn is faster).
+Writes ``perf/results/bench_pyg.{json,md}`` and prints the ratio table last. Needs the
+``perf`` extra (``torch_geometric``).
 
     python perf/bench_pyg.py inputs/rmat-1m.h5 --layers 2 --hidden 16 --threads 2
+    python perf/bench_pyg.py --nodes 100000        # a generated RMAT graph
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
 from mpi4py import MPI
+from tables import markdown, prepare, save
 
 
 def time_epochs(step, epochs: int, warmup: int) -> list[float]:
@@ -97,30 +102,38 @@ def main() -> None:
     from hpcgnn.config import TrainConfig
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("graph")
+    p.add_argument("graph", nargs="?", help="graph file (default: a generated RMAT graph)")
+    p.add_argument("--nodes", type=int, default=100_000, help="generated graph: vertices")
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--hidden", type=int, default=16)
     p.add_argument("--epochs", type=int, default=5)
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--threads", type=int, default=torch.get_num_threads())
-    p.add_argument("--json", default=None)
+    p.add_argument("--name", default="bench_pyg", help="results name in perf/results")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     cfg = TrainConfig(layers=args.layers, hidden=args.hidden, dropout=0.5)
-    ours, ours_setup = bench_hpcgnn(args.graph, cfg, args.epochs, args.warmup)
-    pyg, pyg_setup = bench_pyg(args.graph, cfg, args.epochs, args.warmup)
+    with tempfile.TemporaryDirectory() as tmp:
+        graph = args.graph or str(prepare(Path(tmp) / "rmat.h5", "rmat", args.nodes))
+        ours, ours_setup = bench_hpcgnn(graph, cfg, args.epochs, args.warmup)
+        pyg, pyg_setup = bench_pyg(graph, cfg, args.epochs, args.warmup)
     m_ours, m_pyg = statistics.median(ours), statistics.median(pyg)
     result = {
-        "graph": args.graph, "layers": args.layers, "hidden": args.hidden,
+        "graph": args.graph or f"generated RMAT, {args.nodes} vertices",
+        "layers": args.layers, "hidden": args.hidden,
         "threads": args.threads, "epochs": args.epochs,
         "hpcgnn_epoch_median_s": m_ours, "pyg_epoch_median_s": m_pyg,
         "ratio_hpcgnn_over_pyg": m_ours / m_pyg,
         "hpcgnn_setup_s": ours_setup, "pyg_setup_s": pyg_setup,
     }
-    print(json.dumps(result, indent=2))
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(result, fh, indent=2)
+    table = markdown(
+        f"Full-batch GCN epoch, one rank: hpcgnn vs PyG GCNConv ({result['graph']}, "
+        f"{args.layers} layers, hidden {args.hidden}, {args.threads} thread(s))",
+        ["run", "epoch median s", "setup s", "hpcgnn / PyG"],
+        [["hpcgnn 1D", m_ours, ours_setup, m_ours / m_pyg], ["PyG GCNConv", m_pyg, pyg_setup, 1.0]],
+        ["< 1 means hpcgnn is faster."],
+    )
+    save(args.name, result, table)
 
 
 if __name__ == "__main__":

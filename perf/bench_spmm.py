@@ -4,20 +4,24 @@ For each graph file (e.g. the same graph before and after ``hpcgnn partition --m
 metis``) we time ``Â^T H`` with the kernel the training uses and report the achieved
 bandwidth over the compulsory traffic (CSR arrays + H read once + output written once)
 and over the gathered traffic (one H row per nonzero), each as a fraction of the
-measured copy bandwidth.
+measured copy bandwidth. Writes ``perf/results/bench_spmm.{json,md}`` and prints the
+table last.
 
     python perf/bench_spmm.py inputs/rmat-1m.h5 inputs/rmat-1m-metis.h5 --width 16
+    python perf/bench_spmm.py --nodes 200000    # a generated RMAT graph, as is and METIS-ordered
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
+from tables import markdown, prepare, save
 
 
 def copy_bandwidth(nbytes: int = 1 << 29, repeats: int = 5) -> float:
@@ -71,23 +75,35 @@ def spmm_rates(paths: list[str], width: int, repeats: int) -> list[dict]:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("graphs", nargs="+")
+    p.add_argument("graphs", nargs="*", help="graph files (default: a generated RMAT graph, "
+                                               "as generated and METIS-ordered)")
+    p.add_argument("--nodes", type=int, default=200_000, help="generated graph: vertices")
     p.add_argument("--width", type=int, default=16)
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--threads", type=int, default=torch.get_num_threads())
-    p.add_argument("--json", default=None)
+    p.add_argument("--name", default="bench_spmm", help="results name in perf/results")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     bw = copy_bandwidth()
-    rows = spmm_rates(args.graphs, args.width, args.repeats)
+    with tempfile.TemporaryDirectory() as tmp:
+        graphs = args.graphs
+        if not graphs:
+            metis = prepare(Path(tmp) / "rmat-metis.h5", "rmat", args.nodes, parts=8)
+            graphs = [str(metis.with_name("rmat-metis-raw.h5")), str(metis)]
+        rows = spmm_rates(graphs, args.width, args.repeats)
     for r in rows:
         r["compulsory_over_copy"] = r["compulsory_GBps"] * 1e9 / bw
         r["gathered_over_copy"] = r["gathered_GBps"] * 1e9 / bw
     doc = {"threads": args.threads, "copy_GBps": bw / 1e9, "spmm": rows}
-    print(json.dumps(doc, indent=2))
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(doc, fh, indent=2)
+    table = markdown(
+        f"Local SpMM (width {args.width}, {args.threads} thread(s)) against copy bandwidth "
+        f"{bw / 1e9:.1f} GB/s",
+        ["graph", "n", "nnz", "ms", "compulsory GB/s", "/ copy", "gathered GB/s", "/ copy"],
+        [[Path(r["graph"]).name, r["n"], r["nnz"], 1e3 * r["seconds"], r["compulsory_GBps"],
+          r["compulsory_over_copy"], r["gathered_GBps"], r["gathered_over_copy"]]
+         for r in rows],
+    )
+    save(args.name, doc, table)
 
 
 if __name__ == "__main__":

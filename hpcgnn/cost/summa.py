@@ -56,7 +56,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from hpcgnn.cost.estimate import Estimate, Problem
+from hpcgnn.cost.estimate import Estimate, Problem, allreduce_share
 from hpcgnn.graph.normalize import normalize_block
 from hpcgnn.layout.order import weight_entries
 from hpcgnn.layout.shapes import GridShape
@@ -262,15 +262,9 @@ def predict_summa(
             messages += 2 * _log2(pc)
     m = s * weight_entries(widths)
     if p > 1:
-        per["allreduce"] += round(2 * m * (p - 1) / p)
+        per["allreduce"] += allreduce_share(m, p)
         messages += 2 * _log2(p)
-    est = Estimate(messages=messages)
-    for cat, arr in sorted(per.items()):
-        total = float(arr.sum())
-        if total > 0:
-            est.bytes_total[cat] = total
-            est.bytes_max_rank[cat] = float(arr.max())
-    return est
+    return Estimate.from_per_rank(per, messages)
 
 
 def predict_2d(

@@ -32,7 +32,7 @@ from hpcgnn.train.fullbatch import FullBatchTrainer
 from hpcgnn.train.gist import GistOptions, GistTrainer, check_gist
 from hpcgnn.train.loop import EpochRecord, Trainer, TrainResult, run_epochs
 from hpcgnn.train.minibatch import MinibatchTrainer
-from hpcgnn.train.report import finish_run, summed_over_ranks
+from hpcgnn.train.report import finish_run, max_over_ranks, summed_over_ranks
 from hpcgnn.utils.files import check_directory, check_output
 
 MODES = ("fullbatch", "minibatch", "offload", "gist")
@@ -349,6 +349,8 @@ def _report(
     phases_sum = summed_over_ranks(grid.world, result.per_epoch(result.step_seconds))
     phases = {k: v / grid.size for k, v in phases_sum.items()}
     predicted, sections, lines = trainer.summary(result, measured, phases, opts.tier_gbps)
+    busiest = max_over_ranks(grid.world, result.per_epoch(result.step_bytes))
+    sections = {**sections, "comm": {**sections.get("comm", {}), "busiest_rank_bytes": busiest}}
     config = {
         **cfg.as_dict(), "algo": opts.label, "grid": str(grid.shape), "graph": opts.graph,
         "mode": opts.mode, **_mode_config(opts, grid, topo),

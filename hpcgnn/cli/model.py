@@ -156,6 +156,7 @@ def _print_ranking(rows: list[dict], procs: int, link: str, alpha: float, beta: 
             f"{i + 1:>4} {r['algo']:>5} {r['grid']:>10} {r['time_s']:>13.6f}"
             f" {r['max_rank_bytes'] / 1e6:>10.3f} {r['total_bytes'] / 1e9:>9.3f}"
             f" {r['messages']:>6} {r['memory_per_rank_bytes'] / 2**30:>11.3f}  {phases}"
+            + (f" | note: {r['note']}" if r["note"] else "")
         )
 
 

@@ -50,3 +50,29 @@ def predict_block_row(problem: Problem, shape: GridShape) -> Estimate:
             messages += 2 * math.ceil(math.log2(q))
     return Estimate.from_per_rank(per, messages)
 
+
+def replication_note(problem: Problem, shape: GridShape) -> str:
+    """What to know about a 1.5D replication ``c`` on ``P/c x c`` ('' when nothing).
+
+    CAGNET's Algorithm 2 gives each process column ``s = P / c^2`` stages, so it assumes
+    ``c <= sqrt(P)``. With ``c > P/c`` the ``P/c`` stages fill only ``P/c`` of the ``c``
+    process columns; the others idle until the row all-reduce, which moves
+    ``2 n f (c-1) / P`` per rank, more than the broadcasts save. The transposed grid
+    ``c x P/c`` broadcasts as much and all-reduces fewer rows, so the note names the
+    factor by which the busiest rank's bytes exceed it (for ``1 x P``: 1D, about 2x).
+    The run is still correct; it is a note, not an error.
+    """
+    if shape.kind != "1.5d":
+        return ""
+    q, c = shape.dims
+    if c > q:
+        mine = predict_block_row(problem, shape).bytes_max_rank
+        alt = predict_block_row(problem, GridShape("1.5d", (c, q))).bytes_max_rank
+        ratio = sum(mine.values()) / max(1.0, sum(alt.values()))
+        return (
+            f"c={c} > sqrt(P): {c - q} of {c} process columns have no stage; the busiest rank"
+            f" moves {ratio:.2f}x the bytes of grid {c}x{q}"
+        )
+    if q % c:
+        return f"c={c} does not divide P/c={q}; stage chunks differ by one"
+    return ""

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from hpcgnn.config import TrainConfig
+from hpcgnn.cost.block_row import replication_note
 from hpcgnn.cost.estimate import Estimate, Problem
 from hpcgnn.cost.predict import PREDICTORS, predict
 from hpcgnn.cost.summa import SummaBlockNnz, predict_summa
@@ -128,6 +129,7 @@ def rank_choices(
                     "max_rank_bytes_by_category": est.bytes_max_rank,
                     "time_by_phase_s": phase_times(est, alpha, beta),
                     "sparse_blocks": ("uniform" if exact is None else "exact") if sparse else "",
+                    "note": replication_note(problem, shape),
                 }
             )
     rows.sort(key=lambda r: (r["time_s"], r["algo"], r["grid"]))

@@ -16,7 +16,8 @@ from mpi4py import MPI
 from hpcgnn.comm.collective import collective
 from hpcgnn.comm.memory import check_memory
 from hpcgnn.config import ALGORITHMS, GRID_KIND, TrainConfig
-from hpcgnn.cost.ranking import memory_estimate, minibatch_memory_estimate
+from hpcgnn.cost.block_row import replication_note
+from hpcgnn.cost.ranking import cost_problem, memory_estimate, minibatch_memory_estimate
 from hpcgnn.errors import ConfigError
 from hpcgnn.exchange.offload import DEDUP_LEVELS
 from hpcgnn.graph.check import check_graph
@@ -232,12 +233,8 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
     else:
         trainer = FullBatchTrainer(build_model(opts.graph, grid, cfg, opts, topo), cfg, grid.world)
     setup_s = grid.stats.clock() - t0
-    notes = ""
-    if grid.kind == "1.5d" and (grid.dims[0] % grid.dims[1]):
-        notes = (
-            f" | note: c={grid.dims[1]} does not divide P/c={grid.dims[0]};"
-            " stage chunks differ by one"
-        )
+    note = replication_note(cost_problem(meta, cfg, meta.partition_offsets), grid.shape)
+    notes = f" | note: {note}" if note else ""
     say(
         f"hpcgnn train: {meta.name or opts.graph}: {meta.num_nodes} vertices,"
         f" {meta.num_edges} edges, {meta.num_features} features, {meta.num_classes} classes"

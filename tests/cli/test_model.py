@@ -108,8 +108,11 @@ def test_the_advisor_predicts_the_busiest_rank_a_run_measures(
         rc = main(["train", str(path), "--algo", algo, "--grid", grid, "--epochs", "2", "--quiet",
                    "--metrics", str(metrics)])
         assert_all(world, rc == 0)
+        out = capsys.readouterr().out
         world.mpi.Barrier()
         comm = json.loads(metrics.read_text())["comm"]
         measured = {k: v for k, v in comm["busiest_rank_bytes"].items() if v and k != "control"}
         predicted = advisor[(algo, grid)]["max_rank_bytes_by_category"]
         assert measured == predicted == comm["predicted_busiest_rank_bytes"], (algo, grid)
+        if world.rank == 0 and algo == "1.5d" and p > 1:
+            assert f"note: c={p} > sqrt(P): {p - 1} of {p} process columns have no stage" in out

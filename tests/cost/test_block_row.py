@@ -5,7 +5,7 @@ import pytest
 
 from hpcgnn.comm.stats import CommStats
 from hpcgnn.config import TrainConfig
-from hpcgnn.cost.block_row import predict_block_row
+from hpcgnn.cost.block_row import predict_block_row, replication_note
 from hpcgnn.cost.estimate import Problem
 from hpcgnn.cost.ranking import rank_choices
 from hpcgnn.cost.summa import predict_2d
@@ -85,3 +85,16 @@ def test_1d_and_2d_px1_move_the_same_bytes_and_rank_together(procs):
     times = {rows[k]["time_s"] for k in range(min(group), max(group) + 1)}
     assert len(times) == 1
 
+
+def test_replication_beyond_sqrt_p_is_noted():
+    problem = Problem(1000, 9000, (32, 16, 4))
+    note = replication_note(problem, GridShape("1.5d", (1, 8)))
+    assert note.startswith("c=8 > sqrt(P): 7 of 8 process columns have no stage;")
+    assert note.endswith("x the bytes of grid 8x1")
+    ratio = float(note.split(" moves ")[1].split("x")[0])
+    assert 1.9 < ratio < 2.0  # an all-reduce of 2 n f (P-1)/P against 1D's (P-1)/P n f
+    assert "2 of 4 process columns" in replication_note(problem, GridShape("1.5d", (2, 4)))
+    assert replication_note(problem, GridShape("1.5d", (3, 2))).endswith("differ by one")
+    assert replication_note(problem, GridShape("1.5d", (4, 2))) == ""
+    assert replication_note(problem, GridShape("1.5d", (2, 2))) == ""
+    assert replication_note(problem, GridShape("2d", (1, 8))) == ""

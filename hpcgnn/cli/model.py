@@ -92,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
     from hpcgnn.config import TrainConfig
     from hpcgnn.cost.machine import load_machine
     from hpcgnn.cost.ranking import rank_choices
+    from hpcgnn.cost.summa import BlockNnzCounter
     from hpcgnn.io.reader import GraphFile
     from hpcgnn.utils.files import atomic_write, check_output
 
@@ -104,22 +105,29 @@ def run(args: argparse.Namespace) -> int:
     cfg = TrainConfig(layers=args.layers, hidden=args.hidden, dtype=args.dtype)
     if args.out:
         check_output(args.out, "model output")
+    counter = None
     if args.shape is not None:
         meta = shape_meta(args.shape)
+        blocks = "2D/3D sparse blocks: nonzeros spread uniformly (no file)"
     else:
         with GraphFile(args.graph) as gf:
             meta = gf.meta
+        counter = BlockNnzCounter(args.graph)
+        blocks = (
+            f"2D/3D sparse blocks: exact nonzeros (uniform beyond {counter.max_cells} blocks)"
+            if counter.loaded else "2D/3D sparse blocks: nonzeros spread uniformly (large file)"
+        )
     print(
         f"{meta.name or args.graph}: n={meta.num_nodes} nnz(A+I)={meta.num_edges + meta.num_nodes}"
         f" widths f={meta.num_features}->{args.hidden}x{args.layers - 1}->{meta.num_classes}"
-        f" on {machine.name}"
+        f" on {machine.name} | {blocks}"
     )
     results = []
     for p in procs:
         link = machine.link(p)
         alpha = link.alpha if args.alpha is None else args.alpha
         beta = link.beta if args.beta is None else args.beta
-        rows = rank_choices(meta, cfg, p, alpha, beta)
+        rows = rank_choices(meta, cfg, p, alpha, beta, counter)
         _print_ranking(rows[: args.top], p, machine.link_kind(p), alpha, beta)
         results.append({"procs": p, "link": machine.link_kind(p), "alpha": alpha, "beta": beta,
                         "choices": rows})
@@ -148,6 +156,7 @@ def _print_ranking(rows: list[dict], procs: int, link: str, alpha: float, beta: 
             f"{i + 1:>4} {r['algo']:>5} {r['grid']:>10} {r['time_s']:>13.6f}"
             f" {r['max_rank_bytes'] / 1e6:>10.3f} {r['total_bytes'] / 1e9:>9.3f}"
             f" {r['messages']:>6} {r['memory_per_rank_bytes'] / 2**30:>11.3f}  {phases}"
+            + (f" | note: {r['note']}" if r["note"] else "")
         )
 
 

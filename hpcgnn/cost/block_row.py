@@ -1,48 +1,78 @@
-"""Communication cost of CAGNET 1D (Algorithm 1) and 1.5D (Algorithm 2), exact."""
+"""Communication cost of CAGNET 1D (Algorithm 1) and 1.5D (Algorithm 2), exact per rank."""
 
 from __future__ import annotations
 
+import math
+from collections import defaultdict
+
 import numpy as np
 
-from hpcgnn.cost.estimate import Estimate, Problem, allreduce_groups
-from hpcgnn.layout.blocks import even_offsets, stage_chunks
+from hpcgnn.cost.estimate import Estimate, Problem, allreduce_share
+from hpcgnn.layout.blocks import stage_chunks, vertex_offsets
 from hpcgnn.layout.order import aggregation_widths
 from hpcgnn.layout.shapes import GridShape
 
 
-def _offsets(problem: Problem, parts: int) -> np.ndarray:
-    if problem.row_offsets is not None and len(problem.row_offsets) == parts + 1:
-        return np.asarray(problem.row_offsets, dtype=np.int64)
-    return even_offsets(problem.n, parts)
-
-
 def predict_block_row(problem: Problem, shape: GridShape) -> Estimate:
-    """CAGNET 1D (``c = 1``) and 1.5D on a ``(P/c) x c`` grid.
+    """CAGNET 1D (``c = 1``) and 1.5D on a ``(P/c) x c`` grid, every rank exactly.
 
     Per layer with SpMM width ``f`` (forward, and backward unless the layer aggregates the
     input features, which need no gradient; see
     :func:`hpcgnn.layout.order.aggregation_widths`): in process column ``j`` the roots of
-    the stages of chunk ``j`` broadcast their block rows, so each process row ``i`` receives
-    ``sum_{k in chunk_j, k != i} n_k f`` words; summed over ranks this is
-    ``(P/c - 1) n f``. With ``c > 1`` the row all-reduce of the ``n_i x f`` partial sums
-    adds ``2 n_i f (c-1)/c`` per rank, ``2 n f (c - 1)`` in total. Weight gradients are
-    all-reduced over the process column (``P/c`` ranks), once per process column.
+    the stages of chunk ``j`` broadcast their block rows, so P(i, j) receives
+    ``sum_{k in chunk_j, k != i} n_k f`` words (a root does not receive its own block);
+    summed over ranks this is ``(P/c - 1) n f``. With ``c > 1`` the row all-reduce of the
+    ``n_i x f`` partial sums adds ``2 n_i f (c-1)/c`` per rank, ``2 n f (c - 1)`` in
+    total. Weight gradients are all-reduced over the process column (``P/c`` ranks), one
+    all-reduce per weight. ``bytes_max_rank`` is the largest of these per-rank sums.
     """
     q, c = (shape.dims[0], 1) if shape.kind == "1d" else shape.dims
-    off = _offsets(problem, q)
-    sizes = np.diff(off)
+    off = vertex_offsets(problem.n, q, problem.row_offsets)  # as the model splits them
+    sizes = np.diff(off)  # rows of block row i, held by process row i
     chunks = stage_chunks(q, c)
+    chunk_of = np.searchsorted(chunks, np.arange(q), side="right") - 1  # chunk of block i
+    own = np.where(chunk_of[:, None] == np.arange(c)[None, :], sizes[:, None], 0)
+    bcast_rows = np.diff(off[chunks])[None, :] - own  # (q, c): rows P(i, j) receives
     s = problem.itemsize
-    est = Estimate()
-    widths = problem.widths
-    worst = float(np.diff(off[chunks]).max())  # rows broadcast in the busiest process column
-    for f, backward in aggregation_widths(widths):
+    per: dict[str, np.ndarray] = defaultdict(lambda: np.zeros((q, c)))
+    messages = 0
+    for f, backward in aggregation_widths(problem.widths):
         for _ in range(2 if backward else 1):
-            est.add("dense_bcast", float((q - 1) * problem.n * f * s), worst * f * s,
-                    int(np.diff(chunks).max()))
+            per["dense_bcast"] += bcast_rows * f * s
+            messages += int(np.diff(chunks).max())
             if c > 1:
-                est.add("allreduce", float(2 * problem.n * f * (c - 1) * s),
-                        float(2 * sizes.max() * f * (c - 1) / c * s), 2 * int(np.ceil(np.log2(c))))
-    for fin, fout in zip(widths[:-1], widths[1:], strict=True):
-        allreduce_groups(est, "allreduce", fin * fout * s, q, c)
-    return est
+                per["allreduce"] += allreduce_share(sizes * f * s, c)[:, None]
+                messages += 2 * math.ceil(math.log2(c))
+    widths = problem.widths
+    if q > 1:
+        for fin, fout in zip(widths[:-1], widths[1:], strict=True):
+            per["allreduce"] += allreduce_share(fin * fout * s, q)
+            messages += 2 * math.ceil(math.log2(q))
+    return Estimate.from_per_rank(per, messages)
+
+
+def replication_note(problem: Problem, shape: GridShape) -> str:
+    """What to know about a 1.5D replication ``c`` on ``P/c x c`` ('' when nothing).
+
+    CAGNET's Algorithm 2 gives each process column ``s = P / c^2`` stages, so it assumes
+    ``c <= sqrt(P)``. With ``c > P/c`` the ``P/c`` stages fill only ``P/c`` of the ``c``
+    process columns; the others idle until the row all-reduce, which moves
+    ``2 n f (c-1) / P`` per rank, more than the broadcasts save. The transposed grid
+    ``c x P/c`` broadcasts as much and all-reduces fewer rows, so the note names the
+    factor by which the busiest rank's bytes exceed it (for ``1 x P``: 1D, about 2x).
+    The run is still correct; it is a note, not an error.
+    """
+    if shape.kind != "1.5d":
+        return ""
+    q, c = shape.dims
+    if c > q:
+        mine = predict_block_row(problem, shape).bytes_max_rank
+        alt = predict_block_row(problem, GridShape("1.5d", (c, q))).bytes_max_rank
+        ratio = sum(mine.values()) / max(1.0, sum(alt.values()))
+        return (
+            f"c={c} > sqrt(P): {c - q} of {c} process columns have no stage; the busiest rank"
+            f" moves {ratio:.2f}x the bytes of grid {c}x{q}"
+        )
+    if q % c:
+        return f"c={c} does not divide P/c={q}; stage chunks differ by one"
+    return ""

@@ -59,25 +59,38 @@ class Estimate:
         self.bytes_max_rank[category] = self.bytes_max_rank.get(category, 0.0) + max_rank
         self.messages += messages
 
+    @classmethod
+    def from_per_rank(cls, per_rank: dict[str, np.ndarray], messages: int) -> Estimate:
+        """The estimate of bytes given per rank: ``{category: array over the grid}``.
+
+        Totals are the sums, the busiest rank of a category its maximum; categories in
+        which no rank receives a byte are left out.
+        """
+        est = cls(messages=messages)
+        for cat, arr in sorted(per_rank.items()):
+            total = float(arr.sum())
+            if total > 0:
+                est.bytes_total[cat] = total
+                est.bytes_max_rank[cat] = float(arr.max())
+        return est
+
     def time(self, alpha: float, beta: float) -> float:
         """``alpha * messages + beta * bytes`` on the busiest rank (seconds)."""
         return alpha * self.messages + beta * sum(self.bytes_max_rank.values())
 
 
-def allreduce_groups(est: Estimate, category: str, m: float, p: int, groups: int) -> None:
-    """``groups`` independent all-reduces of ``m`` bytes, each over ``p`` ranks."""
-    if p > 1:
-        log = 2 * int(np.ceil(np.log2(p)))
-        est.add(category, groups * 2 * m * (p - 1), 2 * m * (p - 1) / p, log)
+def allreduce_share(nbytes: float | np.ndarray, p: int) -> np.ndarray:
+    """What one all-reduce of ``nbytes`` over ``p`` ranks adds on each of them.
+
+    ``2 m (p - 1) / p`` rounded to whole bytes (half to even), computed in the order of
+    :meth:`hpcgnn.comm.Comm.allreduce` and :meth:`hpcgnn.comm.stats.CommStats.record`, so
+    the prediction stays exact when ``p`` does not divide ``2 m`` (uneven blocks, P = 3).
+    """
+    return np.round(2 * np.asarray(nbytes, dtype=np.float64) * (p - 1) / p)
 
 
 def allreduce_exact(est: Estimate, category: str, m: int, p: int) -> None:
-    """One all-reduce of ``m`` bytes over ``p`` ranks, as :class:`CommStats` records it.
-
-    Like :func:`allreduce_groups` (``2 m (P - 1) / P`` per rank), but each rank's share
-    rounded to whole bytes as :meth:`hpcgnn.comm.stats.CommStats.record` does, so the
-    prediction is exact when ``P`` does not divide ``2 m``.
-    """
+    """One all-reduce of ``m`` bytes over ``p`` ranks, as :class:`CommStats` records it."""
     if p > 1:
-        per_rank = float(round(2 * m * (p - 1) / p))
+        per_rank = float(allreduce_share(m, p))
         est.add(category, p * per_rank, per_rank, 2 * int(np.ceil(np.log2(p))))

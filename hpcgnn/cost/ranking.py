@@ -10,13 +10,16 @@ runnable here (e.g. 4096).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from hpcgnn.config import TrainConfig
+from hpcgnn.cost.block_row import replication_note
 from hpcgnn.cost.estimate import Estimate, Problem
 from hpcgnn.cost.predict import PREDICTORS, predict
+from hpcgnn.cost.summa import SummaBlockNnz, predict_summa
 from hpcgnn.io.reader import GraphMeta
 from hpcgnn.layout.order import layer_sizes
 from hpcgnn.layout.shapes import GridShape, admissible_shapes
@@ -79,26 +82,40 @@ def minibatch_memory_estimate(
 
 
 def rank_choices(
-    meta: GraphMeta, cfg: TrainConfig, procs: int, alpha: float, beta: float
+    meta: GraphMeta, cfg: TrainConfig, procs: int, alpha: float, beta: float,
+    block_nnz: Callable[[tuple[int, ...]], SummaBlockNnz | None] | None = None,
 ) -> list[dict[str, Any]]:
     """Every (algorithm, grid) with its modelled epoch communication, fastest first.
 
     Parameters
     ----------
     meta
-        The graph's sizes.
+        The graph's sizes; its partition (``meta.partition_offsets``) splits the vertices
+        as training would.
     cfg
         Layers, hidden width and dtype.
     procs
         Number of ranks ``P``.
     alpha, beta
         Seconds per message and per byte of the alpha-beta model.
+    block_nnz
+        The exact sparse block nonzeros of a 2D / 3D grid (e.g.
+        :class:`~hpcgnn.cost.summa.BlockNnzCounter` of the file), or ``None`` where they
+        are not known; without them the nonzeros are spread uniformly, which puts the
+        busiest rank's sparse traffic too low on a real graph. Each row says which in
+        ``sparse_blocks`` (``"exact"``, ``"uniform"``, or ``""`` with no sparse traffic).
     """
-    problem = cost_problem(meta, cfg, None)
+    problem = cost_problem(meta, cfg, meta.partition_offsets)
     rows = []
     for algo in PREDICTORS:
         for shape in admissible_shapes(algo, procs):
-            est = predict(algo, problem, shape)
+            exact = None
+            sparse = algo in ("2d", "3d") and shape.dims[1] > 1
+            if sparse and block_nnz is not None:
+                exact = block_nnz(shape.dims)
+            est = predict_summa(problem, shape.dims, exact) if sparse else predict(
+                algo, problem, shape
+            )
             rows.append(
                 {
                     "algo": algo,
@@ -109,7 +126,10 @@ def rank_choices(
                     "messages": est.messages,
                     "memory_per_rank_bytes": memory_estimate(meta, cfg, shape),
                     "bytes_by_category": est.bytes_total,
+                    "max_rank_bytes_by_category": est.bytes_max_rank,
                     "time_by_phase_s": phase_times(est, alpha, beta),
+                    "sparse_blocks": ("uniform" if exact is None else "exact") if sparse else "",
+                    "note": replication_note(problem, shape),
                 }
             )
     rows.sort(key=lambda r: (r["time_s"], r["algo"], r["grid"]))

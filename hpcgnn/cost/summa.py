@@ -52,11 +52,12 @@ import math
 import os
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
-from hpcgnn.cost.estimate import Estimate, Problem
+from hpcgnn.cost.estimate import Estimate, Problem, allreduce_share
 from hpcgnn.graph.normalize import normalize_block
 from hpcgnn.layout.order import weight_entries
 from hpcgnn.layout.shapes import GridShape
@@ -107,33 +108,91 @@ def _dims3(dims: tuple[int, ...]) -> tuple[int, int, int]:
     return (dims[0], dims[1], 1) if len(dims) == 2 else (dims[0], dims[1], dims[2])
 
 
+def _pattern(gf: Any, transpose: bool) -> RowReader:
+    """Rows of ``A + I`` (or of its transpose) of an open graph file, duplicates merged as in Â."""
+    ones = np.ones(gf.meta.num_nodes)
+
+    def read(lo: int, hi: int) -> sp.csr_matrix:
+        return normalize_block(gf.read_csr(lo, hi, transpose=transpose), lo, ones[lo:hi], ones)
+
+    return read
+
+
 def summa_block_nnz(path: str | os.PathLike, dims: tuple[int, ...]) -> SummaBlockNnz:
     """Count the block nonzeros of ``Â^T`` and ``Â`` of a graph file for a grid.
 
     Reads the file one fine block of rows at a time (``O(nnz / (Pr Pl) + n)`` memory).
     A model already built holds the same counts:
     :meth:`hpcgnn.models.summa.GridGCN.block_nnz` gathers them without reading the file.
+    :class:`BlockNnzCounter` reads a file once for many grids.
     """
     from hpcgnn.io.reader import GraphFile
 
     dims3 = _dims3(tuple(dims))
     with GraphFile(path) as gf:
-        n = gf.meta.num_nodes
-        layout = SummaLayout(n, dims3, gf.meta.partition_offsets)
-        ones = np.ones(n)
-
-        def pattern(transpose: bool) -> RowReader:
-            """Rows of ``A + I`` (or of its transpose) with duplicates merged, as Â has."""
-
-            def read(lo: int, hi: int) -> sp.csr_matrix:
-                block = gf.read_csr(lo, hi, transpose=transpose)
-                return normalize_block(block, lo, ones[lo:hi], ones)
-
-            return read
-
-        fwd = count_block_nnz(layout, pattern(True))
-        bwd = count_block_nnz(layout, pattern(False)) if gf.meta.directed else fwd
+        layout = SummaLayout(gf.meta.num_nodes, dims3, gf.meta.partition_offsets)
+        fwd = count_block_nnz(layout, _pattern(gf, True))
+        bwd = count_block_nnz(layout, _pattern(gf, False)) if gf.meta.directed else fwd
     return SummaBlockNnz(dims3, tuple(fwd), tuple(bwd))
+
+
+class BlockNnzCounter:
+    """Exact block nonzeros of one graph file for any SUMMA grid (what ``hpcgnn model`` uses).
+
+    The pattern of ``Â^T`` (and of ``Â`` when the graph is directed) is read once and
+    kept as the row and column of every nonzero; each grid then costs ``O(nnz + Pr x
+    stages)``. Grids with more than ``max_cells`` (row block, stage) counts, and files with
+    more than ``max_nnz`` nonzeros, are not counted (``None``: the caller spreads the
+    nonzeros uniformly instead).
+
+    Parameters
+    ----------
+    path
+        Graph file.
+    max_nnz, max_cells
+        Limits on the memory the pattern and one grid's counts take.
+
+    """
+
+    def __init__(
+        self, path: str | os.PathLike, max_nnz: int = 2**25, max_cells: int = 2**22
+    ) -> None:
+        from hpcgnn.io.reader import GraphFile
+
+        self.max_cells = max_cells
+        self._coo: list[tuple[np.ndarray, np.ndarray]] = []
+        with GraphFile(path) as gf:
+            meta = gf.meta
+            self.n, self.partition = meta.num_nodes, meta.partition_offsets
+            if meta.num_edges + meta.num_nodes > max_nnz:
+                return
+            for transpose in (True, False) if meta.directed else (True,):
+                m = _pattern(gf, transpose)(0, self.n)
+                rows = np.repeat(np.arange(self.n, dtype=np.int64), np.diff(m.indptr))
+                self._coo.append((rows, m.indices.astype(np.int64)))
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the file was small enough to be read (``max_nnz``)."""
+        return bool(self._coo)
+
+    def __call__(self, dims: tuple[int, ...]) -> SummaBlockNnz | None:
+        """The counts for a ``Pr x Pc (x Pl)`` grid, or ``None`` beyond the limits."""
+        if not self._coo:
+            return None
+        dims3 = _dims3(tuple(dims))
+        layout = SummaLayout(self.n, dims3, self.partition)
+        ids, first = layout.segment_ids()
+        pr, total = layout.pr, int(first[-1])
+        if pr * total > self.max_cells:
+            return None
+        starts = layout.fine[:: layout.pl]  # first row of every row block (and n)
+        counts = []
+        for rows, cols in self._coo:
+            key = (np.searchsorted(starts, rows, side="right") - 1) * total + ids[cols]
+            c = np.bincount(key, minlength=pr * total).reshape(pr, total)
+            counts.append(tuple(c[:, first[k] : first[k + 1]] for k in range(layout.pl)))
+        return SummaBlockNnz(dims3, counts[0], counts[-1])
 
 
 def _sparse_per_rank(
@@ -262,15 +321,9 @@ def predict_summa(
             messages += 2 * _log2(pc)
     m = s * weight_entries(widths)
     if p > 1:
-        per["allreduce"] += round(2 * m * (p - 1) / p)
+        per["allreduce"] += allreduce_share(m, p)
         messages += 2 * _log2(p)
-    est = Estimate(messages=messages)
-    for cat, arr in sorted(per.items()):
-        total = float(arr.sum())
-        if total > 0:
-            est.bytes_total[cat] = total
-            est.bytes_max_rank[cat] = float(arr.max())
-    return est
+    return Estimate.from_per_rank(per, messages)
 
 
 def predict_2d(

@@ -91,11 +91,15 @@ class FullBatchTrainer:
     ) -> tuple[dict[str, float], dict[str, Any], list[str]]:
         """The model's cost prediction and, for partitioned models, its ``exchange`` section."""
         estimate = self.model.predict_cost()  # collective where the model needs global counts
-        predicted = dict(estimate.bytes_total) if estimate is not None else {}
+        if estimate is None:
+            predicted, sections = {}, {}
+        else:
+            predicted = dict(estimate.bytes_total)
+            sections = {"comm": {"predicted_busiest_rank_bytes": dict(estimate.bytes_max_rank)}}
         exchange = self.model.exchange_report(measured, predicted, tier_gbps)
         if exchange is None:
-            return predicted, {}, []
-        return predicted, {"exchange": exchange}, [exchange_line(exchange)]
+            return predicted, sections, []
+        return predicted, {**sections, "exchange": exchange}, [exchange_line(exchange)]
 
 def train_fullbatch(model: GCNModel, cfg: TrainConfig) -> TrainResult:
     """Train ``model`` for ``cfg.epochs`` epochs with the one loop (no report, no files)."""

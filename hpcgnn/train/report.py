@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 import os
 import statistics
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -27,10 +29,21 @@ from hpcgnn.utils.files import atomic_write
 
 def summed_over_ranks(comm: Comm, per_rank: dict[str, float]) -> dict[str, float]:
     """Sum a ``{category: value}`` dict over ranks (categories may differ between ranks)."""
+    return _over_ranks(comm, per_rank, operator.add)
+
+
+def max_over_ranks(comm: Comm, per_rank: dict[str, float]) -> dict[str, float]:
+    """The largest value of each category over ranks: the busiest rank's, category by category."""
+    return _over_ranks(comm, per_rank, max)
+
+
+def _over_ranks(
+    comm: Comm, per_rank: dict[str, float], combine: Callable[[float, float], float]
+) -> dict[str, float]:
     merged: dict[str, float] = {}
     for d in comm.mpi.allgather(per_rank):
         for k, v in d.items():
-            merged[k] = merged.get(k, 0.0) + v
+            merged[k] = combine(merged[k], v) if k in merged else float(v)
     return dict(sorted(merged.items()))
 
 

@@ -16,7 +16,8 @@ from mpi4py import MPI
 from hpcgnn.comm.collective import collective
 from hpcgnn.comm.memory import check_memory
 from hpcgnn.config import ALGORITHMS, GRID_KIND, TrainConfig
-from hpcgnn.cost.ranking import memory_estimate, minibatch_memory_estimate
+from hpcgnn.cost.block_row import replication_note
+from hpcgnn.cost.ranking import cost_problem, memory_estimate, minibatch_memory_estimate
 from hpcgnn.errors import ConfigError
 from hpcgnn.exchange.offload import DEDUP_LEVELS
 from hpcgnn.graph.check import check_graph
@@ -32,7 +33,7 @@ from hpcgnn.train.fullbatch import FullBatchTrainer
 from hpcgnn.train.gist import GistOptions, GistTrainer, check_gist
 from hpcgnn.train.loop import EpochRecord, Trainer, TrainResult, run_epochs
 from hpcgnn.train.minibatch import MinibatchTrainer
-from hpcgnn.train.report import finish_run, summed_over_ranks
+from hpcgnn.train.report import finish_run, max_over_ranks, summed_over_ranks
 from hpcgnn.utils.files import check_directory, check_output
 
 MODES = ("fullbatch", "minibatch", "offload", "gist")
@@ -232,12 +233,8 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
     else:
         trainer = FullBatchTrainer(build_model(opts.graph, grid, cfg, opts, topo), cfg, grid.world)
     setup_s = grid.stats.clock() - t0
-    notes = ""
-    if grid.kind == "1.5d" and (grid.dims[0] % grid.dims[1]):
-        notes = (
-            f" | note: c={grid.dims[1]} does not divide P/c={grid.dims[0]};"
-            " stage chunks differ by one"
-        )
+    note = replication_note(cost_problem(meta, cfg, meta.partition_offsets), grid.shape)
+    notes = f" | note: {note}" if note else ""
     say(
         f"hpcgnn train: {meta.name or opts.graph}: {meta.num_nodes} vertices,"
         f" {meta.num_edges} edges, {meta.num_features} features, {meta.num_classes} classes"
@@ -349,6 +346,8 @@ def _report(
     phases_sum = summed_over_ranks(grid.world, result.per_epoch(result.step_seconds))
     phases = {k: v / grid.size for k, v in phases_sum.items()}
     predicted, sections, lines = trainer.summary(result, measured, phases, opts.tier_gbps)
+    busiest = max_over_ranks(grid.world, result.per_epoch(result.step_bytes))
+    sections = {**sections, "comm": {**sections.get("comm", {}), "busiest_rank_bytes": busiest}}
     config = {
         **cfg.as_dict(), "algo": opts.label, "grid": str(grid.shape), "graph": opts.graph,
         "mode": opts.mode, **_mode_config(opts, grid, topo),

@@ -81,3 +81,38 @@ def test_model_rejects_bad_shapes(tmp_path, capsys, argv, words):
     assert main(["model", *argv, "--procs", "4,8"]) == 1
     err = capsys.readouterr().err
     assert words in err and len(err.splitlines()) == 1
+
+
+@pytest.mark.mpi
+def test_the_advisor_predicts_the_busiest_rank_a_run_measures(
+    graph_file, shared_tmp, world, capsys
+):
+    """``model``'s busiest-rank bytes per category = ``train``'s ``comm.busiest_rank_bytes``."""
+    from hpcgnn.config import TrainConfig
+    from hpcgnn.cost.ranking import rank_choices
+    from hpcgnn.cost.summa import BlockNnzCounter
+    from hpcgnn.io import GraphFile
+    from tests.mpi import assert_all
+
+    p = world.size
+    path = graph_file(n=61, seed=3, features=7, classes=3)
+    with GraphFile(path) as gf:
+        meta = gf.meta
+    advisor = {
+        (r["algo"], r["grid"]): r
+        for r in rank_choices(meta, TrainConfig(), p, 1e-6, 1e-10, BlockNnzCounter(path))
+    }
+    d = min(k for k in range(1, p + 1) if p % k == 0 and (k > 1 or p == 1))
+    for algo, grid in [("2d", f"{p // d}x{d}"), ("1.5d", f"1x{p}")]:
+        metrics = shared_tmp / f"m-{algo}.json"
+        rc = main(["train", str(path), "--algo", algo, "--grid", grid, "--epochs", "2", "--quiet",
+                   "--metrics", str(metrics)])
+        assert_all(world, rc == 0)
+        out = capsys.readouterr().out
+        world.mpi.Barrier()
+        comm = json.loads(metrics.read_text())["comm"]
+        measured = {k: v for k, v in comm["busiest_rank_bytes"].items() if v and k != "control"}
+        predicted = advisor[(algo, grid)]["max_rank_bytes_by_category"]
+        assert measured == predicted == comm["predicted_busiest_rank_bytes"], (algo, grid)
+        if world.rank == 0 and algo == "1.5d" and p > 1:
+            assert f"note: c={p} > sqrt(P): {p - 1} of {p} process columns have no stage" in out

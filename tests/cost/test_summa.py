@@ -7,6 +7,7 @@ import scipy.sparse as sp
 from hpcgnn.cost.block_row import predict_block_row
 from hpcgnn.cost.estimate import Problem
 from hpcgnn.cost.summa import (
+    BlockNnzCounter,
     SummaBlockNnz,
     SummaProblem,
     predict_2d,
@@ -119,3 +120,16 @@ def test_block_nnz_of_a_file(tmp_path):
     prob = SummaProblem(40, total, (6, 5, 3), 4, None, counts)
     plain = Problem(40, total, (6, 5, 3))
     assert predict_summa(prob, (4, 1, 1)).bytes_total == predict_summa(plain, (4, 1, 1)).bytes_total
+
+
+@pytest.mark.parametrize("directed", [False, True], ids=["undirected", "directed"])
+def test_block_nnz_counter_reads_once_and_counts_like_the_file(tmp_path, directed):
+    path = write_random_graph(tmp_path / "g.h5", n=47, directed=directed, seed=3)
+    counter = BlockNnzCounter(path)
+    for dims in [(2, 2), (3, 2), (2, 3, 2), (1, 4, 2), (4, 1, 1), (2, 2, 3)]:
+        got, want = counter(dims), summa_block_nnz(path, dims)
+        assert got.dims == want.dims
+        for a, b in zip(got.forward + got.backward, want.forward + want.backward, strict=True):
+            np.testing.assert_array_equal(a, b)
+    assert BlockNnzCounter(path, max_cells=3)((2, 2)) is None  # 2 row blocks x 2 stages
+    assert not BlockNnzCounter(path, max_nnz=10).loaded

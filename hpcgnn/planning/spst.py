@@ -16,7 +16,7 @@ import numpy as np
 
 from hpcgnn.errors import ConfigError
 from hpcgnn.planning.plan import Edge, Plan, TableKey
-from hpcgnn.planning.relation import Relation, mask_to_ranks
+from hpcgnn.planning.relation import Relation, signature_groups
 from hpcgnn.planning.topology import Topology
 
 
@@ -88,27 +88,12 @@ def counts_cost(
     return Cost(float(stage_t.sum()), stage_t, links, link_t, res)
 
 
-def signature_groups(relation: Relation) -> list[tuple[int, int, np.ndarray]]:
-    """Vertices needing communication grouped by ``(s_u, D_u)``: ``(source, mask, ids)``."""
-    need = np.flatnonzero(relation.dest_mask != 0)
-    if not len(need):
-        return []
-    s = relation.source[need]
-    m = relation.dest_mask[need]
-    order = np.lexsort((m, s))
-    s, m, ids = s[order], m[order], need[order]
-    cut = np.flatnonzero(np.r_[True, (s[1:] != s[:-1]) | (m[1:] != m[:-1]), True])
-    return [
-        (int(s[a]), int(m[a]), ids[a:b]) for a, b in zip(cut[:-1], cut[1:], strict=True)
-    ]
-
-
 def plan_p2p(topo: Topology, relation: Relation) -> Plan:
     """Direct plan: every vertex goes from ``s_u`` to each ``d`` in ``D_u`` in stage 1."""
     _check_ranks(topo, relation)
     plan = Plan(topo.num_ranks)
-    for s, m, ids in signature_groups(relation):
-        plan.routes.append((ids, tuple((1, s, d) for d in mask_to_ranks(m))))
+    for s, dests, ids in signature_groups(relation):
+        plan.routes.append((ids, tuple((1, s, d) for d in dests)))
     return plan
 
 
@@ -141,19 +126,30 @@ class SpstPlanner:
         self.res = _resource_matrix(topo)
         self.inv_bw = np.r_[1.0 / topo.resource_bw, 0.0]  # seconds per vertex-GB; dummy 0
         self.loads = np.zeros((self.stages, len(self.inv_bw)))
-        self.out = [topo.out_links(r) for r in range(topo.num_ranks)]
+        self.depth = 0  # deepest stage with load; the stages after it are all empty
+        self.out: list[list[tuple[int, int]]] = [[] for _ in range(topo.num_ranks)]
+        for li, ln in enumerate(topo.links):
+            self.out[ln.src].append((li, ln.dst))
         self.raw = (self.inv_bw[self.res]).max(axis=1).tolist()
 
     def _cost_matrix(self, count: int) -> list[list[float]]:
         """Algorithm 2 for all stages and links at once.
 
         ``C[i][e]`` is the increase of the total time when ``count`` vertices use link
-        ``e`` at stage ``i + 1``.
+        ``e`` at stage ``i + 1``. Only the stages up to the first empty one are computed:
+        every later stage is empty too and has the same row (look rows up with
+        :meth:`_row`).
         """
-        t = self.loads * self.inv_bw
+        loads = self.loads[: min(self.depth + 1, self.stages)]
+        t = loads * self.inv_bw
         stage_t = t.max(axis=1, keepdims=True)
-        new = ((self.loads[:, self.res] + count) * self.inv_bw[self.res]).max(axis=2)
+        new = ((loads[:, self.res] + count) * self.inv_bw[self.res]).max(axis=2)
         return (np.maximum(new, stage_t) - stage_t).tolist()
+
+    @staticmethod
+    def _row(cost: list[list[float]], depth: int) -> list[float]:
+        """Row of :meth:`_cost_matrix` for edges leaving ``depth``."""
+        return cost[min(depth, len(cost) - 1)]
 
     def _path(self, held: dict[int, int], targets: set[int], count: int) -> list[Edge]:
         """Cheapest path from a rank holding the vertex to a target.
@@ -190,7 +186,7 @@ class SpstPlanner:
             while x != -1:
                 chain.add(states[x][0])
                 x = states[x][2]
-            row = cost[dep]
+            row = self._row(cost, dep)
             for li, nb in self.out[r]:
                 key = (nb, dep + 1)
                 if nb in held or nb in chain or key in done:
@@ -216,6 +212,7 @@ class SpstPlanner:
             for k, a, b in path:
                 li = self.topo.link_id(a, b)
                 self.loads[k - 1, self.res[li]] += count
+                self.depth = max(self.depth, k)
                 held[b] = k
                 targets.discard(b)
             edges += path
@@ -336,9 +333,8 @@ def plan_spst(
     rng = np.random.default_rng(seed)
     chunk_ids: list[np.ndarray] = []
     items: list[WorkItem] = []
-    for s, m, ids in signature_groups(relation):
+    for s, dests, ids in signature_groups(relation):
         ids = rng.permutation(ids)
-        dests = mask_to_ranks(m)
         a = 0
         for c in chunk_sizes(len(ids), chunks):
             chunk_ids.append(ids[a : a + c])

@@ -82,10 +82,6 @@ class Topology:
         """Links of the route ``a -> b``: the direct link, else the fewest-hop path."""
         return self._routes[(a, b)]
 
-    def out_links(self, a: int) -> list[tuple[int, int]]:
-        """``(link id, destination)`` of every link leaving rank ``a``."""
-        return [(i, ln.dst) for i, ln in enumerate(self.links) if ln.src == a]
-
 
 def _bad(path: str, msg: str) -> InputError:
     return InputError(f"topology {path}: {msg}")

@@ -13,8 +13,9 @@ from hpcgnn.planning import (
     plan_spst,
     plan_trees,
 )
-from hpcgnn.planning.relation import mask_to_ranks, relation_from_edges, relation_from_masks
-from hpcgnn.planning.spst import chunk_sizes, direct_trees, signature_groups, tree_counts
+from hpcgnn.planning.relation import relation_from_edges, signature_groups
+from hpcgnn.planning.spst import chunk_sizes, direct_trees, tree_counts
+from tests.planning.masks import relation_from_masks
 
 BPV = 1000.0  # bytes per vertex
 
@@ -196,7 +197,7 @@ def test_plan_trees_from_counts_match_plan_spst():
     topo = random_topology(5, 3)
     rel = random_relation(80, 5, 200, 3)
     # items in the order plan_spst builds them (groups in signature order, chunked)
-    items = [(s, mask_to_ranks(m), c) for s, m, ids in signature_groups(rel)
+    items = [(s, dests, c) for s, dests, ids in signature_groups(rel)
              for c in chunk_sizes(len(ids), 4)]
     rng = np.random.default_rng(9)
     for _, _, ids in signature_groups(rel):
@@ -218,3 +219,41 @@ def test_plan_items_falls_back_to_direct():
     trees, direct = plan_items(topo, items, fallback=False)
     assert not direct and trees == [((1, 0, 2), (2, 2, 1))]
     assert tree_counts(items, trees) == {(1, 0, 2): 5, (2, 2, 1): 5}
+
+
+def rail_topology(nodes: int, per_node: int) -> dict:
+    """Helper: ``nodes`` x ``per_node`` GPUs, NVLink inside a node, rails through the NICs.
+
+    GPU ``i`` of every node links to GPU ``i`` of every other node (12.5 GB/s) through
+    both nodes' NICs (25 GB/s per direction, shared).
+    """
+    n = nodes * per_node
+    links = []
+    for a in range(n):
+        for b in range(a + 1, n):
+            if a // per_node == b // per_node:
+                links.append({"a": a, "b": b, "bandwidth_gbps": 50.0, "kind": "nvlink"})
+            elif a % per_node == b % per_node:
+                links.append({"a": a, "b": b, "bandwidth_gbps": 12.5, "kind": "net",
+                              "via": [f"nic{a // per_node}", f"nic{b // per_node}"]})
+    return {
+        "ranks": n,
+        "nodes": [{"name": f"n{i}", "ranks": list(range(i * per_node, (i + 1) * per_node))}
+                  for i in range(nodes)],
+        "shared": [{"name": f"nic{i}", "node": f"n{i}", "bandwidth_gbps": 25.0}
+                   for i in range(nodes)],
+        "links": links,
+    }
+
+
+def test_spst_at_128_modelled_ranks():
+    topo = parse_topology(rail_topology(16, 8))
+    rel = random_relation(1280, 128, 100, 1)
+    assert rel.dest_ranks.max() >= 64
+    p2p = plan_p2p(topo, rel)
+    check_plan(p2p, rel, max_stages=1)
+    raw = plan_spst(topo, rel, chunks=8, fallback=False)
+    check_plan(raw, rel)
+    # cross-rail pairs have no direct link: SPST forwards inside a node first
+    assert raw.num_stages >= 2
+    assert plan_cost(topo, raw, BPV).time_s <= 1.5 * plan_cost(topo, p2p, BPV).time_s

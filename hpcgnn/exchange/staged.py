@@ -43,7 +43,14 @@ from hpcgnn.comm.communicator import Comm
 from hpcgnn.errors import ConfigError, HpcgnnError
 from hpcgnn.exchange.halo import HALO, HALO_SETUP, HaloSets
 from hpcgnn.planning.plan import Edge, TableKey, occurrences
-from hpcgnn.planning.spst import WorkItem, chunk_sizes, counts_cost, plan_items, tree_counts
+from hpcgnn.planning.spst import (
+    DEFAULT_BYTES_PER_VERTEX,
+    WorkItem,
+    chunk_sizes,
+    counts_cost,
+    plan_items,
+    tree_counts,
+)
 from hpcgnn.planning.topology import Topology
 
 Group = tuple[tuple[int, ...], int]
@@ -116,6 +123,7 @@ def _plan_on_root(
     seed: int,
     max_stages: int | None,
     fallback: bool,
+    bytes_per_vertex: float,
     category: str,
 ) -> tuple[list[list[Group]], list[tuple[Edge, ...]], bool]:
     """Gather the groups on rank 0, plan there, broadcast groups and trees (collective)."""
@@ -129,7 +137,8 @@ def _plan_on_root(
             direct = False
             if comm.size > 1:
                 trees, direct = plan_items(
-                    topo, items, seed=seed, max_stages=max_stages, fallback=fallback
+                    topo, items, seed=seed, max_stages=max_stages, fallback=fallback,
+                    bytes_per_vertex=bytes_per_vertex,
                 )
             payload = ("ok", everyone, trees, direct)
         except HpcgnnError as err:
@@ -209,6 +218,9 @@ class StagedExchange:
         Category of the planning and setup traffic.
     fallback
         Use the direct plan when its modelled time is lower than SPST's.
+    bytes_per_vertex
+        Bytes of one row as the plan assumes them (the widest rows exchanged): with latency
+        in ``topo`` it decides how many stages pay.
 
     Raises
     ------
@@ -231,6 +243,7 @@ class StagedExchange:
         category: str = HALO,
         setup_category: str = HALO_SETUP,
         fallback: bool = True,
+        bytes_per_vertex: float = DEFAULT_BYTES_PER_VERTEX,
     ) -> None:
         if topo.num_ranks != comm.size:
             raise ConfigError(
@@ -244,7 +257,8 @@ class StagedExchange:
         local = owned_groups(sets, comm.size)
         groups, trees, self.is_direct = _plan_on_root(
             comm, topo, [(d, len(rows)) for d, rows in local], chunks=chunks, seed=seed,
-            max_stages=max_stages, fallback=fallback, category=setup_category,
+            max_stages=max_stages, fallback=fallback, bytes_per_vertex=bytes_per_vertex,
+            category=setup_category,
         )
         items, spans = work_items(groups, chunks)
         self.counts: dict[TableKey, int] = tree_counts(items, trees)

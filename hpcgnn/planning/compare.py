@@ -210,7 +210,8 @@ def compare_plans(
     parts : int
         Number of parts; must equal the topology's number of ranks.
     feature_dim : int, optional
-        Embedding width (float32).
+        Embedding width (float32); with latency in the topology it weighs bandwidth
+        against latency, so the plan depends on it.
     seed : int, optional
         Seed of the planner's vertex order.
     chunks : int, optional
@@ -254,7 +255,10 @@ def compare_plans(
     bpv = 4 * feature_dim
     p2p = plan_p2p(topo, rel)
     t0 = time.perf_counter()
-    spst = plan_spst(topo, rel, seed=seed, chunks=chunks or None, max_stages=max_stages)
+    spst = plan_spst(
+        topo, rel, seed=seed, chunks=chunks or None, max_stages=max_stages,
+        bytes_per_vertex=bpv,
+    )
     t_plan = time.perf_counter() - t0
     return PlanComparison(
         graph=str(graph),

@@ -82,7 +82,17 @@ def _slow_direct(p: int):
     return parse_topology({"ranks": p, "links": links})
 
 
-TOPOLOGIES = {"uniform": uniform_topology, "line": _line, "slow": _slow_direct}
+def _slow_latent(p: int):
+    """:func:`_slow_direct` whose stages cost 1 ms each: forwarding never pays."""
+    doc = {"ranks": p, "stage_alpha_us": 1000.0, "links": [
+        {"a": ln.src, "b": ln.dst, "bandwidth_gbps": ln.bandwidth_gbps}
+        for ln in _slow_direct(p).links if ln.src < ln.dst]}
+    return parse_topology(doc)
+
+
+TOPOLOGIES = {
+    "uniform": uniform_topology, "line": _line, "slow": _slow_direct, "latent": _slow_latent,
+}
 
 
 def _compare(world, ex: StagedExchange, ref: HaloExchange, seed: int) -> None:
@@ -119,6 +129,8 @@ def test_staged_matches_p2p_exchange(world, kind, chunks):
         if p >= 3 and kind == "slow":
             ok = ex.num_stages >= 2 and not ex.is_direct
             assert_all(world, ok, f"slow link: {ex.num_stages} stages, direct {ex.is_direct}")
+        if p >= 2 and kind == "latent":
+            assert_all(world, ex.num_stages == 1, f"latency: {ex.num_stages} stages")
         if kind == "uniform" and p >= 2:
             # direct on a uniform topology is never modelled slower, SPST may only tie it
             assert_all(world, ex.num_stages >= 1)

@@ -229,6 +229,48 @@ class Comm:
         )
         return out, recvcounts
 
+    # -- nonblocking point-to-point --------------------------------------------------------
+    def isend(self, buf: Buffer, dest: int, tag: int = 0) -> MPI.Request:
+        """Start sending ``buf`` to rank ``dest``; finish it with :meth:`complete`.
+
+        ``buf`` must stay alive and unchanged until then. Nothing is recorded here: the
+        receiver counts the bytes, as for an all-to-allv.
+        """
+        return self.mpi.Isend(self._mpi_buffer(buf), dest, tag)
+
+    def irecv(self, buf: Buffer, source: int, tag: int = 0) -> MPI.Request:
+        """Start receiving into ``buf`` (contiguous) from rank ``source``.
+
+        Finish it with :meth:`complete`, which records its bytes.
+        """
+        return self.mpi.Irecv(self._mpi_buffer(buf), source, tag)
+
+    def complete(
+        self,
+        requests: list[MPI.Request],
+        received: Sequence[Buffer],
+        category: str,
+        on_each: Callable[[int], None] | None = None,
+        span: str | None = None,
+    ) -> None:
+        """Wait for ``requests`` (of :meth:`isend` and :meth:`irecv`) in completion order.
+
+        ``on_each(i)`` runs as soon as ``requests[i]`` completes (to send what needed its
+        data). Records one call of ``category``: the bytes of the ``received`` buffers
+        (those of the receives among ``requests``) and the seconds until the last
+        completion; ``span`` names it in the trace.
+        """
+        clock = self.stats.clock
+        t0 = clock()
+        nbytes = sum(self._mpi_buffer(b).nbytes for b in received)
+        while True:
+            i = MPI.Request.Waitany(requests)
+            if i == MPI.UNDEFINED:
+                break
+            if on_each is not None:
+                on_each(i)
+        self.stats.record(category, nbytes, clock() - t0, span)
+
     # -- small Python objects (control traffic) ------------------------------------------
     def _obj_bytes(self, obj: Any) -> int:
         return len(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))

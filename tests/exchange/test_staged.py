@@ -232,3 +232,45 @@ def test_staged_rejects_wrong_rank_count_and_stage_bound(world):
         with pytest.raises(ConfigError, match="no route within 1 stages"):
             StagedExchange(world, sets, _line(p), max_stages=1, fallback=False)
     world.mpi.Barrier()
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("kind", ["line", "slow"])
+def test_staged_point_to_point_only_on_plan_links(world, monkeypatch, kind):
+    rows, offsets = _rows(world, seed=6)
+    sets = halo_sets(world, rows, offsets)
+    ex = StagedExchange(world, sets, TOPOLOGIES[kind](world.size), chunks=4, fallback=False)
+    sent: list[tuple[int, int, int]] = []
+    isend = type(world).isend
+    me = world.rank
+
+    def spy(self, buf, dest, tag=0):
+        sent.append((tag + 1, self.rank, dest))
+        return isend(self, buf, dest, tag)
+
+    def no_collective(*args, **kwargs):
+        raise AssertionError("a planned stage ran a collective")
+
+    ref = HaloExchange(world, sets)
+    rng = np.random.default_rng(world.rank)
+    x = torch.from_numpy(rng.standard_normal((int(offsets[me + 1] - offsets[me]), F)))
+    halo = torch.from_numpy(rng.standard_normal((len(sets.halo), F)))
+    want = ref.gather(x), ref.scatter_add(halo, torch.zeros_like(x))
+    monkeypatch.setattr(type(world), "isend", spy)
+    monkeypatch.setattr(type(world), "alltoallv", no_collective)
+    world.stats.tracing = True
+    try:
+        got = ex.gather(x), ex.scatter_add(halo, torch.zeros_like(x))
+    finally:
+        world.stats.tracing = False
+        monkeypatch.undo()
+    same = torch.equal(got[0], want[0]) and torch.allclose(got[1], want[1], rtol=0, atol=1e-12)
+    assert_all(world, same, "point-to-point stages differ from the p2p exchange")
+    # forward and backward: one message per (stage, src, dst) table of the plan, each way
+    fwd = sorted(e for e in ex.counts if e[1] == me)
+    bwd = sorted((k, d, s) for (k, s, d) in ex.counts if d == me)
+    ok = sorted(sent) == sorted(fwd + bwd)
+    names = {s.name for s in world.stats.spans}
+    ok = ok and all(f"halo.stage{k}" in names for k in range(1, ex.num_stages + 1))
+    assert_all(world, ok, f"messages {sorted(sent)} vs plan {fwd + bwd}")
+    world.stats.spans.clear()

@@ -18,7 +18,7 @@ largest owned row ever sent) are rows of ``x`` itself, positions ``p >= W`` are 
 Messages (one per ``(stage, src, dst)`` table of the plan, tag = stage) go only along the
 plan's links: no collective. The forward ``gather`` posts every receive first, then every
 message as soon as the rows it carries are there: rows of ``x`` at once (whatever the
-stage), forwarded rows when the message that brought them has arrived; stage ``k`` then
+stage), forwarded rows when the stages that brought them are complete; stage ``k`` then
 waits only for its own messages (one :meth:`~hpcgnn.comm.communicator.Comm.complete` per
 stage, traced as ``halo.stage<k>``). The backward ``scatter_add`` runs the stages in
 reverse with senders and receivers swapped: the receivers of stage ``k`` send back the
@@ -451,9 +451,9 @@ class StagedExchange:
     ) -> torch.Tensor:
         """Run the stages; the received region of the buffer.
 
-        Every receive is posted first, every message as soon as the rows it forwards have
-        arrived (messages of owned rows at once, whatever their stage); stage ``k`` then
-        waits for its own messages only.
+        Every receive is posted first, every message of owned rows at once (whatever its
+        stage), a message of forwarded rows as soon as the stages that bring them are
+        complete; stage ``k`` waits for its own messages only.
         """
         comm, clock = self.comm, self.comm.stats.clock
         recv = x.new_empty((self._recv_total, *x.shape[1:]))
@@ -482,14 +482,12 @@ class StagedExchange:
                 if not len(m.deps):
                     send(k, m)
         for k in live:
-
-            def arrived(i: int, k: int = k) -> None:
-                for k2, m in waiting.get(ids[k][i], []) if i < len(ids[k]) else []:
+            comm.complete(reqs[k], views[k], category, f"{category}.stage{k + 1}")
+            for i in ids[k]:
+                for k2, m in waiting.get(i, []):
                     missing[id(m)] -= 1
                     if not missing[id(m)]:
                         send(k2, m)
-
-            comm.complete(reqs[k], views[k], category, arrived, f"{category}.stage{k + 1}")
             if timers is not None:
                 timers[k] += clock() - t0
             t0 = clock()
@@ -529,7 +527,7 @@ class StagedExchange:
         t0 = clock()
         send_ready(-1)
         for k in reversed(live):
-            comm.complete(reqs[k], views[k], self.category, span=f"{self.category}.stage{k + 1}")
+            comm.complete(reqs[k], views[k], self.category, f"{self.category}.stage{k + 1}")
             for own_sel, own_idx, fwd_sel, fwd_idx in self._stages[k].subs:
                 if len(own_idx):
                     out[own_idx] += rows[k][own_sel]

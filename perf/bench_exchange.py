@@ -260,6 +260,9 @@ def main() -> None:
                         "the uniform one)")
     p.add_argument("--mpiexec", default=str(Path(sys.executable).parent / "mpiexec"))
     p.add_argument("--json", default=None, help="write all results here")
+    p.add_argument("--runs", default=None,
+                   help="comma-separated configurations to run (default: all), e.g. "
+                        "halo-p2p,halo-planned")
     args = p.parse_args()
     topology = args.topology
     if topology is None and args.procs == 8:
@@ -271,7 +274,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
         graph = partitioned(args.graph, args.procs, tmp)
-        for name, (kind, extra) in runs(args.chunks, topology).items():
+        configs = runs(args.chunks, topology)
+        wanted = list(configs) if args.runs is None else args.runs.split(",")
+        unknown = sorted(set(wanted) - set(configs))
+        if unknown:
+            p.error(f"unknown --runs {unknown}; choose from {sorted(configs)}")
+        for name in wanted:
+            kind, extra = configs[name]
             metrics = tmp / f"{name}.json"
             cmd = [args.mpiexec, "-n", str(args.procs), sys.executable, "-m", "hpcgnn", "train",
                    graph, *extra, "--epochs", str(args.epochs), "--hidden", str(args.hidden),

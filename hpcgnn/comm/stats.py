@@ -75,8 +75,14 @@ class CommStats:
     def __post_init__(self) -> None:
         self.origin = self.clock()
 
-    def record(self, category: str, nbytes: float, seconds: float) -> None:
-        """Add one call moving ``nbytes`` into this rank that took ``seconds`` (ending now)."""
+    def record(
+        self, category: str, nbytes: float, seconds: float, span: str | None = None
+    ) -> None:
+        """Add one call moving ``nbytes`` into this rank that took ``seconds`` (ending now).
+
+        ``span`` names the call in the trace (default ``category``), e.g. the stage of a
+        planned exchange, while its bytes and time count under ``category``.
+        """
         s = self.categories.get(category)
         if s is None:
             s = self.categories[category] = CategoryStats()
@@ -85,7 +91,7 @@ class CommStats:
         s.seconds += seconds
         if self.tracing:
             end = self.clock() - self.origin
-            self._span(category, end - seconds, end, "comm")
+            self._span(span or category, end - seconds, end, "comm")
 
     @contextmanager
     def phase(self, name: str, kind: str = "compute") -> Iterator[None]:

@@ -1,4 +1,4 @@
-"""Staged halo exchange: a DGCL SPST plan executed over MPI, one all-to-allv per stage.
+"""Staged halo exchange: a DGCL SPST plan executed over MPI point-to-point messages.
 
 A drop-in replacement for :class:`~hpcgnn.exchange.halo.HaloExchange` (same ``gather`` /
 ``scatter_add`` contract). Each owner groups the rows it sends by their destination set,
@@ -15,14 +15,21 @@ The owned part is not copied: buffer positions ``p < W`` (``W`` = one more than 
 largest owned row ever sent) are rows of ``x`` itself, positions ``p >= W`` are row
 ``p - W`` of the received region.
 
-The forward ``gather`` runs the stages in order. The backward ``scatter_add`` runs them in
+Messages (one per ``(stage, src, dst)`` table of the plan, tag = stage) go only along the
+plan's links: no collective. The forward ``gather`` posts every receive first, then every
+message as soon as the rows it carries are there: rows of ``x`` at once (whatever the
+stage), forwarded rows when the stages that brought them are complete; stage ``k`` then
+waits only for its own messages (one :meth:`~hpcgnn.comm.communicator.Comm.complete` per
+stage, traced as ``halo.stage<k>``). The backward ``scatter_add`` runs the stages in
 reverse with senders and receivers swapped: the receivers of stage ``k`` send back the
 gradients at their stage-``k`` receive positions (a contiguous block of the buffer) and the
 senders add them where they sent from. A row sent to two peers in one stage gets two
 gradients, so the additions are split into *sub-stages* in which no position occurs twice
 (the ``j``-th occurrence of a position goes to sub-stage ``j``, as in
 :func:`~hpcgnn.planning.plan.split_substages`), and each sub-stage is one plain indexed
-``+=``.
+``+=``. The adds run stage by stage (so the sums are the same, bit for bit, whatever the
+arrival order); a gradient message leaves as soon as the adds that reach its rows are done
+(at once for rows nobody forwarded).
 
 Setup (category ``setup_category``): one gather of the groups to rank 0, one broadcast of
 the plan, and one run of the forward stages with the owners' local row ids as payload, from
@@ -43,7 +50,14 @@ from hpcgnn.comm.communicator import Comm
 from hpcgnn.errors import ConfigError, HpcgnnError
 from hpcgnn.exchange.halo import HALO, HALO_SETUP, HaloSets
 from hpcgnn.planning.plan import Edge, TableKey, occurrences
-from hpcgnn.planning.spst import WorkItem, chunk_sizes, counts_cost, plan_items, tree_counts
+from hpcgnn.planning.spst import (
+    DEFAULT_BYTES_PER_VERTEX,
+    WorkItem,
+    chunk_sizes,
+    counts_cost,
+    plan_items,
+    tree_counts,
+)
 from hpcgnn.planning.topology import Topology
 
 Group = tuple[tuple[int, ...], int]
@@ -116,6 +130,7 @@ def _plan_on_root(
     seed: int,
     max_stages: int | None,
     fallback: bool,
+    bytes_per_vertex: float,
     category: str,
 ) -> tuple[list[list[Group]], list[tuple[Edge, ...]], bool]:
     """Gather the groups on rank 0, plan there, broadcast groups and trees (collective)."""
@@ -129,7 +144,8 @@ def _plan_on_root(
             direct = False
             if comm.size > 1:
                 trees, direct = plan_items(
-                    topo, items, seed=seed, max_stages=max_stages, fallback=fallback
+                    topo, items, seed=seed, max_stages=max_stages, fallback=fallback,
+                    bytes_per_vertex=bytes_per_vertex,
                 )
             payload = ("ok", everyone, trees, direct)
         except HpcgnnError as err:
@@ -141,22 +157,41 @@ def _plan_on_root(
 
 
 @dataclass
-class _Stage:
-    """One stage on this rank.
+class _Send:
+    """One message of a stage on this rank: rows to one peer.
 
-    Send arrays are packed peer by peer from buffer positions ``send_pos``; ``own_*``
-    and ``fwd_*`` split them into rows of ``x`` and rows of the received region (``sel``:
-    entry numbers in the send array, ``idx``: row numbers in ``x`` / the region).
+    ``lo:hi`` are its entries in the stage's send array (where the backward receives the
+    peer's gradients); ``own_*`` and ``fwd_*`` split its rows into rows of ``x`` and rows
+    of the received region (``sel``: entry numbers in the message, ``idx``: row numbers in
+    ``x`` / the region); ``deps``: the received messages (this rank's numbers) holding its
+    forwarded rows.
+    """
+
+    peer: int
+    lo: int
+    hi: int
+    own_sel: torch.Tensor
+    own_idx: torch.Tensor
+    fwd_sel: torch.Tensor
+    fwd_idx: torch.Tensor
+    deps: np.ndarray
+
+
+@dataclass
+class _Stage:
+    """One stage on this rank: its messages out and in, and the backward's sub-stages.
+
+    ``recvs``: ``(peer, lo, hi)`` rows of the received region per sending peer, in peer
+    order; ``subs``: the sub-stage adds of the backward (entries of the send array go to
+    rows of ``out`` or of the region's gradients).
     """
 
     send_counts: np.ndarray
     recv_counts: np.ndarray
     recv_lo: int
     recv_hi: int
-    own_sel: torch.Tensor
-    own_idx: torch.Tensor
-    fwd_sel: torch.Tensor
-    fwd_idx: torch.Tensor
+    sends: list[_Send]
+    recvs: list[tuple[int, int, int]]
     subs: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]]
 
 
@@ -176,14 +211,35 @@ def _make_stage(
     pos: np.ndarray, send_counts: np.ndarray, recv_counts: np.ndarray, lo: int, width: int,
     device: Device,
 ) -> _Stage:
-    own_sel, own_idx, fwd_sel, fwd_idx = _split(pos, width, device)
+    """A stage from its send positions (packed peer by peer) and per-peer row counts."""
+    sends, a = [], 0
+    for b in np.flatnonzero(send_counts):
+        seg = pos[a : a + send_counts[b]]
+        deps = seg[seg >= width] - width  # region rows for now; message numbers later
+        sends.append(_Send(int(b), a, a + len(seg), *_split(seg, width, device), deps))
+        a += len(seg)
+    recvs, r = [], lo
+    for b in np.flatnonzero(recv_counts):
+        recvs.append((int(b), r, r + int(recv_counts[b])))
+        r += int(recv_counts[b])
     subs = []
     for sel in substage_selections(pos):
         o_sel, o_idx, f_sel, f_idx = _split(pos[sel], width, device)
-        s = device.from_numpy(sel)
-        subs.append((s[o_sel], o_idx, s[f_sel], f_idx))
-    hi = lo + int(recv_counts.sum())
-    return _Stage(send_counts, recv_counts, lo, hi, own_sel, own_idx, fwd_sel, fwd_idx, subs)
+        t = device.from_numpy(sel)
+        subs.append((t[o_sel], o_idx, t[f_sel], f_idx))
+    return _Stage(send_counts, recv_counts, lo, r, sends, recvs, subs)
+
+
+def _pack(x: torch.Tensor, recv: torch.Tensor, m: _Send) -> torch.Tensor:
+    """The rows of message ``m``: rows of ``x`` and forwarded rows of the region ``recv``."""
+    if not len(m.fwd_idx):
+        return x[m.own_idx]
+    if not len(m.own_idx):
+        return recv[m.fwd_idx]
+    out = x.new_empty((m.hi - m.lo, *x.shape[1:]))
+    out[m.own_sel] = x[m.own_idx]
+    out[m.fwd_sel] = recv[m.fwd_idx]
+    return out
 
 
 class StagedExchange:
@@ -209,6 +265,9 @@ class StagedExchange:
         Category of the planning and setup traffic.
     fallback
         Use the direct plan when its modelled time is lower than SPST's.
+    bytes_per_vertex
+        Bytes of one row as the plan assumes them (the widest rows exchanged): with latency
+        in ``topo`` it decides how many stages pay.
 
     Raises
     ------
@@ -231,6 +290,7 @@ class StagedExchange:
         category: str = HALO,
         setup_category: str = HALO_SETUP,
         fallback: bool = True,
+        bytes_per_vertex: float = DEFAULT_BYTES_PER_VERTEX,
     ) -> None:
         if topo.num_ranks != comm.size:
             raise ConfigError(
@@ -244,7 +304,8 @@ class StagedExchange:
         local = owned_groups(sets, comm.size)
         groups, trees, self.is_direct = _plan_on_root(
             comm, topo, [(d, len(rows)) for d, rows in local], chunks=chunks, seed=seed,
-            max_stages=max_stages, fallback=fallback, category=setup_category,
+            max_stages=max_stages, fallback=fallback, bytes_per_vertex=bytes_per_vertex,
+            category=setup_category,
         )
         items, spans = work_items(groups, chunks)
         self.counts: dict[TableKey, int] = tree_counts(items, trees)
@@ -319,10 +380,29 @@ class StagedExchange:
                 needed.append(np.full(c, me in items[i][1], dtype=bool))
                 base += c
             self._stages.append(_make_stage(pos, send_counts, recv_counts, lo, w, self.comm.device))
+        self._link_messages()
         return (
             np.concatenate([*owner, np.zeros(0, np.int64)]),
             np.concatenate([*needed, np.zeros(0, bool)]),
         )
+
+    def _link_messages(self) -> None:
+        """Number this rank's received messages; when each message can be sent.
+
+        Forward: a message waits for the received messages holding its forwarded rows
+        (``_Send.deps``, message numbers). Backward: the gradients of a received message
+        are final once every later stage whose adds reach its rows has been added (the
+        earliest such stage, as the backward runs the stages in reverse), or at once.
+        """
+        msgs = [(k, *m) for k, st in enumerate(self._stages) for m in st.recvs]
+        starts = np.array([lo for _, _, lo, _ in msgs], dtype=np.int64)
+        ready = np.full(len(msgs), -1, dtype=np.int64)
+        for k in range(self.num_stages - 1, -1, -1):
+            for m in self._stages[k].sends:
+                m.deps = np.unique(np.searchsorted(starts, m.deps, side="right") - 1)
+                ready[m.deps] = k
+        self._msgs: list[tuple[int, int, int, int]] = msgs
+        self._bwd_ready = [np.flatnonzero(ready == k).tolist() for k in range(-1, self.num_stages)]
 
     def _map_halo(self, owner: np.ndarray, needed: np.ndarray) -> torch.Tensor:
         """Received-region rows of the halo, in halo order (collective check)."""
@@ -369,27 +449,48 @@ class StagedExchange:
     def _forward(
         self, x: torch.Tensor, category: str, timers: np.ndarray | None
     ) -> torch.Tensor:
-        """Run the stages in order; the received region of the buffer."""
+        """Run the stages; the received region of the buffer.
+
+        Every receive is posted first, every message of owned rows at once (whatever its
+        stage), a message of forwarded rows as soon as the stages that bring them are
+        complete; stage ``k`` waits for its own messages only.
+        """
+        comm, clock = self.comm, self.comm.stats.clock
         recv = x.new_empty((self._recv_total, *x.shape[1:]))
-        clock = self.comm.stats.clock
-        for k, st in enumerate(self._stages):
-            if self.stage_counts[k] == 0:
-                continue
-            t0 = clock()
-            if not len(st.fwd_idx):
-                send = x[st.own_idx]
-            elif not len(st.own_idx):
-                send = recv[st.fwd_idx]
-            else:
-                send = x.new_empty((len(st.own_idx) + len(st.fwd_idx), *x.shape[1:]))
-                send[st.own_sel] = x[st.own_idx]
-                send[st.fwd_sel] = recv[st.fwd_idx]
-            got, _ = self.comm.alltoallv(
-                send.contiguous(), st.send_counts, category, recvcounts=st.recv_counts
-            )
-            recv[st.recv_lo : st.recv_hi] = got
+        live = [k for k in range(self.num_stages) if self.stage_counts[k]]
+        reqs: dict[int, list] = {k: [] for k in live}
+        views: dict[int, list[torch.Tensor]] = {k: [] for k in live}
+        ids: dict[int, list[int]] = {k: [] for k in live}
+        for i, (k, peer, lo, hi) in enumerate(self._msgs):
+            views[k].append(recv[lo:hi])
+            reqs[k].append(comm.irecv(views[k][-1], peer, k))
+            ids[k].append(i)
+        waiting: dict[int, list[tuple[int, _Send]]] = {}
+        missing: dict[int, int] = {}
+        packed: list[torch.Tensor] = []  # alive until sent
+
+        def send(k: int, m: _Send) -> None:
+            packed.append(_pack(x, recv, m))
+            reqs[k].append(comm.isend(packed[-1], m.peer, k))
+
+        t0 = clock()
+        for k in live:
+            for m in self._stages[k].sends:
+                missing[id(m)] = len(m.deps)
+                for d in m.deps.tolist():
+                    waiting.setdefault(d, []).append((k, m))
+                if not len(m.deps):
+                    send(k, m)
+        for k in live:
+            comm.complete(reqs[k], views[k], category, f"{category}.stage{k + 1}")
+            for i in ids[k]:
+                for k2, m in waiting.get(i, []):
+                    missing[id(m)] -= 1
+                    if not missing[id(m)]:
+                        send(k2, m)
             if timers is not None:
                 timers[k] += clock() - t0
+            t0 = clock()
         return recv
 
     def gather(self, x: torch.Tensor) -> torch.Tensor:
@@ -400,26 +501,41 @@ class StagedExchange:
     def scatter_add(self, halo_rows: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         """Send ``halo_rows`` (one per halo vertex) back along the trees; add into ``out``.
 
-        ``out`` holds this rank's owned rows; it is updated in place and returned.
+        ``out`` holds this rank's owned rows; it is updated in place and returned. Every
+        receive is posted first; a gradient message leaves as soon as its rows are final;
+        the adds run stage by stage in reverse, in sub-stages, in a fixed order.
         """
+        comm, clock = self.comm, self.comm.stats.clock
         grad = halo_rows.new_zeros((self._recv_total, *halo_rows.shape[1:]))
         grad[self._halo_pos] = halo_rows
-        clock = self.comm.stats.clock
-        for k in range(self.num_stages - 1, -1, -1):
+        live = [k for k in range(self.num_stages) if self.stage_counts[k]]
+        reqs: dict[int, list] = {k: [] for k in live}
+        views: dict[int, list[torch.Tensor]] = {k: [] for k in live}
+        rows: dict[int, torch.Tensor] = {}
+        for k in live:
             st = self._stages[k]
-            if self.stage_counts[k] == 0:
-                continue
-            t0 = clock()
-            rows, _ = self.comm.alltoallv(
-                grad[st.recv_lo : st.recv_hi].contiguous(), st.recv_counts, self.category,
-                recvcounts=st.send_counts,
-            )
-            for own_sel, own_idx, fwd_sel, fwd_idx in st.subs:
+            rows[k] = halo_rows.new_empty((int(st.send_counts.sum()), *halo_rows.shape[1:]))
+            for m in st.sends:
+                views[k].append(rows[k][m.lo : m.hi])
+                reqs[k].append(comm.irecv(views[k][-1], m.peer, k))
+
+        def send_ready(after: int) -> None:
+            for i in self._bwd_ready[after + 1]:
+                k, peer, lo, hi = self._msgs[i]
+                reqs[k].append(comm.isend(grad[lo:hi], peer, k))
+
+        t0 = clock()
+        send_ready(-1)
+        for k in reversed(live):
+            comm.complete(reqs[k], views[k], self.category, f"{self.category}.stage{k + 1}")
+            for own_sel, own_idx, fwd_sel, fwd_idx in self._stages[k].subs:
                 if len(own_idx):
-                    out[own_idx] += rows[own_sel]
+                    out[own_idx] += rows[k][own_sel]
                 if len(fwd_idx):
-                    grad[fwd_idx] += rows[fwd_sel]
+                    grad[fwd_idx] += rows[k][fwd_sel]
+            send_ready(k)
             self.bwd_stage_seconds[k] += clock() - t0
+            t0 = clock()
         return out
 
     # -- reporting -----------------------------------------------------------------------

@@ -22,7 +22,6 @@ from mpi4py import MPI
 from hpcgnn.exchange.offload import CKPT, D2D, D2H, H2D
 from hpcgnn.exchange.staged import StagedExchange
 from hpcgnn.grid.process_grid import ProcessGrid
-from hpcgnn.layout.order import aggregation_widths
 from hpcgnn.planning.dedup import DEFAULT_TIER_GBPS, DedupVolumes
 from hpcgnn.planning.spst import counts_cost
 from hpcgnn.planning.topology import Topology
@@ -128,7 +127,7 @@ def halo_report(
     pairs = sum(p2p_counts.values())
     n = int(model.meta.num_nodes)
     volumes = DedupVolumes(n + pairs, n, n)
-    width = max(f for f, _ in aggregation_widths(model.widths))
+    width = model.exchange_width
     bpv = width * itemsize
     ex = agg.fwd_exchange
     planned = isinstance(ex, StagedExchange)

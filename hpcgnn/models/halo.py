@@ -13,6 +13,7 @@ from hpcgnn.config import TrainConfig
 from hpcgnn.cost.estimate import Estimate
 from hpcgnn.cost.halo import HaloVolumes, planned_volumes, predict_halo
 from hpcgnn.grid.process_grid import ProcessGrid
+from hpcgnn.layout.order import aggregation_widths
 from hpcgnn.models.block_row import BlockRowGCN
 from hpcgnn.models.exchange_report import halo_report
 from hpcgnn.planning.topology import Topology, uniform_topology
@@ -71,8 +72,14 @@ class HaloGCN(BlockRowGCN):
         self.aggregation = HaloAggregation(
             self.comm, a_t, a, self.offsets, self.cfg.torch_dtype, self._backward,
             self._exchange, self.topology,
+            self.exchange_width * self.cfg.itemsize,
         )
         return self.aggregation
+
+    @property
+    def exchange_width(self) -> int:
+        """Width of the widest rows the exchange moves (the plan is made for them)."""
+        return max(f for f, _ in aggregation_widths(self.widths))
 
     def predict_cost(self) -> Estimate | None:
         """Halo bytes of one epoch from every rank's halo sizes (collective)."""

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hpcgnn.planning.relation import Relation, mask_to_ranks
+from hpcgnn.planning.relation import Relation
 
 Edge = tuple[int, int, int]
 TableKey = tuple[int, int, int]
@@ -122,11 +122,15 @@ def check_plan(plan: Plan, relation: Relation, max_stages: int | None = None) ->
     """
     limit = plan.num_ranks - 1 if max_stages is None else max_stages
     seen = np.zeros(len(relation.source), dtype=np.int64)
+    ptr, lens = relation.dest_ptr, relation.num_dests
     for ids, tree in plan.routes:
         seen[ids] += 1
         srcs = np.unique(relation.source[ids])
-        masks = np.unique(relation.dest_mask[ids])
-        if len(srcs) != 1 or len(masks) != 1:
+        want = relation.dests(int(ids[0]))
+        at = ptr[ids][:, None] + np.arange(len(want))
+        if len(srcs) != 1 or np.any(lens[ids] != len(want)) or np.any(
+            relation.dest_ranks[at] != want
+        ):
             raise ValueError("a route mixes vertices of different source or destinations")
         held = {int(srcs[0]): 0}
         for k, s, d in sorted(tree):
@@ -137,9 +141,9 @@ def check_plan(plan: Plan, relation: Relation, max_stages: int | None = None) ->
             if d in held:
                 raise ValueError(f"rank {d} receives a vertex twice (or is its source)")
             held[d] = k
-        want = set(mask_to_ranks(int(masks[0])))
-        if not want <= set(held):
-            raise ValueError(f"destinations {sorted(want - set(held))} not reached")
-    needs = relation.dest_mask != 0
+        missed = set(want.tolist()) - set(held)
+        if missed:
+            raise ValueError(f"destinations {sorted(missed)} not reached")
+    needs = lens != 0
     if np.any(seen[needs] != 1) or np.any(seen[~needs] != 0):
         raise ValueError("some vertex is routed zero or several times")

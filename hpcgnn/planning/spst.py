@@ -1,9 +1,16 @@
 """DGCL communication planning: stage cost model, p2p baseline and the SPST planner.
 
-Cost model (DGCL section 5.1): loads are counted per stage and per resource (each directed
-link, each direction of each shared physical resource). The time of a stage is the largest
-``bytes / bandwidth`` over resources; a link's time is the largest over the resources it
-uses (so links through a shared QPI or NIC contend); the plan's time is the sum of stages.
+Cost model (DGCL section 5.1, plus latency): loads are counted per stage and per resource
+(each directed link, each direction of each shared physical resource). A link's time in a
+stage is the largest ``bytes / bandwidth`` over the resources it uses (so links through a
+shared QPI or NIC contend) plus its message latency when it carries anything; the time of a
+stage is the largest link time plus the topology's stage latency when anything moves; the
+plan's time is the sum of stages. With zero latencies this is DGCL's model.
+
+The planner (:func:`plan_items`) grows SPST trees on the bandwidth terms (DGCL Algorithm
+2); latency decides how deep the plan goes: with latency, plans are grown with a stage
+limit of 1, 2, ... and a deeper limit is kept only while its modelled time, latency
+included, is lower.
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ import numpy as np
 
 from hpcgnn.errors import ConfigError
 from hpcgnn.planning.plan import Edge, Plan, TableKey
-from hpcgnn.planning.relation import Relation, mask_to_ranks
+from hpcgnn.planning.relation import Relation, signature_groups
 from hpcgnn.planning.topology import Topology
 
 
@@ -33,7 +40,8 @@ class Cost:
     link_counts : numpy.ndarray
         ``(stages, links)`` vertices carried by each directed link per stage.
     link_times : numpy.ndarray
-        ``(stages, links)`` time of each link per stage (max over its resources).
+        ``(stages, links)`` time of each link per stage: the max over its resources, plus
+        its latency when it carries anything.
     resource_counts : numpy.ndarray
         ``(stages, resources)`` vertices through each resource per stage.
     """
@@ -66,8 +74,9 @@ def counts_cost(
     """Evaluate the stage cost model on vertex counts per ``(stage, src, dst)``.
 
     An edge ``(k, a, b)`` without a direct link loads every link of ``topo.route(a, b)``
-    in stage ``k`` (a hardware-routed transfer). An empty ``counts`` gives one stage of
-    time 0.
+    in stage ``k`` (a hardware-routed transfer). Every busy link costs its latency
+    ``topo.link_alpha_s`` once per stage (a stage's rows on a link are one message), every
+    busy stage ``topo.stage_alpha_s``. An empty ``counts`` gives one stage of time 0.
     """
     stages = max((k for k, _, _ in counts), default=1)
     nl = len(topo.links)
@@ -84,32 +93,25 @@ def counts_cost(
     link_t = np.zeros((stages, nl))
     for li, rs in enumerate(topo.link_resources):
         link_t[:, li] = res_t[:, list(rs)].max(axis=1)
-    stage_t = res_t.max(axis=1) if res_t.shape[1] else np.zeros(stages)
+    link_t += (links > 0) * topo.link_alpha_s
+    stage_t = np.zeros(stages)
+    if nl:
+        busy = links.any(axis=1)
+        stage_t = np.maximum(res_t.max(axis=1), link_t.max(axis=1)) + busy * topo.stage_alpha_s
     return Cost(float(stage_t.sum()), stage_t, links, link_t, res)
-
-
-def signature_groups(relation: Relation) -> list[tuple[int, int, np.ndarray]]:
-    """Vertices needing communication grouped by ``(s_u, D_u)``: ``(source, mask, ids)``."""
-    need = np.flatnonzero(relation.dest_mask != 0)
-    if not len(need):
-        return []
-    s = relation.source[need]
-    m = relation.dest_mask[need]
-    order = np.lexsort((m, s))
-    s, m, ids = s[order], m[order], need[order]
-    cut = np.flatnonzero(np.r_[True, (s[1:] != s[:-1]) | (m[1:] != m[:-1]), True])
-    return [
-        (int(s[a]), int(m[a]), ids[a:b]) for a, b in zip(cut[:-1], cut[1:], strict=True)
-    ]
 
 
 def plan_p2p(topo: Topology, relation: Relation) -> Plan:
     """Direct plan: every vertex goes from ``s_u`` to each ``d`` in ``D_u`` in stage 1."""
     _check_ranks(topo, relation)
     plan = Plan(topo.num_ranks)
-    for s, m, ids in signature_groups(relation):
-        plan.routes.append((ids, tuple((1, s, d) for d in mask_to_ranks(m))))
+    for s, dests, ids in signature_groups(relation):
+        plan.routes.append((ids, tuple((1, s, d) for d in dests)))
     return plan
+
+
+#: Bytes of one vertex's row when the caller gives none: 128 float32 values.
+DEFAULT_BYTES_PER_VERTEX = 512.0
 
 
 def _check_ranks(topo: Topology, relation: Relation) -> None:
@@ -141,19 +143,30 @@ class SpstPlanner:
         self.res = _resource_matrix(topo)
         self.inv_bw = np.r_[1.0 / topo.resource_bw, 0.0]  # seconds per vertex-GB; dummy 0
         self.loads = np.zeros((self.stages, len(self.inv_bw)))
-        self.out = [topo.out_links(r) for r in range(topo.num_ranks)]
+        self.depth = 0  # deepest stage with load; the stages after it are all empty
+        self.out: list[list[tuple[int, int]]] = [[] for _ in range(topo.num_ranks)]
+        for li, ln in enumerate(topo.links):
+            self.out[ln.src].append((li, ln.dst))
         self.raw = (self.inv_bw[self.res]).max(axis=1).tolist()
 
     def _cost_matrix(self, count: int) -> list[list[float]]:
         """Algorithm 2 for all stages and links at once.
 
         ``C[i][e]`` is the increase of the total time when ``count`` vertices use link
-        ``e`` at stage ``i + 1``.
+        ``e`` at stage ``i + 1``. Only the stages up to the first empty one are computed:
+        every later stage is empty too and has the same row (look rows up with
+        :meth:`_row`).
         """
-        t = self.loads * self.inv_bw
+        loads = self.loads[: min(self.depth + 1, self.stages)]
+        t = loads * self.inv_bw
         stage_t = t.max(axis=1, keepdims=True)
-        new = ((self.loads[:, self.res] + count) * self.inv_bw[self.res]).max(axis=2)
+        new = ((loads[:, self.res] + count) * self.inv_bw[self.res]).max(axis=2)
         return (np.maximum(new, stage_t) - stage_t).tolist()
+
+    @staticmethod
+    def _row(cost: list[list[float]], depth: int) -> list[float]:
+        """Row of :meth:`_cost_matrix` for edges leaving ``depth``."""
+        return cost[min(depth, len(cost) - 1)]
 
     def _path(self, held: dict[int, int], targets: set[int], count: int) -> list[Edge]:
         """Cheapest path from a rank holding the vertex to a target.
@@ -190,7 +203,7 @@ class SpstPlanner:
             while x != -1:
                 chain.add(states[x][0])
                 x = states[x][2]
-            row = cost[dep]
+            row = self._row(cost, dep)
             for li, nb in self.out[r]:
                 key = (nb, dep + 1)
                 if nb in held or nb in chain or key in done:
@@ -216,6 +229,7 @@ class SpstPlanner:
             for k, a, b in path:
                 li = self.topo.link_id(a, b)
                 self.loads[k - 1, self.res[li]] += count
+                self.depth = max(self.depth, k)
                 held[b] = k
                 targets.discard(b)
             edges += path
@@ -261,10 +275,16 @@ def plan_trees(
     list of tuple of Edge
         The ``(stage, src, dst)`` tree of every item, in item order.
     """
-    rng = np.random.default_rng(seed)
+    return _grow(topo, items, np.random.default_rng(seed).permutation(len(items)), max_stages)
+
+
+def _grow(
+    topo: Topology, items: list[WorkItem], order: np.ndarray, max_stages: int | None
+) -> list[tuple[Edge, ...]]:
+    """SPST trees of ``items``, planned in ``order`` (see :func:`plan_trees`)."""
     planner = SpstPlanner(topo, max_stages)
     trees: list[tuple[Edge, ...]] = [()] * len(items)
-    for i in rng.permutation(len(items)):
+    for i in order:
         s, dests, count = items[i]
         trees[i] = planner.tree(s, dests, count)
     return trees
@@ -293,8 +313,17 @@ def plan_items(
     seed: int | np.random.Generator = 0,
     max_stages: int | None = None,
     fallback: bool = True,
+    bytes_per_vertex: float = DEFAULT_BYTES_PER_VERTEX,
 ) -> tuple[list[tuple[Edge, ...]], bool]:
     """SPST trees of ``items`` (:func:`plan_trees`), or the direct ones when cheaper.
+
+    Plans are compared on :func:`counts_cost` at ``bytes_per_vertex``. Without latency in
+    ``topo`` one SPST plan is grown with the stage limit ``max_stages``. With latency the
+    limit goes 1, 2, ... up to ``max_stages``, all in the same item order, and stops at the
+    first limit whose plan is not faster than the previous one's (or does not use all its
+    stages); the fastest plan is kept, so a stage is added only when it pays. With
+    ``fallback`` the direct plan is returned when its modelled time is lower (with
+    latency: not higher).
 
     Returns
     -------
@@ -303,11 +332,29 @@ def plan_items(
     direct : bool
         True when ``fallback`` chose the direct plan (its modelled time is lower).
     """
-    trees = plan_trees(topo, items, seed=seed, max_stages=max_stages)
+    order = np.random.default_rng(seed).permutation(len(items))
+    limit = topo.num_ranks - 1 if max_stages is None else max_stages
+    latency = bool(topo.link_alpha_s.any()) or topo.stage_alpha_s > 0
+    best_t, trees = math.inf, None
+    for m in range(1, limit + 1) if latency else [limit]:
+        try:
+            cand = _grow(topo, items, order, m)
+        except ConfigError:  # no route within m stages: try a deeper limit
+            if m == limit:
+                raise
+            continue
+        t = counts_cost(topo, tree_counts(items, cand), bytes_per_vertex).time_s
+        if t >= best_t:
+            break
+        best_t, trees = t, cand
+        if max((k for tree in cand for k, _, _ in tree), default=0) < m:
+            break
+    assert trees is not None
     if fallback:
         direct = direct_trees(items)
-        t_direct = counts_cost(topo, tree_counts(items, direct), 1.0).time_s
-        if t_direct < counts_cost(topo, tree_counts(items, trees), 1.0).time_s:
+        t_direct = counts_cost(topo, tree_counts(items, direct), bytes_per_vertex).time_s
+        # a tie keeps DGCL's plan without latency (as before), goes to p2p with it
+        if t_direct < best_t or (latency and t_direct == best_t):
             return direct, True
     return trees, False
 
@@ -320,6 +367,7 @@ def plan_spst(
     chunks: int | None = 64,
     max_stages: int | None = None,
     fallback: bool = True,
+    bytes_per_vertex: float = DEFAULT_BYTES_PER_VERTEX,
 ) -> Plan:
     """Plan with SPST.
 
@@ -330,22 +378,24 @@ def plan_spst(
     (:func:`plan_trees`).
 
     SPST is greedy and may, rarely, end above the direct plan; with ``fallback`` the
-    direct plan (:func:`plan_p2p`) is returned when its modelled time is lower.
+    direct plan (:func:`plan_p2p`) is returned when it is faster (:func:`plan_items`).
+    With latency in ``topo`` the depth is chosen as :func:`plan_items` says, at
+    ``bytes_per_vertex``.
     """
     _check_ranks(topo, relation)
     rng = np.random.default_rng(seed)
     chunk_ids: list[np.ndarray] = []
     items: list[WorkItem] = []
-    for s, m, ids in signature_groups(relation):
+    for s, dests, ids in signature_groups(relation):
         ids = rng.permutation(ids)
-        dests = mask_to_ranks(m)
         a = 0
         for c in chunk_sizes(len(ids), chunks):
             chunk_ids.append(ids[a : a + c])
             items.append((s, dests, c))
             a += c
     trees, direct = plan_items(
-        topo, items, seed=rng, max_stages=max_stages, fallback=fallback
+        topo, items, seed=rng, max_stages=max_stages, fallback=fallback,
+        bytes_per_vertex=bytes_per_vertex,
     )
     if direct:
         return plan_p2p(topo, relation)

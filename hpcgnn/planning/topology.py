@@ -6,13 +6,20 @@ A topology file is JSON (see ``docs/planning.md``)::
      "nodes": [{"name": "cpu0", "ranks": [0, 1, 2, 3]}, ...],
      "shared": [{"name": "qpi", "node": "cpu0", "bandwidth_gbps": 8.0}, ...],
      "links": [{"a": 0, "b": 1, "bandwidth_gbps": 25.0, "kind": "nvlink"},
-               {"a": 0, "b": 5, "bandwidth_gbps": 10.0, "kind": "pcie-qpi", "via": ["qpi"]}]}
+               {"a": 0, "b": 5, "bandwidth_gbps": 10.0, "kind": "pcie-qpi", "via": ["qpi"]}],
+     "alpha_us": {"nvlink": 3.0, "pcie-qpi": 8.0}, "stage_alpha_us": 10.0}
 
 Links are undirected; each direction is its own link with its own capacity. Bandwidths are
 in GB/s (10^9 bytes per second). A link may pass through shared resources (``via``): a
 shared resource belongs to a node and is full duplex; traffic of a link leaving that node
 loads its "out" direction, traffic entering it its "in" direction, and every link through
 it in the same direction and stage competes for its bandwidth.
+
+Latencies, in microseconds: ``alpha_us`` maps a link kind to the latency of one message on
+a link of that kind (a link may override it with its own ``alpha_us``; kinds not listed get
+:data:`DEFAULT_LINK_ALPHA_US`), and ``stage_alpha_us`` is the fixed cost of running a stage
+at all (default :data:`DEFAULT_STAGE_ALPHA_US`). Zero latencies give DGCL's bandwidth-only
+cost model.
 """
 
 from __future__ import annotations
@@ -26,6 +33,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from hpcgnn.errors import InputError
+
+#: Latency of one message on a link whose kind has no ``alpha_us`` (microseconds): about a
+#: GPU peer copy or an MPI message between processes of one node.
+DEFAULT_LINK_ALPHA_US = 0.0
+#: Fixed cost of one stage (microseconds): the peers' ready/done handshake of a stage.
+DEFAULT_STAGE_ALPHA_US = 0.0
 
 
 @dataclass(frozen=True)
@@ -61,6 +74,10 @@ class Topology:
         Bandwidth of every resource in GB/s.
     link_resources : tuple of tuple of int
         Resources each directed link loads (itself first).
+    link_alpha_s : numpy.ndarray
+        Latency of one message on each directed link (seconds).
+    stage_alpha_s : float
+        Fixed cost of a stage that moves anything (seconds).
     """
 
     name: str
@@ -71,6 +88,8 @@ class Topology:
     resource_names: tuple[str, ...]
     resource_bw: np.ndarray
     link_resources: tuple[tuple[int, ...], ...]
+    link_alpha_s: np.ndarray
+    stage_alpha_s: float
     _index: dict[tuple[int, int], int] = field(repr=False, default_factory=dict)
     _routes: dict[tuple[int, int], tuple[int, ...]] = field(repr=False, default_factory=dict)
 
@@ -82,10 +101,6 @@ class Topology:
         """Links of the route ``a -> b``: the direct link, else the fewest-hop path."""
         return self._routes[(a, b)]
 
-    def out_links(self, a: int) -> list[tuple[int, int]]:
-        """``(link id, destination)`` of every link leaving rank ``a``."""
-        return [(i, ln.dst) for i, ln in enumerate(self.links) if ln.src == a]
-
 
 def _bad(path: str, msg: str) -> InputError:
     return InputError(f"topology {path}: {msg}")
@@ -95,6 +110,15 @@ def _int(path: str, value: object, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise _bad(path, f"{what} must be an integer, got {value!r}")
     return value
+
+
+def _latency(path: str, value: object, what: str) -> float:
+    """A latency in microseconds from the file, as seconds."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _bad(path, f"{what} must be a number of microseconds, got {value!r}")
+    if not math.isfinite(value) or value < 0:
+        raise _bad(path, f"{what} must be finite and >= 0, got {value!r}")
+    return float(value) * 1e-6
 
 
 def _bandwidth(path: str, value: object, what: str) -> float:
@@ -121,8 +145,8 @@ def load_topology(path: str | os.PathLike, ranks: int | None = None) -> Topology
     InputError
         One line naming the problem: unreadable file, bad JSON, missing field, a rank
         count other than ``ranks``, rank missing from the nodes, link to an unknown rank,
-        non-positive bandwidth, unknown shared resource, or a topology that is not
-        connected.
+        non-positive bandwidth, negative or non-numeric latency, unknown shared resource,
+        or a topology that is not connected.
     """
     p = os.fspath(path)
     try:
@@ -189,11 +213,22 @@ def parse_topology(doc: object, path: str = "<dict>", ranks: int | None = None) 
         bw = _bandwidth(path, sh.get("bandwidth_gbps"), f"shared resource '{nm}'")
         shared_idx[nm] = (len(shared_idx), node_names.index(node), bw)
 
+    kind_alpha = doc.get("alpha_us", {})
+    if not isinstance(kind_alpha, dict):
+        raise _bad(path, "'alpha_us' must map link kinds to microseconds")
+    kind_alpha = {
+        str(k): _latency(path, v, f"alpha_us of kind '{k}'") for k, v in kind_alpha.items()
+    }
+    stage_alpha = _latency(
+        path, doc.get("stage_alpha_us", DEFAULT_STAGE_ALPHA_US), "'stage_alpha_us'"
+    )
+
     raw_links = doc.get("links")
     if not isinstance(raw_links, list) or (not raw_links and n > 1):
         raise _bad(path, "'links' must be a non-empty list (may be empty for 1 rank)")
     links: list[Link] = []
     vias: list[list[str]] = []
+    alphas: list[float] = []
     index: dict[tuple[int, int], int] = {}
     for i, ln in enumerate(raw_links):
         if not isinstance(ln, dict) or "a" not in ln or "b" not in ln:
@@ -222,9 +257,13 @@ def parse_topology(doc: object, path: str = "<dict>", ranks: int | None = None) 
                     f"end in its node '{node_names[node]}'",
                 )
         kind = str(ln.get("kind", "link"))
+        alpha = kind_alpha.get(kind, DEFAULT_LINK_ALPHA_US * 1e-6)
+        if "alpha_us" in ln:
+            alpha = _latency(path, ln["alpha_us"], f"link {i} ({a}-{b}) alpha_us")
         for s, d in ((a, b), (b, a)):
             index[(s, d)] = len(links)
             links.append(Link(s, d, bw, kind))
+            alphas.append(alpha)
             vias.append([str(v) for v in via])
 
     # connectivity
@@ -278,6 +317,8 @@ def parse_topology(doc: object, path: str = "<dict>", ranks: int | None = None) 
         resource_names=tuple(names),
         resource_bw=np.asarray(bws, dtype=np.float64),
         link_resources=tuple(link_res),
+        link_alpha_s=np.asarray(alphas, dtype=np.float64),
+        stage_alpha_s=stage_alpha,
         _index=index,
         _routes=routes,
     )

@@ -33,6 +33,7 @@ from hpcgnn.cost.halo import choose_backward
 from hpcgnn.exchange.halo import HALO_SETUP, HaloExchange, halo_sets, local_matrix
 from hpcgnn.exchange.staged import StagedExchange
 from hpcgnn.kernels.spmm import spmm, to_torch_csr
+from hpcgnn.planning.spst import DEFAULT_BYTES_PER_VERTEX
 from hpcgnn.planning.topology import Topology, uniform_topology
 
 BACKWARD_MODES = ("auto", "push", "pull")
@@ -59,12 +60,15 @@ class HaloAggregation:
         ``"p2p"`` (one all-to-allv) or ``"planned"`` (SPST stages on ``topology``).
     topology
         Topology of a planned exchange (default: all ranks on one node, equal links).
+    bytes_per_vertex
+        Bytes of the widest rows exchanged, for which the plan is made.
     """
 
     def __init__(
         self, comm: Comm, a_t_rows: sp.csr_matrix, a_rows: sp.csr_matrix,
         offsets: np.ndarray, dtype: torch.dtype, backward: str = "auto",
         exchange: str = "p2p", topology: Topology | None = None,
+        bytes_per_vertex: float = DEFAULT_BYTES_PER_VERTEX,
     ) -> None:
         if backward not in BACKWARD_MODES:
             raise ValueError(f"backward must be one of {BACKWARD_MODES}, not {backward!r}")
@@ -90,7 +94,7 @@ class HaloAggregation:
         self._fwd_x: HaloExchange | StagedExchange
         if exchange == "planned":
             topo = topology if topology is not None else uniform_topology(comm.size)
-            self._fwd_x = StagedExchange(comm, fwd, topo)
+            self._fwd_x = StagedExchange(comm, fwd, topo, bytes_per_vertex=bytes_per_vertex)
         else:
             self._fwd_x = HaloExchange(comm, fwd)
         dev = comm.device.torch_device

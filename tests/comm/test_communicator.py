@@ -223,6 +223,29 @@ def test_alltoallv_personalised_rows(world, kind, given):
 
 
 @pytest.mark.mpi
+@pytest.mark.parametrize("kind", KINDS)
+def test_nonblocking_point_to_point_ring(world, kind):
+    """Two tagged messages to the next rank; one call records what was received."""
+    p, me = world.size, world.rank
+    nxt, prv = (me + 1) % p, (me - 1) % p
+    world.stats.tracing = True
+    recv = [make(kind, np.zeros((2, 3))), make(kind, np.zeros(4))]
+    reqs = [world.irecv(recv[0], prv, 0), world.irecv(recv[1], prv, 1)]
+    send = [make(kind, np.full((2, 3), me, dtype=np.float64)),
+            make(kind, np.arange(4, dtype=np.float64) + me)]
+    reqs += [world.isend(send[1], nxt, 1), world.isend(send[0], nxt, 0)]
+    world.complete(reqs, recv, "halo", span="halo.stage1")
+    world.stats.tracing = False
+    ok = np.array_equal(values(recv[0]), np.full((2, 3), prv))
+    ok = ok and np.array_equal(values(recv[1]), np.arange(4) + prv)
+    assert_all(world, ok, "values")
+    assert_all(world, recorded(world, "halo") == (1, 80), "one call, the bytes received")
+    assert_all(world, [s.name for s in world.stats.spans] == ["halo.stage1"], "span name")
+    world.complete([], [], "halo")  # nothing to wait for: a call of 0 bytes
+    assert_all(world, recorded(world, "halo") == (2, 80))
+
+
+@pytest.mark.mpi
 def test_alltoallv_of_int64_ids_stays_numpy(world):
     """``request_rows`` and the feature fetcher send 1-D int64 id arrays."""
     p, me = world.size, world.rank

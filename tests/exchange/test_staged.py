@@ -82,7 +82,17 @@ def _slow_direct(p: int):
     return parse_topology({"ranks": p, "links": links})
 
 
-TOPOLOGIES = {"uniform": uniform_topology, "line": _line, "slow": _slow_direct}
+def _slow_latent(p: int):
+    """:func:`_slow_direct` whose stages cost 1 ms each: forwarding never pays."""
+    doc = {"ranks": p, "stage_alpha_us": 1000.0, "links": [
+        {"a": ln.src, "b": ln.dst, "bandwidth_gbps": ln.bandwidth_gbps}
+        for ln in _slow_direct(p).links if ln.src < ln.dst]}
+    return parse_topology(doc)
+
+
+TOPOLOGIES = {
+    "uniform": uniform_topology, "line": _line, "slow": _slow_direct, "latent": _slow_latent,
+}
 
 
 def _compare(world, ex: StagedExchange, ref: HaloExchange, seed: int) -> None:
@@ -119,6 +129,8 @@ def test_staged_matches_p2p_exchange(world, kind, chunks):
         if p >= 3 and kind == "slow":
             ok = ex.num_stages >= 2 and not ex.is_direct
             assert_all(world, ok, f"slow link: {ex.num_stages} stages, direct {ex.is_direct}")
+        if p >= 2 and kind == "latent":
+            assert_all(world, ex.num_stages == 1, f"latency: {ex.num_stages} stages")
         if kind == "uniform" and p >= 2:
             # direct on a uniform topology is never modelled slower, SPST may only tie it
             assert_all(world, ex.num_stages >= 1)
@@ -220,3 +232,45 @@ def test_staged_rejects_wrong_rank_count_and_stage_bound(world):
         with pytest.raises(ConfigError, match="no route within 1 stages"):
             StagedExchange(world, sets, _line(p), max_stages=1, fallback=False)
     world.mpi.Barrier()
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("kind", ["line", "slow"])
+def test_staged_point_to_point_only_on_plan_links(world, monkeypatch, kind):
+    rows, offsets = _rows(world, seed=6)
+    sets = halo_sets(world, rows, offsets)
+    ex = StagedExchange(world, sets, TOPOLOGIES[kind](world.size), chunks=4, fallback=False)
+    sent: list[tuple[int, int, int]] = []
+    isend = type(world).isend
+    me = world.rank
+
+    def spy(self, buf, dest, tag=0):
+        sent.append((tag + 1, self.rank, dest))
+        return isend(self, buf, dest, tag)
+
+    def no_collective(*args, **kwargs):
+        raise AssertionError("a planned stage ran a collective")
+
+    ref = HaloExchange(world, sets)
+    rng = np.random.default_rng(world.rank)
+    x = torch.from_numpy(rng.standard_normal((int(offsets[me + 1] - offsets[me]), F)))
+    halo = torch.from_numpy(rng.standard_normal((len(sets.halo), F)))
+    want = ref.gather(x), ref.scatter_add(halo, torch.zeros_like(x))
+    monkeypatch.setattr(type(world), "isend", spy)
+    monkeypatch.setattr(type(world), "alltoallv", no_collective)
+    world.stats.tracing = True
+    try:
+        got = ex.gather(x), ex.scatter_add(halo, torch.zeros_like(x))
+    finally:
+        world.stats.tracing = False
+        monkeypatch.undo()
+    same = torch.equal(got[0], want[0]) and torch.allclose(got[1], want[1], rtol=0, atol=1e-12)
+    assert_all(world, same, "point-to-point stages differ from the p2p exchange")
+    # forward and backward: one message per (stage, src, dst) table of the plan, each way
+    fwd = sorted(e for e in ex.counts if e[1] == me)
+    bwd = sorted((k, d, s) for (k, s, d) in ex.counts if d == me)
+    ok = sorted(sent) == sorted(fwd + bwd)
+    names = {s.name for s in world.stats.spans}
+    ok = ok and all(f"halo.stage{k}" in names for k in range(1, ex.num_stages + 1))
+    assert_all(world, ok, f"messages {sorted(sent)} vs plan {fwd + bwd}")
+    world.stats.spans.clear()

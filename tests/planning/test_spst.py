@@ -1,3 +1,6 @@
+import dataclasses
+import hashlib
+
 import numpy as np
 import pytest
 
@@ -12,9 +15,11 @@ from hpcgnn.planning import (
     plan_p2p,
     plan_spst,
     plan_trees,
+    uniform_topology,
 )
-from hpcgnn.planning.relation import mask_to_ranks, relation_from_edges, relation_from_masks
-from hpcgnn.planning.spst import chunk_sizes, direct_trees, signature_groups, tree_counts
+from hpcgnn.planning.relation import relation_from_edges, signature_groups
+from hpcgnn.planning.spst import chunk_sizes, direct_trees, tree_counts
+from tests.planning.masks import relation_from_masks
 
 BPV = 1000.0  # bytes per vertex
 
@@ -46,6 +51,22 @@ def random_topology(parts: int, seed: int):
             if rng.random() < 0.5:
                 links.append({"a": a, "b": b, "bandwidth_gbps": float(rng.uniform(1, 50))})
     return parse_topology({"ranks": parts, "links": links})
+
+
+def zero_latency(topo):
+    """Helper: ``topo`` without latencies (DGCL's bandwidth-only cost model)."""
+    return dataclasses.replace(
+        topo, link_alpha_s=np.zeros_like(topo.link_alpha_s), stage_alpha_s=0.0
+    )
+
+
+def plan_digest(plan) -> str:
+    """Helper: a short hash of a plan's routes (ids and trees)."""
+    h = hashlib.sha256()
+    for ids, tree in plan.routes:
+        h.update(np.asarray(ids, dtype=np.int64).tobytes())
+        h.update(repr(tree).encode())
+    return h.hexdigest()[:16]
 
 
 def _triangle(slow: float = 1.0):
@@ -159,7 +180,7 @@ def test_max_stages_bound_is_respected_or_reported():
 
 
 def test_chunked_close_to_per_vertex_on_dgx1():
-    topo = load_topology("configs/topologies/dgx1.json")
+    topo = zero_latency(load_topology("configs/topologies/dgx1.json"))
     rel = random_relation(2000, 8, 3000, 7)
     exact = plan_cost(topo, plan_spst(topo, rel, chunks=None), BPV).time_s
     chunked = plan_cost(topo, plan_spst(topo, rel, chunks=8), BPV).time_s
@@ -196,7 +217,7 @@ def test_plan_trees_from_counts_match_plan_spst():
     topo = random_topology(5, 3)
     rel = random_relation(80, 5, 200, 3)
     # items in the order plan_spst builds them (groups in signature order, chunked)
-    items = [(s, mask_to_ranks(m), c) for s, m, ids in signature_groups(rel)
+    items = [(s, dests, c) for s, dests, ids in signature_groups(rel)
              for c in chunk_sizes(len(ids), 4)]
     rng = np.random.default_rng(9)
     for _, _, ids in signature_groups(rel):
@@ -218,3 +239,88 @@ def test_plan_items_falls_back_to_direct():
     trees, direct = plan_items(topo, items, fallback=False)
     assert not direct and trees == [((1, 0, 2), (2, 2, 1))]
     assert tree_counts(items, trees) == {(1, 0, 2): 5, (2, 2, 1): 5}
+
+
+def rail_topology(nodes: int, per_node: int) -> dict:
+    """Helper: ``nodes`` x ``per_node`` GPUs, NVLink inside a node, rails through the NICs.
+
+    GPU ``i`` of every node links to GPU ``i`` of every other node (12.5 GB/s) through
+    both nodes' NICs (25 GB/s per direction, shared).
+    """
+    n = nodes * per_node
+    links = []
+    for a in range(n):
+        for b in range(a + 1, n):
+            if a // per_node == b // per_node:
+                links.append({"a": a, "b": b, "bandwidth_gbps": 50.0, "kind": "nvlink"})
+            elif a % per_node == b % per_node:
+                links.append({"a": a, "b": b, "bandwidth_gbps": 12.5, "kind": "net",
+                              "via": [f"nic{a // per_node}", f"nic{b // per_node}"]})
+    return {
+        "ranks": n,
+        "nodes": [{"name": f"n{i}", "ranks": list(range(i * per_node, (i + 1) * per_node))}
+                  for i in range(nodes)],
+        "shared": [{"name": f"nic{i}", "node": f"n{i}", "bandwidth_gbps": 25.0}
+                   for i in range(nodes)],
+        "links": links,
+    }
+
+
+def test_spst_at_128_modelled_ranks():
+    topo = parse_topology(rail_topology(16, 8))
+    rel = random_relation(1280, 128, 100, 1)
+    assert rel.dest_ranks.max() >= 64
+    p2p = plan_p2p(topo, rel)
+    check_plan(p2p, rel, max_stages=1)
+    raw = plan_spst(topo, rel, chunks=8, fallback=False)
+    check_plan(raw, rel)
+    # cross-rail pairs have no direct link: SPST forwards inside a node first
+    assert raw.num_stages >= 2
+    assert plan_cost(topo, raw, BPV).time_s <= 1.5 * plan_cost(topo, p2p, BPV).time_s
+
+
+def test_latency_by_hand():
+    # 0 -> 2 direct (1 GB/s) or through 1 (10 GB/s per hop); 100 vertices of 1000 bytes
+    doc = {"ranks": 3, "stage_alpha_us": 10.0, "alpha_us": {"slow": 2.0}, "links": [
+        {"a": 0, "b": 1, "bandwidth_gbps": 10.0, "alpha_us": 1.0},
+        {"a": 1, "b": 2, "bandwidth_gbps": 10.0, "alpha_us": 1.0},
+        {"a": 0, "b": 2, "bandwidth_gbps": 1.0, "kind": "slow"}]}
+    topo, rel = parse_topology(doc), _rel_0_to_2()
+    cost = plan_cost(topo, plan_p2p(topo, rel), BPV)
+    assert cost.time_s == pytest.approx(10e-6 + 2e-6 + 100e-6)
+    assert cost.link_times[0, topo.link_id(0, 2)] == pytest.approx(2e-6 + 100e-6)
+    assert cost.link_times[0, topo.link_id(0, 1)] == 0.0  # idle links pay no latency
+    # forwarding pays: two stages of at most (10 + 1 + 10) us beat 112 us
+    plan = plan_spst(topo, rel, chunks=None, bytes_per_vertex=BPV)
+    assert plan.num_stages == 2
+    assert plan_cost(topo, plan, BPV).time_s <= 2 * (10e-6 + 1e-6 + 10e-6) * (1 + 1e-9)
+    # 10-byte rows: the bandwidth saved (1 us) does not pay for a second stage
+    small = plan_spst(topo, rel, chunks=None, bytes_per_vertex=10.0)
+    assert small.num_stages == 1 and plan_digest(small) == plan_digest(plan_p2p(topo, rel))
+
+
+def test_latency_stops_deep_plans_on_dgx1():
+    topo = load_topology("configs/topologies/dgx1.json")
+    rel = random_relation(400, 8, 600, 7)
+    zero = plan_spst(zero_latency(topo), rel, fallback=False)
+    assert zero.num_stages == 6  # DGCL's bandwidth-only model
+    t_zero, t_p2p = (plan_cost(topo, p, 4096.0).time_s for p in (zero, plan_p2p(topo, rel)))
+    plan = plan_spst(topo, rel, bytes_per_vertex=4096.0)
+    check_plan(plan, rel)
+    t = plan_cost(topo, plan, 4096.0).time_s
+    assert plan.num_stages == 2 and t < 0.5 * t_zero and t < 0.7 * t_p2p
+    # 16-float32 rows: latency dominates and the direct plan is kept
+    assert plan_spst(topo, rel, bytes_per_vertex=64.0).num_stages == 1
+
+
+def test_zero_latency_gives_the_plans_of_the_bandwidth_model():
+    # digests recorded with the planner before latency (commit e18d98e)
+    dgx1 = zero_latency(load_topology("configs/topologies/dgx1.json"))
+    rel = random_relation(600, 8, 1500, 4)
+    assert plan_digest(plan_spst(dgx1, rel, chunks=8, seed=3)) == "bc8e1f0694b2dc9d"
+    rel = random_relation(90, 4, 200, 4)
+    assert plan_digest(plan_spst(uniform_topology(4), rel, chunks=8, seed=3)) == (
+        "54f1566327c2a657")
+    topo = random_topology(6, 2)
+    rel = random_relation(120, 6, 400, 2)
+    assert plan_digest(plan_spst(topo, rel, chunks=None, seed=3)) == "a233d807501b87b9"

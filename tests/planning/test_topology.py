@@ -6,6 +6,7 @@ import pytest
 
 from hpcgnn.errors import InputError
 from hpcgnn.planning import load_topology, parse_topology, uniform_topology
+from hpcgnn.planning.topology import DEFAULT_LINK_ALPHA_US, DEFAULT_STAGE_ALPHA_US
 from tests.planning.test_spst import full_topology
 
 SHIPPED = ["configs/topologies/dgx1.json", "configs/topologies/cluster-4x4.json"]
@@ -77,6 +78,10 @@ def _break(mutate):
         (lambda d: d["shared"][0].update(bandwidth_gbps=0), "non-positive"),
         (lambda d: d.update(links=[d["links"][0]]), "not connected"),
         (lambda d: d.update(links=[]), "'links' must be a non-empty list"),
+        (lambda d: d.update(alpha_us=[3.0]), "'alpha_us' must map link kinds"),
+        (lambda d: d.update(alpha_us={"nvlink": -1.0}), "kind 'nvlink' must be finite and >= 0"),
+        (lambda d: d.update(stage_alpha_us="10"), "'stage_alpha_us' must be a number"),
+        (lambda d: d["links"][0].update(alpha_us=float("nan")), r"link 0 \(0-1\) alpha_us"),
     ],
 )
 def test_bad_topologies(mutate, message):
@@ -131,3 +136,23 @@ def test_one_rank_topology_needs_no_links():
     assert parse_topology({"ranks": 1, "links": []}).links == ()
     with pytest.raises(InputError, match="'links' must be a non-empty list"):
         parse_topology({"ranks": 1})
+
+
+def test_latencies_per_kind_per_link_and_defaults():
+    d = _doc()
+    d["links"][0]["kind"] = "nvlink"
+    d["links"][2].update(kind="nvlink", alpha_us=1.5)  # link 1-2 overrides its kind
+    d["alpha_us"] = {"nvlink": 3.0}
+    d["stage_alpha_us"] = 10
+    topo = parse_topology(d)
+    alpha = {(ln.src, ln.dst): a for ln, a in zip(topo.links, topo.link_alpha_s, strict=True)}
+    assert alpha[(0, 1)] == alpha[(1, 0)] == pytest.approx(3e-6)
+    assert alpha[(1, 2)] == pytest.approx(1.5e-6)
+    assert alpha[(0, 2)] == 0.0  # kind "link" is not listed: DEFAULT_LINK_ALPHA_US
+    assert topo.stage_alpha_s == pytest.approx(1e-5)
+    plain = parse_topology(_doc())
+    assert DEFAULT_LINK_ALPHA_US == DEFAULT_STAGE_ALPHA_US == 0.0
+    assert not plain.link_alpha_s.any() and plain.stage_alpha_s == 0.0
+    for path in SHIPPED:  # the shipped files give every link and stage a latency
+        shipped = load_topology(path)
+        assert np.all(shipped.link_alpha_s > 0) and shipped.stage_alpha_s > 0

@@ -18,8 +18,10 @@ the modelled cost ``C`` of the offload runs. Then the ratios planned/p2p (modell
 time, probe-measured exchange time, epoch time) and, for offload, host<->device bytes
 (h2d + d2h) and epoch time of each dedup level relative to ``none``. A graph without a
 partition into ``--procs`` parts is first partitioned with METIS into a temporary file.
+Writes ``perf/results/bench_exchange.{json,md}`` and prints the ratio table last.
 
     python perf/bench_exchange.py inputs/rmat-1m.h5 --procs 8 --epochs 5 --chunks 8
+    python perf/bench_exchange.py --nodes 4096 --procs 8 --epochs 20   # generated RMAT
 """
 
 from __future__ import annotations
@@ -34,10 +36,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from tables import markdown, prepare, save
+
 from hpcgnn.io import GraphFile
 
 REPO = Path(__file__).resolve().parents[1]
-DGX1 = REPO / "jobs" / "topologies" / "dgx1.json"
+DGX1 = REPO / "configs" / "topologies" / "dgx1.json"
 TIERS = ("h2d", "d2d", "d2h", "ckpt")
 
 
@@ -246,8 +250,10 @@ def print_tables(results: dict[str, dict[str, Any]]) -> dict[str, float]:
 def main() -> None:
     """Parse the arguments, run every configuration and print the comparison."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("graph", help="graph file (partitioned with METIS first if it has no "
-                                 "partition into --procs parts)")
+    p.add_argument("graph", nargs="?", help="graph file (partitioned with METIS first if it "
+                                            "has no partition into --procs parts; default: a "
+                                            "generated RMAT graph of --nodes)")
+    p.add_argument("--nodes", type=int, default=4096, help="generated graph: vertices")
     p.add_argument("--procs", type=int, default=4)
     p.add_argument("--epochs", type=int, default=5)
     p.add_argument("--hidden", type=int, default=64)
@@ -259,7 +265,7 @@ def main() -> None:
                         "at --procs 8, otherwise the uniform one-node topology; 'none' forces "
                         "the uniform one)")
     p.add_argument("--mpiexec", default=str(Path(sys.executable).parent / "mpiexec"))
-    p.add_argument("--json", default=None, help="write all results here")
+    p.add_argument("--name", default="bench_exchange", help="results name in perf/results")
     p.add_argument("--runs", default=None,
                    help="comma-separated configurations to run (default: all), e.g. "
                         "halo-p2p,halo-planned")
@@ -273,7 +279,8 @@ def main() -> None:
     results: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
-        graph = partitioned(args.graph, args.procs, tmp)
+        source = args.graph or str(prepare(tmp / "rmat.h5", "rmat", args.nodes))
+        graph = partitioned(source, args.procs, tmp)
         configs = runs(args.chunks, topology)
         wanted = list(configs) if args.runs is None else args.runs.split(",")
         unknown = sorted(set(wanted) - set(configs))
@@ -293,15 +300,22 @@ def main() -> None:
             except (subprocess.CalledProcessError, OSError, KeyError, ValueError) as err:
                 print(f"[{name}] failed: {err}", file=sys.stderr, flush=True)
                 results[name] = {"kind": kind, "error": str(err)}
-    print(f"\n{args.graph}: {args.procs} ranks, {args.threads} thread(s) each, "
+    label = args.graph or f"RMAT {args.nodes}"
+    print(f"\n{label}: {args.procs} ranks, {args.threads} thread(s) each, "
           f"{args.epochs} epochs, hidden {args.hidden}, {args.layers} layers, "
           f"{args.chunks} offload chunks, halo topology {topology or 'uniform (default)'}")
     ratios = print_tables(results)
-    if args.json:
-        doc = {"graph": args.graph, "procs": args.procs, "threads": args.threads,
-               "epochs": args.epochs, "topology": topology, "runs": results,
-               "ratios": {k: None if math.isnan(v) else v for k, v in ratios.items()}}
-        Path(args.json).write_text(json.dumps(doc, indent=2))
+    doc = {"graph": label, "procs": args.procs, "threads": args.threads,
+           "epochs": args.epochs, "topology": topology, "runs": results,
+           "ratios": {k: None if math.isnan(v) else v for k, v in ratios.items()}}
+    topo_name = Path(topology).stem if topology else "uniform"
+    table = markdown(
+        f"Exchange: planned vs p2p, deduplicated vs not ({label}, {args.procs} ranks, "
+        f"{args.threads} thread(s)/rank, topology {topo_name})",
+        ["ratio", "value"], [[k, "-" if math.isnan(v) else v] for k, v in ratios.items()],
+        ["< 1: the first is faster or moves fewer bytes. Per-run phases in the JSON."],
+    )
+    save(args.name, doc, table)
     if any("error" in r for r in results.values()):
         sys.exit(1)
 

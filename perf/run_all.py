@@ -35,6 +35,8 @@ BENCHMARKS: dict[str, tuple[int | None, list[str], list[str]]] = {
                          ["--nodes", "3000", "--procs", "4", "--epochs", "2"]),
     "bench_model": (None, ["--nodes", "20000", "--procs", "2,4,8", "--epochs", "5"],
                     ["--nodes", "3000", "--procs", "2,4", "--epochs", "2"]),
+    "bench_exchange": (None, ["--nodes", "4096", "--procs", "8", "--epochs", "20"],
+                       ["--nodes", "1000", "--procs", "4", "--epochs", "2"]),
     "bench_bulk_sampling": (1, ["--nodes", "100000", "--batches", "64", "--bulk", "4,16,32"],
                             ["--nodes", "3000", "--batches", "8", "--bulk", "4", "--repeats", "1"]),
     "bench_gist": (None, ["--sizes", "3000", "--procs", "4", "--epochs", "40"],

@@ -84,6 +84,7 @@ class Comm:
         self.device = get_device(device)
         self.stats = stats if stats is not None else CommStats(clock=self.device.clock)
         self.name = name
+        self._trace_args = {"comm": name}  # every call's trace event names its communicator
         self.rank = mpi_comm.Get_rank()
         self.size = mpi_comm.Get_size()
         self._owned = owned
@@ -108,7 +109,7 @@ class Comm:
         clock = self.stats.clock
         t0 = clock()
         out = fn(*args)
-        self.stats.record(category, nbytes, clock() - t0)
+        self.stats.record(category, nbytes, clock() - t0, args=self._trace_args)
         return out
 
     def _mpi_buffer(self, buf: Any) -> np.ndarray:
@@ -264,7 +265,7 @@ class Comm:
         t0 = clock()
         nbytes = sum(self._mpi_buffer(b).nbytes for b in received)
         MPI.Request.Waitall(requests)
-        self.stats.record(category, nbytes, clock() - t0, span)
+        self.stats.record(category, nbytes, clock() - t0, span, self._trace_args)
 
     # -- small Python objects (control traffic) ------------------------------------------
     def _obj_bytes(self, obj: Any) -> int:
@@ -275,7 +276,7 @@ class Comm:
         t0 = self.stats.clock()
         out = self.mpi.bcast(obj, root)
         nbytes = 0 if self.rank == root else self._obj_bytes(out)
-        self.stats.record(category, nbytes, self.stats.clock() - t0)
+        self.stats.record(category, nbytes, self.stats.clock() - t0, args=self._trace_args)
         return out
 
     def allgather_obj(self, obj: Any, category: str = "control") -> list[Any]:
@@ -283,7 +284,7 @@ class Comm:
         t0 = self.stats.clock()
         out = self.mpi.allgather(obj)
         nbytes = sum(self._obj_bytes(o) for i, o in enumerate(out) if i != self.rank)
-        self.stats.record(category, nbytes, self.stats.clock() - t0)
+        self.stats.record(category, nbytes, self.stats.clock() - t0, args=self._trace_args)
         return out
 
     def gather_obj(self, obj: Any, root: int = 0, category: str = "control") -> list[Any] | None:
@@ -293,7 +294,7 @@ class Comm:
         nbytes = 0
         if out is not None:
             nbytes = sum(self._obj_bytes(o) for i, o in enumerate(out) if i != self.rank)
-        self.stats.record(category, nbytes, self.stats.clock() - t0)
+        self.stats.record(category, nbytes, self.stats.clock() - t0, args=self._trace_args)
         return out
 
     def allreduce_scalar(

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 from hpcgnn.backend import cpu
 
@@ -36,6 +37,7 @@ class Span:
     start: float
     end: float
     kind: str  # "comm" or "compute" or "epoch"
+    args: dict[str, Any] | None = None  # bytes, communicator, layer, pass, stage, step
 
 
 @dataclass
@@ -62,6 +64,10 @@ class CommStats:
     ``clock`` (seconds, monotonic) times every call and phase; it defaults to the CPU
     device's clock. ``origin`` is the clock's reading when the stats were created or last
     reset.
+
+    With tracing on, every span carries ``args`` for the trace viewer: a communication
+    call its ``bytes`` and communicator (``comm``), and every span the tags of the
+    :meth:`tagged` blocks it runs in (``layer``, ``pass``, ``stage``, ``step``...).
     """
 
     categories: dict[str, CategoryStats] = field(default_factory=dict)
@@ -71,17 +77,20 @@ class CommStats:
     spans: list[Span] = field(default_factory=list)
     clock: Callable[[], float] = field(default=cpu().clock, repr=False, compare=False)
     origin: float = field(init=False)
+    tags: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.origin = self.clock()
 
     def record(
-        self, category: str, nbytes: float, seconds: float, span: str | None = None
+        self, category: str, nbytes: float, seconds: float, span: str | None = None,
+        args: dict[str, Any] | None = None,
     ) -> None:
         """Add one call moving ``nbytes`` into this rank that took ``seconds`` (ending now).
 
         ``span`` names the call in the trace (default ``category``), e.g. the stage of a
-        planned exchange, while its bytes and time count under ``category``.
+        planned exchange, while its bytes and time count under ``category``; ``args``
+        (e.g. the communicator, the peers) go into the trace event next to the bytes.
         """
         s = self.categories.get(category)
         if s is None:
@@ -91,7 +100,21 @@ class CommStats:
         s.seconds += seconds
         if self.tracing:
             end = self.clock() - self.origin
-            self._span(span or category, end - seconds, end, "comm")
+            self._span(span or category, end - seconds, end, "comm",
+                       {"bytes": round(nbytes), **(args or {})})
+
+    @contextmanager
+    def tagged(self, **tags: Any) -> Iterator[None]:
+        """Tag every span recorded inside (``layer=2``, ``stage=1``...) for the trace."""
+        if not self.tracing:
+            yield
+            return
+        before = self.tags
+        self.tags = {**before, **tags}
+        try:
+            yield
+        finally:
+            self.tags = before
 
     @contextmanager
     def phase(self, name: str, kind: str = "compute") -> Iterator[None]:
@@ -106,9 +129,12 @@ class CommStats:
             if self.tracing:
                 self._span(name, t0 - self.origin, t1 - self.origin, kind)
 
-    def _span(self, name: str, start: float, end: float, kind: str) -> None:
+    def _span(
+        self, name: str, start: float, end: float, kind: str, args: dict | None = None
+    ) -> None:
         if len(self.spans) < self.max_spans:
-            self.spans.append(Span(name, start, end, kind))
+            merged = {**self.tags, **(args or {})}
+            self.spans.append(Span(name, start, end, kind, merged or None))
 
     def reset(self) -> None:
         """Zero all counters, drop recorded spans and restart the trace clock.

@@ -23,6 +23,7 @@ layout draws exactly the serial run's mask for the block it holds.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -51,20 +52,36 @@ class Aggregation(Protocol):
         """Return this rank's block of ``Â G`` given its block of ``G``."""
 
 
+def _tagged(stats: CommStats | None, layer: int | None, direction: str) -> AbstractContextManager:
+    if stats is None or layer is None:
+        return nullcontext()
+    return stats.tagged(layer=layer, direction=direction)
+
+
 class _Aggregate(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, h: torch.Tensor, op: Aggregation) -> torch.Tensor:  # type: ignore[override]
-        ctx.op = op
-        return op.forward(h.detach())
+    def forward(  # type: ignore[override]
+        ctx, h: torch.Tensor, op: Aggregation, stats: CommStats | None, layer: int | None
+    ) -> torch.Tensor:
+        ctx.op, ctx.stats, ctx.layer = op, stats, layer
+        with _tagged(stats, layer, "forward"):
+            return op.forward(h.detach())
 
     @staticmethod
-    def backward(ctx, g: torch.Tensor) -> tuple[torch.Tensor, None]:  # type: ignore[override]
-        return ctx.op.backward(g.contiguous()), None
+    def backward(ctx, g: torch.Tensor) -> tuple[torch.Tensor, None, None, None]:  # type: ignore[override]
+        with _tagged(ctx.stats, ctx.layer, "backward"):
+            return ctx.op.backward(g.contiguous()), None, None, None
 
 
-def aggregate(h: torch.Tensor, op: Aggregation) -> torch.Tensor:
-    """Differentiable ``Â^T H`` through ``op``."""
-    return _Aggregate.apply(h, op)
+def aggregate(
+    h: torch.Tensor, op: Aggregation, stats: CommStats | None = None, layer: int | None = None
+) -> torch.Tensor:
+    """Differentiable ``Â^T H`` through ``op``.
+
+    With ``stats`` and ``layer``, the trace spans of both directions carry the layer and
+    ``forward`` / ``backward``.
+    """
+    return _Aggregate.apply(h, op, stats, layer)
 
 
 @dataclass(frozen=True)
@@ -154,11 +171,11 @@ def gcn_layer(
     else:
         dense = ops.dense
     if transform_first(layer, w.shape[0], w.shape[1]):
-        z = aggregate(dense(h, w), ops.aggregation)
+        z = aggregate(dense(h, w), ops.aggregation, stats, layer)
         if ops.finish is not None:
             z = ops.finish(z)
     else:
-        z = dense(aggregate(h, ops.aggregation), w)
+        z = dense(aggregate(h, ops.aggregation, stats, layer), w)
     return activate(z, last)
 
 

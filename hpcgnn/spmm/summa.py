@@ -40,7 +40,7 @@ from hpcgnn.comm.communicator import Comm
 from hpcgnn.errors import GridError
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.kernels.spmm import spmm
-from hpcgnn.layout.summa import SummaLayout, message_bytes, pack_block, unpack_block
+from hpcgnn.layout.summa import Segment, SummaLayout, message_bytes, pack_block, unpack_block
 
 SPARSE_BCAST = "sparse_bcast"
 DENSE_BCAST = "dense_bcast"
@@ -173,23 +173,29 @@ class SummaSpMM:
         col = self.grid.col
         f = x.shape[1]
         out = col.device.zeros((self.rows, f), x.dtype)
-        for seg in self.segments:
-            if seg.k == i:
-                xs = x[seg.r0 : seg.r0 + seg.size].contiguous()
-            else:
-                xs = col.device.empty((seg.size, f), x.dtype)
-            if col.size > 1 and f > 0:
-                col.bcast(xs, seg.k, DENSE_BCAST)
-            if self.nnz[seg.index] == 0:
-                continue
-            a = self._sparse_block(seg.index)
-            if f > 0:
-                with col.stats.phase("local_spmm"):
-                    out += spmm(a, xs)
+        for step, seg in enumerate(self.segments):
+            with col.stats.tagged(step=step):
+                self._step(seg, i, x, out)
         fiber = self.grid.fiber
         if fiber is None or fiber.size == 1:
             return out
         return fiber.reduce_scatter(out, self.fine_counts, REDUCE_SCATTER)
+
+    def _step(self, seg: Segment, i: int, x: torch.Tensor, out: torch.Tensor) -> None:
+        """One SUMMA stage: broadcast the stage's block of ``X`` and add its product."""
+        col, f = self.grid.col, x.shape[1]
+        if seg.k == i:
+            xs = x[seg.r0 : seg.r0 + seg.size].contiguous()
+        else:
+            xs = col.device.empty((seg.size, f), x.dtype)
+        if col.size > 1 and f > 0:
+            col.bcast(xs, seg.k, DENSE_BCAST)
+        if self.nnz[seg.index] == 0:
+            return
+        a = self._sparse_block(seg.index)
+        if f > 0:
+            with col.stats.phase("local_spmm"):
+                out += spmm(a, xs)
 
 
 class SummaAggregation:

@@ -25,6 +25,7 @@ def gather_trace(comm: Comm, stats: CommStats) -> list[dict] | None:
             "tid": comm.rank,
             "ts": round(s.start * 1e6, 3),
             "dur": round((s.end - s.start) * 1e6, 3),
+            **({"args": s.args} if s.args else {}),
         }
         for s in stats.spans
     ]

@@ -41,6 +41,15 @@ def test_metrics_and_trace_files(graph_file, shared_tmp, world, algo):
     tracks = {e["tid"] for e in events if e.get("ph") == "X"}
     assert tracks == set(range(world.size))
     assert any(e["name"] == "epoch 1" for e in events)
+    comm = [e for e in events if e.get("cat") == "comm"]
+    assert comm and all(e["args"]["bytes"] >= 0 and "comm" in e["args"] for e in comm)
+    tagged = [e.get("args", {}) for e in events if "layer" in e.get("args", {})]
+    assert {a["direction"] for a in tagged} == {"forward", "backward"}
+    assert {a["layer"] for a in tagged} == {0, 1}
+    if algo == "2d" and world.size > 1:  # SUMMA steps
+        assert any("step" in e.get("args", {}) for e in comm if e["name"] == "dense_bcast")
+    if algo == "halo" and world.size > 1:
+        assert any(e["args"].get("bytes", 0) > 0 for e in comm if e["name"].startswith("halo"))
 
 
 @pytest.mark.mpi

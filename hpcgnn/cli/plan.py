@@ -20,12 +20,17 @@ def register(sub: argparse._SubParsersAction) -> None:
             "Build the communication relation of the graph split into --parts row blocks "
             "(the file's partition when it has exactly that many parts, else an even "
             "block split), plan it with SPST on --topology and report the modelled time "
-            "of the planned and the direct p2p exchange per stage and per link."
+            "of the planned and the direct p2p exchange per stage and per link. With "
+            "--calibrate (under mpiexec -n P) measure this machine's latency and bandwidth "
+            "between every pair of ranks instead and write them as a topology file."
         ),
     )
-    p.add_argument("graph")
-    p.add_argument("--parts", type=int, required=True, help="number of parts = topology ranks")
-    p.add_argument("--topology", required=True, help="topology JSON (see docs/planning.md)")
+    p.add_argument("graph", nargs="?")
+    p.add_argument("--parts", type=int, default=None, help="number of parts = topology ranks")
+    p.add_argument("--topology", default=None, help="topology JSON (see docs/planning.md)")
+    p.add_argument("--calibrate", action="store_true",
+                   help="ping-pong every pair of the job's ranks and write the measured alpha "
+                        "and beta as a topology file to --out (run under mpiexec -n P)")
     p.add_argument("--feature-dim", type=int, default=128, help="embedding width (float32)")
     p.add_argument("--seed", type=int, default=0, help="seed of the vertex order")
     p.add_argument(
@@ -54,11 +59,46 @@ def _print(label: str, topo: Topology, cost: Cost) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Plan on rank 0 and print the comparison."""
+    """Plan on rank 0 and print the comparison (or calibrate on every rank)."""
     from hpcgnn.cli.common import run_on_root
+    from hpcgnn.errors import ConfigError
 
+    if args.calibrate:
+        if args.graph or args.parts or args.topology or not args.out:
+            raise ConfigError("--calibrate takes --out T.json and no graph, --parts or --topology")
+        _calibrate(args.out)
+        return 0
+    if not args.graph or args.parts is None or not args.topology:
+        raise ConfigError("plan needs a graph, --parts and --topology (or --calibrate --out)")
     run_on_root(lambda: _run(args))
     return 0
+
+
+def _calibrate(out: str) -> None:
+    """Measure every pair of the job's ranks; rank 0 writes the topology (collective)."""
+    from hpcgnn.comm import Comm, collective
+    from hpcgnn.comm.calibrate import calibrate
+    from hpcgnn.planning.topology import measured_topology, parse_topology
+    from hpcgnn.utils.files import atomic_write, check_output
+
+    world = Comm.world()
+    try:
+        with collective(world):
+            check_output(out, "--out")
+        cal = calibrate(world)
+        with collective(world):
+            if world.rank == 0:
+                doc = measured_topology(
+                    f"measured-{world.size}", cal.hosts, cal.pairs, cal.stage_alpha_s,
+                    f"ping-pong of {cal.small_bytes} and {cal.large_bytes} bytes",
+                )
+                parse_topology(doc, out, world.size)  # what is written reads back
+                atomic_write(out, json.dumps(doc, indent=1) + "\n", "--out")
+                alphas = ", ".join(f"{k} {v} us" for k, v in doc["alpha_us"].items())
+                print(f"calibrated {world.size} ranks on {len(doc['nodes'])} node(s): "
+                      f"alpha {alphas or 'n/a'}, stage {doc['stage_alpha_us']} us -> {out}")
+    finally:
+        world.free()
 
 
 def _run(args: argparse.Namespace) -> None:

@@ -342,3 +342,47 @@ def uniform_topology(num_ranks: int, bandwidth_gbps: float = 25.0) -> Topology:
         },
         f"<uniform {num_ranks}>",
     )
+
+
+def measured_topology(
+    name: str, hosts: list[str], pairs: dict[tuple[int, int], tuple[float, float]],
+    stage_alpha_s: float, source: str = "",
+) -> dict:
+    """A topology document from measured latencies and bandwidths (``plan --calibrate``).
+
+    Parameters
+    ----------
+    name
+        The topology's name.
+    hosts
+        Host of every rank: ranks of one host form a node.
+    pairs
+        ``(a, b) -> (alpha_s, beta_s_per_byte)`` for every pair of ranks ``a < b``.
+    stage_alpha_s
+        The fixed cost of a stage (seconds).
+    source
+        How it was measured (kept in the ``description``).
+
+    Returns
+    -------
+    dict
+        Every pair linked directly (``kind`` ``intra-node`` or ``inter-node``) with its own
+        ``bandwidth_gbps`` (``1 / beta``) and ``alpha_us``; ``alpha_us`` per kind is the
+        median of its links. :func:`parse_topology` reads it back.
+    """
+    names = list(dict.fromkeys(hosts))
+    links, by_kind = [], {}
+    for (a, b), (alpha, beta) in sorted(pairs.items()):
+        kind = "intra-node" if hosts[a] == hosts[b] else "inter-node"
+        by_kind.setdefault(kind, []).append(alpha * 1e6)
+        links.append({"a": a, "b": b, "kind": kind, "bandwidth_gbps": round(1e-9 / beta, 4),
+                      "alpha_us": round(alpha * 1e6, 3)})
+    return {
+        "name": name,
+        "description": f"measured by hpcgnn plan --calibrate{': ' + source if source else ''}",
+        "ranks": len(hosts),
+        "stage_alpha_us": round(stage_alpha_s * 1e6, 3),
+        "alpha_us": {k: round(float(np.median(v)), 3) for k, v in sorted(by_kind.items())},
+        "nodes": [{"name": h, "ranks": [r for r, x in enumerate(hosts) if x == h]} for h in names],
+        "links": links,
+    }

@@ -1,9 +1,12 @@
 import json
 
 import numpy as np
+import pytest
 
 from hpcgnn.cli.main import main
+from hpcgnn.planning import load_topology
 from tests.graphs import write_random_graph
+from tests.mpi import assert_all
 
 DGX1 = "configs/topologies/dgx1.json"
 
@@ -47,3 +50,17 @@ def test_plan_reports_bad_topology(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert err.startswith("hpcgnn: error: topology") and "non-positive" in err
     assert len(err.splitlines()) == 1
+
+
+@pytest.mark.mpi
+def test_calibrate_writes_a_topology_of_the_job(shared_tmp, world, capsys):
+    out = shared_tmp / "measured.json"
+    assert_all(world, main(["plan", "--calibrate", "--out", str(out)]) == 0)
+    world.mpi.Barrier()
+    topo = load_topology(out, world.size)
+    ok = (topo.num_ranks == world.size and len(topo.links) == world.size * (world.size - 1)
+          and all(ln.bandwidth_gbps > 0 and ln.kind == "intra-node" for ln in topo.links))
+    assert_all(world, ok, str(topo))
+    capsys.readouterr()
+    assert_all(world, main(["plan", "--calibrate"]) == 1)
+    assert "--calibrate takes --out" in capsys.readouterr().err

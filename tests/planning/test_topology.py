@@ -156,3 +156,19 @@ def test_latencies_per_kind_per_link_and_defaults():
     for path in SHIPPED:  # the shipped files give every link and stage a latency
         shipped = load_topology(path)
         assert np.all(shipped.link_alpha_s > 0) and shipped.stage_alpha_s > 0
+
+
+def test_a_measured_topology_reads_back_with_its_latencies():
+    from hpcgnn.planning.topology import measured_topology
+
+    hosts = ["n0", "n0", "n1", "n1"]
+    pairs = {(a, b): ((2e-6 if hosts[a] == hosts[b] else 9e-6), 1e-10)
+             for a in range(4) for b in range(a + 1, 4)}
+    doc = measured_topology("m", hosts, pairs, 5e-5, "test")
+    assert doc["alpha_us"] == {"inter-node": 9.0, "intra-node": 2.0}
+    assert [n["ranks"] for n in doc["nodes"]] == [[0, 1], [2, 3]]
+    topo = parse_topology(doc, "<m>", 4)
+    assert topo.stage_alpha_s == pytest.approx(5e-5)
+    assert {ln.bandwidth_gbps for ln in topo.links} == {10.0}
+    assert len(topo.links) == 12 and len(parse_topology(
+        measured_topology("one", ["n0"], {}, 0.0), "<1>", 1).links) == 0

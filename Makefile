@@ -56,10 +56,10 @@ test: setup
 		echo "== MPI tests at $$n rank(s)"; \
 		$(MPIEXEC) -n $$n $(PY) -m mpi4py -m pytest --only-mpi $(PYTEST_ARGS); \
 	done
-	@echo "== grids and 3D on the 2x2x2 cube at 8 ranks"
+	@echo "== grids, 3D on the 2x2x2 cube and GIST under a memory limit at 8 ranks"
 	$(MPIEXEC) -n 8 $(PY) -m mpi4py -m pytest --only-mpi $(PYTEST_ARGS) \
 		tests/grid/test_process_grid.py tests/models/test_summa.py::test_cube_2x2x2_at_8_ranks \
-		tests/test_params_table.py
+		tests/test_params_table.py tests/train/test_gist_memory.py
 
 lint: setup
 	$(VENV)/bin/ruff check hpcgnn tests perf

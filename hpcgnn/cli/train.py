@@ -50,7 +50,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     o.add_argument("--trace", default=None, help="write a Chrome/Perfetto trace here (rank 0)")
     o.add_argument("--quiet", action="store_true", help="no per-epoch lines")
     c = p.add_argument_group("checkpoint/restart")
-    c.add_argument("--checkpoint-dir", default=None, help="directory for checkpoints (rank 0)")
+    c.add_argument("--checkpoint-dir", default=None,
+                   help="directory for checkpoints (rank 0; gist: every rank writes its rows)")
     c.add_argument("--checkpoint-every", type=int, default=0, help="checkpoint every K epochs")
     c.add_argument("--resume", default=None, help="resume from the checkpoint in this directory")
     x = p.add_argument_group("partitioned exchange (--algo halo, --mode offload)")

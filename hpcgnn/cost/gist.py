@@ -6,7 +6,10 @@ Counted as :class:`hpcgnn.comm.Comm` records them (bytes received, summed over r
   the ones it owns itself, then broadcasts the whole sub-model to the other
   ``P/M - 1`` ranks of its group;
 - gather: the owners receive the trained entries back from the roots (again except a
-  root's own).
+  root's own);
+- evaluation (:func:`eval_bytes`): the global model is evaluated over its row shards,
+  layer by layer; the partial products of every hidden layer are reduce-scattered by
+  column blocks and those of the output layer all-reduced (``gist_eval``).
 
 Each entry travels as the weight and Adam's two moments (:data:`KINDS`), so the
 optimiser state survives the round trip; with ``M = 1, K = 1`` GIST is ordinary
@@ -61,3 +64,49 @@ def data_parallel_bytes(widths: Sequence[int], ranks: int, itemsize: int, steps:
     sub-model traffic (``2 m (p - 1) / p`` per rank, summed over ranks).
     """
     return float(steps * 2 * weight_entries(widths) * itemsize * (ranks - 1))
+
+
+def eval_bytes(widths: Sequence[int], num_nodes: int, ranks: int, itemsize: int) -> float:
+    """Bytes one model-parallel evaluation of the global model records, summed over ranks.
+
+    Hidden layer ``l`` reduce-scatters the ``N x f_l`` partial products by column blocks:
+    every rank receives all but its own block, ``(P - 1) N f_l`` entries in all (in row
+    chunks, which changes nothing); the output layer all-reduces ``N x f_L`` partial
+    logits, ``2 m (P - 1) / P`` per rank. The weights never travel.
+
+    Parameters
+    ----------
+    widths
+        Global widths ``f_0 .. f_L``.
+    num_nodes
+        ``N``.
+    ranks
+        ``P`` (the shards' owners).
+    itemsize
+        Bytes per entry.
+    """
+    hidden = sum(int(f) for f in widths[1:-1])
+    return float(itemsize * num_nodes * (ranks - 1) * (hidden + 2 * int(widths[-1])))
+
+
+def memory_bytes(
+    widths: Sequence[int], sub_widths: Sequence[int], num_nodes: int, num_edges: int,
+    ranks: int, itemsize: int,
+) -> float:
+    """Bytes a rank holds for GIST beyond its group's sub-model training (rough upper bound).
+
+    - its rows of the global weights and their two Adam moments (the largest shard);
+    - the sub-model exchange: the pieces sent, received and packed, each the weight and
+      two moments of a sub-model (``sub_widths``, the widest group's) at most;
+    - the model-parallel evaluation: the whole ``Â^T`` as 64-bit-index CSR (loaded twice
+      over while it is normalised), the layer input and output column blocks over all
+      ``N`` vertices, one row chunk of partial products and the ``N x f_L`` logits.
+    """
+    sizes = list(zip(widths[:-1], widths[1:], strict=True))
+    shard = sum(-(-int(a) // ranks) * int(b) for a, b in sizes)
+    sub = weight_entries(list(sub_widths))
+    block = max(-(-int(f) // ranks) for f in widths)
+    chunk = -(-num_nodes // ranks) * max(int(f) for f in widths)
+    dense = num_nodes * (3 * block + 2 * int(widths[-1])) + 2 * chunk
+    csr = 2 * 20 * (num_edges + num_nodes)
+    return float(itemsize * (len(KINDS) * (shard + 3 * sub) + dense) + csr)

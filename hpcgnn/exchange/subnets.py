@@ -9,11 +9,16 @@ owners to the root of the rank group that trains it (one all-to-all-v, category
 to the owners (``gist_gather``), who write them into place. Groups are disjoint, so no
 entry is written twice. Every size is known on both sides beforehand: no counts travel.
 
-The bytes of both are modelled by :func:`hpcgnn.cost.gist.round_bytes`.
+The bytes of both are modelled by :func:`hpcgnn.cost.gist.round_bytes`. Outside the
+training steps, the model is evaluated over its shards (``gist_eval``,
+:class:`hpcgnn.models.sharded.ShardedForward`) and fingerprinted by streaming the shards
+through rank 0's hash one piece at a time (``gist_digest``, :meth:`SubnetShards.digest`);
+checkpoints write each rank's rows where they are (:mod:`hpcgnn.train.checkpoint`).
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 
 import numpy as np
@@ -26,6 +31,9 @@ from hpcgnn.layout.subnets import Subnet
 SCATTER = "gist_scatter"
 GATHER = "gist_gather"
 EVAL = "gist_eval"
+DIGEST = "gist_digest"
+#: Entries of the largest piece :meth:`SubnetShards.digest` sends to rank 0 (16 MiB float32).
+DIGEST_CHUNK = 1 << 22
 
 
 class SubnetShards:
@@ -92,40 +100,49 @@ class SubnetShards:
         me, size = self.world.rank, self.world.size
         assert list(roots) == sorted(roots), "groups are ordered by rank"
         dtype = self.shards[0][0].dtype
-        send, counts = [], np.zeros(size, dtype=np.int64)
+        counts = np.zeros(size, dtype=np.int64)
         for m, root in enumerate(roots):
+            counts[root] += self._count(nets[m], me)
+        # the pieces go straight into the send buffer (no list of copies to concatenate)
+        flat, pos = np.empty(int(counts.sum()), dtype=dtype), 0
+        for m in range(len(roots)):
             for i, rows in self._pieces(nets[m], me):
                 local = rows - self._range(i, me)[0]
                 cols = nets[m].cols(i)
+                n = len(rows) * len(cols)
                 for kind in self.shards:
-                    send.append(kind[i][np.ix_(local, cols)].reshape(-1))
-            counts[root] += self._count(nets[m], me)
+                    flat[pos : pos + n] = kind[i][np.ix_(local, cols)].reshape(-1)
+                    pos += n
         recv_counts = np.zeros(size, dtype=np.int64)
         if me in roots:
             net = nets[roots.index(me)]
             recv_counts[:] = [self._count(net, r) for r in range(size)]
-        flat = np.concatenate(send) if send else np.zeros(0, dtype=dtype)
         got, _ = self.world.alltoallv(flat, counts, SCATTER, recvcounts=recv_counts)
+        del flat
         net = nets[mine]
         sizes = net.sizes()
         packed = np.empty(len(KINDS) * net.numel(), dtype=dtype)
+        # packed: kind by kind, layer by layer, each sub-weight's rows in order
+        starts = np.cumsum([0] + [r * c for _ in KINDS for r, c in sizes])
         if group.rank == 0:  # owners' pieces, in rank order, are each sub-weight's rows in order
-            parts: list[list[list[np.ndarray]]] = [[[] for _ in sizes] for _ in KINDS]
+            filled = [0] * len(starts)
             pos = 0
             for owner in range(size):
                 for i, rows in self._pieces(net, owner):
                     n = len(rows) * sizes[i][1]
                     for k in range(len(KINDS)):
-                        parts[k][i].append(got[pos : pos + n])
+                        j = k * len(sizes) + i
+                        at = int(starts[j]) + filled[j]
+                        packed[at : at + n] = got[pos : pos + n]
+                        filled[j] += n
                         pos += n
-            packed[:] = np.concatenate([p for kind in parts for layer in kind for p in layer])
+        del got
         group.bcast(packed, 0, SCATTER)
-        out, pos = [], 0
-        for _ in KINDS:
-            out.append([])
-            for s in sizes:
-                out[-1].append(packed[pos : pos + s[0] * s[1]].reshape(s))
-                pos += s[0] * s[1]
+        out: list[list[np.ndarray]] = [[] for _ in KINDS]
+        for k in range(len(KINDS)):
+            for i, (r, c) in enumerate(sizes):
+                at = int(starts[k * len(sizes) + i])
+                out[k].append(packed[at : at + r * c].reshape(r, c))
         return out
 
     def gather(
@@ -134,25 +151,49 @@ class SubnetShards:
         """Write the trained sub-models back into the owners' shards (collective).
 
         ``trained`` (as returned by :meth:`scatter`, after training) is read on the roots
-        only; other ranks pass ``None``.
+        only; other ranks pass ``None``. The same as :meth:`pack_trained` followed by
+        :meth:`write_back`, between which a caller may free the trained sub-model.
+        """
+        self.write_back(nets, roots, self.pack_trained(nets, roots, trained))
+
+    def pack_trained(
+        self, nets: list[Subnet], roots: list[int], trained: list[list[np.ndarray]] | None
+    ) -> np.ndarray:
+        """The send buffer of :meth:`write_back`: a root's sub-model, owner by owner (local).
+
+        Empty on ranks that are not roots (``trained`` is ``None`` there).
         """
         me, size = self.world.rank, self.world.size
         dtype = self.shards[0][0].dtype
-        send, counts = [], np.zeros(size, dtype=np.int64)
+        if me not in roots:
+            return np.zeros(0, dtype=dtype)
+        assert trained is not None
+        net = nets[roots.index(me)]
+        flat = np.empty(sum(self._count(net, owner) for owner in range(size)), dtype=dtype)
+        pos = 0
+        for owner in range(size):
+            for i, rows in self._pieces(net, owner):
+                at = np.searchsorted(net.rows(i), rows)
+                width = len(net.cols(i))
+                n = len(rows) * width
+                for k in range(len(KINDS)):
+                    out_block = flat[pos : pos + n].reshape(len(rows), width)
+                    np.take(trained[k][i], at, axis=0, out=out_block)
+                    pos += n
+        return flat
+
+    def write_back(self, nets: list[Subnet], roots: list[int], flat: np.ndarray) -> None:
+        """Send the packed sub-models from the roots to the owners, who write them (collective)."""
+        me, size = self.world.rank, self.world.size
+        counts = np.zeros(size, dtype=np.int64)
         if me in roots:
-            assert trained is not None
             net = nets[roots.index(me)]
-            for owner in range(size):
-                for i, rows in self._pieces(net, owner):
-                    at = np.searchsorted(net.rows(i), rows)
-                    for k in range(len(KINDS)):
-                        send.append(trained[k][i][at].reshape(-1))
-                counts[owner] = self._count(net, owner)
+            counts[:] = [self._count(net, owner) for owner in range(size)]
         recv_counts = np.array([self._count(nets[m], me) for m in range(len(roots))])
         by_rank = np.zeros(size, dtype=np.int64)
         by_rank[roots] = recv_counts
-        flat = np.concatenate(send) if send else np.zeros(0, dtype=dtype)
         got, _ = self.world.alltoallv(flat, counts, GATHER, recvcounts=by_rank)
+        del flat
         pos = 0
         for m in range(len(roots)):
             for i, rows in self._pieces(nets[m], me):
@@ -164,5 +205,45 @@ class SubnetShards:
                     pos += n
 
     def full_weights(self) -> list[np.ndarray]:
-        """Every weight, whole, on every rank (evaluation only: category ``gist_eval``)."""
+        """Every weight, whole, on every rank (category ``gist_eval``).
+
+        Tests and small models only: a run never assembles the model (it is evaluated
+        over the shards, :class:`hpcgnn.models.sharded.ShardedForward`, and fingerprinted
+        by :meth:`digest`).
+        """
         return [self.world.allgatherv(w, EVAL) for w in self.shards[0]]
+
+    def digest(self, chunk_entries: int = DIGEST_CHUNK) -> str:
+        """SHA-256 of the weights as :func:`hpcgnn.train.loop.params_sha256` computes it.
+
+        The hash runs over ``W^1 .. W^L`` as float32, row-major: each weight's shards in
+        rank order, which rank 0 receives one piece of at most ``chunk_entries`` entries
+        (whole rows) at a time and feeds to the hash, so no rank ever holds the model.
+        Collective; the pieces are category ``gist_digest``; every rank returns the digest.
+        """
+        me, size = self.world.rank, self.world.size
+        h = hashlib.sha256() if me == 0 else None
+        for i, w in enumerate(self.shards[0]):
+            cols = self.widths[i + 1]
+            step = max(1, chunk_entries // max(1, cols))
+            for owner in range(size):
+                lo, hi = self._range(i, owner)
+                for a in range(lo, hi, step):
+                    b = min(hi, a + step)
+                    n = (b - a) * cols
+                    if owner == 0:  # rank 0's own rows need no message
+                        piece = w[a - lo : b - lo] if me == 0 else None
+                    else:
+                        counts = np.zeros(size, dtype=np.int64)
+                        recv = np.zeros(size, dtype=np.int64)
+                        if me == owner:
+                            counts[0] = n
+                            send = np.ascontiguousarray(w[a - lo : b - lo]).reshape(-1)
+                        else:
+                            send = np.zeros(0, dtype=w.dtype)
+                        if me == 0:
+                            recv[owner] = n
+                        piece, _ = self.world.alltoallv(send, counts, DIGEST, recvcounts=recv)
+                    if h is not None:
+                        h.update(np.ascontiguousarray(piece, dtype=np.float32))
+        return str(self.world.bcast_obj(h.hexdigest() if h is not None else None, 0, DIGEST))

@@ -39,15 +39,20 @@ class LocalAggregation:
         return spmm(self.a, g)
 
 
-def load_normalized(gf: GraphFile, dtype: np.dtype | type) -> tuple[sp.csr_matrix, sp.csr_matrix]:
-    """Read the whole graph and return ``(Â^T, Â)`` as SciPy CSR matrices."""
+def load_normalized(
+    gf: GraphFile, dtype: np.dtype | type, adjoint: bool = True
+) -> tuple[sp.csr_matrix, sp.csr_matrix | None]:
+    """Read the whole graph and return ``(Â^T, Â)`` as SciPy CSR matrices.
+
+    ``adjoint=False`` (a forward pass only) skips ``Â`` and returns ``(Â^T, None)``.
+    """
     n = gf.meta.num_nodes
     a = gf.read_csr(0, n)
     a_t = gf.read_csr(0, n, transpose=True) if gf.meta.directed else a
     out_deg = degrees_from_indptr(a.indptr)
     in_deg = degrees_from_indptr(a_t.indptr)
     norm_t = normalize_block(a_t, 0, in_deg, out_deg, dtype)
-    norm = normalize_block(a, 0, out_deg, in_deg, dtype)
+    norm = normalize_block(a, 0, out_deg, in_deg, dtype) if adjoint else None
     return norm_t, norm
 
 
@@ -81,6 +86,7 @@ class SerialGCN(GCNModel):
             norm_t, norm = load_normalized(gf, cfg.numpy_dtype)
             self.x, self.y, self.masks = read_vertex_data(gf, (0, n), cfg.numpy_dtype)
         self.rows = (0, n)
+        assert norm is not None
         ops = LayerOps(LocalAggregation(to_torch_csr(norm_t, dtype), to_torch_csr(norm, dtype)))
         self.layers = [ops] * cfg.layers
         self._init_weights(weights)

@@ -14,6 +14,16 @@ A checkpoint directory holds two files, written by rank 0:
   (edges, features, labels, masks, node ids, partition), so a checkpoint of another graph
   of the same size is refused.
 
+GIST's global model is row-sharded over the ranks (:mod:`hpcgnn.exchange.subnets`) and is
+never gathered: its checkpoint (:func:`save_sharded_checkpoint`, manifest ``layout``
+``"row-sharded"``) has one ``gist-e<E>-rank<r>-of<P>.npz`` per rank, written by that rank
+and holding its rows of every weight and both Adam moments (``w<i>``, ``exp_avg<i>``,
+``exp_avg_sq<i>``) and its ``torch_rng``; the manifest, written last by rank 0, adds the
+Adam step count and each file's SHA-256 (no ``.npz`` of its own). On resume every rank
+reads and validates its own file (:func:`restore_sharded`), so the directory must be one
+that every rank sees, or node-local with the ranks placed on the same nodes again. The
+files of an older epoch are removed only once the new manifest is in place.
+
 Both go through :func:`hpcgnn.utils.files.atomic_write` (a fresh temporary file,
 ``fsync``, a rename), so a crash while writing leaves
 the previous checkpoint intact. On resume rank 0 reads and validates every field (names,
@@ -28,15 +38,18 @@ import hashlib
 import io
 import json
 import os
+import re
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from hpcgnn.comm.collective import collective
 from hpcgnn.comm.communicator import Comm
 from hpcgnn.errors import ConfigError, InputError
-from hpcgnn.utils.files import atomic_write
+from hpcgnn.utils.files import atomic_path, atomic_write
 
 ARRAYS = "checkpoint.npz"
 MANIFEST = "checkpoint.json"
@@ -45,6 +58,13 @@ VERSION = 1
 HISTORY_KEYS = {"epoch", "loss", "train_acc", "val_acc", "time_s", "comm_s"}
 #: The fingerprint's key of the graph's content fingerprint.
 GRAPH_CONTENT = "graph_content"
+#: The manifest's ``layout`` of a row-sharded (GIST) checkpoint; absent: replicated.
+SHARDED = "row-sharded"
+#: One rank's file of a row-sharded checkpoint.
+SHARD_FILE = "gist-e{epoch}-rank{rank}-of{ranks}.npz"
+#: Array name prefixes of the three kinds a shard file holds, in GIST's order.
+SHARD_KINDS = ("w", "exp_avg", "exp_avg_sq")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 def save_checkpoint(
@@ -91,23 +111,179 @@ def _read(directory: Path) -> dict[str, Any]:
         raise ValueError(f"{manifest_path} is not an hpcgnn checkpoint manifest")
     if manifest.get("version") != VERSION:
         raise ValueError(f"{manifest_path} has format version {manifest.get('version')!r}")
-    blob = arrays_path.read_bytes()
-    if hashlib.sha256(blob).hexdigest() != manifest.get("arrays_sha256"):
-        raise ValueError(f"{arrays_path} does not belong to {manifest_path} (checksum differs)")
-    with np.load(io.BytesIO(blob), allow_pickle=False) as npz:
-        arrays = {k: npz[k] for k in npz.files}
     for key, kind in (("epoch", int), ("num_weights", int), ("history", list),
                       ("fingerprint", dict)):
         if not isinstance(manifest.get(key), kind) or isinstance(manifest.get(key), bool):
             raise ValueError(f"{manifest_path}: field {key!r} is missing or not a {kind.__name__}")
     if manifest["epoch"] < 1:
         raise ValueError(f"{manifest_path}: field 'epoch' is {manifest['epoch']}, expected >= 1")
+    layout = manifest.get("layout")
+    arrays: dict[str, np.ndarray] | None = None
+    if layout == SHARDED:
+        _check_sharded(manifest, manifest_path)
+    elif layout is not None:
+        raise ValueError(f"{manifest_path}: unknown layout {layout!r}")
+    else:
+        blob = arrays_path.read_bytes()
+        if hashlib.sha256(blob).hexdigest() != manifest.get("arrays_sha256"):
+            raise ValueError(f"{arrays_path} does not belong to {manifest_path} (checksum differs)")
+        with np.load(io.BytesIO(blob), allow_pickle=False) as npz:
+            arrays = {k: npz[k] for k in npz.files}
     history = manifest["history"]
     if len(history) != manifest["epoch"] or not all(
         isinstance(rec, dict) and set(rec) == HISTORY_KEYS for rec in history
     ):
         raise ValueError(f"{manifest_path}: the history does not hold one record per epoch")
     return {**manifest, "arrays": arrays}
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_sharded(manifest: dict[str, Any], where: Path) -> None:
+    """The fields of a row-sharded manifest (``ValueError`` with the reason)."""
+    ranks, step = manifest.get("ranks"), manifest.get("adam_step")
+    if not (_is_int(ranks) and ranks >= 1):
+        raise ValueError(f"{where}: field 'ranks' is missing or not a positive int")
+    if not (_is_int(step) and step >= 0):
+        raise ValueError(f"{where}: field 'adam_step' is missing or not an int >= 0")
+    shards = manifest.get("shards")
+    if not isinstance(shards, list) or len(shards) != ranks:
+        raise ValueError(f"{where}: field 'shards' does not list one file per rank ({ranks})")
+    for r, entry in enumerate(shards):
+        name = SHARD_FILE.format(epoch=manifest["epoch"], rank=r, ranks=ranks)
+        if (
+            not isinstance(entry, dict) or set(entry) != {"file", "sha256"}
+            or entry["file"] != name or not isinstance(entry["sha256"], str)
+            or not _SHA256.fullmatch(entry["sha256"])
+        ):
+            raise ValueError(f"{where}: the entry of rank {r} in 'shards' is not {{file: {name!r},"
+                             " sha256: 64 hex digits}")
+
+
+def _file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 22), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def save_sharded_checkpoint(
+    directory: str | os.PathLike, comm: Comm, *, epoch: int, shards: list[list[np.ndarray]],
+    adam_step: int, history: list[dict], fingerprint: dict[str, Any],
+) -> Path:
+    """Write a row-sharded model after ``epoch`` epochs (collective); returns the manifest.
+
+    Parameters
+    ----------
+    directory
+        The ``--checkpoint-dir`` (every rank writes its own file there).
+    comm
+        The shards' owners.
+    epoch
+        Epochs (GIST rounds) done.
+    shards
+        ``shards[k][l]``: this rank's rows of kind ``SHARD_KINDS[k]`` of ``W^{l+1}``.
+    adam_step
+        Adam's step count after ``epoch`` epochs.
+    history, fingerprint
+        As for :func:`save_checkpoint`.
+    """
+    d = Path(directory)
+    name = SHARD_FILE.format(epoch=epoch, rank=comm.rank, ranks=comm.size)
+    digest = ""
+    with collective(comm):
+        arrays = {"torch_rng": torch.get_rng_state().numpy()}
+        for prefix, kind in zip(SHARD_KINDS, shards, strict=True):
+            for i, a in enumerate(kind):
+                arrays[f"{prefix}{i}"] = a
+        with atomic_path(d / name, "--checkpoint-dir") as tmp:
+            with open(tmp, "wb") as fh:  # streamed: no copy of the rows in memory
+                np.savez(fh, **arrays)  # type: ignore[arg-type]
+            digest = _file_sha256(tmp)
+    digests = comm.gather_obj(digest, 0, "checkpoint")
+    with collective(comm):
+        if comm.rank == 0:
+            assert digests is not None
+            manifest = {
+                "format": "hpcgnn-checkpoint", "version": VERSION, "epoch": int(epoch),
+                "num_weights": len(shards[0]), "history": history, "fingerprint": fingerprint,
+                "layout": SHARDED, "ranks": comm.size, "adam_step": int(adam_step),
+                "shards": [
+                    {"file": SHARD_FILE.format(epoch=epoch, rank=r, ranks=comm.size),
+                     "sha256": h}
+                    for r, h in enumerate(digests)
+                ],
+            }
+            atomic_write(d / MANIFEST, json.dumps(manifest, indent=1) + "\n", "--checkpoint-dir")
+    # the new manifest is in place: this rank's files of earlier epochs are garbage now
+    for old in d.glob(SHARD_FILE.format(epoch="*", rank=comm.rank, ranks=comm.size)):
+        if old.name != name:
+            with suppress(OSError):
+                old.unlink()
+    return d / MANIFEST
+
+
+def restore_sharded(
+    state: dict, directory: str | os.PathLike, comm: Comm, shapes: list[tuple[int, int]],
+    dtype: np.dtype,
+) -> list[list[np.ndarray]]:
+    """Read and validate this rank's file of a row-sharded checkpoint (collective).
+
+    ``state`` comes from :func:`load_checkpoint`; ``shapes[l]`` is the shape of this rank's
+    rows of ``W^{l+1}``. Returns ``out[k][l]`` (kind ``SHARD_KINDS[k]``) and sets this
+    rank's torch RNG state. Any problem on any rank is one :class:`InputError` on every
+    rank (the lowest failing rank's line).
+    """
+    where = f"checkpoint in {directory}"
+    if state.get("layout") != SHARDED:
+        raise InputError(
+            f"{where} holds a replicated model, not a row-sharded (GIST) one", collective=True
+        )
+    if state["ranks"] != comm.size or state["num_weights"] != len(shapes):
+        raise InputError(
+            f"{where} holds {state['num_weights']} weights row-sharded over {state['ranks']}"
+            f" ranks; this run has {len(shapes)} over {comm.size}", collective=True,
+        )
+    out: list[list[np.ndarray]] = []
+    with collective(comm):
+        entry = state["shards"][comm.rank]
+        path = Path(directory) / entry["file"]
+        if not path.is_file():
+            raise InputError(f"{where}: the file of rank {comm.rank}, {path.name}, is missing")
+        if _file_sha256(path) != entry["sha256"]:
+            raise InputError(f"{path} does not belong to {Path(directory) / MANIFEST}"
+                             " (checksum differs)")
+        try:
+            with np.load(path, allow_pickle=False) as npz:
+                arrays = {k: npz[k] for k in npz.files}
+        except Exception as err:  # a corrupt or hostile file
+            raise InputError(f"cannot read checkpoint file {path}: {err}") from err
+        for prefix in SHARD_KINDS:
+            out.append([])
+            for i, shape in enumerate(shapes):
+                key = f"{prefix}{i}"
+                a = arrays.get(key)
+                if a is None:
+                    raise InputError(f"{path}: array {key!r} is missing")
+                if a.shape != tuple(shape) or a.dtype != dtype:
+                    raise InputError(
+                        f"{path}: array {key!r} is {a.dtype}{list(a.shape)}, this run needs"
+                        f" {np.dtype(dtype)}{list(shape)}"
+                    )
+                if not np.isfinite(a).all() or (prefix == "exp_avg_sq" and (a < 0).any()):
+                    raise InputError(f"{path}: array {key!r} has values Adam cannot hold")
+                out[-1].append(a)
+        rng = arrays.get("torch_rng")
+        if rng is None or rng.dtype != np.uint8 or rng.ndim != 1:
+            raise InputError(f"{path}: array 'torch_rng' is missing or not uint8[n]")
+        try:
+            torch.set_rng_state(torch.from_numpy(rng.copy()))
+        except RuntimeError as err:
+            raise InputError(f"{path}: array 'torch_rng' is not a torch RNG state") from err
+    return out
 
 
 def load_checkpoint(
@@ -175,6 +351,10 @@ def restore(state: dict, weights: list[torch.Tensor], optimizer: torch.optim.Opt
         holds the same broadcast state, so every rank raises the same error).
     """
     arrays, where = state["arrays"], "checkpoint"
+    if arrays is None:
+        raise InputError(
+            f"{where} holds a row-sharded (GIST) model, not a replicated one", collective=True
+        )
 
     def array(name: str, like: torch.Tensor | None, dtype: Any = None) -> np.ndarray:
         a = arrays.get(name)

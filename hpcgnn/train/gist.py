@@ -14,15 +14,21 @@ The ``P`` ranks form ``M`` groups of ``P / M`` (group ``m``: world ranks
 4. the roots send the trained sub-models back to the owners
    (:meth:`~hpcgnn.exchange.subnets.SubnetShards.gather`).
 
-Only sub-models travel; the whole model is assembled only to evaluate it
-(``gist_eval``, outside the training steps). Dropout masks are the global model's masks
-at each sub-network's column ids in step ``round K + k``, so with ``M = 1, K = 1`` GIST is
-ordinary full-batch training step for step.
+Only sub-models travel; no rank ever holds the whole model. Evaluation runs the global
+model where it lies, model-parallel over the row shards
+(:class:`~hpcgnn.models.sharded.ShardedForward`, ``gist_eval``, outside the training
+steps), ``params_sha256`` streams the shards through rank 0's hash
+(:meth:`~hpcgnn.exchange.subnets.SubnetShards.digest`) and checkpoints write each rank's
+rows to its own file (:func:`~hpcgnn.train.checkpoint.save_sharded_checkpoint`), so a model
+wider than any rank can hold trains, is evaluated and resumes. Dropout masks are the global
+model's masks at each sub-network's column ids in step ``round K + k``, so with
+``M = 1, K = 1`` GIST is ordinary full-batch training step for step.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -32,18 +38,26 @@ import torch
 
 from hpcgnn.comm.communicator import Comm
 from hpcgnn.config import TrainConfig
-from hpcgnn.cost.gist import KINDS, data_parallel_bytes, round_bytes
-from hpcgnn.errors import ConfigError
-from hpcgnn.exchange.subnets import GATHER, SCATTER, SubnetShards
+from hpcgnn.cost.gist import KINDS, data_parallel_bytes, eval_bytes, round_bytes
+from hpcgnn.errors import ConfigError, InputError
+from hpcgnn.exchange.subnets import EVAL, GATHER, SCATTER, SubnetShards
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.io.reader import GraphMeta
+from hpcgnn.layout.blocks import even_offsets
 from hpcgnn.layout.order import layer_sizes, weight_entries
 from hpcgnn.layout.shapes import GridShape
 from hpcgnn.layout.subnets import group_sizes, subnets
 from hpcgnn.models.base import GCNModel
+from hpcgnn.models.sharded import ShardedForward
+from hpcgnn.nn.gcn import cross_entropy_sum
 from hpcgnn.nn.init import glorot_rows
-from hpcgnn.train.fullbatch import FullBatchTrainer
+from hpcgnn.train.checkpoint import restore_sharded, save_sharded_checkpoint
+from hpcgnn.train.fullbatch import FullBatchTrainer, global_counts
 from hpcgnn.train.loop import TrainResult, make_optimizer
+from hpcgnn.utils.memory import current_rss_bytes, peak_rss_bytes
+
+#: Rows of a weight drawn at once by the initialiser (its float64 draw stays small).
+INIT_CHUNK = 1 << 20
 
 #: ``make_model(grid, cfg, weights)``: the full-batch model of ``--algo`` on ``grid``.
 ModelFactory = Callable[[ProcessGrid, TrainConfig, list[torch.Tensor]], GCNModel]
@@ -95,15 +109,21 @@ class GistTrainer:
         The process grid of each group (``--algo``, ``--grid`` on ``P / M`` ranks).
     make_model
         Builds the full-batch model of ``--algo`` with injected weights.
+    estimates
+        Memory estimates per rank to report beside the measured peak:
+        ``full_model_estimate_bytes`` (ordinary training of the global model) and
+        ``gist_estimate_bytes`` (what the memory check allowed for this run).
     """
 
     def __init__(
         self, grid: ProcessGrid, cfg: TrainConfig, meta: GraphMeta, opts: GistOptions,
         group_shape: GridShape, make_model: ModelFactory,
+        estimates: dict[str, float] | None = None,
     ) -> None:
         world = grid.world
+        self.memory_at_start = current_rss_bytes()
         self.grid, self.world, self.cfg, self.opts = grid, world, cfg, opts
-        self.make_model = make_model
+        self.meta, self.estimates = meta, dict(estimates or {})
         m, size = opts.subnets, world.size // opts.subnets
         self.group_size = size
         self.index = world.rank // size
@@ -126,28 +146,80 @@ class GistTrainer:
         ]
         self.model = make_model(self.group_grid, self.sub_cfg, zeros)
         self.inner = FullBatchTrainer(self.model, self.sub_cfg, self.group_grid.world)
-        self.optimizer = self.inner.optimizer
+        # between rounds the model holds empty weights: the sub-model lives in the round's
+        # buffer (weights, moments) and is freed with it
+        self._idle = [torch.zeros(0, dtype=cfg.torch_dtype, requires_grad=True) for _ in zeros]
+        self.model.weights[:] = self._idle
+        self.optimizer = self.inner.optimizer = make_optimizer(self._idle, self.sub_cfg)
+        self._idle_optimizer = self.optimizer
+        del zeros
         self.steps_done = 0
         self.predicted_rounds: list[dict[str, float]] = []
         self.measured_rounds: list[dict[str, float]] = []
-        self._eval: FullBatchTrainer | None = None
+        self._forward: ShardedForward | None = None
+        self.eval_measured: list[float] = []
 
     def _initial_shards(self) -> SubnetShards:
-        """This rank's rows of the Glorot weights (the serial run's) and zero moments."""
+        """This rank's rows of the Glorot weights (the serial run's) and zero moments.
+
+        Drawn in chunks of rows (:data:`INIT_CHUNK` entries), so the float64 draw never
+        doubles a wide weight's memory.
+        """
         cfg, widths = self.cfg, self.widths
         offsets = SubnetShards.offsets_of(widths, self.world.size)
         r = self.world.rank
-        w = [
-            glorot_rows(widths, cfg.seed, i, int(off[r]), int(off[r + 1]), cfg.numpy_dtype)
-            for i, off in enumerate(offsets)
-        ]
+        w = []
+        for i, off in enumerate(offsets):
+            lo, hi = int(off[r]), int(off[r + 1])
+            rows = np.empty((hi - lo, widths[i + 1]), dtype=cfg.numpy_dtype)
+            step = max(1, INIT_CHUNK // max(1, widths[i + 1]))
+            for a in range(lo, hi, step):
+                b = min(hi, a + step)
+                rows[a - lo : b - lo] = glorot_rows(widths, cfg.seed, i, a, b, cfg.numpy_dtype)
+            w.append(rows)
         moments = [[np.zeros_like(a) for a in w] for _ in KINDS[1:]]
         return SubnetShards(self.world, widths, [w, *moments])
 
     @property
     def weights(self) -> list[torch.Tensor]:
-        """The global model, whole (collective: every rank gathers every shard)."""
+        """The global model, whole (collective: every rank gathers every shard).
+
+        For tests and small models: a run itself never assembles the model (see
+        :meth:`evaluate`, :meth:`params_digest`, :meth:`save_checkpoint`).
+        """
         return [torch.from_numpy(w) for w in self.shards.full_weights()]
+
+    def params_digest(self) -> str:
+        """``params_sha256`` of the global model, streamed through rank 0 (collective)."""
+        return self.shards.digest()
+
+    def _shard_shapes(self) -> list[tuple[int, int]]:
+        return [tuple(w.shape) for w in self.shards.shards[0]]  # type: ignore[misc]
+
+    def save_checkpoint(
+        self, directory: str | os.PathLike, epoch: int, history: list[dict],
+        fingerprint: dict[str, Any],
+    ) -> None:
+        """Every rank writes its rows of the weights and moments (collective)."""
+        save_sharded_checkpoint(
+            directory, self.world, epoch=epoch, shards=self.shards.shards,
+            adam_step=self.steps_done, history=history, fingerprint=fingerprint,
+        )
+
+    def restore_checkpoint(self, state: dict, directory: str | os.PathLike) -> None:
+        """Read this rank's rows and the Adam step count of ``state`` (collective)."""
+        want = int(state["epoch"]) * self.opts.local_iters
+        if state.get("adam_step", want) != want:
+            raise InputError(
+                f"checkpoint in {directory}: Adam step {state['adam_step']} after round"
+                f" {state['epoch']} of {self.opts.local_iters} local iterations (want {want})",
+                collective=True,
+            )
+        dtype = self.shards.shards[0][0].dtype
+        self.shards.shards = restore_sharded(
+            state, directory, self.world, self._shard_shapes(), dtype
+        )
+        self.steps_done = want
 
     def step(self, epoch: int) -> float:
         """One round: scatter the sub-models, ``K`` local iterations, gather them back."""
@@ -159,24 +231,25 @@ class GistTrainer:
         sub = self.shards.scatter(nets, self.roots, group, self.index)
         model = self.model
         model.subnet = nets[self.index]
+        # the sub-model is trained in the buffer it arrived in: weights and moments in place
+        model.weights[:] = [torch.from_numpy(a).requires_grad_(True) for a in sub[0]]
         opt = make_optimizer(model.weights, self.sub_cfg)
-        with torch.no_grad():
-            for i, w in enumerate(model.weights):
-                w.copy_(torch.from_numpy(sub[0][i]))
-                opt.state[w] = {
-                    "step": torch.tensor(float(self.steps_done), dtype=torch.float32),
-                    "exp_avg": torch.from_numpy(sub[1][i].copy()),
-                    "exp_avg_sq": torch.from_numpy(sub[2][i].copy()),
-                }
+        opt.state.update({
+            w: {
+                "step": torch.tensor(float(self.steps_done), dtype=torch.float32),
+                "exp_avg": torch.from_numpy(m1), "exp_avg_sq": torch.from_numpy(m2),
+            }
+            for w, m1, m2 in zip(model.weights, sub[1], sub[2], strict=True)
+        })
         self.inner.optimizer = self.optimizer = opt
         shares = [self.inner.step(epoch * k + it) for it in range(k)]
-        trained = None
-        if group.rank == 0:
-            trained = [
-                [w.detach().numpy() for w in model.weights],
-                *[[opt.state[w][name].numpy() for w in model.weights] for name in KINDS[1:]],
-            ]
-        self.shards.gather(nets, self.roots, trained)
+        flat = self.shards.pack_trained(nets, self.roots, sub if group.rank == 0 else None)
+        # free the round's sub-model (buffer, gradients, optimiser) before the exchange
+        model.weights[:] = self._idle
+        self.inner.optimizer = self.optimizer = self._idle_optimizer
+        del sub, opt
+        self.shards.write_back(nets, self.roots, flat)
+        del flat
         self.steps_done += k
         self.predicted_rounds.append(
             round_bytes(nets, self.shards.offsets, self.roots, self.group_size, cfg.itemsize)
@@ -191,16 +264,35 @@ class GistTrainer:
         """The mean over groups of each group's loss (summed shares, collective)."""
         return self.world.allreduce_scalar(local)
 
+    def global_logits(self) -> torch.Tensor:
+        """Logits of every vertex from the row shards, model-parallel (collective)."""
+        if self._forward is None:
+            self._forward = ShardedForward(
+                self.meta.path, self.world, self.cfg, self.widths, self.shards.offsets
+            )
+        return self._forward.logits(self.shards.shards[0])
+
     def evaluate(self) -> dict[str, float]:
-        """Loss and accuracies of the global model (assembled on every rank)."""
-        full = self.weights
-        if self._eval is None:
-            model = self.make_model(self.grid, self.cfg, [w.requires_grad_(True) for w in full])
-            self._eval = FullBatchTrainer(model, self.cfg, self.world)
-        else:
-            for w, new in zip(self._eval.model.weights, full, strict=True):
-                w.data.copy_(new)
-        return self._eval.evaluate()
+        """Loss and accuracies of the global model, evaluated over its row shards.
+
+        Every rank gets all logits; each scores an even block of the vertices and the
+        counts are summed, as in full-batch training (so every rank reports the same).
+        """
+        before = _category_bytes(self.world.stats, EVAL)
+        logits = self.global_logits()
+        fwd = self._forward
+        assert fwd is not None
+        self.eval_measured.append(_category_bytes(self.world.stats, EVAL) - before)
+        off = even_offsets(fwd.num_nodes, self.world.size)
+        lo, hi = int(off[self.world.rank]), int(off[self.world.rank + 1])
+        block, y = logits[lo:hi], fwd.y[lo:hi]
+        masks = {k: m[lo:hi] for k, m in fwd.masks.items()}
+        num_train = max(1, int(fwd.masks["train"].sum()))
+        share = float(cross_entropy_sum(block, y, masks["train"])) / num_train
+        return {
+            "loss": self.world.allreduce_scalar(share),
+            **global_counts(self.world, block, y, masks),
+        }
 
     def summary(
         self, result: TrainResult, measured: dict[str, float], phases: dict[str, float],
@@ -229,6 +321,12 @@ class GistTrainer:
         sub_measured = measured.get(SCATTER, 0.0) + measured.get(GATHER, 0.0)
         sub_predicted = predicted[SCATTER] + predicted[GATHER]
         dp = data_parallel_bytes(self.widths, self.world.size, self.cfg.itemsize, k)
+        evals = self.world.allreduce_scalar(float(sum(self.eval_measured)))
+        eval_predicted = eval_bytes(
+            self.widths, self.meta.num_nodes, self.world.size, self.cfg.itemsize
+        )
+        peaks = [int(v) for v in self.world.allgather_obj(peak_rss_bytes())]
+        starts = [int(v) for v in self.world.allgather_obj(self.memory_at_start)]
         section = {
             "rounds": len(result.epochs), "subnets": self.opts.subnets,
             "local_iters": k, "group_size": self.group_size,
@@ -237,6 +335,14 @@ class GistTrainer:
             "full_model_bytes": weight_entries(self.widths) * self.cfg.itemsize,
             "submodel_bytes_per_round": {"measured": sub_measured, "predicted": sub_predicted},
             "data_parallel_allreduce_bytes_per_round": dp,
+            "eval_bytes_per_evaluation": {
+                "measured": evals / max(1, len(self.eval_measured)),
+                "predicted": eval_predicted, "evaluations": len(self.eval_measured),
+            },
+            "peak_memory_bytes": peaks,
+            "memory_at_start_bytes": starts,
+            "peak_memory_source": "getrusage ru_maxrss (peak resident set size of each rank)",
+            **{k: float(v) for k, v in self.estimates.items()},
             "per_round": per_round,
         }
         line = (
@@ -245,11 +351,23 @@ class GistTrainer:
             f" (predicted {sub_predicted / 1e6:.3f}); data-parallel all-reduce would move"
             f" {dp / 1e6:.3f} MB/round"
         )
-        return predicted, {"gist": section}, [line]
+        lines = [line]
+        full_est = self.estimates.get("full_model_estimate_bytes")
+        if full_est is not None:
+            lines.append(
+                f"gist: peak memory {max(peaks) / 2**30:.3f} GiB per rank (largest of"
+                f" {len(peaks)}); ordinary training of the global model: about"
+                f" {full_est / 2**30:.3f} GiB per rank"
+            )
+        return predicted, {"gist": section}, lines
 
     def free(self) -> None:
         """Free the group's communicators."""
         self.group_grid.free()
+
+
+def _category_bytes(stats: Any, category: str) -> float:
+    return float(stats.snapshot().get(category, {}).get("bytes", 0.0))
 
 
 def _gist_bytes(stats: Any) -> dict[str, float]:

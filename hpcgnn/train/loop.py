@@ -30,6 +30,8 @@ class Trainer(Protocol):
     world: Comm  # all ranks; its stats see every category and phase
     weights: list[torch.Tensor]
     optimizer: torch.optim.Optimizer
+    # A trainer whose model no rank holds whole (GIST) also has ``params_digest()``,
+    # the collective ``params_sha256`` of its parameters, used instead of ``weights``.
 
     def step(self, epoch: int) -> float:
         """Train one epoch; return this rank's share of the epoch's loss."""
@@ -177,5 +179,6 @@ def run_epochs(
             after_epoch(epoch + 1, result)
     with torch.no_grad():
         result.final = trainer.evaluate()
-    result.params_sha256 = params_sha256(trainer.weights)
+    digest = getattr(trainer, "params_digest", None)  # a sharded model hashes where it lies
+    result.params_sha256 = digest() if digest is not None else params_sha256(trainer.weights)
     return result

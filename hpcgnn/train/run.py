@@ -17,12 +17,14 @@ from hpcgnn.comm.collective import collective
 from hpcgnn.comm.memory import check_memory
 from hpcgnn.config import ALGORITHMS, GRID_KIND, TrainConfig
 from hpcgnn.cost.block_row import replication_note
+from hpcgnn.cost.gist import memory_bytes as gist_memory_bytes
 from hpcgnn.cost.ranking import cost_problem, memory_estimate, minibatch_memory_estimate
-from hpcgnn.errors import ConfigError
+from hpcgnn.errors import ConfigError, HpcgnnError
 from hpcgnn.exchange.offload import DEDUP_LEVELS
 from hpcgnn.graph.check import check_graph
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.io.reader import GraphFile, GraphMeta
+from hpcgnn.layout.order import layer_sizes
 from hpcgnn.layout.shapes import GridShape, choose_shape
 from hpcgnn.models.base import GCNModel
 from hpcgnn.planning.topology import Topology, load_topology, uniform_topology
@@ -87,12 +89,10 @@ def check_options(opts: RunOptions) -> None:
         if opts.spec is None:
             raise ConfigError("--mode minibatch needs a sampler specification")
         if opts.checkpoint_dir or opts.resume or opts.checkpoint_every:
-            raise ConfigError("checkpoint/restart is available in fullbatch mode only")
+            raise ConfigError("checkpoint/restart is not available in minibatch mode")
     if opts.mode == "gist":
         if opts.gist is None:
             raise ConfigError("--mode gist needs --subnets and --local-iters")
-        if opts.checkpoint_dir or opts.resume or opts.checkpoint_every:
-            raise ConfigError("checkpoint/restart is not available in gist mode yet")
     elif opts.gist is not None:
         raise ConfigError("--subnets, --local-iters and --rounds apply to --mode gist only")
     if opts.mode == "offload":
@@ -149,24 +149,39 @@ def build_model(
     return GridGCN(path, grid, cfg, weights=weights)
 
 
-def _memory_needed(
-    opts: RunOptions, cfg: TrainConfig, meta: GraphMeta, shape: GridShape
+def memory_needed(
+    opts: RunOptions, cfg: TrainConfig, meta: GraphMeta, shape: GridShape, ranks: int
 ) -> float:
-    """Bytes a rank needs for the model, checked before anything is allocated for it."""
+    """Bytes a rank needs for the model, checked before anything is allocated for it.
+
+    ``shape``: the run's grid; for GIST, each group's grid. A GIST rank holds its group's
+    sub-model of ``ceil(hidden / M)`` on that grid plus its rows of the global model and
+    the model-parallel evaluation (:func:`hpcgnn.cost.gist.memory_bytes`), never the whole
+    global model.
+    """
     if opts.mode == "minibatch":
         assert opts.spec is not None
         per_layer = 2 if opts.spec.sampler == "sage" else 1
         return minibatch_memory_estimate(meta, cfg, shape, per_layer)
+    if opts.gist is not None:
+        sub_cfg = replace(cfg, hidden=-(-cfg.hidden // opts.gist.subnets))
+        widths = layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, cfg.layers)
+        sub = layer_sizes(meta.num_features, sub_cfg.hidden, meta.num_classes, cfg.layers)
+        extra = gist_memory_bytes(
+            widths, sub, meta.num_nodes, meta.num_edges, ranks, cfg.itemsize
+        )
+        return memory_estimate(meta, sub_cfg, shape) + extra
     return memory_estimate(meta, cfg, shape)
 
 
 def _fingerprint(
-    opts: RunOptions, cfg: TrainConfig, meta: GraphMeta, shape: GridShape, content: str | None
+    opts: RunOptions, cfg: TrainConfig, meta: GraphMeta, shape: GridShape, content: str | None,
+    group_shape: GridShape | None = None,
 ) -> dict:
     c = cfg.as_dict()
     c.pop("epochs")
     c.pop("eval_every")
-    return {
+    out = {
         **c,
         "algo": opts.label,
         "grid": str(shape),
@@ -174,6 +189,12 @@ def _fingerprint(
         "num_edges": meta.num_edges,
         GRAPH_CONTENT: content,
     }
+    if opts.gist is not None:  # what shapes the sub-models and their training
+        out.update(
+            subnets=opts.gist.subnets, local_iters=opts.gist.local_iters,
+            group_algo=opts.algo, group_grid=str(group_shape),
+        )
+    return out
 
 
 def train(opts: RunOptions, cfg: TrainConfig, comm: MPI.Comm = MPI.COMM_WORLD) -> TrainResult:
@@ -203,6 +224,8 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
                     check_output(path, flag)
             if opts.checkpoint_dir:
                 check_directory(opts.checkpoint_dir, "--checkpoint-dir")
+        if opts.checkpoint_dir and opts.gist is not None and not root:  # each writes its rows
+            check_directory(opts.checkpoint_dir, "--checkpoint-dir")
         if opts.mode == "offload" and opts.chunks > meta.num_nodes:
             raise ConfigError(
                 f"--chunks {opts.chunks} is more than the graph's {meta.num_nodes} vertices"
@@ -210,12 +233,13 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
     group_shape = _group_shape(opts, grid)
     # the file's structure before any model; its content only for checkpoints
     content = check_graph(grid.world, opts.graph, bool(opts.checkpoint_dir or opts.resume))
-    est_cfg, est_shape = cfg, grid.shape
+    est_shape, hidden = grid.shape, str(cfg.hidden)
     if group_shape is not None:  # a GIST group holds one sub-model of hidden/M on its grid
-        est_cfg = replace(cfg, hidden=-(-cfg.hidden // opts.gist.subnets))
         est_shape = group_shape
-    check_memory(grid.world, _memory_needed(opts, est_cfg, meta, est_shape), (
-        f"{opts.label} on grid {est_shape} ({meta.num_features} features, hidden {est_cfg.hidden},"
+        hidden = f"{-(-cfg.hidden // opts.gist.subnets)} of {cfg.hidden}"
+    need = memory_needed(opts, cfg, meta, est_shape, grid.size)
+    check_memory(grid.world, need, (
+        f"{opts.label} on grid {est_shape} ({meta.num_features} features, hidden {hidden},"
         f" {meta.num_classes} classes, {cfg.layers} layers)"
     ))
     topo = load_run_topology(opts, grid)
@@ -229,6 +253,10 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
         trainer = GistTrainer(
             grid, cfg, meta, opts.gist, group_shape,
             lambda g, c, w: build_model(opts.graph, g, c, opts, weights=w),
+            estimates={
+                "full_model_estimate_bytes": memory_estimate(meta, cfg, _full_shape(opts, grid)),
+                "gist_estimate_bytes": need,
+            },
         )
     else:
         trainer = FullBatchTrainer(build_model(opts.graph, grid, cfg, opts, topo), cfg, grid.world)
@@ -241,11 +269,14 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
         f" | {_describe(opts, topo, trainer)} grid {grid.shape}"
         f" on {grid.size} ranks | setup {setup_s:.2f} s{notes}"
     )
-    fingerprint = _fingerprint(opts, cfg, meta, grid.shape, content)
+    fingerprint = _fingerprint(opts, cfg, meta, grid.shape, content, group_shape)
     start_epoch, history = 0, []
     if opts.resume:
         state = load_checkpoint(opts.resume, grid.world, fingerprint, cfg.epochs)
-        restore(state, trainer.weights, trainer.optimizer)
+        if isinstance(trainer, GistTrainer):
+            trainer.restore_checkpoint(state, opts.resume)
+        else:
+            restore(state, trainer.weights, trainer.optimizer)
         start_epoch = int(state["epoch"])
         history = [EpochRecord(**rec) for rec in state["history"]]
         say(f"resumed from {opts.resume} after epoch {start_epoch}")
@@ -264,6 +295,11 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
 
     def checkpoint(done: int, result: TrainResult) -> None:
         if opts.checkpoint_every and (done % opts.checkpoint_every == 0 or done == cfg.epochs):
+            history = [e.as_dict() for e in result.epochs]
+            if isinstance(trainer, GistTrainer):  # every rank writes its rows
+                assert opts.checkpoint_dir is not None
+                trainer.save_checkpoint(opts.checkpoint_dir, done, history, fingerprint)
+                return
             with collective(grid.world):
                 if root:
                     save_checkpoint(
@@ -271,7 +307,7 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
                         epoch=done,
                         weights=trainer.weights,
                         optimizer=trainer.optimizer,
-                        history=[e.as_dict() for e in result.epochs],
+                        history=history,
                         fingerprint=fingerprint,
                     )
 
@@ -294,6 +330,14 @@ def _group_shape(opts: RunOptions, grid: ProcessGrid) -> GridShape | None:
         return None
     size = grid.size // opts.gist.subnets
     return choose_shape(GRID_KIND[opts.algo], size, opts.grid, opts.replication)
+
+
+def _full_shape(opts: RunOptions, grid: ProcessGrid) -> GridShape:
+    """GIST: the grid ordinary ``--algo`` training of the global model would use on all ranks."""
+    try:
+        return choose_shape(GRID_KIND[opts.algo], grid.size, None, None)
+    except HpcgnnError:  # e.g. no automatic 3D grid for this P
+        return grid.shape
 
 
 def _describe(opts: RunOptions, topo: Topology | None, trainer: Trainer) -> str:

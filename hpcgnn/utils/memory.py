@@ -9,6 +9,7 @@ check for distributed runs is :func:`hpcgnn.comm.memory.check_memory`.
 from __future__ import annotations
 
 import os
+import sys
 
 from hpcgnn.errors import ConfigError, HpcgnnError
 
@@ -31,6 +32,30 @@ def available_bytes() -> int | None:
     except OSError:
         pass
     return None
+
+
+def peak_rss_bytes() -> int:
+    """This process's peak resident set size so far (``getrusage``'s ``ru_maxrss``), bytes.
+
+    A real measurement of everything the process touched: NumPy, torch's CPU allocator,
+    MPI buffers, the interpreter and its libraries (``tracemalloc`` sees Python's and
+    NumPy's allocations only, torch's allocator statistics exist for CUDA only). It is the
+    high-water mark since the process started, so it includes the libraries' baseline and,
+    inside a longer-lived process (a test session), whatever ran before.
+    """
+    import resource
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024)  # kB on Linux
+
+
+def current_rss_bytes() -> int:
+    """This process's resident set size now (``/proc/self/statm``; else the peak so far)."""
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return peak_rss_bytes()
 
 
 def require_memory(

@@ -17,3 +17,24 @@ def test_one_group_of_all_ranks_moves_what_the_root_does_not_own_then_broadcasts
 
 def test_data_parallel_is_an_all_reduce_of_every_weight_per_step():
     assert data_parallel_bytes([4, 6, 2], ranks=4, itemsize=4, steps=3) == 3 * 2 * 36 * 4 * 3
+
+
+def test_evaluation_reduce_scatters_hidden_layers_and_all_reduces_the_logits():
+    from hpcgnn.cost.gist import eval_bytes
+
+    # N = 10 vertices, widths 4 -> 6 -> 5 -> 2 on P = 3 ranks, 4-byte entries:
+    # each hidden layer (6, 5) sends (P - 1) N f_l entries; the logits 2 (P - 1) N f_L
+    want = 4 * 10 * (2 * 6 + 2 * 5 + 2 * 2 * 2)
+    assert eval_bytes([4, 6, 5, 2], num_nodes=10, ranks=3, itemsize=4) == want
+    assert eval_bytes([4, 6, 5, 2], num_nodes=10, ranks=1, itemsize=4) == 0
+
+
+def test_a_gist_rank_holds_its_rows_not_the_model():
+    from hpcgnn.cost.gist import memory_bytes
+
+    wide = [16, 4096, 4096, 4]
+    sub = [16, 512, 512, 4]
+    one = memory_bytes(wide, sub, num_nodes=100, num_edges=400, ranks=1, itemsize=4)
+    eight = memory_bytes(wide, sub, num_nodes=100, num_edges=400, ranks=8, itemsize=4)
+    rows = 3 * 4 * (16 * 4096 + 4096 * 4096 + 4096 * 4)  # weights and two moments, whole
+    assert one > rows and eight < rows / 4  # the shards shrink with the ranks

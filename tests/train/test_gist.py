@@ -69,6 +69,12 @@ def test_sub_model_traffic_equals_the_cost_model_every_round(graph_file, shared_
         assert measured.get(cat, 0.0) == pytest.approx(value, rel=1e-9), cat
     if world.size > 1:
         assert section["submodel_bytes_per_round"]["measured"] > 0
+    # the model-parallel evaluation: every round and the final one, as modelled
+    ev = section["eval_bytes_per_evaluation"]
+    assert ev["evaluations"] == 5
+    assert ev["measured"] == pytest.approx(ev["predicted"], rel=1e-12)
+    assert len(section["peak_memory_bytes"]) == world.size
+    assert section["full_model_estimate_bytes"] > 0 and section["gist_estimate_bytes"] > 0
 
 
 def _bad_settings(size):

@@ -1,0 +1,118 @@
+"""The GCN forward of a row-sharded global model, model-parallel: no rank holds the model.
+
+GIST keeps its global weights row-sharded over all ``P`` ranks (rank ``r`` owns rows
+``R^l_r = offsets[l][r] ..`` of ``W^{l+1}``, see :class:`hpcgnn.exchange.subnets.SubnetShards`).
+:class:`ShardedForward` evaluates that model where it lies. Every rank holds the whole
+``Â^T`` and, for each layer, the column block ``H^l[:, R^l_r]`` of the layer input over
+all ``N`` vertices (the input features' block ``X[:, R^0_r]`` is read from the file), so
+
+``H^l W^{l+1} = sum_r H^l[:, R^l_r] W^{l+1}[R^l_r, :]``
+
+is a sum of partial products each rank computes from its own rows. For a hidden layer the
+sum is reduce-scattered by the column blocks of the next layer's shards (rank ``s`` gets
+``Z[:, R^{l+1}_s]``, the input block of its next weight rows), in ``P`` chunks of vertex
+rows so that no rank holds more than ``N / P`` rows of the full-width partial product; the
+output layer's ``N x f_L`` partial logits are all-reduced. ``Â^T`` (a local SpMM on
+column blocks) and ReLU act column by column, so they run on the blocks; the order of
+each layer's product follows :func:`~hpcgnn.layout.order.transform_first` like every
+other model. The traffic is category ``gist_eval``, modelled by
+:func:`hpcgnn.cost.gist.eval_bytes`; the weights never travel.
+
+Memory per rank: its weight rows, ``Â^T`` (the graph, which GIST's ultra-wide models
+dwarf), ``O(N f / P)`` activations and the ``N x f_L`` logits.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from hpcgnn.comm.communicator import Comm
+from hpcgnn.config import TrainConfig
+from hpcgnn.exchange.subnets import EVAL
+from hpcgnn.io.reader import GraphFile
+from hpcgnn.kernels.gemm import matmul
+from hpcgnn.kernels.spmm import spmm, to_torch_csr
+from hpcgnn.layout.blocks import even_offsets
+from hpcgnn.layout.order import transform_first
+from hpcgnn.models.base import read_vertex_data
+from hpcgnn.models.serial import load_normalized
+
+
+class ShardedForward:
+    """Logits of a GCN whose weights are row-sharded over ``world`` (collective).
+
+    Parameters
+    ----------
+    path
+        The graph file (read whole: ``Â^T``, labels, masks; features: this rank's columns).
+    world
+        The shards' owners.
+    cfg
+        ``dtype`` (and ``layers``).
+    widths
+        Global widths ``f_0 .. f_L``.
+    offsets
+        ``offsets[l]``: row offsets of ``W^{l+1}``'s shards over the ranks (length ``P + 1``).
+
+    Attributes
+    ----------
+    y, masks
+        Labels and train/val/test masks of every vertex.
+    """
+
+    def __init__(
+        self, path: str | os.PathLike, world: Comm, cfg: TrainConfig, widths: Sequence[int],
+        offsets: Sequence[np.ndarray],
+    ) -> None:
+        self.world, self.widths = world, tuple(int(f) for f in widths)
+        self.offsets = [np.asarray(o, dtype=np.int64) for o in offsets]
+        self.dtype = cfg.torch_dtype
+        r = world.rank
+        with GraphFile(path) as gf:
+            n = gf.meta.num_nodes
+            norm_t, _ = load_normalized(gf, cfg.numpy_dtype, adjoint=False)
+            cols = (int(self.offsets[0][r]), int(self.offsets[0][r + 1]))
+            self.x, self.y, self.masks = read_vertex_data(gf, (0, n), cfg.numpy_dtype, cols)
+        self.num_nodes = n
+        self.a_t = to_torch_csr(norm_t, self.dtype)
+        self.chunks = even_offsets(n, world.size)
+
+    def logits(self, shards: Sequence[np.ndarray]) -> torch.Tensor:
+        """Logits of every vertex (``N x f_L``, the same on every rank) for this rank's rows.
+
+        ``shards[l]``: this rank's rows ``R^l_r`` of ``W^{l+1}``.
+        """
+        h = self.x
+        last = len(self.widths) - 2
+        stats = self.world.stats
+        for layer, shard in enumerate(shards):
+            w = torch.from_numpy(np.ascontiguousarray(shard))
+            first = transform_first(layer, self.widths[layer], self.widths[layer + 1])
+            t = h if first else spmm(self.a_t, h)
+            if layer == last:
+                z = matmul(t, w, stats).contiguous()
+                self.world.allreduce(z, EVAL)
+            else:
+                z = self._reduce_scatter(t, w, self.offsets[layer + 1])
+            if first:
+                z = spmm(self.a_t, z)
+            h = z if layer == last else torch.relu(z)
+        return h
+
+    def _reduce_scatter(
+        self, t: torch.Tensor, w: torch.Tensor, out_offsets: np.ndarray
+    ) -> torch.Tensor:
+        """``sum_r T_r W_r`` of every rank, this rank's column block, in row chunks."""
+        counts = np.diff(out_offsets)
+        mine = int(counts[self.world.rank])
+        out = torch.empty((mine, self.num_nodes), dtype=self.dtype)
+        for a, b in zip(self.chunks[:-1], self.chunks[1:], strict=True):
+            if a == b:  # the same on every rank (N < P)
+                continue
+            part = matmul(t[a:b], w, self.world.stats).T.contiguous()  # f_out x rows
+            out[:, a:b] = self.world.reduce_scatter(part, counts, EVAL)
+        return out.T.contiguous()

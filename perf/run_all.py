@@ -89,7 +89,7 @@ def main() -> None:
         lines.append(f"## {name}")
         lines.append("")
         if run is not None:
-            shown = " ".join(Path(c).name if c.endswith(".py") else c for c in run["cmd"][1:])
+            shown = " ".join(Path(c).name if "/" in c else c for c in run["cmd"])
             status = "" if run["rc"] == 0 else f" — **failed (exit {run['rc']})**"
             lines.append(f"`{shown}` ({run['seconds']:.0f} s){status}")
             lines.append("")

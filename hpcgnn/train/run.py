@@ -85,11 +85,8 @@ def check_options(opts: RunOptions) -> None:
         raise ConfigError("--checkpoint-every needs --checkpoint-dir")
     if opts.exchange not in EXCHANGES:
         raise ConfigError(f"--exchange must be one of {', '.join(EXCHANGES)}, not {opts.exchange}")
-    if opts.mode == "minibatch":
-        if opts.spec is None:
-            raise ConfigError("--mode minibatch needs a sampler specification")
-        if opts.checkpoint_dir or opts.resume or opts.checkpoint_every:
-            raise ConfigError("checkpoint/restart is not available in minibatch mode")
+    if opts.mode == "minibatch" and opts.spec is None:
+        raise ConfigError("--mode minibatch needs a sampler specification")
     if opts.mode == "gist":
         if opts.gist is None:
             raise ConfigError("--mode gist needs --subnets and --local-iters")
@@ -189,6 +186,8 @@ def _fingerprint(
         "num_edges": meta.num_edges,
         GRAPH_CONTENT: content,
     }
+    if opts.spec is not None:  # the samples, the batches and their optimizer steps
+        out.update(sampling=opts.spec.as_dict(), graph_layout=opts.graph_layout)
     if opts.gist is not None:  # what shapes the sub-models and their training
         out.update(
             subnets=opts.gist.subnets, local_iters=opts.gist.local_iters,

@@ -153,3 +153,25 @@ def test_global_batch_is_split_over_the_ranks_and_the_steps_are_stated(
           and took == 2 * s["optimizer_steps_per_epoch"]
           and s["batches_per_epoch"] == -(-num_train // 4))
     assert_all(world, ok, f"{s}, {took} steps taken")
+
+
+@pytest.mark.mpi
+def test_resume_gives_identical_parameters(graph_file, shared_tmp, world, capsys):
+    path = graph_file(n=80, seed=2)
+    flags = ["--mode", "minibatch", "--fanout", "3,2", "--batch-size", "6", "--bulk", "2"]
+    _, straight = train_metrics(path, shared_tmp / "straight.json", *flags, "--epochs", "4")
+    ckpt = shared_tmp / "ckpt"
+    rc, _ = train_metrics(path, shared_tmp / "first.json", *flags, "--epochs", "2",
+                          "--checkpoint-dir", str(ckpt), "--checkpoint-every", "2")
+    assert_all(world, rc == 0, "the checkpointing run failed")
+    _, resumed = train_metrics(path, shared_tmp / "resumed.json", *flags, "--epochs", "4",
+                               "--resume", str(ckpt))
+    world.mpi.Barrier()
+    a, b = (json.loads(f.read_text()) for f in (straight, resumed))
+    assert_all(world, a["params_sha256"] == b["params_sha256"], "resumed run differs")
+    assert_all(world, [e["loss"] for e in a["epochs"]] == [e["loss"] for e in b["epochs"]])
+    capsys.readouterr()
+    rc, _ = train_metrics(path, shared_tmp / "other.json", *flags[:-2], "--bulk", "4",
+                          "--epochs", "4", "--resume", str(ckpt))
+    err = capsys.readouterr().err
+    assert_all(world, rc == 1 and "other settings" in err and "sampling" in err, err[-500:])

@@ -115,17 +115,16 @@ def predict_halo(
     s = problem.itemsize
     if backward == "auto":
         backward = choose_backward(volumes.fwd_pairs, volumes.bwd_pairs)
-    if backward == "push":
-        b_total, b_max = volumes.fwd_pairs, int(volumes.fwd_send.max())
-    else:
-        b_total, b_max = volumes.bwd_pairs, int(volumes.bwd_recv.max())
-    f_total, f_max = volumes.fwd_pairs, int(volumes.fwd_recv.max())
+    back = volumes.fwd_send if backward == "push" else volumes.bwd_recv
     msgs = 1 if p > 1 else 0
+    steps = aggregation_widths(problem.widths)
+    f_fwd = sum(f for f, _ in steps) * s
+    f_bwd = sum(f for f, has_backward in steps if has_backward) * s
+    # what each rank receives over the epoch: the busiest rank is the maximum of the sums
+    per_rank = volumes.fwd_recv * f_fwd + back * f_bwd
     est = Estimate()
-    for f, has_backward in aggregation_widths(problem.widths):
-        est.add("halo", float(f_total * f * s), float(f_max * f * s), msgs)
-        if has_backward:
-            est.add("halo", float(b_total * f * s), float(b_max * f * s), msgs)
+    est.add("halo", float(per_rank.sum()), float(per_rank.max(initial=0)),
+            msgs * (len(steps) + sum(1 for _, has_backward in steps if has_backward)))
     widths = problem.widths
     for fin, fout in zip(widths[:-1], widths[1:], strict=True):
         allreduce_exact(est, "allreduce", fin * fout * s, p)

@@ -34,7 +34,7 @@ def test_metrics_and_trace_files(graph_file, shared_tmp, world, algo):
         c: v for c, v in predicted.items() if v
     }  # every category exact, and nothing unpredicted
     busiest = doc["comm"]["busiest_rank_bytes"]
-    assert algo == "halo" or {c: v for c, v in busiest.items() if v and c != "control"} == {
+    assert {c: v for c, v in busiest.items() if v and c != "control"} == {
         c: v for c, v in doc["comm"]["predicted_busiest_rank_bytes"].items() if v
     }
     events = json.loads(trace.read_text())["traceEvents"]

@@ -5,13 +5,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from hpcgnn.graph.normalize import degrees_from_indptr, operator_block
+from hpcgnn.graph.normalize import operator_block
 from hpcgnn.io.reader import GraphFile
-
-
-def degrees(gf: GraphFile, lo: int, hi: int, transpose: bool) -> np.ndarray:
-    """Degrees of ``A + I`` for vertices ``[lo, hi)``: out-degree (``A``) or in-degree (``A^T``)."""
-    return degrees_from_indptr(gf.read_indptr(lo, hi, transpose=transpose))
 
 
 def normalized_rows(

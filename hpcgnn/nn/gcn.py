@@ -167,19 +167,25 @@ def _dense(ops: LayerOps, stats: CommStats | None) -> Dense:
 
 def propagate(
     h: torch.Tensor, w: torch.Tensor, layer: int, ops: LayerOps, stats: CommStats | None = None,
+    w_self: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """``Â^T H W`` on this rank's block, before the activation.
+    """``Â^T H W`` (plus ``H W_self`` when given) on this rank's block, before the activation.
 
     The order of the product follows :func:`~hpcgnn.layout.order.transform_first` on the
-    shape of ``w`` (the full ``W^l``).
+    shape of ``w`` (the full ``W^l``). The self term is one more dense step of the same
+    shape on the layer's input; in the order ``Â^T (H W)`` it is added before
+    ``ops.finish``, so a SUMMA grid gathers the sum once.
     """
     dense = _dense(ops, stats)
     if transform_first(layer, w.shape[0], w.shape[1]):
         z = aggregate(dense(h, w), ops.aggregation, stats, layer)
+        if w_self is not None:
+            z = z + dense(h, w_self)
         if ops.finish is not None:
             z = ops.finish(z)
         return z
-    return dense(aggregate(h, ops.aggregation, stats, layer), w)
+    z = dense(aggregate(h, ops.aggregation, stats, layer), w)
+    return z if w_self is None else z + dense(h, w_self)
 
 
 def gcn_layer(
@@ -197,13 +203,12 @@ def sage_layer(
     """One GraphSAGE-mean layer ``act(H W_self + (D_in^-1 A^T) H W_neigh)`` on this rank's block.
 
     ``ops.aggregation`` is the mean operator; the neighbour term is :func:`propagate`
-    (same order, same communication as a GCN layer of ``w_neigh``'s shape), the self term
-    a dense step on this rank's own rows (no communication in row layouts). No bias, as
-    the GCN layers have none (the sampled model's :func:`hpcgnn.nn.sampled.sage_layer`
-    has one).
+    (same order, same SpMM as a GCN layer of ``w_neigh``'s shape), the self term a dense
+    step on this rank's own rows (no communication in row layouts; on a SUMMA grid the
+    layer's dense step once more). No bias, as the GCN layers have none (the sampled
+    model's :func:`hpcgnn.nn.sampled.sage_layer` has one).
     """
-    z = _dense(ops, stats)(h, w_self) + propagate(h, w_neigh, layer, ops, stats)
-    return activate(z, last)
+    return activate(propagate(h, w_neigh, layer, ops, stats, w_self), last)
 
 
 def gcn_forward(

@@ -112,7 +112,7 @@ def check_options(opts: RunOptions) -> None:
 
 
 #: Where ``--model sage`` runs in this slice (label of the run: ``--algo`` or the mode).
-SAGE_LABELS = ("1d", "1.5d", "halo", "minibatch")
+SAGE_LABELS = ("1d", "1.5d", "2d", "3d", "halo", "minibatch")
 
 
 def check_model(opts: RunOptions, cfg: TrainConfig) -> TrainConfig:
@@ -128,7 +128,7 @@ def check_model(opts: RunOptions, cfg: TrainConfig) -> TrainConfig:
     if cfg.model == "sage" and opts.label not in SAGE_LABELS:
         where = f"--mode {opts.mode}" if opts.mode != "fullbatch" else f"--algo {opts.algo}"
         raise ConfigError(
-            f"--model sage is not available with {where} yet (use --algo 1d, 1.5d or halo,"
+            f"--model sage is not available with {where} yet (use --mode fullbatch,"
             " or --mode minibatch --sampler sage)"
         )
     return cfg

@@ -14,7 +14,9 @@ def run_train(path, *extra):
 
 @pytest.mark.mpi
 @pytest.mark.parametrize(
-    "algo,model", [("1d", "gcn"), ("2d", "gcn"), ("halo", "gcn"), ("1d", "sage"), ("halo", "sage")]
+    "algo,model",
+    [("1d", "gcn"), ("2d", "gcn"), ("halo", "gcn"), ("1d", "sage"), ("2d", "sage"),
+     ("halo", "sage")],
 )
 def test_metrics_and_trace_files(graph_file, shared_tmp, world, algo, model):
     path = graph_file(n=80, seed=1)
@@ -223,7 +225,6 @@ def test_halo_metrics_report_planner_stages(graph_file, shared_tmp, world, excha
         (["--seed", "-1"], "--seed must be in [0, 2^63), got -1"),
         (["--mode", "offload", "--chunks", "100000"], "--chunks 100000 is more than the graph's"),
         (["--lr", "1e30", "--epochs", "6"], "training diverged (try a smaller --lr)"),
-        (["--model", "sage", "--algo", "2d"], "--model sage is not available with --algo 2d"),
         (["--model", "sage", "--mode", "offload"],
          "--model sage is not available with --mode offload"),
         (["--model", "sage", "--mode", "gist"], "--model sage is not available with --mode gist"),

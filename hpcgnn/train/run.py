@@ -112,7 +112,7 @@ def check_options(opts: RunOptions) -> None:
 
 
 #: Where ``--model sage`` runs in this slice (label of the run: ``--algo`` or the mode).
-SAGE_LABELS = ("1d", "1.5d", "2d", "3d", "halo", "minibatch")
+SAGE_LABELS = ("1d", "1.5d", "2d", "3d", "halo", "minibatch", "gist")
 
 
 def check_model(opts: RunOptions, cfg: TrainConfig) -> TrainConfig:
@@ -128,7 +128,7 @@ def check_model(opts: RunOptions, cfg: TrainConfig) -> TrainConfig:
     if cfg.model == "sage" and opts.label not in SAGE_LABELS:
         where = f"--mode {opts.mode}" if opts.mode != "fullbatch" else f"--algo {opts.algo}"
         raise ConfigError(
-            f"--model sage is not available with {where} yet (use --mode fullbatch,"
+            f"--model sage is not available with {where} yet (use --mode fullbatch or gist,"
             " or --mode minibatch --sampler sage)"
         )
     return cfg
@@ -191,7 +191,8 @@ def memory_needed(
         widths = layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, cfg.layers)
         sub = layer_sizes(meta.num_features, sub_cfg.hidden, meta.num_classes, cfg.layers)
         extra = gist_memory_bytes(
-            widths, sub, meta.num_nodes, meta.num_edges, ranks, cfg.itemsize
+            widths, sub, meta.num_nodes, meta.num_edges, ranks, cfg.itemsize,
+            cfg.weights_per_layer,
         )
         return memory_estimate(meta, sub_cfg, shape) + extra
     return memory_estimate(meta, cfg, shape)

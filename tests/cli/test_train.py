@@ -227,7 +227,6 @@ def test_halo_metrics_report_planner_stages(graph_file, shared_tmp, world, excha
         (["--lr", "1e30", "--epochs", "6"], "training diverged (try a smaller --lr)"),
         (["--model", "sage", "--mode", "offload"],
          "--model sage is not available with --mode offload"),
-        (["--model", "sage", "--mode", "gist"], "--model sage is not available with --mode gist"),
         (["--model", "gcn", "--mode", "minibatch", "--sampler", "sage"],
          "--model gcn does not exist with --sampler sage"),
         (["--model", "sage", "--mode", "minibatch", "--sampler", "ladies", "--layer-size", "8"],

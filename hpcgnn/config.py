@@ -19,6 +19,13 @@ DTYPES = ("float32", "float64")
 #: Distributed SpMM algorithms of ``hpcgnn train --mode fullbatch``.
 ALGORITHMS = ("1d", "1.5d", "2d", "3d", "halo")
 
+#: Layer types of ``--model``: GCN (``Â^T H W``) or GraphSAGE-mean
+#: (``H W_self + D_in^-1 A^T H W_neigh``).
+MODELS = ("gcn", "sage")
+
+#: The layer type each minibatch sampler trains (LADIES samples GCN layers).
+SAMPLER_MODEL = {"sage": "sage", "ladies": "gcn"}
+
 #: Largest ``--layers`` (deep GNNs reach about a thousand layers).
 MAX_LAYERS = 4096
 #: Largest ``--hidden`` width.
@@ -35,6 +42,25 @@ def check_layers(layers: int) -> None:
     """Refuse a model depth outside ``[1, MAX_LAYERS]``."""
     if not 1 <= layers <= MAX_LAYERS:
         raise ConfigError(f"--layers must be in [1, {MAX_LAYERS}], got {layers}")
+
+
+def resolve_model(model: str | None, sampler: str | None) -> str:
+    """The layer type of a run: ``--model`` (default ``gcn``), or the minibatch ``sampler``'s.
+
+    In minibatch mode (``sampler`` given) the sampler defines the layers (``sage``:
+    GraphSAGE-mean, ``ladies``: GCN); a ``model`` that contradicts it is refused.
+    """
+    if model is not None and model not in MODELS:
+        raise ConfigError(f"--model must be one of {', '.join(MODELS)}, got {model}")
+    if sampler is None:
+        return "gcn" if model is None else model
+    implied = SAMPLER_MODEL[sampler]
+    if model is not None and model != implied:
+        raise ConfigError(
+            f"--model {model} does not exist with --sampler {sampler} (it trains {implied}"
+            f" layers); use --sampler {'ladies' if model == 'gcn' else 'sage'} for {model}"
+        )
+    return implied
 
 
 def check_random_key(value: int, flag: str = "--seed") -> None:
@@ -62,9 +88,12 @@ class TrainConfig:
     seed: int = 0
     eval_every: int = 1
     dtype: str = "float32"
+    model: str = "gcn"
 
     def __post_init__(self) -> None:
         check_layers(self.layers)
+        if self.model not in MODELS:
+            raise ConfigError(f"--model must be one of {', '.join(MODELS)}, got {self.model}")
         if not 1 <= self.hidden <= MAX_HIDDEN:
             raise ConfigError(f"--hidden must be in [1, {MAX_HIDDEN}], got {self.hidden}")
         if self.epochs < 0:
@@ -100,6 +129,11 @@ class TrainConfig:
         import torch
 
         return getattr(torch, self.dtype)
+
+    @property
+    def weights_per_layer(self) -> int:
+        """Weight matrices per layer: ``W`` (gcn) or ``W_self, W_neigh`` (sage)."""
+        return 2 if self.model == "sage" else 1
 
     def as_dict(self) -> dict:
         """Plain-dict form for metrics files."""

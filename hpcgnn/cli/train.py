@@ -36,6 +36,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     m = p.add_argument_group("model and optimiser")
     m.add_argument("--layers", type=int, default=None,
                    help="GCN/GNN layers (default: 2; minibatch: from --fanout / --layer-size)")
+    m.add_argument("--model", choices=["gcn", "sage"], default=None,
+                   help="layers: gcn (default) or sage (GraphSAGE, mean over in-neighbours plus "
+                        "a self term; fullbatch --algo 1d, 1.5d, halo). Minibatch: the sampler "
+                        "decides (sage: GraphSAGE, ladies: GCN); a contradicting --model is "
+                        "refused")
     m.add_argument("--hidden", type=int, default=16)
     m.add_argument("--epochs", type=int, default=100)
     m.add_argument("--lr", type=float, default=0.01)
@@ -93,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
     import torch
     from mpi4py import MPI
 
-    from hpcgnn.config import TrainConfig
+    from hpcgnn.config import TrainConfig, resolve_model
     from hpcgnn.train.gist import GistOptions
     from hpcgnn.train.run import RunOptions, train
 
@@ -118,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
         layers=layers, hidden=args.hidden, epochs=epochs, lr=args.lr,
         weight_decay=args.weight_decay, dropout=args.dropout, seed=args.seed,
         eval_every=args.eval_every, dtype=args.dtype,
+        model=resolve_model(args.model, spec.sampler if spec is not None else None),
     )
     opts = RunOptions(
         graph=args.graph, algo=args.algo, grid=args.grid, replication=args.replication,

@@ -9,7 +9,7 @@ import numpy as np
 
 from hpcgnn.cost.estimate import Estimate, Problem, allreduce_share
 from hpcgnn.layout.blocks import stage_chunks, vertex_offsets
-from hpcgnn.layout.order import aggregation_widths
+from hpcgnn.layout.order import aggregation_widths, weight_shapes
 from hpcgnn.layout.shapes import GridShape
 
 
@@ -43,9 +43,8 @@ def predict_block_row(problem: Problem, shape: GridShape) -> Estimate:
             if c > 1:
                 per["allreduce"] += allreduce_share(sizes * f * s, c)[:, None]
                 messages += 2 * math.ceil(math.log2(c))
-    widths = problem.widths
     if q > 1:
-        for fin, fout in zip(widths[:-1], widths[1:], strict=True):
+        for fin, fout in weight_shapes(problem.widths, problem.weights_per_layer):
             per["allreduce"] += allreduce_share(fin * fout * s, q)
             messages += 2 * math.ceil(math.log2(q))
     return Estimate.from_per_rank(per, messages)

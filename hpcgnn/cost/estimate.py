@@ -35,6 +35,9 @@ class Problem:
         Bytes per value (4 for float32, 8 for float64).
     row_offsets
         Vertex block offsets when the file's partition is used; ``None`` = even split.
+    weights_per_layer
+        Weight matrices per layer: 1 (GCN), 2 (GraphSAGE's ``W_self``, ``W_neigh``; its
+        mean operator has no self loops, so ``nnz`` is then the edges alone).
 
     """
 
@@ -43,6 +46,7 @@ class Problem:
     widths: tuple[int, ...]
     itemsize: int = 4
     row_offsets: tuple[int, ...] | None = None
+    weights_per_layer: int = 1
 
 
 @dataclass

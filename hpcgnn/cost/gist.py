@@ -31,7 +31,7 @@ KINDS = ("weight", "exp_avg", "exp_avg_sq")
 
 def round_bytes(
     nets: Sequence[Subnet], offsets: list[np.ndarray], roots: Sequence[int], group_size: int,
-    itemsize: int,
+    itemsize: int, per_layer: int = 1,
 ) -> dict[str, float]:
     """Bytes of one round's ``gist_scatter`` and ``gist_gather``, summed over ranks.
 
@@ -47,8 +47,10 @@ def round_bytes(
         Ranks per group, ``P / M``.
     itemsize
         Bytes per entry.
+    per_layer
+        Weights per layer (GraphSAGE: ``W_self`` and ``W_neigh``, split alike).
     """
-    per_entry = len(KINDS) * itemsize
+    per_entry = len(KINDS) * itemsize * per_layer
     fetched = sum(n.numel() - n.owned_numel(offsets, r) for n, r in zip(nets, roots, strict=True))
     spread = sum(n.numel() for n in nets) * (group_size - 1)
     return {
@@ -57,13 +59,17 @@ def round_bytes(
     }
 
 
-def data_parallel_bytes(widths: Sequence[int], ranks: int, itemsize: int, steps: int) -> float:
+def data_parallel_bytes(
+    widths: Sequence[int], ranks: int, itemsize: int, steps: int, per_layer: int = 1
+) -> float:
     """Bytes ``steps`` all-reduces of the whole model's gradients move over ``ranks`` ranks.
 
     What ordinary data-parallel training of the global model would record instead of the
-    sub-model traffic (``2 m (p - 1) / p`` per rank, summed over ranks).
+    sub-model traffic (``2 m (p - 1) / p`` per rank, summed over ranks); ``per_layer``
+    weights per layer.
     """
-    return float(steps * 2 * weight_entries(widths) * itemsize * (ranks - 1))
+    m = weight_entries(widths) * per_layer
+    return float(steps * 2 * m * itemsize * (ranks - 1))
 
 
 def eval_bytes(widths: Sequence[int], num_nodes: int, ranks: int, itemsize: int) -> float:
@@ -72,7 +78,8 @@ def eval_bytes(widths: Sequence[int], num_nodes: int, ranks: int, itemsize: int)
     Hidden layer ``l`` reduce-scatters the ``N x f_l`` partial products by column blocks:
     every rank receives all but its own block, ``(P - 1) N f_l`` entries in all (in row
     chunks, which changes nothing); the output layer all-reduces ``N x f_L`` partial
-    logits, ``2 m (P - 1) / P`` per rank. The weights never travel.
+    logits, ``2 m (P - 1) / P`` per rank. The weights never travel. GraphSAGE's self
+    term is added to the partial products before they are reduced: the same bytes.
 
     Parameters
     ----------
@@ -91,7 +98,7 @@ def eval_bytes(widths: Sequence[int], num_nodes: int, ranks: int, itemsize: int)
 
 def memory_bytes(
     widths: Sequence[int], sub_widths: Sequence[int], num_nodes: int, num_edges: int,
-    ranks: int, itemsize: int,
+    ranks: int, itemsize: int, per_layer: int = 1,
 ) -> float:
     """Bytes a rank holds for GIST beyond its group's sub-model training (rough upper bound).
 
@@ -101,6 +108,8 @@ def memory_bytes(
     - the model-parallel evaluation: the whole ``Â^T`` as 64-bit-index CSR (loaded twice
       over while it is normalised), the layer input and output column blocks over all
       ``N`` vertices, one row chunk of partial products and the ``N x f_L`` logits.
+
+    ``per_layer`` weights per layer (GraphSAGE: two of each shape).
     """
     sizes = list(zip(widths[:-1], widths[1:], strict=True))
     shard = sum(-(-int(a) // ranks) * int(b) for a, b in sizes)
@@ -109,4 +118,5 @@ def memory_bytes(
     chunk = -(-num_nodes // ranks) * max(int(f) for f in widths)
     dense = num_nodes * (3 * block + 2 * int(widths[-1])) + 2 * chunk
     csr = 2 * 20 * (num_edges + num_nodes)
-    return float(itemsize * (len(KINDS) * (shard + 3 * sub) + dense) + csr)
+    weights = len(KINDS) * per_layer * (shard + 3 * sub)
+    return float(itemsize * (weights + dense) + csr)

@@ -29,12 +29,14 @@ def cost_problem(meta: GraphMeta, cfg: TrainConfig, row_offsets: np.ndarray | No
     """The cost model's view of training ``cfg`` on the graph ``meta`` describes."""
     widths = tuple(layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, cfg.layers))
     offsets = None if row_offsets is None else tuple(int(x) for x in row_offsets)
+    sage = cfg.model == "sage"  # the mean operator has no self loops
     return Problem(
         meta.num_nodes,
-        meta.num_edges + meta.num_nodes,
+        meta.num_edges + (0 if sage else meta.num_nodes),
         widths,
         cfg.itemsize,
         offsets,
+        cfg.weights_per_layer,
     )
 
 
@@ -63,7 +65,8 @@ def memory_estimate(meta: GraphMeta, cfg: TrainConfig, shape: GridShape) -> floa
     nnz = (meta.num_edges + meta.num_nodes) / blocks
     widths = layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, cfg.layers)
     dense = rows * sum(widths) * itemsize * 4 + rows * max(widths) * itemsize * 2
-    return 2 * 2 * 20 * nnz + dense + 8 * meta.num_nodes * 2 + weight_bytes(meta, cfg)
+    weights = weight_bytes(meta, cfg, cfg.weights_per_layer)
+    return 2 * 2 * 20 * nnz + dense + 8 * meta.num_nodes * 2 + weights
 
 
 def minibatch_memory_estimate(

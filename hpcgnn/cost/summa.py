@@ -58,7 +58,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from hpcgnn.cost.estimate import Estimate, Problem, allreduce_share
-from hpcgnn.graph.normalize import normalize_block
+from hpcgnn.graph.normalize import mean_block, normalize_block
 from hpcgnn.layout.order import weight_entries
 from hpcgnn.layout.shapes import GridShape
 from hpcgnn.layout.summa import (
@@ -108,18 +108,26 @@ def _dims3(dims: tuple[int, ...]) -> tuple[int, int, int]:
     return (dims[0], dims[1], 1) if len(dims) == 2 else (dims[0], dims[1], dims[2])
 
 
-def _pattern(gf: Any, transpose: bool) -> RowReader:
-    """Rows of ``A + I`` (or of its transpose) of an open graph file, duplicates merged as in Â."""
+def _pattern(gf: Any, transpose: bool, model: str = "gcn") -> RowReader:
+    """Rows of ``A + I`` (or of its transpose) of an open graph file, duplicates merged as in Â.
+
+    ``model="sage"``: of ``A`` alone (the mean operator has no self loops).
+    """
     ones = np.ones(gf.meta.num_nodes)
 
     def read(lo: int, hi: int) -> sp.csr_matrix:
-        return normalize_block(gf.read_csr(lo, hi, transpose=transpose), lo, ones[lo:hi], ones)
+        block = gf.read_csr(lo, hi, transpose=transpose)
+        if model == "sage":
+            return mean_block(block, None, None)
+        return normalize_block(block, lo, ones[lo:hi], ones)
 
     return read
 
 
-def summa_block_nnz(path: str | os.PathLike, dims: tuple[int, ...]) -> SummaBlockNnz:
-    """Count the block nonzeros of ``Â^T`` and ``Â`` of a graph file for a grid.
+def summa_block_nnz(
+    path: str | os.PathLike, dims: tuple[int, ...], model: str = "gcn"
+) -> SummaBlockNnz:
+    """Count the block nonzeros of ``Â^T`` and ``Â`` (sage: of the mean operator) for a grid.
 
     Reads the file one fine block of rows at a time (``O(nnz / (Pr Pl) + n)`` memory).
     A model already built holds the same counts:
@@ -131,8 +139,8 @@ def summa_block_nnz(path: str | os.PathLike, dims: tuple[int, ...]) -> SummaBloc
     dims3 = _dims3(tuple(dims))
     with GraphFile(path) as gf:
         layout = SummaLayout(gf.meta.num_nodes, dims3, gf.meta.partition_offsets)
-        fwd = count_block_nnz(layout, _pattern(gf, True))
-        bwd = count_block_nnz(layout, _pattern(gf, False)) if gf.meta.directed else fwd
+        fwd = count_block_nnz(layout, _pattern(gf, True, model))
+        bwd = count_block_nnz(layout, _pattern(gf, False, model)) if gf.meta.directed else fwd
     return SummaBlockNnz(dims3, tuple(fwd), tuple(bwd))
 
 
@@ -313,13 +321,14 @@ def predict_summa(
             messages += stages * (int(pr > 1) + int(pc > 1)) + _log2(pl)
         if pc == 1:
             continue
-        messages += _dense_step(per, plan, t > 0, layout, fine, s)
+        for _ in range(problem.weights_per_layer):  # GraphSAGE: the self term's too
+            messages += _dense_step(per, plan, t > 0, layout, fine, s)
         if plan.gather_logits:
             w_c = np.diff(layout.cols(plan.f_out)).astype(np.float64)
             per["gather"][:, 0, :] += fine * (plan.f_out - w_c[0]) * s
             per["scatter"][:, 1:, :] += fine[:, None, :] * w_c[None, 1:, None] * s
             messages += 2 * _log2(pc)
-    m = s * weight_entries(widths)
+    m = s * weight_entries(widths) * problem.weights_per_layer
     if p > 1:
         per["allreduce"] += allreduce_share(m, p)
         messages += 2 * _log2(p)

@@ -46,8 +46,11 @@ class SubnetShards:
     widths
         Global widths ``f_0 .. f_L``.
     shards
-        ``shards[k][l]``: this rank's rows of kind ``KINDS[k]`` of ``W^{l+1}``, i.e. rows
-        ``offsets[l][rank] ..`` (see :meth:`offsets_of`).
+        ``shards[k][l]``: this rank's rows of kind ``k`` of layer ``l + 1``'s weight, i.e.
+        rows ``offsets[l][rank] ..`` (see :meth:`offsets_of`). The kinds are ``KINDS``,
+        each for every weight of a layer in turn: GCN ``W, m1, m2``; GraphSAGE
+        ``W_self, W_neigh, m1_self, m1_neigh, m2_self, m2_neigh`` (the weights of a
+        layer share its rows and columns, so they split alike).
     """
 
     def __init__(
@@ -57,6 +60,15 @@ class SubnetShards:
         self.widths = tuple(widths)
         self.offsets = self.offsets_of(widths, world.size)
         self.shards = shards
+        #: Weights per layer (1: GCN, 2: GraphSAGE).
+        self.per_layer = len(shards) // len(KINDS)
+
+    def weight_shards(self) -> list[tuple[int, np.ndarray]]:
+        """``(layer, rows)`` of this rank's weights in the model's order (no moments)."""
+        return [
+            (i, self.shards[j][i]) for i in range(len(self.widths) - 1)
+            for j in range(self.per_layer)
+        ]
 
     @staticmethod
     def offsets_of(widths: Sequence[int], ranks: int) -> list[np.ndarray]:
@@ -74,7 +86,7 @@ class SubnetShards:
         ]
 
     def _count(self, net: Subnet, owner: int) -> int:
-        return len(KINDS) * net.owned_numel(self.offsets, owner)
+        return len(self.shards) * net.owned_numel(self.offsets, owner)
 
     def scatter(
         self, nets: list[Subnet], roots: list[int], group: Comm, mine: int
@@ -121,16 +133,17 @@ class SubnetShards:
         del flat
         net = nets[mine]
         sizes = net.sizes()
-        packed = np.empty(len(KINDS) * net.numel(), dtype=dtype)
+        kinds = len(self.shards)
+        packed = np.empty(kinds * net.numel(), dtype=dtype)
         # packed: kind by kind, layer by layer, each sub-weight's rows in order
-        starts = np.cumsum([0] + [r * c for _ in KINDS for r, c in sizes])
+        starts = np.cumsum([0] + [r * c for _ in range(kinds) for r, c in sizes])
         if group.rank == 0:  # owners' pieces, in rank order, are each sub-weight's rows in order
             filled = [0] * len(starts)
             pos = 0
             for owner in range(size):
                 for i, rows in self._pieces(net, owner):
                     n = len(rows) * sizes[i][1]
-                    for k in range(len(KINDS)):
+                    for k in range(kinds):
                         j = k * len(sizes) + i
                         at = int(starts[j]) + filled[j]
                         packed[at : at + n] = got[pos : pos + n]
@@ -138,8 +151,8 @@ class SubnetShards:
                         pos += n
         del got
         group.bcast(packed, 0, SCATTER)
-        out: list[list[np.ndarray]] = [[] for _ in KINDS]
-        for k in range(len(KINDS)):
+        out: list[list[np.ndarray]] = [[] for _ in range(kinds)]
+        for k in range(kinds):
             for i, (r, c) in enumerate(sizes):
                 at = int(starts[k * len(sizes) + i])
                 out[k].append(packed[at : at + r * c].reshape(r, c))
@@ -176,7 +189,7 @@ class SubnetShards:
                 at = np.searchsorted(net.rows(i), rows)
                 width = len(net.cols(i))
                 n = len(rows) * width
-                for k in range(len(KINDS)):
+                for k in range(len(self.shards)):
                     out_block = flat[pos : pos + n].reshape(len(rows), width)
                     np.take(trained[k][i], at, axis=0, out=out_block)
                     pos += n
@@ -211,19 +224,20 @@ class SubnetShards:
         over the shards, :class:`hpcgnn.models.sharded.ShardedForward`, and fingerprinted
         by :meth:`digest`).
         """
-        return [self.world.allgatherv(w, EVAL) for w in self.shards[0]]
+        return [self.world.allgatherv(w, EVAL) for _, w in self.weight_shards()]
 
     def digest(self, chunk_entries: int = DIGEST_CHUNK) -> str:
         """SHA-256 of the weights as :func:`hpcgnn.train.loop.params_sha256` computes it.
 
-        The hash runs over ``W^1 .. W^L`` as float32, row-major: each weight's shards in
+        The hash runs over the weights in the model's order (GraphSAGE: ``W_self^1,
+        W_neigh^1, ..``) as float32, row-major: each weight's shards in
         rank order, which rank 0 receives one piece of at most ``chunk_entries`` entries
         (whole rows) at a time and feeds to the hash, so no rank ever holds the model.
         Collective; the pieces are category ``gist_digest``; every rank returns the digest.
         """
         me, size = self.world.rank, self.world.size
         h = hashlib.sha256() if me == 0 else None
-        for i, w in enumerate(self.shards[0]):
+        for i, w in self.weight_shards():
             cols = self.widths[i + 1]
             step = max(1, chunk_entries // max(1, cols))
             for owner in range(size):

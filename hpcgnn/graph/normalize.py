@@ -62,3 +62,71 @@ def normalize_block(
     data *= c.astype(dtype)[a.indices]
     a.data = data
     return a
+
+
+def _inverse(deg: np.ndarray | None, size: int) -> np.ndarray:
+    """``1 / deg`` with ``1 / 0`` read as 0 (``None``: ones of length ``size``)."""
+    if deg is None:
+        return np.ones(size)
+    deg = np.asarray(deg, dtype=np.float64)
+    return np.divide(1.0, deg, out=np.zeros_like(deg), where=deg > 0)
+
+
+def mean_block(
+    block: sp.csr_matrix,
+    row_deg: np.ndarray | None,
+    col_deg: np.ndarray | None,
+    dtype: np.dtype | type = np.float32,
+) -> sp.csr_matrix:
+    """``diag(row_deg)^-1 block diag(col_deg)^-1`` without self loops (``1/0`` read as 0).
+
+    The GraphSAGE mean ``D_in^-1 A^T`` is a block of ``A^T`` with ``row_deg`` its rows'
+    in-degrees; its adjoint ``A D_in^-1`` a block of ``A`` with ``col_deg`` every vertex's
+    in-degree (``None``: no scaling on that side). A vertex without in-neighbours has an
+    empty row, so its mean is 0.
+    """
+    a = block.tocsr(copy=True)
+    a.sum_duplicates()
+    a.sort_indices()
+    r = _inverse(row_deg, a.shape[0])
+    c = _inverse(col_deg, a.shape[1])
+    a.data = (np.repeat(r, np.diff(a.indptr)) * c[a.indices]).astype(dtype)
+    return a
+
+
+def operator_block(
+    block: sp.csr_matrix,
+    row_offset: int,
+    transpose: bool,
+    row_indptr: np.ndarray,
+    col_indptr: np.ndarray,
+    model: str,
+    dtype: np.dtype | type = np.float32,
+) -> sp.csr_matrix:
+    """A block of rows of the layers' operator: ``Â^T`` / ``Â`` (gcn) or the mean (sage).
+
+    Parameters
+    ----------
+    block
+        Unweighted CSR rows ``[row_offset, ..)`` of ``A^T`` (``transpose``) or of ``A``.
+    row_offset
+        Global id of the block's first row.
+    transpose
+        Whether ``block`` holds rows of ``A^T`` (the forward operator) or of ``A``.
+    row_indptr
+        CSR ``indptr`` of the block's rows in the file (the row side's degrees).
+    col_indptr
+        CSR ``indptr`` of all ``n`` rows of the other matrix (the column side's degrees).
+    model
+        ``"gcn"``: :func:`normalize_block`; ``"sage"``: ``D_in^-1 A^T`` and its adjoint
+        ``A D_in^-1`` (:func:`mean_block`).
+    dtype
+        Value dtype of the result.
+    """
+    if model == "sage":
+        if transpose:
+            return mean_block(block, np.diff(row_indptr), None, dtype)
+        return mean_block(block, None, np.diff(col_indptr), dtype)
+    row_deg = degrees_from_indptr(row_indptr)
+    col_deg = degrees_from_indptr(col_indptr)
+    return normalize_block(block, row_offset, row_deg, col_deg, dtype)

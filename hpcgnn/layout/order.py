@@ -21,6 +21,18 @@ def weight_entries(widths: list[int] | tuple[int, ...]) -> int:
     return sum(a * b for a, b in zip(widths[:-1], widths[1:], strict=True))
 
 
+def weight_shapes(
+    widths: list[int] | tuple[int, ...], per_layer: int = 1
+) -> list[tuple[int, int]]:
+    """Shapes of the weights in the model's order: ``per_layer`` of ``(f_{l-1}, f_l)`` per layer.
+
+    ``per_layer = 1`` for GCN's ``W^l``, 2 for GraphSAGE's ``W_self^l, W_neigh^l``.
+    """
+    return [
+        (a, b) for a, b in zip(widths[:-1], widths[1:], strict=True) for _ in range(per_layer)
+    ]
+
+
 def transform_first(layer: int, f_in: int, f_out: int) -> bool:
     """Whether layer ``layer`` computes ``Â^T (H W)`` rather than CAGNET's ``(Â^T H) W``.
 

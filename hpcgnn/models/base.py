@@ -111,12 +111,15 @@ class GCNModel:
     subnet: Subnet | None = None
 
     def _init_weights(self, weights: list[torch.Tensor] | None) -> None:
-        """Set ``widths`` and ``weights``: the ones given, else Glorot from ``cfg.seed``."""
+        """Set ``widths`` and ``weights``: the ones given, else Glorot from ``cfg.seed``.
+
+        ``cfg.model == "sage"``: two weights per layer, ``W_self`` and ``W_neigh``.
+        """
         meta, cfg = self.meta, self.cfg
         self.widths = layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, cfg.layers)
         self.weights = (
             weights if weights is not None
-            else init_weights(self.widths, cfg.seed, cfg.numpy_dtype)
+            else init_weights(self.widths, cfg.seed, cfg.numpy_dtype, cfg.model)
         )
 
     def dropout_columns(self) -> Callable[[int], Columns] | None:
@@ -146,7 +149,9 @@ class GCNModel:
             keep = block_dropout(
                 self.cfg.seed, self.cfg.dropout, epoch, self.rows, *self._dropout_view()
             )
-        return gcn_forward(self.x, self.weights, self.layers, self.cfg.dropout, keep, self.stats)
+        return gcn_forward(
+            self.x, self.weights, self.layers, self.cfg.dropout, keep, self.stats, self.cfg.model
+        )
 
     def reduce_gradients(self) -> None:
         """Sum the partial weight gradients over the ranks that hold them."""
@@ -202,8 +207,9 @@ class RowBlockModel(GCNModel):
     ) -> tuple[sp.csr_matrix, sp.csr_matrix | None]:
         """Read this rank's rows (collective); returns its rows of ``Â^T`` and of ``Â``.
 
-        Sets the attributes of :class:`GCNModel` except ``layers``; ``comm`` is the
-        process column.
+        With ``cfg.model == "sage"`` the rows are the mean operator's ``D_in^-1 A^T`` and
+        its adjoint's (:func:`~hpcgnn.graph.blocks.normalized_rows`). Sets the attributes
+        of :class:`GCNModel` except ``layers``; ``comm`` is the process column.
         """
         self.grid, self.cfg = grid, cfg
         self.comm = comm = grid.col
@@ -215,8 +221,9 @@ class RowBlockModel(GCNModel):
                     require_partition(meta, comm.size)
                 self.offsets = vertex_offsets(meta.num_nodes, comm.size, meta.partition_offsets)
                 lo, hi = (int(v) for v in self.offsets[comm.rank : comm.rank + 2])
-                a_t = normalized_rows(gf, lo, hi, True, cfg.numpy_dtype)
-                a = normalized_rows(gf, lo, hi, False, cfg.numpy_dtype) if with_a else None
+                dtype, model = cfg.numpy_dtype, cfg.model
+                a_t = normalized_rows(gf, lo, hi, True, dtype, model)
+                a = normalized_rows(gf, lo, hi, False, dtype, model) if with_a else None
                 self.x, self.y, self.masks = read_vertex_data(gf, (lo, hi), cfg.numpy_dtype)
         self.meta = meta
         self.rows = (lo, hi)

@@ -14,11 +14,12 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
+from hpcgnn.config import SAMPLER_MODEL
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.kernels.spmm import sparse_matmul
 from hpcgnn.layout.blocks import stage_chunks
 from hpcgnn.nn.gcn import dropout
-from hpcgnn.nn.init import glorot_weights
+from hpcgnn.nn.init import init_weights
 from hpcgnn.nn.sampled import Agg, ladies_layer, sage_layer
 from hpcgnn.sampling.sampled import SampledBatch
 from hpcgnn.spmm.block_row import StagedBroadcastSpMM
@@ -52,13 +53,12 @@ def sampled_weights(
     sampler: str, widths: list[int], seed: int, dtype: np.dtype | type
 ) -> list[torch.Tensor]:
     """Glorot weights and zero biases: per layer ``W_self, W_neigh, b`` (sage) or ``W, b``."""
-    mats = [glorot_weights(widths, seed, dtype)]
-    if sampler == "sage":
-        mats.append(glorot_weights(widths, seed + 1, dtype))
+    model = SAMPLER_MODEL[sampler]
+    per = 2 if model == "sage" else 1
+    mats = init_weights(widths, seed, dtype, model)
     out: list[torch.Tensor] = []
     for layer in range(len(widths) - 1):
-        for m in mats:
-            out.append(torch.from_numpy(m[layer]).requires_grad_(True))
+        out.extend(mats[per * layer : per * (layer + 1)])
         out.append(torch.from_numpy(np.zeros(widths[layer + 1], dtype=dtype)).requires_grad_(True))
     return out
 

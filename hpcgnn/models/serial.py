@@ -16,7 +16,7 @@ from mpi4py import MPI
 
 from hpcgnn.comm.communicator import Comm
 from hpcgnn.config import TrainConfig
-from hpcgnn.graph.normalize import degrees_from_indptr, normalize_block
+from hpcgnn.graph.normalize import operator_block
 from hpcgnn.io.reader import GraphFile
 from hpcgnn.kernels.spmm import spmm, to_torch_csr
 from hpcgnn.models.base import GCNModel, read_vertex_data
@@ -40,24 +40,26 @@ class LocalAggregation:
 
 
 def load_normalized(
-    gf: GraphFile, dtype: np.dtype | type, adjoint: bool = True
+    gf: GraphFile, dtype: np.dtype | type, adjoint: bool = True, model: str = "gcn"
 ) -> tuple[sp.csr_matrix, sp.csr_matrix | None]:
     """Read the whole graph and return ``(Â^T, Â)`` as SciPy CSR matrices.
 
-    ``adjoint=False`` (a forward pass only) skips ``Â`` and returns ``(Â^T, None)``.
+    ``adjoint=False`` (a forward pass only) skips ``Â`` and returns ``(Â^T, None)``;
+    ``model="sage"`` returns the mean ``D_in^-1 A^T`` and its adjoint instead
+    (:func:`~hpcgnn.graph.normalize.operator_block`).
     """
     n = gf.meta.num_nodes
     a = gf.read_csr(0, n)
     a_t = gf.read_csr(0, n, transpose=True) if gf.meta.directed else a
-    out_deg = degrees_from_indptr(a.indptr)
-    in_deg = degrees_from_indptr(a_t.indptr)
-    norm_t = normalize_block(a_t, 0, in_deg, out_deg, dtype)
-    norm = normalize_block(a, 0, out_deg, in_deg, dtype) if adjoint else None
+    norm_t = operator_block(a_t, 0, True, a_t.indptr, a.indptr, model, dtype)
+    norm = operator_block(a, 0, False, a.indptr, a_t.indptr, model, dtype) if adjoint else None
     return norm_t, norm
 
 
 class SerialGCN(GCNModel):
-    """Full-batch GCN on one process (``comm`` is ``COMM_SELF``; nothing is reduced).
+    """Full-batch GCN (or GraphSAGE-mean, ``cfg.model``) on one process (``COMM_SELF``).
+
+    Nothing is reduced.
 
     Parameters
     ----------
@@ -66,7 +68,8 @@ class SerialGCN(GCNModel):
     cfg
         Training configuration.
     weights
-        ``W^1 .. W^L`` to train (default: Glorot from ``cfg.seed``).
+        ``W^1 .. W^L`` to train (default: Glorot from ``cfg.seed``; sage: per layer
+        ``W_self, W_neigh``).
 
     """
 
@@ -83,7 +86,7 @@ class SerialGCN(GCNModel):
         with GraphFile(path) as gf:
             self.meta = meta = gf.meta
             n = meta.num_nodes
-            norm_t, norm = load_normalized(gf, cfg.numpy_dtype)
+            norm_t, norm = load_normalized(gf, cfg.numpy_dtype, model=cfg.model)
             self.x, self.y, self.masks = read_vertex_data(gf, (0, n), cfg.numpy_dtype)
         self.rows = (0, n)
         assert norm is not None

@@ -20,6 +20,10 @@ other model. The traffic is category ``gist_eval``, modelled by
 
 Memory per rank: its weight rows, ``Â^T`` (the graph, which GIST's ultra-wide models
 dwarf), ``O(N f / P)`` activations and the ``N x f_L`` logits.
+
+GraphSAGE (``cfg.model == "sage"``): ``Â^T`` is the mean ``D_in^-1 A^T`` and each layer
+is ``(Â^T H) W_neigh + H W_self``, always in that order: both partial products of a rank
+come from its own rows and are summed before the one reduction, so the traffic is GCN's.
 """
 
 from __future__ import annotations
@@ -74,45 +78,63 @@ class ShardedForward:
         r = world.rank
         with GraphFile(path) as gf:
             n = gf.meta.num_nodes
-            norm_t, _ = load_normalized(gf, cfg.numpy_dtype, adjoint=False)
+            norm_t, _ = load_normalized(gf, cfg.numpy_dtype, adjoint=False, model=cfg.model)
             cols = (int(self.offsets[0][r]), int(self.offsets[0][r + 1]))
             self.x, self.y, self.masks = read_vertex_data(gf, (0, n), cfg.numpy_dtype, cols)
         self.num_nodes = n
         self.a_t = to_torch_csr(norm_t, self.dtype)
         self.chunks = even_offsets(n, world.size)
 
-    def logits(self, shards: Sequence[np.ndarray]) -> torch.Tensor:
+    def logits(
+        self, shards: Sequence[np.ndarray], self_shards: Sequence[np.ndarray] | None = None
+    ) -> torch.Tensor:
         """Logits of every vertex (``N x f_L``, the same on every rank) for this rank's rows.
 
-        ``shards[l]``: this rank's rows ``R^l_r`` of ``W^{l+1}``.
+        ``shards[l]``: this rank's rows ``R^l_r`` of ``W^{l+1}`` (GraphSAGE: of
+        ``W_neigh``, with ``self_shards[l]`` those of ``W_self``).
         """
         h = self.x
         last = len(self.widths) - 2
         stats = self.world.stats
         for layer, shard in enumerate(shards):
             w = torch.from_numpy(np.ascontiguousarray(shard))
-            first = transform_first(layer, self.widths[layer], self.widths[layer + 1])
+            w_self = None
+            if self_shards is not None:
+                w_self = torch.from_numpy(np.ascontiguousarray(self_shards[layer]))
+            first = w_self is None and transform_first(
+                layer, self.widths[layer], self.widths[layer + 1]
+            )
             t = h if first else spmm(self.a_t, h)
             if layer == last:
-                z = matmul(t, w, stats).contiguous()
+                z = matmul(t, w, stats)
+                if w_self is not None:
+                    z = z + matmul(h, w_self, stats)
+                z = z.contiguous()
                 self.world.allreduce(z, EVAL)
             else:
-                z = self._reduce_scatter(t, w, self.offsets[layer + 1])
+                z = self._reduce_scatter(t, w, self.offsets[layer + 1], h, w_self)
             if first:
                 z = spmm(self.a_t, z)
             h = z if layer == last else torch.relu(z)
         return h
 
     def _reduce_scatter(
-        self, t: torch.Tensor, w: torch.Tensor, out_offsets: np.ndarray
+        self, t: torch.Tensor, w: torch.Tensor, out_offsets: np.ndarray,
+        h: torch.Tensor | None = None, w_self: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """``sum_r T_r W_r`` of every rank, this rank's column block, in row chunks."""
+        """``sum_r T_r W_r`` (``+ H_r W_self_r``) of every rank, this rank's column block.
+
+        In row chunks.
+        """
         counts = np.diff(out_offsets)
         mine = int(counts[self.world.rank])
         out = torch.empty((mine, self.num_nodes), dtype=self.dtype)
         for a, b in zip(self.chunks[:-1], self.chunks[1:], strict=True):
             if a == b:  # the same on every rank (N < P)
                 continue
-            part = matmul(t[a:b], w, self.world.stats).T.contiguous()  # f_out x rows
+            part = matmul(t[a:b], w, self.world.stats)
+            if w_self is not None and h is not None:
+                part = part + matmul(h[a:b], w_self, self.world.stats)
+            part = part.T.contiguous()  # f_out x rows
             out[:, a:b] = self.world.reduce_scatter(part, counts, EVAL)
         return out.T.contiguous()

@@ -35,8 +35,7 @@ from hpcgnn.comm.collective import collective
 from hpcgnn.config import TrainConfig
 from hpcgnn.cost.estimate import Estimate
 from hpcgnn.cost.summa import SummaBlockNnz, predict_summa
-from hpcgnn.graph.blocks import degrees
-from hpcgnn.graph.normalize import normalize_block
+from hpcgnn.graph.normalize import operator_block
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.io.reader import GraphFile
 from hpcgnn.layout.summa import (
@@ -67,7 +66,8 @@ class GridGCN(GCNModel):
     cfg
         Training configuration.
     weights
-        ``W^1 .. W^L`` to train (default: Glorot from ``cfg.seed``).
+        ``W^1 .. W^L`` to train (default: Glorot from ``cfg.seed``; ``cfg.model ==
+        "sage"``: per layer ``W_self, W_neigh``, the self term one more dense step).
 
     Attributes
     ----------
@@ -103,21 +103,26 @@ class GridGCN(GCNModel):
                 meta = gf.meta
                 n = meta.num_nodes
                 self.layout = layout = SummaLayout(n, sgrid.dims, meta.partition_offsets)
-                in_deg = degrees(gf, 0, n, True)
-                out_deg = degrees(gf, 0, n, False)
+                in_ptr = gf.read_indptr(0, n, transpose=True)
+                out_ptr = gf.read_indptr(0, n, transpose=False)
 
                 def rows_of(transpose: bool) -> RowReader:
-                    row_deg, col_deg = (in_deg, out_deg) if transpose else (out_deg, in_deg)
+                    row_ptr, col_ptr = (in_ptr, out_ptr) if transpose else (out_ptr, in_ptr)
 
                     def read(lo: int, hi: int) -> sp.csr_matrix:
                         block = gf.read_csr(lo, hi, transpose=transpose)
-                        return normalize_block(block, lo, row_deg[lo:hi], col_deg, np_dtype)
+                        return operator_block(
+                            block, lo, transpose, row_ptr[lo : hi + 1], col_ptr, cfg.model,
+                            np_dtype,
+                        )
 
                     return read
 
                 fwd_blocks = owned_blocks(layout, i, j, layer, rows_of(True))
+                # the mean D_in^-1 A^T is not symmetric even when A is
+                separate = meta.directed or cfg.model == "sage"
                 bwd_blocks = (
-                    owned_blocks(layout, i, j, layer, rows_of(False)) if meta.directed else None
+                    owned_blocks(layout, i, j, layer, rows_of(False)) if separate else None
                 )
                 lo, hi = layout.fine_range(i, layer)
                 s_lo, s_hi = (lo, hi) if j == 0 else (lo, lo)  # column 0 scores
@@ -129,7 +134,7 @@ class GridGCN(GCNModel):
         self.rows = (lo, hi)
         self.row_ids = np.arange(s_lo, s_hi)
         fwd = SummaSpMM(layout, sgrid, fwd_blocks, dtype)
-        # undirected: Â is symmetric, one set of blocks serves both directions
+        # undirected GCN: Â is symmetric, one set of blocks serves both directions
         bwd = SummaSpMM(layout, sgrid, bwd_blocks, dtype) if bwd_blocks is not None else fwd
         self.aggregation = SummaAggregation(fwd, bwd)
         self._init_weights(weights)

@@ -154,29 +154,61 @@ def select_columns(ids: np.ndarray, local: Columns | None) -> np.ndarray:
     return ids[np.asarray(local)]
 
 
+def _dense(ops: LayerOps, stats: CommStats | None) -> Dense:
+    """The layout's dense step, or a local GEMM (timed as ``gemm``)."""
+    if ops.dense is not None:
+        return ops.dense
+
+    def dense(t: torch.Tensor, wt: torch.Tensor) -> torch.Tensor:
+        return matmul(t, wt, stats)
+
+    return dense
+
+
+def propagate(
+    h: torch.Tensor, w: torch.Tensor, layer: int, ops: LayerOps, stats: CommStats | None = None,
+    w_self: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """``Â^T H W`` (plus ``H W_self`` when given) on this rank's block, before the activation.
+
+    The order of the product follows :func:`~hpcgnn.layout.order.transform_first` on the
+    shape of ``w`` (the full ``W^l``). The self term is one more dense step of the same
+    shape on the layer's input; in the order ``Â^T (H W)`` it is added before
+    ``ops.finish``, so a SUMMA grid gathers the sum once.
+    """
+    dense = _dense(ops, stats)
+    if transform_first(layer, w.shape[0], w.shape[1]):
+        z = aggregate(dense(h, w), ops.aggregation, stats, layer)
+        if w_self is not None:
+            z = z + dense(h, w_self)
+        if ops.finish is not None:
+            z = ops.finish(z)
+        return z
+    z = dense(aggregate(h, ops.aggregation, stats, layer), w)
+    return z if w_self is None else z + dense(h, w_self)
+
+
 def gcn_layer(
     h: torch.Tensor, w: torch.Tensor, layer: int, last: bool, ops: LayerOps,
     stats: CommStats | None = None,
 ) -> torch.Tensor:
-    """One GCN layer ``act(Â^T H W)`` on this rank's block (no dropout; see :func:`dropout`).
+    """One GCN layer ``act(Â^T H W)`` on this rank's block (no dropout; see :func:`dropout`)."""
+    return activate(propagate(h, w, layer, ops, stats), last)
 
-    The order of the product follows :func:`~hpcgnn.layout.order.transform_first` on the
-    shape of ``w`` (the full ``W^l``).
+
+def sage_layer(
+    h: torch.Tensor, w_self: torch.Tensor, w_neigh: torch.Tensor, layer: int, last: bool,
+    ops: LayerOps, stats: CommStats | None = None,
+) -> torch.Tensor:
+    """One GraphSAGE-mean layer ``act(H W_self + (D_in^-1 A^T) H W_neigh)`` on this rank's block.
+
+    ``ops.aggregation`` is the mean operator; the neighbour term is :func:`propagate`
+    (same order, same SpMM as a GCN layer of ``w_neigh``'s shape), the self term a dense
+    step on this rank's own rows (no communication in row layouts; on a SUMMA grid the
+    layer's dense step once more). No bias, as the GCN layers have none (the sampled
+    model's :func:`hpcgnn.nn.sampled.sage_layer` has one).
     """
-    if ops.dense is None:
-
-        def dense(t: torch.Tensor, wt: torch.Tensor) -> torch.Tensor:
-            return matmul(t, wt, stats)
-
-    else:
-        dense = ops.dense
-    if transform_first(layer, w.shape[0], w.shape[1]):
-        z = aggregate(dense(h, w), ops.aggregation, stats, layer)
-        if ops.finish is not None:
-            z = ops.finish(z)
-    else:
-        z = dense(aggregate(h, ops.aggregation, stats, layer), w)
-    return activate(z, last)
+    return activate(propagate(h, w_neigh, layer, ops, stats, w_self), last)
 
 
 def gcn_forward(
@@ -186,15 +218,17 @@ def gcn_forward(
     p: float,
     keep: KeepMask | None,
     stats: CommStats | None = None,
+    model: str = "gcn",
 ) -> torch.Tensor:
-    """Run the GCN forward on this rank's block and return its block of the logits.
+    """Run the GCN (or GraphSAGE-mean) forward on this rank's block; its block of the logits.
 
     Parameters
     ----------
     h0
         This rank's block of the input features.
     weights
-        ``W^1 .. W^L`` (injected: replicated, or sub-weights).
+        ``W^1 .. W^L`` (injected: replicated, or sub-weights); sage: per layer
+        ``W_self^l, W_neigh^l``.
     layers
         One :class:`LayerOps` per layer.
     p
@@ -204,13 +238,22 @@ def gcn_forward(
         for evaluation (no dropout).
     stats
         Where to time local dense products (phase ``gemm``), if given.
+    model
+        ``"gcn"`` (:func:`gcn_layer`) or ``"sage"`` (:func:`sage_layer`).
     """
     h = h0
-    last = len(weights) - 1
-    for layer, (w, ops) in enumerate(zip(weights, layers, strict=True)):
+    last = len(layers) - 1
+    per = 2 if model == "sage" else 1
+    if len(weights) != per * len(layers):
+        raise ValueError(f"{model}: {len(weights)} weights for {len(layers)} layers")
+    for layer, ops in enumerate(layers):
         if keep is not None and p > 0.0:
             h = dropout(h, keep(layer), p)
-        h = gcn_layer(h, w, layer, layer == last, ops, stats)
+        w = weights[per * layer : per * (layer + 1)]
+        if model == "sage":
+            h = sage_layer(h, w[0], w[1], layer, layer == last, ops, stats)
+        else:
+            h = gcn_layer(h, w[0], layer, layer == last, ops, stats)
     return h
 
 

@@ -37,7 +37,19 @@ def glorot_weights(
 
 
 def init_weights(
-    widths: list[int], seed: int, dtype: np.dtype | type = np.float32
+    widths: list[int], seed: int, dtype: np.dtype | type = np.float32, model: str = "gcn"
 ) -> list[torch.Tensor]:
-    """Glorot weights ``W^1..W^L`` as leaf tensors, identical on every rank for ``seed``."""
-    return [torch.from_numpy(w).requires_grad_(True) for w in glorot_weights(widths, seed, dtype)]
+    """Glorot weights as leaf tensors, identical on every rank for ``seed``.
+
+    ``model="gcn"``: ``W^1 .. W^L``; ``"sage"``: per layer ``W_self^l, W_neigh^l``, the
+    ``W_self`` drawn from ``seed`` and the ``W_neigh`` from ``seed + 1`` (as the sampled
+    GraphSAGE of :func:`hpcgnn.models.minibatch.sampled_weights`).
+    """
+    streams = [glorot_weights(widths, seed, dtype)]
+    if model == "sage":
+        streams.append(glorot_weights(widths, seed + 1, dtype))
+    return [
+        torch.from_numpy(m[layer]).requires_grad_(True)
+        for layer in range(len(widths) - 1)
+        for m in streams
+    ]

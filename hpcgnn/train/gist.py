@@ -44,7 +44,7 @@ from hpcgnn.exchange.subnets import EVAL, GATHER, SCATTER, SubnetShards
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.io.reader import GraphMeta
 from hpcgnn.layout.blocks import even_offsets
-from hpcgnn.layout.order import layer_sizes, weight_entries
+from hpcgnn.layout.order import layer_sizes, weight_entries, weight_shapes
 from hpcgnn.layout.shapes import GridShape
 from hpcgnn.layout.subnets import group_sizes, subnets
 from hpcgnn.models.base import GCNModel
@@ -142,7 +142,7 @@ class GistTrainer:
         )
         zeros = [
             torch.zeros(a, b, dtype=cfg.torch_dtype, requires_grad=True)
-            for a, b in zip(sub_widths[:-1], sub_widths[1:], strict=True)
+            for a, b in weight_shapes(sub_widths, cfg.weights_per_layer)
         ]
         self.model = make_model(self.group_grid, self.sub_cfg, zeros)
         self.inner = FullBatchTrainer(self.model, self.sub_cfg, self.group_grid.world)
@@ -163,22 +163,39 @@ class GistTrainer:
         """This rank's rows of the Glorot weights (the serial run's) and zero moments.
 
         Drawn in chunks of rows (:data:`INIT_CHUNK` entries), so the float64 draw never
-        doubles a wide weight's memory.
+        doubles a wide weight's memory. GraphSAGE: ``W_self`` from ``seed``, ``W_neigh``
+        from ``seed + 1`` (:func:`hpcgnn.nn.init.init_weights`).
         """
         cfg, widths = self.cfg, self.widths
         offsets = SubnetShards.offsets_of(widths, self.world.size)
         r = self.world.rank
-        w = []
-        for i, off in enumerate(offsets):
-            lo, hi = int(off[r]), int(off[r + 1])
-            rows = np.empty((hi - lo, widths[i + 1]), dtype=cfg.numpy_dtype)
-            step = max(1, INIT_CHUNK // max(1, widths[i + 1]))
-            for a in range(lo, hi, step):
-                b = min(hi, a + step)
-                rows[a - lo : b - lo] = glorot_rows(widths, cfg.seed, i, a, b, cfg.numpy_dtype)
-            w.append(rows)
-        moments = [[np.zeros_like(a) for a in w] for _ in KINDS[1:]]
-        return SubnetShards(self.world, widths, [w, *moments])
+        kinds = []
+        for seed in range(cfg.seed, cfg.seed + cfg.weights_per_layer):
+            w = []
+            for i, off in enumerate(offsets):
+                lo, hi = int(off[r]), int(off[r + 1])
+                rows = np.empty((hi - lo, widths[i + 1]), dtype=cfg.numpy_dtype)
+                step = max(1, INIT_CHUNK // max(1, widths[i + 1]))
+                for a in range(lo, hi, step):
+                    b = min(hi, a + step)
+                    rows[a - lo : b - lo] = glorot_rows(widths, seed, i, a, b, cfg.numpy_dtype)
+                w.append(rows)
+            kinds.append(w)
+        moments = [[np.zeros_like(a) for a in w] for _ in KINDS[1:] for w in kinds]
+        return SubnetShards(self.world, widths, [*kinds, *moments])
+
+    def _by_weight(self, kinds: list[list[np.ndarray]]) -> list[list[np.ndarray]]:
+        """``KINDS`` x the weights in the model's order, from ``kinds[k * per + j][layer]``."""
+        per = self.cfg.weights_per_layer
+        return [
+            [kinds[k * per + j][i] for i in range(len(kinds[0])) for j in range(per)]
+            for k in range(len(KINDS))
+        ]
+
+    def _by_kind(self, weights: list[list[np.ndarray]]) -> list[list[np.ndarray]]:
+        """The inverse of :meth:`_by_weight`."""
+        per = self.cfg.weights_per_layer
+        return [w[j::per] for w in weights for j in range(per)]
 
     @property
     def weights(self) -> list[torch.Tensor]:
@@ -194,7 +211,7 @@ class GistTrainer:
         return self.shards.digest()
 
     def _shard_shapes(self) -> list[tuple[int, int]]:
-        return [tuple(w.shape) for w in self.shards.shards[0]]  # type: ignore[misc]
+        return [tuple(w.shape) for _, w in self.shards.weight_shards()]  # type: ignore[misc]
 
     def save_checkpoint(
         self, directory: str | os.PathLike, epoch: int, history: list[dict],
@@ -202,7 +219,7 @@ class GistTrainer:
     ) -> None:
         """Every rank writes its rows of the weights and moments (collective)."""
         save_sharded_checkpoint(
-            directory, self.world, epoch=epoch, shards=self.shards.shards,
+            directory, self.world, epoch=epoch, shards=self._by_weight(self.shards.shards),
             adam_step=self.steps_done, history=history, fingerprint=fingerprint,
         )
 
@@ -216,8 +233,8 @@ class GistTrainer:
                 collective=True,
             )
         dtype = self.shards.shards[0][0].dtype
-        self.shards.shards = restore_sharded(
-            state, directory, self.world, self._shard_shapes(), dtype
+        self.shards.shards = self._by_kind(
+            restore_sharded(state, directory, self.world, self._shard_shapes(), dtype)
         )
         self.steps_done = want
 
@@ -232,14 +249,15 @@ class GistTrainer:
         model = self.model
         model.subnet = nets[self.index]
         # the sub-model is trained in the buffer it arrived in: weights and moments in place
-        model.weights[:] = [torch.from_numpy(a).requires_grad_(True) for a in sub[0]]
+        weights, avg, avg_sq = self._by_weight(sub)
+        model.weights[:] = [torch.from_numpy(a).requires_grad_(True) for a in weights]
         opt = make_optimizer(model.weights, self.sub_cfg)
         opt.state.update({
             w: {
                 "step": torch.tensor(float(self.steps_done), dtype=torch.float32),
                 "exp_avg": torch.from_numpy(m1), "exp_avg_sq": torch.from_numpy(m2),
             }
-            for w, m1, m2 in zip(model.weights, sub[1], sub[2], strict=True)
+            for w, m1, m2 in zip(model.weights, avg, avg_sq, strict=True)
         })
         self.inner.optimizer = self.optimizer = opt
         shares = [self.inner.step(epoch * k + it) for it in range(k)]
@@ -247,12 +265,15 @@ class GistTrainer:
         # free the round's sub-model (buffer, gradients, optimiser) before the exchange
         model.weights[:] = self._idle
         self.inner.optimizer = self.optimizer = self._idle_optimizer
-        del sub, opt
+        del sub, opt, weights, avg, avg_sq
         self.shards.write_back(nets, self.roots, flat)
         del flat
         self.steps_done += k
         self.predicted_rounds.append(
-            round_bytes(nets, self.shards.offsets, self.roots, self.group_size, cfg.itemsize)
+            round_bytes(
+                nets, self.shards.offsets, self.roots, self.group_size, cfg.itemsize,
+                cfg.weights_per_layer,
+            )
         )
         after = _gist_bytes(stats)
         self.measured_rounds.append({c: after[c] - before[c] for c in after})
@@ -270,7 +291,10 @@ class GistTrainer:
             self._forward = ShardedForward(
                 self.meta.path, self.world, self.cfg, self.widths, self.shards.offsets
             )
-        return self._forward.logits(self.shards.shards[0])
+        shards = self.shards.shards
+        if self.cfg.model == "sage":  # W_self, W_neigh
+            return self._forward.logits(shards[1], shards[0])
+        return self._forward.logits(shards[0])
 
     def evaluate(self) -> dict[str, float]:
         """Loss and accuracies of the global model, evaluated over its row shards.
@@ -320,7 +344,9 @@ class GistTrainer:
         ]
         sub_measured = measured.get(SCATTER, 0.0) + measured.get(GATHER, 0.0)
         sub_predicted = predicted[SCATTER] + predicted[GATHER]
-        dp = data_parallel_bytes(self.widths, self.world.size, self.cfg.itemsize, k)
+        dp = data_parallel_bytes(
+            self.widths, self.world.size, self.cfg.itemsize, k, self.cfg.weights_per_layer
+        )
         evals = self.world.allreduce_scalar(float(sum(self.eval_measured)))
         eval_predicted = eval_bytes(
             self.widths, self.meta.num_nodes, self.world.size, self.cfg.itemsize
@@ -332,7 +358,8 @@ class GistTrainer:
             "local_iters": k, "group_size": self.group_size,
             "group_grid": str(self.group_grid.shape),
             "hidden": self.cfg.hidden, "subnet_hidden": self.hidden,
-            "full_model_bytes": weight_entries(self.widths) * self.cfg.itemsize,
+            "full_model_bytes": weight_entries(self.widths) * self.cfg.weights_per_layer
+            * self.cfg.itemsize,
             "submodel_bytes_per_round": {"measured": sub_measured, "predicted": sub_predicted},
             "data_parallel_allreduce_bytes_per_round": dp,
             "eval_bytes_per_evaluation": {

@@ -15,7 +15,7 @@ from mpi4py import MPI
 
 from hpcgnn.comm.collective import collective
 from hpcgnn.comm.memory import check_memory
-from hpcgnn.config import ALGORITHMS, GRID_KIND, TrainConfig
+from hpcgnn.config import ALGORITHMS, GRID_KIND, TrainConfig, resolve_model
 from hpcgnn.cost.block_row import replication_note
 from hpcgnn.cost.gist import memory_bytes as gist_memory_bytes
 from hpcgnn.cost.ranking import cost_problem, memory_estimate, minibatch_memory_estimate
@@ -108,6 +108,29 @@ def check_options(opts: RunOptions) -> None:
         raise ConfigError("--exchange and --topology apply to --algo halo only")
 
 
+#: Where ``--model sage`` runs in this slice (label of the run: ``--algo`` or the mode).
+SAGE_LABELS = ("1d", "1.5d", "2d", "3d", "halo", "minibatch", "gist")
+
+
+def check_model(opts: RunOptions, cfg: TrainConfig) -> TrainConfig:
+    """The run's config with its layer type resolved; refuses a model the run cannot train.
+
+    In minibatch mode the sampler defines the layers
+    (:func:`~hpcgnn.config.resolve_model`: ``sage`` trains GraphSAGE-mean, ``ladies`` GCN),
+    so ``cfg.model`` becomes the sampler's.
+    """
+    if opts.mode == "minibatch":
+        assert opts.spec is not None
+        return replace(cfg, model=resolve_model(None, opts.spec.sampler))
+    if cfg.model == "sage" and opts.label not in SAGE_LABELS:
+        where = f"--mode {opts.mode}" if opts.mode != "fullbatch" else f"--algo {opts.algo}"
+        raise ConfigError(
+            f"--model sage is not available with {where} yet (use --mode fullbatch or gist,"
+            " or --mode minibatch --sampler sage)"
+        )
+    return cfg
+
+
 def load_run_topology(opts: RunOptions, grid: ProcessGrid) -> Topology | None:
     """The halo run's topology: ``--topology``, else all ranks on one node (collective)."""
     if opts.label != "halo":
@@ -165,7 +188,8 @@ def memory_needed(
         widths = layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, cfg.layers)
         sub = layer_sizes(meta.num_features, sub_cfg.hidden, meta.num_classes, cfg.layers)
         extra = gist_memory_bytes(
-            widths, sub, meta.num_nodes, meta.num_edges, ranks, cfg.itemsize
+            widths, sub, meta.num_nodes, meta.num_edges, ranks, cfg.itemsize,
+            cfg.weights_per_layer,
         )
         return memory_estimate(meta, sub_cfg, shape) + extra
     return memory_estimate(meta, cfg, shape)
@@ -199,6 +223,7 @@ def _fingerprint(
 def train(opts: RunOptions, cfg: TrainConfig, comm: MPI.Comm = MPI.COMM_WORLD) -> TrainResult:
     """Run one training job on ``comm``; every rank returns the same result."""
     check_options(opts)
+    cfg = check_model(opts, cfg)
     if opts.gist is not None:  # --grid and --replication shape each group
         check_gist(opts.gist, cfg, comm.Get_size())
         shape = choose_shape("1d", comm.Get_size(), None, None)

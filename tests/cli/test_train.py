@@ -13,12 +13,17 @@ def run_train(path, *extra):
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("algo", ["1d", "2d", "halo"])
-def test_metrics_and_trace_files(graph_file, shared_tmp, world, algo):
+@pytest.mark.parametrize(
+    "algo,model",
+    [("1d", "gcn"), ("2d", "gcn"), ("halo", "gcn"), ("1d", "sage"), ("2d", "sage"),
+     ("halo", "sage")],
+)
+def test_metrics_and_trace_files(graph_file, shared_tmp, world, algo, model):
     path = graph_file(n=80, seed=1)
-    metrics, trace = shared_tmp / f"m-{algo}.json", shared_tmp / f"t-{algo}.json"
+    metrics, trace = shared_tmp / f"m-{algo}-{model}.json", shared_tmp / f"t-{algo}-{model}.json"
     rc = run_train(
-        path, "--algo", algo, "--metrics", str(metrics), "--trace", str(trace), "--eval-every", "2"
+        path, "--algo", algo, "--model", model, "--metrics", str(metrics), "--trace", str(trace),
+        "--eval-every", "2",
     )
     assert_all(world, rc == 0)
     world.mpi.Barrier()
@@ -26,6 +31,7 @@ def test_metrics_and_trace_files(graph_file, shared_tmp, world, algo):
     for key in ("world_size", "config", "epochs", "final", "time", "comm", "params_sha256"):
         assert key in doc
     assert doc["world_size"] == world.size
+    assert doc["config"]["model"] == model
     assert set(doc["epochs"][0]) >= {"epoch", "loss", "train_acc", "val_acc", "time_s"}
     assert set(doc["final"]) >= {"loss", "train_acc", "val_acc", "test_acc"}
     assert doc["time"]["epoch_median_s"] > 0 and "local_spmm" in doc["time"]["phases"]
@@ -53,11 +59,12 @@ def test_metrics_and_trace_files(graph_file, shared_tmp, world, algo):
 
 
 @pytest.mark.mpi
-def test_resume_gives_identical_parameters(graph_file, shared_tmp, world):
+@pytest.mark.parametrize("model", ["gcn", "sage"])
+def test_resume_gives_identical_parameters(graph_file, shared_tmp, world, model):
     path = graph_file(n=70, seed=2)
-    full, resumed = shared_tmp / "full.json", shared_tmp / "resumed.json"
-    ckpt = shared_tmp / "ckpt"
-    args = ["--epochs", "6", "--dropout", "0.5"]
+    full, resumed = shared_tmp / f"full-{model}.json", shared_tmp / f"resumed-{model}.json"
+    ckpt = shared_tmp / f"ckpt-{model}"
+    args = ["--epochs", "6", "--dropout", "0.5", "--model", model]
     assert_all(world, main(["train", str(path), *args, "--quiet", "--metrics", str(full)]) == 0)
     # interrupted run: stops after 3 epochs, having checkpointed after epochs 2 and 3
     assert_all(
@@ -70,6 +77,8 @@ def test_resume_gives_identical_parameters(graph_file, shared_tmp, world):
                 "3",
                 "--dropout",
                 "0.5",
+                "--model",
+                model,
                 "--quiet",
                 "--checkpoint-dir",
                 str(ckpt),
@@ -90,6 +99,9 @@ def test_resume_gives_identical_parameters(graph_file, shared_tmp, world):
     a, b = json.loads(full.read_text()), json.loads(resumed.read_text())
     assert a["params_sha256"] == b["params_sha256"]
     assert [e["loss"] for e in a["epochs"]] == [e["loss"] for e in b["epochs"]]
+    other = "gcn" if model == "sage" else "sage"  # the fingerprint holds the model
+    rc = main(["train", str(path), *args[:-1], other, "--quiet", "--resume", str(ckpt)])
+    assert_all(world, rc == 1)
 
 
 @pytest.mark.mpi
@@ -213,6 +225,12 @@ def test_halo_metrics_report_planner_stages(graph_file, shared_tmp, world, excha
         (["--seed", "-1"], "--seed must be in [0, 2^63), got -1"),
         (["--mode", "offload", "--chunks", "100000"], "--chunks 100000 is more than the graph's"),
         (["--lr", "1e30", "--epochs", "6"], "training diverged (try a smaller --lr)"),
+        (["--model", "sage", "--mode", "offload"],
+         "--model sage is not available with --mode offload"),
+        (["--model", "gcn", "--mode", "minibatch", "--sampler", "sage"],
+         "--model gcn does not exist with --sampler sage"),
+        (["--model", "sage", "--mode", "minibatch", "--sampler", "ladies", "--layer-size", "8"],
+         "--model sage does not exist with --sampler ladies"),
     ],
 )
 def test_bad_exchange_flags_fail_on_every_rank(graph_file, world, capsys, args, message):

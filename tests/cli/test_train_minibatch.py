@@ -85,7 +85,7 @@ def test_minibatch_accuracy_within_two_points_of_fullbatch(sbm, shared_tmp, worl
 @pytest.mark.parametrize("sampler", ["sage", "ladies"])
 def test_metrics_trace_and_layouts_agree(graph_file, shared_tmp, world, sampler):
     path = graph_file(n=120, avg_degree=5, seed=11, directed=True)
-    flags = ["--fanout", "4,3"]
+    flags = ["--fanout", "4,3", "--model", "sage"]  # --model may repeat the sampler's layers
     if sampler == "ladies":
         flags = ["--sampler", "ladies", "--layer-size", "20,10"]
     docs = {}
@@ -97,6 +97,7 @@ def test_metrics_trace_and_layouts_agree(graph_file, shared_tmp, world, sampler)
         assert_all(world, rc == 0)
         world.mpi.Barrier()
         docs[layout] = json.loads(metrics.read_text())
+        assert docs[layout]["config"]["model"] == ("sage" if sampler == "sage" else "gcn")
         events = json.loads(trace.read_text())["traceEvents"]
         assert {e["tid"] for e in events if e.get("ph") == "X"} == set(range(world.size))
         assert {"sample", "fetch", "propagate"} <= {e["name"] for e in events}

@@ -99,7 +99,9 @@ def test_estimate_from_statistics_is_close_on_a_uniform_graph(dims):
     a = _uniform_graph(n, 60_000, 5)
     layout = SummaLayout(n, dims)
     nnz = tuple(count_block_nnz(layout, lambda lo, hi: a[lo:hi]))
-    exact = SummaProblem(n, a.nnz, (100, 16, 7), 4, None, SummaBlockNnz(layout.dims, nnz, nnz))
+    exact = SummaProblem(
+        n, a.nnz, (100, 16, 7), 4, None, block_nnz=SummaBlockNnz(layout.dims, nnz, nnz)
+    )
     est = predict_summa(Problem(n, a.nnz, (100, 16, 7), 4), dims)
     got = predict_summa(exact, dims)
     for cat in got.bytes_total:
@@ -117,7 +119,7 @@ def test_block_nnz_of_a_file(tmp_path):
     assert sum(c.sum() for c in counts.forward) == total == sum(c.sum() for c in counts.backward)
     assert counts.dims == (2, 2, 2) and summa_block_nnz(path, (2, 2)).dims == (2, 2, 1)
     # a mismatching grid falls back to the estimate instead of failing
-    prob = SummaProblem(40, total, (6, 5, 3), 4, None, counts)
+    prob = SummaProblem(40, total, (6, 5, 3), 4, None, block_nnz=counts)
     plain = Problem(40, total, (6, 5, 3))
     assert predict_summa(prob, (4, 1, 1)).bytes_total == predict_summa(plain, (4, 1, 1)).bytes_total
 

@@ -28,3 +28,17 @@ def test_1p5d_every_replication_matches_serial(graph_file, world, directed):
         with ProcessGrid(MPI.COMM_WORLD, shape) as grid:
             res, _ = compare_with_serial(lambda g=grid: BlockRowGCN(path, g, cfg), path, cfg, world)
             check_cost_model("1.5d", res, problem_of(path, cfg), grid.shape, world)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("directed", [False, True])
+def test_sage_every_block_row_grid_matches_serial_and_cost_model(graph_file, world, directed):
+    path = graph_file(n=47, avg_degree=2.0, directed=directed, seed=9, features=6, classes=3)
+    cfg = TrainConfig(layers=3, hidden=5, dropout=0.3, dtype="float64", seed=4, model="sage")
+    for kind in ("1d", "1.5d"):
+        for shape in admissible_shapes(kind, world.size):
+            with ProcessGrid(MPI.COMM_WORLD, shape) as grid:
+                res, _ = compare_with_serial(
+                    lambda g=grid: BlockRowGCN(path, g, cfg), path, cfg, world
+                )
+                check_cost_model(kind, res, problem_of(path, cfg), grid.shape, world)

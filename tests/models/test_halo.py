@@ -166,3 +166,22 @@ def test_planned_halo_matches_serial_and_cost_model(
         cats = set(measured) | set(predicted)
         ok = all(abs(measured.get(c, 0.0) - predicted.get(c, 0.0)) < 1e-6 for c in cats)
         assert_all(world, ok, f"planned: measured {measured} vs predicted {predicted}")
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("exchange", ["p2p", "planned"])
+def test_halo_sage_matches_serial_and_cost_model(graph_file, shared_tmp, world, exchange):
+    path = metis_graph(graph_file, shared_tmp, world, n=53, directed=True, seed=2,
+                       features=9, classes=3)
+    # widths 9 -> 4 -> 3: the mean of X W_neigh on layer 0 runs a backward exchange too
+    cfg = TrainConfig(layers=2, hidden=4, dropout=0.2, dtype="float64", seed=6, model="sage")
+    with ProcessGrid.create(MPI.COMM_WORLD, "1d") as grid:
+        models = []
+
+        def make():
+            models.append(HaloGCN(path, grid, cfg, exchange=exchange))
+            return models[-1]
+
+        res, _ = compare_with_serial(make, path, cfg, world)
+        if exchange == "p2p":
+            check_halo_cost(res, models[-1], path, cfg, grid, world)

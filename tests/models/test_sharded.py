@@ -17,6 +17,10 @@ def _eval_bytes(world):
     return float(world.stats.snapshot().get(EVAL, {}).get("bytes", 0.0))
 
 
+def _shards(full, offsets, rank):
+    return [w[int(o[rank]) : int(o[rank + 1])] for w, o in zip(full, offsets, strict=True)]
+
+
 @pytest.mark.mpi
 @pytest.mark.parametrize(
     ("features", "hidden", "layers", "directed", "dtype"),
@@ -40,7 +44,7 @@ def test_logits_from_the_shards_equal_the_serial_model(
     full = [rng.normal(size=shape).astype(cfg.numpy_dtype) for shape in shapes]
     offsets = SubnetShards.offsets_of(widths, world.size)
     r = world.rank
-    shards = [w[int(o[r]) : int(o[r + 1])] for w, o in zip(full, offsets, strict=True)]
+    shards = _shards(full, offsets, r)
 
     fwd = ShardedForward(path, world, cfg, widths, offsets)
     before = _eval_bytes(world)
@@ -52,4 +56,28 @@ def test_logits_from_the_shards_equal_the_serial_model(
     err = float((got - want).abs().max() / max(1.0, float(want.abs().max())))
     assert_all(world, err < tol, f"rank {r}: logits differ by {err:.3g} (relative)")
     assert_all(world, bool((got.argmax(1) == want.argmax(1)).all()), "predictions differ")
+    assert sent == pytest.approx(eval_bytes(widths, n, world.size, cfg.itemsize), rel=1e-12)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize(("features", "layers"), [(6, 3), (40, 2)])
+def test_sage_logits_from_the_shards_equal_the_serial_model(graph_file, world, features, layers):
+    n = 31
+    path = graph_file(n=n, features=features, directed=True, avg_degree=1.5, seed=12)
+    cfg = TrainConfig(layers=layers, hidden=8, dtype="float64", seed=3, model="sage")
+    widths = layer_sizes(features, 8, 3, layers)
+    rng = np.random.default_rng(6)
+    w_self, w_neigh = (
+        [rng.normal(size=shape) for shape in zip(widths[:-1], widths[1:], strict=True)]
+        for _ in range(2)
+    )
+    offsets = SubnetShards.offsets_of(widths, world.size)
+    fwd = ShardedForward(path, world, cfg, widths, offsets)
+    before = _eval_bytes(world)
+    got = fwd.logits(_shards(w_neigh, offsets, world.rank), _shards(w_self, offsets, world.rank))
+    sent = world.allreduce_scalar(_eval_bytes(world) - before)
+    full = [torch.from_numpy(w) for pair in zip(w_self, w_neigh, strict=True) for w in pair]
+    want = SerialGCN(path, cfg, weights=full).logits(None)
+    err = float((got - want).abs().max() / max(1.0, float(want.abs().max())))
+    assert_all(world, err < 1e-11, f"rank {world.rank}: logits differ by {err:.3g} (relative)")
     assert sent == pytest.approx(eval_bytes(widths, n, world.size, cfg.itemsize), rel=1e-12)

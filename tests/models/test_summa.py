@@ -31,7 +31,7 @@ def problem_of(path, cfg: TrainConfig, dims=None) -> SummaProblem:
     with GraphFile(path) as gf:
         offsets = gf.meta.partition_offsets
     base = cost_problem_of(path, cfg, offsets)
-    nnz = summa_block_nnz(path, dims) if dims is not None else None
+    nnz = summa_block_nnz(path, dims, cfg.model) if dims is not None else None
     return SummaProblem(**asdict(base), block_nnz=nnz)
 
 
@@ -59,7 +59,7 @@ def run_shape(path, cfg, shape, world, epochs=5):
         model = models[-1]
         check_interface(model, world, model.meta.num_nodes)
         exact = model.block_nnz()
-        ref = summa_block_nnz(path, shape.dims)
+        ref = summa_block_nnz(path, shape.dims, cfg.model)
         ok = all(
             np.array_equal(a, b)
             for a, b in zip(exact.forward + exact.backward, ref.forward + ref.backward, strict=True)
@@ -81,17 +81,32 @@ def test_every_grid_shape_matches_serial_and_cost_model(
 
 
 @pytest.mark.mpi
+@pytest.mark.parametrize("directed", [False, True], ids=["undirected", "directed"])
+def test_sage_every_grid_shape_matches_serial_and_cost_model(graph_file, world, directed):
+    path = graph_file(n=41, avg_degree=2.0, directed=directed, seed=8, features=5, classes=3)
+    cfg = TrainConfig(
+        layers=3, hidden=5, dropout=0.3, dtype="float64", seed=2, eval_every=0, model="sage"
+    )
+    for kind in ("2d", "3d"):
+        for shape in admissible_shapes(kind, world.size):
+            run_shape(path, cfg, shape, world, epochs=3)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("model", ["gcn", "sage"])
 @pytest.mark.parametrize(
     "layers,hidden",
     [(3, 2), (2, 12), (1, 4)],
     ids=["narrow-input-layer", "narrow-logits", "one-layer"],
 )
-def test_layer_orders_and_dense_steps(graph_file, world, layers, hidden):
+def test_layer_orders_and_dense_steps(graph_file, world, layers, hidden, model):
     # (3, 2): layer 1 runs as A^T (X W) with a reduce-scatter, the logits are gathered
     # after (A^T H) W; (2, 12): the logits layer runs as A^T (H W) and is gathered after
     # the SpMM; (1, 4): a single layer whose SpMM has no backward
     path = graph_file(n=31, directed=True, seed=3, features=5, classes=3)
-    cfg = TrainConfig(layers=layers, hidden=hidden, dropout=0.4, dtype="float64", seed=5)
+    cfg = TrainConfig(
+        layers=layers, hidden=hidden, dropout=0.4, dtype="float64", seed=5, model=model
+    )
     shapes = [s for k in ("2d", "3d") for s in admissible_shapes(k, world.size)]
     wide = [s for s in shapes if s.dims[1] > 1] or shapes[:1]
     for shape in wide:

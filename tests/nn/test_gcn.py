@@ -40,3 +40,30 @@ def test_forward_applies_the_counter_based_masks():
     h = torch.relu(a.T @ h @ weights[0])
     h = dropout(h, dropout_keep(9, 2, 1, (0, 5), (0, 3), 3, 0.5), 0.5)
     assert torch.allclose(out, a.T @ (h @ weights[1]))
+
+
+def test_sage_layer_adds_the_self_term_to_the_mean_in_either_order():
+    from hpcgnn.nn.gcn import sage_layer
+
+    rng = np.random.default_rng(4)
+    m = torch.from_numpy(rng.random((6, 6)))
+    h = torch.from_numpy(rng.random((6, 8)))
+    for f_out in (2, 12):
+        w_self = torch.from_numpy(rng.standard_normal((8, f_out)))
+        w_neigh = torch.from_numpy(rng.standard_normal((8, f_out)))
+        got = sage_layer(h, w_self, w_neigh, 1, False, LayerOps(Dense(m)))
+        assert torch.allclose(got, torch.relu(h @ w_self + m.T @ h @ w_neigh))
+
+
+def test_sage_forward_takes_two_weights_per_layer():
+    import pytest
+
+    rng = np.random.default_rng(5)
+    m = torch.from_numpy(rng.random((5, 5)))
+    x = torch.from_numpy(rng.random((5, 4)))
+    ws = [torch.from_numpy(rng.standard_normal(s)) for s in ((4, 3), (4, 3), (3, 2), (3, 2))]
+    out = gcn_forward(x, ws, [LayerOps(Dense(m))] * 2, 0.0, None, model="sage")
+    h = torch.relu(x @ ws[0] + m.T @ x @ ws[1])
+    assert torch.allclose(out, h @ ws[2] + m.T @ h @ ws[3])
+    with pytest.raises(ValueError):
+        gcn_forward(x, ws[:2], [LayerOps(Dense(m))] * 2, 0.0, None, model="sage")

@@ -24,14 +24,15 @@ def _train(world, path, metrics, *flags):
 
 
 @pytest.mark.mpi
+@pytest.mark.parametrize("model", ["gcn", "sage"])
 @pytest.mark.parametrize("algo", ["1d", "2d"])
 def test_one_subnet_one_iteration_is_full_batch_training_step_for_step(
-    graph_file, shared_tmp, world, algo
+    graph_file, shared_tmp, world, algo, model
 ):
     path = graph_file(n=60, seed=4)
-    full = _train(world, path, shared_tmp / "full.json", "--algo", algo)
+    full = _train(world, path, shared_tmp / "full.json", "--algo", algo, "--model", model)
     gist = _train(world, path, shared_tmp / "gist.json", "--algo", algo, "--mode", "gist",
-                  "--subnets", "1", "--local-iters", "1")
+                  "--subnets", "1", "--local-iters", "1", "--model", model)
     np.testing.assert_allclose(
         [e["loss"] for e in gist["epochs"]], [e["loss"] for e in full["epochs"]], rtol=1e-6
     )
@@ -43,23 +44,28 @@ def _subnets(size):
 
 
 @pytest.mark.mpi
-def test_a_round_with_learning_rate_zero_changes_nothing(graph_file, shared_tmp, world):
+@pytest.mark.parametrize("model", ["gcn", "sage"])
+def test_a_round_with_learning_rate_zero_changes_nothing(graph_file, shared_tmp, world, model):
     path = graph_file(n=50, seed=5)
     m = _subnets(world.size)
     doc = _train(world, path, shared_tmp / "lr0.json", "--mode", "gist", "--subnets", str(m),
-                 "--local-iters", "2", "--rounds", "2", "--lr", "0")
+                 "--local-iters", "2", "--rounds", "2", "--lr", "0", "--model", model)
     meta_widths = layer_sizes(6, 8, 3, 3)
-    assert doc["params_sha256"] == params_sha256(init_weights(meta_widths, 2))
+    assert doc["params_sha256"] == params_sha256(init_weights(meta_widths, 2, model=model))
 
 
 @pytest.mark.mpi
-def test_sub_model_traffic_equals_the_cost_model_every_round(graph_file, shared_tmp, world):
+@pytest.mark.parametrize("model", ["gcn", "sage"])
+def test_sub_model_traffic_equals_the_cost_model_every_round(
+    graph_file, shared_tmp, world, model
+):
     path = graph_file(n=50, seed=6)
     m = _subnets(world.size)
     doc = _train(world, path, shared_tmp / "t.json", "--mode", "gist", "--subnets", str(m),
-                 "--local-iters", "2", "--eval-every", "1")
+                 "--local-iters", "2", "--eval-every", "1", "--model", model)
     section = doc["gist"]
     assert section["subnets"] == m and section["rounds"] == 4 and len(section["per_round"]) == 4
+    assert doc["config"]["model"] == model
     for rec in section["per_round"]:
         assert rec["sent_bytes"] == rec["predicted_sent_bytes"]
         assert rec["returned_bytes"] == rec["predicted_returned_bytes"]

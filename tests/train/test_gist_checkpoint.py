@@ -27,14 +27,14 @@ def _history(doc):
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("m", [1, 2])
-def test_resume_at_a_round_boundary_is_bit_identical(graph_file, shared_tmp, world, m):
+@pytest.mark.parametrize("m,model", [(1, "gcn"), (2, "gcn"), (2, "sage")])
+def test_resume_at_a_round_boundary_is_bit_identical(graph_file, shared_tmp, world, m, model):
     if world.size % m:
         pytest.skip(f"--subnets {m} needs a multiple of {m} ranks")
     path = graph_file(n=60, seed=9)
-    net = ["--subnets", str(m)]
+    net = ["--subnets", str(m), "--model", model]
     straight = _train(world, path, *net, "--rounds", "5", metrics=shared_tmp / f"s{m}.json")
-    ckpt = shared_tmp / f"ckpt{m}"
+    ckpt = shared_tmp / f"ckpt{m}{model}"
     # the interrupted run: 3 rounds, checkpointed after rounds 2 and 3
     _train(world, path, *net, "--rounds", "3", "--checkpoint-dir", str(ckpt),
            "--checkpoint-every", "2")

@@ -19,7 +19,7 @@ checkpoints write each rank's rows where they are (:mod:`hpcgnn.train.checkpoint
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -85,6 +85,25 @@ class SubnetShards:
             (i, net.owned_rows(i, *self._range(i, owner))) for i in range(len(self.widths) - 1)
         ]
 
+    def _my_blocks(
+        self, nets: list[Subnet]
+    ) -> Iterator[tuple[np.ndarray, tuple[np.ndarray, np.ndarray], slice, tuple[int, int]]]:
+        """The blocks of this rank's shards that ``nets`` select, in exchange-buffer order.
+
+        Sub-network by sub-network, layer by layer, kind by kind: ``(shard, index, span,
+        shape)`` with ``shard[index]`` the block and ``span`` its place in the flat buffer
+        the owner sends (:meth:`scatter`) and receives back (:meth:`write_back`).
+        """
+        me, pos = self.world.rank, 0
+        for net in nets:
+            for i, rows in self._pieces(net, me):
+                cols = net.cols(i)
+                index = np.ix_(rows - self._range(i, me)[0], cols)
+                n = len(rows) * len(cols)
+                for kind in self.shards:
+                    yield kind[i], index, slice(pos, pos + n), (len(rows), len(cols))
+                    pos += n
+
     def _count(self, net: Subnet, owner: int) -> int:
         return len(self.shards) * net.owned_numel(self.offsets, owner)
 
@@ -116,15 +135,9 @@ class SubnetShards:
         for m, root in enumerate(roots):
             counts[root] += self._count(nets[m], me)
         # the pieces go straight into the send buffer (no list of copies to concatenate)
-        flat, pos = np.empty(int(counts.sum()), dtype=dtype), 0
-        for m in range(len(roots)):
-            for i, rows in self._pieces(nets[m], me):
-                local = rows - self._range(i, me)[0]
-                cols = nets[m].cols(i)
-                n = len(rows) * len(cols)
-                for kind in self.shards:
-                    flat[pos : pos + n] = kind[i][np.ix_(local, cols)].reshape(-1)
-                    pos += n
+        flat = np.empty(int(counts.sum()), dtype=dtype)
+        for shard, index, span, _ in self._my_blocks(nets[: len(roots)]):
+            flat[span] = shard[index].reshape(-1)
         recv_counts = np.zeros(size, dtype=np.int64)
         if me in roots:
             net = nets[roots.index(me)]
@@ -207,15 +220,8 @@ class SubnetShards:
         by_rank[roots] = recv_counts
         got, _ = self.world.alltoallv(flat, counts, GATHER, recvcounts=by_rank)
         del flat
-        pos = 0
-        for m in range(len(roots)):
-            for i, rows in self._pieces(nets[m], me):
-                local = rows - self._range(i, me)[0]
-                cols = nets[m].cols(i)
-                n = len(rows) * len(cols)
-                for kind in self.shards:
-                    kind[i][np.ix_(local, cols)] = got[pos : pos + n].reshape(len(rows), len(cols))
-                    pos += n
+        for shard, index, span, shape in self._my_blocks(nets[: len(roots)]):
+            shard[index] = got[span].reshape(shape)
 
     def full_weights(self) -> list[np.ndarray]:
         """Every weight, whole, on every rank (category ``gist_eval``).

@@ -131,11 +131,14 @@ class OffloadGCN(RowBlockModel):
         with collective(self.grid.world):
             tables = build_tables(comm, neigh, self.offsets, opts.dedup)
         self.exchange = OffloadExchange(comm, tables, self.offsets, opts.dedup)
-        # the backward's reloads of recomputed layers keep their own reuse buffers
-        self.reload = OffloadExchange(comm, tables, self.offsets, opts.dedup)
         largest = int(np.diff(self.offsets).max())
         self.cached = cached_layers(
             largest, self.widths[:-1], self.x.element_size(), opts.cache_budget
+        )
+        # the backward's reloads of recomputed layers keep their own reuse buffers
+        self.reload = (
+            None if all(self.cached)
+            else OffloadExchange(comm, tables, self.offsets, opts.dedup)
         )
         self._blocks = []
         dtype = self.cfg.torch_dtype
@@ -278,6 +281,7 @@ class OffloadGCN(RowBlockModel):
                 if self.cached[layer]:
                     agg = self._to_device(self._aggregates[layer], a, b)
                 else:  # recompute A = Â^T D from the reloaded neighbour rows
+                    assert self.reload is not None
                     neigh = self.reload.load(self._inputs[layer], j)
                     with stats.phase("local_spmm"):
                         agg = spmm(self._blocks[j][0], neigh)
@@ -295,7 +299,8 @@ class OffloadGCN(RowBlockModel):
                     g_neigh = spmm(self._blocks[j][1], g_agg)
                 self.exchange.store(g_neigh, j, g_in)
             self.exchange.end_pass()
-            self.reload.end_pass()
+            if self.reload is not None:
+                self.reload.end_pass()
             if g_in is not None:
                 g_out = g_in
         self._aggregates, self._inputs, self._masks = {}, {}, []

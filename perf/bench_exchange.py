@@ -36,7 +36,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from tables import markdown, prepare, save
+from tables import hpcgnn, markdown, mpiexec, prepare, save
 
 from hpcgnn.io import GraphFile
 
@@ -96,8 +96,8 @@ def partitioned(graph: str, parts: int, tmp: Path) -> str:
     out = tmp / f"{Path(graph).stem}-metis{parts}.h5"
     have = "no partition" if offsets is None else f"a partition into {len(offsets) - 1} parts"
     print(f"{graph} has {have}; partitioning into {parts} parts (metis) -> {out}", flush=True)
-    subprocess.run([sys.executable, "-m", "hpcgnn", "partition", graph, "--parts", str(parts),
-                    "--method", "metis", "--out", str(out), "--quiet"], check=True)
+    subprocess.run(hpcgnn("partition", graph, "--parts", str(parts), "--method", "metis",
+                          "--out", str(out), "--quiet"), check=True)
     return str(out)
 
 
@@ -264,7 +264,7 @@ def main() -> None:
                    help="topology JSON of the halo runs (default: configs/topologies/dgx1.json "
                         "at --procs 8, otherwise the uniform one-node topology; 'none' forces "
                         "the uniform one)")
-    p.add_argument("--mpiexec", default=str(Path(sys.executable).parent / "mpiexec"))
+    p.add_argument("--mpiexec", default=mpiexec())
     p.add_argument("--name", default="bench_exchange", help="results name in perf/results")
     p.add_argument("--runs", default=None,
                    help="comma-separated configurations to run (default: all), e.g. "
@@ -289,10 +289,10 @@ def main() -> None:
         for name in wanted:
             kind, extra = configs[name]
             metrics = tmp / f"{name}.json"
-            cmd = [args.mpiexec, "-n", str(args.procs), sys.executable, "-m", "hpcgnn", "train",
-                   graph, *extra, "--epochs", str(args.epochs), "--hidden", str(args.hidden),
-                   "--layers", str(args.layers), "--quiet", "--eval-every", "0",
-                   "--threads", str(args.threads), "--metrics", str(metrics)]
+            cmd = [args.mpiexec, "-n", str(args.procs), *hpcgnn(
+                "train", graph, *extra, "--epochs", str(args.epochs), "--hidden",
+                str(args.hidden), "--layers", str(args.layers), "--quiet", "--eval-every", "0",
+                "--threads", str(args.threads), "--metrics", str(metrics))]
             print(f"[{name}] {' '.join(cmd)}", flush=True)
             try:
                 subprocess.run(cmd, check=True, env=env)

@@ -21,27 +21,17 @@ import argparse
 import json
 import os
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-RESULTS = REPO / "perf" / "results"
-
-
-def _run(cmd: list[str]) -> None:
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-
-
-def _mpiexec() -> str:
-    here = Path(sys.executable).with_name("mpiexec")
-    return str(here) if here.exists() else "mpiexec"
+from tables import RESULTS, hpcgnn, markdown, mpiexec, prepare, save
 
 
 def one(graph: Path, out: Path, procs: int, common: list[str], extra: list[str]) -> dict:
     """Run ``hpcgnn train`` once and return its metrics."""
-    _run([_mpiexec(), "-n", str(procs), sys.executable, "-m", "hpcgnn", "train", str(graph),
-          *common, *extra, "--metrics", str(out), "--quiet"])
+    subprocess.run([mpiexec(), "-n", str(procs), *hpcgnn(
+        "train", str(graph), *common, *extra, "--metrics", str(out), "--quiet")],
+        check=True, stdout=subprocess.DEVNULL)
     return json.loads(out.read_text())
 
 
@@ -78,10 +68,7 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for n in (int(s) for s in args.sizes.split(",")):
-            graph = Path(tmp) / f"sbm-{n}.h5"
-            _run([sys.executable, "-m", "hpcgnn", "prepare", "synthetic", "--generator", "sbm",
-                  "--nodes", str(n), "--avg-degree", "16", "--features", "64", "--classes", "8",
-                  "--seed", "0", "--out", str(graph)])
+            graph = prepare(Path(tmp) / f"sbm-{n}.h5", "sbm", n)
             base = summarise(one(graph, Path(tmp) / "full.json", args.procs,
                                  [*common, "--epochs", str(args.epochs)], []), 1)
             rows.append({"vertices": n, "run": "full-batch", **base})
@@ -92,26 +79,20 @@ def main() -> None:
                            "--rounds", str(max(1, args.epochs // k))])
                 rows.append({"vertices": n, "run": f"gist M={m} K={k}", **summarise(doc, k),
                              "base": base})
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    Path(args.out + ".json").write_text(json.dumps({"args": vars(args), "rows": rows}, indent=1))
-    lines = [
+    table = markdown(
         f"GIST vs full-batch ({args.procs} ranks, {args.algo}, hidden {args.hidden}, "
-        f"{args.layers} layers, {args.epochs} epochs, {args.threads} thread(s)/rank)", "",
-        "| vertices | run | test acc | Δ acc (points) | s/epoch of work | speed-up | "
-        "sub-model MB/round | data-parallel MB/round |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for r in rows:
-        b = r.get("base", r)
-        lines.append(
-            f"| {r['vertices']} | {r['run']} | {r['test_acc']:.4f} | "
-            f"{100 * (r['test_acc'] - b['test_acc']):+.1f} | {r['s_per_epoch_of_work']:.4f} | "
-            f"{b['s_per_epoch_of_work'] / r['s_per_epoch_of_work']:.2f}x | "
-            f"{r['submodel_mb_per_round']:.3f} | {r['data_parallel_mb_per_round']:.3f} |"
-        )
-    table = "\n".join(lines) + "\n"
-    Path(args.out + ".md").write_text(table)
-    print(table)
+        f"{args.layers} layers, {args.epochs} epochs, {args.threads} thread(s)/rank)",
+        ["vertices", "run", "test acc", "Δ acc (points)", "s/epoch of work", "speed-up",
+         "sub-model MB/round", "data-parallel MB/round"],
+        [[r["vertices"], r["run"], f"{r['test_acc']:.4f}",
+          f"{100 * (r['test_acc'] - r.get('base', r)['test_acc']):+.1f}",
+          f"{r['s_per_epoch_of_work']:.4f}",
+          f"{r.get('base', r)['s_per_epoch_of_work'] / r['s_per_epoch_of_work']:.2f}x",
+          f"{r['submodel_mb_per_round']:.3f}", f"{r['data_parallel_mb_per_round']:.3f}"]
+         for r in rows],
+    )
+    out = Path(args.out)
+    save(out.name, {"args": vars(args), "rows": rows}, table, out.parent)
 
 
 if __name__ == "__main__":

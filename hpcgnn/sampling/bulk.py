@@ -111,8 +111,13 @@ def sample_stack(
             )
             for batch, h in zip(out[lo:hi], hops, strict=True):
                 batch.hops.append(h)
-            next_fr.extend(st.cols[st.col_ptr[i] : st.col_ptr[i + 1]] for i in range(hi - lo))
-        fr_ptr, fr_ids = stack(next_fr)
+            next_fr.append((st.col_ptr, st.cols))
+        if len(next_fr) == 1:  # one chunk: its next frontier is the stack's
+            fr_ptr, fr_ids = next_fr[0]
+        else:
+            sizes = np.concatenate([np.diff(ptr) for ptr, _ in next_fr])
+            fr_ptr = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+            fr_ids = np.concatenate([cols for _, cols in next_fr])
     return out
 
 

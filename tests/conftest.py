@@ -6,6 +6,11 @@ the terminal; the other ranks write their reports to ``$HPCGNN_TEST_LOGDIR`` (de
 the system temp dir) so a rank-local failure can still be read. The collective assertion
 helpers and the rules for using them (which data is rank-local, which is replicated) are
 in :mod:`tests.mpi`.
+
+The device: ``HPCGNN_TEST_DEVICE=cuda`` runs the suite on the GPU (default ``cpu``): every
+``hpcgnn`` command a test runs takes it as its default ``--device`` (through
+``$HPCGNN_DEVICE``), and the ``device`` fixture is this rank's device of that kind. Tests
+marked ``gpu`` skip, with the reason, where no GPU or no CuPy is visible.
 """
 
 from __future__ import annotations
@@ -45,14 +50,25 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     return None
 
 
+#: the device kind of the suite (``$HPCGNN_TEST_DEVICE``; default cpu)
+TEST_DEVICE = os.environ.get("HPCGNN_TEST_DEVICE", "cpu")
+os.environ["HPCGNN_DEVICE"] = TEST_DEVICE  # the default --device of every command a test runs
+
 #: world sizes at which the robustness cases run (the hardening issue asks for 1 and 4)
 ROBUSTNESS_RANKS = (1, 4)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip MPI tests at world sizes their ``ranks`` marker (or folder) does not name."""
+    """Skip MPI tests at world sizes their ``ranks`` marker (or folder) does not name, and
+    ``gpu`` tests where no GPU or no CuPy is visible."""
+    from hpcgnn.backend import cuda_unavailable
+
     _, size = _rank_and_size()
     for item in items:
+        if item.get_closest_marker("gpu") is not None:
+            reason = cuda_unavailable()
+            if reason is not None:
+                item.add_marker(pytest.mark.skip(reason=f"gpu test: {reason}"))
         if item.get_closest_marker("mpi") is None:
             continue
         mark = item.get_closest_marker("ranks")
@@ -90,6 +106,14 @@ def world():
     comm = Comm.world()
     yield comm
     comm.free()
+
+
+@pytest.fixture
+def device(world):
+    """This rank's device of the suite's kind (``$HPCGNN_TEST_DEVICE``; collective)."""
+    from hpcgnn.grid.device import choose_device
+
+    return choose_device(world.mpi, TEST_DEVICE)
 
 
 @pytest.fixture

@@ -1,9 +1,21 @@
-"""Devices: where tensors live and the one clock (CPU now; CUDA slots in here).
+"""Devices: where tensors live and the one clock (CPU, or one GPU per rank).
 
 Imports only NumPy, torch and :mod:`hpcgnn.errors` (never ``mpi4py``), so every layer may
 use it.
 """
 
-from hpcgnn.backend.device import KINDS, Device, cpu, get_device
+from hpcgnn.backend.device import (
+    DEVICE_ENV,
+    KINDS,
+    Device,
+    EventClock,
+    cpu,
+    cuda_unavailable,
+    default_kind,
+    get_device,
+)
 
-__all__ = ["KINDS", "Device", "cpu", "get_device"]
+__all__ = [
+    "DEVICE_ENV", "KINDS", "Device", "EventClock", "cpu", "cuda_unavailable", "default_kind",
+    "get_device",
+]

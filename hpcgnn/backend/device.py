@@ -7,25 +7,29 @@ device (``comm.device.empty(...)``) instead of calling ``torch.empty`` with an i
 placement, and code that moves data between NumPy and torch says so
 (:meth:`Device.from_numpy`, :meth:`Device.to_host`), so no device/host copy is silent.
 
-Only the CPU device exists today. ``"cuda"`` is a reserved slot; requesting it raises a
-:class:`~hpcgnn.errors.ConfigError`. When it is implemented:
+Two kinds:
 
-- :attr:`Device.torch_device` becomes ``torch.device("cuda", local_rank)`` and the
-  allocation methods place tensors there;
-- :meth:`Device.from_numpy` / :meth:`Device.to_host` become explicit host-to-device and
-  device-to-host copies;
-- :meth:`Device.synchronize` waits for the current CUDA stream; the communication layer
-  calls it before handing a device buffer to MPI;
-- :meth:`Device.clock` synchronises first (or is replaced by a timer built on CUDA events),
-  so the phases recorded in :class:`~hpcgnn.comm.stats.CommStats` measure finished work;
-- the local kernels (:mod:`hpcgnn.kernels`) dispatch on :attr:`Device.kind` to the CUDA
-  sources of ``cuda/`` loaded as CuPy ``RawModule`` objects;
-- :class:`~hpcgnn.comm.communicator.Comm` passes device buffers straight to a CUDA-aware
-  MPI, or stages them through host memory when MPI is not CUDA-aware (detected once).
+- ``"cpu"``: tensors in host memory; :meth:`Device.from_numpy` and :meth:`Device.to_host`
+  share memory (no copy); the clock is ``time.perf_counter``.
+- ``"cuda"``: one GPU, ``torch.device("cuda", index)`` (the rank's node-local rank modulo
+  the GPUs it sees, chosen by :func:`hpcgnn.grid.device.choose_device`); allocations go
+  there, :meth:`Device.from_numpy` / :meth:`Device.to_host` are explicit host-to-device
+  and device-to-host copies, :meth:`Device.pinned_empty` gives page-locked host buffers
+  (staging for a non-CUDA-aware MPI, HongTu's host tier), :meth:`Device.synchronize` waits
+  for the current stream, and the clock reads CUDA events (:class:`EventClock`), so the
+  phases of :class:`~hpcgnn.comm.stats.CommStats` and the traces show device time. The
+  raw kernels of ``cuda/`` run through CuPy, which the device therefore requires.
+
+The communication layer decides how a device buffer reaches MPI
+(:mod:`hpcgnn.comm.wire`: handed over after :meth:`Device.synchronize` to a CUDA-aware
+MPI, else staged through pinned host buffers).
 """
 
 from __future__ import annotations
 
+import functools
+import importlib.util
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,9 +40,11 @@ import torch
 
 from hpcgnn.errors import ConfigError
 
-#: Device kinds known to the library; only ``"cpu"`` is implemented.
+#: Device kinds known to the library.
 KINDS = ("cpu", "cuda")
-IMPLEMENTED = ("cpu",)
+
+#: Environment variable that sets the default device kind (``--device`` overrides it).
+DEVICE_ENV = "HPCGNN_DEVICE"
 
 Shape = int | Sequence[int]
 
@@ -46,24 +52,90 @@ Shape = int | Sequence[int]
 def _check_kind(kind: str) -> None:
     if kind not in KINDS:
         raise ConfigError(f"unknown device {kind!r}; choose one of {', '.join(KINDS)}")
-    if kind not in IMPLEMENTED:
-        raise ConfigError(f"the {kind} device is not implemented yet")
 
 
-@dataclass(frozen=True)
-class Device:
-    """Where this rank's tensors live (CPU today; ``"cuda"`` is a reserved slot).
+@functools.cache
+def cuda_unavailable() -> str | None:
+    """Why the cuda device cannot be used here (one line), or ``None`` if it can.
 
-    Parameters
-    ----------
-    kind
-        ``"cpu"``. ``"cuda"`` raises :class:`~hpcgnn.errors.ConfigError` until the GPU
-        backend exists.
+    A GPU must be visible to torch (``CUDA_VISIBLE_DEVICES`` honoured) and CuPy importable
+    (the raw kernels of ``cuda/``). Checked once per process.
+    """
+    if not torch.cuda.is_available():
+        build = torch.__version__
+        if torch.version.cuda is None:
+            return f"--device cuda: no GPU is visible (this torch, {build}, is built without CUDA)"
+        return "--device cuda: no GPU is visible (torch.cuda.is_available() is False)"
+    if importlib.util.find_spec("cupy") is None:
+        return (
+            "--device cuda needs CuPy: pip install 'hpcgnn[cuda12]' (or 'hpcgnn[cuda13]' "
+            "for CUDA 13)"
+        )
+    return None
+
+
+def default_kind() -> str:
+    """The device kind when none is asked for: ``$HPCGNN_DEVICE``, else cuda if usable, else cpu.
 
     Raises
     ------
     ConfigError
-        For an unknown or not yet implemented ``kind`` (on every rank alike).
+        If ``$HPCGNN_DEVICE`` names no known kind.
+    """
+    env = os.environ.get(DEVICE_ENV)
+    if env:
+        if env not in KINDS:
+            raise ConfigError(f"{DEVICE_ENV} must be one of {', '.join(KINDS)}, not {env!r}")
+        return env
+    return "cuda" if cuda_unavailable() is None else "cpu"
+
+
+class EventClock:
+    """Seconds of device time on one GPU, read from CUDA events.
+
+    Each reading records an event on the current stream and waits for it, so an interval
+    between two readings is the device time of the work queued between them (finished
+    work, not launch time). Readings are seconds since the clock was made.
+    """
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self._origin = self._event()
+
+    def _event(self) -> torch.cuda.Event:
+        ev = torch.cuda.Event(enable_timing=True)
+        ev.record(torch.cuda.current_stream(self.device))
+        ev.synchronize()
+        return ev
+
+    def __call__(self) -> float:
+        """Seconds of device time since the clock was made."""
+        return self._origin.elapsed_time(self._event()) / 1e3
+
+
+@functools.cache
+def _event_clock(index: int) -> EventClock:
+    return EventClock(torch.device("cuda", index))
+
+
+@dataclass(frozen=True)
+class Device:
+    """Where this rank's tensors live: the host (``"cpu"``) or one GPU (``"cuda"``).
+
+    Make it with :func:`get_device` (which checks that a GPU and CuPy are there);
+    constructing one directly only checks the kind.
+
+    Parameters
+    ----------
+    kind
+        ``"cpu"`` or ``"cuda"``.
+    index
+        The GPU's ordinal among those this process sees (``"cuda"`` only; 0 for the CPU).
+
+    Raises
+    ------
+    ConfigError
+        For an unknown ``kind`` (on every rank alike).
 
     Examples
     --------
@@ -73,17 +145,28 @@ class Device:
     """
 
     kind: str = "cpu"
+    index: int = 0
 
     def __post_init__(self) -> None:
         _check_kind(self.kind)
 
     def __str__(self) -> str:
-        return self.kind
+        return self.kind if self.kind == "cpu" else f"{self.kind}:{self.index}"
+
+    @property
+    def is_cuda(self) -> bool:
+        """Whether tensors live on a GPU."""
+        return self.kind == "cuda"
 
     @property
     def torch_device(self) -> torch.device:
         """The ``torch.device`` of this device's tensors."""
-        return torch.device(self.kind)
+        return torch.device("cuda", self.index) if self.is_cuda else torch.device("cpu")
+
+    @property
+    def name(self) -> str:
+        """What the device is: ``"cpu"``, or the GPU's model name."""
+        return torch.cuda.get_device_name(self.index) if self.is_cuda else "cpu"
 
     # -- allocation ------------------------------------------------------------------------
     def empty(self, shape: Shape, dtype: torch.dtype) -> torch.Tensor:
@@ -98,10 +181,22 @@ class Device:
         """An uninitialised tensor of ``t``'s shape and dtype on this device."""
         return torch.empty_like(t, device=self.torch_device)
 
+    def pinned_empty(self, shape: Shape, dtype: torch.dtype) -> torch.Tensor:
+        """An uninitialised host tensor, page-locked on the cuda device.
+
+        For host memory that device copies read or write often: the staging buffers of a
+        non-CUDA-aware MPI and HongTu's host tier. The CPU device gives ordinary memory.
+        """
+        return torch.empty(shape, dtype=dtype, pin_memory=self.is_cuda)
+
     # -- host <-> device -------------------------------------------------------------------
     def from_numpy(self, arr: np.ndarray) -> torch.Tensor:
-        """``arr`` as a tensor on this device (CPU: shares ``arr``'s memory, no copy)."""
-        return torch.from_numpy(arr)
+        """``arr`` as a tensor on this device.
+
+        CPU: shares ``arr``'s memory, no copy. CUDA: a host-to-device copy.
+        """
+        t = torch.from_numpy(arr)
+        return t.to(self.torch_device) if self.is_cuda else t
 
     def as_tensor(self, data: Any, dtype: torch.dtype | None = None) -> torch.Tensor:
         """``data`` (tensor, NumPy array or nested sequence) as a tensor on this device.
@@ -112,20 +207,29 @@ class Device:
         return torch.as_tensor(data, dtype=dtype, device=self.torch_device)
 
     def to_host(self, t: torch.Tensor) -> np.ndarray:
-        """A host NumPy array of ``t`` (CPU: a view of ``t``, no copy; detached from autograd)."""
-        return t.detach().numpy()
+        """A host NumPy array of ``t``, detached from autograd.
+
+        CPU: a view of ``t``, no copy. CUDA: a device-to-host copy (waits for ``t``).
+        """
+        t = t.detach()
+        return (t.cpu() if t.device.type != "cpu" else t).numpy()
 
     # -- synchronisation and time ----------------------------------------------------------
     def synchronize(self) -> None:
-        """Wait until the work queued on this device is done (a no-op on the CPU)."""
+        """Wait until the work queued on this device's current stream is done (CPU: no-op)."""
+        if self.is_cuda:
+            torch.cuda.current_stream(self.torch_device).synchronize()
 
     def clock(self) -> float:
-        """Seconds on a monotonic clock, after :meth:`synchronize` (CPU: ``perf_counter``).
+        """Seconds on a monotonic clock, of finished work.
 
         This is the one clock of the library: :class:`~hpcgnn.comm.stats.CommStats` times
-        its communication categories and compute phases with it. A GPU device may replace
-        it by a timer on CUDA events.
+        its communication categories and compute phases with it. CPU: ``perf_counter``
+        after :meth:`synchronize`. CUDA: device time from CUDA events
+        (:class:`EventClock`).
         """
+        if self.is_cuda:
+            return _event_clock(self.index)()
         self.synchronize()
         return time.perf_counter()
 
@@ -138,22 +242,36 @@ def cpu() -> Device:
     return _CPU
 
 
-def get_device(kind: str | Device | None = None) -> Device:
-    """The device of kind ``kind`` (default: CPU): the one place that picks CPU or GPU.
+def get_device(kind: str | Device | None = None, local_rank: int = 0) -> Device:
+    """The device of kind ``kind``: the one place that picks CPU or GPU.
 
     Parameters
     ----------
     kind
-        ``"cpu"`` or ``"cuda"`` (not implemented yet), a :class:`Device` (returned as is),
-        or ``None`` for the CPU.
+        ``"cpu"``, ``"cuda"``, a :class:`Device` (returned as is), or ``None`` for the CPU
+        (library objects made without a device; the command line's default is
+        :func:`default_kind`).
+    local_rank
+        This rank's rank among the ranks of its node: the cuda device is GPU
+        ``local_rank % torch.cuda.device_count()`` (of those ``CUDA_VISIBLE_DEVICES``
+        shows), so several ranks may share a GPU. Made the current CUDA device.
 
     Raises
     ------
     ConfigError
-        For an unknown kind, or ``"cuda"``: "the cuda device is not implemented yet".
+        For an unknown kind, or ``"cuda"`` where no GPU is visible or CuPy is missing
+        (:func:`cuda_unavailable`'s line).
     """
     if kind is None:
         return _CPU
     if isinstance(kind, Device):
         return kind
-    return _CPU if kind == "cpu" else Device(kind)
+    _check_kind(kind)
+    if kind == "cpu":
+        return _CPU
+    reason = cuda_unavailable()
+    if reason is not None:
+        raise ConfigError(reason)
+    index = local_rank % torch.cuda.device_count()
+    torch.cuda.set_device(index)
+    return Device("cuda", index)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 from collections.abc import Callable
 from typing import TypeVar
@@ -9,6 +10,14 @@ from typing import TypeVar
 T = TypeVar("T")
 
 _LAUNCHER_VARS = ("PMI_SIZE", "PMI_RANK", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS")
+
+
+def add_device_argument(p: argparse.ArgumentParser) -> None:
+    """Add ``--device {cpu,cuda}`` (``train`` and ``sample``)."""
+    p.add_argument("--device", choices=["cpu", "cuda"], default=None,
+                   help="where each rank computes: cpu, or cuda (one GPU per rank: node-local "
+                        "rank modulo the visible GPUs; needs CuPy). Default: $HPCGNN_DEVICE, "
+                        "else cuda when a GPU and CuPy are visible, else cpu")
 
 
 def launched_by_mpi() -> bool:

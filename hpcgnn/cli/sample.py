@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 
+from hpcgnn.cli.common import add_device_argument
 from hpcgnn.sampling.rows import SAMPLERS
 from hpcgnn.sampling.spec import LAYOUTS, SamplerSpec, make_spec
 
@@ -74,6 +75,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--grid", default=None, help="explicit (P/c)xc grid, e.g. 2x2")
     p.add_argument("--out", required=True, metavar="S.h5", help="samples file to write (rank 0)")
     p.add_argument("--quiet", action="store_true", help="no summary line")
+    add_device_argument(p)
     p.set_defaults(func=run)
 
 
@@ -81,10 +83,12 @@ def run(args: argparse.Namespace) -> int:
     """Sample and write; every rank returns the same status."""
     from mpi4py import MPI
 
+    from hpcgnn.grid.device import choose_device
     from hpcgnn.sampling.epoch_file import sample_to_file
 
     spec = spec_from_args(args, MPI.COMM_WORLD.Get_size())
     comm = MPI.COMM_WORLD
+    choose_device(comm, args.device)  # refuses an unusable device on every rank
     summary = sample_to_file(
         comm, args.graph, spec, args.out, graph_layout=args.graph_layout, epoch=args.epoch,
         batches=args.batches, grid=args.grid, replication=args.replication,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from hpcgnn.cli.common import add_device_argument
 from hpcgnn.cli.sample import add_sampling_arguments, spec_from_args
 from hpcgnn.errors import ConfigError
 
@@ -89,6 +90,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--rounds", type=int, default=None,
                    help="R rounds of sub-GCN training (default: --epochs)")
     add_sampling_arguments(p)
+    add_device_argument(p)
     p.add_argument("--threads", type=int, default=None, help="torch intra-op threads per rank")
     p.set_defaults(func=run)
 
@@ -131,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
         checkpoint_every=args.checkpoint_every, resume=args.resume, quiet=args.quiet,
         mode=args.mode, exchange=args.exchange, topology=args.topology, chunks=args.chunks,
         dedup=args.dedup, reorganize=args.reorganize, tier_gbps=parse_tiers(args.tier_gbps),
-        device_memory=device_memory(args),
+        device_memory=device_memory(args), device=args.device,
         spec=spec, graph_layout=args.graph_layout, gist=gist,
     )
     train(opts, cfg)

@@ -10,16 +10,19 @@ device), a NumPy array in gives a NumPy array out. Each ``Comm`` carries the
 :class:`~hpcgnn.backend.Device` of its grid (``comm.device``), which callers use to
 allocate the buffers they pass in (``comm.device.empty(...)``).
 
-MPI itself sees NumPy views of CPU tensors (no copy). Device tensors are the GPU
-backend's job: :meth:`Comm._mpi_buffer` and :meth:`Comm._recv_like` are the two places
-where a CUDA-aware MPI gets device pointers, or where buffers are staged through host
-memory when MPI is not CUDA-aware.
+Every call hands its buffers to MPI through one step, its :class:`~hpcgnn.comm.wire.Wire`
+(shared by the communicators of a grid): host buffers as NumPy views (no copy), device
+tensors as they are to a CUDA-aware MPI after a stream synchronise, or staged through
+pinned host buffers otherwise; ``HPCGNN_CUDA_AWARE_MPI=0`` stages every buffer, so the
+CPU exercises the staged path too. The path each category took and the staging bytes are
+recorded next to its bytes (:attr:`CommStats.paths`, :attr:`CommStats.staged`).
 """
 
 from __future__ import annotations
 
 import pickle
-from collections.abc import Callable, Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import numpy as np
@@ -28,23 +31,22 @@ from mpi4py import MPI
 
 from hpcgnn.backend import Device, get_device
 from hpcgnn.comm.stats import CommStats
+from hpcgnn.comm.wire import Transfer, Wire, as_array
 
 #: A communication buffer: the result has the kind (and dtype, device) of the input.
 Buffer = TypeVar("Buffer", np.ndarray, torch.Tensor)
 
+__all__ = ["Buffer", "Comm", "as_array"]
 
-def as_array(buf: Any) -> np.ndarray:
-    """Return a NumPy view of ``buf`` (NumPy array or contiguous CPU tensor), never a copy."""
+
+def _nbytes(buf: Any) -> int:
     if isinstance(buf, torch.Tensor):
-        if buf.device.type != "cpu":
-            raise TypeError("device tensors must be staged by the backend before MPI calls")
-        if not buf.is_contiguous():
-            raise ValueError("MPI buffers must be contiguous")
-        return buf.detach().numpy()
-    arr = np.asarray(buf)
-    if not arr.flags.c_contiguous:
-        raise ValueError("MPI buffers must be C-contiguous")
-    return arr
+        return buf.numel() * buf.element_size()
+    return as_array(buf).nbytes
+
+
+def _itemsize(buf: Any) -> int:
+    return buf.element_size() if isinstance(buf, torch.Tensor) else as_array(buf).itemsize
 
 
 class Comm:
@@ -65,11 +67,16 @@ class Comm:
     device
         The device of this rank's tensors (default: CPU, see
         :func:`hpcgnn.backend.get_device`).
+    wire
+        How buffers reach MPI (shared by a grid's communicators); default:
+        :meth:`Wire.detect` for ``device``.
 
     Attributes
     ----------
     device : Device
         Where the tensors of the callers live; allocate receive buffers with it.
+    wire : Wire
+        The placement of the memory MPI sees: :attr:`Wire.path` is this device's path.
     """
 
     def __init__(
@@ -79,15 +86,18 @@ class Comm:
         name: str = "comm",
         owned: bool = False,
         device: Device | None = None,
+        wire: Wire | None = None,
     ) -> None:
-        self.mpi = mpi_comm
         self.device = get_device(device)
+        self.wire = wire if wire is not None else Wire.detect(self.device)
+        self.mpi = mpi_comm
         self.stats = stats if stats is not None else CommStats(clock=self.device.clock)
         self.name = name
         self._trace_args = {"comm": name}  # every call's trace event names its communicator
         self.rank = mpi_comm.Get_rank()
         self.size = mpi_comm.Get_size()
         self._owned = owned
+        self._pending: dict[int, tuple[MPI.Request, Transfer]] = {}  # nonblocking messages
 
     def __repr__(self) -> str:
         return f"Comm({self.name}, rank={self.rank}, size={self.size}, {self.device})"
@@ -104,36 +114,32 @@ class Comm:
             self._owned = False
 
     # -- helpers -------------------------------------------------------------------------
-    def _timed(self, category: str, nbytes: float, fn: Callable[..., Any], *args: Any) -> Any:
-        """Run ``fn(*args)`` and record ``nbytes`` and its duration (the stats' clock)."""
+    @contextmanager
+    def _call(self, category: str, nbytes: float) -> Iterator[Transfer]:
+        """One MPI call: its buffers go through the wire; records ``nbytes`` and its time.
+
+        The staging copies, if any, are inside the timed interval (they are part of what
+        the call costs here) and count apart (:attr:`CommStats.staged`).
+        """
         clock = self.stats.clock
         t0 = clock()
-        out = fn(*args)
-        self.stats.record(category, nbytes, clock() - t0, args=self._trace_args)
-        return out
+        transfer = self.wire.transfer()
+        yield transfer
+        transfer.finish()
+        self.stats.record(
+            category, nbytes, clock() - t0, args=self._trace_args, path=transfer.path,
+            staged=transfer.staged_bytes,
+        )
 
-    def _mpi_buffer(self, buf: Any) -> np.ndarray:
-        """The memory MPI reads or writes for ``buf``: a NumPy view, never a copy.
-
-        Host staging only: NumPy arrays and CPU tensors pass as views. GPU backend: a
-        device tensor goes here to a CUDA-aware MPI as is (after
-        ``self.device.synchronize()``), or is copied to a host buffer when MPI is not
-        CUDA-aware (:func:`as_array` raises ``TypeError`` for device tensors until then).
-        """
-        return as_array(buf)
-
-    def _recv_like(self, sendbuf: Buffer, shape: tuple[int, ...]) -> tuple[Buffer, np.ndarray]:
-        """A new receive buffer of ``shape`` like ``sendbuf``, and the view MPI writes into.
+    def _recv_like(self, sendbuf: Buffer, shape: tuple[int, ...]) -> Buffer:
+        """A new receive buffer of ``shape`` like ``sendbuf``.
 
         Tensor in, tensor out (same dtype and device); anything else gives a NumPy array of
-        ``sendbuf``'s dtype. GPU backend with host staging: the view is a host buffer that
-        is copied into the device tensor after the MPI call.
+        ``sendbuf``'s dtype.
         """
         if isinstance(sendbuf, torch.Tensor):
-            out = torch.empty(shape, dtype=sendbuf.dtype, device=sendbuf.device)
-            return out, self._mpi_buffer(out)
-        arr = np.empty(shape, dtype=as_array(sendbuf).dtype)
-        return arr, arr
+            return torch.empty(shape, dtype=sendbuf.dtype, device=sendbuf.device)
+        return np.empty(shape, dtype=as_array(sendbuf).dtype)
 
     # -- dense collectives ---------------------------------------------------------------
     def bcast(self, buf: Buffer, root: int, category: str) -> Buffer:
@@ -141,9 +147,9 @@ class Comm:
 
         Records ``buf``'s bytes on every rank but the root.
         """
-        arr = self._mpi_buffer(buf)
-        nbytes = 0 if self.rank == root else arr.nbytes
-        self._timed(category, nbytes, self.mpi.Bcast, arr, root)
+        nbytes = 0 if self.rank == root else _nbytes(buf)
+        with self._call(category, nbytes) as t:
+            self.mpi.Bcast(t.read(buf) if self.rank == root else t.write(buf), root)
         return buf
 
     def allreduce(self, buf: Buffer, category: str, op: MPI.Op = MPI.SUM) -> Buffer:
@@ -151,10 +157,9 @@ class Comm:
 
         Records ``2 m (p-1)/p`` bytes for ``m`` bytes over ``p`` ranks.
         """
-        arr = self._mpi_buffer(buf)
         p = self.size
-        nbytes = 2 * arr.nbytes * (p - 1) / p
-        self._timed(category, nbytes, self.mpi.Allreduce, MPI.IN_PLACE, arr, op)
+        with self._call(category, 2 * _nbytes(buf) * (p - 1) / p) as t:
+            self.mpi.Allreduce(MPI.IN_PLACE, t.update(buf), op)
         return buf
 
     def reduce_scatter(self, sendbuf: Buffer, counts: Sequence[int], category: str) -> Buffer:
@@ -164,15 +169,16 @@ class Comm:
         ``sendbuf`` (tensor or NumPy). Records the bytes of ``sendbuf`` minus this rank's
         block; nothing on one rank.
         """
-        send = self._mpi_buffer(sendbuf)
-        row = int(np.prod(send.shape[1:], dtype=np.int64))
-        out, recv = self._recv_like(sendbuf, (counts[self.rank], *send.shape[1:]))
-        nbytes = (send.shape[0] - counts[self.rank]) * row * send.itemsize
+        shape = tuple(sendbuf.shape)
+        row = int(np.prod(shape[1:], dtype=np.int64))
+        out = self._recv_like(sendbuf, (counts[self.rank], *shape[1:]))
         if self.size == 1:
-            recv[...] = send
+            out[...] = sendbuf.detach() if isinstance(sendbuf, torch.Tensor) else sendbuf
             return out
+        nbytes = (shape[0] - counts[self.rank]) * row * _itemsize(sendbuf)
         elems = [c * row for c in counts]
-        self._timed(category, nbytes, self.mpi.Reduce_scatter, send, recv, elems, MPI.SUM)
+        with self._call(category, nbytes) as t:
+            self.mpi.Reduce_scatter(t.read(sendbuf), t.write(out), elems, MPI.SUM)
         return out
 
     def allgatherv(
@@ -184,15 +190,16 @@ class Comm:
         ``"control"``). Returns a new buffer like ``sendbuf``. Records the bytes gathered
         minus this rank's own rows.
         """
-        send = self._mpi_buffer(sendbuf)
+        shape = tuple(sendbuf.shape)
         if counts is None:
-            counts = self.allgather_obj(int(send.shape[0]), "control")
-        row = int(np.prod(send.shape[1:], dtype=np.int64))
+            counts = self.allgather_obj(int(shape[0]), "control")
+        row = int(np.prod(shape[1:], dtype=np.int64))
         total = int(sum(counts))
-        out, recv = self._recv_like(sendbuf, (total, *send.shape[1:]))
-        nbytes = (total - send.shape[0]) * row * send.itemsize
+        out = self._recv_like(sendbuf, (total, *shape[1:]))
+        nbytes = (total - shape[0]) * row * _itemsize(sendbuf)
         elems = [c * row for c in counts]
-        self._timed(category, nbytes, self.mpi.Allgatherv, send, (recv, elems))
+        with self._call(category, nbytes) as t:
+            self.mpi.Allgatherv(t.read(sendbuf), (t.write(out), elems))
         return out
 
     def alltoallv(
@@ -209,25 +216,21 @@ class Comm:
         rows from each rank; the counts are exchanged first when not given (``8 (p-1)``
         bytes of category ``"control"``). Records the bytes received from other ranks.
         """
-        send = self._mpi_buffer(sendbuf)
+        shape = tuple(sendbuf.shape)
         sendcounts = np.asarray(sendcounts, dtype=np.int64)
         if recvcounts is None:
             recvcounts = np.empty(self.size, dtype=np.int64)
-            self._timed("control", 8 * (self.size - 1), self.mpi.Alltoall, sendcounts, recvcounts)
+            with self._call("control", 8 * (self.size - 1)) as t:
+                self.mpi.Alltoall(t.read(sendcounts), t.write(recvcounts))
         recvcounts = np.asarray(recvcounts, dtype=np.int64)
-        row = int(np.prod(send.shape[1:], dtype=np.int64))
-        out, recv = self._recv_like(sendbuf, (int(recvcounts.sum()), *send.shape[1:]))
-        nbytes = (recvcounts.sum() - recvcounts[self.rank]) * row * send.itemsize
+        row = int(np.prod(shape[1:], dtype=np.int64))
+        out = self._recv_like(sendbuf, (int(recvcounts.sum()), *shape[1:]))
+        nbytes = (recvcounts.sum() - recvcounts[self.rank]) * row * _itemsize(sendbuf)
         s_el, r_el = sendcounts * row, recvcounts * row
         s_off = np.concatenate([[0], np.cumsum(s_el)[:-1]])
         r_off = np.concatenate([[0], np.cumsum(r_el)[:-1]])
-        self._timed(
-            category,
-            nbytes,
-            self.mpi.Alltoallv,
-            (send, (s_el, s_off)),
-            (recv, (r_el, r_off)),
-        )
+        with self._call(category, nbytes) as t:
+            self.mpi.Alltoallv((t.read(sendbuf), (s_el, s_off)), (t.write(out), (r_el, r_off)))
         return out, recvcounts
 
     # -- nonblocking point-to-point --------------------------------------------------------
@@ -237,14 +240,21 @@ class Comm:
         ``buf`` must stay alive and unchanged until then. Nothing is recorded here: the
         receiver counts the bytes, as for an all-to-allv.
         """
-        return self.mpi.Isend(self._mpi_buffer(buf), dest, tag)
+        t = self.wire.transfer()
+        req = self.mpi.Isend(t.read(buf), dest, tag)
+        self._pending[id(req)] = (req, t)
+        return req
 
     def irecv(self, buf: Buffer, source: int, tag: int = 0) -> MPI.Request:
         """Start receiving into ``buf`` (contiguous) from rank ``source``.
 
-        Finish it with :meth:`complete`, which records its bytes.
+        Finish it with :meth:`complete`, which records its bytes (and, staged, lands them
+        in ``buf``).
         """
-        return self.mpi.Irecv(self._mpi_buffer(buf), source, tag)
+        t = self.wire.transfer()
+        req = self.mpi.Irecv(t.write(buf), source, tag)
+        self._pending[id(req)] = (req, t)
+        return req
 
     def complete(
         self,
@@ -263,9 +273,17 @@ class Comm:
         """
         clock = self.stats.clock
         t0 = clock()
-        nbytes = sum(self._mpi_buffer(b).nbytes for b in received)
+        nbytes = sum(_nbytes(b) for b in received)
         MPI.Request.Waitall(requests)
-        self.stats.record(category, nbytes, clock() - t0, span, self._trace_args)
+        path, staged = None, 0
+        for req in requests:
+            _, t = self._pending.pop(id(req), (None, None))
+            if t is not None:
+                t.finish()
+                path, staged = path or t.path, staged + t.staged_bytes
+        self.stats.record(
+            category, nbytes, clock() - t0, span, self._trace_args, path=path, staged=staged
+        )
 
     # -- small Python objects (control traffic) ------------------------------------------
     def _obj_bytes(self, obj: Any) -> int:
@@ -308,4 +326,5 @@ class Comm:
 
     def barrier(self, category: str = "barrier") -> None:
         """Synchronise the ranks of this communicator (records 0 bytes)."""
-        self._timed(category, 0, self.mpi.Barrier)
+        with self._call(category, 0):
+            self.mpi.Barrier()

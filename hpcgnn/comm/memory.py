@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from mpi4py import MPI
-
 from hpcgnn.comm.collective import check
 from hpcgnn.comm.communicator import Comm
+from hpcgnn.comm.node import node_rank
 from hpcgnn.errors import ConfigError
 from hpcgnn.utils.memory import GIB, available_bytes
 
@@ -15,11 +14,7 @@ def check_memory(comm: Comm, need_bytes: float, what: str) -> None:
 
     The node's available memory is shared by the ranks placed on it.
     """
-    node = comm.mpi.Split_type(MPI.COMM_TYPE_SHARED)
-    try:
-        ranks_here = node.Get_size()
-    finally:
-        node.Free()
+    _, ranks_here = node_rank(comm.mpi)
     avail = available_bytes()
     ok = avail is None or need_bytes * ranks_here <= avail
     per_rank = (avail or 0) / ranks_here

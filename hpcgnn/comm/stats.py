@@ -65,6 +65,11 @@ class CommStats:
     device's clock. ``origin`` is the clock's reading when the stats were created or last
     reset.
 
+    ``paths`` names, per category, how its buffers reached MPI (``"direct"``,
+    ``"cuda-aware"``, ``"staged"``: :mod:`hpcgnn.comm.wire`), and ``staged`` the bytes its
+    calls copied to and from host staging buffers: not network traffic, so not in
+    ``bytes``.
+
     With tracing on, every span carries ``args`` for the trace viewer: a communication
     call its ``bytes`` and communicator (``comm``), and every span the tags of the
     :meth:`tagged` blocks it runs in (``layer``, ``pass``, ``stage``, ``step``...).
@@ -78,20 +83,28 @@ class CommStats:
     clock: Callable[[], float] = field(default=cpu().clock, repr=False, compare=False)
     origin: float = field(init=False)
     tags: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    paths: dict[str, set[str]] = field(default_factory=dict)
+    staged: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.origin = self.clock()
 
     def record(
         self, category: str, nbytes: float, seconds: float, span: str | None = None,
-        args: dict[str, Any] | None = None,
+        args: dict[str, Any] | None = None, path: str | None = None, staged: int = 0,
     ) -> None:
         """Add one call moving ``nbytes`` into this rank that took ``seconds`` (ending now).
 
         ``span`` names the call in the trace (default ``category``), e.g. the stage of a
         planned exchange, while its bytes and time count under ``category``; ``args``
         (e.g. the communicator, the peers) go into the trace event next to the bytes.
+        ``path`` is how the call's buffers reached MPI (``None``: no buffers), ``staged``
+        the bytes it copied through host staging buffers.
         """
+        if path is not None:
+            self.paths.setdefault(category, set()).add(path)
+        if staged:
+            self.staged[category] = self.staged.get(category, 0) + staged
         s = self.categories.get(category)
         if s is None:
             s = self.categories[category] = CategoryStats()
@@ -143,6 +156,8 @@ class CommStats:
         """
         self.categories.clear()
         self.compute.clear()
+        self.paths.clear()
+        self.staged.clear()
         self.spans.clear()
         self.origin = self.clock()
 

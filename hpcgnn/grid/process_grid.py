@@ -7,6 +7,7 @@ from mpi4py import MPI
 from hpcgnn.backend import Device, get_device
 from hpcgnn.comm.communicator import Comm
 from hpcgnn.comm.stats import CommStats
+from hpcgnn.comm.wire import Wire
 from hpcgnn.layout.shapes import GridShape, choose_shape
 
 
@@ -23,7 +24,8 @@ class ProcessGrid:
         Counters to share; if omitted, a new :class:`CommStats` timed with the device's
         clock.
     device
-        This rank's device (default: CPU, see :func:`hpcgnn.backend.get_device`).
+        This rank's device (default: CPU, see :func:`hpcgnn.backend.get_device`; a run
+        chooses it with :func:`hpcgnn.grid.device.choose_device`).
 
     Attributes
     ----------
@@ -48,6 +50,9 @@ class ProcessGrid:
     device : Device
         Where this rank's tensors live; every communicator of the grid carries it
         (``grid.row.device is grid.device``).
+    wire : Wire
+        How buffers reach MPI (direct, CUDA-aware or staged), shared by every communicator
+        of the grid with its staging buffers (:meth:`Wire.detect`, once per grid).
 
     Notes
     -----
@@ -68,6 +73,7 @@ class ProcessGrid:
             )
         self.shape = shape
         self.device = get_device(device)
+        self.wire = Wire.detect(self.device)
         self.stats = stats if stats is not None else CommStats(clock=self.device.clock)
         self._owned: list[Comm] = []
         self.world = self._own(comm.Dup(), "world")
@@ -111,7 +117,7 @@ class ProcessGrid:
         return cls(comm, shape, stats, device)
 
     def _own(self, mpi_comm: MPI.Comm, name: str) -> Comm:
-        c = Comm(mpi_comm, self.stats, name, owned=True, device=self.device)
+        c = Comm(mpi_comm, self.stats, name, owned=True, device=self.device, wire=self.wire)
         self._owned.append(c)
         return c
 

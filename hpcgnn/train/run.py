@@ -22,6 +22,7 @@ from hpcgnn.cost.ranking import cost_problem, memory_estimate, minibatch_memory_
 from hpcgnn.errors import ConfigError, HpcgnnError
 from hpcgnn.exchange.offload import DEDUP_LEVELS
 from hpcgnn.graph.check import check_graph
+from hpcgnn.grid.device import choose_device
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.io.reader import GraphFile, GraphMeta
 from hpcgnn.layout.order import layer_sizes
@@ -66,6 +67,7 @@ class RunOptions:
     graph_layout: str = "replicated"
     gist: GistOptions | None = None
     device_memory: float | None = None
+    device: str | None = None
 
     @property
     def label(self) -> str:
@@ -229,7 +231,7 @@ def train(opts: RunOptions, cfg: TrainConfig, comm: MPI.Comm = MPI.COMM_WORLD) -
         shape = choose_shape("1d", comm.Get_size(), None, None)
     else:
         shape = choose_shape(GRID_KIND[opts.label], comm.Get_size(), opts.grid, opts.replication)
-    grid = ProcessGrid(comm, shape)
+    grid = ProcessGrid(comm, shape, device=choose_device(comm, opts.device))
     try:
         return _train_on_grid(opts, cfg, grid)
     finally:
@@ -291,7 +293,7 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
         f"hpcgnn train: {meta.name or opts.graph}: {meta.num_nodes} vertices,"
         f" {meta.num_edges} edges, {meta.num_features} features, {meta.num_classes} classes"
         f" | {_describe(opts, topo, trainer)} grid {grid.shape}"
-        f" on {grid.size} ranks | setup {setup_s:.2f} s{notes}"
+        f" on {grid.size} ranks ({grid.device.name}) | setup {setup_s:.2f} s{notes}"
     )
     fingerprint = _fingerprint(opts, cfg, meta, grid.shape, content, group_shape)
     start_epoch, history = 0, []
@@ -405,6 +407,30 @@ def _mode_config(opts: RunOptions, grid: ProcessGrid, topo: Topology | None) -> 
     return {}
 
 
+def device_section(grid: ProcessGrid) -> dict:
+    """The ``device`` section: the kind, and the GPU's model on cuda (rank 0's)."""
+    dev = grid.device
+    return {"kind": dev.kind, **({"name": dev.name} if dev.is_cuda else {})}
+
+
+def wire_section(grid: ProcessGrid) -> dict:
+    """How buffers reached MPI (``comm.path``, per category) and the staging bytes.
+
+    Collective: the categories' paths are joined over ranks; ``staged_bytes`` is summed
+    over ranks and categories, for the whole run after setup (training and evaluation).
+    """
+    paths: dict[str, set[str]] = {}
+    for rank_paths in grid.world.allgather_obj(grid.stats.paths):
+        for cat, p in rank_paths.items():
+            paths.setdefault(cat, set()).update(p)
+    staged = grid.world.allreduce_scalar(sum(grid.stats.staged.values()))
+    return {
+        "path": grid.wire.path,
+        "paths": {k: "+".join(sorted(v)) for k, v in sorted(paths.items())},
+        "staged_bytes": staged,
+    }
+
+
 def _report(
     opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid, meta: GraphMeta,
     trainer: Trainer, result: TrainResult, topo: Topology | None,
@@ -415,7 +441,11 @@ def _report(
     phases = {k: v / grid.size for k, v in phases_sum.items()}
     predicted, sections, lines = trainer.summary(result, measured, phases, opts.tier_gbps)
     busiest = max_over_ranks(grid.world, result.per_epoch(result.step_bytes))
-    sections = {**sections, "comm": {**sections.get("comm", {}), "busiest_rank_bytes": busiest}}
+    sections = {
+        **sections, "device": device_section(grid),
+        "comm": {**sections.get("comm", {}), "busiest_rank_bytes": busiest,
+                 **wire_section(grid)},
+    }
     config = {
         **cfg.as_dict(), "algo": opts.label, "grid": str(grid.shape), "graph": opts.graph,
         "mode": opts.mode, **_mode_config(opts, grid, topo),

@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from hpcgnn.backend import KINDS, Device, cpu, get_device
+from hpcgnn.backend import KINDS, Device, cpu, cuda_unavailable, default_kind, get_device
 from hpcgnn.errors import ConfigError
+
+no_gpu = pytest.mark.skipif(cuda_unavailable() is None, reason="a GPU and CuPy are visible")
 
 
 def test_cpu_device():
@@ -31,11 +33,29 @@ def test_get_device_is_the_one_chooser():
     assert KINDS == ("cpu", "cuda")
 
 
-def test_cuda_is_a_slot_that_says_so():
-    for make in (lambda: get_device("cuda"), lambda: Device("cuda")):
-        with pytest.raises(ConfigError, match="the cuda device is not implemented yet") as info:
-            make()
-        assert info.value.collective  # every rank asks for the same device
+@no_gpu
+def test_cuda_without_a_gpu_is_one_clear_line():
+    with pytest.raises(ConfigError, match=r"^--device cuda: no GPU is visible") as info:
+        get_device("cuda", local_rank=3)
+    assert "\n" not in str(info.value)
+    assert info.value.collective  # every rank asks for the same device
+
+
+def test_cuda_device_names_its_gpu_without_touching_it():
+    dev = Device("cuda", 1)  # constructing checks the kind only
+    assert dev.is_cuda and not cpu().is_cuda
+    assert dev.torch_device == torch.device("cuda", 1) and str(dev) == "cuda:1"
+    assert dev != Device("cuda", 0) and cpu().name == "cpu"
+
+
+def test_default_kind(monkeypatch):
+    monkeypatch.setenv("HPCGNN_DEVICE", "cpu")
+    assert default_kind() == "cpu"
+    monkeypatch.setenv("HPCGNN_DEVICE", "tpu")
+    with pytest.raises(ConfigError, match="HPCGNN_DEVICE must be one of cpu, cuda, not 'tpu'"):
+        default_kind()
+    monkeypatch.delenv("HPCGNN_DEVICE")
+    assert default_kind() == ("cuda" if cuda_unavailable() is None else "cpu")
 
 
 def test_unknown_device_kind():
@@ -82,9 +102,34 @@ def test_as_tensor():
     assert v.dtype == torch.float32 and v.tolist() == [1.0, 2.0, 3.0]
 
 
+def test_pinned_empty_is_host_memory():
+    t = cpu().pinned_empty(16, torch.uint8)
+    assert t.shape == (16,) and t.device.type == "cpu" and not t.is_pinned()
+
+
 def test_synchronize_and_clock():
     dev = cpu()
     assert dev.synchronize() is None
     a = dev.clock()
     b = dev.clock()
     assert isinstance(a, float) and b >= a
+
+
+@pytest.mark.gpu
+def test_cuda_device_copies_explicitly_and_times_with_events():
+    dev = get_device("cuda")
+    arr = np.arange(6, dtype=np.float32).reshape(2, 3)
+    t = dev.from_numpy(arr)
+    assert t.device == dev.torch_device
+    t[0, 0] = 99
+    assert arr[0, 0] == 0  # a copy, not a view
+    back = dev.to_host(t)
+    assert back[0, 0] == 99 and not np.shares_memory(back, arr)
+    assert dev.zeros((2, 2), torch.float32).device == dev.torch_device
+    assert dev.pinned_empty(8, torch.uint8).is_pinned()
+    a = dev.clock()
+    x = dev.zeros((512, 512), torch.float32) + 1
+    x.matmul(x)
+    b = dev.clock()
+    assert b > a >= 0.0
+    assert dev.name

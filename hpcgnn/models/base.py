@@ -17,6 +17,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
+from hpcgnn.backend import Device, cpu
 from hpcgnn.comm.collective import collective
 from hpcgnn.comm.communicator import Comm
 from hpcgnn.comm.stats import CommStats
@@ -40,9 +41,12 @@ MASKS = ("train", "val", "test")
 
 def read_vertex_data(
     gf: GraphFile, rows: tuple[int, int], dtype: np.dtype, columns: tuple[int, int] | None = None,
-    scored: tuple[int, int] | None = None,
+    scored: tuple[int, int] | None = None, *, device: Device,
 ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
-    """Features of ``rows`` (``columns`` of them); labels and masks of ``scored`` (or rows)."""
+    """Features of ``rows`` (``columns`` of them); labels and masks of ``scored`` (or rows).
+
+    The tensors live on ``device`` (CPU: views of the arrays read, no copy).
+    """
     lo, hi = rows
     x = gf.read_features(lo, hi)
     if columns is not None:
@@ -50,8 +54,8 @@ def read_vertex_data(
     s_lo, s_hi = rows if scored is None else scored
     y = gf.read_labels(s_lo, s_hi)
     masks = {m: gf.read_mask(m, s_lo, s_hi) for m in MASKS}
-    tensors = {m: torch.from_numpy(mask) for m, mask in masks.items()}
-    return torch.from_numpy(np.ascontiguousarray(x, dtype=dtype)), torch.from_numpy(y), tensors
+    tensors = {m: device.from_numpy(mask) for m, mask in masks.items()}
+    return device.from_numpy(np.ascontiguousarray(x, dtype=dtype)), device.from_numpy(y), tensors
 
 
 def allreduce_gradients(
@@ -119,7 +123,7 @@ class GCNModel:
         self.widths = layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, cfg.layers)
         self.weights = (
             weights if weights is not None
-            else init_weights(self.widths, cfg.seed, cfg.numpy_dtype, cfg.model)
+            else init_weights(self.widths, cfg.seed, cfg.numpy_dtype, cfg.model, self.comm.device)
         )
 
     def dropout_columns(self) -> Callable[[int], Columns] | None:
@@ -200,6 +204,9 @@ class RowBlockModel(GCNModel):
 
     #: Whether the model's communication is built on the vertex partition (halo, offload).
     follows_partition: bool = False
+    #: Whether the vertex data (features, labels, masks) stays in host memory (offload:
+    #: HongTu's host tier; the device holds one chunk at a time).
+    host_resident: bool = False
 
     def _load(
         self, path: str | os.PathLike, grid: ProcessGrid, cfg: TrainConfig, with_a: bool,
@@ -224,7 +231,10 @@ class RowBlockModel(GCNModel):
                 dtype, model = cfg.numpy_dtype, cfg.model
                 a_t = normalized_rows(gf, lo, hi, True, dtype, model)
                 a = normalized_rows(gf, lo, hi, False, dtype, model) if with_a else None
-                self.x, self.y, self.masks = read_vertex_data(gf, (lo, hi), cfg.numpy_dtype)
+                home = cpu() if self.host_resident else comm.device
+                self.x, self.y, self.masks = read_vertex_data(
+                    gf, (lo, hi), cfg.numpy_dtype, device=home
+                )
         self.meta = meta
         self.rows = (lo, hi)
         self.row_ids = np.arange(lo, hi)

@@ -16,7 +16,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import torch
 from mpi4py import MPI
 
 from hpcgnn.exchange.offload import CKPT, D2D, D2H, H2D
@@ -84,7 +83,7 @@ def _reversed(counts: dict, stages: int) -> dict:
 
 def _probe(agg: HaloAggregation, width: int) -> tuple[np.ndarray, np.ndarray]:
     """Measured seconds per stage of one forward and one backward exchange (median)."""
-    x = torch.zeros((agg.owned, width), dtype=agg.dtype)
+    x = agg.comm.device.zeros((agg.owned, width), agg.dtype)
     ex = agg.fwd_exchange
     if isinstance(ex, StagedExchange):
         fwd, bwd = [], []

@@ -14,6 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
+from hpcgnn.backend import Device
 from hpcgnn.config import SAMPLER_MODEL
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.kernels.spmm import sparse_matmul
@@ -50,16 +51,19 @@ class FullGraphOperator:
 
 
 def sampled_weights(
-    sampler: str, widths: list[int], seed: int, dtype: np.dtype | type
+    sampler: str, widths: list[int], seed: int, dtype: np.dtype | type, device: Device
 ) -> list[torch.Tensor]:
-    """Glorot weights and zero biases: per layer ``W_self, W_neigh, b`` (sage) or ``W, b``."""
+    """Glorot weights and zero biases: per layer ``W_self, W_neigh, b`` (sage) or ``W, b``.
+
+    On ``device``.
+    """
     model = SAMPLER_MODEL[sampler]
     per = 2 if model == "sage" else 1
-    mats = init_weights(widths, seed, dtype, model)
+    mats = init_weights(widths, seed, dtype, model, device)
     out: list[torch.Tensor] = []
     for layer in range(len(widths) - 1):
         out.extend(mats[per * layer : per * (layer + 1)])
-        out.append(torch.from_numpy(np.zeros(widths[layer + 1], dtype=dtype)).requires_grad_(True))
+        out.append(device.from_numpy(np.zeros(widths[layer + 1], dtype=dtype)).requires_grad_(True))
     return out
 
 

@@ -100,6 +100,7 @@ class OffloadGCN(RowBlockModel):
     """
 
     follows_partition = True
+    host_resident = True
 
     def __init__(
         self, path: str | os.PathLike, grid: ProcessGrid, cfg: TrainConfig, opts: OffloadOptions,
@@ -214,7 +215,7 @@ class OffloadGCN(RowBlockModel):
 
     def _to_device(self, host: torch.Tensor, a: int, b: int) -> torch.Tensor:
         t0 = self.comm.stats.clock()
-        rows = host[a:b].clone()
+        rows = host[a:b].to(self.comm.device.torch_device, copy=True)
         record_copy(self.comm, CKPT, b - a, rows.shape[1] * rows.element_size(), t0)
         return rows
 
@@ -228,6 +229,7 @@ class OffloadGCN(RowBlockModel):
         self._masks: list[np.ndarray | None] = []
         self._aggregates: dict[int, torch.Tensor] = {}  # cached layers
         self._inputs: dict[int, torch.Tensor] = {}  # recomputed layers (host rows)
+        host = self.comm.device  # the host tier: page-locked on the cuda device
         keep = None
         if drop:
             assert epoch is not None
@@ -238,10 +240,10 @@ class OffloadGCN(RowBlockModel):
         last = len(self.weights) - 1
         for layer, w in enumerate(self.weights):
             w = w.detach()
-            out = torch.empty((n_own, w.shape[1]), dtype=h.dtype)
+            out = host.pinned_empty((n_own, w.shape[1]), h.dtype)
             agg_host = None
             if train and self.cached[layer]:
-                agg_host = torch.empty((n_own, w.shape[0]), dtype=h.dtype)
+                agg_host = host.pinned_empty((n_own, w.shape[0]), h.dtype)
             elif train:
                 self._inputs[layer] = h
             mask = keep(layer + 1) if keep is not None and layer < last else None
@@ -274,7 +276,9 @@ class OffloadGCN(RowBlockModel):
         last = len(self.weights) - 1
         for layer in range(last, -1, -1):
             w = self.weights[layer].detach()
-            g_in = torch.zeros((n_own, w.shape[0]), dtype=w.dtype) if layer > 0 else None
+            g_in = None
+            if layer > 0:
+                g_in = self.comm.device.pinned_empty((n_own, w.shape[0]), w.dtype).zero_()
             mask = self._masks[layer + 1] if layer < last else None
             for j, (a, b) in enumerate(self.chunk_rows):
                 g = self._to_device(g_out, a, b)

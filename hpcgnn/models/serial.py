@@ -87,7 +87,9 @@ class SerialGCN(GCNModel):
             self.meta = meta = gf.meta
             n = meta.num_nodes
             norm_t, norm = load_normalized(gf, cfg.numpy_dtype, model=cfg.model)
-            self.x, self.y, self.masks = read_vertex_data(gf, (0, n), cfg.numpy_dtype)
+            self.x, self.y, self.masks = read_vertex_data(
+                gf, (0, n), cfg.numpy_dtype, device=self.comm.device
+            )
         self.rows = (0, n)
         assert norm is not None
         ops = LayerOps(LocalAggregation(to_torch_csr(norm_t, dtype), to_torch_csr(norm, dtype)))

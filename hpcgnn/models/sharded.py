@@ -80,9 +80,11 @@ class ShardedForward:
             n = gf.meta.num_nodes
             norm_t, _ = load_normalized(gf, cfg.numpy_dtype, adjoint=False, model=cfg.model)
             cols = (int(self.offsets[0][r]), int(self.offsets[0][r + 1]))
-            self.x, self.y, self.masks = read_vertex_data(gf, (0, n), cfg.numpy_dtype, cols)
+            self.x, self.y, self.masks = read_vertex_data(
+                gf, (0, n), cfg.numpy_dtype, cols, device=world.device
+            )
         self.num_nodes = n
-        self.a_t = to_torch_csr(norm_t, self.dtype)
+        self.a_t = to_torch_csr(norm_t, self.dtype, world.device.torch_device)
         self.chunks = even_offsets(n, world.size)
 
     def logits(
@@ -97,10 +99,10 @@ class ShardedForward:
         last = len(self.widths) - 2
         stats = self.world.stats
         for layer, shard in enumerate(shards):
-            w = torch.from_numpy(np.ascontiguousarray(shard))
+            w = self.world.device.from_numpy(np.ascontiguousarray(shard))
             w_self = None
             if self_shards is not None:
-                w_self = torch.from_numpy(np.ascontiguousarray(self_shards[layer]))
+                w_self = self.world.device.from_numpy(np.ascontiguousarray(self_shards[layer]))
             first = w_self is None and transform_first(
                 layer, self.widths[layer], self.widths[layer + 1]
             )
@@ -128,7 +130,7 @@ class ShardedForward:
         """
         counts = np.diff(out_offsets)
         mine = int(counts[self.world.rank])
-        out = torch.empty((mine, self.num_nodes), dtype=self.dtype)
+        out = self.world.device.empty((mine, self.num_nodes), self.dtype)
         for a, b in zip(self.chunks[:-1], self.chunks[1:], strict=True):
             if a == b:  # the same on every rank (N < P)
                 continue

@@ -127,7 +127,8 @@ class GridGCN(GCNModel):
                 lo, hi = layout.fine_range(i, layer)
                 s_lo, s_hi = (lo, hi) if j == 0 else (lo, lo)  # column 0 scores
                 self.x, self.y, self.masks = read_vertex_data(
-                    gf, (lo, hi), np_dtype, layout.col_range(meta.num_features, j), (s_lo, s_hi)
+                    gf, (lo, hi), np_dtype, layout.col_range(meta.num_features, j), (s_lo, s_hi),
+                    device=grid.device,
                 )
         self.meta = meta
         self.offsets = layout.fine  # fine-block offsets: the cost model's ``row_offsets``

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from hpcgnn.backend import Device, get_device
 from hpcgnn.layout.order import weight_entries
 
 
@@ -37,19 +38,21 @@ def glorot_weights(
 
 
 def init_weights(
-    widths: list[int], seed: int, dtype: np.dtype | type = np.float32, model: str = "gcn"
+    widths: list[int], seed: int, dtype: np.dtype | type = np.float32, model: str = "gcn",
+    device: Device | None = None,
 ) -> list[torch.Tensor]:
-    """Glorot weights as leaf tensors, identical on every rank for ``seed``.
+    """Glorot weights as leaf tensors on ``device`` (default CPU), identical on every rank.
 
     ``model="gcn"``: ``W^1 .. W^L``; ``"sage"``: per layer ``W_self^l, W_neigh^l``, the
     ``W_self`` drawn from ``seed`` and the ``W_neigh`` from ``seed + 1`` (as the sampled
     GraphSAGE of :func:`hpcgnn.models.minibatch.sampled_weights`).
     """
+    dev = get_device(device)
     streams = [glorot_weights(widths, seed, dtype)]
     if model == "sage":
         streams.append(glorot_weights(widths, seed + 1, dtype))
     return [
-        torch.from_numpy(m[layer]).requires_grad_(True)
+        dev.from_numpy(m[layer]).requires_grad_(True)
         for layer in range(len(widths) - 1)
         for m in streams
     ]

@@ -361,7 +361,9 @@ def restore(state: dict, weights: list[torch.Tensor], optimizer: torch.optim.Opt
         if a is None:
             raise InputError(f"{where}: array {name!r} is missing", collective=True)
         want_shape = tuple(like.shape) if like is not None else a.shape
-        want_dtype = np.dtype(dtype) if dtype is not None else like.numpy().dtype
+        if dtype is None:  # the weight's (which may live on a GPU)
+            dtype = torch.empty(0, dtype=like.dtype).numpy().dtype
+        want_dtype = np.dtype(dtype)
         if a.shape != want_shape or a.dtype != want_dtype:
             raise InputError(
                 f"{where}: array {name!r} is {a.dtype}{list(a.shape)}, this run needs"

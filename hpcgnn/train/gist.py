@@ -140,15 +140,16 @@ class GistTrainer:
         sub_widths = layer_sizes(
             meta.num_features, self.sub_cfg.hidden, meta.num_classes, cfg.layers
         )
+        dev = self.group_grid.device
         zeros = [
-            torch.zeros(a, b, dtype=cfg.torch_dtype, requires_grad=True)
+            dev.zeros((a, b), cfg.torch_dtype).requires_grad_(True)
             for a, b in weight_shapes(sub_widths, cfg.weights_per_layer)
         ]
         self.model = make_model(self.group_grid, self.sub_cfg, zeros)
         self.inner = FullBatchTrainer(self.model, self.sub_cfg, self.group_grid.world)
         # between rounds the model holds empty weights: the sub-model lives in the round's
         # buffer (weights, moments) and is freed with it
-        self._idle = [torch.zeros(0, dtype=cfg.torch_dtype, requires_grad=True) for _ in zeros]
+        self._idle = [dev.zeros(0, cfg.torch_dtype).requires_grad_(True) for _ in zeros]
         self.model.weights[:] = self._idle
         self.optimizer = self.inner.optimizer = make_optimizer(self._idle, self.sub_cfg)
         self._idle_optimizer = self.optimizer
@@ -250,17 +251,24 @@ class GistTrainer:
         model.subnet = nets[self.index]
         # the sub-model is trained in the buffer it arrived in: weights and moments in place
         weights, avg, avg_sq = self._by_weight(sub)
-        model.weights[:] = [torch.from_numpy(a).requires_grad_(True) for a in weights]
+        dev = self.group_grid.device
+        model.weights[:] = [dev.from_numpy(a).requires_grad_(True) for a in weights]
         opt = make_optimizer(model.weights, self.sub_cfg)
         opt.state.update({
             w: {
                 "step": torch.tensor(float(self.steps_done), dtype=torch.float32),
-                "exp_avg": torch.from_numpy(m1), "exp_avg_sq": torch.from_numpy(m2),
+                "exp_avg": dev.from_numpy(m1), "exp_avg_sq": dev.from_numpy(m2),
             }
             for w, m1, m2 in zip(model.weights, avg, avg_sq, strict=True)
         })
         self.inner.optimizer = self.optimizer = opt
         shares = [self.inner.step(epoch * k + it) for it in range(k)]
+        # back into the round's buffer (CPU: the tensors are views of it, a no-op copy)
+        states = [opt.state[w] for w in model.weights]
+        trained = [*model.weights, *(s["exp_avg"] for s in states),
+                   *(s["exp_avg_sq"] for s in states)]
+        for buf, t in zip([*weights, *avg, *avg_sq], trained, strict=True):
+            np.copyto(buf, dev.to_host(t))
         flat = self.shards.pack_trained(nets, self.roots, sub if group.rank == 0 else None)
         # free the round's sub-model (buffer, gradients, optimiser) before the exchange
         model.weights[:] = self._idle

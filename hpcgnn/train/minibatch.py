@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from mpi4py import MPI
 
+from hpcgnn.backend import cpu
 from hpcgnn.comm.collective import collective
 from hpcgnn.comm.stats import CommStats
 from hpcgnn.config import TrainConfig
@@ -84,15 +85,18 @@ class MinibatchTrainer:
         lo, hi = self.sampler.rows_range
         with collective(grid.world), GraphFile(graph) as gf:
             self.meta = meta = gf.meta
-            self.x, self.y, self.masks = read_vertex_data(gf, (lo, hi), self.np_dtype)
+            # host-resident: the fetcher serves rows of it to the ranks' minibatches
+            self.x, self.y, self.masks = read_vertex_data(
+                gf, (lo, hi), self.np_dtype, device=cpu()
+            )
         self.fetcher = FeatureFetcher(
-            grid.col, self.sampler.offsets, self.x.numpy(), self.y.numpy()
+            grid.col, self.sampler.offsets, cpu().to_host(self.x), cpu().to_host(self.y)
         )
         block = normalized_block(self.sampler.block, lo, hi, self.np_dtype)
         self.eval_op = FullGraphOperator(grid, block, self.sampler.offsets, cfg.torch_dtype)
         widths = layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, spec.layers)
         if weights is None:
-            weights = sampled_weights(spec.sampler, widths, cfg.seed, self.np_dtype)
+            weights = sampled_weights(spec.sampler, widths, cfg.seed, self.np_dtype, grid.device)
         self.model = MinibatchModel(spec.sampler, widths, weights)
         self.weights = weights
         self.optimizer = make_optimizer(weights, cfg)
@@ -123,14 +127,14 @@ class MinibatchTrainer:
         with self.stats.phase("propagate"):
             self.optimizer.zero_grad(set_to_none=False)
             if batch is not None:
-                xt = torch.from_numpy(x.astype(self.np_dtype, copy=False))
+                xt = self.grid.device.from_numpy(x.astype(self.np_dtype, copy=False))
                 seed, p, b = self.cfg.seed, self.cfg.dropout, batch.batch
 
                 def keep(layer: int, rows: np.ndarray, width: int) -> np.ndarray:
                     return dropout_keep_rows(seed, epoch, b, layer, rows, width, p)
 
                 logits = self.model.forward_batch(batch, xt, p, keep)
-                labels = torch.from_numpy(y[_positions(ids, batch.seeds)])
+                labels = self.grid.device.from_numpy(y[_positions(ids, batch.seeds)])
                 loss = torch.nn.functional.cross_entropy(logits, labels)
                 loss.backward()
                 loss_value = float(loss.detach())

@@ -28,7 +28,7 @@ MPI, else staged through pinned host buffers).
 from __future__ import annotations
 
 import functools
-import importlib.util
+import importlib
 import os
 import time
 from collections.abc import Sequence
@@ -66,10 +66,12 @@ def cuda_unavailable() -> str | None:
         if torch.version.cuda is None:
             return f"--device cuda: no GPU is visible (this torch, {build}, is built without CUDA)"
         return "--device cuda: no GPU is visible (torch.cuda.is_available() is False)"
-    if importlib.util.find_spec("cupy") is None:
+    try:
+        importlib.import_module("cupy")
+    except Exception as exc:  # missing, or built for another CUDA: either way unusable
         return (
             "--device cuda needs CuPy: pip install 'hpcgnn[cuda12]' (or 'hpcgnn[cuda13]' "
-            "for CUDA 13)"
+            f"for CUDA 13); importing it failed: {type(exc).__name__}: {exc}".splitlines()[0]
         )
     return None
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import sys
 
 import numpy as np
 import pytest
@@ -39,6 +40,18 @@ def test_cuda_without_a_gpu_is_one_clear_line():
         get_device("cuda", local_rank=3)
     assert "\n" not in str(info.value)
     assert info.value.collective  # every rank asks for the same device
+
+
+def test_cuda_without_cupy_is_one_clear_line(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setitem(sys.modules, "cupy", None)  # importing it fails
+    cuda_unavailable.cache_clear()
+    try:
+        reason = cuda_unavailable()
+    finally:
+        cuda_unavailable.cache_clear()
+    assert reason is not None and "\n" not in reason
+    assert reason.startswith("--device cuda needs CuPy: pip install 'hpcgnn[cuda12]'")
 
 
 def test_cuda_device_names_its_gpu_without_touching_it():

@@ -29,14 +29,15 @@ import numpy as np
 
 from hpcgnn.comm.communicator import Comm
 from hpcgnn.comm.stats import CommStats
+from hpcgnn.cost.minibatch import SAMPLE_COMBINE as COMBINE
+from hpcgnn.cost.minibatch import SAMPLE_FRONTIER as FRONTIER
+from hpcgnn.cost.minibatch import SAMPLE_REQUEST as REQUEST
+from hpcgnn.cost.minibatch import SAMPLE_ROWS as ROWS
+from hpcgnn.cost.minibatch import Members, Traffic, charge_sampling
 from hpcgnn.layout.blocks import owner_of, stage_chunks
 from hpcgnn.sampling.rows import RowStore
 from hpcgnn.sampling.setops import unique
 
-REQUEST = "sample_request"
-ROWS = "sample_rows"
-COMBINE = "sample_combine"
-FRONTIER = "sample_frontier"
 FETCH_CATEGORIES = (REQUEST, ROWS)
 COMBINE_CATEGORIES = (COMBINE, FRONTIER)
 
@@ -65,6 +66,11 @@ def byte_summary(
         "bytes_sparsity_aware": aware, "bytes_row_combine": combine, "bytes_oblivious": obl,
         "oblivious_over_aware": obl / (aware + combine) if aware + combine else None,
     }
+
+
+def members(comm: Comm, world_rank: int) -> Members:
+    """The world ranks of ``comm``'s members, for the cost model (collective, set-up)."""
+    return Members(np.asarray(comm.allgather_obj(int(world_rank)), dtype=np.int64), comm.rank)
 
 
 def _per_peer(peer: np.ndarray, weights: np.ndarray, size: int) -> np.ndarray:
@@ -110,11 +116,28 @@ class SparsityAwareRows:
         This process row's rows of ``S``.
     offsets
         Vertex offsets of the ``P/c`` block rows.
+    world_rank
+        This rank's world rank (for the cost model's receivers).
+    traffic
+        Where every call charges the bytes it will move (:mod:`hpcgnn.cost.minibatch`),
+        before moving them; a private one if not given.
+
+    Attributes
+    ----------
+    lengths
+        Row lengths of all of ``S`` (``8 n`` bytes gathered once over the process
+        column): the cost model's statistic of the rows a rank requests.
 
     """
 
-    def __init__(self, col: Comm, row: Comm, block: RowStore, offsets: np.ndarray) -> None:
+    def __init__(
+        self, col: Comm, row: Comm, block: RowStore, offsets: np.ndarray, world_rank: int,
+        traffic: Traffic | None = None,
+    ) -> None:
         self.col, self.row, self.block = col, row, block
+        self.col_members, self.row_members = members(col, world_rank), members(row, world_rank)
+        self.traffic = traffic if traffic is not None else Traffic(col.size * row.size)
+        self.lengths = col.allgatherv(np.diff(block.indptr), "control")
         self.offsets = np.asarray(offsets, dtype=np.int64)
         chunks = stage_chunks(col.size, row.size)
         me = col.rank
@@ -135,26 +158,36 @@ class SparsityAwareRows:
         counts = self.row.allgather_obj(len(own_ids), "control")
         every = self.row.allgatherv(own_ids, FRONTIER, counts)
         union = unique(every)
-        fetched = self._fetch(union)
+        req, req_owner = self._requests(union)
+        own_owner = owner_of(own_ids, self.offsets)
+        expect = [own_ids[np.isin(own_owner, self.stages[q])] for q in range(self.row.size)]
+        others = [e for q, e in enumerate(expect) if q != self.row.rank]
+        combine = np.concatenate([np.zeros(0, np.int64), *others])
+        charge_sampling(
+            self.traffic, self.col_members, self.row_members, len(own_ids), req_owner,
+            int(self.lengths[req].sum()), len(combine), int(self.lengths[combine].sum()),
+        )
+        fetched = self._fetch(req, req_owner)
         self.bytes_oblivious += self.oblivious_per_call
         # combine along the process row: forward what each replica's batches need
         starts = np.concatenate([[0], np.cumsum(counts)])
         peers_need = [every[starts[q] : starts[q + 1]] for q in range(self.row.size)]
         send = [np.intersect1d(need, fetched.ids, assume_unique=True) for need in peers_need]
-        own_owner = owner_of(own_ids, self.offsets)
-        expect = [own_ids[np.isin(own_owner, self.stages[q])] for q in range(self.row.size)]
         combined = exchange_rows(self.row, send, fetched, expect, COMBINE)
         local_ids = own_ids[own_owner == self.col.rank]
         ptr, idx = self.block.take(local_ids)
         local = RowStore(local_ids, ptr, idx, self.block.num_nodes)
         return RowStore.merge([local, combined], self.block.num_nodes)
 
-    def _fetch(self, union: np.ndarray) -> RowStore:
-        """Request the rows ``union`` of the blocks in this replica's stage chunk."""
+    def _requests(self, union: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The rows of ``union`` in the blocks of this replica's stage chunk, and their owners."""
         owner = owner_of(union, self.offsets)
         mine = np.isin(owner, self.stages[self.row.rank])
-        req = union[mine]
-        sendcounts = np.bincount(owner[mine], minlength=self.col.size).astype(np.int64)
+        return union[mine], owner[mine]
+
+    def _fetch(self, req: np.ndarray, owner: np.ndarray) -> RowStore:
+        """Request the rows ``req`` (sorted) from their ``owner`` ranks of the column."""
+        sendcounts = np.bincount(owner, minlength=self.col.size).astype(np.int64)
         got, got_counts = self.col.alltoallv(req, sendcounts, REQUEST)
         starts = np.concatenate([[0], np.cumsum(got_counts)])
         serve = [got[starts[q] : starts[q + 1]] for q in range(self.col.size)]

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import pickle
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -153,10 +154,19 @@ def charge_gradients(traffic: Traffic, world: Members, nbytes: int) -> None:
 
 
 def charge_sampling(
-    traffic: Traffic, col: Members, row: Members, frontier: int, request_owners: np.ndarray,
-    request_nnz: int, combine_rows: int, combine_nnz: int,
+    traffic: Traffic, col: Members, row: Members, frontier: int,
+    stages: Sequence[tuple[int, int, int]], parts: Sequence[tuple[int, int]],
 ) -> None:
-    """One hop of the sparsity-aware 1.5D SpGEMM on this rank.
+    """One hop of the sparsity-aware 1.5D SpGEMM on rank ``(i, j)`` of the grid.
+
+    1. The process row gathers its frontiers (the count, pickled, then ``8`` bytes per
+       id): the column ids ``U_i`` of ``Q_i`` on every replica.
+    2. Stage loop over the blocks ``k`` of chunk ``j``: rank ``k`` of the process column
+       gathers the requests (``8`` bytes of ``control`` and ``8`` per id from every
+       other rank) and scatters back the rows' lengths and column ids (``8`` bytes per
+       row and per nonzero).
+    3. Sparse all-reduce over the process row: every replica receives the lengths and
+       column ids of the other replicas' partial products (the row ids are known).
 
     Parameters
     ----------
@@ -165,25 +175,24 @@ def charge_sampling(
     col, row
         This rank's process column and row.
     frontier
-        Distinct frontier vertices of this rank's batches (gathered along the row, count
-        first).
-    request_owners
-        The column rank owning each row this rank requests (ids out, ``8`` bytes each;
-        then row lengths and column ids back).
-    request_nnz
-        Nonzeros of those rows.
-    combine_rows, combine_nnz
-        Rows (and their nonzeros) this rank's frontier takes from its row peers.
+        Distinct frontier vertices of this rank's batches.
+    stages
+        Per stage of this process column's chunk: ``(k, rows, nonzeros)`` this rank
+        requests from column rank ``k`` (nothing when it is ``k``, the stage's root).
+    parts
+        Per replica of the process row: ``(rows, nonzeros)`` of its partial product.
     """
     traffic.allgather_int(row, frontier)
     traffic.allgatherv(row, ID_BYTES * frontier, SAMPLE_FRONTIER)
-    owners = np.asarray(request_owners, dtype=np.int64)
-    traffic.alltoallv(col, np.bincount(owners, minlength=col.size), ID_BYTES, SAMPLE_REQUEST,
-                      counts_known=False)
-    traffic.receive(col, ID_BYTES * len(owners), SAMPLE_ROWS)
-    traffic.receive(col, ID_BYTES * int(request_nnz), SAMPLE_ROWS)
-    traffic.receive(row, ID_BYTES * int(combine_rows), SAMPLE_COMBINE)
-    traffic.receive(row, ID_BYTES * int(combine_nnz), SAMPLE_COMBINE)
+    steps = log_steps(col.size)
+    for k, rows, nnz in stages:
+        root = k == col.me
+        traffic.charge(CONTROL, col.world[k], 0 if root else ID_BYTES, steps)
+        traffic.charge(SAMPLE_REQUEST, col.world[k], 0 if root else ID_BYTES * rows, steps)
+        traffic.charge(SAMPLE_ROWS, col.world_rank, 0 if root else ID_BYTES * (rows + nnz),
+                       2 * steps)
+    others = sum(r + n for q, (r, n) in enumerate(parts) if q != row.me)
+    traffic.charge(SAMPLE_COMBINE, row.world_rank, ID_BYTES * others, 2 * log_steps(row.size))
 
 
 def seconds(busiest: dict[str, float], messages: dict[str, float], link: Link

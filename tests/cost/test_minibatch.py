@@ -11,6 +11,7 @@ from hpcgnn.cost.minibatch import (
     Traffic,
     charge_fetch,
     charge_gradients,
+    charge_sampling,
     pickled_bytes,
     seconds,
 )
@@ -43,3 +44,17 @@ def test_gradient_allreduce_rounds_like_the_stats():
 def test_seconds_are_alpha_beta_per_category():
     got = seconds({"a": 1e6}, {"a": 4}, Link(alpha=1e-6, beta=1e-9))
     assert got == {"a": 4e-6 + 1e-3}
+
+
+def test_sampling_hop_charges_stage_roots_for_requests_and_replicas_for_partials():
+    # 2 x 2 grid, world rank = 2 i + j; this rank is (1, 0): column [0, 2], row [2, 3]
+    col, row = Members(np.array([0, 2]), 1), Members(np.array([2, 3]), 0)
+    t = Traffic(4)
+    # stage 0 (root: world 0) asked for 3 rows of 7 nonzeros; stage 1 is this rank's own
+    charge_sampling(t, col, row, frontier=5, stages=[(0, 3, 7), (1, 0, 0)],
+                    parts=[(3, 7), (2, 4)])
+    assert t.received["sample_frontier"].tolist() == [0, 0, 0, 40]
+    assert t.received["sample_request"].tolist() == [24, 0, 0, 0]
+    assert t.received["sample_rows"].tolist() == [0, 0, 8 * (3 + 7), 0]
+    assert t.received["sample_combine"].tolist() == [0, 0, 8 * (2 + 4), 0]
+    assert t.received["control"].tolist() == [8, 0, 0, pickled_bytes(5)]

@@ -202,6 +202,57 @@ class Comm:
             self.mpi.Allgatherv(t.read(sendbuf), (t.write(out), elems))
         return out
 
+    def gatherv(
+        self, sendbuf: Buffer, root: int, category: str
+    ) -> tuple[Buffer | None, np.ndarray | None]:
+        """Concatenate every rank's ``sendbuf`` (rows, in rank order) on ``root``.
+
+        Returns ``(recvbuf, counts)`` on ``root``: a new buffer like ``sendbuf`` and the
+        rows from each rank (int64, NumPy); ``(None, None)`` elsewhere. The counts are
+        gathered first: the root records ``8 (p-1)`` bytes of ``"control"``, then the
+        bytes of the other ranks' rows; the other ranks record nothing.
+        """
+        send = self._mpi_buffer(sendbuf)
+        me_root = self.rank == root
+        counts = np.empty(self.size, dtype=np.int64) if me_root else None
+        mine = np.array([send.shape[0]], dtype=np.int64)
+        self._timed("control", 8 * (self.size - 1) if me_root else 0, self.mpi.Gather, mine,
+                    counts, root)
+        if counts is None:
+            self._timed(category, 0, self.mpi.Gatherv, send, None, root)
+            return None, None
+        row = int(np.prod(send.shape[1:], dtype=np.int64))
+        out, recv = self._recv_like(sendbuf, (int(counts.sum()), *send.shape[1:]))
+        nbytes = (counts.sum() - counts[self.rank]) * row * send.itemsize
+        elems = counts * row
+        displs = np.concatenate([[0], np.cumsum(elems)[:-1]])
+        self._timed(category, nbytes, self.mpi.Gatherv, send, (recv, (elems, displs)), root)
+        return out, counts
+
+    def scatterv(
+        self, sendbuf: Buffer, counts: Sequence[int] | None, recvcount: int, root: int,
+        category: str,
+    ) -> Buffer:
+        """Rows ``sendbuf[offset_r : offset_r + counts[r]]`` of ``root`` go to rank ``r``.
+
+        ``sendbuf`` and ``counts`` are read on ``root`` only, but every rank passes a
+        ``sendbuf`` of the dtype and row shape to receive (e.g. an empty one);
+        ``recvcount`` is this rank's number of rows. Returns a new buffer like
+        ``sendbuf``. Every rank but the root records the bytes it receives.
+        """
+        send = self._mpi_buffer(sendbuf)
+        row = int(np.prod(send.shape[1:], dtype=np.int64))
+        out, recv = self._recv_like(sendbuf, (int(recvcount), *send.shape[1:]))
+        if self.rank == root:
+            assert counts is not None
+            elems = np.asarray(counts, dtype=np.int64) * row
+            displs = np.concatenate([[0], np.cumsum(elems)[:-1]])
+            self._timed(category, 0, self.mpi.Scatterv, (send, (elems, displs)), recv, root)
+        else:
+            nbytes = int(recvcount) * row * send.itemsize
+            self._timed(category, nbytes, self.mpi.Scatterv, None, recv, root)
+        return out
+
     def alltoallv(
         self,
         sendbuf: Buffer,

@@ -31,6 +31,7 @@ from collections.abc import Callable
 import numpy as np
 
 from hpcgnn.comm.collective import collective
+from hpcgnn.cost.minibatch import Traffic
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.io.reader import GraphFile
 from hpcgnn.layout.blocks import even_offsets, vertex_offsets
@@ -159,6 +160,9 @@ class BulkSampler:
         Graph file.
     layout
         ``"replicated"`` or ``"partitioned"``.
+    traffic
+        Where the partitioned layout's SpGEMM charges its bytes before moving them
+        (:mod:`hpcgnn.cost.minibatch`); the replicated layout samples without messages.
 
     Attributes
     ----------
@@ -172,7 +176,8 @@ class BulkSampler:
     """
 
     def __init__(
-        self, spec: SamplerSpec, grid: ProcessGrid, path: str | os.PathLike, layout: str
+        self, spec: SamplerSpec, grid: ProcessGrid, path: str | os.PathLike, layout: str,
+        traffic: Traffic | None = None,
     ) -> None:
         if layout not in LAYOUTS:
             raise ValueError(f"unknown layout {layout!r}")
@@ -192,7 +197,9 @@ class BulkSampler:
         self.rows_range = (lo, hi)
         self.aware = None
         if layout == "partitioned":
-            self.aware = SparsityAwareRows(col, grid.row, self.block, self.offsets)
+            self.aware = SparsityAwareRows(
+                col, grid.row, self.block, self.offsets, grid.rank, traffic
+            )
         self.edges_sampled = 0
 
     @property

@@ -1,26 +1,31 @@
 """Sparsity-aware 1.5D SpGEMM ``P = Q S`` on a ``(P/c) x c`` grid (graph-partitioned layout).
 
-``S`` is split into ``P/c`` block rows; process row ``i`` holds block row ``S_i``,
-replicated on its ``c`` ranks. The batches of a bulk are split over the ranks, and
-``Q_i``, the stacked ``Q`` of the batches of process row ``i``, touches the columns
-(vertex ids) ``U_i``. ``Q_i S = sum_k Q_ik S_k`` needs, from block ``k``, only the rows
-``U_i`` of ``S_k``. As in CAGNET's 1.5D SpMM (:func:`hpcgnn.spmm.block_row.
-stage_chunks`), replica ``j`` of process row ``i`` handles the stages ``k`` of chunk
-``j``: it sends the ids ``U_i`` that fall in block ``k`` to rank ``k`` of its process
-column (``sample_request``) and receives exactly those rows (``sample_rows``: row
-lengths and column ids; the values are a function of the row, see
-:mod:`hpcgnn.sampling.rows`). Block ``i`` itself is local on every replica.
+The paper's Algorithm 2. ``S`` is split into ``P/c`` block rows; process row ``i`` holds
+block row ``S_i``, replicated on its ``c`` ranks. The batches of a bulk are split over
+the ranks, so ``Q_i``, the stacked ``Q`` of process row ``i``, lies on its ``c`` ranks:
+they first gather their frontiers (``sample_frontier``), which gives every replica the
+column ids ``U_i`` of ``Q_i``. ``Q_i S = sum_k Q_ik S_k`` needs from block ``k`` only the
+rows ``U_i`` of ``S_k``. As in CAGNET's 1.5D SpMM (:func:`hpcgnn.layout.blocks.
+stage_chunks`), replica ``j`` of every process row computes the partial sum over the
+stages ``k`` of chunk ``j``:
 
-Combining along the process row: rather than all-reducing sparse partial products,
-every row of ``Q_i`` (a batch's frontier row) is owned by the replica that samples that
-batch, and each replica forwards the fetched rows its peers' batches need
-(``sample_combine``). The owner then forms its rows of ``Q S`` locally with the same
-code as the replicated layout, so both layouts give bit-identical samples.
+- **stage loop within the process column**: at stage ``k`` the rank holding block ``k``
+  gathers the ids its column peers request (``sample_request``: only ``U_i`` within
+  block ``k``, the sparsity-aware part) and scatters back exactly those rows
+  (``sample_rows``: row lengths, then column ids; the values are a function of the row,
+  see :mod:`hpcgnn.sampling.rows`);
+- **sparse all-reduce across the process row**: the ``c`` partial products have
+  disjoint nonzero rows (``Q``'s rows select rows of ``S``), so their sum is the union
+  of their nonzero rows; every replica receives the others' rows (``sample_combine``:
+  lengths and column ids only, the row ids follow from ``U_i``). No arithmetic, so the
+  samples are bit-identical to the replicated layout's.
 
-The sparsity-oblivious alternative broadcasts whole block rows: replica ``(i, j)`` would
-receive every ``S_k``, ``k`` in chunk ``j``, ``k != i`` (``8 (n_k + 1) + 8 nnz_k`` bytes
-as int64 CSR). :attr:`SparsityAwareRows.bytes_oblivious` accumulates that volume for
-every call, for comparison with the measured ``sample_request + sample_rows`` bytes.
+Block ``i`` itself is local on every replica and never travels. The sparsity-oblivious
+alternative broadcasts whole block rows: replica ``(i, j)`` would receive every ``S_k``,
+``k`` in chunk ``j``, ``k != i`` (``8 (n_k + 1) + 8 nnz_k`` bytes as int64 CSR).
+:attr:`SparsityAwareRows.bytes_oblivious` accumulates that volume for every call, for
+comparison with the measured bytes. Every call charges its bytes to the cost model
+first (:func:`hpcgnn.cost.minibatch.charge_sampling`).
 """
 
 from __future__ import annotations
@@ -29,14 +34,15 @@ import numpy as np
 
 from hpcgnn.comm.communicator import Comm
 from hpcgnn.comm.stats import CommStats
+from hpcgnn.cost.minibatch import SAMPLE_COMBINE as COMBINE
+from hpcgnn.cost.minibatch import SAMPLE_FRONTIER as FRONTIER
+from hpcgnn.cost.minibatch import SAMPLE_REQUEST as REQUEST
+from hpcgnn.cost.minibatch import SAMPLE_ROWS as ROWS
+from hpcgnn.cost.minibatch import Members, Traffic, charge_sampling
 from hpcgnn.layout.blocks import owner_of, stage_chunks
 from hpcgnn.sampling.rows import RowStore
 from hpcgnn.sampling.setops import unique
 
-REQUEST = "sample_request"
-ROWS = "sample_rows"
-COMBINE = "sample_combine"
-FRONTIER = "sample_frontier"
 FETCH_CATEGORIES = (REQUEST, ROWS)
 COMBINE_CATEGORIES = (COMBINE, FRONTIER)
 
@@ -67,34 +73,19 @@ def byte_summary(
     }
 
 
-def _per_peer(peer: np.ndarray, weights: np.ndarray, size: int) -> np.ndarray:
-    return np.bincount(peer, weights=weights, minlength=size).astype(np.int64)
+def members(comm: Comm, world_rank: int) -> Members:
+    """The world ranks of ``comm``'s members, for the cost model (collective, set-up)."""
+    return Members(np.asarray(comm.allgather_obj(int(world_rank)), dtype=np.int64), comm.rank)
 
 
-def exchange_rows(
-    comm: Comm, ids_per_peer: list[np.ndarray], store: RowStore, expect: list[np.ndarray],
-    category: str,
-) -> RowStore:
-    """Send ``store``'s rows ``ids_per_peer[q]`` to each peer ``q``; receive rows ``expect[q]``.
+def _ptr(lens: np.ndarray) -> np.ndarray:
+    return np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
 
-    Row lengths, then column ids, go through two all-to-all(v) calls in ``category``.
-    """
-    size = comm.size
-    send_ids = np.concatenate(ids_per_peer).astype(np.int64)
-    send_counts = np.array([len(x) for x in ids_per_peer], dtype=np.int64)
-    recv_counts = np.array([len(x) for x in expect], dtype=np.int64)
-    ptr, idx = store.take(send_ids)
-    lens = np.diff(ptr)
-    lens_in, _ = comm.alltoallv(lens, send_counts, category, recvcounts=recv_counts)
-    send_peer = np.repeat(np.arange(size), send_counts)
-    recv_peer = np.repeat(np.arange(size), recv_counts)
-    idx_in, _ = comm.alltoallv(
-        idx, _per_peer(send_peer, lens, size), category,
-        recvcounts=_per_peer(recv_peer, lens_in, size),
-    )
-    got_ids = np.concatenate(expect).astype(np.int64)
-    got_ptr = np.concatenate([[0], np.cumsum(lens_in)]).astype(np.int64)
-    return RowStore.merge([RowStore(got_ids, got_ptr, idx_in, store.num_nodes)], store.num_nodes)
+
+def _segment_sums(ptr: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Nonzeros of consecutive groups of ``counts`` rows of the CSR pointer ``ptr``."""
+    bounds = _ptr(counts)
+    return ptr[bounds[1:]] - ptr[bounds[:-1]]
 
 
 class SparsityAwareRows:
@@ -110,15 +101,32 @@ class SparsityAwareRows:
         This process row's rows of ``S``.
     offsets
         Vertex offsets of the ``P/c`` block rows.
+    world_rank
+        This rank's world rank (for the cost model's receivers).
+    traffic
+        Where every call charges the bytes it will move (:mod:`hpcgnn.cost.minibatch`),
+        before moving them; a private one if not given.
+
+    Attributes
+    ----------
+    lengths
+        Row lengths of all of ``S`` (``8 n`` bytes gathered once over the process
+        column): the cost model's statistic of the rows a rank requests.
 
     """
 
-    def __init__(self, col: Comm, row: Comm, block: RowStore, offsets: np.ndarray) -> None:
+    def __init__(
+        self, col: Comm, row: Comm, block: RowStore, offsets: np.ndarray, world_rank: int,
+        traffic: Traffic | None = None,
+    ) -> None:
         self.col, self.row, self.block = col, row, block
+        self.col_members, self.row_members = members(col, world_rank), members(row, world_rank)
+        self.traffic = traffic if traffic is not None else Traffic(col.size * row.size)
+        self.lengths = col.allgatherv(np.diff(block.indptr), "control")
         self.offsets = np.asarray(offsets, dtype=np.int64)
-        chunks = stage_chunks(col.size, row.size)
+        self.chunks = chunks = stage_chunks(col.size, row.size)
         me = col.rank
-        self.stages = [
+        self.stages = [  # the blocks of each replica's partial product (block i is local)
             np.setdiff1d(np.arange(chunks[j], chunks[j + 1], dtype=np.int64), [me])
             for j in range(row.size)
         ]
@@ -132,32 +140,59 @@ class SparsityAwareRows:
     def __call__(self, own_ids: np.ndarray) -> RowStore:
         """Rows of ``S`` at ``own_ids`` (sorted, distinct) on this rank."""
         own_ids = np.asarray(own_ids, dtype=np.int64)
+        n = self.block.num_nodes
         counts = self.row.allgather_obj(len(own_ids), "control")
-        every = self.row.allgatherv(own_ids, FRONTIER, counts)
-        union = unique(every)
-        fetched = self._fetch(union)
-        self.bytes_oblivious += self.oblivious_per_call
-        # combine along the process row: forward what each replica's batches need
-        starts = np.concatenate([[0], np.cumsum(counts)])
-        peers_need = [every[starts[q] : starts[q + 1]] for q in range(self.row.size)]
-        send = [np.intersect1d(need, fetched.ids, assume_unique=True) for need in peers_need]
-        own_owner = owner_of(own_ids, self.offsets)
-        expect = [own_ids[np.isin(own_owner, self.stages[q])] for q in range(self.row.size)]
-        combined = exchange_rows(self.row, send, fetched, expect, COMBINE)
-        local_ids = own_ids[own_owner == self.col.rank]
-        ptr, idx = self.block.take(local_ids)
-        local = RowStore(local_ids, ptr, idx, self.block.num_nodes)
-        return RowStore.merge([local, combined], self.block.num_nodes)
-
-    def _fetch(self, union: np.ndarray) -> RowStore:
-        """Request the rows ``union`` of the blocks in this replica's stage chunk."""
+        union = unique(self.row.allgatherv(own_ids, FRONTIER, counts))
         owner = owner_of(union, self.offsets)
-        mine = np.isin(owner, self.stages[self.row.rank])
-        req = union[mine]
-        sendcounts = np.bincount(owner[mine], minlength=self.col.size).astype(np.int64)
-        got, got_counts = self.col.alltoallv(req, sendcounts, REQUEST)
-        starts = np.concatenate([[0], np.cumsum(got_counts)])
-        serve = [got[starts[q] : starts[q + 1]] for q in range(self.col.size)]
-        rstarts = np.concatenate([[0], np.cumsum(sendcounts)])
-        expect = [req[rstarts[q] : rstarts[q + 1]] for q in range(self.col.size)]
-        return exchange_rows(self.col, serve, self.block, expect, ROWS)
+        parts = [union[np.isin(owner, self.stages[q])] for q in range(self.row.size)]
+        stages = self._stage_requests(union, owner)
+        charge_sampling(
+            self.traffic, self.col_members, self.row_members, len(own_ids),
+            [(k, len(ids), int(self.lengths[ids].sum())) for k, ids in stages],
+            [(len(ids), int(self.lengths[ids].sum())) for ids in parts],
+        )
+        mine = RowStore.merge([self._stage(k, ids) for k, ids in stages], n)
+        combined = self._sparse_allreduce(mine, parts)
+        self.bytes_oblivious += self.oblivious_per_call
+        local_ids = own_ids[owner_of(own_ids, self.offsets) == self.col.rank]
+        local = RowStore(local_ids, *self.block.take(local_ids), n)
+        return RowStore.merge([local, combined], n)
+
+    def _stage_requests(self, union: np.ndarray, owner: np.ndarray
+                        ) -> list[tuple[int, np.ndarray]]:
+        """Per stage ``k`` of this process column's chunk, the ids of ``union`` in block ``k``.
+
+        Nothing at the stage whose root this rank is (its own block is local).
+        """
+        j, empty = self.row.rank, np.zeros(0, np.int64)
+        return [
+            (k, union[owner == k] if k != self.col.rank else empty)
+            for k in range(int(self.chunks[j]), int(self.chunks[j + 1]))
+        ]
+
+    def _stage(self, k: int, want: np.ndarray) -> RowStore:
+        """Stage ``k``: column rank ``k`` serves the rows of its block that its peers want."""
+        n, empty = self.block.num_nodes, np.zeros(0, np.int64)
+        asked, counts = self.col.gatherv(want, k, REQUEST)
+        if asked is None:
+            lens = self.col.scatterv(empty, None, len(want), k, ROWS)
+            idx = self.col.scatterv(empty, None, int(lens.sum()), k, ROWS)
+            return RowStore(want, _ptr(lens), idx, n)
+        assert counts is not None
+        ptr, idx = self.block.take(asked)
+        self.col.scatterv(np.diff(ptr), counts, 0, k, ROWS)
+        self.col.scatterv(idx, _segment_sums(ptr, counts), 0, k, ROWS)
+        return RowStore(empty, np.zeros(1, np.int64), empty, n)
+
+    def _sparse_allreduce(self, mine: RowStore, parts: list[np.ndarray]) -> RowStore:
+        """Sum the replicas' partial products over the process row: their nonzero rows.
+
+        ``parts[q]`` are the row ids of replica ``q``'s partial product (every replica
+        knows them), so only the row lengths and column ids travel.
+        """
+        n = self.block.num_nodes
+        sizes = np.array([len(p) for p in parts], dtype=np.int64)
+        ptr = _ptr(self.row.allgatherv(np.diff(mine.indptr), COMBINE, sizes.tolist()))
+        idx = self.row.allgatherv(mine.indices, COMBINE, _segment_sums(ptr, sizes).tolist())
+        ids = np.concatenate([np.zeros(0, np.int64), *parts])
+        return RowStore.merge([RowStore(ids, ptr, idx, n)], n)

@@ -25,10 +25,21 @@ from mpi4py import MPI
 
 from hpcgnn.backend import cpu
 from hpcgnn.comm.collective import collective
+from hpcgnn.comm.communicator import Comm
 from hpcgnn.comm.stats import CommStats
 from hpcgnn.config import TrainConfig
+from hpcgnn.cost.machine import load_machine
+from hpcgnn.cost.minibatch import (
+    CATEGORIES,
+    Members,
+    Traffic,
+    charge_fetch,
+    charge_gradients,
+    seconds,
+)
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.io.reader import GraphFile
+from hpcgnn.layout.blocks import owner_of
 from hpcgnn.layout.order import layer_sizes
 from hpcgnn.models.base import allreduce_gradients, read_vertex_data
 from hpcgnn.models.minibatch import FullGraphOperator, MinibatchModel, sampled_weights
@@ -40,9 +51,10 @@ from hpcgnn.sampling.rows import normalized_block
 from hpcgnn.sampling.sampled import SampledBatch
 from hpcgnn.sampling.shuffle import minibatches
 from hpcgnn.sampling.spec import SamplerSpec, check_training_set, optimizer_steps
-from hpcgnn.sampling.spgemm_1p5d import byte_summary
+from hpcgnn.sampling.spgemm_1p5d import byte_summary, members
 from hpcgnn.train.fullbatch import global_counts
 from hpcgnn.train.loop import TrainResult, make_optimizer
+from hpcgnn.train.report import max_over_ranks, summed_over_ranks
 
 PHASES = ("sample", "fetch", "propagate")
 
@@ -81,7 +93,10 @@ class MinibatchTrainer:
         with collective(grid.world):
             self.train_ids = read_train_ids(graph)
             check_training_set(spec, len(self.train_ids))
-        self.sampler = BulkSampler(spec, grid, graph, layout)
+        self.traffic = Traffic(grid.size)
+        self.sampler = BulkSampler(spec, grid, graph, layout, self.traffic)
+        self.col_members = members(grid.col, grid.rank)
+        self.world_members = Members(np.arange(grid.size, dtype=np.int64), grid.rank)
         lo, hi = self.sampler.rows_range
         with collective(grid.world), GraphFile(graph) as gf:
             self.meta = meta = gf.meta
@@ -99,6 +114,8 @@ class MinibatchTrainer:
             weights = sampled_weights(spec.sampler, widths, cfg.seed, self.np_dtype, grid.device)
         self.model = MinibatchModel(spec.sampler, widths, weights)
         self.weights = weights
+        self.feature_row_bytes = meta.num_features * np.dtype(self.np_dtype).itemsize
+        self.gradient_bytes = sum(w.numel() * w.element_size() for w in weights)
         self.optimizer = make_optimizer(weights, cfg)
         self.num_train = len(self.train_ids)
         self._num_batches = 1
@@ -122,6 +139,8 @@ class MinibatchTrainer:
         """Fetch, forward, backward, gradient all-reduce and update; returns the batch loss."""
         with self.stats.phase("fetch"):
             ids = batch.input_ids if batch is not None else np.zeros(0, np.int64)
+            charge_fetch(self.traffic, self.col_members, owner_of(ids, self.fetcher.offsets),
+                         self.feature_row_bytes)
             x, y = self.fetcher.fetch(ids)
         loss_value = 0.0
         with self.stats.phase("propagate"):
@@ -138,6 +157,7 @@ class MinibatchTrainer:
                 loss = torch.nn.functional.cross_entropy(logits, labels)
                 loss.backward()
                 loss_value = float(loss.detach())
+            charge_gradients(self.traffic, self.world_members, self.gradient_bytes)
             allreduce_gradients(self.world, self.weights, fused=True, divide_by=in_step)
             self.optimizer.step()
         return loss_value
@@ -176,17 +196,44 @@ class MinibatchTrainer:
         self, result: TrainResult, measured: dict[str, float], phases: dict[str, float],
         tier_gbps: dict[str, float] | None,
     ) -> tuple[dict[str, float], dict[str, Any], list[str]]:
-        """No cost model yet; the ``sampling`` section and the minibatch phases."""
+        """The cost model's prediction, the ``sampling`` section and the minibatch phases."""
         sampling = sampling_summary(self, result)
+        predicted, comm = predicted_traffic(self.world, self.traffic, result.steps_run)
         sections = {
-            "sampling": sampling,
+            "sampling": sampling, "comm": comm,
             "time": {"minibatch_phases": {p: phases.get(p, 0.0) for p in PHASES}},
         }
         line = (
             f"sampling | {sampling['edges_sampled']} edges sampled in"
             f" {sampling['sample_time_s']:.2f} s"
         )
-        return {}, sections, [line]
+        return predicted, sections, [line]
+
+
+def predicted_traffic(
+    world: Comm, traffic: Traffic, epochs: int, machine: str = "laptop"
+) -> tuple[dict[str, float], dict[str, Any]]:
+    """Per-epoch predicted bytes per category summed over ranks, and the busiest rank's.
+
+    ``traffic`` holds what this rank's calls made every rank receive over ``epochs``
+    epochs; summed over ranks (collective) it is what each rank records, divided by the
+    epochs and summed in the order of :func:`~hpcgnn.train.report.summed_over_ranks`
+    (so it compares bit for bit with the measured bytes). The alpha-beta seconds use
+    ``machine``'s link for ``P`` ranks (:mod:`hpcgnn.cost.machine`).
+    """
+    k = max(1, epochs)
+    zero = np.zeros(traffic.size, dtype=np.int64)
+    stacked = np.stack([traffic.received.get(c, zero) for c in CATEGORIES])
+    received = world.allreduce(stacked, "control")[:, world.rank]
+    mine = {c: float(v) / k for c, v in zip(CATEGORIES, received, strict=True) if v}
+    busiest = max_over_ranks(world, mine)
+    messages = max_over_ranks(world, {c: m / k for c, m in traffic.messages.items()})
+    link = load_machine(machine).link(world.size)
+    extra = {
+        "predicted_busiest_rank_bytes": busiest,
+        "predicted_seconds": seconds(busiest, messages, link), "cost_machine": machine,
+    }
+    return summed_over_ranks(world, mine), extra
 
 def sampling_summary(trainer: MinibatchTrainer, result: TrainResult) -> dict[str, Any]:
     """The ``sampling`` section of the metrics: volumes summed over ranks (collective)."""

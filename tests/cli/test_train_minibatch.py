@@ -176,3 +176,32 @@ def test_resume_gives_identical_parameters(graph_file, shared_tmp, world, capsys
                           "--epochs", "4", "--resume", str(ckpt))
     err = capsys.readouterr().err
     assert_all(world, rc == 1 and "other settings" in err and "sampling" in err, err[-500:])
+
+
+@pytest.mark.mpi
+def test_measured_bytes_equal_the_cost_model_in_every_category(graph_file, shared_tmp, world):
+    from hpcgnn.layout.shapes import admissible_shapes
+
+    path = graph_file(n=200, avg_degree=5, seed=7, directed=True)
+    reps = [shape.dims[1] for shape in admissible_shapes("1.5d", world.size)]
+    # the replicated layout's traffic does not depend on the sampler; the partitioned
+    # layout's SpGEMM at the smallest and largest replication (sage) and a middle one
+    # (ladies: at P = 4 the 2 x 2 grid, where both the stage loop and the row all-reduce run)
+    runs = [("sage", "replicated", reps[-1]), ("ladies", "partitioned", reps[len(reps) // 2])]
+    runs += [("sage", "partitioned", c) for c in sorted({reps[0], reps[-1]})]
+    for sampler, layout, c in runs:
+        flags = ["--fanout", "4,3"] if sampler == "sage" else ["--layer-size", "20,10"]
+        where = f"{layout} {sampler} at c={c}"
+        rc, out = train_metrics(
+            path, shared_tmp / "mb.json", "--mode", "minibatch", "--sampler", sampler, *flags,
+            "--batch-size", "9", "--bulk", "3", "--epochs", "2", "--graph-layout", layout,
+            "--replication", str(c),
+        )
+        assert_all(world, rc == 0, where)
+        world.mpi.Barrier()
+        comm = json.loads(out.read_text())["comm"]
+        assert_all(world, comm["measured_bytes"] == comm["predicted_bytes"], where)
+        assert_all(world, comm["busiest_rank_bytes"] == comm["predicted_busiest_rank_bytes"],
+                   where)
+        assert_all(world, set(comm["predicted_seconds"]) == set(comm["predicted_bytes"]))
+        world.mpi.Barrier()

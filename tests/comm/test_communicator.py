@@ -224,6 +224,33 @@ def test_alltoallv_personalised_rows(world, kind, given):
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("kind", KINDS)
+def test_gatherv_then_scatterv_round_trip_to_the_last_rank(world, kind):
+    """The sampling stage loop: ids gathered on a stage's root, rows scattered back."""
+    p, me, root = world.size, world.rank, world.size - 1
+    counts = [(r % 3) + (r != root) for r in range(p)]
+    mine = make(kind, np.full((counts[me], 2), float(me)))
+    got, got_counts = world.gatherv(mine, root, "sample_request")
+    if me == root:
+        want = np.concatenate([np.full((c, 2), float(r)) for r, c in enumerate(counts)])
+        ok = same_kind(got, mine) and np.array_equal(values(got), want)
+        ok = ok and np.array_equal(got_counts, counts)
+        back = make(kind, values(got) + 1)
+    else:
+        ok = got is None and got_counts is None
+        back = make(kind, np.zeros((0, 2)))
+    assert_all(world, ok, "gathered rows on the root only")
+    out = world.scatterv(back, counts if me == root else None, counts[me], root, "sample_rows")
+    ok = same_kind(out, back) and np.array_equal(values(out), np.full((counts[me], 2), me + 1.0))
+    assert_all(world, ok, "scattered rows")
+    others = (sum(counts) - counts[root]) * 16
+    want = {"sample_request": (1, others if me == root else 0),
+            "control": (1, 8 * (p - 1) if me == root else 0),
+            "sample_rows": (1, 0 if me == root else counts[me] * 16)}
+    assert_all(world, all(recorded(world, c) == w for c, w in want.items()), "bytes")
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("kind", KINDS)
 def test_nonblocking_point_to_point_ring(world, kind):
     """Two tagged messages to the next rank; one call records what was received."""
     p, me = world.size, world.rank

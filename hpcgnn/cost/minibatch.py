@@ -1,0 +1,201 @@
+"""Communication cost model of minibatch training (``--mode minibatch``), exact per category.
+
+Minibatch traffic depends on what was sampled, so the model is charged step by step with
+the sizes that determine it, computed locally from the sampled ids (never from what a
+message brought): the feature rows a batch reads and their owners, the frontier and
+request sets of every hop of the sparsity-aware 1.5D SpGEMM, the lengths of the rows of
+``S`` requested (a graph statistic), and the size of the model's gradients. Each charge
+adds the bytes every receiving world rank will record, in the accounting of
+:class:`hpcgnn.comm.Comm` (bytes received from other ranks; an all-reduce of ``m`` bytes
+over ``p`` ranks ``round(2 m (p - 1) / p)`` on each; a count exchange of an all-to-allv
+``8 (p - 1)`` bytes of ``control``; a pickled object its pickled size).
+
+Per training step of a ``(P/c) x c`` grid (``q = P/c`` ranks per process column,
+``s`` bytes per feature value, ``f_0`` input features):
+
+* ``feature_request``: ``8`` bytes per input vertex of a batch held by another rank of
+  the column; ``feature_fetch``: ``f_0 s + 8`` bytes (features and label) back for each;
+  ``control``: ``8 (q - 1)`` per rank (the request's counts);
+* ``allreduce``: the fused weight gradients over the ``P`` ranks.
+
+Per hop of a bulk in the graph-partitioned layout (:mod:`hpcgnn.sampling.spgemm_1p5d`):
+see :func:`charge_sampling`. :func:`seconds` turns the bytes and message counts
+into an alpha-beta time per category (:class:`hpcgnn.cost.machine.Link`).
+"""
+
+from __future__ import annotations
+
+import math
+import pickle
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hpcgnn.cost.estimate import allreduce_share
+from hpcgnn.cost.machine import Link
+
+CONTROL = "control"
+ALLREDUCE = "allreduce"
+FEATURE_REQUEST = "feature_request"
+FEATURE_FETCH = "feature_fetch"
+SAMPLE_FRONTIER = "sample_frontier"
+SAMPLE_REQUEST = "sample_request"
+SAMPLE_ROWS = "sample_rows"
+SAMPLE_COMBINE = "sample_combine"
+#: Every category minibatch training records.
+CATEGORIES = (CONTROL, ALLREDUCE, FEATURE_REQUEST, FEATURE_FETCH, SAMPLE_FRONTIER,
+              SAMPLE_REQUEST, SAMPLE_ROWS, SAMPLE_COMBINE)
+#: Index bytes of one id (int64) and of one label.
+ID_BYTES = 8
+
+
+def pickled_bytes(value: int) -> int:
+    """Bytes :meth:`hpcgnn.comm.Comm.allgather_obj` records for an ``int`` from one peer."""
+    return len(pickle.dumps(int(value), protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def log_steps(p: int) -> int:
+    """Latency steps of a tree or recursive-doubling collective over ``p`` ranks."""
+    return math.ceil(math.log2(p)) if p > 1 else 0
+
+
+@dataclass(frozen=True)
+class Members:
+    """A communicator seen by the cost model: its ranks' world ranks and this rank's index."""
+
+    world: np.ndarray
+    me: int
+
+    @property
+    def size(self) -> int:
+        """Ranks of the communicator."""
+        return len(self.world)
+
+    @property
+    def world_rank(self) -> int:
+        """This rank's world rank."""
+        return int(self.world[self.me])
+
+    def others(self) -> np.ndarray:
+        """World ranks of the other members."""
+        return np.delete(self.world, self.me)
+
+
+@dataclass
+class Traffic:
+    """What this rank's calls make every world rank receive, per category (accumulated).
+
+    Attributes
+    ----------
+    received
+        ``{category: int64 array over world ranks}``: bytes this rank's share of the
+        calls makes each rank record. Summing it over ranks gives what each rank records.
+    messages
+        ``{category: latency terms}`` of this rank's calls.
+
+    """
+
+    size: int
+    received: dict[str, np.ndarray] = field(default_factory=dict)
+    messages: dict[str, int] = field(default_factory=dict)
+
+    def charge(self, category: str, receivers: np.ndarray | int, nbytes: np.ndarray | int,
+               messages: int = 0) -> None:
+        """Add ``nbytes`` received by ``receivers`` (world ranks) in ``category``."""
+        arr = self.received.setdefault(category, np.zeros(self.size, dtype=np.int64))
+        np.add.at(arr, np.asarray(receivers, dtype=np.int64), np.asarray(nbytes, dtype=np.int64))
+        self.messages[category] = self.messages.get(category, 0) + messages
+
+    def alltoallv(self, comm: Members, rows_to: np.ndarray, row_bytes: int, category: str,
+                  counts_known: bool) -> None:
+        """An all-to-all(v) sending ``rows_to[k]`` rows of ``row_bytes`` to member ``k``."""
+        rows = np.delete(np.asarray(rows_to, dtype=np.int64), comm.me)
+        self.charge(category, comm.others(), rows * row_bytes, comm.size - 1)
+        if not counts_known:
+            self.charge(CONTROL, comm.world_rank, ID_BYTES * (comm.size - 1), comm.size - 1)
+
+    def receive(self, comm: Members, nbytes: int, category: str) -> None:
+        """This rank receives ``nbytes`` in one call over ``comm`` (the senders' side is known)."""
+        self.charge(category, comm.world_rank, nbytes, comm.size - 1)
+
+    def allgatherv(self, comm: Members, nbytes: int, category: str) -> None:
+        """This rank contributes ``nbytes`` to an all-gather over ``comm``."""
+        self.charge(category, comm.others(), np.full(comm.size - 1, nbytes), log_steps(comm.size))
+
+    def allgather_int(self, comm: Members, value: int, category: str = CONTROL) -> None:
+        """This rank contributes the ``int`` ``value`` to an object all-gather."""
+        self.allgatherv(comm, pickled_bytes(value), category)
+
+    def allreduce(self, comm: Members, nbytes: int, category: str) -> None:
+        """An all-reduce of ``nbytes`` over ``comm`` (this rank's own record)."""
+        if comm.size > 1:
+            share = int(allreduce_share(nbytes, comm.size))
+            self.charge(category, comm.world_rank, share, 2 * log_steps(comm.size))
+
+
+
+def charge_fetch(traffic: Traffic, col: Members, owners: np.ndarray, row_bytes: int) -> None:
+    """One feature fetch in the process column: ids out, feature rows and labels back.
+
+    ``owners`` are the column ranks holding the batch's input vertices; ``row_bytes`` the
+    bytes of one feature row (``f_0 s``). Features and labels come back in two calls.
+    """
+    counts = np.bincount(np.asarray(owners, dtype=np.int64), minlength=col.size)
+    traffic.alltoallv(col, counts, ID_BYTES, FEATURE_REQUEST, counts_known=False)
+    remote = int(counts.sum() - counts[col.me])
+    traffic.receive(col, remote * row_bytes, FEATURE_FETCH)
+    traffic.receive(col, remote * ID_BYTES, FEATURE_FETCH)
+
+
+def charge_gradients(traffic: Traffic, world: Members, nbytes: int) -> None:
+    """The fused all-reduce of ``nbytes`` of weight gradients over all ranks (per step)."""
+    traffic.allreduce(world, nbytes, ALLREDUCE)
+
+
+def charge_sampling(
+    traffic: Traffic, col: Members, row: Members, frontier: int,
+    stages: Sequence[tuple[int, int, int]], parts: Sequence[tuple[int, int]],
+) -> None:
+    """One hop of the sparsity-aware 1.5D SpGEMM on rank ``(i, j)`` of the grid.
+
+    1. The process row gathers its frontiers (the count, pickled, then ``8`` bytes per
+       id): the column ids ``U_i`` of ``Q_i`` on every replica.
+    2. Stage loop over the blocks ``k`` of chunk ``j``: rank ``k`` of the process column
+       gathers the requests (``8`` bytes of ``control`` and ``8`` per id from every
+       other rank) and scatters back the rows' lengths and column ids (``8`` bytes per
+       row and per nonzero).
+    3. Sparse all-reduce over the process row: every replica receives the lengths and
+       column ids of the other replicas' partial products (the row ids are known).
+
+    Parameters
+    ----------
+    traffic
+        Where to charge.
+    col, row
+        This rank's process column and row.
+    frontier
+        Distinct frontier vertices of this rank's batches.
+    stages
+        Per stage of this process column's chunk: ``(k, rows, nonzeros)`` this rank
+        requests from column rank ``k`` (nothing when it is ``k``, the stage's root).
+    parts
+        Per replica of the process row: ``(rows, nonzeros)`` of its partial product.
+    """
+    traffic.allgather_int(row, frontier)
+    traffic.allgatherv(row, ID_BYTES * frontier, SAMPLE_FRONTIER)
+    steps = log_steps(col.size)
+    for k, rows, nnz in stages:
+        root = k == col.me
+        traffic.charge(CONTROL, col.world[k], 0 if root else ID_BYTES, steps)
+        traffic.charge(SAMPLE_REQUEST, col.world[k], 0 if root else ID_BYTES * rows, steps)
+        traffic.charge(SAMPLE_ROWS, col.world_rank, 0 if root else ID_BYTES * (rows + nnz),
+                       2 * steps)
+    others = sum(r + n for q, (r, n) in enumerate(parts) if q != row.me)
+    traffic.charge(SAMPLE_COMBINE, row.world_rank, ID_BYTES * others, 2 * log_steps(row.size))
+
+
+def seconds(busiest: dict[str, float], messages: dict[str, float], link: Link
+            ) -> dict[str, float]:
+    """Alpha-beta seconds per category: ``alpha * messages + beta * busiest-rank bytes``."""
+    return {c: link.alpha * messages.get(c, 0) + link.beta * b for c, b in busiest.items()}

@@ -1,0 +1,60 @@
+import pickle
+
+import numpy as np
+
+from hpcgnn.cost.machine import Link
+from hpcgnn.cost.minibatch import (
+    CONTROL,
+    FEATURE_FETCH,
+    FEATURE_REQUEST,
+    Members,
+    Traffic,
+    charge_fetch,
+    charge_gradients,
+    charge_sampling,
+    pickled_bytes,
+    seconds,
+)
+
+
+def test_pickled_bytes_is_what_an_object_allgather_records():
+    for v in (0, 7, 255, 256, 65535, 65536, 2**31, 2**40):
+        assert pickled_bytes(v) == len(pickle.dumps(v, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def test_fetch_charges_the_owners_for_ids_and_this_rank_for_rows():
+    # column of 3 ranks (world 1, 4, 7), this rank is its second member (world 4)
+    col = Members(np.array([1, 4, 7]), 1)
+    t = Traffic(8)
+    charge_fetch(t, col, np.array([0, 0, 1, 2, 2, 2]), row_bytes=16)
+    assert t.received[FEATURE_REQUEST].tolist() == [0, 16, 0, 0, 0, 0, 0, 24]
+    assert t.received[FEATURE_FETCH].tolist() == [0, 0, 0, 0, 5 * (16 + 8), 0, 0, 0]
+    assert t.received[CONTROL].tolist() == [0, 0, 0, 0, 16, 0, 0, 0]
+
+
+def test_gradient_allreduce_rounds_like_the_stats():
+    t = Traffic(3)
+    charge_gradients(t, Members(np.arange(3), 2), 100)
+    assert t.received["allreduce"].tolist() == [0, 0, round(2 * 100 * 2 / 3)]
+    one = Traffic(1)
+    charge_gradients(one, Members(np.arange(1), 0), 100)
+    assert one.received == {}
+
+
+def test_seconds_are_alpha_beta_per_category():
+    got = seconds({"a": 1e6}, {"a": 4}, Link(alpha=1e-6, beta=1e-9))
+    assert got == {"a": 4e-6 + 1e-3}
+
+
+def test_sampling_hop_charges_stage_roots_for_requests_and_replicas_for_partials():
+    # 2 x 2 grid, world rank = 2 i + j; this rank is (1, 0): column [0, 2], row [2, 3]
+    col, row = Members(np.array([0, 2]), 1), Members(np.array([2, 3]), 0)
+    t = Traffic(4)
+    # stage 0 (root: world 0) asked for 3 rows of 7 nonzeros; stage 1 is this rank's own
+    charge_sampling(t, col, row, frontier=5, stages=[(0, 3, 7), (1, 0, 0)],
+                    parts=[(3, 7), (2, 4)])
+    assert t.received["sample_frontier"].tolist() == [0, 0, 0, 40]
+    assert t.received["sample_request"].tolist() == [24, 0, 0, 0]
+    assert t.received["sample_rows"].tolist() == [0, 0, 8 * (3 + 7), 0]
+    assert t.received["sample_combine"].tolist() == [0, 0, 8 * (2 + 4), 0]
+    assert t.received["control"].tolist() == [8, 0, 0, pickled_bytes(5)]

@@ -212,21 +212,23 @@ class Comm:
         gathered first: the root records ``8 (p-1)`` bytes of ``"control"``, then the
         bytes of the other ranks' rows; the other ranks record nothing.
         """
-        send = self._mpi_buffer(sendbuf)
+        shape = tuple(sendbuf.shape)
         me_root = self.rank == root
         counts = np.empty(self.size, dtype=np.int64) if me_root else None
-        mine = np.array([send.shape[0]], dtype=np.int64)
-        self._timed("control", 8 * (self.size - 1) if me_root else 0, self.mpi.Gather, mine,
-                    counts, root)
+        mine = np.array([shape[0]], dtype=np.int64)
+        with self._call("control", 8 * (self.size - 1) if me_root else 0):
+            self.mpi.Gather(mine, counts, root)
         if counts is None:
-            self._timed(category, 0, self.mpi.Gatherv, send, None, root)
+            with self._call(category, 0) as t:
+                self.mpi.Gatherv(t.read(sendbuf), None, root)
             return None, None
-        row = int(np.prod(send.shape[1:], dtype=np.int64))
-        out, recv = self._recv_like(sendbuf, (int(counts.sum()), *send.shape[1:]))
-        nbytes = (counts.sum() - counts[self.rank]) * row * send.itemsize
+        row = int(np.prod(shape[1:], dtype=np.int64))
+        out = self._recv_like(sendbuf, (int(counts.sum()), *shape[1:]))
+        nbytes = (counts.sum() - counts[self.rank]) * row * _itemsize(sendbuf)
         elems = counts * row
         displs = np.concatenate([[0], np.cumsum(elems)[:-1]])
-        self._timed(category, nbytes, self.mpi.Gatherv, send, (recv, (elems, displs)), root)
+        with self._call(category, nbytes) as t:
+            self.mpi.Gatherv(t.read(sendbuf), (t.write(out), (elems, displs)), root)
         return out, counts
 
     def scatterv(
@@ -240,17 +242,19 @@ class Comm:
         ``recvcount`` is this rank's number of rows. Returns a new buffer like
         ``sendbuf``. Every rank but the root records the bytes it receives.
         """
-        send = self._mpi_buffer(sendbuf)
-        row = int(np.prod(send.shape[1:], dtype=np.int64))
-        out, recv = self._recv_like(sendbuf, (int(recvcount), *send.shape[1:]))
+        shape = tuple(sendbuf.shape)
+        row = int(np.prod(shape[1:], dtype=np.int64))
+        out = self._recv_like(sendbuf, (int(recvcount), *shape[1:]))
         if self.rank == root:
             assert counts is not None
             elems = np.asarray(counts, dtype=np.int64) * row
             displs = np.concatenate([[0], np.cumsum(elems)[:-1]])
-            self._timed(category, 0, self.mpi.Scatterv, (send, (elems, displs)), recv, root)
+            with self._call(category, 0) as t:
+                self.mpi.Scatterv((t.read(sendbuf), (elems, displs)), t.write(out), root)
         else:
-            nbytes = int(recvcount) * row * send.itemsize
-            self._timed(category, nbytes, self.mpi.Scatterv, None, recv, root)
+            nbytes = int(recvcount) * row * _itemsize(sendbuf)
+            with self._call(category, nbytes) as t:
+                self.mpi.Scatterv(None, t.write(out), root)
         return out
 
     def alltoallv(

@@ -63,19 +63,23 @@ test: setup
 		tests/test_params_table.py tests/train/test_gist_memory.py
 
 # Compile check of the CUDA sources (CuPy compiles them again at run time with NVRTC).
-# -DHPCGNN_INSTANTIATE emits the template instantiations CuPy requests by name.
+# -DHPCGNN_INSTANTIATE emits the template instantiations CuPy requests by name. One PTX
+# file per source and arch, rebuilt when the source or a header changes (make -j works).
 NVCC     ?= nvcc
 PTX_DIR  ?= build/ptx
 CUDA_SRC := $(wildcard cuda/*.cu)
 PTX_ARCH := 80 90 $(shell $(NVCC) --list-gpu-arch 2>/dev/null | grep -qx compute_70 && echo 70)
+PTX_OUT  := $(foreach a,$(PTX_ARCH),$(patsubst cuda/%.cu,$(PTX_DIR)/%.sm_$(a).ptx,$(CUDA_SRC)))
 
-ptx:
+define PTX_RULE
+$(PTX_DIR)/%.sm_$(1).ptx: cuda/%.cu $(wildcard cuda/*.cuh)
 	@mkdir -p $(PTX_DIR)
-	set -e; for f in $(CUDA_SRC); do for a in $(PTX_ARCH); do \
-		$(NVCC) --ptx -std=c++17 -DHPCGNN_INSTANTIATE -Icuda -arch=sm_$$a \
-			-o $(PTX_DIR)/$$(basename $$f .cu).sm_$$a.ptx $$f; \
-	done; done
-	@echo "ptx: $(words $(CUDA_SRC)) sources, arches $(PTX_ARCH) -> $(PTX_DIR)"
+	$(NVCC) --ptx -std=c++17 -DHPCGNN_INSTANTIATE -Icuda -arch=sm_$(1) -o $$@ $$<
+endef
+$(foreach a,$(PTX_ARCH),$(eval $(call PTX_RULE,$(a))))
+
+ptx: $(PTX_OUT)
+	@echo "ptx: $(words $(CUDA_SRC)) sources, arches $(strip $(PTX_ARCH)) -> $(PTX_DIR)"
 
 lint: setup
 	$(VENV)/bin/ruff check hpcgnn tests perf

@@ -37,10 +37,10 @@ extern "C" __global__ void sfc64_block_keep(
     const long long width = c1 - c0;
     for (long long k = (lo - base) * num_cols; k > 0; --k) hpcgnn_sfc64_next(s);
     for (long long r = lo; r < hi; ++r) {
-        bool* row = out + (r - r0) * width - c0;
+        bool* row = out + (r - r0) * width;
         for (long long j = 0; j < num_cols; ++j) {
             const double u = hpcgnn_uniform(hpcgnn_sfc64_next(s));
-            if (j >= c0 && j < c1) row[j] = u >= p;
+            if (j >= c0 && j < c1) row[j - c0] = u >= p;
         }
     }
 }

@@ -7,8 +7,8 @@
 //   hpcgnn_sfc64_next(s) == numpy's SFC64 next_uint64 on the state s = {a, b, c, counter}
 //     (the four words of np.random.SFC64(seed).state["state"]["state"], seeding and its
 //     12 warm-up draws already done on the host).
-// Header only, no system includes: the same text compiles under NVRTC (CuPy RawModule,
-// "-I <cuda dir>") and nvcc ("make ptx").
+// Header only, no system includes: the same text compiles under NVRTC (CuPy RawModule;
+// hpcgnn/kernels/cuda_modules.py inlines it into the source) and nvcc ("make ptx", -Icuda).
 #pragma once
 
 __device__ __forceinline__ unsigned long long hpcgnn_mix(unsigned long long x) {

@@ -83,16 +83,32 @@ def cuda_dir() -> Path:
     return path
 
 
+def source_text(folder: Path, source: str) -> str:
+    """The text of ``source`` with its local ``#include "x.cuh"`` lines replaced by the headers.
+
+    Inlined, the headers are part of the code CuPy hashes for its on-disk kernel cache, so
+    editing a header recompiles (an ``-I`` include would leave a stale binary).
+    """
+    lines = []
+    for line in (folder / source).read_text().splitlines():
+        words = line.split()
+        if len(words) == 2 and words[0] == "#include" and words[1].startswith('"'):
+            header = (folder / words[1].strip('"')).read_text().splitlines()
+            lines += [h for h in header if h.strip() != "#pragma once"]
+        else:
+            lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
 @functools.cache
 def _module(source: str, device_id: int) -> Any:
     """``source`` compiled for device ``device_id`` (once per process and device)."""
     import cupy
 
-    folder = cuda_dir()
     with cupy.cuda.Device(device_id):
         module = cupy.RawModule(
-            code=(folder / source).read_text(),
-            options=("-std=c++17", f"-I{folder}"),
+            code=source_text(cuda_dir(), source),
+            options=("-std=c++17",),
             name_expressions=NAME_EXPRESSIONS.get(source),
         )
         module.compile()

@@ -10,8 +10,10 @@ CPU references here have the same contract and are what the CPU path runs:
   accumulate: on the CPU in ``i`` order (``index_add_``), on a GPU with ``atomicAdd`` in
   an unspecified order.
 
-A tensor on a CUDA device runs the kernel; anything else the reference. Row ids are never
-checked against the row count (the exchange tables are built in range).
+A float32/float64 tensor on a CUDA device runs the kernel (a scatter-add target must be
+contiguous); anything else (other dtypes, such as the int64 row ids the staged exchange
+sends once at setup) the reference, on the tensor's device. Row ids are never checked
+against the row count (the exchange tables are built in range).
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ import numpy as np
 import torch
 
 from hpcgnn.kernels import cuda_modules as cm
+
+#: Value dtypes of the kernels of ``rows.cu``.
+KERNEL_DTYPES = (torch.float32, torch.float64)
 
 
 def _launch(kernel: str, data: torch.Tensor, idx: torch.Tensor, out: torch.Tensor) -> None:
@@ -47,7 +52,7 @@ def gather_rows(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
     torch.Tensor
         ``len(idx) x x.shape[1:]``, ``x``'s dtype and device.
     """
-    if not x.is_cuda:
+    if not x.is_cuda or x.dtype not in KERNEL_DTYPES:
         return x[idx].contiguous()
     out = x.new_empty((len(idx), *x.shape[1:]))
     if out.numel():
@@ -63,7 +68,7 @@ def scatter_add_rows(
     Parameters
     ----------
     out
-        Target rows, updated in place (C-contiguous on a GPU).
+        Target rows, updated in place.
     idx
         Row ids of ``out``, int32 or int64, one per row of ``rows``.
     rows
@@ -73,14 +78,12 @@ def scatter_add_rows(
         (on the CPU ``out[idx] += rows``, on a GPU ``scatter_add_unique``). Otherwise
         repeated ids accumulate (``index_add_``; ``scatter_add_atomic``).
     """
-    if not out.is_cuda:
+    if not (out.is_cuda and out.dtype in KERNEL_DTYPES and out.is_contiguous()):
         if unique:
             out[idx] += rows
         else:
             out.index_add_(0, idx, rows)
         return out
-    if not out.is_contiguous():
-        raise ValueError("scatter_add_rows on a GPU needs a contiguous target")
     if rows.numel():
         kernel = "scatter_add_unique" if unique else "scatter_add_atomic"
         _launch(kernel, rows.contiguous(), idx.contiguous(), out)

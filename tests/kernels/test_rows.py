@@ -84,3 +84,5 @@ def test_cuda_kernels_match_the_cpu_references(dtype, itype):
     got = scatter_add_rows(x.to(cuda), uniq.to(cuda), rows[:3].to(cuda), unique=True).cpu()
     assert torch.equal(got, scatter_add_rows(x.clone(), uniq, rows[:3], unique=True))
     assert gather_rows(x.to(cuda), idx[:0].to(cuda)).shape == (0, 7)
+    ids = torch.arange(50).reshape(-1, 1)  # int64 payload (staged setup): torch's indexing
+    assert torch.equal(gather_rows(ids.to(cuda), idx.to(cuda)).cpu(), ids[idx.long()])

@@ -14,9 +14,10 @@
 // Geometry: one thread per chunk (SFC64 has no jump-ahead). A thread draws
 // (hi - base) * num_cols numbers sequentially, hi - base <= chunk_rows, skipping the draws
 // of its chunk's rows before r0; so the kernel costs O(chunk_rows * num_cols) dependent
-// steps (a 1024 x 602 chunk: 0.6 M steps, about a millisecond) with only
-// ceil(rows / chunk_rows) threads busy: fine for masks once per layer and epoch, and the
-// price of bit-identity with the CPU stream (a different stream would change results).
+// steps (a 1024 x 602 chunk: 0.6 M steps; estimated, not measured, at some 10 ms per
+// layer input, all chunks running side by side) with only ceil(rows / chunk_rows) threads
+// busy: the price of bit-identity with the CPU stream (a different stream would change
+// every result), paid once per layer and epoch.
 //
 // hash_rows_keep: the minibatch hash stream (rng.uniform_rows): entry (i, j) of the
 // n x width mask is mix((row_ids[i] * width + j) ^ key) mapped to [0, 1), keep = u >= p

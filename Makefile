@@ -4,6 +4,7 @@
 #   make run                 4-rank training run on the generated default graph
 #   make run NP=8 ALGO=1d    other rank counts / algorithms
 #   make test                the whole test suite, serially and at 1, 2, 3 and 4 ranks
+#   make ptx                 compile every cuda/*.cu to PTX (sm_80, sm_90; sm_70 where nvcc has it)
 #
 # Cluster MPI instead of the bundled MPICH wheel:  make setup MPI=system  (builds mpi4py
 # against the `mpicc` on PATH) and  make run MPIEXEC="srun" .
@@ -27,7 +28,7 @@ else
 EXTRAS := test
 endif
 
-.PHONY: setup run test lint clean-venv
+.PHONY: setup run test lint ptx clean-venv
 
 $(VENV)/.installed-$(MPI): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -60,6 +61,25 @@ test: setup
 	$(MPIEXEC) -n 8 $(PY) -m mpi4py -m pytest --only-mpi $(PYTEST_ARGS) \
 		tests/grid/test_process_grid.py tests/models/test_summa.py::test_cube_2x2x2_at_8_ranks \
 		tests/test_params_table.py tests/train/test_gist_memory.py
+
+# Compile check of the CUDA sources (CuPy compiles them again at run time with NVRTC).
+# -DHPCGNN_INSTANTIATE emits the template instantiations CuPy requests by name. One PTX
+# file per source and arch, rebuilt when the source or a header changes (make -j works).
+NVCC     ?= nvcc
+PTX_DIR  ?= build/ptx
+CUDA_SRC := $(wildcard cuda/*.cu)
+PTX_ARCH := 80 90 $(shell $(NVCC) --list-gpu-arch 2>/dev/null | grep -qx compute_70 && echo 70)
+PTX_OUT  := $(foreach a,$(PTX_ARCH),$(patsubst cuda/%.cu,$(PTX_DIR)/%.sm_$(a).ptx,$(CUDA_SRC)))
+
+define PTX_RULE
+$(PTX_DIR)/%.sm_$(1).ptx: cuda/%.cu $(wildcard cuda/*.cuh)
+	@mkdir -p $(PTX_DIR)
+	$(NVCC) --ptx -std=c++17 -DHPCGNN_INSTANTIATE -Icuda -arch=sm_$(1) -o $$@ $$<
+endef
+$(foreach a,$(PTX_ARCH),$(eval $(call PTX_RULE,$(a))))
+
+ptx: $(PTX_OUT)
+	@echo "ptx: $(words $(CUDA_SRC)) sources, arches $(strip $(PTX_ARCH)) -> $(PTX_DIR)"
 
 lint: setup
 	$(VENV)/bin/ruff check hpcgnn tests perf

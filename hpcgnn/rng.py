@@ -93,15 +93,21 @@ def _column_selector(cols: Columns) -> tuple[slice | np.ndarray, int]:
     return idx, len(idx)
 
 
+def chunk_seed(key: np.uint64, chunk: int) -> np.random.SeedSequence:
+    """Seed of the SFC64 generator of chunk ``chunk`` of the block stream keyed ``key``."""
+    k = int(key)
+    return np.random.SeedSequence([k & 0xFFFFFFFF, k >> 32, chunk])
+
+
 def _chunks(
     key: np.uint64, rows: tuple[int, int], cols: slice | np.ndarray, num_cols: int
 ) -> Iterator[tuple[slice, np.ndarray]]:
     """Yield ``(rows of the block, draws for them)`` chunk by chunk."""
     r0, r1 = rows
-    k = int(key)
     for chunk in range(r0 // CHUNK_ROWS, (r1 - 1) // CHUNK_ROWS + 1):
-        seed = np.random.SeedSequence([k & 0xFFFFFFFF, k >> 32, chunk])
-        draws = np.random.Generator(np.random.SFC64(seed)).random((CHUNK_ROWS, num_cols))
+        draws = np.random.Generator(np.random.SFC64(chunk_seed(key, chunk))).random(
+            (CHUNK_ROWS, num_cols)
+        )
         lo = max(r0, chunk * CHUNK_ROWS)
         hi = min(r1, (chunk + 1) * CHUNK_ROWS)
         base = chunk * CHUNK_ROWS

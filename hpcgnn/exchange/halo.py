@@ -24,6 +24,7 @@ import scipy.sparse as sp
 import torch
 
 from hpcgnn.comm.communicator import Comm
+from hpcgnn.kernels.rows import gather_rows, scatter_add_rows
 from hpcgnn.layout.blocks import owner_of
 
 HALO = "halo"
@@ -128,7 +129,7 @@ class HaloExchange:
 
     def gather(self, x: torch.Tensor) -> torch.Tensor:
         """Rows of ``X`` for this rank's halo (in halo order), given its owned rows ``x``."""
-        send = x[self._send_rows].contiguous()
+        send = gather_rows(x, self._send_rows)
         recv, _ = self.comm.alltoallv(
             send, self.sets.send_counts, self.category, recvcounts=self.sets.recv_counts
         )
@@ -143,5 +144,4 @@ class HaloExchange:
             halo_rows.contiguous(), self.sets.recv_counts, self.category,
             recvcounts=self.sets.send_counts,
         )
-        out.index_add_(0, self._send_rows, recv)
-        return out
+        return scatter_add_rows(out, self._send_rows, recv)

@@ -40,6 +40,7 @@ import torch
 from hpcgnn.backend import Device, get_device
 from hpcgnn.comm.communicator import Comm
 from hpcgnn.exchange.halo import request_rows
+from hpcgnn.kernels.rows import gather_rows, scatter_add_rows
 from hpcgnn.planning.dedup import Sliding, sliding
 
 DEDUP_LEVELS = ("none", "inter", "full")
@@ -89,7 +90,7 @@ class RowTable:
     def fetch(self, comm: Comm, source: torch.Tensor, out: torch.Tensor, category: str) -> int:
         """``out[dest] = rows of the owners' source buffers``; returns the local rows."""
         rows, _ = comm.alltoallv(
-            source[self._src].contiguous(), self.send_counts, category,
+            gather_rows(source, self._src), self.send_counts, category,
             recvcounts=self.recv_counts,
         )
         out[self._dest] = rows
@@ -98,10 +99,10 @@ class RowTable:
     def push_add(self, comm: Comm, rows: torch.Tensor, target: torch.Tensor, category: str) -> int:
         """``target[src] += rows[dest]`` sent by every requester (the reverse of fetch)."""
         got, _ = comm.alltoallv(
-            rows[self._dest].contiguous(), self.recv_counts, category,
+            gather_rows(rows, self._dest), self.recv_counts, category,
             recvcounts=self.send_counts,
         )
-        target.index_add_(0, self._src, got)
+        scatter_add_rows(target, self._src, got)
         return int(self.send_counts[comm.rank])
 
 
@@ -228,7 +229,7 @@ class OffloadExchange:
         """Transition rows of batch ``j`` (``positions`` of ``T_ij``, or all) from the host."""
         t0 = self.comm.stats.clock()
         idx = self._trans_ids[j] if positions is None else self._trans_ids[j][positions]
-        rows = host[idx]
+        rows = gather_rows(host, idx)
         record_copy(self.comm, H2D, len(idx), rows.shape[1] * rows.element_size(), t0)
         return rows
 
@@ -291,7 +292,7 @@ class OffloadExchange:
         t0 = self.comm.stats.clock()
         idx = self._trans_ids[j] if positions is None else self._trans_ids[j][positions]
         rows = acc if positions is None else acc[positions]
-        host_grad.index_add_(0, idx, rows)
+        scatter_add_rows(host_grad, idx, rows, unique=True)
         record_copy(self.comm, D2H, len(idx), acc.shape[1] * acc.element_size(), t0)
 
     def end_pass(self) -> None:

@@ -49,6 +49,7 @@ from hpcgnn.comm.collective import agree
 from hpcgnn.comm.communicator import Comm
 from hpcgnn.errors import ConfigError, HpcgnnError
 from hpcgnn.exchange.halo import HALO, HALO_SETUP, HaloSets
+from hpcgnn.kernels.rows import gather_rows, scatter_add_rows
 from hpcgnn.planning.plan import Edge, TableKey, occurrences
 from hpcgnn.planning.spst import (
     DEFAULT_BYTES_PER_VERTEX,
@@ -233,12 +234,12 @@ def _make_stage(
 def _pack(x: torch.Tensor, recv: torch.Tensor, m: _Send) -> torch.Tensor:
     """The rows of message ``m``: rows of ``x`` and forwarded rows of the region ``recv``."""
     if not len(m.fwd_idx):
-        return x[m.own_idx]
+        return gather_rows(x, m.own_idx)
     if not len(m.own_idx):
-        return recv[m.fwd_idx]
+        return gather_rows(recv, m.fwd_idx)
     out = x.new_empty((m.hi - m.lo, *x.shape[1:]))
-    out[m.own_sel] = x[m.own_idx]
-    out[m.fwd_sel] = recv[m.fwd_idx]
+    out[m.own_sel] = gather_rows(x, m.own_idx)
+    out[m.fwd_sel] = gather_rows(recv, m.fwd_idx)
     return out
 
 
@@ -496,7 +497,7 @@ class StagedExchange:
     def gather(self, x: torch.Tensor) -> torch.Tensor:
         """Rows of ``X`` for this rank's halo (in halo order), given its owned rows ``x``."""
         recv = self._forward(x, self.category, self.fwd_stage_seconds)
-        return recv[self._halo_pos]
+        return gather_rows(recv, self._halo_pos)
 
     def scatter_add(self, halo_rows: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         """Send ``halo_rows`` (one per halo vertex) back along the trees; add into ``out``.
@@ -530,9 +531,9 @@ class StagedExchange:
             comm.complete(reqs[k], views[k], self.category, f"{self.category}.stage{k + 1}")
             for own_sel, own_idx, fwd_sel, fwd_idx in self._stages[k].subs:
                 if len(own_idx):
-                    out[own_idx] += rows[k][own_sel]
+                    scatter_add_rows(out, own_idx, gather_rows(rows[k], own_sel), unique=True)
                 if len(fwd_idx):
-                    grad[fwd_idx] += rows[k][fwd_sel]
+                    scatter_add_rows(grad, fwd_idx, gather_rows(rows[k], fwd_sel), unique=True)
             send_ready(k)
             self.bwd_stage_seconds[k] += clock() - t0
             t0 = clock()

@@ -151,7 +151,8 @@ class GCNModel:
         keep = None
         if epoch is not None:
             keep = block_dropout(
-                self.cfg.seed, self.cfg.dropout, epoch, self.rows, *self._dropout_view()
+                self.cfg.seed, self.cfg.dropout, epoch, self.rows, *self._dropout_view(),
+                device=self.comm.device,
             )
         return gcn_forward(
             self.x, self.weights, self.layers, self.cfg.dropout, keep, self.stats, self.cfg.model

@@ -28,7 +28,7 @@ from hpcgnn.spmm.block_row import StagedBroadcastSpMM
 ROW_ALLREDUCE = "allreduce"
 
 #: ``keep(layer, vertex_ids, width)``: dropout keep-mask of a layer's input rows.
-RowKeep = Callable[[int, np.ndarray, int], np.ndarray]
+RowKeep = Callable[[int, np.ndarray, int], torch.Tensor]
 
 
 class FullGraphOperator:

@@ -226,14 +226,16 @@ class OffloadGCN(RowBlockModel):
         drop = train and p > 0.0
         stats = self.comm.stats
         n_own = self.rows[1] - self.rows[0]
-        self._masks: list[np.ndarray | None] = []
+        self._masks: list[torch.Tensor | None] = []
         self._aggregates: dict[int, torch.Tensor] = {}  # cached layers
         self._inputs: dict[int, torch.Tensor] = {}  # recomputed layers (host rows)
         host = self.comm.device  # the host tier: page-locked on the cuda device
         keep = None
         if drop:
             assert epoch is not None
-            keep = block_dropout(self.cfg.seed, p, epoch, self.rows, self.widths)
+            keep = block_dropout(
+                self.cfg.seed, p, epoch, self.rows, self.widths, device=self.comm.device
+            )
         mask = keep(0) if keep is not None else None
         self._masks.append(mask)
         h = self.x if mask is None else dropout(self.x, mask, p)

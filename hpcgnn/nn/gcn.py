@@ -16,8 +16,9 @@ supplies (:class:`LayerOps`):
   otherwise;
 - the *dense step* ``T W``: a local GEMM, or the row collectives of a SUMMA grid.
 
-Dropout masks come from the counter-based block streams of :mod:`hpcgnn.rng`, so every
-layout draws exactly the serial run's mask for the block it holds.
+Dropout masks come from the counter-based block streams of :mod:`hpcgnn.rng`, drawn on
+the model's device (:func:`hpcgnn.kernels.dropout.block_keep`), so every layout draws
+exactly the serial run's mask for the block it holds.
 """
 
 from __future__ import annotations
@@ -30,13 +31,15 @@ from typing import Protocol
 import numpy as np
 import torch
 
+from hpcgnn.backend import Device
 from hpcgnn.comm.stats import CommStats
+from hpcgnn.kernels.dropout import block_keep
 from hpcgnn.kernels.gemm import matmul
 from hpcgnn.layout.order import transform_first
-from hpcgnn.rng import Columns, dropout_keep
+from hpcgnn.rng import Columns
 
 #: ``keep(layer)``: the boolean keep-mask of this rank's block of a layer's input.
-KeepMask = Callable[[int], np.ndarray]
+KeepMask = Callable[[int], torch.Tensor]
 
 #: ``dense(t, w)``: this rank's block of ``T W``.
 Dense = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -104,9 +107,9 @@ class LayerOps:
     finish: Callable[[torch.Tensor], torch.Tensor] | None = None
 
 
-def dropout(h: torch.Tensor, keep: np.ndarray, p: float) -> torch.Tensor:
-    """Inverted dropout: ``h * keep / (1 - p)`` with a host keep-mask of ``h``'s shape."""
-    mask = torch.from_numpy(keep).to(device=h.device, dtype=h.dtype)
+def dropout(h: torch.Tensor, keep: torch.Tensor | np.ndarray, p: float) -> torch.Tensor:
+    """Inverted dropout: ``h * keep / (1 - p)`` with a boolean keep-mask of ``h``'s shape."""
+    mask = torch.as_tensor(keep).to(device=h.device, dtype=h.dtype)
     return h * mask * (1.0 / (1.0 - p))
 
 
@@ -117,7 +120,7 @@ def activate(z: torch.Tensor, last: bool) -> torch.Tensor:
 
 def block_dropout(
     seed: int, p: float, epoch: int, rows: tuple[int, int], widths: Sequence[int],
-    columns: Callable[[int], Columns] | None = None,
+    columns: Callable[[int], Columns] | None = None, device: Device | None = None,
 ) -> KeepMask:
     """Keep-masks of the block ``rows x columns(layer)`` of every layer input in ``epoch``.
 
@@ -135,12 +138,14 @@ def block_dropout(
     columns
         ``columns(layer)``: this rank's columns of the layer's input (a range or an
         index array into ``widths[layer]``); ``None``: all columns.
+    device
+        Where the masks are drawn and live (default: CPU).
     """
 
-    def keep(layer: int) -> np.ndarray:
+    def keep(layer: int) -> torch.Tensor:
         w = widths[layer]
         cols = (0, w) if columns is None else columns(layer)
-        return dropout_keep(seed, epoch, layer, rows, cols, w, p)
+        return block_keep(seed, epoch, layer, rows, cols, w, p, device)
 
     return keep
 

@@ -21,7 +21,9 @@ entries gives; setting chosen weights to zero only saves the rejected draws, so 
 needs at most ``s_r`` rounds. Draw ``t`` of round ``k`` of a row uses the uniform
 ``hash(row_key, k, t)``; prefix sums, totals and searches use only the row's own
 entries, so the result for a row is bit-identical wherever and with whichever other rows
-it is computed.
+it is computed. A round's draws and searches are one kernel
+(:func:`hpcgnn.kernels.sampling.its_round`, :func:`~hpcgnn.kernels.sampling.uniform_round`,
+CPU reference and CUDA ``cuda/sampling.cu``); the rounds and acceptance stay here.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from hpcgnn.rng import chain, to_uniform
+from hpcgnn.kernels.sampling import draw_rows, its_round, uniform_round
 from hpcgnn.sampling.setops import unique
 
 
@@ -79,35 +81,6 @@ def row_totals(indptr: np.ndarray, cum: np.ndarray) -> np.ndarray:
     nonempty = ends > indptr[:-1]
     out[nonempty] = cum[ends[nonempty] - 1]
     return out
-
-
-def _search(cum: np.ndarray, lo: np.ndarray, hi: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """For each query, the first index ``i`` in ``[lo, hi)`` with ``cum[i] > x`` (vectorised)."""
-    lo = lo.copy()
-    hi = hi.copy()
-    last = len(cum) - 1
-    while True:
-        open_ = lo < hi
-        if not open_.any():
-            return lo
-        mid = (lo + hi) >> 1
-        right = open_ & (cum[np.minimum(mid, last)] <= x)
-        left = open_ & ~right
-        lo[right] = mid[right] + 1
-        hi[left] = mid[left]
-
-
-def _round_draws(
-    keys: np.ndarray, active: np.ndarray, need: np.ndarray, rnd: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Draws of round ``rnd``: ``need[a]`` for active row ``a``.
-
-    Returns each draw's position in ``active`` and its uniform number
-    ``hash(row_key, rnd, t)``, ``t`` counting the row's draws from 0.
-    """
-    draw_row = np.repeat(np.arange(len(active), dtype=np.int64), need)
-    t = np.arange(len(draw_row), dtype=np.int64) - np.repeat(np.cumsum(need) - need, need)
-    return draw_row, to_uniform(chain(keys[active][draw_row], rnd, t))
 
 
 def _rounds(have: np.ndarray, target: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
@@ -160,10 +133,7 @@ def sample_rows(
         sub_ptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
         cum = segment_cumsum(sub_ptr, w[entry])
         total = row_totals(sub_ptr, cum)
-        draw_row, u = _round_draws(keys, active, target[active] - have[active], rnd)
-        tot = total[draw_row]
-        x = np.minimum(u * tot, np.nextafter(tot, -np.inf))
-        hit = _search(cum, sub_ptr[draw_row], sub_ptr[draw_row + 1], x)
+        hit = its_round(keys[active], target[active] - have[active], rnd, cum, sub_ptr, total)
         hit = unique(hit)
         selected[entry[hit]] = True
         w[entry[hit]] = 0.0
@@ -194,8 +164,9 @@ def sample_uniform_rows(
     keys = np.asarray(row_keys, dtype=np.uint64)
     for rnd, active in _rounds(have, target):
         remaining = lens[active] - have[active]
-        draw_row, u = _round_draws(keys, active, target[active] - have[active], rnd)
-        rank = np.minimum((u * remaining[draw_row]).astype(np.int64), remaining[draw_row] - 1)
+        need = target[active] - have[active]
+        draw_row = draw_rows(need)
+        rank = uniform_round(keys[active], need, rnd, remaining)
         if rnd == 0:
             hit = indptr[active][draw_row] + rank
         else:

@@ -21,6 +21,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from hpcgnn.io.reader import GraphFile
+from hpcgnn.kernels.csr import gather_ranges
 
 SAMPLERS = ("sage", "ladies")
 
@@ -32,18 +33,6 @@ def row_values(sampler: str, indptr: np.ndarray) -> np.ndarray:
         return np.ones(int(lens.sum()), dtype=np.float64)
     per_row = 1.0 / np.maximum(lens, 1).astype(np.float64)
     return np.repeat(per_row, lens)
-
-
-def gather_ranges(
-    indptr: np.ndarray, indices: np.ndarray, pos: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """The CSR rows ``pos`` of ``(indptr, indices)`` as a new ``(indptr, indices)``."""
-    pos = np.asarray(pos, dtype=np.int64)
-    starts = indptr[pos]
-    lens = indptr[pos + 1] - starts
-    out_ptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
-    idx = np.repeat(starts - out_ptr[:-1], lens) + np.arange(int(out_ptr[-1]), dtype=np.int64)
-    return out_ptr, indices[idx]
 
 
 @dataclass

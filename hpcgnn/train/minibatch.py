@@ -40,11 +40,11 @@ from hpcgnn.cost.minibatch import (
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.io.reader import GraphFile
 from hpcgnn.layout.blocks import owner_of
+from hpcgnn.kernels.dropout import rows_keep
 from hpcgnn.layout.order import layer_sizes
 from hpcgnn.models.base import allreduce_gradients, read_vertex_data
 from hpcgnn.models.minibatch import FullGraphOperator, MinibatchModel, sampled_weights
 from hpcgnn.nn.gcn import cross_entropy_sum
-from hpcgnn.rng import dropout_keep_rows
 from hpcgnn.sampling.bulk import BulkSampler, my_share, read_train_ids
 from hpcgnn.sampling.fetch import FeatureFetcher
 from hpcgnn.sampling.rows import normalized_block
@@ -149,8 +149,8 @@ class MinibatchTrainer:
                 xt = self.grid.device.from_numpy(x.astype(self.np_dtype, copy=False))
                 seed, p, b = self.cfg.seed, self.cfg.dropout, batch.batch
 
-                def keep(layer: int, rows: np.ndarray, width: int) -> np.ndarray:
-                    return dropout_keep_rows(seed, epoch, b, layer, rows, width, p)
+                def keep(layer: int, rows: np.ndarray, width: int) -> torch.Tensor:
+                    return rows_keep(seed, epoch, b, layer, rows, width, p, self.world.device)
 
                 logits = self.model.forward_batch(batch, xt, p, keep)
                 labels = self.grid.device.from_numpy(y[_positions(ids, batch.seeds)])

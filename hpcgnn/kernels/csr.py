@@ -1,0 +1,64 @@
+"""Extraction of CSR rows by position: the rows ``S_U`` of a sampling hop.
+
+CUDA: ``cuda/csr.cu`` (``gather_ranges<I>``, int32/int64 column ids), for CuPy arrays;
+NumPy arrays run the CPU reference, which the samplers use
+(:meth:`hpcgnn.sampling.rows.RowStore.take` and ``merge``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from hpcgnn.kernels import cuda_modules as cm
+
+#: Threads per block of ``gather_ranges`` (one block walks one output row at a time).
+ROW_BLOCK = 128
+#: Most blocks of ``gather_ranges`` (blocks stride over the output rows).
+ROW_BLOCKS = 65535
+
+
+def gather_ranges(indptr: Any, indices: Any, pos: Any) -> tuple[Any, Any]:
+    """The CSR rows ``pos`` of ``(indptr, indices)`` as a new ``(indptr, indices)``.
+
+    Parameters
+    ----------
+    indptr
+        Row pointer (int64).
+    indices
+        Column ids (int32 or int64 on a GPU; any dtype on the CPU).
+    pos
+        Rows to take, in output order; may repeat; empty rows give empty output rows.
+
+    Returns
+    -------
+    (indptr, indices)
+        ``indptr`` int64 with ``len(pos) + 1`` entries, ``indices`` of the input dtype;
+        CuPy arrays for CuPy inputs, else NumPy.
+    """
+    if cm.is_cupy(indices):
+        return _gather_ranges_cuda(indptr, indices, pos)
+    pos = np.asarray(pos, dtype=np.int64)
+    starts = indptr[pos]
+    lens = indptr[pos + 1] - starts
+    out_ptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+    idx = np.repeat(starts - out_ptr[:-1], lens) + np.arange(int(out_ptr[-1]), dtype=np.int64)
+    return out_ptr, indices[idx]
+
+
+def _gather_ranges_cuda(indptr: Any, indices: Any, pos: Any) -> tuple[Any, Any]:
+    import cupy
+
+    indptr = cupy.ascontiguousarray(indptr, dtype=cupy.int64)
+    pos = cupy.ascontiguousarray(pos, dtype=cupy.int64)
+    indices = cupy.ascontiguousarray(indices)
+    lens = indptr[pos + 1] - indptr[pos]
+    out_ptr = cupy.zeros(len(pos) + 1, dtype=cupy.int64)
+    cupy.cumsum(lens, out=out_ptr[1:])
+    out = cupy.empty(int(out_ptr[-1]), dtype=indices.dtype)
+    rows = min(len(pos), ROW_BLOCKS) if len(out) else 0
+    name = f"gather_ranges<{cm.c_type(indices.dtype)}>"
+    args = (indptr, indices, pos, out_ptr, np.int64(len(pos)), out)
+    cm.launch("csr.cu", name, indices.device.id, rows, args, block=ROW_BLOCK, torch_stream=False)
+    return out_ptr, out

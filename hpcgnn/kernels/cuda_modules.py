@@ -1,0 +1,172 @@
+"""The CUDA sources of ``cuda/`` as CuPy ``RawModule`` objects: found, compiled once, launched.
+
+Only the CUDA branches of the kernel modules call into this module, and it imports CuPy
+(and torch) inside its functions: nothing imports CuPy on the CPU path, and the NumPy
+kernels (:mod:`~hpcgnn.kernels.csr`, :mod:`~hpcgnn.kernels.sampling`) load no torch.
+
+- :func:`cuda_dir` finds the sources: ``$HPCGNN_CUDA_DIR`` when set, else ``cuda/`` next
+  to the package (a source checkout or an editable install);
+- :func:`function` compiles a source once per (file, device) with NVRTC
+  (``RawModule(code=..., options=..., name_expressions=...)``, CuPy also caches the binary
+  on disk) and returns one of its kernels;
+- :func:`launch` runs a kernel on the current torch stream (tensor arguments: ordered
+  with the torch work before and after it) or on CuPy's (CuPy array arguments);
+- :func:`as_cupy` / :func:`as_torch` view a tensor as a CuPy array and back, zero-copy
+  through DLPack.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hpcgnn.errors import ConfigError
+
+if TYPE_CHECKING:  # torch is imported where used: the NumPy kernels' callers stay torch-free
+    import torch
+
+#: Environment variable naming the folder of the ``.cu`` sources.
+CUDA_DIR_ENV = "HPCGNN_CUDA_DIR"
+#: Threads per block of the grid-stride kernels.
+BLOCK = 256
+#: Most blocks launched along x (grid-stride kernels loop over the rest).
+MAX_BLOCKS = 1 << 20
+
+_FLOATS = ("float", "double")
+_INDICES = ("int", "long long")
+
+#: Template instantiations each source is compiled with (``name_expressions``); the
+#: ``#ifdef HPCGNN_INSTANTIATE`` blocks of the sources list the same ones for ``make ptx``.
+NAME_EXPRESSIONS: dict[str, tuple[str, ...]] = {
+    "rows.cu": tuple(
+        f"{k}<{t}, {i}>"
+        for k in ("gather_rows", "scatter_add_unique", "scatter_add_atomic")
+        for t in _FLOATS
+        for i in _INDICES
+    ),
+    "csr.cu": tuple(f"gather_ranges<{i}>" for i in _INDICES),
+}
+
+#: C type of each array dtype the kernels take, by dtype name (torch and NumPy/CuPy alike).
+C_TYPES = {"float32": "float", "float64": "double", "int32": "int", "int64": "long long"}
+
+
+def c_type(dtype: Any) -> str:
+    """The C type of a torch or NumPy/CuPy dtype; ``TypeError`` when no kernel takes it."""
+    name = str(dtype).removeprefix("torch.")
+    if name not in C_TYPES:
+        raise TypeError(f"no CUDA kernel for dtype {name}")
+    return C_TYPES[name]
+
+
+def device_index(device: torch.device) -> int:
+    """The CUDA device number of a ``torch.device`` (its index, else the current device)."""
+    import torch
+
+    return torch.cuda.current_device() if device.index is None else device.index
+
+
+def cuda_dir() -> Path:
+    """The folder of the ``.cu`` sources (``$HPCGNN_CUDA_DIR`` or ``cuda/`` next to the package).
+
+    Raises
+    ------
+    ConfigError
+        When the folder holds no ``.cu`` file.
+    """
+    env = os.environ.get(CUDA_DIR_ENV)
+    path = Path(env) if env else Path(__file__).resolve().parents[2] / "cuda"
+    if not any(path.glob("*.cu")):
+        raise ConfigError(f"no CUDA sources (*.cu) in {path}; set {CUDA_DIR_ENV}")
+    return path
+
+
+def source_text(folder: Path, source: str) -> str:
+    """The text of ``source`` with its local ``#include "x.cuh"`` lines replaced by the headers.
+
+    Inlined, the headers are part of the code CuPy hashes for its on-disk kernel cache, so
+    editing a header recompiles (an ``-I`` include would leave a stale binary).
+    """
+    lines = []
+    for line in (folder / source).read_text().splitlines():
+        words = line.split()
+        if len(words) == 2 and words[0] == "#include" and words[1].startswith('"'):
+            header = (folder / words[1].strip('"')).read_text().splitlines()
+            lines += [h for h in header if h.strip() != "#pragma once"]
+        else:
+            lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
+@functools.cache
+def _module(source: str, device_id: int) -> Any:
+    """``source`` compiled for device ``device_id`` (once per process and device)."""
+    import cupy
+
+    with cupy.cuda.Device(device_id):
+        module = cupy.RawModule(
+            code=source_text(cuda_dir(), source),
+            options=("-std=c++17",),
+            name_expressions=NAME_EXPRESSIONS.get(source),
+        )
+        module.compile()
+    return module
+
+
+def function(source: str, name: str, device_id: int) -> Any:
+    """Kernel ``name`` (an ``extern "C"`` name or a template name expression) of ``source``."""
+    return _module(source, device_id).get_function(name)
+
+
+def blocks(threads: int, block: int = BLOCK) -> int:
+    """Blocks of ``block`` threads for ``threads`` work items of a grid-stride kernel.
+
+    ``ceil(threads / block)``, capped at :data:`MAX_BLOCKS` (the kernels stride over the
+    grid, so the cap only makes threads loop); 0 for no work.
+    """
+    return min(-(-threads // block), MAX_BLOCKS)
+
+
+def launch(
+    source: str, name: str, device_id: int, grid: int, args: tuple, *,
+    block: int = BLOCK, torch_stream: bool = True,
+) -> None:
+    """Run kernel ``name`` of ``source`` on ``grid`` blocks of ``block`` threads.
+
+    Nothing is launched for ``grid == 0``. The kernel runs on torch's current stream of
+    the device (tensor arguments: ordered with the torch work around it), or with
+    ``torch_stream=False`` on CuPy's current stream (CuPy array arguments).
+    """
+    if grid <= 0:
+        return
+    import cupy
+    import torch
+
+    kernel = function(source, name, device_id)
+    with cupy.cuda.Device(device_id):
+        if not torch_stream:
+            kernel((grid,), (block,), args)
+            return
+        with cupy.cuda.ExternalStream(torch.cuda.current_stream(device_id).cuda_stream):
+            kernel((grid,), (block,), args)
+
+
+def as_cupy(t: torch.Tensor) -> Any:
+    """A CuPy view of a CUDA tensor (zero-copy, DLPack); made contiguous first if needed."""
+    import cupy
+
+    return cupy.from_dlpack(t.detach().contiguous())
+
+
+def as_torch(a: Any) -> torch.Tensor:
+    """A torch view of a CuPy array (zero-copy, DLPack)."""
+    import torch
+
+    return torch.from_dlpack(a)
+
+
+def is_cupy(a: Any) -> bool:
+    """Whether ``a`` is a CuPy array (checked without importing CuPy)."""
+    return type(a).__module__.split(".")[0] == "cupy"

@@ -1,0 +1,38 @@
+import numpy as np
+import pytest
+
+from hpcgnn.kernels.csr import gather_ranges
+from tests.kernels import emulate
+
+PTR = np.array([0, 3, 3, 4, 4, 7], dtype=np.int64)  # rows 1 and 3 empty
+
+
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+@pytest.mark.parametrize(
+    "pos", [[4, 0, 4], [1, 3], [], [2, 1, 0, 1]], ids=["repeat", "empty-rows", "none", "mixed"]
+)
+def test_gather_ranges_is_the_kernel_algorithm(itype, pos):
+    indices = np.array([5, 1, 9, 0, 2, 8, 3], dtype=itype)
+    pos = np.array(pos, dtype=np.int64)
+    ptr, idx = gather_ranges(PTR, indices, pos)
+    want_ptr, want_idx = emulate.gather_ranges(PTR, indices, pos)
+    assert ptr.dtype == np.int64 and idx.dtype == itype
+    assert np.array_equal(ptr, want_ptr) and np.array_equal(idx, want_idx)
+
+
+def test_gather_ranges_of_an_empty_matrix():
+    ptr, idx = gather_ranges(np.zeros(3, np.int64), np.zeros(0, np.int64), np.array([1, 0]))
+    assert ptr.tolist() == [0, 0, 0] and idx.shape == (0,)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+def test_cuda_gather_ranges_equals_the_cpu(itype):
+    import cupy
+
+    indices = np.array([5, 1, 9, 0, 2, 8, 3], dtype=itype)
+    pos = np.array([4, 1, 0, 4, 3], dtype=np.int64)
+    ptr, idx = gather_ranges(cupy.asarray(PTR), cupy.asarray(indices), cupy.asarray(pos))
+    want_ptr, want_idx = gather_ranges(PTR, indices, pos)
+    assert np.array_equal(cupy.asnumpy(ptr), want_ptr)
+    assert np.array_equal(cupy.asnumpy(idx), want_idx)

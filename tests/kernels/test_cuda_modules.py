@@ -1,0 +1,61 @@
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from hpcgnn.errors import ConfigError
+from hpcgnn.kernels.cuda_modules import (
+    CUDA_DIR_ENV,
+    NAME_EXPRESSIONS,
+    c_type,
+    cuda_dir,
+    source_text,
+)
+
+#: The ``extern "C"`` kernels the dispatch launches by name.
+EXTERN_C = {
+    "dropout.cu": ("sfc64_block_keep", "hash_rows_keep"),
+    "sampling.cu": ("its_round", "uniform_round"),
+}
+
+
+def test_cuda_dir_is_next_to_the_package_or_overridden(monkeypatch, tmp_path):
+    monkeypatch.delenv(CUDA_DIR_ENV, raising=False)
+    found = cuda_dir()
+    assert found.name == "cuda" and {*NAME_EXPRESSIONS, *EXTERN_C} <= {
+        p.name for p in found.glob("*.cu")
+    }
+    monkeypatch.setenv(CUDA_DIR_ENV, str(tmp_path))
+    with pytest.raises(ConfigError, match=CUDA_DIR_ENV):
+        cuda_dir()
+
+
+def test_c_types():
+    assert c_type("int64") == "long long"
+    with pytest.raises(TypeError, match="float16"):
+        c_type("float16")
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
+def test_every_source_compiles_and_has_its_kernels(tmp_path):
+    """The text CuPy compiles (headers inlined), for one arch here; ``make ptx`` does all."""
+    folder = cuda_dir()
+    for src in sorted(folder.glob("*.cu")):
+        code = tmp_path / src.name
+        code.write_text(source_text(folder, src.name))
+        assert "#include" not in code.read_text()
+        ptx = tmp_path / f"{src.stem}.ptx"
+        subprocess.run(
+            ["nvcc", "--ptx", "-std=c++17", "-DHPCGNN_INSTANTIATE", "-arch=sm_80",
+             "-o", str(ptx), str(code)],
+            check=True, capture_output=True,
+        )
+        entries = re.findall(r"\.entry\s+(\w+)\(", ptx.read_text())
+        for name in EXTERN_C.get(src.name, ()):
+            assert name in entries, (src.name, name)
+        templates = NAME_EXPRESSIONS.get(src.name, ())
+        for name in {t.split("<")[0] for t in templates}:
+            assert sum(name in e for e in entries) == sum(
+                t.startswith(name + "<") for t in templates
+            ), (src.name, name)

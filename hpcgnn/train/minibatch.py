@@ -39,8 +39,8 @@ from hpcgnn.cost.minibatch import (
 )
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.io.reader import GraphFile
-from hpcgnn.layout.blocks import owner_of
 from hpcgnn.kernels.dropout import rows_keep
+from hpcgnn.layout.blocks import owner_of
 from hpcgnn.layout.order import layer_sizes
 from hpcgnn.models.base import allreduce_gradients, read_vertex_data
 from hpcgnn.models.minibatch import FullGraphOperator, MinibatchModel, sampled_weights

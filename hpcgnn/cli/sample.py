@@ -88,10 +88,10 @@ def run(args: argparse.Namespace) -> int:
 
     spec = spec_from_args(args, MPI.COMM_WORLD.Get_size())
     comm = MPI.COMM_WORLD
-    choose_device(comm, args.device)  # refuses an unusable device on every rank
+    device = choose_device(comm, args.device)  # refuses an unusable device on every rank
     summary = sample_to_file(
         comm, args.graph, spec, args.out, graph_layout=args.graph_layout, epoch=args.epoch,
-        batches=args.batches, grid=args.grid, replication=args.replication,
+        batches=args.batches, grid=args.grid, replication=args.replication, device=device,
     )
     if comm.Get_rank() == 0 and not args.quiet:
         print(f"hpcgnn sample: {summary.num_batches} minibatches, {summary.edges} sampled edges, "

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from mpi4py import MPI
 
+from hpcgnn.backend import Device
 from hpcgnn.comm.collective import collective
 from hpcgnn.config import check_random_key
 from hpcgnn.errors import ConfigError
@@ -63,6 +64,7 @@ def sample_to_file(
     batches: int | None = None,
     grid: str | None = None,
     replication: int | None = None,
+    device: Device | None = None,
 ) -> SampleSummary:
     """Sample the minibatches of one epoch and write them to ``out`` (collective).
 
@@ -86,6 +88,10 @@ def sample_to_file(
         Explicit ``(P/c)xc`` grid, e.g. ``"2x2"``.
     replication : int, optional
         Replication factor ``c`` of the ``(P/c) x c`` grid.
+    device : Device, optional
+        The rank's device (:func:`hpcgnn.grid.device.choose_device`), stored on the grid:
+        its clock times the sampling loop. The samplers themselves compute in NumPy on the
+        host whatever the device (see ``docs/sampling.md``, "Where sampling runs").
 
     Returns
     -------
@@ -104,7 +110,7 @@ def sample_to_file(
     if batches is not None and batches < 1:
         raise ConfigError(f"--batches must be >= 1, got {batches}")
     check_random_key(epoch, "--epoch")
-    pgrid = ProcessGrid.create(comm, "1.5d", grid, replication)
+    pgrid = ProcessGrid.create(comm, "1.5d", grid, replication, device=device)
     try:
         world = pgrid.world
         check_graph(world, graph)

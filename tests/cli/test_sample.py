@@ -77,3 +77,28 @@ def test_bad_parameters_fail_on_every_rank(graph_file, shared_tmp, world, capsys
     assert_all(world, main(argv) == 1)
     err = capsys.readouterr().err.strip().splitlines()
     assert_all(world, err == [f"hpcgnn: error: {message}"], f"rank {world.rank} stderr: {err}")
+
+
+def test_device_reaches_the_sampling_grid(graph_file, shared_tmp, monkeypatch):
+    import hpcgnn.grid.device
+    from hpcgnn.backend import Device
+    from hpcgnn.grid.process_grid import ProcessGrid
+
+    class Marked(Device):
+        pass
+
+    chosen = Marked("cpu")
+    monkeypatch.setattr(hpcgnn.grid.device, "choose_device", lambda comm, kind=None: chosen)
+    seen = []
+    create = ProcessGrid.create.__func__
+
+    def recording(cls, *args, **kwargs):
+        grid = create(cls, *args, **kwargs)
+        seen.append(grid.device)
+        return grid
+
+    monkeypatch.setattr(ProcessGrid, "create", classmethod(recording))
+    path = graph_file(n=40, seed=3)
+    rc = main(["sample", str(path), "--fanout", "2", "--batch-size", "5", "--batches", "1",
+               "--device", "cpu", "--out", str(shared_tmp / "d.h5"), "--quiet"])
+    assert rc == 0 and len(seen) == 1 and seen[0] is chosen

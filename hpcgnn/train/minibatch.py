@@ -23,7 +23,6 @@ import numpy as np
 import torch
 from mpi4py import MPI
 
-from hpcgnn.backend import cpu
 from hpcgnn.comm.collective import collective
 from hpcgnn.comm.communicator import Comm
 from hpcgnn.comm.stats import CommStats
@@ -98,14 +97,14 @@ class MinibatchTrainer:
         self.col_members = members(grid.col, grid.rank)
         self.world_members = Members(np.arange(grid.size, dtype=np.int64), grid.rank)
         lo, hi = self.sampler.rows_range
+        dev = grid.device
         with collective(grid.world), GraphFile(graph) as gf:
             self.meta = meta = gf.meta
-            # host-resident: the fetcher serves rows of it to the ranks' minibatches
-            self.x, self.y, self.masks = read_vertex_data(
-                gf, (lo, hi), self.np_dtype, device=cpu()
-            )
+            # on the device for the full-graph evaluation; the fetcher serves the batches'
+            # rows from host copies (CPU: the same memory; cuda: one copy back, here)
+            self.x, self.y, self.masks = read_vertex_data(gf, (lo, hi), self.np_dtype, device=dev)
         self.fetcher = FeatureFetcher(
-            grid.col, self.sampler.offsets, cpu().to_host(self.x), cpu().to_host(self.y)
+            grid.col, self.sampler.offsets, dev.to_host(self.x), dev.to_host(self.y)
         )
         block = normalized_block(self.sampler.block, lo, hi, self.np_dtype)
         self.eval_op = FullGraphOperator(grid, block, self.sampler.offsets, cfg.torch_dtype)

@@ -6,6 +6,7 @@ import pytest
 
 from hpcgnn.cli.main import main
 from hpcgnn.io import EdgeSorter, GraphFileWriter
+from tests.devices import assert_same_training, train_on_both_devices
 from tests.mpi import assert_all
 
 
@@ -205,3 +206,16 @@ def test_measured_bytes_equal_the_cost_model_in_every_category(graph_file, share
                    where)
         assert_all(world, set(comm["predicted_seconds"]) == set(comm["predicted_bytes"]))
         world.mpi.Barrier()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("flags", [["--sampler", "sage", "--fanout", "4,3"],
+                                   ["--sampler", "ladies", "--layer-size", "16"]])
+def test_cuda_trains_like_the_cpu(graph_file, shared_tmp, world, flags):
+    path = graph_file(n=90, avg_degree=5, seed=11)
+    docs = train_on_both_devices(world, shared_tmp, [
+        str(path), "--mode", "minibatch", "--epochs", "3", "--hidden", "8", "--dropout", "0.5",
+        "--batch-size", "12", "--bulk", "2", "--threads", "1", *flags])
+    assert_same_training(docs, ("feature_fetch", "allreduce"))
+    np.testing.assert_allclose(docs["cuda"]["final"]["loss"], docs["cpu"]["final"]["loss"],
+                               rtol=1e-4)

@@ -28,6 +28,16 @@ ranks' device buffers), ``offload_d2h`` (gradient flushes to a host buffer), ``o
 (a chunk's own rows: cached aggregates and layer outputs out, and back in the backward).
 Local host/device copies are recorded in the same categories as remote ones; the
 device-to-device copies a rank makes from its own transition buffer are reuse, not traffic.
+
+Placement: the host tier is host memory (page-locked on the cuda device, from
+:meth:`~hpcgnn.backend.Device.pinned_empty`), the batch buffers live on ``comm.device``.
+A load gathers the rows on the host (:func:`~hpcgnn.kernels.rows.gather_rows` on the host
+tensor) and copies them to the device at once, a flush copies the rows to the host and
+scatter-adds them there; over MPI (``none``) the host side of a table sends and receives
+host buffers, and the requester copies the rows between host and device (after receiving
+a fetch, before sending a push). So every row counted in ``offload_h2d`` / ``offload_d2h``
+crosses between host and device exactly once. On the CPU device the copies are the same
+memory.
 """
 
 from __future__ import annotations
@@ -37,7 +47,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from hpcgnn.backend import Device, get_device
+from hpcgnn.backend import Device, cpu, get_device
 from hpcgnn.comm.communicator import Comm
 from hpcgnn.exchange.halo import request_rows
 from hpcgnn.kernels.rows import gather_rows, scatter_add_rows
@@ -46,6 +56,16 @@ from hpcgnn.planning.dedup import Sliding, sliding
 DEDUP_LEVELS = ("none", "inter", "full")
 H2D, D2D, D2H, CKPT = "offload_h2d", "offload_d2d", "offload_d2h", "offload_ckpt"
 SETUP = "offload_setup"
+
+
+def to_device(device: Device, rows: torch.Tensor) -> torch.Tensor:
+    """Host ``rows`` on ``device``: one host-to-device copy (CPU: the same memory)."""
+    return device.from_numpy(cpu().to_host(rows))
+
+
+def to_host(device: Device, rows: torch.Tensor) -> torch.Tensor:
+    """``device`` ``rows`` as a host tensor: one device-to-host copy (CPU: the same memory)."""
+    return cpu().from_numpy(device.to_host(rows))
 
 
 def record_copy(comm: Comm, category: str, rows: int, row_bytes: int, t0: float) -> None:
@@ -73,7 +93,10 @@ class RowTable:
     send_counts
         Rows served per requester rank.
     device
-        Where the index tensors of ``dest`` and ``src`` live (default: CPU).
+        The requester's device, where its buffer and ``dest`` live (default: CPU).
+    host_source
+        The owners serve from (and add into) their host buffers: ``src`` stays on the
+        host, and the rows cross between host and device on the requester's side.
     """
 
     dest: np.ndarray
@@ -81,11 +104,12 @@ class RowTable:
     src: np.ndarray
     send_counts: np.ndarray
     device: Device | None = None
+    host_source: bool = False
 
     def __post_init__(self) -> None:
-        device = get_device(self.device)
-        self._dest = device.from_numpy(self.dest)
-        self._src = device.from_numpy(self.src)
+        self._device = get_device(self.device)
+        self._dest = self._device.from_numpy(self.dest)
+        self._src = (cpu() if self.host_source else self._device).from_numpy(self.src)
 
     def fetch(self, comm: Comm, source: torch.Tensor, out: torch.Tensor, category: str) -> int:
         """``out[dest] = rows of the owners' source buffers``; returns the local rows."""
@@ -93,14 +117,15 @@ class RowTable:
             gather_rows(source, self._src), self.send_counts, category,
             recvcounts=self.recv_counts,
         )
-        out[self._dest] = rows
+        out[self._dest] = to_device(self._device, rows) if self.host_source else rows
         return int(self.recv_counts[comm.rank])
 
     def push_add(self, comm: Comm, rows: torch.Tensor, target: torch.Tensor, category: str) -> int:
         """``target[src] += rows[dest]`` sent by every requester (the reverse of fetch)."""
+        packed = gather_rows(rows, self._dest)
         got, _ = comm.alltoallv(
-            gather_rows(rows, self._dest), self.recv_counts, category,
-            recvcounts=self.send_counts,
+            to_host(self._device, packed) if self.host_source else packed, self.recv_counts,
+            category, recvcounts=self.send_counts,
         )
         scatter_add_rows(target, self._src, got)
         return int(self.send_counts[comm.rank])
@@ -129,7 +154,8 @@ def row_table(
         if len(req) and not np.array_equal(served[np.minimum(src, len(served) - 1)], req):
             raise RuntimeError("a requested row is not in the owner's transition set")
     return RowTable(
-        dest.astype(np.int64), recv_counts, src.astype(np.int64), send_counts, comm.device
+        dest.astype(np.int64), recv_counts, src.astype(np.int64), send_counts, comm.device,
+        host_source=served is None,
     )
 
 
@@ -223,13 +249,17 @@ class OffloadExchange:
         self.dedup = dedup
         self._trans: torch.Tensor | None = None
         self._neigh: torch.Tensor | None = None
-        self._trans_ids = [comm.device.from_numpy(t.trans - self.lo) for t in tables]
+        # host positions of the transition rows: the host tier is indexed on the host
+        self._trans_ids = [cpu().from_numpy(t.trans - self.lo) for t in tables]
 
     def _take(self, host: torch.Tensor, j: int, positions: np.ndarray | None) -> torch.Tensor:
-        """Transition rows of batch ``j`` (``positions`` of ``T_ij``, or all) from the host."""
+        """Transition rows of batch ``j`` (``positions`` of ``T_ij``, or all) from the host.
+
+        Gathered on the host, then one host-to-device copy.
+        """
         t0 = self.comm.stats.clock()
         idx = self._trans_ids[j] if positions is None else self._trans_ids[j][positions]
-        rows = gather_rows(host, idx)
+        rows = to_device(self.comm.device, gather_rows(host, idx))
         record_copy(self.comm, H2D, len(idx), rows.shape[1] * rows.element_size(), t0)
         return rows
 
@@ -291,7 +321,7 @@ class OffloadExchange:
     ) -> None:
         t0 = self.comm.stats.clock()
         idx = self._trans_ids[j] if positions is None else self._trans_ids[j][positions]
-        rows = acc if positions is None else acc[positions]
+        rows = to_host(self.comm.device, acc if positions is None else acc[positions])
         scatter_add_rows(host_grad, idx, rows, unique=True)
         record_copy(self.comm, D2H, len(idx), acc.shape[1] * acc.element_size(), t0)
 

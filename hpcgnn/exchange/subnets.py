@@ -14,6 +14,12 @@ training steps, the model is evaluated over its shards (``gist_eval``,
 :class:`hpcgnn.models.sharded.ShardedForward`) and fingerprinted by streaming the shards
 through rank 0's hash one piece at a time (``gist_digest``, :meth:`SubnetShards.digest`);
 checkpoints write each rank's rows where they are (:mod:`hpcgnn.train.checkpoint`).
+
+The shards and the round buffers are host NumPy arrays on every device, on purpose: the
+global model and its moments stay off the accelerator, which holds the sub-model being
+trained (:mod:`hpcgnn.train.gist` moves it there and back once per round through the
+device); the exchange runs once per round and its buffers reach MPI as host buffers
+(``docs/gist.md``, "Where the global model lives").
 """
 
 from __future__ import annotations

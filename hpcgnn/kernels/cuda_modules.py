@@ -4,7 +4,8 @@ Only the CUDA branches of the kernel modules call into this module, and it impor
 (and torch) inside its functions: nothing imports CuPy on the CPU path, and the NumPy
 kernels (:mod:`~hpcgnn.kernels.csr`, :mod:`~hpcgnn.kernels.sampling`) load no torch.
 
-- :func:`cuda_dir` finds the sources: ``$HPCGNN_CUDA_DIR`` when set, else ``cuda/`` next
+- :func:`cuda_dir` finds the sources: ``$HPCGNN_CUDA_DIR`` when set, else the copy a wheel
+  ships inside the package (``hpcgnn/_cuda``, made by ``setup.py``), else ``cuda/`` next
   to the package (a source checkout or an editable install);
 - :func:`function` compiles a source once per (file, device) with NVRTC
   (``RawModule(code=..., options=..., name_expressions=...)``, CuPy also caches the binary
@@ -69,7 +70,10 @@ def device_index(device: torch.device) -> int:
 
 
 def cuda_dir() -> Path:
-    """The folder of the ``.cu`` sources (``$HPCGNN_CUDA_DIR`` or ``cuda/`` next to the package).
+    """The folder of the ``.cu`` sources.
+
+    ``$HPCGNN_CUDA_DIR`` when set; else ``hpcgnn/_cuda`` (the copy of ``cuda/`` an installed
+    wheel carries) when it holds sources; else ``cuda/`` next to the package.
 
     Raises
     ------
@@ -77,7 +81,13 @@ def cuda_dir() -> Path:
         When the folder holds no ``.cu`` file.
     """
     env = os.environ.get(CUDA_DIR_ENV)
-    path = Path(env) if env else Path(__file__).resolve().parents[2] / "cuda"
+    package = Path(__file__).resolve().parents[1]
+    if env:
+        path = Path(env)
+    elif any((package / "_cuda").glob("*.cu")):
+        path = package / "_cuda"
+    else:
+        path = package.parent / "cuda"
     if not any(path.glob("*.cu")):
         raise ConfigError(f"no CUDA sources (*.cu) in {path}; set {CUDA_DIR_ENV}")
     return path

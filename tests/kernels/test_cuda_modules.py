@@ -31,6 +31,17 @@ def test_cuda_dir_is_next_to_the_package_or_overridden(monkeypatch, tmp_path):
         cuda_dir()
 
 
+def test_cuda_dir_finds_the_copy_an_installed_wheel_carries(monkeypatch, tmp_path):
+    import hpcgnn.kernels.cuda_modules as cm
+
+    shipped = tmp_path / "hpcgnn" / "_cuda"  # site-packages/hpcgnn/_cuda, no cuda/ beside
+    shipped.mkdir(parents=True)
+    (shipped / "rows.cu").write_text("// rows")
+    monkeypatch.delenv(CUDA_DIR_ENV, raising=False)
+    monkeypatch.setattr(cm, "__file__", str(tmp_path / "hpcgnn" / "kernels" / "cuda_modules.py"))
+    assert cuda_dir() == shipped.resolve()
+
+
 def test_c_types():
     assert c_type("int64") == "long long"
     with pytest.raises(TypeError, match="float16"):

@@ -41,6 +41,7 @@ from hpcgnn.exchange.offload import (
     OffloadExchange,
     build_tables,
     record_copy,
+    to_host,
 )
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.kernels.spmm import spmm, to_torch_csr
@@ -114,6 +115,8 @@ class OffloadGCN(RowBlockModel):
             raise ValueError(f"--chunks must be >= 1, got {opts.chunks}")
         self.opts = opts
         a_t, _ = self._load(path, grid, cfg, with_a=False, weights=weights)
+        # the features join the host tier: page-locked, as the layers' host buffers
+        self.x = self.comm.device.pinned_empty(tuple(self.x.shape), self.x.dtype).copy_(self.x)
         self._setup(a_t)
 
     # -- set-up ------------------------------------------------------------------------
@@ -238,7 +241,7 @@ class OffloadGCN(RowBlockModel):
             )
         mask = keep(0) if keep is not None else None
         self._masks.append(mask)
-        h = self.x if mask is None else dropout(self.x, mask, p)
+        h = self.x if mask is None else dropout(self.x, to_host(self.comm.device, mask), p)
         last = len(self.weights) - 1
         for layer, w in enumerate(self.weights):
             w = w.detach()

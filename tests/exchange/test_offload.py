@@ -33,7 +33,8 @@ class RecordingDevice(Device):
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("dedup", ["none", "inter", "full"])
+@pytest.mark.ranks(1, 4)  # 4: rows also cross between ranks
+@pytest.mark.parametrize("dedup", ["none", "full"])  # owners' host buffers; transition buffers
 def test_host_tier_is_pinned_and_rows_cross_through_the_device(graph_file, world, dedup):
     path = graph_file("tiers.h5", n=24, directed=True, seed=2, features=4, classes=2)
     cfg = TrainConfig(layers=2, hidden=3, dropout=0.3, dtype="float64", seed=2)

@@ -102,3 +102,16 @@ def test_device_reaches_the_sampling_grid(graph_file, shared_tmp, monkeypatch):
     rc = main(["sample", str(path), "--fanout", "2", "--batch-size", "5", "--batches", "1",
                "--device", "cpu", "--out", str(shared_tmp / "d.h5"), "--quiet"])
     assert rc == 0 and len(seen) == 1 and seen[0] is chosen
+
+
+@pytest.mark.gpu
+def test_cuda_samples_equal_the_cpu(graph_file, shared_tmp):
+    path = graph_file(n=60, seed=5)
+    got = {}
+    for device in ("cpu", "cuda"):
+        out = shared_tmp / f"{device}.h5"
+        rc = main(["sample", str(path), "--fanout", "3,2", "--batch-size", "5", "--bulk", "2",
+                   "--device", device, "--out", str(out), "--quiet"])
+        assert rc == 0
+        got[device] = read_samples(out)[1]
+    assert same_batches(got["cuda"], got["cpu"])

@@ -32,7 +32,10 @@ RowKeep = Callable[[int, np.ndarray, int], torch.Tensor]
 
 
 class FullGraphOperator:
-    """``E H`` for this process row's block of a row-normalised ``E``, forward only (1.5D)."""
+    """``E H`` for this process row's block of a row-normalised ``E``, forward only (1.5D).
+
+    The blocks of ``E`` and the products live on the grid's device (cuSPARSE on a GPU).
+    """
 
     def __init__(
         self, grid: ProcessGrid, block: sp.csr_matrix, offsets: np.ndarray, dtype: torch.dtype

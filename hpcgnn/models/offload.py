@@ -43,6 +43,7 @@ from hpcgnn.exchange.offload import (
     record_copy,
     to_host,
 )
+from hpcgnn.exchange.reorganize import reorganize_distributed
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.kernels.spmm import spmm, to_torch_csr
 from hpcgnn.models.base import RowBlockModel
@@ -50,14 +51,13 @@ from hpcgnn.models.exchange_report import offload_report
 from hpcgnn.nn.gcn import activate, block_dropout, dropout
 from hpcgnn.planning.dedup import (
     DedupVolumes,
-    Reorganization,
     cached_layers,
-    choose_schedule,
     chunk_bounds,
     column_set,
     identity_schedule,
     sliding,
 )
+from hpcgnn.planning.reorganization import Reorganization
 
 
 @dataclass(frozen=True)
@@ -156,17 +156,15 @@ class OffloadGCN(RowBlockModel):
         self.volumes = self._count_volumes(tables)
 
     def _schedule(self, sets: list[np.ndarray]) -> tuple[np.ndarray, Reorganization | None]:
-        """Identity schedule, or the reorganised one computed on rank 0 (collective)."""
-        comm = self.comm
+        """Identity schedule, or HongTu's reorganisation sharded by part (collective).
+
+        :func:`~hpcgnn.exchange.reorganize.reorganize_distributed`: rank ``r`` keeps the
+        chunk membership of the vertices of part ``r`` only; traffic in ``offload_setup``.
+        """
         if not self.opts.reorganize:
-            return identity_schedule(comm.size, self.opts.chunks), None
-        everyone = comm.gather_obj(sets, 0, SETUP)
-        result = None
-        with collective(self.grid.world):
-            if comm.rank == 0:
-                assert everyone is not None
-                result = choose_schedule(everyone, self.meta.num_nodes)
-        return comm.bcast_obj(result, 0, SETUP)
+            return identity_schedule(self.comm.size, self.opts.chunks), None
+        assert self.offsets is not None
+        return reorganize_distributed(self.comm, sets, self.offsets)
 
     def _count_volumes(self, tables: list) -> DedupVolumes:
         """``V_ori``, ``V_p2p``, ``V_ru`` and the remote rows, summed over ranks (collective).

@@ -3,9 +3,9 @@
 Topologies (:mod:`~hpcgnn.planning.topology`), the communication relation
 (:mod:`~hpcgnn.planning.relation`), staged send/recv tables
 (:mod:`~hpcgnn.planning.plan`), the SPST planner (:mod:`~hpcgnn.planning.spst`),
-HongTu's chunk sets, volumes and reorganisation (:mod:`~hpcgnn.planning.dedup`) and the
-SPST vs p2p comparison of a graph file behind ``hpcgnn plan``
-(:mod:`~hpcgnn.planning.compare`).
+HongTu's chunk sets and volumes (:mod:`~hpcgnn.planning.dedup`) and reorganisation
+(:mod:`~hpcgnn.planning.reorganization`), and the SPST vs p2p comparison of a graph file
+behind ``hpcgnn plan`` (:mod:`~hpcgnn.planning.compare`).
 """
 
 from hpcgnn.planning.compare import PlanComparison, compare_plans, cost_summary

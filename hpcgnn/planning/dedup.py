@@ -1,4 +1,4 @@
-r"""HongTu's deduplicated neighbour loading: 2-level chunks, vertex sets, volumes, reorganisation.
+r"""HongTu's deduplicated neighbour loading: 2-level chunks, vertex sets, volumes.
 
 Vertices are split into ``m`` parts (one per rank) and every part into ``n`` chunks of
 contiguous rows (*range-based*, balanced by nonzeros). A *schedule* ``S`` (``m x n``)
@@ -15,10 +15,10 @@ rows) of the chunk part ``i`` runs in batch ``j``, and ``N_j = U_i N_ij`` the ba
     vertices shared with the previous batch stay on the device (intra-rank reuse).
 
 Cost (HongTu eq. 4): ``C = V_ru/T_hd + (V_ori - V_p2p)/T_dd + (V_p2p - V_ru)/T_ru``
-with throughputs in vertices per second. :func:`reorganize` is HongTu's greedy 2-phase
-reorganisation (Algorithm 4). :func:`cached_layers` is the per-layer choice of the
-recomputation-caching hybrid (Section 4.2). All sets are sorted int64 arrays of global
-vertex ids.
+with throughputs in vertices per second. HongTu's greedy 2-phase reorganisation
+(Algorithm 4) is :mod:`hpcgnn.planning.reorganization`. :func:`cached_layers` is the
+per-layer choice of the recomputation-caching hybrid (Section 4.2). All sets are sorted
+int64 arrays of global vertex ids.
 """
 
 from __future__ import annotations
@@ -172,35 +172,6 @@ def dedup_volumes(sets: list[list[np.ndarray]], schedule: np.ndarray) -> DedupVo
     return DedupVolumes(int(v_ori), int(v_p2p), int(v_ru))
 
 
-def reorganize(sets: list[list[np.ndarray]], num_vertices: int) -> np.ndarray:
-    """HongTu Algorithm 4: a schedule with more shared neighbours inside and across batches.
-
-    Phase 1 starts every batch ``j`` with chunk ``j`` of part 0 and, part by part, gives
-    each batch in turn the unassigned chunk sharing most neighbours with the batch's
-    transition set so far. Phase 2 keeps batch 0 and repeatedly appends the remaining
-    batch sharing most transition vertices with the last one. Ties go to the lowest index.
-    """
-    m, n = len(sets), len(sets[0])
-    sched = identity_schedule(m, n)
-    member = np.zeros((n, num_vertices), dtype=bool)
-    for j in range(n):
-        member[j, sets[0][j]] = True
-    for i in range(1, m):
-        free = list(range(n))
-        for j in range(n):
-            shared = [int(member[j, sets[i][k]].sum()) for k in free]
-            k = free.pop(int(np.argmax(shared)))
-            sched[i, j] = k
-            member[j, sets[i][k]] = True
-    order = [0]
-    rest = list(range(1, n))
-    while rest:
-        last = member[order[-1]]
-        shared = [int(np.count_nonzero(member[b] & last)) for b in rest]
-        order.append(rest.pop(int(np.argmax(shared))))
-    return sched[:, order]
-
-
 def remote_rows(
     sets: list[list[np.ndarray]], schedule: np.ndarray, offsets: np.ndarray, dedup: str
 ) -> tuple[int, int]:
@@ -233,30 +204,3 @@ def remote_rows(
             else:
                 bwd += int(remote.sum())
     return fwd, bwd
-
-
-@dataclass
-class Reorganization:
-    """Volumes before and after HongTu's reorganisation, and whether it was kept."""
-
-    before: DedupVolumes
-    after: DedupVolumes
-    accepted: bool
-
-    def as_dict(self) -> dict:
-        """JSON form."""
-        return {
-            "before": self.before.as_dict(), "after": self.after.as_dict(),
-            "accepted": self.accepted,
-        }
-
-
-def choose_schedule(
-    sets: list[list[np.ndarray]], num_vertices: int
-) -> tuple[np.ndarray, Reorganization]:
-    """HongTu's reorganisation when it does not raise ``V_ru``, else the identity schedule."""
-    base = identity_schedule(len(sets), len(sets[0]))
-    sched = reorganize(sets, num_vertices)
-    before, after = dedup_volumes(sets, base), dedup_volumes(sets, sched)
-    ok = after.v_ru <= before.v_ru
-    return (sched if ok else base), Reorganization(before, after, ok)

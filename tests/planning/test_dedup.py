@@ -7,7 +7,6 @@ from hpcgnn.planning.dedup import (
     dedup_volumes,
     identity_schedule,
     remote_rows,
-    reorganize,
     sliding,
     transition_sets,
 )
@@ -55,7 +54,7 @@ def test_sliding_positions():
 @pytest.mark.parametrize("seed", range(6))
 def test_volumes_match_brute_force(seed):
     sets = random_sets(3, 4, 40, 15, seed)
-    for sched in (identity_schedule(3, 4), reorganize(sets, 40)):
+    for sched in (identity_schedule(3, 4), np.array([[3, 1, 0, 2], [0, 2, 1, 3], [1, 0, 3, 2]])):
         v = dedup_volumes(sets, sched)
         assert (v.v_ori, v.v_p2p, v.v_ru) == brute_volumes(sets, sched)
         assert v.v_ru <= v.v_p2p <= v.v_ori
@@ -70,18 +69,6 @@ def test_volumes_by_hand():
     ]
     v = dedup_volumes(sets, identity_schedule(3, 2))
     assert (v.v_ori, v.v_p2p, v.v_ru) == (18, 11, 8)
-
-
-def test_reorganize_permutes_chunks_within_parts_and_groups_shared_neighbours():
-    # part 1's chunks are in the "wrong" order: reorganisation pairs equal sets
-    a, b = np.array([0, 1, 2]), np.array([5, 6, 7])
-    sets = [[a, b], [b, a]]
-    sched = reorganize(sets, 8)
-    for i in range(2):
-        assert sorted(sched[i].tolist()) == [0, 1]
-    before = dedup_volumes(sets, identity_schedule(2, 2))
-    after = dedup_volumes(sets, sched)
-    assert (after.v_p2p, after.v_ru) == (6, 6) and (before.v_p2p, before.v_ru) == (12, 6)
 
 
 def test_cost_formula_by_hand():

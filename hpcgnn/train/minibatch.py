@@ -17,6 +17,7 @@ Evaluation is full-graph with accuracy counts summed over the process column.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -29,6 +30,7 @@ from hpcgnn.config import TrainConfig
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.io.reader import GraphFile
 from hpcgnn.layout.order import layer_sizes
+from hpcgnn.layout.subnets import Subnet
 from hpcgnn.models.base import allreduce_gradients, read_vertex_data
 from hpcgnn.models.minibatch import FullGraphOperator, MinibatchModel, sampled_weights
 from hpcgnn.nn.gcn import cross_entropy_sum
@@ -67,7 +69,8 @@ class MinibatchTrainer:
     grid
         A ``1.5d`` process grid.
     weights
-        Parameters to train (default: :func:`~hpcgnn.models.minibatch.sampled_weights`).
+        Parameters to train (default: :func:`~hpcgnn.models.minibatch.sampled_weights`);
+        GIST injects a sub-model's.
     """
 
     def __init__(
@@ -98,6 +101,9 @@ class MinibatchTrainer:
         self.optimizer = make_optimizer(weights, cfg)
         self.num_train = len(self.train_ids)
         self._num_batches = 1
+        #: The GIST sub-network these weights are (its dropout masks are the global
+        #: model's at its column ids); ``None``: the weights are the whole model.
+        self.subnet: Subnet | None = None
 
     @property
     def stats(self) -> CommStats:
@@ -124,10 +130,14 @@ class MinibatchTrainer:
             self.optimizer.zero_grad(set_to_none=False)
             if batch is not None:
                 xt = torch.from_numpy(x.astype(self.np_dtype, copy=False))
-                seed, p, b = self.cfg.seed, self.cfg.dropout, batch.batch
+                seed, p, b, net = self.cfg.seed, self.cfg.dropout, batch.batch, self.subnet
 
                 def keep(layer: int, rows: np.ndarray, width: int) -> np.ndarray:
-                    return dropout_keep_rows(seed, epoch, b, layer, rows, width, p)
+                    if net is None:
+                        return dropout_keep_rows(seed, epoch, b, layer, rows, width, p)
+                    return dropout_keep_rows(
+                        seed, epoch, b, layer, rows, net.widths[layer], p, net.ids[layer]
+                    )
 
                 logits = self.model.forward_batch(batch, xt, p, keep)
                 labels = torch.from_numpy(y[_positions(ids, batch.seeds)])
@@ -138,11 +148,15 @@ class MinibatchTrainer:
             self.optimizer.step()
         return loss_value
 
-    def step(self, epoch: int) -> float:
-        """One pass over the training set; returns this rank's sum of batch losses."""
+    def steps(self, epoch: int) -> Iterator[tuple[float, int]]:
+        """The optimizer steps of one pass over the training set, run one per ``next``.
+
+        Yields this rank's batch loss (0 without a batch) and the number of batches the
+        step trained over all ranks. A bulk is sampled when its first step is asked for.
+        """
         batches = minibatches(self.train_ids, self.spec.batch_size, self.spec.seed, epoch)
         self._num_batches = len(batches)
-        size, loss_sum = self.grid.size, 0.0
+        size = self.grid.size
         for first in range(0, len(batches), self.spec.bulk):
             bulk = batches[first : first + self.spec.bulk]
             with self.stats.phase("sample"):
@@ -150,8 +164,11 @@ class MinibatchTrainer:
             shares = [len(my_share(len(bulk), size, r)) for r in range(size)]
             for t in range(max(shares)):
                 in_step = sum(1 for s in shares if s > t)
-                loss_sum += self._step(epoch, mine[t] if t < len(mine) else None, in_step)
-        return loss_sum
+                yield self._step(epoch, mine[t] if t < len(mine) else None, in_step), in_step
+
+    def step(self, epoch: int) -> float:
+        """One pass over the training set; returns this rank's sum of batch losses."""
+        return sum(loss for loss, _ in self.steps(epoch))
 
     def reduce_loss(self, local: float) -> float:
         """The mean batch loss of the epoch (global)."""

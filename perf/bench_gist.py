@@ -153,7 +153,9 @@ def sampled(args: argparse.Namespace) -> None:
         [[r["vertices"], r["run"], r["steps"], *cells(r)] for r in rows],
         notes=["An epoch of work: one pass over the training set by every group (a GIST round"
                " of K steps, K = a group's steps per epoch); minibatch: one epoch on all ranks."
-               " Sub-model MB/round includes the replicated biases' all-reduce."],
+               " Sub-model MB/round includes the replicated biases' all-reduce.",
+               f"Load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+               " (times on a shared machine are only as steady as that)."],
     )
     out = Path(args.out or RESULTS / "bench_gist_sampler")
     save(out.name, {"args": vars(args), "rows": rows}, table, out.parent)

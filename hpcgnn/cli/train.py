@@ -108,6 +108,8 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError(f"--threads must be >= 1, got {args.threads}")
         torch.set_num_threads(args.threads)
     spec = None
+    if args.sampler is not None and args.mode not in ("minibatch", "gist"):
+        raise ConfigError(f"--sampler applies to --mode minibatch or gist, not {args.mode}")
     if args.mode == "minibatch" or (args.mode == "gist" and args.sampler is not None):
         if args.mode == "gist" and args.algo is not None:
             raise ConfigError(

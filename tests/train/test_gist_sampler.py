@@ -80,3 +80,4 @@ def test_flags_that_contradict_the_sampler_give_one_line(graph_file, shared_tmp,
     ]
     for flags, words in cases:
         expect_error(world, capfd, [*gist, *flags], words)
+    expect_error(world, capfd, ["train", path, *BASE, *SAGE], "--sampler applies to --mode")

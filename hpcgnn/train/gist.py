@@ -237,12 +237,17 @@ class GistTrainer:
                 out.append(torch.from_numpy(biases[i]))
         return [t.requires_grad_(grad) for t in out]
 
-    def _stream(self) -> Iterator[tuple[float, int]]:
-        """The group's minibatch steps: epoch after epoch of the shuffled training set."""
+    def _stream(self, start: int = 0) -> Iterator[tuple[float, int]]:
+        """The group's minibatch steps from its step ``start`` on.
+
+        Epoch after epoch of the shuffled training set; every epoch has the same number of
+        steps, so step ``start`` is step ``start % steps`` of epoch ``start // steps``.
+        """
         assert isinstance(self.inner, MinibatchTrainer)
-        for epoch in itertools.count():
+        first, skip = divmod(start, self.inner.batching()["optimizer_steps_per_epoch"])
+        for epoch in itertools.count(first):
             self.batch_epoch = epoch
-            yield from self.inner.steps(epoch)
+            yield from self.inner.steps(epoch, skip if epoch == first else 0)
 
     def _by_kind(self, weights: list[list[np.ndarray]]) -> list[list[np.ndarray]]:
         """The inverse of :meth:`_by_weight`."""
@@ -271,9 +276,16 @@ class GistTrainer:
         self, directory: str | os.PathLike, epoch: int, history: list[dict],
         fingerprint: dict[str, Any],
     ) -> None:
-        """Every rank writes its rows of the weights and moments (collective)."""
+        """Every rank writes its rows of the weights and moments (collective).
+
+        With ``--sampler`` the biases and their moments (replicated) follow the weights in
+        every rank's file, as more "weights" of each kind.
+        """
+        shards = self._by_weight(self.shards.shards)
+        if self.biases is not None:
+            shards = [w + b for w, b in zip(shards, self.biases.values, strict=True)]
         save_sharded_checkpoint(
-            directory, self.world, epoch=epoch, shards=self._by_weight(self.shards.shards),
+            directory, self.world, epoch=epoch, shards=shards,
             adam_step=self.steps_done, history=history, fingerprint=fingerprint,
         )
 
@@ -287,10 +299,17 @@ class GistTrainer:
                 collective=True,
             )
         dtype = self.shards.shards[0][0].dtype
-        self.shards.shards = self._by_kind(
-            restore_sharded(state, directory, self.world, self._shard_shapes(), dtype)
-        )
+        shapes: list[tuple[int, ...]] = list(self._shard_shapes())
+        if self.biases is not None:
+            shapes += [b.shape for b in self.biases.values[0]]
+        kinds = restore_sharded(state, directory, self.world, shapes, dtype)
+        n = len(self._shard_shapes())
+        self.shards.shards = self._by_kind([kind[:n] for kind in kinds])
+        if self.biases is not None:
+            self.biases.values = [kind[n:] for kind in kinds]
         self.steps_done = want
+        if self._batches is not None:  # the group's batch stream goes on where it was
+            self._batches = self._stream(want)
 
     def step(self, epoch: int) -> float:
         """One round: scatter the sub-models, ``K`` local iterations, gather them back."""

@@ -148,21 +148,26 @@ class MinibatchTrainer:
             self.optimizer.step()
         return loss_value
 
-    def steps(self, epoch: int) -> Iterator[tuple[float, int]]:
+    def steps(self, epoch: int, start: int = 0) -> Iterator[tuple[float, int]]:
         """The optimizer steps of one pass over the training set, run one per ``next``.
 
         Yields this rank's batch loss (0 without a batch) and the number of batches the
         step trained over all ranks. A bulk is sampled when its first step is asked for.
+        ``start``: skip the epoch's first steps (a resumed stream); bulks wholly before it
+        are not sampled (samples depend on the batch, not on what was sampled before).
         """
         batches = minibatches(self.train_ids, self.spec.batch_size, self.spec.seed, epoch)
         self._num_batches = len(batches)
-        size = self.grid.size
+        size, done = self.grid.size, 0
         for first in range(0, len(batches), self.spec.bulk):
             bulk = batches[first : first + self.spec.bulk]
+            shares = [len(my_share(len(bulk), size, r)) for r in range(size)]
+            done, before = done + max(shares), done
+            if done <= start:
+                continue
             with self.stats.phase("sample"):
                 mine = self.sampler.sample(epoch, bulk, first)
-            shares = [len(my_share(len(bulk), size, r)) for r in range(size)]
-            for t in range(max(shares)):
+            for t in range(max(0, start - before), max(shares)):
                 in_step = sum(1 for s in shares if s > t)
                 yield self._step(epoch, mine[t] if t < len(mine) else None, in_step), in_step
 

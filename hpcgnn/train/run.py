@@ -91,12 +91,6 @@ def check_options(opts: RunOptions) -> None:
     if opts.mode == "gist":
         if opts.gist is None:
             raise ConfigError("--mode gist needs --subnets and --local-iters")
-        if opts.spec is not None and (opts.checkpoint_dir or opts.resume):
-            flag = "--checkpoint-dir" if opts.checkpoint_dir else "--resume"
-            raise ConfigError(
-                f"{flag} is not available with --mode gist --sampler yet (round-boundary"
-                " checkpoints cover the full-batch groups only)"
-            )
     elif opts.gist is not None:
         raise ConfigError("--subnets, --local-iters and --rounds apply to --mode gist only")
     elif opts.spec is not None and opts.mode != "minibatch":

@@ -20,8 +20,9 @@
 // every result), paid once per layer and epoch.
 //
 // hash_rows_keep: the minibatch hash stream (rng.uniform_rows): entry (i, j) of the
-// n x width mask is mix((row_ids[i] * width + j) ^ key) mapped to [0, 1), keep = u >= p
-// (wrapping uint64 maths). One thread per entry, grid-stride.
+// n x ncols mask is mix((row_ids[i] * width + col_j) ^ key) mapped to [0, 1), keep = u >= p
+// (wrapping uint64 maths), col_j = cols[j]: all columns (cols = 0 .. width-1, ncols = width)
+// or a GIST sub-network's columns of the width. One thread per entry, grid-stride.
 #include "hash.cuh"
 
 extern "C" __global__ void sfc64_block_keep(
@@ -48,14 +49,16 @@ extern "C" __global__ void sfc64_block_keep(
 
 extern "C" __global__ void hash_rows_keep(
     const long long* __restrict__ row_ids, long long n, long long width,
-    unsigned long long key, double p, bool* __restrict__ out) {
-    const long long total = n * width;
+    const long long* __restrict__ cols, long long ncols, unsigned long long key, double p,
+    bool* __restrict__ out) {
+    const long long total = n * ncols;
     const long long step = (long long)gridDim.x * blockDim.x;
     for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += step) {
-        const long long i = e / width;
+        const long long i = e / ncols;
+        const long long j = e - i * ncols;
         const unsigned long long counter =
             (unsigned long long)row_ids[i] * (unsigned long long)width +
-            (unsigned long long)(e - i * width);
+            (unsigned long long)cols[j];
         out[e] = hpcgnn_uniform(hpcgnn_mix(counter ^ key)) >= p;
     }
 }

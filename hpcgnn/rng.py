@@ -76,10 +76,17 @@ def to_uniform(bits: np.ndarray) -> np.ndarray:
     )
 
 
-def uniform_rows(key: np.uint64, row_ids: np.ndarray, width: int) -> np.ndarray:
-    """Uniforms for a ``len(row_ids) x width`` block; entry ``(v, j)`` hashes ``v * width + j``."""
+def uniform_rows(
+    key: np.uint64, row_ids: np.ndarray, width: int, cols: np.ndarray | None = None
+) -> np.ndarray:
+    """Uniforms for a ``len(row_ids) x width`` block; entry ``(v, j)`` hashes ``v * width + j``.
+
+    ``cols``: only these columns of the ``width`` (default: all), e.g. a GIST
+    sub-network's, whose draws are then the whole block's at those columns.
+    """
     r = np.asarray(row_ids, dtype=np.uint64)[:, None]
-    c = np.arange(width, dtype=np.uint64)[None, :]
+    c = np.arange(width, dtype=np.uint64) if cols is None else np.asarray(cols, dtype=np.uint64)
+    c = c[None, :]
     with np.errstate(over="ignore"):
         counter = r * np.uint64(width) + c
     return to_uniform(mix(counter ^ np.uint64(key)))
@@ -157,8 +164,13 @@ def dropout_keep(
 
 
 def dropout_keep_rows(
-    seed: int, epoch: int, batch: int, layer: int, row_ids: np.ndarray, width: int, p: float
+    seed: int, epoch: int, batch: int, layer: int, row_ids: np.ndarray, width: int, p: float,
+    cols: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Keep-mask of minibatch dropout for the rows ``row_ids`` of a batch's layer input."""
+    """Keep-mask of minibatch dropout for the rows ``row_ids`` of a batch's layer input.
+
+    ``width``: the layer input's width in the model the stream belongs to; ``cols``: the
+    columns of it to draw (a GIST sub-network's ids; default all).
+    """
     key = stream_key(seed, TAG_DROPOUT, epoch, batch, layer)
-    return uniform_rows(key, row_ids, width) >= p
+    return uniform_rows(key, row_ids, width, cols) >= p

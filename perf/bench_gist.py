@@ -12,7 +12,14 @@ total work (training steps; a GIST round counts ``K`` epochs) and the sub-model 
 against the all-reduce bytes data parallelism would move, writes
 ``perf/results/bench_gist.json`` and ``.md`` and prints the ratio table last.
 
+With ``--sampler sage`` (or ``ladies``) the groups train sampled minibatches instead: the
+baseline is ``--mode minibatch`` of the same global model for ``E`` epochs, and GIST with
+``M`` sub-models runs ``E`` rounds of ``K`` = the optimizer steps of one epoch of a group
+of ``P / M`` ranks, so each round is one epoch of every group (one epoch of work). The
+results go to ``perf/results/bench_gist_sampler.json`` and ``.md``.
+
     python perf/bench_gist.py --sizes 3000,100000 --procs 4 --epochs 40 --hidden 256
+    python perf/bench_gist.py --sizes 3000 --procs 4 --epochs 10 --sampler sage --subnets 1,2,4
 """
 
 from __future__ import annotations
@@ -25,6 +32,8 @@ import tempfile
 from pathlib import Path
 
 from tables import RESULTS, hpcgnn, markdown, mpiexec, prepare, save
+
+from hpcgnn.sampling.spec import optimizer_steps
 
 
 def one(graph: Path, out: Path, procs: int, common: list[str], extra: list[str]) -> dict:
@@ -49,6 +58,21 @@ def summarise(doc: dict, iters_per_epoch: int) -> dict:
     }
 
 
+COLUMNS = ("test acc", "Δ acc (points)", "s/epoch of work", "speed-up", "sub-model MB/round",
+           "data-parallel MB/round")
+
+
+def cells(r: dict) -> list[str]:
+    """The :data:`COLUMNS` of a row, against its baseline ``r["base"]`` (itself if none)."""
+    base = r.get("base", r)
+    return [
+        f"{r['test_acc']:.4f}", f"{100 * (r['test_acc'] - base['test_acc']):+.1f}",
+        f"{r['s_per_epoch_of_work']:.4f}",
+        f"{base['s_per_epoch_of_work'] / r['s_per_epoch_of_work']:.2f}x",
+        f"{r['submodel_mb_per_round']:.3f}", f"{r['data_parallel_mb_per_round']:.3f}",
+    ]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="3000,100000", help="SBM vertex counts")
@@ -60,8 +84,17 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=3)
     ap.add_argument("--algo", default="1d")
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--out", default=str(RESULTS / "bench_gist"))
+    ap.add_argument("--sampler", choices=["sage", "ladies"], default=None,
+                    help="compare GIST with sampled groups against --mode minibatch")
+    ap.add_argument("--fanout", default=None, help="sage fanouts (default: 10 per layer)")
+    ap.add_argument("--layer-size", default="512", help="ladies vertices per layer")
+    ap.add_argument("--batch-size", type=int, default=256, help="seeds per minibatch per rank")
+    ap.add_argument("--out", default=None,
+                    help="results name (default: perf/results/bench_gist[_sampler])")
     args = ap.parse_args()
+    if args.sampler is not None:
+        sampled(args)
+        return
     k = args.local_iters
     common = ["--hidden", str(args.hidden), "--layers", str(args.layers), "--algo", args.algo,
               "--threads", str(args.threads), "--seed", "0", "--eval-every", "1"]
@@ -82,16 +115,49 @@ def main() -> None:
     table = markdown(
         f"GIST vs full-batch ({args.procs} ranks, {args.algo}, hidden {args.hidden}, "
         f"{args.layers} layers, {args.epochs} epochs, {args.threads} thread(s)/rank)",
-        ["vertices", "run", "test acc", "Δ acc (points)", "s/epoch of work", "speed-up",
-         "sub-model MB/round", "data-parallel MB/round"],
-        [[r["vertices"], r["run"], f"{r['test_acc']:.4f}",
-          f"{100 * (r['test_acc'] - r.get('base', r)['test_acc']):+.1f}",
-          f"{r['s_per_epoch_of_work']:.4f}",
-          f"{r.get('base', r)['s_per_epoch_of_work'] / r['s_per_epoch_of_work']:.2f}x",
-          f"{r['submodel_mb_per_round']:.3f}", f"{r['data_parallel_mb_per_round']:.3f}"]
-         for r in rows],
+        ["vertices", "run", *COLUMNS],
+        [[r["vertices"], r["run"], *cells(r)] for r in rows],
     )
-    out = Path(args.out)
+    out = Path(args.out or RESULTS / "bench_gist")
+    save(out.name, {"args": vars(args), "rows": rows}, table, out.parent)
+
+
+def sampled(args: argparse.Namespace) -> None:
+    """GIST with ``--sampler`` against ``--mode minibatch`` of the same global model."""
+    sizes = args.fanout or ",".join(["10"] * args.layers)
+    flags = ["--fanout", sizes] if args.sampler == "sage" else [
+        "--layer-size", args.layer_size, "--layers", str(args.layers)]
+    common = ["--hidden", str(args.hidden), "--threads", str(args.threads), "--seed", "0",
+              "--eval-every", "1", "--sampler", args.sampler, *flags,
+              "--batch-size", str(args.batch_size), "--epochs", str(args.epochs)]
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in (int(s) for s in args.sizes.split(",")):
+            graph = prepare(Path(tmp) / f"sbm-{n}.h5", "sbm", n)
+            doc = one(graph, Path(tmp) / "mb.json", args.procs, common, ["--mode", "minibatch"])
+            base = summarise(doc, 1)
+            batches, bulk = doc["sampling"]["batches_per_epoch"], doc["sampling"]["bulk"]
+            rows.append({"vertices": n, "run": "minibatch",
+                         "steps": doc["sampling"]["optimizer_steps_per_epoch"], **base})
+            for m in (int(s) for s in args.subnets.split(",")):
+                k = optimizer_steps(batches, bulk, args.procs // m)
+                doc = one(graph, Path(tmp) / f"gist{m}.json", args.procs, common,
+                          ["--mode", "gist", "--subnets", str(m), "--local-iters", str(k)])
+                rows.append({"vertices": n, "run": f"gist M={m} K={k}", "steps": k,
+                             **summarise(doc, 1), "base": base})
+    table = markdown(
+        f"GIST with {args.sampler} minibatches vs minibatch training ({args.procs} ranks,"
+        f" {args.sampler} {' '.join(flags[1::2])}, batch {args.batch_size}/rank, hidden"
+        f" {args.hidden}, {args.epochs} epochs, {args.threads} thread(s)/rank)",
+        ["vertices", "run", "steps/epoch", *COLUMNS],
+        [[r["vertices"], r["run"], r["steps"], *cells(r)] for r in rows],
+        notes=["An epoch of work: one pass over the training set by every group (a GIST round"
+               " of K steps, K = a group's steps per epoch); minibatch: one epoch on all ranks."
+               " Sub-model MB/round includes the replicated biases' all-reduce.",
+               f"Load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+               " (times on a shared machine are only as steady as that)."],
+    )
+    out = Path(args.out or RESULTS / "bench_gist_sampler")
     save(out.name, {"args": vars(args), "rows": rows}, table, out.parent)
 
 

@@ -17,9 +17,11 @@ from hpcgnn.sampling.spec import LAYOUTS, SamplerSpec, make_spec
 
 def add_sampling_arguments(p: argparse.ArgumentParser) -> argparse._ArgumentGroup:
     """Add the sampling flags shared by ``train --mode minibatch`` and ``sample``."""
-    g = p.add_argument_group("minibatch sampling (train --mode minibatch, sample)")
-    g.add_argument("--sampler", choices=SAMPLERS, default="sage",
-                   help="sage: node-wise GraphSAGE; ladies: layer-wise LADIES (default: sage)")
+    g = p.add_argument_group("minibatch sampling (train --mode minibatch or gist, sample)")
+    g.add_argument("--sampler", choices=SAMPLERS, default=None,
+                   help="sage: node-wise GraphSAGE; ladies: layer-wise LADIES (default: sage; "
+                        "train --mode gist: the groups train sampled minibatches of this "
+                        "sampler instead of running a full-batch --algo)")
     g.add_argument("--fanout", default=None, metavar="F1,F2,...",
                    help="sage: sampled in-neighbours per vertex, one per layer, the seeds' hop "
                         "first, e.g. 15,10,5; a vertex with fewer keeps them all "
@@ -47,7 +49,7 @@ def add_sampling_arguments(p: argparse.ArgumentParser) -> argparse._ArgumentGrou
 def spec_from_args(args: argparse.Namespace, ranks: int) -> SamplerSpec:
     """Validate the sampling flags for a job of ``ranks`` (the same error on every rank)."""
     return make_spec(
-        args.sampler, fanout=args.fanout, layer_size=args.layer_size, layers=args.layers,
+        args.sampler or "sage", fanout=args.fanout, layer_size=args.layer_size, layers=args.layers,
         batch_size=args.batch_size, bulk=args.bulk, seed=args.seed,
         global_batch=args.global_batch, ranks=ranks,
     )

@@ -28,8 +28,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "LADIES on a (P/c) x c grid; offload: HongTu partition x chunk GCN with "
                         "host-resident vertex data; gist: independent sub-GCNs on rank groups "
                         "(default: fullbatch)")
-    p.add_argument("--algo", choices=ALGORITHMS, default="1d",
-                   help="distributed SpMM algorithm (fullbatch mode)")
+    p.add_argument("--algo", choices=ALGORITHMS, default=None,
+                   help="distributed SpMM algorithm (fullbatch mode, and each group of --mode "
+                        "gist without --sampler; default: 1d)")
     p.add_argument("--grid", default=None,
                    help="process grid, e.g. 4, 2x2 or 2x2x2 (default: chosen for the rank count)")
     p.add_argument("--replication", type=int, default=None,
@@ -108,7 +109,21 @@ def run(args: argparse.Namespace) -> int:
         if args.threads < 1:
             raise ConfigError(f"--threads must be >= 1, got {args.threads}")
         torch.set_num_threads(args.threads)
-    spec = spec_from_args(args, MPI.COMM_WORLD.Get_size()) if args.mode == "minibatch" else None
+    spec = None
+    if args.sampler is not None and args.mode not in ("minibatch", "gist"):
+        raise ConfigError(f"--sampler applies to --mode minibatch or gist, not {args.mode}")
+    if args.mode == "minibatch" or (args.mode == "gist" and args.sampler is not None):
+        if args.mode == "gist" and args.algo is not None:
+            raise ConfigError(
+                f"--algo {args.algo} names a full-batch algorithm: with --mode gist --sampler"
+                " the groups train sampled minibatches (drop --algo, or drop --sampler)"
+            )
+        group = MPI.COMM_WORLD.Get_size() // max(1, args.subnets or 1)
+        spec = spec_from_args(args, max(1, group))  # --global-batch: a group's step
+    elif args.mode == "gist":
+        given = [f for f in SAMPLING_FLAGS if getattr(args, f.lstrip("-").replace("-", "_"))]
+        if given:
+            raise ConfigError(f"{given[0]} needs --sampler in --mode gist")
     layers = spec.layers if spec is not None else (2 if args.layers is None else args.layers)
     gist = None
     if args.mode == "gist" or {args.subnets, args.local_iters, args.rounds} != {None}:
@@ -128,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
         model=resolve_model(args.model, spec.sampler if spec is not None else None),
     )
     opts = RunOptions(
-        graph=args.graph, algo=args.algo, grid=args.grid, replication=args.replication,
+        graph=args.graph, algo=args.algo or "1d", grid=args.grid, replication=args.replication,
         metrics=args.metrics, trace=args.trace, checkpoint_dir=args.checkpoint_dir,
         checkpoint_every=args.checkpoint_every, resume=args.resume, quiet=args.quiet,
         mode=args.mode, exchange=args.exchange, topology=args.topology, chunks=args.chunks,
@@ -138,6 +153,10 @@ def run(args: argparse.Namespace) -> int:
     )
     train(opts, cfg)
     return 0
+
+
+#: Sampling flags that mean nothing to GIST's full-batch groups (no default value).
+SAMPLING_FLAGS = ("--fanout", "--layer-size", "--batch-size", "--global-batch", "--bulk")
 
 
 def device_memory(args: argparse.Namespace) -> float | None:

@@ -59,16 +59,27 @@ def round_bytes(
     }
 
 
+def bias_bytes(widths: Sequence[int], ranks: int, itemsize: int) -> float:
+    """Bytes of one round's ``gist_bias`` all-reduce, summed over ranks (``--sampler``).
+
+    The biases of every layer (``f_1 + .. + f_L`` entries) travel as the weight and two
+    moments, all-reduced over ``ranks`` ranks: ``2 m (p - 1) / p`` per rank.
+    """
+    m = len(KINDS) * itemsize * sum(int(f) for f in widths[1:])
+    return float(2 * m * (ranks - 1))
+
+
 def data_parallel_bytes(
-    widths: Sequence[int], ranks: int, itemsize: int, steps: int, per_layer: int = 1
+    widths: Sequence[int], ranks: int, itemsize: int, steps: int, per_layer: int = 1,
+    biases: bool = False,
 ) -> float:
     """Bytes ``steps`` all-reduces of the whole model's gradients move over ``ranks`` ranks.
 
     What ordinary data-parallel training of the global model would record instead of the
     sub-model traffic (``2 m (p - 1) / p`` per rank, summed over ranks); ``per_layer``
-    weights per layer.
+    weights per layer, and a bias per layer with ``biases`` (the sampled models).
     """
-    m = weight_entries(widths) * per_layer
+    m = weight_entries(widths) * per_layer + (sum(int(f) for f in widths[1:]) if biases else 0)
     return float(steps * 2 * m * itemsize * (ranks - 1))
 
 

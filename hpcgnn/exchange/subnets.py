@@ -238,18 +238,21 @@ class SubnetShards:
         """
         return [self.world.allgatherv(w, EVAL) for _, w in self.weight_shards()]
 
-    def digest(self, chunk_entries: int = DIGEST_CHUNK) -> str:
+    def digest(
+        self, chunk_entries: int = DIGEST_CHUNK, biases: Sequence[np.ndarray] | None = None
+    ) -> str:
         """SHA-256 of the weights as :func:`hpcgnn.train.loop.params_sha256` computes it.
 
         The hash runs over the weights in the model's order (GraphSAGE: ``W_self^1,
         W_neigh^1, ..``) as float32, row-major: each weight's shards in
         rank order, which rank 0 receives one piece of at most ``chunk_entries`` entries
         (whole rows) at a time and feeds to the hash, so no rank ever holds the model.
+        ``biases[l]`` (replicated, the sampled models') follows layer ``l``'s weights.
         Collective; the pieces are category ``gist_digest``; every rank returns the digest.
         """
         me, size = self.world.rank, self.world.size
         h = hashlib.sha256() if me == 0 else None
-        for i, w in self.weight_shards():
+        for at, (i, w) in enumerate(self.weight_shards()):
             cols = self.widths[i + 1]
             step = max(1, chunk_entries // max(1, cols))
             for owner in range(size):
@@ -272,4 +275,6 @@ class SubnetShards:
                         piece, _ = self.world.alltoallv(send, counts, DIGEST, recvcounts=recv)
                     if h is not None:
                         h.update(np.ascontiguousarray(piece, dtype=np.float32))
+            if h is not None and biases is not None and (at + 1) % self.per_layer == 0:
+                h.update(np.ascontiguousarray(biases[i], dtype=np.float32))
         return str(self.world.bcast_obj(h.hexdigest() if h is not None else None, 0, DIGEST))

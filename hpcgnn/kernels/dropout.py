@@ -101,19 +101,30 @@ def block_keep(
 
 def rows_keep(
     seed: int, epoch: int, batch: int, layer: int, row_ids: np.ndarray, width: int, p: float,
-    device: Device | None = None,
+    device: Device | None = None, cols: np.ndarray | None = None,
 ) -> torch.Tensor:
-    """:func:`hpcgnn.rng.dropout_keep_rows` as a boolean tensor on ``device`` (default: CPU)."""
+    """:func:`hpcgnn.rng.dropout_keep_rows` as a boolean tensor on ``device`` (default: CPU).
+
+    ``cols``: only these columns of the ``width`` (a GIST sub-network's), as there.
+    """
     device = get_device(device)
     if device.kind != "cuda":
-        return device.from_numpy(dropout_keep_rows(seed, epoch, batch, layer, row_ids, width, p))
+        return device.from_numpy(
+            dropout_keep_rows(seed, epoch, batch, layer, row_ids, width, p, cols)
+        )
     tdev = device.torch_device
     ids = torch.from_numpy(np.ascontiguousarray(row_ids, dtype=np.int64)).to(tdev)
-    out = torch.empty((len(ids), width), dtype=torch.bool, device=tdev)
+    col_ids = torch.arange(width) if cols is None else torch.from_numpy(
+        np.ascontiguousarray(cols, dtype=np.int64)
+    )
+    col_ids = col_ids.to(tdev)
+    ncols = len(col_ids)
+    out = torch.empty((len(ids), ncols), dtype=torch.bool, device=tdev)
     if out.numel():
         key = stream_key(seed, TAG_DROPOUT, epoch, batch, layer)
-        args = (cm.as_cupy(ids), np.int64(len(ids)), np.int64(width), np.uint64(key),
-                np.float64(p), cm.as_cupy(out))
+        args = (cm.as_cupy(ids), np.int64(len(ids)), np.int64(width), cm.as_cupy(col_ids),
+                np.int64(ncols),
+                np.uint64(key), np.float64(p), cm.as_cupy(out))
         cm.launch("dropout.cu", "hash_rows_keep", cm.device_index(tdev), cm.blocks(out.numel()),
                   args)
     return out

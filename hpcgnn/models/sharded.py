@@ -24,6 +24,10 @@ dwarf), ``O(N f / P)`` activations and the ``N x f_L`` logits.
 GraphSAGE (``cfg.model == "sage"``): ``Â^T`` is the mean ``D_in^-1 A^T`` and each layer
 is ``(Â^T H) W_neigh + H W_self``, always in that order: both partial products of a rank
 come from its own rows and are summed before the one reduction, so the traffic is GCN's.
+
+GIST with ``--sampler`` evaluates the sampled models as minibatch mode does: the operator
+is the sampler's full-graph one (``D^-1 A^T`` for sage, ``D^-1 (A^T + I)`` for ladies)
+and every layer adds its bias (replicated on every rank, so the traffic is unchanged).
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from hpcgnn.layout.blocks import even_offsets
 from hpcgnn.layout.order import transform_first
 from hpcgnn.models.base import read_vertex_data
 from hpcgnn.models.serial import load_normalized
+from hpcgnn.sampling.rows import normalized_block, read_pattern
 
 
 class ShardedForward:
@@ -61,6 +66,10 @@ class ShardedForward:
         Global widths ``f_0 .. f_L``.
     offsets
         ``offsets[l]``: row offsets of ``W^{l+1}``'s shards over the ranks (length ``P + 1``).
+    sampler
+        GIST with ``--sampler``: evaluate with the full-graph operator of that sampler's
+        model (:func:`~hpcgnn.sampling.rows.normalized_block`, as minibatch mode does);
+        ``None``: the full-batch operator of ``cfg.model``.
 
     Attributes
     ----------
@@ -70,7 +79,7 @@ class ShardedForward:
 
     def __init__(
         self, path: str | os.PathLike, world: Comm, cfg: TrainConfig, widths: Sequence[int],
-        offsets: Sequence[np.ndarray],
+        offsets: Sequence[np.ndarray], sampler: str | None = None,
     ) -> None:
         self.world, self.widths = world, tuple(int(f) for f in widths)
         self.offsets = [np.asarray(o, dtype=np.int64) for o in offsets]
@@ -78,7 +87,10 @@ class ShardedForward:
         r = world.rank
         with GraphFile(path) as gf:
             n = gf.meta.num_nodes
-            norm_t, _ = load_normalized(gf, cfg.numpy_dtype, adjoint=False, model=cfg.model)
+            if sampler is None:
+                norm_t, _ = load_normalized(gf, cfg.numpy_dtype, adjoint=False, model=cfg.model)
+            else:  # the operator the sampled model is evaluated with
+                norm_t = normalized_block(read_pattern(gf, 0, n, sampler), 0, n, cfg.numpy_dtype)
             cols = (int(self.offsets[0][r]), int(self.offsets[0][r + 1]))
             self.x, self.y, self.masks = read_vertex_data(
                 gf, (0, n), cfg.numpy_dtype, cols, device=world.device
@@ -88,16 +100,20 @@ class ShardedForward:
         self.chunks = even_offsets(n, world.size)
 
     def logits(
-        self, shards: Sequence[np.ndarray], self_shards: Sequence[np.ndarray] | None = None
+        self, shards: Sequence[np.ndarray], self_shards: Sequence[np.ndarray] | None = None,
+        biases: Sequence[np.ndarray] | None = None,
     ) -> torch.Tensor:
         """Logits of every vertex (``N x f_L``, the same on every rank) for this rank's rows.
 
         ``shards[l]``: this rank's rows ``R^l_r`` of ``W^{l+1}`` (GraphSAGE: of
-        ``W_neigh``, with ``self_shards[l]`` those of ``W_self``).
+        ``W_neigh``, with ``self_shards[l]`` those of ``W_self``); ``biases[l]``: the whole
+        bias of layer ``l + 1`` (replicated; the sampled models have one), added to the
+        column block of the layer's output a rank holds, before the activation.
         """
         h = self.x
         last = len(self.widths) - 2
         stats = self.world.stats
+        me = self.world.rank
         for layer, shard in enumerate(shards):
             w = self.world.device.from_numpy(np.ascontiguousarray(shard))
             w_self = None
@@ -117,6 +133,12 @@ class ShardedForward:
                 z = self._reduce_scatter(t, w, self.offsets[layer + 1], h, w_self)
             if first:
                 z = spmm(self.a_t, z)
+            if biases is not None:
+                b = biases[layer]
+                if layer != last:
+                    off = self.offsets[layer + 1]
+                    b = b[int(off[me]) : int(off[me + 1])]
+                z = z + torch.from_numpy(b)
             h = z if layer == last else torch.relu(z)
         return h
 

@@ -227,13 +227,14 @@ def save_sharded_checkpoint(
 
 
 def restore_sharded(
-    state: dict, directory: str | os.PathLike, comm: Comm, shapes: list[tuple[int, int]],
+    state: dict, directory: str | os.PathLike, comm: Comm, shapes: list[tuple[int, ...]],
     dtype: np.dtype,
 ) -> list[list[np.ndarray]]:
     """Read and validate this rank's file of a row-sharded checkpoint (collective).
 
     ``state`` comes from :func:`load_checkpoint`; ``shapes[l]`` is the shape of this rank's
-    rows of ``W^{l+1}``. Returns ``out[k][l]`` (kind ``SHARD_KINDS[k]``) and sets this
+    rows of ``W^{l+1}`` (or of a replicated array saved after them, e.g. a bias). Returns
+    ``out[k][l]`` (kind ``SHARD_KINDS[k]``) and sets this
     rank's torch RNG state. Any problem on any rank is one :class:`InputError` on every
     rank (the lowest failing rank's line).
     """

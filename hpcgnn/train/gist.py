@@ -23,23 +23,35 @@ rows to its own file (:func:`~hpcgnn.train.checkpoint.save_sharded_checkpoint`),
 wider than any rank can hold trains, is evaluated and resumes. Dropout masks are the global
 model's masks at each sub-network's column ids in step ``round K + k``, so with
 ``M = 1, K = 1`` GIST is ordinary full-batch training step for step.
+
+With ``--sampler`` a group runs the minibatch pipeline instead
+(:class:`~hpcgnn.train.minibatch.MinibatchTrainer` with the sub-model injected): ``K``
+local iterations are its next ``K`` optimizer steps in a stream of minibatch epochs that
+continues across rounds (every group walks epochs ``0, 1, ..`` of the shuffled training
+set, :meth:`GistTrainer._stream`); the minibatch dropout masks are the global model's at
+the sub-network's columns, and the sampled models' biases are replicated
+(:class:`~hpcgnn.exchange.subnet_biases.SubnetBiases`). With ``M = 1`` and ``K`` the steps
+of an epoch, GIST is ``--mode minibatch`` step for step.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
+from hpcgnn.backend import Device, get_device
 from hpcgnn.comm.communicator import Comm
 from hpcgnn.config import TrainConfig
-from hpcgnn.cost.gist import KINDS, data_parallel_bytes, eval_bytes, round_bytes
+from hpcgnn.cost.gist import KINDS, bias_bytes, data_parallel_bytes, eval_bytes, round_bytes
 from hpcgnn.errors import ConfigError, InputError
+from hpcgnn.exchange.subnet_biases import BIAS, SubnetBiases
 from hpcgnn.exchange.subnets import EVAL, GATHER, SCATTER, SubnetShards
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.io.reader import GraphMeta
@@ -47,20 +59,24 @@ from hpcgnn.layout.blocks import even_offsets
 from hpcgnn.layout.order import layer_sizes, weight_entries, weight_shapes
 from hpcgnn.layout.shapes import GridShape
 from hpcgnn.layout.subnets import group_sizes, subnets
-from hpcgnn.models.base import GCNModel
 from hpcgnn.models.sharded import ShardedForward
 from hpcgnn.nn.gcn import cross_entropy_sum
 from hpcgnn.nn.init import glorot_rows
 from hpcgnn.train.checkpoint import restore_sharded, save_sharded_checkpoint
 from hpcgnn.train.fullbatch import FullBatchTrainer, global_counts
 from hpcgnn.train.loop import TrainResult, make_optimizer
+from hpcgnn.train.minibatch import MinibatchTrainer
 from hpcgnn.utils.memory import current_rss_bytes, peak_rss_bytes
 
 #: Rows of a weight drawn at once by the initialiser (its float64 draw stays small).
 INIT_CHUNK = 1 << 20
 
-#: ``make_model(grid, cfg, weights)``: the full-batch model of ``--algo`` on ``grid``.
-ModelFactory = Callable[[ProcessGrid, TrainConfig, list[torch.Tensor]], GCNModel]
+#: The trainer of a group: full-batch (``--algo``) or minibatch (``--sampler``).
+GroupTrainer = FullBatchTrainer | MinibatchTrainer
+
+#: ``make_trainer(grid, cfg, weights)``: a group's trainer on ``grid`` with the injected
+#: ``weights`` (the model of ``--algo``, or the sampled model of ``--sampler``).
+TrainerFactory = Callable[[ProcessGrid, TrainConfig, list[torch.Tensor]], GroupTrainer]
 
 
 @dataclass(frozen=True)
@@ -106,9 +122,14 @@ class GistTrainer:
     opts
         ``M`` and ``K``.
     group_shape
-        The process grid of each group (``--algo``, ``--grid`` on ``P / M`` ranks).
-    make_model
-        Builds the full-batch model of ``--algo`` with injected weights.
+        The process grid of each group (``--algo``, or the sampler's ``1.5d``, with
+        ``--grid`` on ``P / M`` ranks).
+    make_trainer
+        Builds a group's trainer with injected weights: full-batch on the model of
+        ``--algo``, or minibatch (``sampler`` given).
+    sampler
+        ``--sampler`` (the groups train the sampled models of
+        :mod:`hpcgnn.models.minibatch`, which have biases), else ``None``.
     estimates
         Memory estimates per rank to report beside the measured peak:
         ``full_model_estimate_bytes`` (ordinary training of the global model) and
@@ -117,8 +138,8 @@ class GistTrainer:
 
     def __init__(
         self, grid: ProcessGrid, cfg: TrainConfig, meta: GraphMeta, opts: GistOptions,
-        group_shape: GridShape, make_model: ModelFactory,
-        estimates: dict[str, float] | None = None,
+        group_shape: GridShape, make_trainer: TrainerFactory,
+        estimates: dict[str, float] | None = None, sampler: str | None = None,
     ) -> None:
         world = grid.world
         self.memory_at_start = current_rss_bytes()
@@ -141,12 +162,21 @@ class GistTrainer:
             meta.num_features, self.sub_cfg.hidden, meta.num_classes, cfg.layers
         )
         dev = self.group_grid.device
-        zeros = [
-            dev.zeros((a, b), cfg.torch_dtype).requires_grad_(True)
-            for a, b in weight_shapes(sub_widths, cfg.weights_per_layer)
-        ]
-        self.model = make_model(self.group_grid, self.sub_cfg, zeros)
-        self.inner = FullBatchTrainer(self.model, self.sub_cfg, self.group_grid.world)
+        self.sampler = sampler
+        self.biases = None if sampler is None else SubnetBiases(
+            world, self.widths, cfg.numpy_dtype
+        )
+        zeros = self._model_order(
+            [np.zeros(shape, dtype=cfg.numpy_dtype)
+             for shape in weight_shapes(sub_widths, cfg.weights_per_layer)],
+            None if sampler is None else [np.zeros(f, cfg.numpy_dtype) for f in sub_widths[1:]],
+            device=dev,
+        )
+        self.inner: GroupTrainer = make_trainer(self.group_grid, self.sub_cfg, zeros)
+        self.model = self.inner.model
+        #: ``--sampler``: the group's stream of minibatch steps, across rounds.
+        self._batches = self._stream() if isinstance(self.inner, MinibatchTrainer) else None
+        self.batch_epoch = 0
         # between rounds the model holds empty weights: the sub-model lives in the round's
         # buffer (weights, moments) and is freed with it
         self._idle = [dev.zeros(0, cfg.torch_dtype).requires_grad_(True) for _ in zeros]
@@ -193,6 +223,49 @@ class GistTrainer:
             for k in range(len(KINDS))
         ]
 
+    def _in_model_order(
+        self, weights: list[np.ndarray], biases: list[np.ndarray] | None
+    ) -> list[np.ndarray]:
+        """``weights`` (the model's order) with ``biases[l]`` after layer ``l``.
+
+        The sampled models' order (:func:`hpcgnn.models.minibatch.sampled_weights`); without
+        biases, the full-batch models'.
+        """
+        per = self.cfg.weights_per_layer
+        out: list[np.ndarray] = []
+        for i in range(len(weights) // per):
+            out += weights[per * i : per * (i + 1)]
+            if biases is not None:
+                out.append(biases[i])
+        return out
+
+    def _model_order(
+        self, weights: list[np.ndarray], biases: list[np.ndarray] | None, grad: bool = True,
+        device: Device | None = None,
+    ) -> list[torch.Tensor]:
+        """Tensors of :meth:`_in_model_order` on ``device`` (default: the host).
+
+        On the CPU they share the arrays' memory (on a GPU they are copies, written back
+        after the round); ``grad``: leaves that require gradients (parameters), else plain
+        (Adam's moments).
+        """
+        dev = get_device(device)
+        return [
+            dev.from_numpy(a).requires_grad_(grad) for a in self._in_model_order(weights, biases)
+        ]
+
+    def _stream(self, start: int = 0) -> Iterator[tuple[float, int]]:
+        """The group's minibatch steps from its step ``start`` on.
+
+        Epoch after epoch of the shuffled training set; every epoch has the same number of
+        steps, so step ``start`` is step ``start % steps`` of epoch ``start // steps``.
+        """
+        assert isinstance(self.inner, MinibatchTrainer)
+        first, skip = divmod(start, self.inner.batching()["optimizer_steps_per_epoch"])
+        for epoch in itertools.count(first):
+            self.batch_epoch = epoch
+            yield from self.inner.steps(epoch, skip if epoch == first else 0)
+
     def _by_kind(self, weights: list[list[np.ndarray]]) -> list[list[np.ndarray]]:
         """The inverse of :meth:`_by_weight`."""
         per = self.cfg.weights_per_layer
@@ -205,11 +278,13 @@ class GistTrainer:
         For tests and small models: a run itself never assembles the model (see
         :meth:`evaluate`, :meth:`params_digest`, :meth:`save_checkpoint`).
         """
-        return [torch.from_numpy(w) for w in self.shards.full_weights()]
+        weights = self.shards.full_weights()
+        biases = None if self.biases is None else self.biases.values[0]
+        return self._model_order(weights, biases, grad=False)
 
     def params_digest(self) -> str:
         """``params_sha256`` of the global model, streamed through rank 0 (collective)."""
-        return self.shards.digest()
+        return self.shards.digest(biases=None if self.biases is None else self.biases.values[0])
 
     def _shard_shapes(self) -> list[tuple[int, int]]:
         return [tuple(w.shape) for _, w in self.shards.weight_shards()]  # type: ignore[misc]
@@ -218,9 +293,16 @@ class GistTrainer:
         self, directory: str | os.PathLike, epoch: int, history: list[dict],
         fingerprint: dict[str, Any],
     ) -> None:
-        """Every rank writes its rows of the weights and moments (collective)."""
+        """Every rank writes its rows of the weights and moments (collective).
+
+        With ``--sampler`` the biases and their moments (replicated) follow the weights in
+        every rank's file, as more "weights" of each kind.
+        """
+        shards = self._by_weight(self.shards.shards)
+        if self.biases is not None:
+            shards = [w + b for w, b in zip(shards, self.biases.values, strict=True)]
         save_sharded_checkpoint(
-            directory, self.world, epoch=epoch, shards=self._by_weight(self.shards.shards),
+            directory, self.world, epoch=epoch, shards=shards,
             adam_step=self.steps_done, history=history, fingerprint=fingerprint,
         )
 
@@ -234,10 +316,17 @@ class GistTrainer:
                 collective=True,
             )
         dtype = self.shards.shards[0][0].dtype
-        self.shards.shards = self._by_kind(
-            restore_sharded(state, directory, self.world, self._shard_shapes(), dtype)
-        )
+        shapes: list[tuple[int, ...]] = list(self._shard_shapes())
+        if self.biases is not None:
+            shapes += [b.shape for b in self.biases.values[0]]
+        kinds = restore_sharded(state, directory, self.world, shapes, dtype)
+        n = len(self._shard_shapes())
+        self.shards.shards = self._by_kind([kind[:n] for kind in kinds])
+        if self.biases is not None:
+            self.biases.values = [kind[n:] for kind in kinds]
         self.steps_done = want
+        if self._batches is not None:  # the group's batch stream goes on where it was
+            self._batches = self._stream(want)
 
     def step(self, epoch: int) -> float:
         """One round: scatter the sub-models, ``K`` local iterations, gather them back."""
@@ -247,47 +336,78 @@ class GistTrainer:
         nets = subnets(cfg.seed, epoch, self.widths, self.opts.subnets)
         group = self.group_grid.world
         sub = self.shards.scatter(nets, self.roots, group, self.index)
-        model = self.model
-        model.subnet = nets[self.index]
+        model, net = self.model, nets[self.index]
+        if isinstance(self.inner, MinibatchTrainer):  # its dropout masks' columns
+            self.inner.subnet = net
+        else:
+            model.subnet = net
         # the sub-model is trained in the buffer it arrived in: weights and moments in place
         weights, avg, avg_sq = self._by_weight(sub)
+        bias = None if self.biases is None else self.biases.select(net)
+        b, b1, b2 = bias if bias is not None else (None, None, None)
         dev = self.group_grid.device
-        model.weights[:] = [dev.from_numpy(a).requires_grad_(True) for a in weights]
+        model.weights[:] = self._model_order(weights, b, device=dev)
+        moments = zip(
+            model.weights, self._model_order(avg, b1, grad=False, device=dev),
+            self._model_order(avg_sq, b2, grad=False, device=dev), strict=True,
+        )
         opt = make_optimizer(model.weights, self.sub_cfg)
         opt.state.update({
             w: {
                 "step": torch.tensor(float(self.steps_done), dtype=torch.float32),
-                "exp_avg": dev.from_numpy(m1), "exp_avg_sq": dev.from_numpy(m2),
+                "exp_avg": m1, "exp_avg_sq": m2,
             }
-            for w, m1, m2 in zip(model.weights, avg, avg_sq, strict=True)
+            for w, m1, m2 in moments
         })
         self.inner.optimizer = self.optimizer = opt
-        shares = [self.inner.step(epoch * k + it) for it in range(k)]
-        # back into the round's buffer (CPU: the tensors are views of it, a no-op copy)
+        share = self._local_iterations(epoch)
+        # back into the round's buffers (CPU: the tensors are views of them, a no-op copy)
         states = [opt.state[w] for w in model.weights]
         trained = [*model.weights, *(s["exp_avg"] for s in states),
                    *(s["exp_avg_sq"] for s in states)]
-        for buf, t in zip([*weights, *avg, *avg_sq], trained, strict=True):
+        buffers = [*self._in_model_order(weights, b), *self._in_model_order(avg, b1),
+                   *self._in_model_order(avg_sq, b2)]
+        for buf, t in zip(buffers, trained, strict=True):
             np.copyto(buf, dev.to_host(t))
         flat = self.shards.pack_trained(nets, self.roots, sub if group.rank == 0 else None)
         # free the round's sub-model (buffer, gradients, optimiser) before the exchange
         model.weights[:] = self._idle
         self.inner.optimizer = self.optimizer = self._idle_optimizer
-        del sub, opt, weights, avg, avg_sq
+        del sub, opt, weights, avg, avg_sq, moments
         self.shards.write_back(nets, self.roots, flat)
         del flat
+        if self.biases is not None:
+            self.biases.write_back(self.opts.subnets, net, bias if group.rank == 0 else None)
         self.steps_done += k
-        self.predicted_rounds.append(
-            round_bytes(
-                nets, self.shards.offsets, self.roots, self.group_size, cfg.itemsize,
-                cfg.weights_per_layer,
-            )
+        predicted = round_bytes(
+            nets, self.shards.offsets, self.roots, self.group_size, cfg.itemsize,
+            cfg.weights_per_layer,
         )
+        if self.biases is not None:
+            predicted[BIAS] = bias_bytes(self.widths, self.world.size, cfg.itemsize)
+        self.predicted_rounds.append(predicted)
         after = _gist_bytes(stats)
         self.measured_rounds.append({c: after[c] - before[c] for c in after})
-        # each rank's share of the mean over groups of the group's mean local loss
-        share = float(np.mean(shares)) * model.comm.size / self.world.size
         return share
+
+    def _local_iterations(self, round_: int) -> float:
+        """``K`` optimizer steps of the group; this rank's share of the round's loss.
+
+        The shares sum over all ranks to the mean over groups of each group's mean loss.
+        Full-batch: steps ``round K .. round K + K - 1`` (the dropout streams' steps).
+        Minibatch: the next ``K`` steps of the group's batch stream (:meth:`_stream`), the
+        mean over the batches they trained.
+        """
+        k, m = self.opts.local_iters, self.opts.subnets
+        if self._batches is None:
+            shares = [self.inner.step(round_ * k + it) for it in range(k)]
+            return float(np.mean(shares)) * self.model.comm.size / self.world.size
+        loss, batches = 0.0, 0
+        for _ in range(k):
+            value, trained = next(self._batches)
+            loss += value
+            batches += trained
+        return loss / batches / m
 
     def reduce_loss(self, local: float) -> float:
         """The mean over groups of each group's loss (summed shares, collective)."""
@@ -297,12 +417,14 @@ class GistTrainer:
         """Logits of every vertex from the row shards, model-parallel (collective)."""
         if self._forward is None:
             self._forward = ShardedForward(
-                self.meta.path, self.world, self.cfg, self.widths, self.shards.offsets
+                self.meta.path, self.world, self.cfg, self.widths, self.shards.offsets,
+                self.sampler,
             )
         shards = self.shards.shards
+        biases = None if self.biases is None else self.biases.values[0]
         if self.cfg.model == "sage":  # W_self, W_neigh
-            return self._forward.logits(shards[1], shards[0])
-        return self._forward.logits(shards[0])
+            return self._forward.logits(shards[1], shards[0], biases)
+        return self._forward.logits(shards[0], biases=biases)
 
     def evaluate(self) -> dict[str, float]:
         """Loss and accuracies of the global model, evaluated over its row shards.
@@ -332,28 +454,35 @@ class GistTrainer:
     ) -> tuple[dict[str, float], dict[str, Any], list[str]]:
         """Predicted bytes (groups' models x K, plus sub-model traffic) and the ``gist`` section."""
         k, rounds = self.opts.local_iters, max(1, len(self.predicted_rounds))
-        estimate = self.model.predict_cost()  # collective in the group
+        # the groups' own models: the full-batch ones' cost models (none for the sampled)
+        predict = getattr(self.model, "predict_cost", None)
+        estimate = predict() if predict is not None else None  # collective in the group
         mine = dict(estimate.bytes_total) if estimate is not None else {}
         predicted: dict[str, float] = {}
         for part in self.world.allgather_obj(mine if self.group_grid.world.rank == 0 else {}):
             for c, v in part.items():
                 predicted[c] = predicted.get(c, 0.0) + k * v
-        for c in (SCATTER, GATHER):
+        cats = self._categories()
+        for c in cats:
             predicted[c] = sum(r[c] for r in self.predicted_rounds) / rounds
-        measured_rounds = _summed(self.world, self.measured_rounds)
+        measured_rounds = _summed(self.world, self.measured_rounds, cats)
         records = result.epochs[len(result.epochs) - len(self.predicted_rounds):]
         per_round = [
             {
                 "round": rec.epoch, "sent_bytes": got[SCATTER], "returned_bytes": got[GATHER],
                 "predicted_sent_bytes": want[SCATTER],
                 "predicted_returned_bytes": want[GATHER], "val_acc": rec.val_acc,
+                **({} if BIAS not in cats else {
+                    "bias_bytes": got[BIAS], "predicted_bias_bytes": want[BIAS],
+                }),
             }
             for rec, got, want in zip(records, measured_rounds, self.predicted_rounds, strict=True)
         ]
-        sub_measured = measured.get(SCATTER, 0.0) + measured.get(GATHER, 0.0)
-        sub_predicted = predicted[SCATTER] + predicted[GATHER]
+        sub_measured = sum(measured.get(c, 0.0) for c in cats)
+        sub_predicted = sum(predicted[c] for c in cats)
         dp = data_parallel_bytes(
-            self.widths, self.world.size, self.cfg.itemsize, k, self.cfg.weights_per_layer
+            self.widths, self.world.size, self.cfg.itemsize, k, self.cfg.weights_per_layer,
+            biases=self.biases is not None,
         )
         evals = self.world.allreduce_scalar(float(sum(self.eval_measured)))
         eval_predicted = eval_bytes(
@@ -380,8 +509,15 @@ class GistTrainer:
             **{k: float(v) for k, v in self.estimates.items()},
             "per_round": per_round,
         }
+        what = "sub-GCNs"
+        if isinstance(self.inner, MinibatchTrainer):
+            section["sampler"] = {
+                **self.inner.spec.as_dict(), "graph_layout": self.inner.layout,
+                **self.inner.batching(), "batch_epochs_started": self.batch_epoch + 1,
+            }
+            what = f"sub-models ({self.inner.spec.sampler} minibatches)"
         line = (
-            f"gist: {self.opts.subnets} sub-GCNs x {k} local iterations on groups of"
+            f"gist: {self.opts.subnets} {what} x {k} local iterations on groups of"
             f" {self.group_size} | sub-model traffic {sub_measured / 1e6:.3f} MB/round"
             f" (predicted {sub_predicted / 1e6:.3f}); data-parallel all-reduce would move"
             f" {dp / 1e6:.3f} MB/round"
@@ -396,6 +532,10 @@ class GistTrainer:
             )
         return predicted, {"gist": section}, lines
 
+    def _categories(self) -> tuple[str, ...]:
+        """The categories of the sub-model traffic of a round."""
+        return (SCATTER, GATHER) if self.biases is None else (SCATTER, GATHER, BIAS)
+
     def free(self) -> None:
         """Free the group's communicators."""
         self.group_grid.free()
@@ -407,11 +547,14 @@ def _category_bytes(stats: Any, category: str) -> float:
 
 def _gist_bytes(stats: Any) -> dict[str, float]:
     snap = stats.snapshot()
-    return {c: float(snap.get(c, {}).get("bytes", 0.0)) for c in (SCATTER, GATHER)}
+    return {c: float(snap.get(c, {}).get("bytes", 0.0)) for c in (SCATTER, GATHER, BIAS)}
 
 
-def _summed(world: Comm, rounds: list[dict[str, float]]) -> list[dict[str, float]]:
-    """Per-round byte counts summed over ranks (collective)."""
-    local = np.array([[r[SCATTER], r[GATHER]] for r in rounds], dtype=np.float64).reshape(-1, 2)
+def _summed(
+    world: Comm, rounds: list[dict[str, float]], cats: tuple[str, ...]
+) -> list[dict[str, float]]:
+    """Per-round byte counts of ``cats`` summed over ranks (collective)."""
+    local = np.array([[r[c] for c in cats] for r in rounds], dtype=np.float64)
+    local = local.reshape(-1, len(cats))
     world.allreduce(local, "control")
-    return [{SCATTER: float(a), GATHER: float(b)} for a, b in local]
+    return [dict(zip(cats, map(float, row), strict=True)) for row in local]

@@ -17,6 +17,7 @@ Evaluation is full-graph with accuracy counts summed over the process column.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -41,6 +42,7 @@ from hpcgnn.io.reader import GraphFile
 from hpcgnn.kernels.dropout import rows_keep
 from hpcgnn.layout.blocks import owner_of
 from hpcgnn.layout.order import layer_sizes
+from hpcgnn.layout.subnets import Subnet
 from hpcgnn.models.base import allreduce_gradients, read_vertex_data
 from hpcgnn.models.minibatch import FullGraphOperator, MinibatchModel, sampled_weights
 from hpcgnn.nn.gcn import cross_entropy_sum
@@ -79,7 +81,8 @@ class MinibatchTrainer:
     grid
         A ``1.5d`` process grid.
     weights
-        Parameters to train (default: :func:`~hpcgnn.models.minibatch.sampled_weights`).
+        Parameters to train (default: :func:`~hpcgnn.models.minibatch.sampled_weights`);
+        GIST injects a sub-model's.
     """
 
     def __init__(
@@ -118,6 +121,9 @@ class MinibatchTrainer:
         self.optimizer = make_optimizer(weights, cfg)
         self.num_train = len(self.train_ids)
         self._num_batches = 1
+        #: The GIST sub-network these weights are (its dropout masks are the global
+        #: model's at its column ids); ``None``: the weights are the whole model.
+        self.subnet: Subnet | None = None
 
     @property
     def stats(self) -> CommStats:
@@ -146,10 +152,15 @@ class MinibatchTrainer:
             self.optimizer.zero_grad(set_to_none=False)
             if batch is not None:
                 xt = self.grid.device.from_numpy(x.astype(self.np_dtype, copy=False))
-                seed, p, b = self.cfg.seed, self.cfg.dropout, batch.batch
+                seed, p, b, net = self.cfg.seed, self.cfg.dropout, batch.batch, self.subnet
+                dev = self.world.device
 
                 def keep(layer: int, rows: np.ndarray, width: int) -> torch.Tensor:
-                    return rows_keep(seed, epoch, b, layer, rows, width, p, self.world.device)
+                    if net is None:
+                        return rows_keep(seed, epoch, b, layer, rows, width, p, dev)
+                    return rows_keep(
+                        seed, epoch, b, layer, rows, net.widths[layer], p, dev, net.ids[layer]
+                    )
 
                 logits = self.model.forward_batch(batch, xt, p, keep)
                 labels = self.grid.device.from_numpy(y[_positions(ids, batch.seeds)])
@@ -161,20 +172,32 @@ class MinibatchTrainer:
             self.optimizer.step()
         return loss_value
 
-    def step(self, epoch: int) -> float:
-        """One pass over the training set; returns this rank's sum of batch losses."""
+    def steps(self, epoch: int, start: int = 0) -> Iterator[tuple[float, int]]:
+        """The optimizer steps of one pass over the training set, run one per ``next``.
+
+        Yields this rank's batch loss (0 without a batch) and the number of batches the
+        step trained over all ranks. A bulk is sampled when its first step is asked for.
+        ``start``: skip the epoch's first steps (a resumed stream); bulks wholly before it
+        are not sampled (samples depend on the batch, not on what was sampled before).
+        """
         batches = minibatches(self.train_ids, self.spec.batch_size, self.spec.seed, epoch)
         self._num_batches = len(batches)
-        size, loss_sum = self.grid.size, 0.0
+        size, done = self.grid.size, 0
         for first in range(0, len(batches), self.spec.bulk):
             bulk = batches[first : first + self.spec.bulk]
+            shares = [len(my_share(len(bulk), size, r)) for r in range(size)]
+            done, before = done + max(shares), done
+            if done <= start:
+                continue
             with self.stats.phase("sample"):
                 mine = self.sampler.sample(epoch, bulk, first)
-            shares = [len(my_share(len(bulk), size, r)) for r in range(size)]
-            for t in range(max(shares)):
+            for t in range(max(0, start - before), max(shares)):
                 in_step = sum(1 for s in shares if s > t)
-                loss_sum += self._step(epoch, mine[t] if t < len(mine) else None, in_step)
-        return loss_sum
+                yield self._step(epoch, mine[t] if t < len(mine) else None, in_step), in_step
+
+    def step(self, epoch: int) -> float:
+        """One pass over the training set; returns this rank's sum of batch losses."""
+        return sum(loss for loss, _ in self.steps(epoch))
 
     def reduce_loss(self, local: float) -> float:
         """The mean batch loss of the epoch (global)."""

@@ -8,6 +8,7 @@ Grid, the graph file's structural checks (:func:`hpcgnn.graph.check.check_graph`
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import torch
@@ -94,6 +95,8 @@ def check_options(opts: RunOptions) -> None:
             raise ConfigError("--mode gist needs --subnets and --local-iters")
     elif opts.gist is not None:
         raise ConfigError("--subnets, --local-iters and --rounds apply to --mode gist only")
+    elif opts.spec is not None and opts.mode != "minibatch":
+        raise ConfigError("a sampler applies to --mode minibatch or --mode gist only")
     if opts.mode == "offload":
         if opts.algo not in ("1d", "halo"):
             raise ConfigError(
@@ -117,12 +120,11 @@ SAGE_LABELS = ("1d", "1.5d", "2d", "3d", "halo", "minibatch", "gist")
 def check_model(opts: RunOptions, cfg: TrainConfig) -> TrainConfig:
     """The run's config with its layer type resolved; refuses a model the run cannot train.
 
-    In minibatch mode the sampler defines the layers
+    In minibatch mode, and in GIST with a sampler, the sampler defines the layers
     (:func:`~hpcgnn.config.resolve_model`: ``sage`` trains GraphSAGE-mean, ``ladies`` GCN),
     so ``cfg.model`` becomes the sampler's.
     """
-    if opts.mode == "minibatch":
-        assert opts.spec is not None
+    if opts.spec is not None:
         return replace(cfg, model=resolve_model(None, opts.spec.sampler))
     if cfg.model == "sage" and opts.label not in SAGE_LABELS:
         where = f"--mode {opts.mode}" if opts.mode != "fullbatch" else f"--algo {opts.algo}"
@@ -182,9 +184,7 @@ def memory_needed(
     global model.
     """
     if opts.mode == "minibatch":
-        assert opts.spec is not None
-        per_layer = 2 if opts.spec.sampler == "sage" else 1
-        return minibatch_memory_estimate(meta, cfg, shape, per_layer)
+        return _group_estimate(opts, cfg, meta, shape)
     if opts.gist is not None:
         sub_cfg = replace(cfg, hidden=-(-cfg.hidden // opts.gist.subnets))
         widths = layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, cfg.layers)
@@ -193,8 +193,16 @@ def memory_needed(
             widths, sub, meta.num_nodes, meta.num_edges, ranks, cfg.itemsize,
             cfg.weights_per_layer,
         )
-        return memory_estimate(meta, sub_cfg, shape) + extra
+        return _group_estimate(opts, sub_cfg, meta, shape) + extra
     return memory_estimate(meta, cfg, shape)
+
+
+def _group_estimate(opts: RunOptions, cfg: TrainConfig, meta: GraphMeta, shape: GridShape) -> float:
+    """Bytes of the model ``cfg`` on ``shape``: the sampled one with a sampler, else full-batch."""
+    if opts.spec is None:
+        return memory_estimate(meta, cfg, shape)
+    per_layer = 2 if opts.spec.sampler == "sage" else 1
+    return minibatch_memory_estimate(meta, cfg, shape, per_layer)
 
 
 def _fingerprint(
@@ -217,7 +225,8 @@ def _fingerprint(
     if opts.gist is not None:  # what shapes the sub-models and their training
         out.update(
             subnets=opts.gist.subnets, local_iters=opts.gist.local_iters,
-            group_algo=opts.algo, group_grid=str(group_shape),
+            group_algo="minibatch" if opts.spec is not None else opts.algo,
+            group_grid=str(group_shape),
         )
     return out
 
@@ -277,12 +286,14 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
     elif group_shape is not None:
         assert opts.gist is not None
         trainer = GistTrainer(
-            grid, cfg, meta, opts.gist, group_shape,
-            lambda g, c, w: build_model(opts.graph, g, c, opts, weights=w),
+            grid, cfg, meta, opts.gist, group_shape, _group_trainers(opts),
             estimates={
-                "full_model_estimate_bytes": memory_estimate(meta, cfg, _full_shape(opts, grid)),
+                "full_model_estimate_bytes": _group_estimate(
+                    opts, cfg, meta, _full_shape(opts, grid)
+                ),
                 "gist_estimate_bytes": need,
             },
+            sampler=opts.spec.sampler if opts.spec is not None else None,
         )
     else:
         trainer = FullBatchTrainer(build_model(opts.graph, grid, cfg, opts, topo), cfg, grid.world)
@@ -350,42 +361,65 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
     return result
 
 
+def _group_kind(opts: RunOptions) -> str:
+    """GIST: the kind of a group's grid (``--algo``'s, or minibatch's with a sampler)."""
+    return GRID_KIND["minibatch" if opts.spec is not None else opts.algo]
+
+
 def _group_shape(opts: RunOptions, grid: ProcessGrid) -> GridShape | None:
-    """GIST: the process grid of each rank group (``--algo``, ``--grid`` on ``P / M`` ranks)."""
+    """GIST: the process grid of each rank group (its kind, ``--grid`` on ``P / M`` ranks)."""
     if opts.gist is None:
         return None
     size = grid.size // opts.gist.subnets
-    return choose_shape(GRID_KIND[opts.algo], size, opts.grid, opts.replication)
+    return choose_shape(_group_kind(opts), size, opts.grid, opts.replication)
+
+
+def _group_trainers(opts: RunOptions) -> Callable[..., FullBatchTrainer | MinibatchTrainer]:
+    """GIST: how a group's trainer is built with injected weights (``--algo`` or sampler)."""
+    spec = opts.spec
+    if spec is not None:
+        return lambda g, c, w: MinibatchTrainer(opts.graph, spec, opts.graph_layout, c, g, w)
+    return lambda g, c, w: FullBatchTrainer(
+        build_model(opts.graph, g, c, opts, weights=w), c, g.world
+    )
 
 
 def _full_shape(opts: RunOptions, grid: ProcessGrid) -> GridShape:
-    """GIST: the grid ordinary ``--algo`` training of the global model would use on all ranks."""
+    """GIST: the grid ordinary training of the global model would use on all ranks."""
     try:
-        return choose_shape(GRID_KIND[opts.algo], grid.size, None, None)
+        return choose_shape(_group_kind(opts), grid.size, None, None)
     except HpcgnnError:  # e.g. no automatic 3D grid for this P
         return grid.shape
 
 
 def _describe(opts: RunOptions, topo: Topology | None, trainer: Trainer) -> str:
-    if opts.mode == "gist":
+    if isinstance(trainer, GistTrainer):
         assert opts.gist is not None
+        what = f"{opts.algo} full-batch"
+        if isinstance(trainer.inner, MinibatchTrainer):
+            what = _describe_minibatch(trainer.inner, opts)
         return (
-            f"gist {opts.gist.subnets} sub-GCNs x {opts.gist.local_iters} local iterations"
-            f" of {opts.algo},"
+            f"gist {opts.gist.subnets} sub-models x {opts.gist.local_iters} local iterations,"
+            f" each group of {trainer.group_size} ranks on grid {trainer.group_grid.shape}"
+            f" running {what} | global"
         )
     if isinstance(trainer, MinibatchTrainer):
-        spec, b = trainer.spec, trainer.batching()
-        return (
-            f"minibatch {spec.sampler} {','.join(map(str, spec.sizes))} batch {b['batch_size']}"
-            f" per rank, {b['global_batch']} per step, bulk {b['bulk']},"
-            f" {b['optimizer_steps_per_epoch']} steps/epoch | {opts.graph_layout} graph,"
-        )
+        return f"{_describe_minibatch(trainer, opts)},"
     if opts.mode == "offload":
         reorg = " reorganized" if opts.reorganize else ""
         return f"offload {opts.chunks} chunks/part dedup {opts.dedup}{reorg},"
     if opts.label == "halo" and topo is not None:
         return f"halo {opts.exchange} exchange on topology {topo.name},"
     return opts.algo
+
+
+def _describe_minibatch(trainer: MinibatchTrainer, opts: RunOptions) -> str:
+    spec, b = trainer.spec, trainer.batching()
+    return (
+        f"minibatch {spec.sampler} {','.join(map(str, spec.sizes))} batch {b['batch_size']}"
+        f" per rank, {b['global_batch']} per step, bulk {b['bulk']},"
+        f" {b['optimizer_steps_per_epoch']} steps/epoch | {opts.graph_layout} graph"
+    )
 
 
 def _mode_config(opts: RunOptions, grid: ProcessGrid, topo: Topology | None) -> dict:
@@ -398,6 +432,12 @@ def _mode_config(opts: RunOptions, grid: ProcessGrid, topo: Topology | None) -> 
     if opts.mode == "offload":
         return {"chunks": opts.chunks, "dedup": opts.dedup, "reorganize": opts.reorganize}
     if opts.gist is not None:
+        if opts.spec is not None:
+            return {
+                "subnets": opts.gist.subnets, "local_iters": opts.gist.local_iters,
+                "group_algo": "minibatch", **opts.spec.as_dict(),
+                "graph_layout": opts.graph_layout,
+            }
         return {
             "subnets": opts.gist.subnets, "local_iters": opts.gist.local_iters,
             "group_algo": opts.algo,

@@ -60,12 +60,15 @@ def sfc64_block_keep(states: np.ndarray, ints: np.ndarray, p: float) -> np.ndarr
     return out
 
 
-def hash_rows_keep(row_ids: np.ndarray, width: int, key: int, p: float) -> np.ndarray:
-    """``hash_rows_keep`` of ``cuda/dropout.cu``."""
-    out = np.zeros((len(row_ids), width), dtype=bool)
+def hash_rows_keep(
+    row_ids: np.ndarray, width: int, key: int, p: float, cols: np.ndarray | None = None
+) -> np.ndarray:
+    """``hash_rows_keep`` of ``cuda/dropout.cu`` (``cols``: all ``width`` columns by default)."""
+    cols = np.arange(width) if cols is None else cols
+    out = np.zeros((len(row_ids), len(cols)), dtype=bool)
     for i, v in enumerate(row_ids.tolist()):
-        for j in range(width):
-            counter = ((v & M64) * width + j) & M64
+        for j, c in enumerate(cols.tolist()):
+            counter = ((v & M64) * width + c) & M64
             out[i, j] = uniform(mix(counter ^ key)) >= p
     return out
 

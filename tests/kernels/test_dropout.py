@@ -65,6 +65,10 @@ def test_hash_kernel_algorithm_equals_the_cpu_stream():
     got = emulate.hash_rows_keep(ids, 3, key, 0.3)
     assert np.array_equal(got, dropout_keep_rows(4, 1, 2, 0, ids, 3, 0.3))
     assert np.array_equal(rows_keep(4, 1, 2, 0, ids, 3, 0.3).numpy(), got)
+    cols = np.array([2, 0])  # a GIST sub-network's columns of the width
+    got = emulate.hash_rows_keep(ids, 3, key, 0.3, cols)
+    assert np.array_equal(got, dropout_keep_rows(4, 1, 2, 0, ids, 3, 0.3, cols))
+    assert np.array_equal(rows_keep(4, 1, 2, 0, ids, 3, 0.3, cols=cols).numpy(), got)
 
 
 def test_rows_keep_zero_size():
@@ -83,3 +87,6 @@ def test_cuda_masks_equal_the_cpu_masks():
     ids = np.array([0, 9, 9, 2**40 + 3], dtype=np.int64)
     got = rows_keep(4, 1, 2, 0, ids, 33, 0.3, cuda)
     assert np.array_equal(got.cpu().numpy(), dropout_keep_rows(4, 1, 2, 0, ids, 33, 0.3))
+    cols = np.array([30, 2, 7])
+    got = rows_keep(4, 1, 2, 0, ids, 33, 0.3, cuda, cols)
+    assert np.array_equal(got.cpu().numpy(), dropout_keep_rows(4, 1, 2, 0, ids, 33, 0.3, cols))

@@ -16,8 +16,8 @@ BASE = ["--epochs", "4", "--hidden", "8", "--layers", "3", "--dropout", "0.5", "
         "--quiet", "--threads", "1"]
 
 
-def _train(world, path, metrics, *flags):
-    rc = main(["train", str(path), *BASE, "--metrics", str(metrics), *flags])
+def _train(world, path, metrics, *flags, base=BASE):
+    rc = main(["train", str(path), *base, "--metrics", str(metrics), *flags])
     assert_all(world, rc == 0, f"train {flags} failed")
     world.mpi.Barrier()
     return json.loads(metrics.read_text())

@@ -117,30 +117,22 @@ def test_more_chunks_than_rows(graph_file, world):
 
 
 def dgx1_like(ranks: int):
-    """GPUs 0, 5, 1, 4 of ``configs/topologies/dgx1.json`` (the first ``ranks``), no latency.
+    """The first ``ranks`` ranks of ``configs/topologies/dgx1-4.json``, without latency.
 
-    Two GPUs per socket, NVLink pairs and a PCIe-QPI pair sharing the switches and the QPI;
-    without latency relaying around the slow pair pays even for these small rows.
+    At 3 and 4 ranks a PCIe-QPI pair sits beside NVLink paths: without latency relaying
+    around the slow pair pays even for these small rows.
     """
     import json
 
     from hpcgnn.planning.topology import parse_topology
 
-    doc = json.loads(open("configs/topologies/dgx1.json").read())
-    gpus = [0, 5, 1, 4][:ranks]
-    new = {g: r for r, g in enumerate(gpus)}
-    nodes = [
-        {"name": nd["name"], "ranks": [new[g] for g in nd["ranks"] if g in new]}
-        for nd in doc["nodes"]
-    ]
+    doc = json.loads(open("configs/topologies/dgx1-4.json").read())
+    nodes = [{**nd, "ranks": [r for r in nd["ranks"] if r < ranks]} for nd in doc["nodes"]]
     nodes = [nd for nd in nodes if nd["ranks"]]
     names = {nd["name"] for nd in nodes}
-    links = [
-        {**ln, "a": new[ln["a"]], "b": new[ln["b"]]}
-        for ln in doc["links"] if ln["a"] in new and ln["b"] in new
-    ]
+    links = [ln for ln in doc["links"] if max(ln["a"], ln["b"]) < ranks]
     shared = [sh for sh in doc["shared"] if sh["node"] in names]
-    return parse_topology({"name": f"dgx1-like-{ranks}", "ranks": ranks, "nodes": nodes,
+    return parse_topology({"name": f"dgx1-{ranks}", "ranks": ranks, "nodes": nodes,
                            "shared": shared, "links": links})
 
 

@@ -68,6 +68,9 @@ from hpcgnn.planning.topology import Topology
 
 Group = tuple[tuple[int, ...], int]
 
+#: ``--exchange``: one all-to-allv (``p2p``), or this module's staged SPST plan (``planned``).
+EXCHANGES = ("p2p", "planned")
+
 
 # -- sub-stage accumulation (pure) ---------------------------------------------------------
 def substage_selections(idx: np.ndarray) -> list[np.ndarray]:

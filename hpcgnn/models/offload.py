@@ -48,6 +48,7 @@ from hpcgnn.exchange.offload import (
     build_tables,
     record_copy,
 )
+from hpcgnn.exchange.staged import EXCHANGES
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.kernels.spmm import spmm, to_torch_csr
 from hpcgnn.models.base import RowBlockModel
@@ -64,8 +65,6 @@ from hpcgnn.planning.dedup import (
     sliding,
 )
 from hpcgnn.planning.topology import Topology, uniform_topology
-
-EXCHANGES = ("p2p", "planned")
 
 
 @dataclass(frozen=True)
@@ -126,7 +125,7 @@ class OffloadGCN(RowBlockModel):
             raise ValueError(f"--chunks must be >= 1, got {opts.chunks}")
         if opts.exchange not in EXCHANGES:
             raise ValueError(f"exchange must be one of {EXCHANGES}, not {opts.exchange!r}")
-        if opts.exchange == "planned" and opts.dedup == "none":
+        if opts.exchange == "planned" and opts.dedup == "none":  # before reading anything
             raise ValueError("--exchange planned needs --dedup inter or full")
         self.opts = opts
         self.topology: Topology | None = None

@@ -21,6 +21,7 @@ from hpcgnn.cost.gist import memory_bytes as gist_memory_bytes
 from hpcgnn.cost.ranking import cost_problem, memory_estimate, minibatch_memory_estimate
 from hpcgnn.errors import ConfigError, HpcgnnError
 from hpcgnn.exchange.offload import DEDUP_LEVELS
+from hpcgnn.exchange.staged import EXCHANGES
 from hpcgnn.graph.check import check_graph
 from hpcgnn.grid.device import choose_device
 from hpcgnn.grid.process_grid import ProcessGrid
@@ -30,7 +31,6 @@ from hpcgnn.layout.shapes import GridShape, choose_shape
 from hpcgnn.models.base import GCNModel
 from hpcgnn.planning.topology import Topology, load_topology, uniform_topology
 from hpcgnn.sampling.spec import SamplerSpec
-from hpcgnn.spmm.halo import EXCHANGES
 from hpcgnn.train.checkpoint import GRAPH_CONTENT, load_checkpoint, restore, save_checkpoint
 from hpcgnn.train.fullbatch import FullBatchTrainer
 from hpcgnn.train.gist import GistOptions, GistTrainer, check_gist

@@ -7,21 +7,26 @@ with the same ranks and threads, and compares
   run in stages) on one topology: ``--topology`` if given, ``configs/topologies/dgx1.json`` at
   ``--procs 8``, otherwise the uniform one-node topology of ``hpcgnn train``;
 * ``--mode offload --chunks C`` with ``--dedup none``, ``inter`` and ``full``, and ``full``
-  with ``--reorganize``.
+  with ``--reorganize``; and ``full`` with ``--exchange planned`` (its device-to-device
+  fetches along SPST plans on the same topology as the halo runs) against ``full`` (p2p).
 
 Per run it prints the median epoch seconds, the seconds per epoch of each communication
 category (from the ``time.phases`` of the metrics; the remaining phases summed as compute),
 the measured and predicted bytes per epoch, and from the metrics' ``exchange`` section the
 planner's modelled (p2p and executed) and probe-measured exchange times, stages and transfers
 of the halo runs, and the vertex counts ``V_ori``, ``V_p2p``, ``V_ru``, the MB per tier and
-the modelled cost ``C`` of the offload runs. Then the ratios planned/p2p (modelled exchange
-time, probe-measured exchange time, epoch time) and, for offload, host<->device bytes
-(h2d + d2h) and epoch time of each dedup level relative to ``none``. A graph without a
-partition into ``--procs`` parts is first partitioned with METIS into a temporary file.
+the modelled cost ``C`` of the offload runs (and the planner's numbers of the planned
+offload run). Then the ratios planned/p2p (modelled exchange time, probe-measured exchange
+time, epoch time) and, for offload, host<->device bytes (h2d + d2h) and epoch time of each
+dedup level relative to ``none``, and planned/p2p offload d2d bytes and epoch time. A graph
+without a partition into ``--procs`` parts is first partitioned with METIS into a temporary
+file.
 Writes ``perf/results/bench_exchange.{json,md}`` and prints the ratio table last.
 
     python perf/bench_exchange.py inputs/rmat-1m.h5 --procs 8 --epochs 5 --chunks 8
     python perf/bench_exchange.py --nodes 4096 --procs 8 --epochs 20   # generated RMAT
+    python perf/bench_exchange.py --procs 4 --runs off-full,off-full-planned \
+        --name bench_exchange_offload_planned
 """
 
 from __future__ import annotations
@@ -53,7 +58,8 @@ def runs(chunks: int, topology: str | None) -> dict[str, tuple[str, list[str]]]:
     chunks
         Chunks per part of the offload runs.
     topology
-        Topology JSON of the halo runs, or ``None`` for the default uniform topology.
+        Topology JSON of the halo and planned offload runs, or ``None`` for the default
+        uniform topology.
 
     Returns
     -------
@@ -69,6 +75,7 @@ def runs(chunks: int, topology: str | None) -> dict[str, tuple[str, list[str]]]:
         "off-inter": ("offload", [*off, "--dedup", "inter"]),
         "off-full": ("offload", [*off, "--dedup", "full"]),
         "off-full-reorg": ("offload", [*off, "--dedup", "full", "--reorganize"]),
+        "off-full-planned": ("offload", [*off, "--dedup", "full", "--exchange", "planned", *topo]),
     }
 
 
@@ -147,7 +154,18 @@ def summarize(kind: str, doc: dict[str, Any]) -> dict[str, Any]:
             "V_ru": ex.get("V_ru", 0),
             "bytes_per_tier": {t: float(tiers.get(t, 0.0)) for t in TIERS},
             "C_s": ex.get("C_s", math.nan),
+            "exchange": ex.get("exchange", "p2p"),
         }
+        pl = ex.get("planner")
+        if pl is not None:
+            out["offload"]["planner"] = {
+                "topology": ex.get("topology"),
+                "num_stages": pl["num_stages"],
+                "transfers": ex["transfers"]["forward"],
+                "p2p_modelled_s": pl["p2p_modelled_s"],
+                "modelled_s": pl["modelled_s"],
+                "measured_s": pl["measured_s"],
+            }
     return out
 
 
@@ -168,6 +186,27 @@ def ratio(a: float, b: float) -> float:
         return a / b if b else math.nan
     except TypeError:
         return math.nan
+
+
+def print_plans(title: str, plans: dict[str, dict[str, Any]]) -> None:
+    """Print the planner's numbers of some runs (nothing when there are none).
+
+    Parameters
+    ----------
+    title
+        Heading of the name column.
+    plans
+        ``name -> {topology, num_stages, transfers, p2p_modelled_s, modelled_s,
+        measured_s}``.
+    """
+    if not plans:
+        return
+    print(f"\n{title:<17} {'topology':>12} {'stages':>6} {'transfers':>9}"
+          f" {'p2p model ms':>12} {'model ms':>9} {'measured ms':>11}")
+    for name, h in plans.items():
+        print(f"{name:<17} {str(h['topology'])[:12]:>12} {h['num_stages']:>6}"
+              f" {h['transfers']:>9} {h['p2p_modelled_s'] * 1e3:>12.4f}"
+              f" {h['modelled_s'] * 1e3:>9.4f} {h['measured_s'] * 1e3:>11.3f}")
 
 
 def print_tables(results: dict[str, dict[str, Any]]) -> dict[str, float]:
@@ -201,13 +240,7 @@ def print_tables(results: dict[str, dict[str, Any]]) -> dict[str, float]:
               + f" {r['measured_bytes'] / 1e6:>9.3f} {r['predicted_bytes'] / 1e6:>9.3f}")
 
     halo = {k: r["halo"] for k, r in ok.items() if r["kind"] == "halo"}
-    if halo:
-        print(f"\n{'halo run':<15} {'topology':>12} {'stages':>6} {'transfers':>9}"
-              f" {'p2p model ms':>12} {'model ms':>9} {'measured ms':>11}")
-        for name, h in halo.items():
-            print(f"{name:<15} {str(h['topology'])[:12]:>12} {h['num_stages']:>6}"
-                  f" {h['transfers']:>9} {h['p2p_modelled_s'] * 1e3:>12.4f}"
-                  f" {h['modelled_s'] * 1e3:>9.4f} {h['measured_s'] * 1e3:>11.3f}")
+    print_plans("halo run", halo)
     off = {k: r["offload"] for k, r in ok.items() if r["kind"] == "offload"}
     if off:
         print(f"\n{'offload run':<15} {'V_ori':>8} {'V_p2p':>8} {'V_ru':>8} "
@@ -217,6 +250,13 @@ def print_tables(results: dict[str, dict[str, Any]]) -> dict[str, float]:
             print(f"{name:<15} {o['V_ori']:>8} {o['V_p2p']:>8} {o['V_ru']:>8} "
                   + " ".join(f"{mb[t] / 1e6:>9.3f}" for t in TIERS)
                   + f" {o['C_s'] * 1e3:>8.4f}")
+
+    planned = {k: o["planner"] for k, o in off.items() if "planner" in o}
+    print_plans("planned offload", planned)
+
+    def d2d(name: str) -> float:
+        o = off.get(name)
+        return math.nan if o is None else o["bytes_per_tier"]["d2d"]
 
     def hd(name: str) -> float:
         o = off.get(name)
@@ -240,6 +280,12 @@ def print_tables(results: dict[str, dict[str, Any]]) -> dict[str, float]:
         "offload epoch time inter/none": ratio(epoch("off-inter"), epoch("off-none")),
         "offload epoch time full/none": ratio(epoch("off-full"), epoch("off-none")),
         "offload epoch time full+reorg/none": ratio(epoch("off-full-reorg"), epoch("off-none")),
+        "offload full planned/p2p d2d bytes": ratio(d2d("off-full-planned"), d2d("off-full")),
+        "offload full planned/p2p modelled fetch time": ratio(
+            planned.get("off-full-planned", {}).get("modelled_s", math.nan),
+            planned.get("off-full-planned", {}).get("p2p_modelled_s", math.nan),
+        ),
+        "offload full planned/p2p epoch time": ratio(epoch("off-full-planned"), epoch("off-full")),
     }
     print()
     for k, v in ratios.items():
@@ -261,7 +307,8 @@ def main() -> None:
     p.add_argument("--chunks", type=int, default=8, help="offload chunks per part")
     p.add_argument("--threads", type=int, default=1, help="torch threads per rank")
     p.add_argument("--topology", default=None,
-                   help="topology JSON of the halo runs (default: configs/topologies/dgx1.json "
+                   help="topology JSON of the halo and planned offload runs (default: "
+                        "configs/topologies/dgx1.json "
                         "at --procs 8, otherwise the uniform one-node topology; 'none' forces "
                         "the uniform one)")
     p.add_argument("--mpiexec", default=mpiexec())
@@ -312,7 +359,7 @@ def main() -> None:
     table = markdown(
         f"Exchange: planned vs p2p, deduplicated vs not ({label}, {args.procs} ranks, "
         f"{args.threads} thread(s)/rank, topology {topo_name})",
-        ["ratio", "value"], [[k, "-" if math.isnan(v) else v] for k, v in ratios.items()],
+        ["ratio", "value"], [[k, v] for k, v in ratios.items() if not math.isnan(v)],
         ["< 1: the first is faster or moves fewer bytes. Per-run phases in the JSON."],
     )
     save(args.name, doc, table)

@@ -63,11 +63,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--resume", default=None, help="resume from the checkpoint in this directory")
     x = p.add_argument_group("partitioned exchange (--algo halo, --mode offload)")
     x.add_argument("--exchange", choices=["p2p", "planned"], default="p2p",
-                   help="halo: p2p all-to-allv, or a DGCL SPST plan on --topology run in stages "
-                        "(default: p2p)")
+                   help="halo: p2p all-to-allv, or a DGCL SPST plan on --topology run in stages; "
+                        "offload (--dedup inter/full): the device-to-device fetches of the "
+                        "deduplicated rows and their gradient pushes planned so (default: p2p)")
     x.add_argument("--topology", default=None,
-                   help="halo: topology JSON (configs/topologies/*.json; default: all ranks on one "
-                        "node with equal links)")
+                   help="halo, planned offload: topology JSON (configs/topologies/*.json; default: "
+                        "all ranks on one node with equal links)")
     x.add_argument("--chunks", type=int, default=4, help="offload: chunks per part (default: 4)")
     x.add_argument("--dedup", choices=["none", "inter", "full"], default="full",
                    help="offload: neighbour-load deduplication: none, inter (across ranks of a "

@@ -8,7 +8,9 @@ Per epoch (forward with dropout, backward, gradient all-reduce), with layer inpu
 * ``offload_d2h``: the gradients of layers ``1 .. L-1`` go back the same way,
   ``loads * sum_{l >= 1} f_l s`` (layer 0's input needs no gradient);
 * ``offload_d2d``: ``R_f sum_l f_l s + R_b sum_{l >= 1} f_l s`` with the remote row counts
-  of :func:`hpcgnn.planning.dedup.remote_rows`;
+  of :func:`hpcgnn.planning.dedup.remote_rows`, or, for ``--exchange planned``, the
+  transfers of the SPST plans (a row forwarded through ``k`` ranks counts at every hop, as
+  in :func:`hpcgnn.cost.halo.planned_volumes`);
 * ``offload_ckpt``: every chunk's own rows, ``2 n sum_l (f_l + f_{l+1}) s`` (aggregate and
   output out in the forward, back in the backward);
 * a layer that recomputes its aggregate (:func:`hpcgnn.planning.dedup.cached_layers`)
@@ -43,7 +45,8 @@ def predict_offload(
     volumes
         ``V_ori``, ``V_p2p``, ``V_ru`` of the schedule.
     remote
-        Rows between ranks' device buffers per layer, forward and backward.
+        Rows sent between ranks' device buffers per layer, forward and backward (the
+        remote rows, or every transfer of the planned exchange, forwarding included).
     dedup
         ``none``, ``inter`` or ``full``.
     cached

@@ -38,6 +38,12 @@ host buffers, and the requester copies the rows between host and device (after r
 a fetch, before sending a push). So every row counted in ``offload_h2d`` / ``offload_d2h``
 crosses between host and device exactly once. On the CPU device the copies are the same
 memory.
+
+``--exchange planned`` (``inter`` and ``full``): the device-to-device fetches of a table
+and the gradient pushes back (the reverse plan) run along a DGCL SPST plan on a topology
+(:meth:`RowTable.plan`, :class:`~hpcgnn.exchange.staged.StagedExchange`: stages, rows
+forwarded through intermediate ranks, every hop counted in ``offload_d2d``); a rank's own
+rows are copied locally as before. One plan per table, built at set-up.
 """
 
 from __future__ import annotations
@@ -49,9 +55,12 @@ import torch
 
 from hpcgnn.backend import Device, cpu, get_device
 from hpcgnn.comm.communicator import Comm
-from hpcgnn.exchange.halo import request_rows
+from hpcgnn.exchange.halo import HaloSets, request_rows
+from hpcgnn.exchange.staged import StagedExchange
 from hpcgnn.kernels.rows import gather_rows, scatter_add_rows
 from hpcgnn.planning.dedup import Sliding, sliding
+from hpcgnn.planning.spst import DEFAULT_BYTES_PER_VERTEX
+from hpcgnn.planning.topology import Topology
 
 DEDUP_LEVELS = ("none", "inter", "full")
 H2D, D2D, D2H, CKPT = "offload_h2d", "offload_d2d", "offload_d2h", "offload_ckpt"
@@ -97,6 +106,9 @@ class RowTable:
     host_source
         The owners serve from (and add into) their host buffers: ``src`` stays on the
         host, and the rows cross between host and device on the requester's side.
+    staged
+        The SPST-planned exchange of the remote rows (:meth:`plan`), or ``None`` (one
+        all-to-allv).
     """
 
     dest: np.ndarray
@@ -105,14 +117,53 @@ class RowTable:
     send_counts: np.ndarray
     device: Device | None = None
     host_source: bool = False
+    staged: StagedExchange | None = None
 
     def __post_init__(self) -> None:
         self._device = get_device(self.device)
         self._dest = self._device.from_numpy(self.dest)
         self._src = (cpu() if self.host_source else self._device).from_numpy(self.src)
 
+    def _own(self, counts: np.ndarray, rank: int) -> np.ndarray:
+        """Mask of the entries (``dest`` or ``src`` order, by ``counts``) of ``rank``."""
+        cut = np.r_[0, np.cumsum(counts)]
+        mask = np.zeros(int(cut[-1]), dtype=bool)
+        mask[cut[rank] : cut[rank + 1]] = True
+        return mask
+
+    def plan(
+        self, comm: Comm, ids: np.ndarray, served: np.ndarray, topology: Topology,
+        category: str, bytes_per_vertex: float = DEFAULT_BYTES_PER_VERTEX,
+    ) -> None:
+        """Route the rows between ranks along an SPST plan on ``topology`` (collective).
+
+        ``ids``: the requested global ids (``dest`` order); ``served``: the sorted global
+        ids of this rank's source buffer (the keys the requesters know its rows by).
+        Afterwards :meth:`fetch` and :meth:`push_add` run the plan's stages (``category``)
+        for the remote rows and copy a rank's own rows locally.
+        """
+        me = comm.rank
+        mine_r, mine_s = self._own(self.recv_counts, me), self._own(self.send_counts, me)
+        recv_counts, send_counts = self.recv_counts.copy(), self.send_counts.copy()
+        recv_counts[me] = send_counts[me] = 0
+        sets = HaloSets(
+            np.asarray(ids, dtype=np.int64)[~mine_r], recv_counts, self.src[~mine_s], send_counts
+        )
+        self.staged = StagedExchange(
+            comm, sets, topology, category=category, setup_category=SETUP,
+            bytes_per_vertex=bytes_per_vertex, row_keys=served,
+        )
+        device = get_device(self.device)
+        self._remote_dest = device.from_numpy(self.dest[~mine_r])
+        self._local = (device.from_numpy(self.dest[mine_r]), device.from_numpy(self.src[mine_s]))
+
     def fetch(self, comm: Comm, source: torch.Tensor, out: torch.Tensor, category: str) -> int:
         """``out[dest] = rows of the owners' source buffers``; returns the local rows."""
+        if self.staged is not None:  # the plan's category, not ``category``
+            out[self._remote_dest] = self.staged.gather(source)
+            dest, src = self._local
+            out[dest] = gather_rows(source, src)
+            return len(src)
         rows, _ = comm.alltoallv(
             gather_rows(source, self._src), self.send_counts, category,
             recvcounts=self.recv_counts,
@@ -122,6 +173,11 @@ class RowTable:
 
     def push_add(self, comm: Comm, rows: torch.Tensor, target: torch.Tensor, category: str) -> int:
         """``target[src] += rows[dest]`` sent by every requester (the reverse of fetch)."""
+        if self.staged is not None:  # the reverse plan; then this rank's own rows
+            self.staged.scatter_add(gather_rows(rows, self._remote_dest), target)
+            dest, src = self._local
+            scatter_add_rows(target, src, gather_rows(rows, dest), unique=True)
+            return len(src)
         packed = gather_rows(rows, self._dest)
         got, _ = comm.alltoallv(
             to_host(self._device, packed) if self.host_source else packed, self.recv_counts,
@@ -189,15 +245,26 @@ class BatchTables:
 
 
 def build_tables(
-    comm: Comm, neigh_sets: list[np.ndarray], offsets: np.ndarray, dedup: str
+    comm: Comm, neigh_sets: list[np.ndarray], offsets: np.ndarray, dedup: str,
+    topology: Topology | None = None, bytes_per_vertex: float = DEFAULT_BYTES_PER_VERTEX,
 ) -> list[BatchTables]:
     """Tables of every batch; ``neigh_sets[j]`` is ``N_ij`` in schedule order (collective).
 
     The requests for every ``N_ij`` give the owners their transition sets (the distinct
-    ids asked of them) and, for ``none`` and ``inter``, the fetch tables themselves.
+    ids asked of them) and, for ``none`` and ``inter``, the fetch tables themselves. With a
+    ``topology`` (``inter``, ``full``: ``--exchange planned``) every fetch and push table is
+    planned on it (:meth:`RowTable.plan`, rows of ``bytes_per_vertex`` bytes).
     """
     if dedup not in DEDUP_LEVELS:
         raise ValueError(f"dedup must be one of {DEDUP_LEVELS}, not {dedup!r}")
+    if topology is not None and dedup == "none":
+        raise ValueError("a planned exchange needs --dedup inter or full (none has no fetches)")
+
+    def planned(table: RowTable, ids: np.ndarray, served: np.ndarray) -> RowTable:
+        if topology is not None:
+            table.plan(comm, ids, served, topology, D2D, bytes_per_vertex)
+        return table
+
     n = len(neigh_sets)
     requests = [request_rows(comm, s, offsets, SETUP) for s in neigh_sets]
     trans = [np.unique(req) for _, req, _ in requests]
@@ -207,6 +274,8 @@ def build_tables(
             served = None if dedup == "none" else trans[j]
             everything = np.arange(len(nb), dtype=np.int64)
             fetch = row_table(comm, nb, everything, offsets, served, requests[j])
+            if served is not None:
+                planned(fetch, nb, served)
             out.append(BatchTables(nb, trans[j], fetch, fetch))
             continue
         empty = np.zeros(0, dtype=np.int64)
@@ -217,6 +286,8 @@ def build_tables(
         t_out = sliding(empty if last else trans[j + 1], trans[j]).new
         fetch = row_table(comm, nb[n_slide.new], n_slide.new, offsets, trans[j])
         push = row_table(comm, nb[n_out], n_out, offsets, trans[j])
+        planned(fetch, nb[n_slide.new], trans[j])
+        planned(push, nb[n_out], trans[j])
         out.append(BatchTables(nb, trans[j], fetch, push, n_slide, t_slide, t_out))
     return out
 

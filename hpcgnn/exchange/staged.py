@@ -32,9 +32,14 @@ arrival order); a gradient message leaves as soon as the adds that reach its row
 (at once for rows nobody forwarded).
 
 Setup (category ``setup_category``): one gather of the groups to rank 0, one broadcast of
-the plan, and one run of the forward stages with the owners' local row ids as payload, from
-which every rank maps its halo to buffer positions and checks that each halo vertex arrives
-exactly once.
+the plan, and one run of the forward stages with the owners' row keys as payload (the local
+row ids, or the ``row_keys`` the caller gives), from which every rank maps its halo to
+buffer positions and checks that each halo vertex arrives exactly once.
+
+The rows sent need not be owned vertices: ``x`` is any source buffer, ``sets.send_rows``
+its rows each peer asks for, and ``row_keys`` what the receivers know each row by (e.g.
+HongTu's transition buffers, :mod:`hpcgnn.exchange.offload`: positions in the buffer,
+global vertex ids as keys).
 """
 
 from __future__ import annotations
@@ -62,6 +67,9 @@ from hpcgnn.planning.spst import (
 from hpcgnn.planning.topology import Topology
 
 Group = tuple[tuple[int, ...], int]
+
+#: ``--exchange``: one all-to-allv (``p2p``), or this module's staged SPST plan (``planned``).
+EXCHANGES = ("p2p", "planned")
 
 
 # -- sub-stage accumulation (pure) ---------------------------------------------------------
@@ -269,6 +277,11 @@ class StagedExchange:
     bytes_per_vertex
         Bytes of one row as the plan assumes them (the widest rows exchanged): with latency
         in ``topo`` it decides how many stages pay.
+    row_keys
+        Key of every row of ``x`` (at least ``max(sets.send_rows) + 1``), such that a halo
+        entry minus the key of its row is the same for all rows of one owner (default: the
+        row number, which suits halos of global ids over owned rows; global ids as keys
+        suit any source buffer).
 
     Raises
     ------
@@ -292,6 +305,7 @@ class StagedExchange:
         setup_category: str = HALO_SETUP,
         fallback: bool = True,
         bytes_per_vertex: float = DEFAULT_BYTES_PER_VERTEX,
+        row_keys: np.ndarray | None = None,
     ) -> None:
         if topo.num_ranks != comm.size:
             raise ConfigError(
@@ -323,7 +337,7 @@ class StagedExchange:
         self._recv_total = int(self.recv_rows_per_stage.sum())
         self.fwd_stage_seconds = np.zeros(self.num_stages)
         self.bwd_stage_seconds = np.zeros(self.num_stages)
-        self._halo_pos = self._map_halo(owner, needed)
+        self._halo_pos = self._map_halo(owner, needed, row_keys)
 
     # -- setup ---------------------------------------------------------------------------
     def _owned_positions(
@@ -405,10 +419,16 @@ class StagedExchange:
         self._msgs: list[tuple[int, int, int, int]] = msgs
         self._bwd_ready = [np.flatnonzero(ready == k).tolist() for k in range(-1, self.num_stages)]
 
-    def _map_halo(self, owner: np.ndarray, needed: np.ndarray) -> torch.Tensor:
+    def _map_halo(
+        self, owner: np.ndarray, needed: np.ndarray, row_keys: np.ndarray | None
+    ) -> torch.Tensor:
         """Received-region rows of the halo, in halo order (collective check)."""
         dev = self.comm.device
-        ids = torch.arange(self._width, dtype=torch.int64, device=dev.torch_device).reshape(-1, 1)
+        if row_keys is None:
+            ids = torch.arange(self._width, dtype=torch.int64, device=dev.torch_device)
+        else:
+            ids = dev.from_numpy(np.ascontiguousarray(row_keys[: self._width], dtype=np.int64))
+        ids = ids.reshape(-1, 1)
         rows = dev.to_host(self._forward(ids, self.setup_category, None)[:, 0])
         error = None
         try:

@@ -5,6 +5,9 @@ Two kinds of partitioned training report it:
 * ``--mode offload`` (HongTu): ``V_ori``, ``V_p2p``, ``V_ru`` of the schedule, the bytes of
   each tier per epoch (measured and predicted), the modelled cost ``C`` of eq. 4, and the
   reorganisation's before/after volumes.
+  With ``--exchange planned`` also the SPST plans of its device-to-device fetches and
+  gradient pushes (one per batch table): per stage modelled and probe-measured times,
+  forward and backward, and their sums next to the direct exchange's modelled time.
 * ``--algo halo`` (DGCL): the same counts for one chunk per part (``V_ori = n + pairs``,
   ``V_p2p = V_ru = n``), the modelled time of the direct p2p and of the executed exchange on
   the topology, and per stage the planner's modelled time next to the measured time of a
@@ -16,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import torch
 from mpi4py import MPI
 
 from hpcgnn.exchange.offload import CKPT, D2D, D2H, H2D
@@ -51,7 +55,7 @@ def offload_report(
     model: Any, measured: dict[str, float], predicted: dict[str, float],
     gbps: dict[str, float] | None,
 ) -> dict[str, Any]:
-    """``exchange`` section of an offload run (collective: device peak over ranks)."""
+    """``exchange`` section of an offload run (collective: device peak, plan probes)."""
     gbps = {**DEFAULT_TIER_GBPS, **(gbps or {})}
     itemsize = model.x.element_size()
     peak = max(
@@ -74,6 +78,61 @@ def offload_report(
         "predicted_bytes_per_tier": _tiers(predicted),
         "device_peak_rows": int(peak),
         "reorganization": None if reorg is None else reorg.as_dict(),
+        "exchange": model.opts.exchange,
+        "transfers": {"forward": model.transfers[0], "backward": model.transfers[1]},
+        **({} if model.topology is None else _offload_plans(model)),
+    }
+
+
+def _offload_plans(model: Any) -> dict[str, Any]:
+    """Topology and planner section of a planned offload run (collective probes).
+
+    One entry per distinct table: ``fetch+push`` (``inter``: the forward fetches and the
+    backward pushes share it), ``fetch`` and ``push`` (``full``: the pushes carry only the
+    rows leaving the device). The totals are per layer of ``F``-wide rows: the fetches'
+    forward stages, the pushes' backward (reverse) stages.
+    """
+    comm, topo = model.comm, model.topology
+    width = model.exchange_width
+    bpv = width * model.x.element_size()
+    tables = []
+    for j, t in enumerate(model.exchange.tables):
+        if t.push is t.fetch:
+            tables.append((j, "fetch+push", t.fetch, len(t.trans)))
+        else:
+            tables += [(j, "fetch", t.fetch, len(t.trans)), (j, "push", t.push, len(t.trans))]
+    direct = np.zeros((len(tables), comm.size, comm.size), dtype=np.int64)
+    deepest = max((tb.staged.num_stages for _, _, tb, _ in tables), default=0)
+    probed = np.zeros((len(tables), 2, deepest))
+    for i, (_, _, tb, rows) in enumerate(tables):
+        direct[i, comm.rank] = tb.send_counts
+        direct[i, comm.rank, comm.rank] = 0
+        x = comm.device.zeros((rows, width), model.cfg.torch_dtype)
+        fwd, bwd = _probe_staged(tb.staged, x)
+        probed[i, :, : len(fwd)] = fwd, bwd
+    comm.allreduce(direct, "control")
+    comm.allreduce(probed, "control", MPI.MAX)  # the slowest rank sets each stage's time
+    entries, total = [], np.zeros(4)  # p2p, modelled, measured: forward; then backward
+    for i, (j, use, tb, _) in enumerate(tables):
+        p2p = {(1, s, d): int(c) for (s, d), c in np.ndenumerate(direct[i]) if c}
+        sec = _plan_section(topo, tb.staged.counts, p2p, bpv, *probed[i])
+        entries.append({"batch": j, "use": use, **sec})
+        if use != "push":
+            total[:3] += sec["p2p_modelled_s"], sec["modelled_s"], sec["measured_s"]
+        if use != "fetch":
+            total[3] += sec["modelled_backward_s"]
+    return {
+        "topology": topo.name,
+        "planner": {
+            "feature_dim": width,
+            "bytes_per_vertex": bpv,
+            "num_stages": deepest,
+            "p2p_modelled_s": float(total[0]),
+            "modelled_s": float(total[1]),
+            "measured_s": float(total[2]),
+            "modelled_backward_s": float(total[3]),
+            "tables": entries,
+        },
     }
 
 
@@ -81,19 +140,58 @@ def _reversed(counts: dict, stages: int) -> dict:
     return {(stages + 1 - k, d, s): c for (k, s, d), c in counts.items()}
 
 
+def _plan_section(
+    topo: Topology, counts: dict, p2p_counts: dict, bpv: float, fwd: np.ndarray,
+    bwd: np.ndarray,
+) -> dict[str, Any]:
+    """Per stage the vertices, modelled and measured seconds of a plan, both directions."""
+    stages = max((k for k, _, _ in counts), default=0)
+    modelled_f = counts_cost(topo, counts, bpv).stage_times if stages else np.zeros(0)
+    modelled_b = (
+        counts_cost(topo, _reversed(counts, stages), bpv).stage_times[::-1]
+        if stages else np.zeros(0)
+    )
+    per_stage = [
+        {
+            "stage": k + 1,
+            "vertices": int(sum(c for (st, _, _), c in counts.items() if st == k + 1)),
+            "modelled_s": float(modelled_f[k]),
+            "measured_s": float(fwd[k]) if k < len(fwd) else 0.0,
+            "modelled_backward_s": float(modelled_b[k]),
+            "measured_backward_s": float(bwd[k]) if k < len(bwd) else 0.0,
+        }
+        for k in range(stages)
+    ]
+    return {
+        "num_stages": stages,
+        "transfers": int(sum(counts.values())),
+        "p2p_modelled_s": counts_cost(topo, p2p_counts, bpv).time_s if p2p_counts else 0.0,
+        "modelled_s": float(modelled_f.sum()),
+        "measured_s": float(np.sum(fwd[:stages])),
+        "modelled_backward_s": float(modelled_b.sum()),
+        "measured_backward_s": float(np.sum(bwd[:stages])),
+        "stages": per_stage,
+    }
+
+
+def _probe_staged(ex: StagedExchange, x: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+    """Measured seconds per stage of forward and backward runs of ``ex`` on ``x`` (median)."""
+    fwd, bwd = [], []
+    for _ in range(PROBE_REPEATS):
+        ex.reset_timers()
+        halo = ex.gather(x)
+        ex.scatter_add(halo, x.clone())
+        fwd.append(ex.fwd_stage_seconds.copy())
+        bwd.append(ex.bwd_stage_seconds.copy())
+    return np.median(fwd, axis=0), np.median(bwd, axis=0)
+
+
 def _probe(agg: HaloAggregation, width: int) -> tuple[np.ndarray, np.ndarray]:
     """Measured seconds per stage of one forward and one backward exchange (median)."""
     x = agg.comm.device.zeros((agg.owned, width), agg.dtype)
     ex = agg.fwd_exchange
     if isinstance(ex, StagedExchange):
-        fwd, bwd = [], []
-        for _ in range(PROBE_REPEATS):
-            ex.reset_timers()
-            halo = ex.gather(x)
-            ex.scatter_add(halo, x.clone())
-            fwd.append(ex.fwd_stage_seconds.copy())
-            bwd.append(ex.bwd_stage_seconds.copy())
-        return np.median(fwd, axis=0), np.median(bwd, axis=0)
+        return _probe_staged(ex, x)
     clock = agg.comm.stats.clock
     times = []
     for _ in range(PROBE_REPEATS):
@@ -131,33 +229,16 @@ def halo_report(
     ex = agg.fwd_exchange
     planned = isinstance(ex, StagedExchange)
     counts = ex.counts if planned else p2p_counts
-    stages = max((k for k, _, _ in counts), default=0)
-    modelled_f = counts_cost(topo, counts, bpv).stage_times if stages else np.zeros(0)
-    modelled_b = (
-        counts_cost(topo, _reversed(counts, stages), bpv).stage_times[::-1]
-        if stages else np.zeros(0)
-    )
     fwd, bwd = (np.ascontiguousarray(t, dtype=np.float64) for t in _probe(agg, width))
     comm.allreduce(fwd, "control", MPI.MAX)  # the slowest rank sets each stage's time
     comm.allreduce(bwd, "control", MPI.MAX)
-    per_stage = [
-        {
-            "stage": k + 1,
-            "vertices": int(sum(c for (st, _, _), c in counts.items() if st == k + 1)),
-            "modelled_s": float(modelled_f[k]),
-            "measured_s": float(fwd[k]) if k < len(fwd) else 0.0,
-            "modelled_backward_s": float(modelled_b[k]),
-            "measured_backward_s": float(bwd[k]) if k < len(bwd) else 0.0,
-        }
-        for k in range(stages)
-    ]
-    p2p_time = counts_cost(topo, p2p_counts, bpv).time_s if p2p_counts else 0.0
+    sec = _plan_section(topo, counts, p2p_counts, bpv, fwd, bwd)
     return {
         "strategy": agg.exchange,
         "topology": topo.name,
         **volumes.as_dict(),
         "pairs": pairs,
-        "transfers": int(sum(counts.values())),
+        "transfers": sec["transfers"],
         "tier_gbps": gbps,
         "C_s": _cost(volumes, model.widths[:-1], itemsize, gbps),
         "bytes_per_tier": {"d2d": float(measured.get("halo", 0.0))},
@@ -165,11 +246,11 @@ def halo_report(
             "direct": (not planned) or ex.is_direct,
             "feature_dim": width,
             "bytes_per_vertex": bpv,
-            "num_stages": stages,
-            "p2p_modelled_s": p2p_time,
-            "modelled_s": float(modelled_f.sum()),
+            "num_stages": sec["num_stages"],
+            "p2p_modelled_s": sec["p2p_modelled_s"],
+            "modelled_s": sec["modelled_s"],
             "measured_s": float(np.sum(fwd)),
-            "stages": per_stage,
+            "stages": sec["stages"],
         },
     }
 
@@ -180,7 +261,16 @@ def exchange_line(ex: dict) -> str:
     counts = f"V_ori {ex['V_ori']} V_p2p {ex['V_p2p']} V_ru {ex['V_ru']}"
     if ex["strategy"] == "offload":
         tiers = " ".join(f"{t} {b / 1e6:.3f}" for t, b in ex["bytes_per_tier"].items())
-        return f"exchange | {counts} | MB per epoch: {tiers} | modelled C {ex['C_s'] * 1e3:.4f} ms"
+        line = f"exchange | {counts} | MB per epoch: {tiers} | modelled C {ex['C_s'] * 1e3:.4f} ms"
+        if "planner" not in ex:
+            return line
+        pl = ex["planner"]
+        return (
+            f"{line} | planned on {ex['topology']}: {ex['transfers']['forward']} transfers per"
+            f" layer in up to {pl['num_stages']} stages, fetches modelled p2p"
+            f" {pl['p2p_modelled_s'] * 1e3:.4f} ms, planned {pl['modelled_s'] * 1e3:.4f} ms,"
+            f" measured {pl['measured_s'] * 1e3:.4f} ms at F={pl['feature_dim']}"
+        )
     pl = ex["planner"]
     stages = " ".join(
         f"s{st['stage']} {st['modelled_s'] * 1e3:.3f}/{st['measured_s'] * 1e3:.3f}"

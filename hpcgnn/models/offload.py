@@ -16,6 +16,12 @@ weight gradient and the neighbour gradients ``(Â^T)^T (dZ W^T)``, and add those
 owners' host gradient buffers through the same deduplicated path. Host buffers hold every
 layer's input, aggregate and gradient; device buffers hold one batch.
 
+With ``exchange="planned"`` (``--exchange planned``, dedup ``inter`` or ``full``) the
+device-to-device fetches of the deduplicated rows and the pushes of their gradients run
+along one DGCL SPST plan per table on a topology, made once at set-up for rows of the widest
+layer input (:meth:`hpcgnn.exchange.offload.RowTable.plan`): staged and deduplicated in one
+exchange.
+
 The result equals the serial reference up to float rounding: the layer order is
 CAGNET's ``(Â^T H) W`` everywhere, and dropout masks are keyed by global row ids.
 """
@@ -44,6 +50,7 @@ from hpcgnn.exchange.offload import (
     to_host,
 )
 from hpcgnn.exchange.reorganize import reorganize_distributed
+from hpcgnn.exchange.staged import EXCHANGES
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.kernels.spmm import spmm, to_torch_csr
 from hpcgnn.models.base import RowBlockModel
@@ -58,16 +65,18 @@ from hpcgnn.planning.dedup import (
     sliding,
 )
 from hpcgnn.planning.reorganization import Reorganization
+from hpcgnn.planning.topology import Topology, uniform_topology
 
 
 @dataclass(frozen=True)
 class OffloadOptions:
-    """``--chunks``, ``--dedup``, ``--reorganize`` and ``--device-memory``."""
+    """``--chunks``, ``--dedup``, ``--reorganize``, ``--device-memory`` and ``--exchange``."""
 
     chunks: int = 4
     dedup: str = "full"
     reorganize: bool = False
     cache_budget: float | None = None
+    exchange: str = "p2p"
 
 
 class _Epoch(torch.autograd.Function):
@@ -95,9 +104,11 @@ class OffloadGCN(RowBlockModel):
     cfg
         Training configuration.
     opts
-        Chunks per part, deduplication level, reorganisation.
+        Chunks per part, deduplication level, reorganisation, exchange.
     weights
         ``W^1 .. W^L`` to train (default: Glorot from ``cfg.seed``).
+    topology
+        Topology of a planned exchange (default: one node, equal links).
     """
 
     follows_partition = True
@@ -105,7 +116,7 @@ class OffloadGCN(RowBlockModel):
 
     def __init__(
         self, path: str | os.PathLike, grid: ProcessGrid, cfg: TrainConfig, opts: OffloadOptions,
-        weights: list[torch.Tensor] | None = None,
+        weights: list[torch.Tensor] | None = None, topology: Topology | None = None,
     ) -> None:
         if grid.kind != "1d":
             raise ValueError(f"offload training needs a 1d grid, not {grid.kind!r}")
@@ -113,7 +124,14 @@ class OffloadGCN(RowBlockModel):
             raise ValueError(f"dedup must be one of {DEDUP_LEVELS}, not {opts.dedup!r}")
         if opts.chunks < 1:
             raise ValueError(f"--chunks must be >= 1, got {opts.chunks}")
+        if opts.exchange not in EXCHANGES:
+            raise ValueError(f"exchange must be one of {EXCHANGES}, not {opts.exchange!r}")
+        if opts.exchange == "planned" and opts.dedup == "none":  # before reading anything
+            raise ValueError("--exchange planned needs --dedup inter or full")
         self.opts = opts
+        self.topology: Topology | None = None
+        if opts.exchange == "planned":
+            self.topology = topology if topology is not None else uniform_topology(grid.size)
         a_t, _ = self._load(path, grid, cfg, with_a=False, weights=weights)
         # the features join the host tier: page-locked, as the layers' host buffers
         self.x = self.comm.device.pinned_empty(tuple(self.x.shape), self.x.dtype).copy_(self.x)
@@ -133,7 +151,10 @@ class OffloadGCN(RowBlockModel):
         self.chunk_rows = [(int(bounds[c]), int(bounds[c + 1])) for c in order]
         neigh = [sets[c] for c in order]
         with collective(self.grid.world):
-            tables = build_tables(comm, neigh, self.offsets, opts.dedup)
+            tables = build_tables(
+                comm, neigh, self.offsets, opts.dedup, self.topology,
+                self.exchange_width * self.x.element_size(),
+            )
         self.exchange = OffloadExchange(comm, tables, self.offsets, opts.dedup)
         largest = int(np.diff(self.offsets).max())
         self.cached = cached_layers(
@@ -154,6 +175,7 @@ class OffloadGCN(RowBlockModel):
             )
             self._blocks.append((to_torch_csr(local, dtype), to_torch_csr(local.T.tocsr(), dtype)))
         self.volumes = self._count_volumes(tables)
+        self.transfers = self._count_transfers(tables)
 
     def _schedule(self, sets: list[np.ndarray]) -> tuple[np.ndarray, Reorganization | None]:
         """Identity schedule, or HongTu's reorganisation sharded by part (collective).
@@ -187,6 +209,24 @@ class OffloadGCN(RowBlockModel):
         self.remote = (int(mine[3]), int(mine[4]))
         return DedupVolumes(int(mine[0]), int(mine[1]), int(mine[2]))
 
+    @property
+    def exchange_width(self) -> int:
+        """Width of the widest rows fetched between ranks (the plans are made for them)."""
+        return max(self.widths[:-1])
+
+    def _count_transfers(self, tables: list) -> tuple[int, int]:
+        """Rows sent between ranks' device buffers per layer, forward and backward.
+
+        :attr:`remote` for the p2p exchange; every transfer of the plans (forwarding
+        included) for the planned one. The plans are the same on every rank.
+        """
+        if self.topology is None:
+            return self.remote
+        plans = [(t.fetch.staged, t.push.staged) for t in tables]
+        fwd = sum(sum(f.counts.values()) for f, _ in plans if f is not None)
+        bwd = sum(sum(b.counts.values()) for _, b in plans if b is not None)
+        return int(fwd), int(bwd)
+
     # -- training interface --------------------------------------------------------------
     def logits(self, epoch: int | None) -> torch.Tensor:
         """This rank's rows of the logits (``epoch=None``: evaluation, no dropout)."""
@@ -197,7 +237,7 @@ class OffloadGCN(RowBlockModel):
     def predict_cost(self) -> Estimate | None:
         """Bytes of one offload epoch per tier (:func:`~hpcgnn.cost.offload.predict_offload`)."""
         return predict_offload(
-            self.problem(), self.comm.size, self.volumes, self.remote, self.opts.dedup,
+            self.problem(), self.comm.size, self.volumes, self.transfers, self.opts.dedup,
             self.cached,
         )
 

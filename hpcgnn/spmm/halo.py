@@ -31,13 +31,12 @@ import torch
 from hpcgnn.comm.communicator import Comm
 from hpcgnn.cost.halo import choose_backward
 from hpcgnn.exchange.halo import HALO_SETUP, HaloExchange, halo_sets, local_matrix
-from hpcgnn.exchange.staged import StagedExchange
+from hpcgnn.exchange.staged import EXCHANGES, StagedExchange
 from hpcgnn.kernels.spmm import spmm, to_torch_csr
 from hpcgnn.planning.spst import DEFAULT_BYTES_PER_VERTEX
 from hpcgnn.planning.topology import Topology, uniform_topology
 
 BACKWARD_MODES = ("auto", "push", "pull")
-EXCHANGES = ("p2p", "planned")
 
 
 class HaloAggregation:

@@ -22,6 +22,7 @@ from hpcgnn.cost.gist import memory_bytes as gist_memory_bytes
 from hpcgnn.cost.ranking import cost_problem, memory_estimate, minibatch_memory_estimate
 from hpcgnn.errors import ConfigError, HpcgnnError
 from hpcgnn.exchange.offload import DEDUP_LEVELS
+from hpcgnn.exchange.staged import EXCHANGES
 from hpcgnn.graph.check import check_graph
 from hpcgnn.grid.device import choose_device
 from hpcgnn.grid.process_grid import ProcessGrid
@@ -31,7 +32,6 @@ from hpcgnn.layout.shapes import GridShape, choose_shape
 from hpcgnn.models.base import GCNModel
 from hpcgnn.planning.topology import Topology, load_topology, uniform_topology
 from hpcgnn.sampling.spec import SamplerSpec
-from hpcgnn.spmm.halo import EXCHANGES
 from hpcgnn.train.checkpoint import GRAPH_CONTENT, load_checkpoint, restore, save_checkpoint
 from hpcgnn.train.fullbatch import FullBatchTrainer
 from hpcgnn.train.gist import GistOptions, GistTrainer, check_gist
@@ -106,11 +106,18 @@ def check_options(opts: RunOptions) -> None:
             raise ConfigError(f"--chunks must be >= 1, got {opts.chunks}")
         if opts.dedup not in DEDUP_LEVELS:
             raise ConfigError(f"--dedup must be one of {', '.join(DEDUP_LEVELS)}")
+        if opts.exchange == "planned" and opts.dedup == "none":
+            raise ConfigError(
+                "--exchange planned plans the device-to-device fetches of --dedup inter or"
+                " full; --dedup none loads every row from the host"
+            )
+        if opts.topology and opts.exchange != "planned":
+            raise ConfigError("--topology in --mode offload needs --exchange planned")
     elif opts.reorganize or opts.device_memory is not None:
         flag = "--reorganize" if opts.reorganize else "--device-memory"
         raise ConfigError(f"{flag} applies to --mode offload only")
-    if opts.label != "halo" and (opts.exchange != "p2p" or opts.topology):
-        raise ConfigError("--exchange and --topology apply to --algo halo only")
+    if opts.label not in ("halo", "offload") and (opts.exchange != "p2p" or opts.topology):
+        raise ConfigError("--exchange and --topology apply to --algo halo and --mode offload only")
 
 
 #: Where ``--model sage`` runs in this slice (label of the run: ``--algo`` or the mode).
@@ -136,8 +143,11 @@ def check_model(opts: RunOptions, cfg: TrainConfig) -> TrainConfig:
 
 
 def load_run_topology(opts: RunOptions, grid: ProcessGrid) -> Topology | None:
-    """The halo run's topology: ``--topology``, else all ranks on one node (collective)."""
-    if opts.label != "halo":
+    """The topology of a halo run or a planned offload run (collective).
+
+    ``--topology``, else all ranks on one node; ``None`` for any other run.
+    """
+    if opts.label != "halo" and not (opts.label == "offload" and opts.exchange == "planned"):
         return None
     with collective(grid.world):
         if opts.topology:
@@ -158,7 +168,10 @@ def build_model(
 
         return OffloadGCN(
             path, grid, cfg,
-            OffloadOptions(opts.chunks, opts.dedup, opts.reorganize, opts.device_memory),
+            OffloadOptions(
+                opts.chunks, opts.dedup, opts.reorganize, opts.device_memory, opts.exchange
+            ),
+            topology=topo,
         )
     if opts.algo == "halo":
         from hpcgnn.models.halo import HaloGCN
@@ -407,7 +420,8 @@ def _describe(opts: RunOptions, topo: Topology | None, trainer: Trainer) -> str:
         return f"{_describe_minibatch(trainer, opts)},"
     if opts.mode == "offload":
         reorg = " reorganized" if opts.reorganize else ""
-        return f"offload {opts.chunks} chunks/part dedup {opts.dedup}{reorg},"
+        plan = f" planned exchange on topology {topo.name}" if topo is not None else ""
+        return f"offload {opts.chunks} chunks/part dedup {opts.dedup}{reorg}{plan},"
     if opts.label == "halo" and topo is not None:
         return f"halo {opts.exchange} exchange on topology {topo.name},"
     return opts.algo
@@ -430,7 +444,10 @@ def _mode_config(opts: RunOptions, grid: ProcessGrid, topo: Topology | None) -> 
             "replication": grid.shape.replication,
         }
     if opts.mode == "offload":
-        return {"chunks": opts.chunks, "dedup": opts.dedup, "reorganize": opts.reorganize}
+        return {
+            "chunks": opts.chunks, "dedup": opts.dedup, "reorganize": opts.reorganize,
+            "exchange": opts.exchange, "topology": opts.topology or (topo and topo.name),
+        }
     if opts.gist is not None:
         if opts.spec is not None:
             return {

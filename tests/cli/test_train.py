@@ -186,6 +186,38 @@ def test_offload_metrics_have_the_exchange_section(graph_file, shared_tmp, world
     assert ex["bytes_per_tier"] == ex["predicted_bytes_per_tier"]
     assert ex["tier_gbps"] == {"hd": 10.0, "dd": 100.0, "ru": 1500.0} and ex["C_s"] > 0
     assert ex["reorganization"]["before"]["V_ru"] >= ex["V_ru"]
+    assert ex["exchange"] == "p2p" and "planner" not in ex
+    assert ex["transfers"] == ex["remote_rows"]
+
+
+@pytest.mark.mpi
+@pytest.mark.ranks(2, 4)
+def test_planned_offload_metrics_report_hongtu_volumes_and_plans(graph_file, shared_tmp, world):
+    path = graph_file(n=90, seed=3)
+    m = shared_tmp / "offload-planned.json"
+    rc = run_train(path, "--mode", "offload", "--chunks", "2", "--dedup", "full",
+                   "--exchange", "planned", "--epochs", "1", "--metrics", str(m))
+    assert_all(world, rc == 0)
+    doc = read_metrics(m, world)
+    ex = doc["exchange"]
+    assert doc["config"]["exchange"] == "planned"
+    assert ex["exchange"] == "planned" and ex["topology"] == f"uniform-{world.size}"
+    assert ex["V_ru"] <= ex["V_p2p"] <= ex["V_ori"]
+    assert ex["bytes_per_tier"] == ex["predicted_bytes_per_tier"]
+    # a forwarded row counts at every hop: never fewer transfers than remote rows
+    assert ex["transfers"]["forward"] >= ex["remote_rows"]["forward"] > 0
+    pl = ex["planner"]
+    assert [(t["batch"], t["use"]) for t in pl["tables"]] == [
+        (0, "fetch"), (0, "push"), (1, "fetch"), (1, "push")
+    ]
+    assert sum(t["transfers"] for t in pl["tables"] if t["use"] == "fetch") == (
+        ex["transfers"]["forward"]
+    )
+    for t in pl["tables"]:
+        assert len(t["stages"]) == t["num_stages"] <= pl["num_stages"]
+        for st in t["stages"]:
+            assert st["vertices"] > 0 and st["modelled_s"] > 0 and st["measured_s"] >= 0
+    assert pl["modelled_s"] <= pl["p2p_modelled_s"] + 1e-15
 
 
 @pytest.mark.mpi
@@ -212,7 +244,12 @@ def test_halo_metrics_report_planner_stages(graph_file, shared_tmp, world, excha
 @pytest.mark.parametrize(
     "args,message",
     [
-        (["--exchange", "planned"], "--exchange and --topology apply to --algo halo only"),
+        (["--exchange", "planned"],
+         "--exchange and --topology apply to --algo halo and --mode offload only"),
+        (["--mode", "offload", "--dedup", "none", "--exchange", "planned"],
+         "--exchange planned plans the device-to-device fetches of --dedup inter or full"),
+        (["--mode", "offload", "--topology", "configs/topologies/dgx1.json"],
+         "--topology in --mode offload needs --exchange planned"),
         (["--reorganize"], "--reorganize applies to --mode offload only"),
         (["--mode", "offload", "--chunks", "0"], "--chunks must be >= 1, got 0"),
         (["--mode", "offload", "--algo", "2d"], "cannot run --algo 2d"),

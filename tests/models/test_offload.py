@@ -114,3 +114,86 @@ def test_more_chunks_than_rows(graph_file, world):
             lambda: OffloadGCN(path, grid, cfg, OffloadOptions(6, "full", True)),
             path, cfg, world, epochs=2,
         )
+
+
+def dgx1_like(ranks: int):
+    """The first ``ranks`` ranks of ``configs/topologies/dgx1-4.json``, without latency.
+
+    At 3 and 4 ranks a PCIe-QPI pair sits beside NVLink paths: without latency relaying
+    around the slow pair pays even for these small rows.
+    """
+    import json
+
+    from hpcgnn.planning.topology import parse_topology
+
+    doc = json.loads(open("configs/topologies/dgx1-4.json").read())
+    nodes = [{**nd, "ranks": [r for r in nd["ranks"] if r < ranks]} for nd in doc["nodes"]]
+    nodes = [nd for nd in nodes if nd["ranks"]]
+    names = {nd["name"] for nd in nodes}
+    links = [ln for ln in doc["links"] if max(ln["a"], ln["b"]) < ranks]
+    shared = [sh for sh in doc["shared"] if sh["node"] in names]
+    return parse_topology({"name": f"dgx1-{ranks}", "ranks": ranks, "nodes": nodes,
+                           "shared": shared, "links": links})
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize(
+    "dedup,reorganize,topology,cache",
+    [
+        pytest.param("inter", False, "dgx1", "all", marks=pytest.mark.ranks(3, 4)),
+        pytest.param("full", True, "uniform", "none", marks=pytest.mark.ranks(2, 4)),
+    ],
+)
+def test_planned_offload_matches_serial_p2p_and_cost_model(
+    graph_file, shared_tmp, world, dedup, reorganize, topology, cache
+):
+    # the fetches of the deduplicated rows and the gradient pushes follow SPST plans; with
+    # cache "none" every layer recomputes its aggregate, so the reloads go through them too
+    path = metis_graph(graph_file, shared_tmp, world, n=72, directed=True, seed=4,
+                       features=7, classes=3)
+    cfg = TrainConfig(layers=3, hidden=6, dropout=0.3, dtype="float64", seed=3, epochs=2)
+    topo = dgx1_like(world.size) if topology == "dgx1" else None
+    budget = None if cache == "all" else 0
+    with ProcessGrid.create(MPI.COMM_WORLD, "1d") as grid:
+        models = []
+
+        def make(exchange="planned"):
+            opts = OffloadOptions(3, dedup, reorganize, budget, exchange)
+            models.append(OffloadGCN(path, grid, cfg, opts, topology=topo))
+            return models[-1]
+
+        res, _ = compare_with_serial(make, path, cfg, world, epochs=2)
+        model = models[-1]
+        assert sum(model.cached) == (3 if cache == "all" else 0), model.cached
+        tables = model.exchange.tables
+        plans = [t.fetch.staged for t in tables] + [t.push.staged for t in tables]
+        assert_all(world, all(p is not None for p in plans), "a table is not planned")
+        _, remote = formulas(model, world)
+        assert_all(world, model.remote == remote, f"{model.remote} != {remote}")
+        assert model.transfers[0] >= remote[0] and model.transfers[1] >= remote[1]
+        if topology == "dgx1" and world.size >= 3:  # the PCIe-QPI pair is relayed around
+            assert any(p.num_stages >= 2 for p in plans), [p.counts for p in plans]
+        measured = summed_over_ranks(world, res.per_epoch(res.step_bytes))
+        measured = {c: v for c, v in measured.items() if c != "control"}
+        pred = {c: v for c, v in model.predict_cost().bytes_total.items() if v}
+        cats = set(measured) | set(pred)
+        ok = all(abs(measured.get(c, 0) - pred.get(c, 0)) < 1e-6 for c in cats)
+        assert_all(world, ok, f"measured {measured} vs predicted {pred}")
+        # the same parameters as the p2p exchange, up to the order of the gradient sums
+        p2p = make("p2p")
+        p2p_res = train_fullbatch(p2p, cfg)
+        assert p2p.transfers == p2p.remote
+        for a, b in zip(model.weights, p2p.weights, strict=True):
+            np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), 0, 1e-12)
+        assert [e.loss for e in res.epochs] == pytest.approx([e.loss for e in p2p_res.epochs],
+                                                              rel=0, abs=1e-12)
+
+
+@pytest.mark.mpi
+@pytest.mark.ranks(2)
+def test_planned_exchange_needs_a_deduplicated_fetch(graph_file, world):
+    path = graph_file("p.h5", n=20, directed=False, seed=1, features=3, classes=2)
+    cfg = TrainConfig(layers=2, hidden=3, dtype="float32", seed=1)
+    with ProcessGrid.create(MPI.COMM_WORLD, "1d") as grid:
+        with pytest.raises(ValueError, match="needs --dedup inter or full"):
+            OffloadGCN(path, grid, cfg, OffloadOptions(2, "none", exchange="planned"))

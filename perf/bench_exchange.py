@@ -79,6 +79,55 @@ def runs(chunks: int, topology: str | None) -> dict[str, tuple[str, list[str]]]:
     }
 
 
+def calibrated(
+    topology: str | None, procs: int, launcher: str, tmp: Path, env: dict[str, str]
+) -> tuple[str, dict[str, float]]:
+    """``topology`` with this machine's latencies: ``hpcgnn plan --calibrate`` at ``procs``.
+
+    The measured topology itself stands for the uniform one (every pair linked directly,
+    with its measured alpha and bandwidth); a topology file keeps its links and bandwidths
+    and takes the measured per-message alpha (median of the measured links) for every link
+    kind and the measured stage latency.
+
+    Parameters
+    ----------
+    topology
+        Topology JSON, or ``None`` for the uniform one.
+    procs
+        Ranks to calibrate (the runs' rank count).
+    launcher
+        The ``mpiexec`` to run under.
+    tmp
+        Directory for the measured and the calibrated topology files.
+    env
+        Environment of the calibration run.
+
+    Returns
+    -------
+    tuple
+        The calibrated topology's path and ``{"alpha_us", "stage_alpha_us"}`` measured.
+    """
+    measured = tmp / "measured.json"
+    subprocess.run([launcher, "-n", str(procs),
+                    *hpcgnn("plan", "--calibrate", "--out", str(measured))], check=True, env=env)
+    doc = json.loads(measured.read_text())
+    alpha = float(sorted(link["alpha_us"] for link in doc["links"])[len(doc["links"]) // 2])
+    found = {"alpha_us": alpha, "stage_alpha_us": float(doc["stage_alpha_us"])}
+    if topology is None:
+        return str(measured), found
+    topo = json.loads(Path(topology).read_text())
+    kinds = {link["kind"] for link in topo.get("links", [])} | set(topo.get("alpha_us", {}))
+    topo["alpha_us"] = {k: alpha for k in sorted(kinds)}
+    topo["stage_alpha_us"] = found["stage_alpha_us"]
+    for link in topo.get("links", []):
+        link.pop("alpha_us", None)
+    topo["description"] = (f"{topo.get('description', '')} Latencies replaced by this "
+                           f"machine's (hpcgnn plan --calibrate at {procs} ranks).").strip()
+    out = tmp / f"{Path(topology).stem}-calibrated.json"
+    out.write_text(json.dumps(topo, indent=1) + "\n")
+    return str(out), found
+
+
 def partitioned(graph: str, parts: int, tmp: Path) -> str:
     """A graph file partitioned into ``parts`` parts: ``graph`` itself, or a METIS copy.
 
@@ -274,6 +323,9 @@ def print_tables(results: dict[str, dict[str, Any]]) -> dict[str, float]:
         "planned/p2p probe-measured exchange time": ratio(hget("halo-planned", "measured_s"),
                                                           hget("halo-p2p", "measured_s")),
         "planned/p2p epoch time": ratio(epoch("halo-planned"), epoch("halo-p2p")),
+        "planned modelled/probe-measured exchange time": ratio(
+            hget("halo-planned", "modelled_s"), hget("halo-planned", "measured_s")
+        ),
         "offload h2d+d2h bytes inter/none": ratio(hd("off-inter"), hd("off-none")),
         "offload h2d+d2h bytes full/none": ratio(hd("off-full"), hd("off-none")),
         "offload h2d+d2h bytes full+reorg/none": ratio(hd("off-full-reorg"), hd("off-none")),
@@ -311,6 +363,9 @@ def main() -> None:
                         "configs/topologies/dgx1.json "
                         "at --procs 8, otherwise the uniform one-node topology; 'none' forces "
                         "the uniform one)")
+    p.add_argument("--calibrate", action="store_true",
+                   help="measure this machine's alpha first (hpcgnn plan --calibrate) and give "
+                        "the topology those latencies (the uniform one: the measured topology)")
     p.add_argument("--mpiexec", default=mpiexec())
     p.add_argument("--name", default="bench_exchange", help="results name in perf/results")
     p.add_argument("--runs", default=None,
@@ -324,8 +379,15 @@ def main() -> None:
         topology = None
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
     results: dict[str, dict[str, Any]] = {}
+    measured_alpha: dict[str, float] | None = None
+    topo_name = Path(topology).stem if topology else "uniform"
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
+        if args.calibrate:
+            topology, measured_alpha = calibrated(topology, args.procs, args.mpiexec, tmp, env)
+            topo_name += " calibrated"
+            print(f"calibrated: alpha {measured_alpha['alpha_us']} us per message, stage "
+                  f"{measured_alpha['stage_alpha_us']} us -> {topology}", flush=True)
         source = args.graph or str(prepare(tmp / "rmat.h5", "rmat", args.nodes))
         graph = partitioned(source, args.procs, tmp)
         configs = runs(args.chunks, topology)
@@ -350,12 +412,12 @@ def main() -> None:
     label = args.graph or f"RMAT {args.nodes}"
     print(f"\n{label}: {args.procs} ranks, {args.threads} thread(s) each, "
           f"{args.epochs} epochs, hidden {args.hidden}, {args.layers} layers, "
-          f"{args.chunks} offload chunks, halo topology {topology or 'uniform (default)'}")
+          f"{args.chunks} offload chunks, halo topology {topo_name}")
     ratios = print_tables(results)
     doc = {"graph": label, "procs": args.procs, "threads": args.threads,
-           "epochs": args.epochs, "topology": topology, "runs": results,
+           "epochs": args.epochs, "topology": topo_name, "calibration": measured_alpha,
+           "runs": results,
            "ratios": {k: None if math.isnan(v) else v for k, v in ratios.items()}}
-    topo_name = Path(topology).stem if topology else "uniform"
     table = markdown(
         f"Exchange: planned vs p2p, deduplicated vs not ({label}, {args.procs} ranks, "
         f"{args.threads} thread(s)/rank, topology {topo_name})",

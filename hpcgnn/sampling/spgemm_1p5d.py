@@ -172,6 +172,11 @@ class SparsityAwareRows:
 
     def _stage(self, k: int, want: np.ndarray) -> RowStore:
         """Stage ``k``: column rank ``k`` serves the rows of its block that its peers want."""
+        with self.col.stats.tagged(stage=k):  # the trace names the stage
+            return self._serve(k, want)
+
+    def _serve(self, k: int, want: np.ndarray) -> RowStore:
+        """The messages of stage ``k`` (:meth:`_stage`)."""
         n, empty = self.block.num_nodes, np.zeros(0, np.int64)
         asked, counts = self.col.gatherv(want, k, REQUEST)
         if asked is None:

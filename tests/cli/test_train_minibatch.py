@@ -102,6 +102,9 @@ def test_metrics_trace_and_layouts_agree(graph_file, shared_tmp, world, sampler)
         events = json.loads(trace.read_text())["traceEvents"]
         assert {e["tid"] for e in events if e.get("ph") == "X"} == set(range(world.size))
         assert {"sample", "fetch", "propagate"} <= {e["name"] for e in events}
+        if layout == "partitioned" and world.size > 1:  # the SpGEMM's stage loop is traced
+            staged = {e["args"].get("stage") for e in events if e["name"] == "sample_rows"}
+            assert_all(world, staged and None not in staged, "stage loop events untagged")
     rep, part = docs["replicated"], docs["partitioned"]
     # identical samples, so identical training whatever the layout
     assert rep["params_sha256"] == part["params_sha256"]

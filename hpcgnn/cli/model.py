@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from hpcgnn.config import MODELS
 from hpcgnn.errors import ConfigError
 from hpcgnn.layout.shapes import MAX_PROCS
 
@@ -48,6 +49,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="latency per message, seconds (overrides the machine's)")
     p.add_argument("--beta", type=float, default=None,
                    help="seconds per byte, 1e-10 = 10 GB/s (overrides the machine's)")
+    p.add_argument("--model", choices=MODELS, default="gcn",
+                   help="layer type, as train's --model: gcn (A+I normalised) or sage "
+                        "(GraphSAGE-mean: the aggregation moves the same layer input over A "
+                        "without self loops; two weights per layer, so the gradient "
+                        "all-reduce and SUMMA's dense steps double) (default: gcn)")
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--hidden", type=int, default=16)
     p.add_argument("--dtype", choices=["float32", "float64"], default="float32")
@@ -102,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
     if (args.graph is None) == (args.shape is None):
         raise ConfigError("give a graph file or --shape n,nnz,f, not both")
     machine = load_machine(args.machine)
-    cfg = TrainConfig(layers=args.layers, hidden=args.hidden, dtype=args.dtype)
+    cfg = TrainConfig(layers=args.layers, hidden=args.hidden, dtype=args.dtype, model=args.model)
     if args.out:
         check_output(args.out, "model output")
     counter = None
@@ -112,13 +118,15 @@ def run(args: argparse.Namespace) -> int:
     else:
         with GraphFile(args.graph) as gf:
             meta = gf.meta
-        counter = BlockNnzCounter(args.graph)
+        counter = BlockNnzCounter(args.graph, model=args.model)
         blocks = (
             f"2D/3D sparse blocks: exact nonzeros (uniform beyond {counter.max_cells} blocks)"
             if counter.loaded else "2D/3D sparse blocks: nonzeros spread uniformly (large file)"
         )
+    nnz = (f"nnz(A)={meta.num_edges}" if args.model == "sage"
+           else f"nnz(A+I)={meta.num_edges + meta.num_nodes}")
     print(
-        f"{meta.name or args.graph}: n={meta.num_nodes} nnz(A+I)={meta.num_edges + meta.num_nodes}"
+        f"{meta.name or args.graph}: {args.model} n={meta.num_nodes} {nnz}"
         f" widths f={meta.num_features}->{args.hidden}x{args.layers - 1}->{meta.num_classes}"
         f" on {machine.name} | {blocks}"
     )
@@ -137,7 +145,8 @@ def run(args: argparse.Namespace) -> int:
         doc = {
             "graph": meta.name or args.graph, "num_nodes": meta.num_nodes,
             "num_edges": meta.num_edges, "num_features": meta.num_features,
-            "num_classes": meta.num_classes, "layers": args.layers, "hidden": args.hidden,
+            "num_classes": meta.num_classes, "model": args.model, "layers": args.layers,
+            "hidden": args.hidden,
             "dtype": args.dtype, "machine": machine.name, "results": results,
         }
         atomic_write(args.out, json.dumps(doc, indent=2), "model output")

@@ -159,11 +159,15 @@ class BlockNnzCounter:
         Graph file.
     max_nnz, max_cells
         Limits on the memory the pattern and one grid's counts take.
+    model
+        ``"gcn"`` counts ``Â = A + I`` normalised, ``"sage"`` the mean operator (``A``,
+        no self loops), as :func:`summa_block_nnz`.
 
     """
 
     def __init__(
-        self, path: str | os.PathLike, max_nnz: int = 2**25, max_cells: int = 2**22
+        self, path: str | os.PathLike, max_nnz: int = 2**25, max_cells: int = 2**22,
+        model: str = "gcn",
     ) -> None:
         from hpcgnn.io.reader import GraphFile
 
@@ -175,7 +179,7 @@ class BlockNnzCounter:
             if meta.num_edges + meta.num_nodes > max_nnz:
                 return
             for transpose in (True, False) if meta.directed else (True,):
-                m = _pattern(gf, transpose)(0, self.n)
+                m = _pattern(gf, transpose, model)(0, self.n)
                 rows = np.repeat(np.arange(self.n, dtype=np.int64), np.diff(m.indptr))
                 self._coo.append((rows, m.indices.astype(np.int64)))
 

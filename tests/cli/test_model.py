@@ -84,10 +84,16 @@ def test_model_rejects_bad_shapes(tmp_path, capsys, argv, words):
 
 
 @pytest.mark.mpi
+@pytest.mark.parametrize("model", ["gcn", "sage"])
 def test_the_advisor_predicts_the_busiest_rank_a_run_measures(
-    graph_file, shared_tmp, world, capsys
+    graph_file, shared_tmp, world, capsys, model
 ):
-    """``model``'s busiest-rank bytes per category = ``train``'s ``comm.busiest_rank_bytes``."""
+    """``model``'s busiest-rank bytes per category = ``train``'s ``comm.busiest_rank_bytes``.
+
+    For GraphSAGE (``--model sage`` of both) too: the aggregation moves the layer input
+    over ``A`` without self loops, and two weights per layer double the gradient
+    all-reduce and SUMMA's dense steps.
+    """
     from hpcgnn.config import TrainConfig
     from hpcgnn.cost.ranking import rank_choices
     from hpcgnn.cost.summa import BlockNnzCounter
@@ -100,13 +106,14 @@ def test_the_advisor_predicts_the_busiest_rank_a_run_measures(
         meta = gf.meta
     advisor = {
         (r["algo"], r["grid"]): r
-        for r in rank_choices(meta, TrainConfig(), p, 1e-6, 1e-10, BlockNnzCounter(path))
+        for r in rank_choices(meta, TrainConfig(model=model), p, 1e-6, 1e-10,
+                              BlockNnzCounter(path, model=model))
     }
     d = min(k for k in range(1, p + 1) if p % k == 0 and (k > 1 or p == 1))
     for algo, grid in [("2d", f"{p // d}x{d}"), ("1.5d", f"1x{p}")]:
-        metrics = shared_tmp / f"m-{algo}.json"
+        metrics = shared_tmp / f"m-{algo}-{model}.json"
         rc = main(["train", str(path), "--algo", algo, "--grid", grid, "--epochs", "2", "--quiet",
-                   "--metrics", str(metrics)])
+                   "--model", model, "--metrics", str(metrics)])
         assert_all(world, rc == 0)
         out = capsys.readouterr().out
         world.mpi.Barrier()

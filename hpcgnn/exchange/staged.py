@@ -53,7 +53,7 @@ from hpcgnn.backend import Device
 from hpcgnn.comm.collective import agree
 from hpcgnn.comm.communicator import Comm
 from hpcgnn.errors import ConfigError, HpcgnnError
-from hpcgnn.exchange.halo import HALO, HALO_SETUP, HaloSets
+from hpcgnn.exchange.halo import HALO, HALO_SETUP, HaloExchange, HaloSets
 from hpcgnn.kernels.rows import gather_rows, scatter_add_rows
 from hpcgnn.planning.plan import Edge, TableKey, occurrences
 from hpcgnn.planning.spst import (
@@ -325,6 +325,10 @@ class StagedExchange:
         items, spans = work_items(groups, chunks)
         self.counts: dict[TableKey, int] = tree_counts(items, trees)
         self.num_stages = max((k for k, _, _ in self.counts), default=0)
+        #: One stage (no row forwarded): the plan is the direct exchange, so it runs as the
+        #: p2p exchange does (one all-to-allv each way; Isend/Irecv pay where stages overlap)
+        self.is_p2p = self.num_stages == 1
+        self._p2p = HaloExchange(comm, sets, category) if self.is_p2p else None
         self.stage_counts = np.zeros(self.num_stages, dtype=np.int64)
         for (k, _, _), c in self.counts.items():
             self.stage_counts[k - 1] += c
@@ -516,6 +520,11 @@ class StagedExchange:
 
     def gather(self, x: torch.Tensor) -> torch.Tensor:
         """Rows of ``X`` for this rank's halo (in halo order), given its owned rows ``x``."""
+        if self._p2p is not None:
+            t0 = self.comm.stats.clock()
+            rows = self._p2p.gather(x)
+            self.fwd_stage_seconds[0] += self.comm.stats.clock() - t0
+            return rows
         recv = self._forward(x, self.category, self.fwd_stage_seconds)
         return gather_rows(recv, self._halo_pos)
 
@@ -526,6 +535,11 @@ class StagedExchange:
         receive is posted first; a gradient message leaves as soon as its rows are final;
         the adds run stage by stage in reverse, in sub-stages, in a fixed order.
         """
+        if self._p2p is not None:
+            t0 = self.comm.stats.clock()
+            self._p2p.scatter_add(halo_rows, out)
+            self.bwd_stage_seconds[0] += self.comm.stats.clock() - t0
+            return out
         comm, clock = self.comm, self.comm.stats.clock
         grad = halo_rows.new_zeros((self._recv_total, *halo_rows.shape[1:]))
         grad[self._halo_pos] = halo_rows
@@ -549,15 +563,21 @@ class StagedExchange:
         send_ready(-1)
         for k in reversed(live):
             comm.complete(reqs[k], views[k], self.category, f"{self.category}.stage{k + 1}")
-            for own_sel, own_idx, fwd_sel, fwd_idx in self._stages[k].subs:
-                if len(own_idx):
-                    scatter_add_rows(out, own_idx, gather_rows(rows[k], own_sel), unique=True)
-                if len(fwd_idx):
-                    scatter_add_rows(grad, fwd_idx, gather_rows(rows[k], fwd_sel), unique=True)
+            self._add_stage(k, rows[k], out, grad)
             send_ready(k)
             self.bwd_stage_seconds[k] += clock() - t0
             t0 = clock()
         return out
+
+    def _add_stage(
+        self, k: int, rows: torch.Tensor, out: torch.Tensor, grad: torch.Tensor
+    ) -> None:
+        """Add stage ``k``'s received gradients (its send array's layout) in sub-stages."""
+        for own_sel, own_idx, fwd_sel, fwd_idx in self._stages[k].subs:
+            if len(own_idx):
+                scatter_add_rows(out, own_idx, gather_rows(rows, own_sel), unique=True)
+            if len(fwd_idx):
+                scatter_add_rows(grad, fwd_idx, gather_rows(rows, fwd_sel), unique=True)
 
     # -- reporting -----------------------------------------------------------------------
     def modelled_stage_times(self, bytes_per_vertex: float) -> np.ndarray:

@@ -197,7 +197,8 @@ def test_staged_bytes_and_reporting(world):
     total = world.mpi.allreduce(mine, op=MPI.SUM)
     assert_all(world, total == sum(ex.counts.values()) * F * 8, "bytes over ranks")
     # backward: each rank gets back what it sent
-    ex.scatter_add(torch.ones(len(sets.halo), F, dtype=torch.float64), torch.zeros(owned, F, dtype=torch.float64))
+    f64 = torch.float64
+    ex.scatter_add(torch.ones(len(sets.halo), F, dtype=f64), torch.zeros(owned, F, dtype=f64))
     b3, _ = halo_bytes_calls()
     assert_all(world, world.mpi.allreduce(b3 - b2, op=MPI.SUM) == total)
     # stage counts and modelled times agree with the global plan

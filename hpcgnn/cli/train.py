@@ -40,9 +40,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="GCN/GNN layers (default: 2; minibatch: from --fanout / --layer-size)")
     m.add_argument("--model", choices=["gcn", "sage"], default=None,
                    help="layers: gcn (default) or sage (GraphSAGE, mean over in-neighbours plus "
-                        "a self term; fullbatch (every --algo) and gist; not offload). Minibatch: the sampler "
-                        "decides (sage: GraphSAGE, ladies: GCN); a contradicting --model is "
-                        "refused")
+                        "a self term; fullbatch (every --algo) and gist; not offload). "
+                        "Minibatch: the sampler decides (sage: GraphSAGE, ladies: GCN); a "
+                        "contradicting --model is refused")
     m.add_argument("--hidden", type=int, default=16)
     m.add_argument("--epochs", type=int, default=100)
     m.add_argument("--lr", type=float, default=0.01)

@@ -109,8 +109,7 @@ class MinibatchTrainer:
         self.fetcher = FeatureFetcher(
             grid.col, self.sampler.offsets, dev.to_host(self.x), dev.to_host(self.y)
         )
-        block = normalized_block(self.sampler.block, lo, hi, self.np_dtype)
-        self.eval_op = FullGraphOperator(grid, block, self.sampler.offsets, cfg.torch_dtype)
+        self._eval_op: FullGraphOperator | None = None  # built by the first evaluation
         widths = layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, spec.layers)
         if weights is None:
             weights = sampled_weights(spec.sampler, widths, cfg.seed, self.np_dtype, grid.device)
@@ -203,9 +202,23 @@ class MinibatchTrainer:
         """The mean batch loss of the epoch (global)."""
         return self.world.allreduce_scalar(local) / self._num_batches
 
+    def eval_operator(self) -> FullGraphOperator:
+        """The full graph's normalised operator for evaluation, built on first use.
+
+        Collective over the grid, like the evaluation that asks for it; GIST's groups never
+        evaluate their sub-models, so they never hold it.
+        """
+        if self._eval_op is None:
+            lo, hi = self.sampler.rows_range
+            block = normalized_block(self.sampler.block, lo, hi, self.np_dtype)
+            self._eval_op = FullGraphOperator(
+                self.grid, block, self.sampler.offsets, self.cfg.torch_dtype
+            )
+        return self._eval_op
+
     def evaluate(self) -> dict[str, float]:
         """Full-graph loss and accuracies with counts summed over the process column."""
-        logits = self.model.forward_full(self.x, self.eval_op)
+        logits = self.model.forward_full(self.x, self.eval_operator())
         col = self.grid.col
         loss = float(cross_entropy_sum(logits, self.y, self.masks["train"]))
         return {

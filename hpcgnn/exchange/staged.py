@@ -563,21 +563,15 @@ class StagedExchange:
         send_ready(-1)
         for k in reversed(live):
             comm.complete(reqs[k], views[k], self.category, f"{self.category}.stage{k + 1}")
-            self._add_stage(k, rows[k], out, grad)
+            for own_sel, own_idx, fwd_sel, fwd_idx in self._stages[k].subs:
+                if len(own_idx):
+                    scatter_add_rows(out, own_idx, gather_rows(rows[k], own_sel), unique=True)
+                if len(fwd_idx):
+                    scatter_add_rows(grad, fwd_idx, gather_rows(rows[k], fwd_sel), unique=True)
             send_ready(k)
             self.bwd_stage_seconds[k] += clock() - t0
             t0 = clock()
         return out
-
-    def _add_stage(
-        self, k: int, rows: torch.Tensor, out: torch.Tensor, grad: torch.Tensor
-    ) -> None:
-        """Add stage ``k``'s received gradients (its send array's layout) in sub-stages."""
-        for own_sel, own_idx, fwd_sel, fwd_idx in self._stages[k].subs:
-            if len(own_idx):
-                scatter_add_rows(out, own_idx, gather_rows(rows, own_sel), unique=True)
-            if len(fwd_idx):
-                scatter_add_rows(grad, fwd_idx, gather_rows(rows, fwd_sel), unique=True)
 
     # -- reporting -----------------------------------------------------------------------
     def modelled_stage_times(self, bytes_per_vertex: float) -> np.ndarray:

@@ -151,20 +151,23 @@ class Wire:
             return cls(device, cuda_aware=device.is_cuda and library_cuda_aware())
         return cls(device, cuda_aware=setting, stage_host=not setting)
 
-    @property
-    def path(self) -> str:
-        """The path of buffers on this wire's device (``comm.path`` of the metrics)."""
-        if self.device.is_cuda:
+    def _path(self, on_device: bool) -> str:
+        """The path of a device buffer (``on_device``) or of a host one."""
+        if on_device:
             return "cuda-aware" if self.cuda_aware else "staged"
         return "staged" if self.stage_host else "direct"
 
+    @property
+    def path(self) -> str:
+        """The path of buffers on this wire's device (``comm.path`` of the metrics)."""
+        return self._path(self.device.is_cuda)
+
     def path_of(self, buf: Any) -> str:
         """The path of one buffer: ``"direct"``, ``"cuda-aware"`` or ``"staged"``."""
-        if not isinstance(buf, torch.Tensor) or buf.device.type == "cpu":
-            return "staged" if self.stage_host else "direct"
-        if buf.device != self.device.torch_device:
+        on_device = isinstance(buf, torch.Tensor) and buf.device.type != "cpu"
+        if on_device and buf.device != self.device.torch_device:
             raise TypeError(f"a tensor on {buf.device} passed to a communicator on {self.device}")
-        return "cuda-aware" if self.cuda_aware else "staged"
+        return self._path(on_device)
 
     def transfer(self) -> Transfer:
         """A new :class:`Transfer` for one MPI call (or one nonblocking message)."""

@@ -45,6 +45,11 @@ def _nbytes(buf: Any) -> int:
     return as_array(buf).nbytes
 
 
+def _starts(elems: np.ndarray) -> np.ndarray:
+    """Displacements of consecutive blocks of ``elems`` entries (exclusive prefix sums)."""
+    return np.concatenate([[0], np.cumsum(elems)[:-1]])
+
+
 def _itemsize(buf: Any) -> int:
     return buf.element_size() if isinstance(buf, torch.Tensor) else as_array(buf).itemsize
 
@@ -216,8 +221,8 @@ class Comm:
         me_root = self.rank == root
         counts = np.empty(self.size, dtype=np.int64) if me_root else None
         mine = np.array([shape[0]], dtype=np.int64)
-        with self._call("control", 8 * (self.size - 1) if me_root else 0):
-            self.mpi.Gather(mine, counts, root)
+        with self._call("control", 8 * (self.size - 1) if me_root else 0) as t:
+            self.mpi.Gather(t.read(mine), None if counts is None else t.write(counts), root)
         if counts is None:
             with self._call(category, 0) as t:
                 self.mpi.Gatherv(t.read(sendbuf), None, root)
@@ -226,9 +231,8 @@ class Comm:
         out = self._recv_like(sendbuf, (int(counts.sum()), *shape[1:]))
         nbytes = (counts.sum() - counts[self.rank]) * row * _itemsize(sendbuf)
         elems = counts * row
-        displs = np.concatenate([[0], np.cumsum(elems)[:-1]])
         with self._call(category, nbytes) as t:
-            self.mpi.Gatherv(t.read(sendbuf), (t.write(out), (elems, displs)), root)
+            self.mpi.Gatherv(t.read(sendbuf), (t.write(out), (elems, _starts(elems))), root)
         return out, counts
 
     def scatterv(
@@ -248,9 +252,8 @@ class Comm:
         if self.rank == root:
             assert counts is not None
             elems = np.asarray(counts, dtype=np.int64) * row
-            displs = np.concatenate([[0], np.cumsum(elems)[:-1]])
             with self._call(category, 0) as t:
-                self.mpi.Scatterv((t.read(sendbuf), (elems, displs)), t.write(out), root)
+                self.mpi.Scatterv((t.read(sendbuf), (elems, _starts(elems))), t.write(out), root)
         else:
             nbytes = int(recvcount) * row * _itemsize(sendbuf)
             with self._call(category, nbytes) as t:
@@ -282,8 +285,7 @@ class Comm:
         out = self._recv_like(sendbuf, (int(recvcounts.sum()), *shape[1:]))
         nbytes = (recvcounts.sum() - recvcounts[self.rank]) * row * _itemsize(sendbuf)
         s_el, r_el = sendcounts * row, recvcounts * row
-        s_off = np.concatenate([[0], np.cumsum(s_el)[:-1]])
-        r_off = np.concatenate([[0], np.cumsum(r_el)[:-1]])
+        s_off, r_off = _starts(s_el), _starts(r_el)
         with self._call(category, nbytes) as t:
             self.mpi.Alltoallv((t.read(sendbuf), (s_el, s_off)), (t.write(out), (r_el, r_off)))
         return out, recvcounts

@@ -216,6 +216,14 @@ class Device:
         t = t.detach()
         return (t.cpu() if t.device.type != "cpu" else t).numpy()
 
+    def to_device(self, rows: torch.Tensor) -> torch.Tensor:
+        """Host tensor ``rows`` on this device: one host-to-device copy (CPU: the same memory)."""
+        return self.from_numpy(rows.detach().numpy())
+
+    def host_tensor(self, t: torch.Tensor) -> torch.Tensor:
+        """``t`` as a host tensor, detached: one device-to-host copy (CPU: the same memory)."""
+        return torch.from_numpy(self.to_host(t))
+
     # -- synchronisation and time ----------------------------------------------------------
     def synchronize(self) -> None:
         """Wait until the work queued on this device's current stream is done (CPU: no-op)."""

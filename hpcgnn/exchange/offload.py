@@ -67,16 +67,6 @@ H2D, D2D, D2H, CKPT = "offload_h2d", "offload_d2d", "offload_d2h", "offload_ckpt
 SETUP = "offload_setup"
 
 
-def to_device(device: Device, rows: torch.Tensor) -> torch.Tensor:
-    """Host ``rows`` on ``device``: one host-to-device copy (CPU: the same memory)."""
-    return device.from_numpy(cpu().to_host(rows))
-
-
-def to_host(device: Device, rows: torch.Tensor) -> torch.Tensor:
-    """``device`` ``rows`` as a host tensor: one device-to-host copy (CPU: the same memory)."""
-    return cpu().from_numpy(device.to_host(rows))
-
-
 def record_copy(comm: Comm, category: str, rows: int, row_bytes: int, t0: float) -> None:
     """Count a local host/device copy of ``rows`` rows started at ``t0``.
 
@@ -168,7 +158,7 @@ class RowTable:
             gather_rows(source, self._src), self.send_counts, category,
             recvcounts=self.recv_counts,
         )
-        out[self._dest] = to_device(self._device, rows) if self.host_source else rows
+        out[self._dest] = self._device.to_device(rows) if self.host_source else rows
         return int(self.recv_counts[comm.rank])
 
     def push_add(self, comm: Comm, rows: torch.Tensor, target: torch.Tensor, category: str) -> int:
@@ -180,7 +170,7 @@ class RowTable:
             return len(src)
         packed = gather_rows(rows, self._dest)
         got, _ = comm.alltoallv(
-            to_host(self._device, packed) if self.host_source else packed, self.recv_counts,
+            self._device.host_tensor(packed) if self.host_source else packed, self.recv_counts,
             category, recvcounts=self.send_counts,
         )
         scatter_add_rows(target, self._src, got)
@@ -330,7 +320,7 @@ class OffloadExchange:
         """
         t0 = self.comm.stats.clock()
         idx = self._trans_ids[j] if positions is None else self._trans_ids[j][positions]
-        rows = to_device(self.comm.device, gather_rows(host, idx))
+        rows = self.comm.device.to_device(gather_rows(host, idx))
         record_copy(self.comm, H2D, len(idx), rows.shape[1] * rows.element_size(), t0)
         return rows
 
@@ -392,7 +382,7 @@ class OffloadExchange:
     ) -> None:
         t0 = self.comm.stats.clock()
         idx = self._trans_ids[j] if positions is None else self._trans_ids[j][positions]
-        rows = to_host(self.comm.device, acc if positions is None else acc[positions])
+        rows = self.comm.device.host_tensor(acc if positions is None else acc[positions])
         scatter_add_rows(host_grad, idx, rows, unique=True)
         record_copy(self.comm, D2H, len(idx), acc.shape[1] * acc.element_size(), t0)
 

@@ -47,7 +47,6 @@ from hpcgnn.exchange.offload import (
     OffloadExchange,
     build_tables,
     record_copy,
-    to_host,
 )
 from hpcgnn.exchange.reorganize import reorganize_distributed
 from hpcgnn.exchange.staged import EXCHANGES
@@ -279,7 +278,7 @@ class OffloadGCN(RowBlockModel):
             )
         mask = keep(0) if keep is not None else None
         self._masks.append(mask)
-        h = self.x if mask is None else dropout(self.x, to_host(self.comm.device, mask), p)
+        h = self.x if mask is None else dropout(self.x, self.comm.device.host_tensor(mask), p)
         last = len(self.weights) - 1
         for layer, w in enumerate(self.weights):
             w = w.detach()

@@ -191,6 +191,12 @@ class Device:
         """
         return torch.empty(shape, dtype=dtype, pin_memory=self.is_cuda)
 
+    def pinned(self, t: torch.Tensor) -> torch.Tensor:
+        """Host tensor ``t`` in page-locked memory on the cuda device (a copy); CPU: ``t``."""
+        if not self.is_cuda:
+            return t
+        return self.pinned_empty(tuple(t.shape), t.dtype).copy_(t)
+
     # -- host <-> device -------------------------------------------------------------------
     def from_numpy(self, arr: np.ndarray) -> torch.Tensor:
         """``arr`` as a tensor on this device.

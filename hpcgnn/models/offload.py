@@ -133,7 +133,7 @@ class OffloadGCN(RowBlockModel):
             self.topology = topology if topology is not None else uniform_topology(grid.size)
         a_t, _ = self._load(path, grid, cfg, with_a=False, weights=weights)
         # the features join the host tier: page-locked, as the layers' host buffers
-        self.x = self.comm.device.pinned_empty(tuple(self.x.shape), self.x.dtype).copy_(self.x)
+        self.x = self.comm.device.pinned(self.x)
         self._setup(a_t)
 
     # -- set-up ------------------------------------------------------------------------

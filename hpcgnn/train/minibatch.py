@@ -270,6 +270,7 @@ def predicted_traffic(
     }
     return summed_over_ranks(world, mine), extra
 
+
 def sampling_summary(trainer: MinibatchTrainer, result: TrainResult) -> dict[str, Any]:
     """The ``sampling`` section of the metrics: volumes summed over ranks (collective)."""
     world = trainer.grid.world

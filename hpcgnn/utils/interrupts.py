@@ -12,7 +12,10 @@ Creating a temporary file and recording it for clean-up must not be split by the
 exception, so such steps run :func:`held`: a signal arriving meanwhile is raised at the
 end of the block. Python drops an exception raised while it runs a finaliser (a
 ``__del__``, a weakref callback); so the signal is remembered and raised again by
-:func:`raise_if_interrupted`, which runs before an output is renamed into place.
+:func:`raise_if_interrupted`, which runs before an output is renamed into place. C code
+that runs Python callbacks may also replace the exception with its own (h5py, entering a
+logging call while it converts an attribute, raises ``TypeError``): any exception that
+leaves :func:`interrupts_unwind` after a signal arrived is reported as that signal.
 """
 
 from __future__ import annotations
@@ -96,6 +99,10 @@ def interrupts_unwind() -> Iterator[None]:
     _State.received = None
     try:
         yield
+    except Exception as err:
+        if _State.received is None:
+            raise
+        raise Interrupted(_State.received) from err  # the signal's exception was replaced
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)

@@ -54,3 +54,25 @@ def test_an_interrupt_lost_in_a_finaliser_is_raised_at_the_next_check(capsys):
         lost = True
         raise_if_interrupted()
     assert lost and capsys.readouterr().err == ""
+
+
+def _c_code_that_replaces_exceptions() -> None:
+    try:
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(1000):  # the handler raises here
+            pass
+    except Interrupted as err:
+        raise TypeError("Operation not defined for data type class") from err
+
+
+@serial
+def test_an_interrupt_replaced_by_another_exception_is_still_the_interrupt():
+    with pytest.raises(Interrupted, match="SIGINT") as stop, interrupts_unwind():
+        _c_code_that_replaces_exceptions()
+    assert stop.value.exit_status == 130 and isinstance(stop.value.__cause__, TypeError)
+
+
+@serial
+def test_an_error_without_a_signal_is_left_as_it_is():
+    with pytest.raises(TypeError), interrupts_unwind():
+        raise TypeError("not a signal")

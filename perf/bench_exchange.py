@@ -35,6 +35,7 @@ import argparse
 import json
 import math
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -87,7 +88,8 @@ def calibrated(
     The measured topology itself stands for the uniform one (every pair linked directly,
     with its measured alpha and bandwidth); a topology file keeps its links and bandwidths
     and takes the measured per-message alpha (median of the measured links) for every link
-    kind and the measured stage latency.
+    kind, the measured stage latency and the measured endpoint (per-rank message overhead
+    and rate).
 
     Parameters
     ----------
@@ -105,7 +107,8 @@ def calibrated(
     Returns
     -------
     tuple
-        The calibrated topology's path and ``{"alpha_us", "stage_alpha_us"}`` measured.
+        The calibrated topology's path and ``{"alpha_us", "stage_alpha_us"}`` measured
+        (and ``endpoint_alpha_us``, ``endpoint_bandwidth_gbps``).
     """
     measured = tmp / "measured.json"
     subprocess.run([launcher, "-n", str(procs),
@@ -119,6 +122,9 @@ def calibrated(
     kinds = {link["kind"] for link in topo.get("links", [])} | set(topo.get("alpha_us", {}))
     topo["alpha_us"] = {k: alpha for k in sorted(kinds)}
     topo["stage_alpha_us"] = found["stage_alpha_us"]
+    if "endpoint" in doc:  # the ranks as endpoints are the job's, whatever the links
+        topo["endpoint"] = doc["endpoint"]
+        found |= {f"endpoint_{k}": float(v) for k, v in doc["endpoint"].items()}
     for link in topo.get("links", []):
         link.pop("alpha_us", None)
     topo["description"] = (f"{topo.get('description', '')} Latencies replaced by this "
@@ -194,6 +200,7 @@ def summarize(kind: str, doc: dict[str, Any]) -> dict[str, Any]:
             "measured_s": pl.get("measured_s", math.nan),
             "num_stages": pl.get("num_stages", 0),
             "transfers": ex.get("transfers", 0),
+            "stage_ratios": stage_ratios(pl.get("stages", [])),
         }
     else:
         tiers = ex.get("bytes_per_tier", {})
@@ -216,6 +223,23 @@ def summarize(kind: str, doc: dict[str, Any]) -> dict[str, Any]:
                 "measured_s": pl["measured_s"],
             }
     return out
+
+
+def stage_ratios(stages: list[dict[str, Any]]) -> list[float]:
+    """Modelled / probe-measured time of every stage, forward then backward.
+
+    Parameters
+    ----------
+    stages
+        The ``stages`` of a metrics ``exchange.planner`` section.
+
+    Returns
+    -------
+    list of float
+        One ratio per stage and direction that was measured.
+    """
+    return [ratio(st[f"modelled{d}_s"], st[f"measured{d}_s"])
+            for d in ("", "_backward") for st in stages if st.get(f"measured{d}_s")]
 
 
 def ratio(a: float, b: float) -> float:
@@ -326,6 +350,10 @@ def print_tables(results: dict[str, dict[str, Any]]) -> dict[str, float]:
         "planned modelled/probe-measured exchange time": ratio(
             hget("halo-planned", "modelled_s"), hget("halo-planned", "measured_s")
         ),
+        "planned modelled/measured stage time, lowest": min(
+            halo.get("halo-planned", {}).get("stage_ratios") or [math.nan]),
+        "planned modelled/measured stage time, highest": max(
+            halo.get("halo-planned", {}).get("stage_ratios") or [math.nan]),
         "offload h2d+d2h bytes inter/none": ratio(hd("off-inter"), hd("off-none")),
         "offload h2d+d2h bytes full/none": ratio(hd("off-full"), hd("off-none")),
         "offload h2d+d2h bytes full+reorg/none": ratio(hd("off-full-reorg"), hd("off-none")),
@@ -354,6 +382,9 @@ def main() -> None:
     p.add_argument("--nodes", type=int, default=4096, help="generated graph: vertices")
     p.add_argument("--procs", type=int, default=4)
     p.add_argument("--epochs", type=int, default=5)
+    p.add_argument("--rounds", type=int, default=1,
+                   help="run every configuration this many times, round-robin; epoch times "
+                        "are the median over all rounds' epochs (exchange numbers: round 1)")
     p.add_argument("--hidden", type=int, default=64)
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--chunks", type=int, default=8, help="offload chunks per part")
@@ -386,8 +417,7 @@ def main() -> None:
         if args.calibrate:
             topology, measured_alpha = calibrated(topology, args.procs, args.mpiexec, tmp, env)
             topo_name += " calibrated"
-            print(f"calibrated: alpha {measured_alpha['alpha_us']} us per message, stage "
-                  f"{measured_alpha['stage_alpha_us']} us -> {topology}", flush=True)
+            print(f"calibrated: {measured_alpha} -> {topology}", flush=True)
         source = args.graph or str(prepare(tmp / "rmat.h5", "rmat", args.nodes))
         graph = partitioned(source, args.procs, tmp)
         configs = runs(args.chunks, topology)
@@ -395,27 +425,38 @@ def main() -> None:
         unknown = sorted(set(wanted) - set(configs))
         if unknown:
             p.error(f"unknown --runs {unknown}; choose from {sorted(configs)}")
-        for name in wanted:
-            kind, extra = configs[name]
-            metrics = tmp / f"{name}.json"
-            cmd = [args.mpiexec, "-n", str(args.procs), *hpcgnn(
-                "train", graph, *extra, "--epochs", str(args.epochs), "--hidden",
-                str(args.hidden), "--layers", str(args.layers), "--quiet", "--eval-every", "0",
-                "--threads", str(args.threads), "--metrics", str(metrics))]
-            print(f"[{name}] {' '.join(cmd)}", flush=True)
-            try:
-                subprocess.run(cmd, check=True, env=env)
-                results[name] = summarize(kind, json.loads(metrics.read_text()))
-            except (subprocess.CalledProcessError, OSError, KeyError, ValueError) as err:
-                print(f"[{name}] failed: {err}", file=sys.stderr, flush=True)
-                results[name] = {"kind": kind, "error": str(err)}
+        epochs: dict[str, list[float]] = {}
+        for rnd in range(args.rounds):  # round-robin: drift of the machine hits every run
+            for name in wanted:
+                if "error" in results.get(name, {}):
+                    continue
+                kind, extra = configs[name]
+                metrics = tmp / f"{name}-{rnd}.json"
+                cmd = [args.mpiexec, "-n", str(args.procs), *hpcgnn(
+                    "train", graph, *extra, "--epochs", str(args.epochs), "--hidden",
+                    str(args.hidden), "--layers", str(args.layers), "--quiet", "--eval-every",
+                    "0", "--threads", str(args.threads), "--metrics", str(metrics))]
+                print(f"[{name} round {rnd + 1}] {' '.join(cmd)}", flush=True)
+                try:
+                    subprocess.run(cmd, check=True, env=env)
+                    doc = json.loads(metrics.read_text())
+                    epochs.setdefault(name, []).extend(e["time_s"] for e in doc["epochs"])
+                    if rnd == 0:
+                        results[name] = summarize(kind, doc)
+                    results[name]["epoch_median_s"] = statistics.median(epochs[name])
+                    results[name]["epochs_timed"] = len(epochs[name])
+                except (subprocess.CalledProcessError, OSError, KeyError, ValueError) as err:
+                    print(f"[{name}] failed: {err}", file=sys.stderr, flush=True)
+                    results[name] = {"kind": kind, "error": str(err)}
     label = args.graph or f"RMAT {args.nodes}"
     print(f"\n{label}: {args.procs} ranks, {args.threads} thread(s) each, "
-          f"{args.epochs} epochs, hidden {args.hidden}, {args.layers} layers, "
+          f"{args.epochs} epochs x {args.rounds} round(s), hidden {args.hidden}, "
+          f"{args.layers} layers, "
           f"{args.chunks} offload chunks, halo topology {topo_name}")
     ratios = print_tables(results)
     doc = {"graph": label, "procs": args.procs, "threads": args.threads,
-           "epochs": args.epochs, "topology": topo_name, "calibration": measured_alpha,
+           "epochs": args.epochs, "rounds": args.rounds, "topology": topo_name,
+           "calibration": measured_alpha,
            "runs": results,
            "ratios": {k: None if math.isnan(v) else v for k, v in ratios.items()}}
     table = markdown(

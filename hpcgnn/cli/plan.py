@@ -90,13 +90,17 @@ def _calibrate(out: str) -> None:
             if world.rank == 0:
                 doc = measured_topology(
                     f"measured-{world.size}", cal.hosts, cal.pairs, cal.stage_alpha_s,
-                    f"ping-pong of {cal.small_bytes} and {cal.large_bytes} bytes",
+                    f"ping-pong of {cal.small_bytes} and {cal.large_bytes} bytes, "
+                    "all-to-all of every rank for the endpoint", cal.endpoint,
                 )
                 parse_topology(doc, out, world.size)  # what is written reads back
                 atomic_write(out, json.dumps(doc, indent=1) + "\n", "--out")
                 alphas = ", ".join(f"{k} {v} us" for k, v in doc["alpha_us"].items())
+                end = doc.get("endpoint")
+                end = (f", endpoint {end['alpha_us']} us per message at "
+                       f"{end['bandwidth_gbps']} GB/s" if end else "")
                 print(f"calibrated {world.size} ranks on {len(doc['nodes'])} node(s): "
-                      f"alpha {alphas or 'n/a'}, stage {doc['stage_alpha_us']} us -> {out}")
+                      f"alpha {alphas or 'n/a'}, stage {doc['stage_alpha_us']} us{end} -> {out}")
     finally:
         world.free()
 

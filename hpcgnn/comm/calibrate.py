@@ -7,6 +7,13 @@ instead of nominal ones. Pairs are measured one at a time (the others wait), eac
 small and a large message; ``alpha`` is the one-way time of the small message and
 ``beta`` the extra time per byte of the large one. The stage latency is the time of an
 empty all-to-all over every rank (the synchronisation a stage costs at least).
+
+The endpoint terms come from every rank busy at once, as in a stage: an all-to-all in
+which every rank sends one message to every other rank, small and then large. A rank sends
+and receives ``2 (P - 1)`` messages, so the small one's time over the empty one's, divided
+by that, is the time a rank spends per message (LogP's overhead ``o``), and the large one's
+extra time per byte a rank moves is its endpoint rate. Cores shared by several ranks slow
+every rank's messages; measured this way that is in the numbers.
 """
 
 from __future__ import annotations
@@ -36,6 +43,9 @@ class Calibration:
         Median seconds of an empty all-to-all.
     small_bytes, large_bytes
         The two message sizes.
+    endpoint
+        ``(alpha_s, beta_s_per_byte)`` of a rank as an endpoint (time per message sent or
+        received, time per byte moved), or ``None`` on one rank.
     """
 
     hosts: list[str]
@@ -43,6 +53,7 @@ class Calibration:
     stage_alpha_s: float
     small_bytes: int
     large_bytes: int
+    endpoint: tuple[float, float] | None = None
 
 
 def _round_trip(comm: Comm, a: int, b: int, buf: np.ndarray, repeats: int) -> float:
@@ -91,16 +102,33 @@ def calibrate(
             if comm.rank == a:
                 beta = max(t_large - t_small, 1e-12) / (large_bytes - small_bytes)
                 mine[(a, b)] = (t_small, beta)
-    stage = []
-    empty = np.zeros(0, dtype=np.uint8)
-    counts = np.zeros(comm.size, dtype=np.int64)
-    for _ in range(repeats + 1):
-        comm.barrier(CATEGORY)
-        t0 = MPI.Wtime()
-        comm.alltoallv(empty, counts, CATEGORY, recvcounts=counts)
-        stage.append(comm.allreduce_scalar(MPI.Wtime() - t0, MPI.MAX, CATEGORY))
+    stage = _all_to_all(comm, 0, repeats)
+    endpoint = None
+    if comm.size > 1:  # every rank sends and receives 2 (P - 1) messages
+        per_peer = max(large_bytes // (comm.size - 1), small_bytes + 1)
+        t_small = _all_to_all(comm, small_bytes, repeats)
+        t_large = _all_to_all(comm, per_peer, repeats)
+        messages = 2 * (comm.size - 1)
+        endpoint = (
+            max(t_small - stage, 0.0) / messages,
+            max(t_large - t_small, 1e-12) / (messages * (per_peer - small_bytes)),
+        )
     pairs: dict[tuple[int, int], tuple[float, float]] = {}
     for part in comm.allgather_obj(mine, CATEGORY):
         pairs.update(part)
     hosts = comm.allgather_obj(MPI.Get_processor_name(), CATEGORY)
-    return Calibration(hosts, pairs, statistics.median(stage[1:]), small_bytes, large_bytes)
+    return Calibration(hosts, pairs, stage, small_bytes, large_bytes, endpoint)
+
+
+def _all_to_all(comm: Comm, per_peer: int, repeats: int) -> float:
+    """Median seconds (slowest rank) of an all-to-all of ``per_peer`` bytes to every peer."""
+    counts = np.full(comm.size, per_peer, dtype=np.int64)
+    counts[comm.rank] = 0
+    buf = np.zeros(int(counts.sum()), dtype=np.uint8)
+    times = []
+    for _ in range(repeats + 1):  # the first one warms the path up
+        comm.barrier(CATEGORY)
+        t0 = MPI.Wtime()
+        comm.alltoallv(buf, counts, CATEGORY, recvcounts=counts)
+        times.append(comm.allreduce_scalar(MPI.Wtime() - t0, MPI.MAX, CATEGORY))
+    return statistics.median(times[1:])

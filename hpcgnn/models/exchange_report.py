@@ -31,7 +31,9 @@ from hpcgnn.planning.topology import Topology
 from hpcgnn.spmm.halo import HaloAggregation
 
 TIERS = {H2D: "h2d", D2D: "d2d", D2H: "d2h", CKPT: "ckpt"}
-PROBE_REPEATS = 3
+#: Probe runs per exchange; each starts from a barrier (no rank's lateness is counted as
+#: exchange time) and the median counts.
+PROBE_REPEATS = 5
 
 
 def _tiers(bytes_by_category: dict[str, float]) -> dict[str, float]:
@@ -178,6 +180,7 @@ def _probe_staged(ex: StagedExchange, x: torch.Tensor) -> tuple[np.ndarray, np.n
     """Measured seconds per stage of forward and backward runs of ``ex`` on ``x`` (median)."""
     fwd, bwd = [], []
     for _ in range(PROBE_REPEATS):
+        ex.comm.barrier("control")
         ex.reset_timers()
         halo = ex.gather(x)
         ex.scatter_add(halo, x.clone())
@@ -195,6 +198,7 @@ def _probe(agg: HaloAggregation, width: int) -> tuple[np.ndarray, np.ndarray]:
     clock = agg.comm.stats.clock
     times = []
     for _ in range(PROBE_REPEATS):
+        agg.comm.barrier("control")
         t0 = clock()
         halo = ex.gather(x)
         t1 = clock()

@@ -5,7 +5,10 @@ Cost model (DGCL section 5.1, plus latency): loads are counted per stage and per
 stage is the largest ``bytes / bandwidth`` over the resources it uses (so links through a
 shared QPI or NIC contend) plus its message latency when it carries anything; the time of a
 stage is the largest link time plus the topology's stage latency when anything moves; the
-plan's time is the sum of stages. With zero latencies this is DGCL's model.
+plan's time is the sum of stages. Every rank is a resource too (the topology's
+``endpoint``, LogP's overhead): its time in a stage is one endpoint latency per message it
+sends or receives plus their bytes at the endpoint bandwidth, and a stage lasts at least as
+long as its busiest rank. With zero latencies and no endpoint this is DGCL's model.
 
 The planner (:func:`plan_items`) grows SPST trees on the bandwidth terms (DGCL Algorithm
 2); latency decides how deep the plan goes: with latency, plans are grown with a stage
@@ -44,6 +47,9 @@ class Cost:
         its latency when it carries anything.
     resource_counts : numpy.ndarray
         ``(stages, resources)`` vertices through each resource per stage.
+    endpoint_times : numpy.ndarray
+        ``(stages, ranks)`` time of each rank per stage: its messages sent and received
+        at the endpoint latency, their bytes at the endpoint bandwidth.
     """
 
     time_s: float
@@ -51,6 +57,7 @@ class Cost:
     link_counts: np.ndarray
     link_times: np.ndarray
     resource_counts: np.ndarray
+    endpoint_times: np.ndarray
 
 
 def _resource_matrix(topo: Topology) -> np.ndarray:
@@ -76,7 +83,9 @@ def counts_cost(
     An edge ``(k, a, b)`` without a direct link loads every link of ``topo.route(a, b)``
     in stage ``k`` (a hardware-routed transfer). Every busy link costs its latency
     ``topo.link_alpha_s`` once per stage (a stage's rows on a link are one message), every
-    busy stage ``topo.stage_alpha_s``. An empty ``counts`` gives one stage of time 0.
+    busy stage ``topo.stage_alpha_s``. Each edge is one message at both of its ends:
+    ``topo.endpoint_alpha_s`` each, and its bytes at ``topo.endpoint_gbps`` at each end.
+    An empty ``counts`` gives one stage of time 0.
     """
     stages = max((k for k, _, _ in counts), default=1)
     nl = len(topo.links)
@@ -84,6 +93,14 @@ def counts_cost(
     for (k, a, b), c in counts.items():
         for li in topo.route(a, b):
             links[k - 1, li] += c
+    edges = np.array([(k - 1, a, b, c) for (k, a, b), c in counts.items() if c], dtype=np.int64)
+    edges = edges.reshape(-1, 4)
+    msgs = np.zeros((stages, topo.num_ranks))
+    rows = np.zeros((stages, topo.num_ranks))
+    for end in (1, 2):  # every message costs at its sender and at its receiver
+        np.add.at(msgs, (edges[:, 0], edges[:, end]), 1)
+        np.add.at(rows, (edges[:, 0], edges[:, end]), edges[:, 3])
+    end_t = msgs * topo.endpoint_alpha_s + rows * (bytes_per_vertex / (topo.endpoint_gbps * 1e9))
     res = np.zeros((stages, len(topo.resource_bw)), dtype=np.int64)
     for li, rs in enumerate(topo.link_resources):
         for r in rs:
@@ -97,8 +114,9 @@ def counts_cost(
     stage_t = np.zeros(stages)
     if nl:
         busy = links.any(axis=1)
-        stage_t = np.maximum(res_t.max(axis=1), link_t.max(axis=1)) + busy * topo.stage_alpha_s
-    return Cost(float(stage_t.sum()), stage_t, links, link_t, res)
+        stage_t = np.maximum.reduce([res_t.max(axis=1), link_t.max(axis=1), end_t.max(axis=1)])
+        stage_t += busy * topo.stage_alpha_s
+    return Cost(float(stage_t.sum()), stage_t, links, link_t, res, end_t)
 
 
 def plan_p2p(topo: Topology, relation: Relation) -> Plan:
@@ -334,7 +352,9 @@ def plan_items(
     """
     order = np.random.default_rng(seed).permutation(len(items))
     limit = topo.num_ranks - 1 if max_stages is None else max_stages
-    latency = bool(topo.link_alpha_s.any()) or topo.stage_alpha_s > 0
+    latency = (
+        bool(topo.link_alpha_s.any()) or topo.stage_alpha_s > 0 or topo.endpoint_alpha_s > 0
+    )
     best_t, trees = math.inf, None
     for m in range(1, limit + 1) if latency else [limit]:
         try:

@@ -7,7 +7,8 @@ A topology file is JSON (see ``docs/planning.md``)::
      "shared": [{"name": "qpi", "node": "cpu0", "bandwidth_gbps": 8.0}, ...],
      "links": [{"a": 0, "b": 1, "bandwidth_gbps": 25.0, "kind": "nvlink"},
                {"a": 0, "b": 5, "bandwidth_gbps": 10.0, "kind": "pcie-qpi", "via": ["qpi"]}],
-     "alpha_us": {"nvlink": 3.0, "pcie-qpi": 8.0}, "stage_alpha_us": 10.0}
+     "alpha_us": {"nvlink": 3.0, "pcie-qpi": 8.0}, "stage_alpha_us": 10.0,
+     "endpoint": {"alpha_us": 2.0, "bandwidth_gbps": 12.0}}
 
 Links are undirected; each direction is its own link with its own capacity. Bandwidths are
 in GB/s (10^9 bytes per second). A link may pass through shared resources (``via``): a
@@ -20,6 +21,14 @@ a link of that kind (a link may override it with its own ``alpha_us``; kinds not
 :data:`DEFAULT_LINK_ALPHA_US`), and ``stage_alpha_us`` is the fixed cost of running a stage
 at all (default :data:`DEFAULT_STAGE_ALPHA_US`). Zero latencies give DGCL's bandwidth-only
 cost model.
+
+``endpoint`` (optional) describes every rank as a resource of its own (LogP's overhead
+``o``): ``alpha_us`` is the time a rank spends on each message it sends or receives, one
+after the other, and ``bandwidth_gbps`` the rate at which it moves the bytes of all of them
+(packing, copying through the MPI library). Links in parallel do not hide it: a rank that
+talks to many peers in one stage pays for every message. Absent, it costs nothing (DGCL's
+model). ``hpcgnn plan --calibrate`` measures it with every rank busy at once, so it
+includes what oversubscribed cores add.
 """
 
 from __future__ import annotations
@@ -78,6 +87,10 @@ class Topology:
         Latency of one message on each directed link (seconds).
     stage_alpha_s : float
         Fixed cost of a stage that moves anything (seconds).
+    endpoint_alpha_s : float
+        Time a rank spends on each message it sends or receives in a stage (seconds).
+    endpoint_gbps : float
+        Rate at which a rank moves the bytes it sends and receives (GB/s; ``inf``: free).
     """
 
     name: str
@@ -90,6 +103,8 @@ class Topology:
     link_resources: tuple[tuple[int, ...], ...]
     link_alpha_s: np.ndarray
     stage_alpha_s: float
+    endpoint_alpha_s: float = 0.0
+    endpoint_gbps: float = math.inf
     _index: dict[tuple[int, int], int] = field(repr=False, default_factory=dict)
     _routes: dict[tuple[int, int], tuple[int, ...]] = field(repr=False, default_factory=dict)
 
@@ -223,6 +238,15 @@ def parse_topology(doc: object, path: str = "<dict>", ranks: int | None = None) 
         path, doc.get("stage_alpha_us", DEFAULT_STAGE_ALPHA_US), "'stage_alpha_us'"
     )
 
+    endpoint = doc.get("endpoint", {})
+    if not isinstance(endpoint, dict):
+        raise _bad(path, "'endpoint' must be an object with 'alpha_us' and 'bandwidth_gbps'")
+    endpoint_alpha = _latency(path, endpoint.get("alpha_us", 0.0), "endpoint 'alpha_us'")
+    endpoint_gbps = (
+        _bandwidth(path, endpoint["bandwidth_gbps"], "'endpoint'")
+        if "bandwidth_gbps" in endpoint else math.inf
+    )
+
     raw_links = doc.get("links")
     if not isinstance(raw_links, list) or (not raw_links and n > 1):
         raise _bad(path, "'links' must be a non-empty list (may be empty for 1 rank)")
@@ -319,6 +343,8 @@ def parse_topology(doc: object, path: str = "<dict>", ranks: int | None = None) 
         link_resources=tuple(link_res),
         link_alpha_s=np.asarray(alphas, dtype=np.float64),
         stage_alpha_s=stage_alpha,
+        endpoint_alpha_s=endpoint_alpha,
+        endpoint_gbps=endpoint_gbps,
         _index=index,
         _routes=routes,
     )
@@ -346,7 +372,7 @@ def uniform_topology(num_ranks: int, bandwidth_gbps: float = 25.0) -> Topology:
 
 def measured_topology(
     name: str, hosts: list[str], pairs: dict[tuple[int, int], tuple[float, float]],
-    stage_alpha_s: float, source: str = "",
+    stage_alpha_s: float, source: str = "", endpoint: tuple[float, float] | None = None,
 ) -> dict:
     """A topology document from measured latencies and bandwidths (``plan --calibrate``).
 
@@ -362,6 +388,8 @@ def measured_topology(
         The fixed cost of a stage (seconds).
     source
         How it was measured (kept in the ``description``).
+    endpoint
+        ``(alpha_s, beta_s_per_byte)`` of every rank as an endpoint, or ``None``.
 
     Returns
     -------
@@ -383,6 +411,10 @@ def measured_topology(
         "ranks": len(hosts),
         "stage_alpha_us": round(stage_alpha_s * 1e6, 3),
         "alpha_us": {k: round(float(np.median(v)), 3) for k, v in sorted(by_kind.items())},
+        **({} if endpoint is None else {"endpoint": {
+            "alpha_us": round(endpoint[0] * 1e6, 3),
+            "bandwidth_gbps": round(1e-9 / endpoint[1], 4),
+        }}),
         "nodes": [{"name": h, "ranks": [r for r, x in enumerate(hosts) if x == h]} for h in names],
         "links": links,
     }

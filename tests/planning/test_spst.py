@@ -299,6 +299,34 @@ def test_latency_by_hand():
     assert small.num_stages == 1 and plan_digest(small) == plan_digest(plan_p2p(topo, rel))
 
 
+def test_endpoint_cost_by_hand():
+    # rank 0 sends 100 vertices to each of 1, 2, 3 in one stage over idle parallel links:
+    # its three messages and 300 vertices serialise at its endpoint
+    doc = {**full_topology(4), "endpoint": {"alpha_us": 5.0, "bandwidth_gbps": 2.0}}
+    topo = parse_topology(doc)
+    counts = {(1, 0, d): 100 for d in (1, 2, 3)}
+    cost = counts_cost(topo, counts, BPV)
+    assert cost.endpoint_times[0, 0] == pytest.approx(3 * 5e-6 + 300 * BPV / 2e9)
+    assert cost.endpoint_times[0, 1] == pytest.approx(5e-6 + 100 * BPV / 2e9)
+    assert cost.time_s == pytest.approx(cost.endpoint_times[0, 0])  # > any link's 10 us
+    # forwarding through 1 moves the work off rank 0 but adds a stage: the rank pays
+    plain = counts_cost(parse_topology(full_topology(4)), counts, BPV)
+    assert plain.time_s == pytest.approx(100 * BPV / 10e9) and not plain.endpoint_times.any()
+
+
+def test_a_busy_endpoint_keeps_the_plan_direct():
+    # forwarding saves link time but the relay pays a message in and out: with costly
+    # endpoints the direct plan wins where the bandwidth-only model forwards
+    doc = {"ranks": 3, "links": [
+        {"a": 0, "b": 1, "bandwidth_gbps": 10.0}, {"a": 1, "b": 2, "bandwidth_gbps": 10.0},
+        {"a": 0, "b": 2, "bandwidth_gbps": 1.0}]}
+    rel = _rel_0_to_2()
+    assert plan_spst(parse_topology(doc), rel, chunks=None, bytes_per_vertex=BPV).num_stages == 2
+    doc["endpoint"] = {"alpha_us": 200.0}
+    plan = plan_spst(parse_topology(doc), rel, chunks=None, bytes_per_vertex=BPV)
+    assert plan.num_stages == 1
+
+
 def test_latency_stops_deep_plans_on_dgx1():
     topo = load_topology("configs/topologies/dgx1.json")
     rel = random_relation(400, 8, 600, 7)

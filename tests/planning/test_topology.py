@@ -82,6 +82,9 @@ def _break(mutate):
         (lambda d: d.update(alpha_us={"nvlink": -1.0}), "kind 'nvlink' must be finite and >= 0"),
         (lambda d: d.update(stage_alpha_us="10"), "'stage_alpha_us' must be a number"),
         (lambda d: d["links"][0].update(alpha_us=float("nan")), r"link 0 \(0-1\) alpha_us"),
+        (lambda d: d.update(endpoint=5.0), "'endpoint' must be an object"),
+        (lambda d: d.update(endpoint={"alpha_us": -2}), "endpoint 'alpha_us' must be finite"),
+        (lambda d: d.update(endpoint={"bandwidth_gbps": 0}), "'endpoint' has non-positive"),
     ],
 )
 def test_bad_topologies(mutate, message):
@@ -170,5 +173,10 @@ def test_a_measured_topology_reads_back_with_its_latencies():
     topo = parse_topology(doc, "<m>", 4)
     assert topo.stage_alpha_s == pytest.approx(5e-5)
     assert {ln.bandwidth_gbps for ln in topo.links} == {10.0}
+    assert topo.endpoint_alpha_s == 0.0 and topo.endpoint_gbps == np.inf
+    doc = measured_topology("m", hosts, pairs, 5e-5, "test", endpoint=(3e-5, 2e-9))
+    assert doc["endpoint"] == {"alpha_us": 30.0, "bandwidth_gbps": 0.5}
+    topo = parse_topology(doc, "<m>", 4)
+    assert topo.endpoint_alpha_s == pytest.approx(3e-5) and topo.endpoint_gbps == 0.5
     assert len(topo.links) == 12 and len(parse_topology(
         measured_topology("one", ["n0"], {}, 0.0), "<1>", 1).links) == 0

@@ -225,6 +225,11 @@ class BulkSampler:
         """Bytes this rank would have received by broadcasting whole blocks (0 if replicated)."""
         return 0 if self.aware is None else self.aware.bytes_oblivious
 
+    @property
+    def bytes_control(self) -> int:
+        """``control`` bytes this rank received in the SpGEMM's calls (0 if replicated)."""
+        return 0 if self.aware is None else self.aware.bytes_control
+
     def _rows(self, ids: np.ndarray) -> RowStore:
         if self.aware is not None:
             return self.aware(setops.unique(ids))

@@ -133,7 +133,7 @@ def sample_stack(
             next_fr.append((st.col_ptr, st.cols))
         if len(next_fr) == 1:  # one chunk: its next frontier is the stack's
             fr_ptr, fr_ids = next_fr[0]
-        else:
+        elif hop + 1 < spec.layers:  # the last hop's columns are no frontier
             sizes = np.concatenate([np.diff(ptr) for ptr, _ in next_fr])
             fr_ptr = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
             fr_ids = np.concatenate([cols for _, cols in next_fr])

@@ -1,18 +1,23 @@
-"""Bulk sampling speed-up and sparsity-aware SpGEMM volume.
+"""Bulk sampling speed-up and sparsity-aware SpGEMM volume, over batch sizes.
 
-Two measurements, written to ``perf/results/bench_bulk_sampling.{json,md}`` by rank 0 (the
+Two measurements per sampler (sage, ladies) and batch size (``--batch-sizes``, default
+64 to 4096), written to ``perf/results/bench_bulk_sampling.{json,md}`` by rank 0 (the
 ratio table printed last):
 
-1. ``bulk``: per sampler, the time to sample the first ``--batches`` minibatches of an
-   epoch ``K`` at a time (one stacked SpGEMM per hop) against one at a time, with the
-   graph-replicated layout; ``speedup_per_batch[K] = t(bulk 1) / t(bulk K)`` (the same
-   batches, identical samples), from wall-clock and from CPU time (steadier on a shared
-   machine). Best of ``--repeats``; times are the maximum over ranks.
+1. ``bulk``: the time to sample ``--batches`` minibatches ``K`` at a time (one stacked
+   SpGEMM per hop) against one at a time, with the graph-replicated layout;
+   ``speedup_per_batch[K] = t(bulk 1) / t(bulk K)`` (the same batches, identical
+   samples), from wall-clock and from CPU time (steadier on a shared machine). The
+   batches are the first ``--batches`` minibatches of epochs 0, 1, ... (a large batch
+   size has fewer per epoch than the largest bulk needs). Each repeat times every bulk
+   size once, in turn, so a busy spell of a shared machine hits them alike; best of
+   ``--repeats``; times are the maximum over ranks.
 2. ``bytes``: the graph-partitioned layout on the ``(P/c) x c`` grid: bytes received by
    the sparsity-aware row fetch (``sample_request + sample_rows``) against the
    sparsity-oblivious broadcast of whole block rows, summed over ranks;
-   ``oblivious_over_aware`` divides the latter by every byte of ours, fetch and row
-   combine (``hpcgnn.sampling.spgemm_1p5d.byte_summary``; ``null`` when ``P/c = 1``).
+   ``oblivious_over_aware`` divides the latter by every byte of ours: fetch, row combine
+   and the SpGEMM's control messages (``hpcgnn.sampling.spgemm_1p5d.byte_summary``;
+   ``null`` when ``P/c = 1``).
 
     python perf/bench_bulk_sampling.py                       # generated graph, 1 rank
     mpiexec -n 4 python perf/bench_bulk_sampling.py G.h5 --replication 2 --bulk 8,32
@@ -55,53 +60,78 @@ def write_graph(path: Path, n: int, avg_degree: float, seed: int) -> None:
             w.write_masks(rng.random(n) < 0.5, np.zeros(n, bool), np.zeros(n, bool))
 
 
-def time_epoch(sampler: BulkSampler, batches: list[np.ndarray], bulk: int, repeats: int) -> dict:
-    """Best wall and CPU seconds (max over ranks) to sample ``batches`` ``bulk`` at a time."""
+def time_bulks(sampler: BulkSampler, batches: list[np.ndarray], bulks: list[int],
+               repeats: int) -> dict[int, dict[str, float]]:
+    """Best wall and CPU seconds (max over ranks) to sample ``batches`` ``K`` at a time.
+
+    Every repeat times each ``K`` of ``bulks`` once, in turn.
+    """
     world = sampler.grid.world
-    wall = cpu = float("inf")
+    best = {k: {"wall": float("inf"), "cpu": float("inf")} for k in bulks}
     for _ in range(repeats):
-        world.barrier()
-        t0, c0 = time.perf_counter(), time.process_time()
-        for first in range(0, len(batches), bulk):
-            sampler.sample(0, batches[first : first + bulk], first)
-        wall = min(wall, world.allreduce_scalar(time.perf_counter() - t0, MPI.MAX))
-        cpu = min(cpu, world.allreduce_scalar(time.process_time() - c0, MPI.MAX))
-    return {"wall": wall, "cpu": cpu}
+        for k in bulks:
+            world.barrier()
+            t0, c0 = time.perf_counter(), time.process_time()
+            for first in range(0, len(batches), k):
+                sampler.sample(0, batches[first : first + k], first)
+            wall = world.allreduce_scalar(time.perf_counter() - t0, MPI.MAX)
+            cpu = world.allreduce_scalar(time.process_time() - c0, MPI.MAX)
+            best[k] = {"wall": min(best[k]["wall"], wall), "cpu": min(best[k]["cpu"], cpu)}
+    return best
+
+
+def epoch_batches(train: np.ndarray, spec: SamplerSpec, count: int) -> list[np.ndarray]:
+    """The first ``count`` minibatches of epochs 0, 1, ... of ``spec``."""
+    out: list[np.ndarray] = []
+    epoch = 0
+    while len(out) < count:
+        out += minibatches(train, spec.batch_size, spec.seed, epoch)
+        epoch += 1
+    return out[:count]
+
+
+def bench_one(args: argparse.Namespace, path: str, spec: SamplerSpec, train: np.ndarray
+              ) -> tuple[dict, dict]:
+    """Both measurements for one sampler and batch size."""
+    batches = epoch_batches(train, spec, args.batches)
+    bulks = [1, *(k for k in args.bulk if k != 1)]
+    with ProcessGrid.create(MPI.COMM_WORLD, "1.5d", replication=args.replication) as grid:
+        t = time_bulks(BulkSampler(spec, grid, path, "replicated"), batches, bulks,
+                       args.repeats)
+    rows: dict = {"sizes": list(spec.sizes), "batches": len(batches),
+                  "seconds_per_batch": {}, "cpu_seconds_per_batch": {},
+                  "speedup_per_batch": {}, "cpu_speedup_per_batch": {}}
+    for k in bulks:
+        rows["seconds_per_batch"][str(k)] = t[k]["wall"] / len(batches)
+        rows["cpu_seconds_per_batch"][str(k)] = t[k]["cpu"] / len(batches)
+        if k != 1:
+            rows["speedup_per_batch"][str(k)] = t[1]["wall"] / t[k]["wall"]
+            rows["cpu_speedup_per_batch"][str(k)] = t[1]["cpu"] / t[k]["cpu"]
+    with ProcessGrid.create(MPI.COMM_WORLD, "1.5d", replication=args.replication) as grid:
+        sampler = BulkSampler(spec, grid, path, "partitioned")
+        grid.stats.reset()
+        for first in range(0, len(batches), spec.bulk):
+            sampler.sample(0, batches[first : first + spec.bulk], first)
+        nbytes = {
+            "grid": str(grid.shape), "bulk": spec.bulk,
+            **byte_summary(grid.world, grid.stats, sampler.bytes_oblivious,
+                           sampler.bytes_control),
+        }
+    return rows, nbytes
 
 
 def bench(args: argparse.Namespace, path: str) -> dict:
-    """Run both measurements on the graph ``path``."""
+    """Run both measurements on the graph ``path`` for every sampler and batch size."""
     top = max(args.bulk)
-    specs = {
-        "sage": SamplerSpec("sage", tuple(args.fanout), args.batch_size, top, args.seed),
-        "ladies": SamplerSpec("ladies", tuple(args.layer_size), args.batch_size, top, args.seed),
-    }
     train = read_train_ids(path)
-    out: dict = {"world_size": MPI.COMM_WORLD.Get_size(), "batch_size": args.batch_size,
+    out: dict = {"world_size": MPI.COMM_WORLD.Get_size(), "batch_sizes": args.batch_sizes,
                  "bulk": {}, "bytes": {}}
-    for name, spec in specs.items():
-        batches = minibatches(train, spec.batch_size, spec.seed, 0)[: args.batches]
-        with ProcessGrid.create(MPI.COMM_WORLD, "1.5d", replication=args.replication) as grid:
-            sampler = BulkSampler(spec, grid, path, "replicated")
-            one = time_epoch(sampler, batches, 1, args.repeats)
-            rows = {"sizes": list(spec.sizes), "batches": len(batches),
-                    "seconds_per_batch": {"1": one["wall"] / len(batches)}, "speedup_per_batch": {},
-                    "cpu_speedup_per_batch": {}}
-            for k in args.bulk:
-                t = time_epoch(sampler, batches, k, args.repeats)
-                rows["seconds_per_batch"][str(k)] = t["wall"] / len(batches)
-                rows["speedup_per_batch"][str(k)] = one["wall"] / t["wall"]
-                rows["cpu_speedup_per_batch"][str(k)] = one["cpu"] / t["cpu"]
-            out["bulk"][name] = rows
-        with ProcessGrid.create(MPI.COMM_WORLD, "1.5d", replication=args.replication) as grid:
-            sampler = BulkSampler(spec, grid, path, "partitioned")
-            grid.stats.reset()
-            for first in range(0, len(batches), spec.bulk):
-                sampler.sample(0, batches[first : first + spec.bulk], first)
-            out["bytes"][name] = {
-                "grid": str(grid.shape), "bulk": spec.bulk,
-                **byte_summary(grid.world, grid.stats, sampler.bytes_oblivious),
-            }
+    for name, sizes in (("sage", args.fanout), ("ladies", args.layer_size)):
+        out["bulk"][name], out["bytes"][name] = {}, {}
+        for bs in args.batch_sizes:
+            spec = SamplerSpec(name, tuple(sizes), bs, top, args.seed)
+            rows, nbytes = bench_one(args, path, spec, train)
+            out["bulk"][name][str(bs)], out["bytes"][name][str(bs)] = rows, nbytes
     return out
 
 
@@ -111,18 +141,23 @@ def main() -> None:
     p.add_argument("graph", nargs="?", help="graph file (default: a generated random graph)")
     p.add_argument("--nodes", type=int, default=100_000, help="generated graph: vertices")
     p.add_argument("--avg-degree", type=float, default=16.0, help="generated graph: mean degree")
-    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--batch-sizes", type=ints, default=[64, 256, 1024, 4096],
+                   help="seeds per minibatch, one measurement each (default: 64,256,1024,4096)")
+    p.add_argument("--batch-size", type=int, help="one batch size (same as --batch-sizes B)")
     p.add_argument("--batches", type=int, default=64, help="minibatches sampled per measurement")
-    p.add_argument("--bulk", type=lambda s: [int(x) for x in s.split(",")], default=[4, 16, 64],
-                   help="bulk sizes K compared with K = 1 (default: 4,16,64)")
-    p.add_argument("--fanout", type=lambda s: [int(x) for x in s.split(",")], default=[10, 5])
-    p.add_argument("--layer-size", type=lambda s: [int(x) for x in s.split(",")],
-                   default=[256, 256])
+    p.add_argument("--bulk", type=ints, default=[4, 16, 32],
+                   help="bulk sizes K compared with K = 1 (default: 4,16,32)")
+    p.add_argument("--fanout", type=ints, default=[10, 5])
+    p.add_argument("--layer-size", type=ints, default=[256, 256])
     p.add_argument("--replication", type=int, default=1)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--name", default="bench_bulk_sampling", help="results name in perf/results")
+    p.add_argument("--note", action="append", default=[],
+                   help="a line for the table's notes (e.g. the machine's state); repeatable")
     args = p.parse_args()
+    if args.batch_size is not None:
+        args.batch_sizes = [args.batch_size]
     world = MPI.COMM_WORLD
     with tempfile.TemporaryDirectory() as tmp:
         path = args.graph
@@ -134,26 +169,39 @@ def main() -> None:
         result = bench(args, path)
         generated = f"generated: {args.nodes} vertices, mean degree {args.avg_degree}"
         result["graph"] = args.graph or generated
+        result["notes"] = args.note
     if world.rank == 0:
         save(args.name, result, _table(result))
 
 
+def ints(text: str) -> list[int]:
+    """A comma-separated list of integers."""
+    return [int(x) for x in text.split(",")]
+
+
 def _table(result: dict) -> str:
-    """Speed-up per bulk size and the byte ratio, one row per sampler."""
-    bulks = sorted({k for r in result["bulk"].values() for k in r["speedup_per_batch"]}, key=int)
-    rows = [
-        [name, r["batches"], 1e3 * r["seconds_per_batch"]["1"],
-         *(r["speedup_per_batch"][k] for k in bulks),
-         result["bytes"][name]["oblivious_over_aware"] or "-"]
-        for name, r in result["bulk"].items()
-    ]
+    """Speed-up per bulk size and the byte ratio, one row per sampler and batch size."""
+    bulks = sorted({k for per in result["bulk"].values() for r in per.values()
+                    for k in r["speedup_per_batch"]}, key=int)
+    rows = []
+    for name, per in result["bulk"].items():
+        for bs, r in per.items():
+            cpu, wall = r["cpu_speedup_per_batch"], r["speedup_per_batch"]
+            rows.append([
+                name, int(bs), r["batches"], 1e3 * r["cpu_seconds_per_batch"]["1"],
+                *(f"{cpu[k]:.2f} ({wall[k]:.2f})" for k in bulks),
+                min(cpu[k] for k in bulks),
+                result["bytes"][name][bs]["oblivious_over_aware"] or "-",
+            ])
     return markdown(
-        f"Bulk sampling ({result['graph']}; {result['world_size']} rank(s), batch "
-        f"{result['batch_size']})",
-        ["sampler", "batches", "ms/batch at bulk 1", *(f"bulk {k} speed-up" for k in bulks),
+        f"Bulk sampling ({result['graph']}; {result['world_size']} rank(s))",
+        ["sampler", "batch size", "batches", "CPU ms/batch at bulk 1",
+         *(f"bulk {k} speed-up" for k in bulks), "lowest speed-up",
          "oblivious / aware bytes"], rows,
-        ["Speed-up = time per batch at bulk 1 / at bulk K (the same samples). The byte ratio "
-         "counts every byte of ours (fetch and row combine)."],
+        ["Speed-up = time per batch at bulk 1 / at bulk K (the same samples), from CPU time "
+         "(wall clock in brackets); lowest = the smallest CPU speed-up of the row. The byte "
+         "ratio counts every byte of ours (fetch, row combine and control).",
+         *result.get("notes", [])],
     )
 
 

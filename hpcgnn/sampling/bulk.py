@@ -17,10 +17,14 @@ bulk or the layout, so every batch's sample is the same in every configuration.
 
 The rows of ``S`` are fetched once per hop for the whole stack, but the local SpGEMM,
 sampling and extraction run on chunks of whole batches of at most
-:data:`MAX_STACK_ROWS` frontier rows: beyond that the stack's sorts fall out of cache
-and a large bulk samples slower per batch than bulk 1 (100K-vertex graph, batch 1024,
-fanout 10,5: bulk 32 at 0.76x of bulk 1 unchunked; chunked, bulk 4-32 run at 0.96-1.1x
-for batch 256-4096 and 1.7-2.0x at batch 64). Chunking changes no sample and no message.
+:data:`MAX_STACK_ENTRIES` frontier rows plus nonzeros of their rows of ``S`` (the size of
+``P = Q S`` and of every temporary of a hop, see :func:`stack_entries`). Beyond that the
+temporaries are fresh memory every hop (page faults on first touch, then cache misses):
+on a 100K-vertex graph, batch 1024, fanout 10,5, an unchunked bulk 32 sampled at 0.70x
+of bulk 1's rate, and at 1.0x with ``MALLOC_MMAP_THRESHOLD_`` keeping freed memory in the
+process, so the slowdown was the working set, not the arithmetic. Chunking caps the
+working set whatever the graph's degrees and the batch size; it changes no sample and
+no message (the rows are still fetched once per hop for the whole stack).
 """
 
 from __future__ import annotations
@@ -45,18 +49,31 @@ from hpcgnn.sampling.spgemm_1p5d import SparsityAwareRows
 
 RowSource = Callable[[np.ndarray], RowStore]
 
-#: Most frontier rows of one local stacked SpGEMM (see the module docstring; 2^12 was
-#: the fastest of 2^12, 2^14, 2^16 here).
-MAX_STACK_ROWS = 1 << 12
+#: Most entries (frontier rows + their nonzeros of ``S``) of one local stacked hop: 2 MiB
+#: per int64 temporary, so a hop's working set stays in the caches and in memory the
+#: allocator reuses (see the module docstring; 2^18 was faster than 2^16 and 2^20 at
+#: batch 64 and 1024 here).
+MAX_STACK_ENTRIES = 1 << 18
+
+
+def stack_entries(fr_ptr: np.ndarray, fr_ids: np.ndarray, store: RowStore) -> np.ndarray:
+    """Cumulative entries per stacked batch: its frontier rows plus their nonzeros of ``S``.
+
+    The size of the batch's share of ``P = Q S`` (sage) or of the row extraction ``R S``
+    (ladies), the largest temporaries of a hop; a pointer for :func:`chunk_batches`.
+    """
+    per_row = 1 + store.lengths(fr_ids)
+    cum = np.concatenate([[0], np.cumsum(per_row)]).astype(np.int64)
+    return cum[fr_ptr]
 
 
 def chunk_batches(ptr: np.ndarray, limit: int | None = None) -> list[tuple[int, int]]:
-    """Consecutive batch ranges ``[lo, hi)`` of at most ``limit`` rows (at least one batch).
+    """Consecutive batch ranges ``[lo, hi)`` of at most ``limit`` entries (at least one batch).
 
-    ``ptr`` is the stacked frontier's batch pointer; ``limit`` defaults to
-    :data:`MAX_STACK_ROWS`.
+    ``ptr`` is a cumulative size per stacked batch (:func:`stack_entries`); ``limit``
+    defaults to :data:`MAX_STACK_ENTRIES`.
     """
-    limit = MAX_STACK_ROWS if limit is None else limit
+    limit = MAX_STACK_ENTRIES if limit is None else limit
     out, lo = [], 0
     nb = len(ptr) - 1
     while lo < nb:
@@ -80,9 +97,10 @@ def sample_stack(
 ) -> list[SampledBatch]:
     """Sample the batches ``batch_ids`` (seed vertices ``seeds``) together, hop by hop.
 
-    ``rows(ids)`` must return a :class:`RowStore` holding the rows ``ids`` of ``S``; it is
-    called exactly ``spec.layers`` times, also when there is no batch (so a collective
-    source stays in step on every rank).
+    ``rows(ids)`` must return a :class:`RowStore` holding the rows ``ids`` of ``S`` (the
+    stacked frontier: repeated and unsorted ids); it is called exactly ``spec.layers``
+    times, also when there is no batch (so a collective source stays in step on every
+    rank).
     """
     purpose = TAG_SAGE if spec.sampler == "sage" else TAG_LADIES
     key = epoch_key(spec.seed, purpose, epoch)
@@ -94,11 +112,11 @@ def sample_stack(
     seed_ptr, seed_ids = stack([b.seeds for b in out])
     fr_ptr, fr_ids = seed_ptr, seed_ids
     for hop, size in enumerate(spec.sizes):
-        store = rows(setops.unique(fr_ids))
+        store = rows(fr_ids)
         if not out:
             continue
         next_fr = []
-        for lo, hi in chunk_batches(fr_ptr):
+        for lo, hi in chunk_batches(stack_entries(fr_ptr, fr_ids, store)):
             a, b = fr_ptr[lo], fr_ptr[hi]
             ptr, ids = fr_ptr[lo : hi + 1] - a, fr_ids[a:b]
             if spec.sampler == "sage":
@@ -115,7 +133,7 @@ def sample_stack(
             next_fr.append((st.col_ptr, st.cols))
         if len(next_fr) == 1:  # one chunk: its next frontier is the stack's
             fr_ptr, fr_ids = next_fr[0]
-        else:
+        elif hop + 1 < spec.layers:  # the last hop's columns are no frontier
             sizes = np.concatenate([np.diff(ptr) for ptr, _ in next_fr])
             fr_ptr = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
             fr_ids = np.concatenate([cols for _, cols in next_fr])
@@ -207,9 +225,14 @@ class BulkSampler:
         """Bytes this rank would have received by broadcasting whole blocks (0 if replicated)."""
         return 0 if self.aware is None else self.aware.bytes_oblivious
 
+    @property
+    def bytes_control(self) -> int:
+        """``control`` bytes this rank received in the SpGEMM's calls (0 if replicated)."""
+        return 0 if self.aware is None else self.aware.bytes_control
+
     def _rows(self, ids: np.ndarray) -> RowStore:
         if self.aware is not None:
-            return self.aware(ids)
+            return self.aware(setops.unique(ids))
         assert self.full is not None
         return self.full
 

@@ -74,6 +74,11 @@ class RowStore:
             raise KeyError(f"row {int(ids[~ok][0])} of S is not held here")
         return pos
 
+    def lengths(self, ids: np.ndarray) -> np.ndarray:
+        """Lengths of rows ``ids`` (int64)."""
+        pos = self.positions(ids)
+        return self.indptr[pos + 1] - self.indptr[pos]
+
     def take(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The pattern ``(indptr, indices)`` of rows ``ids`` in the given order."""
         return gather_ranges(self.indptr, self.indices, self.positions(ids))

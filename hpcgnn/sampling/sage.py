@@ -25,39 +25,50 @@ from hpcgnn.rng import chain
 from hpcgnn.sampling.its import sample_uniform_rows
 from hpcgnn.sampling.matrices import StackedHop, compressed_rows, selection, spgemm
 from hpcgnn.sampling.rows import RowStore
-from hpcgnn.sampling.setops import contains, unique
 
 
 def next_frontier(
     fr_ptr: np.ndarray, fr_ids: np.ndarray, sel_batch: np.ndarray, sel_ids: np.ndarray,
     num_nodes: int,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per batch, the current frontier followed by the new sampled vertices (sorted).
 
-    Returns ``(col_ptr, cols, keys_sorted, local_sorted)``: the stacked next frontier and
-    a lookup table from ``batch * n + vertex`` to the batch-local column position.
+    Returns ``(col_ptr, cols, sel_local)``: the stacked next frontier and the batch-local
+    column position of every selection ``(sel_batch, sel_ids)``. One sort of the frontier
+    and selection keys ``batch * n + vertex`` together (``2 key + is_selection``, so a
+    vertex's frontier entry leads its group) gives the distinct sampled vertices, which
+    of them are new, and each selection's column: linear work besides that sort.
     """
     nb = len(fr_ptr) - 1
     n = np.int64(num_nodes)
+    nfr = len(fr_ids)
     fr_len = np.diff(fr_ptr)
     fr_batch = np.repeat(np.arange(nb, dtype=np.int64), fr_len)
-    fr_key = fr_batch * n + fr_ids
-    sel_key = unique(sel_batch * n + sel_ids)
-    new_key = sel_key[~contains(unique(fr_key), sel_key)]
+    fr_local = np.arange(nfr, dtype=np.int64) - fr_ptr[fr_batch]
+    keys = np.concatenate([(fr_batch * n + fr_ids) * 2, (sel_batch * n + sel_ids) * 2 + 1])
+    order = np.argsort(keys)
+    head = np.empty(len(keys), dtype=bool)  # first entry of each distinct vertex of a batch
+    if len(keys):
+        s = keys[order] >> 1
+        head[0] = True
+        np.not_equal(s[1:], s[:-1], out=head[1:])
+    group = np.cumsum(head) - 1
+    first = order[head]  # a frontier entry (< nfr) whenever the vertex is in the frontier
+    new = first >= nfr
+    new_key = keys[first[new]] >> 1
     new_batch = new_key // n
     new_count = np.bincount(new_batch, minlength=nb)
     col_ptr = np.concatenate([[0], np.cumsum(fr_len + new_count)]).astype(np.int64)
     new_first = np.concatenate([[0], np.cumsum(new_count)])[:-1]
-    new_rank = np.arange(len(new_key), dtype=np.int64) - new_first[new_batch]
-    fr_local = np.arange(len(fr_ids), dtype=np.int64) - fr_ptr[fr_batch]
-    new_local = fr_len[new_batch] + new_rank
+    local = np.empty(len(first), dtype=np.int64)
+    local[~new] = fr_local[first[~new]]
+    local[new] = fr_len[new_batch] + np.arange(len(new_key), dtype=np.int64) - new_first[new_batch]
     cols = np.empty(int(col_ptr[-1]), dtype=np.int64)
     cols[col_ptr[fr_batch] + fr_local] = fr_ids
-    cols[col_ptr[new_batch] + new_local] = new_key % n
-    keys = np.concatenate([fr_key, new_key])
-    local = np.concatenate([fr_local, new_local])
-    order = np.argsort(keys, kind="stable")
-    return col_ptr, cols, keys[order], local[order]
+    cols[col_ptr[new_batch] + local[new]] = new_key % n
+    entry_local = np.empty(len(keys), dtype=np.int64)
+    entry_local[order] = local[group]
+    return col_ptr, cols, entry_local[nfr:]
 
 
 def sample_hop(
@@ -91,13 +102,14 @@ def sample_hop(
     p = spgemm(q, s_u)
     row_keys = chain(key, np.asarray(batch_ids, dtype=np.int64)[row_batch], hop, fr_ids)
     sel = sample_uniform_rows(p.indptr, fanout, row_keys)
-    sel_entries = np.flatnonzero(sel)
-    sel_rows = np.searchsorted(p.indptr, sel_entries, side="right") - 1
-    sel_ids = p.indices[sel_entries].astype(np.int64)
-    col_ptr, cols, keys, local = next_frontier(fr_ptr, fr_ids, row_batch[sel_rows], sel_ids, n)
-    sel_local = local[np.searchsorted(keys, row_batch[sel_rows] * np.int64(n) + sel_ids)]
-    order = np.lexsort((sel_local, sel_rows))
-    per_row = np.bincount(sel_rows, minlength=nrows)
+    taken = np.concatenate([[0], np.cumsum(sel)])
+    per_row = taken[p.indptr[1:]] - taken[p.indptr[:-1]]
+    sel_rows = np.repeat(np.arange(nrows, dtype=np.int64), per_row)
+    sel_ids = p.indices[sel].astype(np.int64)
+    col_ptr, cols, sel_local = next_frontier(fr_ptr, fr_ids, row_batch[sel_rows], sel_ids, n)
+    # each row's columns in ascending order: one sort of (row, column) keys
+    width = np.int64(max(int(np.diff(col_ptr).max(initial=0)), 1))
+    sel_local = np.sort(sel_rows * width + sel_local) - sel_rows * width
     indptr = np.concatenate([[0], np.cumsum(per_row)]).astype(np.int64)
     values = 1.0 / np.repeat(np.maximum(per_row, 1), per_row).astype(np.float64)
-    return StackedHop(fr_ptr, fr_ids, col_ptr, cols, indptr, sel_local[order], values)
+    return StackedHop(fr_ptr, fr_ids, col_ptr, cols, indptr, sel_local, values)

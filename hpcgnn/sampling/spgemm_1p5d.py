@@ -34,11 +34,11 @@ import numpy as np
 
 from hpcgnn.comm.communicator import Comm
 from hpcgnn.comm.stats import CommStats
+from hpcgnn.cost.minibatch import CONTROL, Members, Traffic, charge_sampling
 from hpcgnn.cost.minibatch import SAMPLE_COMBINE as COMBINE
 from hpcgnn.cost.minibatch import SAMPLE_FRONTIER as FRONTIER
 from hpcgnn.cost.minibatch import SAMPLE_REQUEST as REQUEST
 from hpcgnn.cost.minibatch import SAMPLE_ROWS as ROWS
-from hpcgnn.cost.minibatch import Members, Traffic, charge_sampling
 from hpcgnn.layout.blocks import owner_of, stage_chunks
 from hpcgnn.sampling.rows import RowStore
 from hpcgnn.sampling.setops import unique
@@ -48,17 +48,20 @@ COMBINE_CATEGORIES = (COMBINE, FRONTIER)
 
 
 def byte_summary(
-    world: Comm, stats: CommStats, oblivious: int
+    world: Comm, stats: CommStats, oblivious: int, control: int = 0
 ) -> dict[str, int | float | None]:
     """The partitioned layout's bytes counted in ``stats``, summed over ranks (collective).
 
     ``bytes_sparsity_aware`` is the measured row fetch (``sample_request + sample_rows``),
     ``bytes_row_combine`` the process-row combine (``sample_frontier + sample_combine``),
+    ``bytes_sampling_control`` the sampler's own ``control`` bytes (the frontier sizes
+    and the stage requests' counts; ``control``, this rank's
+    :attr:`SparsityAwareRows.bytes_control`, since other traffic shares the category),
     ``bytes_oblivious`` what broadcasting whole block rows would have fetched.
     ``oblivious_over_aware`` divides it by *every* byte the sparsity-aware algorithm
-    moved, fetch and combine (the oblivious algorithm's own combine, an all-reduce of
-    partial products, is not charged to it: the ratio is a lower bound); ``None`` when
-    nothing moved (replicated layout or ``P/c = 1``).
+    moved, fetch, combine and control (the oblivious algorithm's own combine, an
+    all-reduce of partial products, is not charged to it: the ratio is a lower bound);
+    ``None`` when nothing moved (replicated layout or ``P/c = 1``).
     """
     cats = stats.snapshot()
 
@@ -66,10 +69,13 @@ def byte_summary(
         return int(world.allreduce_scalar(sum(cats.get(c, {}).get("bytes", 0) for c in names)))
 
     aware, combine = total(FETCH_CATEGORIES), total(COMBINE_CATEGORIES)
+    ctl = int(world.allreduce_scalar(int(control)))
     obl = int(world.allreduce_scalar(int(oblivious)))
+    ours = aware + combine + ctl
     return {
-        "bytes_sparsity_aware": aware, "bytes_row_combine": combine, "bytes_oblivious": obl,
-        "oblivious_over_aware": obl / (aware + combine) if aware + combine else None,
+        "bytes_sparsity_aware": aware, "bytes_row_combine": combine,
+        "bytes_sampling_control": ctl, "bytes_oblivious": obl,
+        "oblivious_over_aware": obl / ours if aware + combine else None,
     }
 
 
@@ -112,6 +118,11 @@ class SparsityAwareRows:
     lengths
         Row lengths of all of ``S`` (``8 n`` bytes gathered once over the process
         column): the cost model's statistic of the rows a rank requests.
+    bytes_oblivious
+        Bytes this rank would have received so far by broadcasting whole block rows.
+    bytes_control
+        ``control`` bytes this rank received in the calls so far (the frontier sizes
+        and the stage requests' counts), measured by the communication layer.
 
     """
 
@@ -136,11 +147,17 @@ class SparsityAwareRows:
             sum(8 * (int(rows[k]) + 1) + 8 * int(nnz[k]) for k in self.stages[row.rank])
         )
         self.bytes_oblivious = 0
+        self.bytes_control = 0
+
+    def _control_bytes(self) -> int:
+        entry = self.col.stats.categories.get(CONTROL)
+        return 0 if entry is None else int(entry.bytes)
 
     def __call__(self, own_ids: np.ndarray) -> RowStore:
         """Rows of ``S`` at ``own_ids`` (sorted, distinct) on this rank."""
         own_ids = np.asarray(own_ids, dtype=np.int64)
         n = self.block.num_nodes
+        control = self._control_bytes()
         counts = self.row.allgather_obj(len(own_ids), "control")
         union = unique(self.row.allgatherv(own_ids, FRONTIER, counts))
         owner = owner_of(union, self.offsets)
@@ -154,6 +171,7 @@ class SparsityAwareRows:
         mine = RowStore.merge([self._stage(k, ids) for k, ids in stages], n)
         combined = self._sparse_allreduce(mine, parts)
         self.bytes_oblivious += self.oblivious_per_call
+        self.bytes_control += self._control_bytes() - control
         local_ids = own_ids[owner_of(own_ids, self.offsets) == self.col.rank]
         local = RowStore(local_ids, *self.block.take(local_ids), n)
         return RowStore.merge([local, combined], n)

@@ -11,7 +11,7 @@ from tests.sampling import random_adjacency, same_batches, store_of
 
 def test_chunks_hold_whole_batches_of_at_most_the_limit():
     ptr = np.array([0, 3, 3, 10, 12, 30, 31])
-    assert chunk_batches(ptr, 10) == [(0, 3), (3, 4), (4, 5), (5, 6)]  # 18 rows: alone
+    assert chunk_batches(ptr, 10) == [(0, 3), (3, 4), (4, 5), (5, 6)]  # 18 entries: alone
     assert chunk_batches(ptr, 100) == [(0, 6)]
     assert chunk_batches(ptr, 1) == [(i, i + 1) for i in range(6)]
     assert chunk_batches(np.array([0])) == []
@@ -24,6 +24,6 @@ def test_chunked_stacks_give_the_samples_of_one_stack(monkeypatch, sampler, size
     spec = SamplerSpec(sampler, sizes, batch_size=9, bulk=8, seed=3)
     train = np.arange(0, 200, 2, dtype=np.int64)
     whole = sample_epoch_serial(spec, store, train, epoch=2)
-    for limit in (1, 17, 60):
-        monkeypatch.setattr(bulk, "MAX_STACK_ROWS", limit)
+    for limit in (1, 60, 400):
+        monkeypatch.setattr(bulk, "MAX_STACK_ENTRIES", limit)
         assert same_batches(sample_epoch_serial(spec, store, train, epoch=2), whole), limit

@@ -8,6 +8,7 @@ from hpcgnn.sampling.bulk import BulkSampler, read_train_ids, sample_epoch_seria
 from hpcgnn.sampling.rows import read_pattern
 from hpcgnn.sampling.shuffle import minibatches
 from hpcgnn.sampling.spec import SamplerSpec
+from hpcgnn.sampling.spgemm_1p5d import byte_summary
 from tests.mpi import assert_all
 from tests.sampling import same_batches
 
@@ -63,3 +64,23 @@ def test_sparsity_aware_sends_fewer_bytes_than_oblivious(graph_file, world):
             assert_all(world, aware == 0 and oblivious == 0)
         else:
             assert_all(world, 0 < aware < oblivious, f"aware {aware} oblivious {oblivious}")
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("spec", SPECS, ids=["sage", "ladies"])
+def test_byte_summary_counts_every_byte_the_sampler_moves(graph_file, world, spec):
+    path = graph_file(n=300, avg_degree=5, seed=6)
+    for shape in admissible_shapes("1.5d", world.size):
+        with ProcessGrid(MPI.COMM_WORLD, shape) as grid:
+            sampler = BulkSampler(spec, grid, path, "partitioned")
+            batches = minibatches(read_train_ids(path), spec.batch_size, spec.seed, 0)
+            grid.stats.reset()
+            for first in range(0, len(batches), spec.bulk):
+                sampler.sample(0, batches[first : first + spec.bulk], first)
+            moved = grid.world.allreduce_scalar(int(grid.stats.total_bytes()))
+            s = byte_summary(grid.world, grid.stats, sampler.bytes_oblivious,
+                             sampler.bytes_control)
+            ours = s["bytes_sparsity_aware"] + s["bytes_row_combine"] + s["bytes_sampling_control"]
+            assert_all(world, ours == moved, f"{shape}: counted {ours} of {moved} bytes")
+            if s["bytes_sparsity_aware"]:
+                assert_all(world, s["oblivious_over_aware"] == s["bytes_oblivious"] / ours)

@@ -9,9 +9,11 @@ ratio table printed last):
    ``speedup_per_batch[K] = t(bulk 1) / t(bulk K)`` (the same batches, identical
    samples), from wall-clock and from CPU time (steadier on a shared machine). The
    batches are the first ``--batches`` minibatches of epochs 0, 1, ... (a large batch
-   size has fewer per epoch than the largest bulk needs). Each repeat times every bulk
-   size once, in turn, so a busy spell of a shared machine hits them alike; best of
-   ``--repeats``; times are the maximum over ranks.
+   size has fewer per epoch than the largest bulk needs), each read once in order as
+   the trainer reads them (the replicated layout samples a bulk as it is read, one
+   group of batches at a time; see ``hpcgnn.sampling.bulk``). Each repeat times every
+   bulk size once, in turn, so a busy spell of a shared machine hits them alike; best
+   of ``--repeats``; times are the maximum over ranks.
 2. ``bytes``: the graph-partitioned layout on the ``(P/c) x c`` grid: bytes received by
    the sparsity-aware row fetch (``sample_request + sample_rows``) against the
    sparsity-oblivious broadcast of whole block rows, summed over ranks;
@@ -60,6 +62,17 @@ def write_graph(path: Path, n: int, avg_degree: float, seed: int) -> None:
             w.write_masks(rng.random(n) < 0.5, np.zeros(n, bool), np.zeros(n, bool))
 
 
+def sample_all(sampler: BulkSampler, batches: list[np.ndarray], k: int) -> None:
+    """Sample ``batches`` ``k`` at a time, reading each batch once in order (as a trainer does).
+
+    The replicated layout samples a bulk lazily as its batches are read, so every batch
+    is read; none is kept.
+    """
+    for first in range(0, len(batches), k):
+        for _batch in sampler.sample(0, batches[first : first + k], first):
+            pass
+
+
 def time_bulks(sampler: BulkSampler, batches: list[np.ndarray], bulks: list[int],
                repeats: int) -> dict[int, dict[str, float]]:
     """Best wall and CPU seconds (max over ranks) to sample ``batches`` ``K`` at a time.
@@ -72,8 +85,7 @@ def time_bulks(sampler: BulkSampler, batches: list[np.ndarray], bulks: list[int]
         for k in bulks:
             world.barrier()
             t0, c0 = time.perf_counter(), time.process_time()
-            for first in range(0, len(batches), k):
-                sampler.sample(0, batches[first : first + k], first)
+            sample_all(sampler, batches, k)
             wall = world.allreduce_scalar(time.perf_counter() - t0, MPI.MAX)
             cpu = world.allreduce_scalar(time.process_time() - c0, MPI.MAX)
             best[k] = {"wall": min(best[k]["wall"], wall), "cpu": min(best[k]["cpu"], cpu)}
@@ -110,8 +122,7 @@ def bench_one(args: argparse.Namespace, path: str, spec: SamplerSpec, train: np.
     with ProcessGrid.create(MPI.COMM_WORLD, "1.5d", replication=args.replication) as grid:
         sampler = BulkSampler(spec, grid, path, "partitioned")
         grid.stats.reset()
-        for first in range(0, len(batches), spec.bulk):
-            sampler.sample(0, batches[first : first + spec.bulk], first)
+        sample_all(sampler, batches, spec.bulk)
         nbytes = {
             "grid": str(grid.shape), "bulk": spec.bulk,
             **byte_summary(grid.world, grid.stats, sampler.bytes_oblivious,

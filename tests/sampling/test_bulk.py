@@ -4,7 +4,12 @@ import numpy as np
 import pytest
 
 from hpcgnn.sampling import bulk
-from hpcgnn.sampling.bulk import chunk_batches, sample_epoch_serial
+from hpcgnn.sampling.bulk import (
+    chunk_batches,
+    sample_depth_first,
+    sample_epoch_serial,
+    sample_stack,
+)
 from hpcgnn.sampling.spec import SamplerSpec
 from tests.sampling import random_adjacency, same_batches, store_of
 
@@ -27,3 +32,16 @@ def test_chunked_stacks_give_the_samples_of_one_stack(monkeypatch, sampler, size
     for limit in (1, 60, 400):
         monkeypatch.setattr(bulk, "MAX_STACK_ENTRIES", limit)
         assert same_batches(sample_epoch_serial(spec, store, train, epoch=2), whole), limit
+
+
+@pytest.mark.parametrize("sampler, sizes", [("sage", (4, 3)), ("ladies", (12, 8))])
+def test_depth_first_gives_the_stack_samples_in_consecutive_groups(monkeypatch, sampler, sizes):
+    store = store_of(random_adjacency(200, 5.0, seed=7), sampler)
+    spec = SamplerSpec(sampler, sizes, batch_size=9, bulk=8, seed=3)
+    ids, seeds = list(range(5, 13)), [np.arange(9 * i, 9 * i + 9) * 2 for i in range(8)]
+    whole = sample_stack(spec, 2, ids, seeds, lambda _ids: store)
+    for limit, count in ((1, 8), (300, None), (1 << 18, 1)):
+        monkeypatch.setattr(bulk, "MAX_STACK_ENTRIES", limit)
+        groups = list(sample_depth_first(spec, 2, ids, seeds, store))
+        assert all(groups) and count in (None, len(groups)), limit
+        assert same_batches([b for g in groups for b in g], whole), limit

@@ -7,9 +7,10 @@ Pipeline per epoch (bulk synchronous, every rank in step):
 2. per training step, **fetch** the input vertices' features (and labels) of the rank's
    next batch by all-to-all(v) in its process column (:mod:`hpcgnn.sampling.fetch`);
 3. **propagate**: forward and backward of the model (:mod:`hpcgnn.models.minibatch`) on
-   the sampled hops; the weight gradients are summed over all ranks and divided by the
-   number of batches trained in the step, so the Adam update is data-parallel SGD on the
-   union of the step's batches (the mean of the per-batch mean losses);
+   the sampled hops; the weight gradients are summed over all ranks, so the Adam update
+   is data-parallel SGD on the union of the step's batches with the loss normalised
+   globally: the mean cross-entropy over every seed of the step, whichever rank holds
+   it (a short last batch weighs its seeds like the others, not like a whole batch);
 4. when the bulk's batches are used up, sample the next bulk.
 
 Evaluation is full-graph with accuracy counts summed over the process column.
@@ -139,8 +140,14 @@ class MinibatchTrainer:
             "optimizer_steps_per_epoch": optimizer_steps(batches, spec.bulk, size),
         }
 
-    def _step(self, epoch: int, batch: SampledBatch | None, in_step: int) -> float:
-        """Fetch, forward, backward, gradient all-reduce and update; returns the batch loss."""
+    def _step(
+        self, epoch: int, batch: SampledBatch | None, in_step: int, step_seeds: int
+    ) -> float:
+        """Fetch, forward, backward, gradient all-reduce and update; returns the batch loss.
+
+        ``in_step`` batches of ``step_seeds`` seeds in all are trained over the ranks; the
+        gradient is that of the mean loss over those seeds (see the module docstring).
+        """
         with self.stats.phase("fetch"):
             ids = batch.input_ids if batch is not None else np.zeros(0, np.int64)
             charge_fetch(self.traffic, self.col_members, owner_of(ids, self.fetcher.offsets),
@@ -164,7 +171,10 @@ class MinibatchTrainer:
                 logits = self.model.forward_batch(batch, xt, p, keep)
                 labels = self.grid.device.from_numpy(y[_positions(ids, batch.seeds)])
                 loss = torch.nn.functional.cross_entropy(logits, labels)
-                loss.backward()
+                # sum_r share_r * in_step * mean_r / in_step = the mean over the step's
+                # seeds; the share is exactly 1.0 when the step's batches are equal
+                share = len(batch.seeds) * in_step / step_seeds
+                (loss * share).backward()
                 loss_value = float(loss.detach())
             charge_gradients(self.traffic, self.world_members, self.gradient_bytes)
             allreduce_gradients(self.world, self.weights, fused=True, divide_by=in_step)
@@ -184,15 +194,17 @@ class MinibatchTrainer:
         size, done = self.grid.size, 0
         for first in range(0, len(batches), self.spec.bulk):
             bulk = batches[first : first + self.spec.bulk]
-            shares = [len(my_share(len(bulk), size, r)) for r in range(size)]
+            ranges = [my_share(len(bulk), size, r) for r in range(size)]
+            shares = [len(r) for r in ranges]
             done, before = done + max(shares), done
             if done <= start:
                 continue
             with self.stats.phase("sample"):
                 mine = self.sampler.sample(epoch, bulk, first)
             for t in range(max(0, start - before), max(shares)):
-                in_step = sum(1 for s in shares if s > t)
-                yield self._step(epoch, mine[t] if t < len(mine) else None, in_step), in_step
+                trained = [len(bulk[r[t]]) for r in ranges if len(r) > t]
+                batch = mine[t] if t < len(mine) else None
+                yield self._step(epoch, batch, len(trained), sum(trained)), len(trained)
 
     def step(self, epoch: int) -> float:
         """One pass over the training set; returns this rank's sum of batch losses."""

@@ -292,5 +292,6 @@ def sampling_summary(trainer: MinibatchTrainer, result: TrainResult) -> dict[str
         "sampler": trainer.spec.sampler, "sizes": list(trainer.spec.sizes),
         "graph_layout": trainer.layout, **trainer.batching(),
         "edges_sampled": int(edges), "sample_time_s": sample_s,
-        **byte_summary(world, trainer.stats, trainer.sampler.bytes_oblivious),
+        **byte_summary(world, trainer.stats, trainer.sampler.bytes_oblivious,
+                       trainer.sampler.bytes_control),
     }

@@ -116,7 +116,8 @@ def test_metrics_trace_and_layouts_agree(graph_file, shared_tmp, world, sampler)
         keys = {"edges_sampled", "sample_time_s", "bytes_sparsity_aware", "bytes_oblivious"}
         assert set(s) >= keys
         assert s["edges_sampled"] > 0 and s["sample_time_s"] > 0
-        ours = s["bytes_sparsity_aware"] + s["bytes_row_combine"]  # every category counted
+        ours = (s["bytes_sparsity_aware"] + s["bytes_row_combine"]  # every category counted
+                + s["bytes_sampling_control"])
         assert s["oblivious_over_aware"] == (s["bytes_oblivious"] / ours if ours else None)
         assert set(doc["time"]["minibatch_phases"]) == {"sample", "fetch", "propagate"}
         assert doc["time"]["minibatch_phases"]["propagate"] > 0

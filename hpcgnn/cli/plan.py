@@ -22,7 +22,8 @@ def register(sub: argparse._SubParsersAction) -> None:
             "block split), plan it with SPST on --topology and report the modelled time "
             "of the planned and the direct p2p exchange per stage and per link. With "
             "--calibrate (under mpiexec -n P) measure this machine's latency and bandwidth "
-            "between every pair of ranks instead and write them as a topology file."
+            "between every pair of ranks instead and write them as a topology file; with "
+            "--write-topology write a generated (rail) topology file."
         ),
     )
     p.add_argument("graph", nargs="?")
@@ -31,6 +32,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--calibrate", action="store_true",
                    help="ping-pong every pair of the job's ranks and write the measured alpha "
                         "and beta as a topology file to --out (run under mpiexec -n P)")
+    p.add_argument("--write-topology", metavar="SPEC", default=None,
+                   help="write the topology of SPEC to --out instead of planning: "
+                        "rail:NODESxGPUS[,key=value...] with keys nvlink_gbps, net_gbps, "
+                        "nic_gbps, nvlink_us, net_us, stage_us, endpoint_us "
+                        "(see docs/planning.md)")
     p.add_argument("--feature-dim", type=int, default=128, help="embedding width (float32)")
     p.add_argument("--seed", type=int, default=0, help="seed of the vertex order")
     p.add_argument(
@@ -63,6 +69,12 @@ def run(args: argparse.Namespace) -> int:
     from hpcgnn.cli.common import run_on_root
     from hpcgnn.errors import ConfigError
 
+    if args.write_topology is not None:
+        if args.graph or args.parts or args.topology or args.calibrate or not args.out:
+            raise ConfigError("--write-topology takes --out T.json and no graph, --parts, "
+                              "--topology or --calibrate")
+        run_on_root(lambda: _write_topology(args.write_topology, args.out))
+        return 0
     if args.calibrate:
         if args.graph or args.parts or args.topology or not args.out:
             raise ConfigError("--calibrate takes --out T.json and no graph, --parts or --topology")
@@ -72,6 +84,19 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("plan needs a graph, --parts and --topology (or --calibrate --out)")
     run_on_root(lambda: _run(args))
     return 0
+
+
+def _write_topology(spec: str, out: str) -> None:
+    """Write the topology document of ``spec`` to ``out`` (validated first)."""
+    from hpcgnn.planning.topology import parse_topology, topology_spec
+    from hpcgnn.utils.files import atomic_write, check_output
+
+    doc = topology_spec(spec)
+    topo = parse_topology(doc, out)
+    check_output(out, "--out")
+    atomic_write(out, json.dumps(doc) + "\n", "--out")
+    print(f"wrote {out}: {topo.name}, {topo.num_ranks} ranks on {len(topo.node_names)} "
+          f"node(s), {len(topo.links) // 2} links")
 
 
 def _calibrate(out: str) -> None:

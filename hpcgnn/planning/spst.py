@@ -21,6 +21,7 @@ from __future__ import annotations
 import heapq
 import math
 from dataclasses import dataclass
+from itertools import repeat
 
 import numpy as np
 
@@ -60,16 +61,6 @@ class Cost:
     endpoint_times: np.ndarray
 
 
-def _resource_matrix(topo: Topology) -> np.ndarray:
-    """``(links, width)`` resource ids of each link, padded with a dummy id (= #resources)."""
-    width = max(len(r) for r in topo.link_resources)
-    dummy = len(topo.resource_bw)
-    out = np.full((len(topo.links), width), dummy, dtype=np.int64)
-    for i, r in enumerate(topo.link_resources):
-        out[i, : len(r)] = r
-    return out
-
-
 def plan_cost(topo: Topology, plan: Plan, bytes_per_vertex: float) -> Cost:
     """Evaluate the stage cost model on a plan (see :func:`counts_cost`)."""
     return counts_cost(topo, plan.counts(), bytes_per_vertex)
@@ -101,15 +92,14 @@ def counts_cost(
         np.add.at(msgs, (edges[:, 0], edges[:, end]), 1)
         np.add.at(rows, (edges[:, 0], edges[:, end]), edges[:, 3])
     end_t = msgs * topo.endpoint_alpha_s + rows * (bytes_per_vertex / (topo.endpoint_gbps * 1e9))
-    res = np.zeros((stages, len(topo.resource_bw)), dtype=np.int64)
-    for li, rs in enumerate(topo.link_resources):
-        for r in rs:
-            res[:, r] += links[:, li]
+    rm = topo.resource_matrix
+    res = np.zeros((len(topo.resource_bw) + 1, stages), dtype=np.int64)  # + the dummy
+    for col in rm.T:
+        np.add.at(res, col, links.T)
+    res = np.ascontiguousarray(res[:-1].T)
     sec = bytes_per_vertex / (topo.resource_bw * 1e9)
     res_t = res * sec
-    link_t = np.zeros((stages, nl))
-    for li, rs in enumerate(topo.link_resources):
-        link_t[:, li] = res_t[:, list(rs)].max(axis=1)
+    link_t = np.c_[res_t, np.zeros(stages)][:, rm].max(axis=2)  # the dummy's time is 0
     link_t += (links > 0) * topo.link_alpha_s
     stage_t = np.zeros(stages)
     if nl:
@@ -158,56 +148,58 @@ class SpstPlanner:
         self.stages = topo.num_ranks - 1 if max_stages is None else max_stages
         if self.stages < 1:
             raise ConfigError(f"max stages must be >= 1, got {self.stages}")
-        self.res = _resource_matrix(topo)
+        self.res = topo.resource_matrix
         self.inv_bw = np.r_[1.0 / topo.resource_bw, 0.0]  # seconds per vertex-GB; dummy 0
         self.loads = np.zeros((self.stages, len(self.inv_bw)))
         self.depth = 0  # deepest stage with load; the stages after it are all empty
-        self.out: list[list[tuple[int, int]]] = [[] for _ in range(topo.num_ranks)]
-        for li, ln in enumerate(topo.links):
-            self.out[ln.src].append((li, ln.dst))
-        self.raw = (self.inv_bw[self.res]).max(axis=1).tolist()
-
-    def _cost_matrix(self, count: int) -> list[list[float]]:
-        """Algorithm 2 for all stages and links at once.
-
-        ``C[i][e]`` is the increase of the total time when ``count`` vertices use link
-        ``e`` at stage ``i + 1``. Only the stages up to the first empty one are computed:
-        every later stage is empty too and has the same row (look rows up with
-        :meth:`_row`).
-        """
-        loads = self.loads[: min(self.depth + 1, self.stages)]
-        t = loads * self.inv_bw
-        stage_t = t.max(axis=1, keepdims=True)
-        new = ((loads[:, self.res] + count) * self.inv_bw[self.res]).max(axis=2)
-        return (np.maximum(new, stage_t) - stage_t).tolist()
-
-    @staticmethod
-    def _row(cost: list[list[float]], depth: int) -> list[float]:
-        """Row of :meth:`_cost_matrix` for edges leaving ``depth``."""
-        return cost[min(depth, len(cost) - 1)]
+        raw = (self.inv_bw[self.res]).max(axis=1)
+        # per rank: its out-links (in link order), their heads, resources, 1/bw, raw time
+        src = np.fromiter((ln.src for ln in topo.links), dtype=np.int64, count=len(topo.links))
+        dst = np.fromiter((ln.dst for ln in topo.links), dtype=np.int64, count=len(topo.links))
+        by_src = np.argsort(src, kind="stable")
+        cut = np.searchsorted(src[by_src], np.arange(topo.num_ranks + 1))
+        self.out = []
+        for r in range(topo.num_ranks):
+            li = by_src[cut[r] : cut[r + 1]]
+            res = self.res[li]
+            self.out.append((li, dst[li], res, self.inv_bw[res], raw[li]))
 
     def _path(self, held: dict[int, int], targets: set[int], count: int) -> list[Edge]:
         """Cheapest path from a rank holding the vertex to a target.
 
         Multi-source Dijkstra over ``(rank, depth)`` states (an edge leaving depth ``i``
-        is used at stage ``i + 1``); ties are broken by the raw transfer time.
+        is used at stage ``i + 1``); ties are broken by the raw transfer time. An edge's
+        weight is Algorithm 2's incremental cost: the increase of its stage's time when
+        ``count`` vertices use it, computed for the out-links of a state when it is
+        expanded (in a stage after :attr:`depth`, empty, it is ``count`` times the raw
+        time). A label not below the best one pushed for a target is not pushed: it would
+        be popped after that target.
         """
-        cost = self._cost_matrix(count)
+        n = self.topo.num_ranks
+        is_target = np.zeros(n, dtype=bool)
+        is_target[list(targets)] = True
+        # per depth: ranks settled there or held (never entered), best labels
+        closed: dict[int, np.ndarray] = {}
+        best: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        on_chain = np.full(n, -1, dtype=np.int64)  # state whose chain marked the rank
+        bound_c, bound_raw = math.inf, math.inf  # best label pushed for a target
+        stage_t: dict[int, float] = {}  # time of a stage with load, before this path
         # state: (rank, depth, parent state, link)
         states: list[tuple[int, int, int, int]] = []
         heap: list[tuple[float, float, int]] = []
         for r, dep in held.items():
             states.append((r, dep, -1, -1))
             heapq.heappush(heap, (0.0, 0.0, len(states) - 1))
-        done: set[tuple[int, int]] = set()
-        best: dict[tuple[int, int], tuple[float, float]] = {}
+        settled: set[tuple[int, int]] = set()
         while heap:
             c, raw, si = heapq.heappop(heap)
             r, dep, parent, _ = states[si]
-            if (r, dep) in done:
+            if (r, dep) in settled:
                 continue
-            done.add((r, dep))
-            if r in targets and parent != -1:
+            settled.add((r, dep))
+            if dep in closed:
+                closed[dep][r] = True
+            if parent != -1 and r in targets:
                 edges = []
                 while parent != -1:
                     pr, pdep, pp, _ = states[parent]
@@ -216,22 +208,47 @@ class SpstPlanner:
                 return edges[::-1]
             if dep >= self.stages:
                 continue
-            chain = set()
             x = si
             while x != -1:
-                chain.add(states[x][0])
+                on_chain[states[x][0]] = si
                 x = states[x][2]
-            row = self._row(cost, dep)
-            for li, nb in self.out[r]:
-                key = (nb, dep + 1)
-                if nb in held or nb in chain or key in done:
-                    continue
-                label = (c + row[li], raw + self.raw[li])
-                if key in best and best[key] <= label:
-                    continue
-                best[key] = label
-                states.append((nb, dep + 1, si, li))
-                heapq.heappush(heap, (label[0], label[1], len(states) - 1))
+            li, nb, res, inv, raw_t = self.out[r]
+            if dep < self.depth:  # a stage with load
+                loads = self.loads[dep]
+                st = stage_t.get(dep)
+                if st is None:
+                    st = stage_t[dep] = float((loads * self.inv_bw).max())
+                new = ((loads[res] + count) * inv).max(axis=1)
+                label_c = c + (np.maximum(new, st) - st)
+            else:
+                label_c = c + count * raw_t
+            label_raw = raw + raw_t
+            nxt = dep + 1
+            if nxt not in best:
+                best[nxt] = (np.full(n, np.inf), np.full(n, np.inf))
+                shut = closed[nxt] = np.zeros(n, dtype=bool)
+                shut[list(held)] = True
+                shut[[x for x, d in settled if d == nxt]] = True
+            best_c, best_raw = best[nxt]
+            bc, br = best_c[nb], best_raw[nb]
+            keep = (((label_c < bc) | ((label_c == bc) & (label_raw < br)))
+                    & ~closed[nxt][nb] & (on_chain[nb] != si)
+                    & ((label_c < bound_c) | ((label_c == bound_c) & (label_raw < bound_raw))))
+            if not keep.any():
+                continue
+            nb, li, label_c, label_raw = nb[keep], li[keep], label_c[keep], label_raw[keep]
+            best_c[nb], best_raw[nb] = label_c, label_raw
+            hit = is_target[nb]
+            if hit.any():
+                t_c, t_raw = label_c[hit], label_raw[hit]
+                i = np.lexsort((t_raw, t_c))[0]
+                if (t_c[i], t_raw[i]) < (bound_c, bound_raw):
+                    bound_c, bound_raw = float(t_c[i]), float(t_raw[i])
+            first = len(states)
+            states += zip(nb.tolist(), repeat(nxt), repeat(si), li.tolist())
+            for entry in zip(label_c.tolist(), label_raw.tolist(), range(first, len(states)),
+                             strict=True):
+                heapq.heappush(heap, entry)
         raise ConfigError(
             f"no route within {self.stages} stages; raise --max-stages (at most "
             f"{self.topo.num_ranks - 1} are ever needed)"

@@ -130,6 +130,11 @@ def _check_ranks(topo: Topology, relation: Relation) -> None:
         )
 
 
+#: Out-links per rank from which :class:`SpstPlanner` relaxes them as arrays (a rail
+#: topology of 1024 ranks has 135 per rank; DGX-1 7, a 16 x 8 rail 22).
+ARRAY_DEGREE = 64
+
+
 class SpstPlanner:
     """Greedy shortest-path spanning trees (DGCL Algorithm 1).
 
@@ -152,28 +157,107 @@ class SpstPlanner:
         self.inv_bw = np.r_[1.0 / topo.resource_bw, 0.0]  # seconds per vertex-GB; dummy 0
         self.loads = np.zeros((self.stages, len(self.inv_bw)))
         self.depth = 0  # deepest stage with load; the stages after it are all empty
+        self.out: list[list[tuple[int, int]]] = [[] for _ in range(topo.num_ranks)]
+        for li, ln in enumerate(topo.links):
+            self.out[ln.src].append((li, ln.dst))
         raw = (self.inv_bw[self.res]).max(axis=1)
-        # per rank: its out-links (in link order), their heads, resources, 1/bw, raw time
-        src = np.fromiter((ln.src for ln in topo.links), dtype=np.int64, count=len(topo.links))
-        dst = np.fromiter((ln.dst for ln in topo.links), dtype=np.int64, count=len(topo.links))
-        by_src = np.argsort(src, kind="stable")
-        cut = np.searchsorted(src[by_src], np.arange(topo.num_ranks + 1))
-        self.out = []
-        for r in range(topo.num_ranks):
-            li = by_src[cut[r] : cut[r + 1]]
-            res = self.res[li]
-            self.out.append((li, dst[li], res, self.inv_bw[res], raw[li]))
+        self.raw = raw.tolist()
+        self.arrays = max(map(len, self.out), default=0) >= ARRAY_DEGREE
+        if self.arrays:  # per rank: out-links, their heads, resources, 1/bw, raw time
+            self.out_arrays = []
+            for r in range(topo.num_ranks):
+                li = np.array([e for e, _ in self.out[r]], dtype=np.int64)
+                res = self.res[li]
+                self.out_arrays.append(
+                    (li, np.array([b for _, b in self.out[r]], dtype=np.int64), res,
+                     self.inv_bw[res], raw[li]))
+
+    def _cost_row(self, dep: int, count: int) -> list[float]:
+        """Algorithm 2 for the links leaving depth ``dep`` (used at stage ``dep + 1``).
+
+        ``C[e]`` is the increase of the stage's time when ``count`` vertices use link
+        ``e``. Every stage after :attr:`depth` is empty and has the same row.
+        """
+        loads = self.loads[min(dep, self.depth)]
+        stage_t = (loads * self.inv_bw).max()
+        new = ((loads[self.res] + count) * self.inv_bw[self.res]).max(axis=1)
+        return (np.maximum(new, stage_t) - stage_t).tolist()
 
     def _path(self, held: dict[int, int], targets: set[int], count: int) -> list[Edge]:
         """Cheapest path from a rank holding the vertex to a target.
 
         Multi-source Dijkstra over ``(rank, depth)`` states (an edge leaving depth ``i``
-        is used at stage ``i + 1``); ties are broken by the raw transfer time. An edge's
-        weight is Algorithm 2's incremental cost: the increase of its stage's time when
-        ``count`` vertices use it, computed for the out-links of a state when it is
-        expanded (in a stage after :attr:`depth`, empty, it is ``count`` times the raw
-        time). A label not below the best one pushed for a target is not pushed: it would
-        be popped after that target.
+        is used at stage ``i + 1``); ties are broken by the raw transfer time. Edge
+        weights are Algorithm 2's incremental costs (:meth:`_cost_row`), computed for a
+        depth when a state there is first expanded. A label not below the best one pushed
+        for a target is not pushed: it would pop after that target.
+
+        With many out-links per rank (:data:`ARRAY_DEGREE`) the search runs as
+        :meth:`_path_arrays`, which relaxes them with NumPy; both give the same path.
+        """
+        if self.arrays:
+            return self._path_arrays(held, targets, count)
+        rows: dict[int, list[float]] = {}
+        bound = (math.inf, math.inf)  # best label pushed for a target
+        # state: (rank, depth, parent state, link)
+        states: list[tuple[int, int, int, int]] = []
+        heap: list[tuple[float, float, int]] = []
+        for r, dep in held.items():
+            states.append((r, dep, -1, -1))
+            heapq.heappush(heap, (0.0, 0.0, len(states) - 1))
+        done: set[tuple[int, int]] = set()
+        best: dict[tuple[int, int], tuple[float, float]] = {}
+        while heap:
+            c, raw, si = heapq.heappop(heap)
+            r, dep, parent, _ = states[si]
+            if (r, dep) in done:
+                continue
+            done.add((r, dep))
+            if r in targets and parent != -1:
+                edges = []
+                while parent != -1:
+                    pr, pdep, pp, _ = states[parent]
+                    edges.append((pdep + 1, pr, r))
+                    r, parent = pr, pp
+                return edges[::-1]
+            if dep >= self.stages:
+                continue
+            chain = set()
+            x = si
+            while x != -1:
+                chain.add(states[x][0])
+                x = states[x][2]
+            at = min(dep, self.depth)  # the empty stages share one row
+            row = rows.get(at)
+            if row is None:
+                row = rows[at] = self._cost_row(dep, count)
+            nxt = dep + 1
+            for li, nb in self.out[r]:
+                key = (nb, nxt)
+                if nb in held or nb in chain or key in done:
+                    continue
+                label = (c + row[li], raw + self.raw[li])
+                if label >= bound or (key in best and best[key] <= label):
+                    continue
+                best[key] = label
+                states.append((nb, nxt, si, li))
+                heapq.heappush(heap, (label[0], label[1], len(states) - 1))
+                if nb in targets:
+                    bound = label
+        raise ConfigError(
+            f"no route within {self.stages} stages; raise --max-stages (at most "
+            f"{self.topo.num_ranks - 1} are ever needed)"
+        )
+
+    def _path_arrays(
+        self, held: dict[int, int], targets: set[int], count: int
+    ) -> list[Edge]:
+        """:meth:`_path` relaxing the out-links of a state as arrays (many per rank).
+
+        The same search, pushes and result as :meth:`_path`; an out-link's cost is computed
+        when its state is expanded (in a stage after :attr:`depth`, empty, it is ``count``
+        times the raw time), and the held, settled, chain, best-label and bound tests are
+        array masks over the state's out-links.
         """
         n = self.topo.num_ranks
         is_target = np.zeros(n, dtype=bool)
@@ -212,7 +296,7 @@ class SpstPlanner:
             while x != -1:
                 on_chain[states[x][0]] = si
                 x = states[x][2]
-            li, nb, res, inv, raw_t = self.out[r]
+            li, nb, res, inv, raw_t = self.out_arrays[r]
             if dep < self.depth:  # a stage with load
                 loads = self.loads[dep]
                 st = stage_t.get(dep)

@@ -37,6 +37,7 @@ import json
 import math
 import os
 from dataclasses import dataclass, field
+from itertools import chain
 
 import numpy as np
 import scipy.sparse as sp
@@ -114,10 +115,13 @@ class Topology:
     _trees: dict[int, np.ndarray] = field(repr=False, default_factory=dict)
 
     def __post_init__(self) -> None:
-        width = max((len(r) for r in self.link_resources), default=1)
-        rm = np.full((len(self.links), width), len(self.resource_bw), dtype=np.int64)
-        for i, r in enumerate(self.link_resources):
-            rm[i, : len(r)] = r
+        sizes = np.fromiter(map(len, self.link_resources), dtype=np.int64,
+                            count=len(self.link_resources))
+        rm = np.full((len(sizes), max(sizes, default=1)), len(self.resource_bw), dtype=np.int64)
+        rows = np.repeat(np.arange(len(sizes)), sizes)
+        cols = np.arange(len(rows)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+        rm[rows, cols] = np.fromiter(chain.from_iterable(self.link_resources), dtype=np.int64,
+                                     count=len(rows))
         object.__setattr__(self, "resource_matrix", rm)
 
     resource_matrix: np.ndarray = field(init=False, repr=False, compare=False)

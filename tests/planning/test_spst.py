@@ -343,3 +343,18 @@ def test_spst_at_1024_modelled_ranks():
     raw = plan_spst(zero_latency(topo), rel, chunks=8, fallback=False)
     check_plan(raw, rel)
     assert raw.num_stages >= 2  # cross-rail pairs are forwarded inside a node
+
+
+@pytest.mark.parametrize("doc", [
+    rail_topology(4, 4), rail_topology(4, 4, nvlink_us=3, net_us=8, stage_us=10),
+    "configs/topologies/dgx1.json",
+])
+def test_array_and_list_relaxation_give_the_same_plans(doc, monkeypatch):
+    topo = load_topology(doc) if isinstance(doc, str) else parse_topology(doc)
+    rel = random_relation(200, topo.num_ranks, 300, 3)
+    digests = []
+    for degree in (1, 10**9):  # every rank relaxed as arrays, then as lists
+        monkeypatch.setattr("hpcgnn.planning.spst.ARRAY_DEGREE", degree)
+        digests.append([plan_digest(plan_spst(topo, rel, seed=s, chunks=c, bytes_per_vertex=BPV))
+                        for s, c in ((0, None), (1, 4))])
+    assert digests[0] == digests[1]

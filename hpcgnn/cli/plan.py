@@ -6,6 +6,8 @@ import argparse
 import json
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 if TYPE_CHECKING:
     from hpcgnn.planning.spst import Cost
     from hpcgnn.planning.topology import Topology
@@ -52,16 +54,25 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+#: Busy links listed per stage on the terminal (the slowest first beyond it; --out has all).
+SHOWN_LINKS = 32
+
+
 def _print(label: str, topo: Topology, cost: Cost) -> None:
     print(f"{label}: {cost.time_s * 1e3:.4f} ms modelled")
     for k, t in enumerate(cost.stage_times):
-        busy = [
+        busy = np.flatnonzero(cost.link_counts[k])
+        more = ""
+        if len(busy) > SHOWN_LINKS:
+            slow = np.argsort(-cost.link_times[k, busy], kind="stable")[:SHOWN_LINKS]
+            busy, more = np.sort(busy[slow]), f" ... {len(busy) - SHOWN_LINKS} more"
+        shown = " ".join(
             f"{topo.links[li].src}->{topo.links[li].dst}:{int(cost.link_counts[k, li])}"
             f"({cost.link_times[k, li] * 1e3:.3f}ms)"
-            for li in range(len(topo.links))
-            if cost.link_counts[k, li]
-        ]
-        print(f"  stage {k + 1}: {t * 1e3:.4f} ms, {len(busy)} links: {' '.join(busy)}")
+            for li in busy
+        )
+        n = int(np.count_nonzero(cost.link_counts[k]))
+        print(f"  stage {k + 1}: {t * 1e3:.4f} ms, {n} links: {shown}{more}")
 
 
 def run(args: argparse.Namespace) -> int:

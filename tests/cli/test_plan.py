@@ -94,3 +94,17 @@ def test_write_topology_refuses_bad_use(tmp_path, capsys, argv, message):
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
     assert not (tmp_path / "T").exists()
+
+
+def test_plan_lists_the_slowest_links_of_a_busy_stage(tmp_path, capsys):
+    from hpcgnn.cli.plan import SHOWN_LINKS
+
+    topo = tmp_path / "rail.json"
+    assert main(["plan", "--write-topology", "rail:4x8", "--out", str(topo)]) == 0
+    path = write_random_graph(tmp_path / "g.h5", n=400, avg_degree=8, seed=4)
+    capsys.readouterr()
+    assert main(["plan", str(path), "--parts", "32", "--topology", str(topo)]) == 0
+    stage1 = next(ln for ln in capsys.readouterr().out.splitlines() if "stage 1:" in ln)
+    busy = int(stage1.split(" links:")[0].rsplit(" ", 1)[1])
+    assert busy > SHOWN_LINKS and stage1.endswith(f" ... {busy - SHOWN_LINKS} more")
+    assert len(stage1.split(" links: ")[1].split()) == SHOWN_LINKS + 3

@@ -6,6 +6,8 @@ import argparse
 import json
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 if TYPE_CHECKING:
     from hpcgnn.planning.spst import Cost
     from hpcgnn.planning.topology import Topology
@@ -22,7 +24,8 @@ def register(sub: argparse._SubParsersAction) -> None:
             "block split), plan it with SPST on --topology and report the modelled time "
             "of the planned and the direct p2p exchange per stage and per link. With "
             "--calibrate (under mpiexec -n P) measure this machine's latency and bandwidth "
-            "between every pair of ranks instead and write them as a topology file."
+            "between every pair of ranks instead and write them as a topology file; with "
+            "--write-topology write a generated (rail) topology file."
         ),
     )
     p.add_argument("graph", nargs="?")
@@ -31,6 +34,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--calibrate", action="store_true",
                    help="ping-pong every pair of the job's ranks and write the measured alpha "
                         "and beta as a topology file to --out (run under mpiexec -n P)")
+    p.add_argument("--write-topology", metavar="SPEC", default=None,
+                   help="write the topology of SPEC to --out instead of planning: "
+                        "rail:NODESxGPUS[,key=value...] with keys nvlink_gbps, net_gbps, "
+                        "nic_gbps, nvlink_us, net_us, stage_us, endpoint_us "
+                        "(see docs/planning.md)")
     p.add_argument("--feature-dim", type=int, default=128, help="embedding width (float32)")
     p.add_argument("--seed", type=int, default=0, help="seed of the vertex order")
     p.add_argument(
@@ -46,16 +54,25 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+#: Busy links listed per stage on the terminal (the slowest first beyond it; --out has all).
+SHOWN_LINKS = 32
+
+
 def _print(label: str, topo: Topology, cost: Cost) -> None:
     print(f"{label}: {cost.time_s * 1e3:.4f} ms modelled")
     for k, t in enumerate(cost.stage_times):
-        busy = [
+        busy = np.flatnonzero(cost.link_counts[k])
+        more = ""
+        if len(busy) > SHOWN_LINKS:
+            slow = np.argsort(-cost.link_times[k, busy], kind="stable")[:SHOWN_LINKS]
+            busy, more = np.sort(busy[slow]), f" ... {len(busy) - SHOWN_LINKS} more"
+        shown = " ".join(
             f"{topo.links[li].src}->{topo.links[li].dst}:{int(cost.link_counts[k, li])}"
             f"({cost.link_times[k, li] * 1e3:.3f}ms)"
-            for li in range(len(topo.links))
-            if cost.link_counts[k, li]
-        ]
-        print(f"  stage {k + 1}: {t * 1e3:.4f} ms, {len(busy)} links: {' '.join(busy)}")
+            for li in busy
+        )
+        n = int(np.count_nonzero(cost.link_counts[k]))
+        print(f"  stage {k + 1}: {t * 1e3:.4f} ms, {n} links: {shown}{more}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -63,6 +80,12 @@ def run(args: argparse.Namespace) -> int:
     from hpcgnn.cli.common import run_on_root
     from hpcgnn.errors import ConfigError
 
+    if args.write_topology is not None:
+        if args.graph or args.parts or args.topology or args.calibrate or not args.out:
+            raise ConfigError("--write-topology takes --out T.json and no graph, --parts, "
+                              "--topology or --calibrate")
+        run_on_root(lambda: _write_topology(args.write_topology, args.out))
+        return 0
     if args.calibrate:
         if args.graph or args.parts or args.topology or not args.out:
             raise ConfigError("--calibrate takes --out T.json and no graph, --parts or --topology")
@@ -72,6 +95,19 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("plan needs a graph, --parts and --topology (or --calibrate --out)")
     run_on_root(lambda: _run(args))
     return 0
+
+
+def _write_topology(spec: str, out: str) -> None:
+    """Write the topology document of ``spec`` to ``out`` (validated first)."""
+    from hpcgnn.planning.topology import parse_topology, topology_spec
+    from hpcgnn.utils.files import atomic_write, check_output
+
+    doc = topology_spec(spec)
+    topo = parse_topology(doc, out)
+    check_output(out, "--out")
+    atomic_write(out, json.dumps(doc) + "\n", "--out")
+    print(f"wrote {out}: {topo.name}, {topo.num_ranks} ranks on {len(topo.node_names)} "
+          f"node(s), {len(topo.links) // 2} links")
 
 
 def _calibrate(out: str) -> None:

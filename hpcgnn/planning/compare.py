@@ -173,6 +173,7 @@ class PlanComparison:
             "p2p": cost_summary(self.topology, self.p2p_cost, self.p2p),
             "planned": cost_summary(self.topology, self.spst_cost, self.spst),
             "reduction": self.reduction,
+            "relation_time_s": self.relation_time_s,
             "planning_time_s": self.planning_time_s,
         }
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import heapq
 import math
 from dataclasses import dataclass
+from itertools import repeat
 
 import numpy as np
 
@@ -60,16 +61,6 @@ class Cost:
     endpoint_times: np.ndarray
 
 
-def _resource_matrix(topo: Topology) -> np.ndarray:
-    """``(links, width)`` resource ids of each link, padded with a dummy id (= #resources)."""
-    width = max(len(r) for r in topo.link_resources)
-    dummy = len(topo.resource_bw)
-    out = np.full((len(topo.links), width), dummy, dtype=np.int64)
-    for i, r in enumerate(topo.link_resources):
-        out[i, : len(r)] = r
-    return out
-
-
 def plan_cost(topo: Topology, plan: Plan, bytes_per_vertex: float) -> Cost:
     """Evaluate the stage cost model on a plan (see :func:`counts_cost`)."""
     return counts_cost(topo, plan.counts(), bytes_per_vertex)
@@ -101,15 +92,14 @@ def counts_cost(
         np.add.at(msgs, (edges[:, 0], edges[:, end]), 1)
         np.add.at(rows, (edges[:, 0], edges[:, end]), edges[:, 3])
     end_t = msgs * topo.endpoint_alpha_s + rows * (bytes_per_vertex / (topo.endpoint_gbps * 1e9))
-    res = np.zeros((stages, len(topo.resource_bw)), dtype=np.int64)
-    for li, rs in enumerate(topo.link_resources):
-        for r in rs:
-            res[:, r] += links[:, li]
+    rm = topo.resource_matrix
+    res = np.zeros((len(topo.resource_bw) + 1, stages), dtype=np.int64)  # + the dummy
+    for col in rm.T:
+        np.add.at(res, col, links.T)
+    res = np.ascontiguousarray(res[:-1].T)
     sec = bytes_per_vertex / (topo.resource_bw * 1e9)
     res_t = res * sec
-    link_t = np.zeros((stages, nl))
-    for li, rs in enumerate(topo.link_resources):
-        link_t[:, li] = res_t[:, list(rs)].max(axis=1)
+    link_t = np.c_[res_t, np.zeros(stages)][:, rm].max(axis=2)  # the dummy's time is 0
     link_t += (links > 0) * topo.link_alpha_s
     stage_t = np.zeros(stages)
     if nl:
@@ -140,6 +130,11 @@ def _check_ranks(topo: Topology, relation: Relation) -> None:
         )
 
 
+#: Out-links per rank from which :class:`SpstPlanner` relaxes them as arrays (a rail
+#: topology of 1024 ranks has 135 per rank; DGX-1 7, a 16 x 8 rail 22).
+ARRAY_DEGREE = 64
+
+
 class SpstPlanner:
     """Greedy shortest-path spanning trees (DGCL Algorithm 1).
 
@@ -158,41 +153,52 @@ class SpstPlanner:
         self.stages = topo.num_ranks - 1 if max_stages is None else max_stages
         if self.stages < 1:
             raise ConfigError(f"max stages must be >= 1, got {self.stages}")
-        self.res = _resource_matrix(topo)
+        self.res = topo.resource_matrix
         self.inv_bw = np.r_[1.0 / topo.resource_bw, 0.0]  # seconds per vertex-GB; dummy 0
         self.loads = np.zeros((self.stages, len(self.inv_bw)))
         self.depth = 0  # deepest stage with load; the stages after it are all empty
         self.out: list[list[tuple[int, int]]] = [[] for _ in range(topo.num_ranks)]
         for li, ln in enumerate(topo.links):
             self.out[ln.src].append((li, ln.dst))
-        self.raw = (self.inv_bw[self.res]).max(axis=1).tolist()
+        raw = (self.inv_bw[self.res]).max(axis=1)
+        self.raw = raw.tolist()
+        self.arrays = max(map(len, self.out), default=0) >= ARRAY_DEGREE
+        if self.arrays:  # per rank: out-links, their heads, resources, 1/bw, raw time
+            self.out_arrays = []
+            for r in range(topo.num_ranks):
+                li = np.array([e for e, _ in self.out[r]], dtype=np.int64)
+                res = self.res[li]
+                self.out_arrays.append(
+                    (li, np.array([b for _, b in self.out[r]], dtype=np.int64), res,
+                     self.inv_bw[res], raw[li]))
 
-    def _cost_matrix(self, count: int) -> list[list[float]]:
-        """Algorithm 2 for all stages and links at once.
+    def _cost_row(self, dep: int, count: int) -> list[float]:
+        """Algorithm 2 for the links leaving depth ``dep`` (used at stage ``dep + 1``).
 
-        ``C[i][e]`` is the increase of the total time when ``count`` vertices use link
-        ``e`` at stage ``i + 1``. Only the stages up to the first empty one are computed:
-        every later stage is empty too and has the same row (look rows up with
-        :meth:`_row`).
+        ``C[e]`` is the increase of the stage's time when ``count`` vertices use link
+        ``e``. Every stage after :attr:`depth` is empty and has the same row.
         """
-        loads = self.loads[: min(self.depth + 1, self.stages)]
-        t = loads * self.inv_bw
-        stage_t = t.max(axis=1, keepdims=True)
-        new = ((loads[:, self.res] + count) * self.inv_bw[self.res]).max(axis=2)
+        loads = self.loads[min(dep, self.depth)]
+        stage_t = (loads * self.inv_bw).max()
+        new = ((loads[self.res] + count) * self.inv_bw[self.res]).max(axis=1)
         return (np.maximum(new, stage_t) - stage_t).tolist()
-
-    @staticmethod
-    def _row(cost: list[list[float]], depth: int) -> list[float]:
-        """Row of :meth:`_cost_matrix` for edges leaving ``depth``."""
-        return cost[min(depth, len(cost) - 1)]
 
     def _path(self, held: dict[int, int], targets: set[int], count: int) -> list[Edge]:
         """Cheapest path from a rank holding the vertex to a target.
 
         Multi-source Dijkstra over ``(rank, depth)`` states (an edge leaving depth ``i``
-        is used at stage ``i + 1``); ties are broken by the raw transfer time.
+        is used at stage ``i + 1``); ties are broken by the raw transfer time. Edge
+        weights are Algorithm 2's incremental costs (:meth:`_cost_row`), computed for a
+        depth when a state there is first expanded. A label not below the best one pushed
+        for a target is not pushed: it would pop after that target.
+
+        With many out-links per rank (:data:`ARRAY_DEGREE`) the search runs as
+        :meth:`_path_arrays`, which relaxes them with NumPy; both give the same path.
         """
-        cost = self._cost_matrix(count)
+        if self.arrays:
+            return self._path_arrays(held, targets, count)
+        rows: dict[int, list[float]] = {}
+        bound = (math.inf, math.inf)  # best label pushed for a target
         # state: (rank, depth, parent state, link)
         states: list[tuple[int, int, int, int]] = []
         heap: list[tuple[float, float, int]] = []
@@ -221,17 +227,112 @@ class SpstPlanner:
             while x != -1:
                 chain.add(states[x][0])
                 x = states[x][2]
-            row = self._row(cost, dep)
+            at = min(dep, self.depth)  # the empty stages share one row
+            row = rows.get(at)
+            if row is None:
+                row = rows[at] = self._cost_row(dep, count)
+            nxt = dep + 1
             for li, nb in self.out[r]:
-                key = (nb, dep + 1)
+                key = (nb, nxt)
                 if nb in held or nb in chain or key in done:
                     continue
                 label = (c + row[li], raw + self.raw[li])
-                if key in best and best[key] <= label:
+                if label >= bound or (key in best and best[key] <= label):
                     continue
                 best[key] = label
-                states.append((nb, dep + 1, si, li))
+                states.append((nb, nxt, si, li))
                 heapq.heappush(heap, (label[0], label[1], len(states) - 1))
+                if nb in targets:
+                    bound = label
+        raise ConfigError(
+            f"no route within {self.stages} stages; raise --max-stages (at most "
+            f"{self.topo.num_ranks - 1} are ever needed)"
+        )
+
+    def _path_arrays(
+        self, held: dict[int, int], targets: set[int], count: int
+    ) -> list[Edge]:
+        """:meth:`_path` relaxing the out-links of a state as arrays (many per rank).
+
+        The same search, pushes and result as :meth:`_path`; an out-link's cost is computed
+        when its state is expanded (in a stage after :attr:`depth`, empty, it is ``count``
+        times the raw time), and the held, settled, chain, best-label and bound tests are
+        array masks over the state's out-links.
+        """
+        n = self.topo.num_ranks
+        is_target = np.zeros(n, dtype=bool)
+        is_target[list(targets)] = True
+        # per depth: ranks settled there or held (never entered), best labels
+        closed: dict[int, np.ndarray] = {}
+        best: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        on_chain = np.full(n, -1, dtype=np.int64)  # state whose chain marked the rank
+        bound_c, bound_raw = math.inf, math.inf  # best label pushed for a target
+        stage_t: dict[int, float] = {}  # time of a stage with load, before this path
+        # state: (rank, depth, parent state, link)
+        states: list[tuple[int, int, int, int]] = []
+        heap: list[tuple[float, float, int]] = []
+        for r, dep in held.items():
+            states.append((r, dep, -1, -1))
+            heapq.heappush(heap, (0.0, 0.0, len(states) - 1))
+        settled: set[tuple[int, int]] = set()
+        while heap:
+            c, raw, si = heapq.heappop(heap)
+            r, dep, parent, _ = states[si]
+            if (r, dep) in settled:
+                continue
+            settled.add((r, dep))
+            if dep in closed:
+                closed[dep][r] = True
+            if parent != -1 and r in targets:
+                edges = []
+                while parent != -1:
+                    pr, pdep, pp, _ = states[parent]
+                    edges.append((pdep + 1, pr, r))
+                    r, parent = pr, pp
+                return edges[::-1]
+            if dep >= self.stages:
+                continue
+            x = si
+            while x != -1:
+                on_chain[states[x][0]] = si
+                x = states[x][2]
+            li, nb, res, inv, raw_t = self.out_arrays[r]
+            if dep < self.depth:  # a stage with load
+                loads = self.loads[dep]
+                st = stage_t.get(dep)
+                if st is None:
+                    st = stage_t[dep] = float((loads * self.inv_bw).max())
+                new = ((loads[res] + count) * inv).max(axis=1)
+                label_c = c + (np.maximum(new, st) - st)
+            else:
+                label_c = c + count * raw_t
+            label_raw = raw + raw_t
+            nxt = dep + 1
+            if nxt not in best:
+                best[nxt] = (np.full(n, np.inf), np.full(n, np.inf))
+                shut = closed[nxt] = np.zeros(n, dtype=bool)
+                shut[list(held)] = True
+                shut[[x for x, d in settled if d == nxt]] = True
+            best_c, best_raw = best[nxt]
+            bc, br = best_c[nb], best_raw[nb]
+            keep = (((label_c < bc) | ((label_c == bc) & (label_raw < br)))
+                    & ~closed[nxt][nb] & (on_chain[nb] != si)
+                    & ((label_c < bound_c) | ((label_c == bound_c) & (label_raw < bound_raw))))
+            if not keep.any():
+                continue
+            nb, li, label_c, label_raw = nb[keep], li[keep], label_c[keep], label_raw[keep]
+            best_c[nb], best_raw[nb] = label_c, label_raw
+            hit = is_target[nb]
+            if hit.any():
+                t_c, t_raw = label_c[hit], label_raw[hit]
+                i = np.lexsort((t_raw, t_c))[0]
+                if (t_c[i], t_raw[i]) < (bound_c, bound_raw):
+                    bound_c, bound_raw = float(t_c[i]), float(t_raw[i])
+            first = len(states)
+            states += zip(nb.tolist(), repeat(nxt), repeat(si), li.tolist())
+            for entry in zip(label_c.tolist(), label_raw.tolist(), range(first, len(states)),
+                             strict=True):
+                heapq.heappush(heap, entry)
         raise ConfigError(
             f"no route within {self.stages} stages; raise --max-stages (at most "
             f"{self.topo.num_ranks - 1} are ever needed)"

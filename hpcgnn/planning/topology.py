@@ -36,12 +36,14 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections import deque
 from dataclasses import dataclass, field
+from itertools import chain
 
 import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import breadth_first_order
 
-from hpcgnn.errors import InputError
+from hpcgnn.errors import ConfigError, InputError
 
 #: Latency of one message on a link whose kind has no ``alpha_us`` (microseconds): about a
 #: GPU peer copy or an MPI message between processes of one node.
@@ -83,6 +85,9 @@ class Topology:
         Bandwidth of every resource in GB/s.
     link_resources : tuple of tuple of int
         Resources each directed link loads (itself first).
+    resource_matrix : numpy.ndarray
+        ``link_resources`` as a ``(links, width)`` array padded with ``len(resource_bw)``
+        (derived, not a constructor argument).
     link_alpha_s : numpy.ndarray
         Latency of one message on each directed link (seconds).
     stage_alpha_s : float
@@ -106,15 +111,62 @@ class Topology:
     endpoint_alpha_s: float = 0.0
     endpoint_gbps: float = math.inf
     _index: dict[tuple[int, int], int] = field(repr=False, default_factory=dict)
-    _routes: dict[tuple[int, int], tuple[int, ...]] = field(repr=False, default_factory=dict)
+    _adj: sp.csr_matrix | None = field(repr=False, default=None)
+    _trees: dict[int, np.ndarray] = field(repr=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        sizes = np.fromiter(map(len, self.link_resources), dtype=np.int64,
+                            count=len(self.link_resources))
+        rm = np.full((len(sizes), max(sizes, default=1)), len(self.resource_bw), dtype=np.int64)
+        rows = np.repeat(np.arange(len(sizes)), sizes)
+        cols = np.arange(len(rows)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+        rm[rows, cols] = np.fromiter(chain.from_iterable(self.link_resources), dtype=np.int64,
+                                     count=len(rows))
+        object.__setattr__(self, "resource_matrix", rm)
+
+    resource_matrix: np.ndarray = field(init=False, repr=False, compare=False)
 
     def link_id(self, a: int, b: int) -> int | None:
         """Index of the direct link ``a -> b``, or ``None`` when there is none."""
         return self._index.get((a, b))
 
     def route(self, a: int, b: int) -> tuple[int, ...]:
-        """Links of the route ``a -> b``: the direct link, else the fewest-hop path."""
-        return self._routes[(a, b)]
+        """Links of the route ``a -> b``: the direct link, else the fewest-hop path.
+
+        The path is the one of a breadth-first search from ``a`` that visits neighbours in
+        ascending order; the search tree of ``a`` is built on the first route from ``a``
+        and kept, so ``K`` ranks never hold all ``K (K - 1)`` routes.
+        """
+        li = self._index.get((a, b))
+        if li is not None:
+            return (li,)
+        prev = self._trees.get(a)
+        if prev is None:
+            prev = self._trees[a] = _bfs_tree(self._adj, a)
+        hops = []
+        while b != a:
+            p = int(prev[b])
+            hops.append(self._index[(p, b)])
+            b = p
+        return tuple(reversed(hops))
+
+
+def _adjacency(n: int, links: list[Link]) -> sp.csr_matrix:
+    """``(n, n)`` CSR adjacency of the directed links, indices sorted."""
+    src = np.fromiter((ln.src for ln in links), dtype=np.int64, count=len(links))
+    dst = np.fromiter((ln.dst for ln in links), dtype=np.int64, count=len(links))
+    adj = sp.csr_matrix((np.ones(len(links), dtype=np.int8), (src, dst)), shape=(n, n))
+    adj.sort_indices()
+    return adj
+
+
+def _bfs_tree(adj: sp.csr_matrix, source: int) -> np.ndarray:
+    """Predecessor of every rank in the breadth-first tree from ``source`` (< 0: none).
+
+    Neighbours are visited in ascending order (sorted CSR indices), so the first rank to
+    reach another is its predecessor, as in a FIFO search over sorted adjacency lists.
+    """
+    return breadth_first_order(adj, source, directed=True, return_predecessors=True)[1]
 
 
 def _bad(path: str, msg: str) -> InputError:
@@ -290,34 +342,12 @@ def parse_topology(doc: object, path: str = "<dict>", ranks: int | None = None) 
             alphas.append(alpha)
             vias.append([str(v) for v in via])
 
-    # connectivity
-    adj: list[list[int]] = [[] for _ in range(n)]
-    for ln in links:
-        adj[ln.src].append(ln.dst)
-    routes: dict[tuple[int, int], tuple[int, ...]] = {}
-    for s in range(n):
-        prev = {s: -1}
-        queue = deque([s])
-        while queue:
-            x = queue.popleft()
-            for y in sorted(adj[x]):
-                if y not in prev:
-                    prev[y] = x
-                    queue.append(y)
-        if len(prev) < n:
-            unreached = [r for r in range(n) if r not in prev]
-            raise _bad(
-                path, f"not connected: rank(s) {unreached[:8]} unreachable from rank {s}"
-            )
-        for d in range(n):
-            if d == s:
-                continue
-            hops = []
-            x = d
-            while prev[x] != -1:
-                hops.append(index[(prev[x], x)])
-                x = prev[x]
-            routes[(s, d)] = tuple(reversed(hops))
+    # connectivity: every link goes both ways, so one search from rank 0 sees it all
+    adj = _adjacency(n, links)
+    tree0 = _bfs_tree(adj, 0)
+    unreached = [r for r in range(1, n) if tree0[r] < 0]
+    if unreached:
+        raise _bad(path, f"not connected: rank(s) {unreached[:8]} unreachable from rank 0")
 
     names = [f"{ln.src}->{ln.dst}" for ln in links]
     bws = [ln.bandwidth_gbps for ln in links]
@@ -346,7 +376,8 @@ def parse_topology(doc: object, path: str = "<dict>", ranks: int | None = None) 
         endpoint_alpha_s=endpoint_alpha,
         endpoint_gbps=endpoint_gbps,
         _index=index,
-        _routes=routes,
+        _adj=adj,
+        _trees={0: tree0},
     )
 
 
@@ -418,3 +449,119 @@ def measured_topology(
         "nodes": [{"name": h, "ranks": [r for r, x in enumerate(hosts) if x == h]} for h in names],
         "links": links,
     }
+
+
+def rail_topology(
+    nodes: int,
+    per_node: int,
+    *,
+    nvlink_gbps: float = 50.0,
+    net_gbps: float = 12.5,
+    nic_gbps: float = 25.0,
+    nvlink_us: float = 0.0,
+    net_us: float = 0.0,
+    stage_us: float = 0.0,
+    endpoint_us: float | None = None,
+    name: str | None = None,
+) -> dict:
+    """A rail-optimised cluster as a topology document (see :func:`parse_topology`).
+
+    ``nodes`` nodes of ``per_node`` GPUs each; rank ``r`` is GPU ``r % per_node`` of node
+    ``r // per_node``. The GPUs of a node are fully connected (``nvlink``); GPU ``i`` of
+    every node is linked to GPU ``i`` of every other node (``net``, one rail per GPU
+    index) through both nodes' NICs, a shared resource of ``nic_gbps`` per direction and
+    node. GPUs on different rails of different nodes have no direct link: the hardware
+    route goes through a GPU of one of the two nodes.
+
+    Parameters
+    ----------
+    nodes, per_node
+        Cluster shape; ``nodes * per_node`` ranks.
+    nvlink_gbps, net_gbps, nic_gbps
+        Bandwidths in GB/s of an NVLink pair, of a rail link, of a node's NIC.
+    nvlink_us, net_us, stage_us
+        Latency of one message on each kind of link, and of a stage (microseconds; all
+        zero: DGCL's bandwidth-only model).
+    endpoint_us
+        Per-message overhead of every rank (the ``endpoint`` section), or ``None``.
+    name
+        The topology's name (default ``rail-NODESxPER_NODE``).
+
+    Returns
+    -------
+    dict
+        The JSON document; ``json.dump`` it to get a topology file.
+    """
+    if nodes < 1 or per_node < 1:
+        raise ConfigError(f"a rail topology needs >= 1 node and GPU, got {nodes}x{per_node}")
+    n = nodes * per_node
+    links = []
+    for a in range(n):
+        na, ga = divmod(a, per_node)
+        links += [{"a": a, "b": b, "bandwidth_gbps": nvlink_gbps, "kind": "nvlink"}
+                  for b in range(a + 1, (na + 1) * per_node)]
+        links += [{"a": a, "b": b, "bandwidth_gbps": net_gbps, "kind": "net",
+                   "via": [f"nic{na}", f"nic{b // per_node}"]}
+                  for b in range((na + 1) * per_node + ga, n, per_node)]
+    doc = {
+        "name": name or f"rail-{nodes}x{per_node}",
+        "description": (
+            f"{nodes} nodes x {per_node} GPUs: NVLink inside a node ({nvlink_gbps} GB/s), "
+            f"GPU i of every node linked to GPU i of every other node ({net_gbps} GB/s) "
+            f"through both nodes' NICs ({nic_gbps} GB/s per direction, shared)"
+        ),
+        "ranks": n,
+        "stage_alpha_us": stage_us,
+        "alpha_us": {"nvlink": nvlink_us, "net": net_us},
+        "nodes": [{"name": f"n{i}", "ranks": list(range(i * per_node, (i + 1) * per_node))}
+                  for i in range(nodes)],
+        "shared": [{"name": f"nic{i}", "node": f"n{i}", "bandwidth_gbps": nic_gbps}
+                   for i in range(nodes)],
+        "links": links,
+    }
+    if endpoint_us is not None:
+        doc["endpoint"] = {"alpha_us": endpoint_us}
+    return doc
+
+
+#: Settings of :func:`topology_spec` after the shape, and their :func:`rail_topology`
+#: parameters.
+RAIL_SETTINGS = ("nvlink_gbps", "net_gbps", "nic_gbps", "nvlink_us", "net_us", "stage_us",
+                 "endpoint_us")
+
+
+def topology_spec(spec: str) -> dict:
+    """The topology document of a spec ``rail:NODESxGPUS[,key=value...]``.
+
+    ``key`` is one of :data:`RAIL_SETTINGS` (bandwidths in GB/s, latencies in
+    microseconds), e.g. ``rail:128x8,nvlink_us=3,net_us=8,stage_us=10``.
+
+    Raises
+    ------
+    ConfigError
+        One line naming what is wrong with the spec.
+    """
+    kind, _, rest = spec.partition(":")
+    if kind != "rail" or not rest:
+        raise ConfigError(f"topology spec {spec!r}: expected rail:NODESxGPUS[,key=value...]")
+    shape, *settings = rest.split(",")
+    nodes, x, gpus = shape.partition("x")
+    if not (x and nodes.isdigit() and gpus.isdigit()) or int(nodes) < 1 or int(gpus) < 1:
+        raise ConfigError(f"topology spec {spec!r}: shape {shape!r} is not NODESxGPUS "
+                          "(two positive integers)")
+    kw: dict[str, float] = {}
+    for item in settings:
+        key, eq, value = item.partition("=")
+        if key not in RAIL_SETTINGS or not eq:
+            raise ConfigError(f"topology spec {spec!r}: {item!r} is not key=value with key "
+                              f"one of {', '.join(RAIL_SETTINGS)}")
+        try:
+            v = float(value)
+        except ValueError:
+            v = math.nan
+        positive = key.endswith("_gbps")
+        if not math.isfinite(v) or v < 0 or (positive and v == 0):
+            raise ConfigError(f"topology spec {spec!r}: {key} must be a finite number "
+                              f"{'> 0' if positive else '>= 0'}, got {value!r}")
+        kw[key] = v
+    return rail_topology(int(nodes), int(gpus), **kw)

@@ -65,3 +65,46 @@ def test_calibrate_writes_a_topology_of_the_job(shared_tmp, world, capsys):
     capsys.readouterr()
     assert_all(world, main(["plan", "--calibrate"]) == 1)
     assert "--calibrate takes --out" in capsys.readouterr().err
+
+
+def test_write_topology_then_plan_on_it(tmp_path, capsys):
+    topo = tmp_path / "rail.json"
+    assert main(["plan", "--write-topology", "rail:2x4,net_us=8", "--out", str(topo)]) == 0
+    assert "rail-2x4, 8 ranks on 2 node(s)" in capsys.readouterr().out
+    t = load_topology(topo, 8)
+    assert len(t.links) == 2 * (2 * 6 + 4) and t.link_id(0, 5) is None
+    path = write_random_graph(tmp_path / "g.h5", n=200, avg_degree=6, seed=3)
+    out = tmp_path / "plan.json"
+    assert main(["plan", str(path), "--parts", "8", "--topology", str(topo),
+                 "--out", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["topology"] == "rail-2x4" and doc["relation_time_s"] >= 0
+    assert doc["planned"]["time_s"] <= doc["p2p"]["time_s"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--write-topology", "rail:2x", "--out", "T"], "topology spec 'rail:2x': shape"),
+    (["--write-topology", "rail:2x2"], "--write-topology takes --out T.json"),
+    (["g.h5", "--write-topology", "rail:2x2", "--out", "T"], "--write-topology takes --out"),
+    (["--write-topology", "rail:2x2", "--calibrate", "--out", "T"], "and no graph"),
+])
+def test_write_topology_refuses_bad_use(tmp_path, capsys, argv, message):
+    argv = [str(tmp_path / a) if a == "T" else a for a in argv]
+    assert main(["plan", *argv]) == 1
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "T").exists()
+
+
+def test_plan_lists_the_slowest_links_of_a_busy_stage(tmp_path, capsys):
+    from hpcgnn.cli.plan import SHOWN_LINKS
+
+    topo = tmp_path / "rail.json"
+    assert main(["plan", "--write-topology", "rail:4x8", "--out", str(topo)]) == 0
+    path = write_random_graph(tmp_path / "g.h5", n=400, avg_degree=8, seed=4)
+    capsys.readouterr()
+    assert main(["plan", str(path), "--parts", "32", "--topology", str(topo)]) == 0
+    stage1 = next(ln for ln in capsys.readouterr().out.splitlines() if "stage 1:" in ln)
+    busy = int(stage1.split(" links:")[0].rsplit(" ", 1)[1])
+    assert busy > SHOWN_LINKS and stage1.endswith(f" ... {busy - SHOWN_LINKS} more")
+    assert len(stage1.split(" links: ")[1].split()) == SHOWN_LINKS + 3

@@ -19,6 +19,7 @@ from hpcgnn.planning import (
 )
 from hpcgnn.planning.relation import relation_from_edges, signature_groups
 from hpcgnn.planning.spst import chunk_sizes, direct_trees, tree_counts
+from hpcgnn.planning.topology import rail_topology
 from tests.planning.masks import relation_from_masks
 
 BPV = 1000.0  # bytes per vertex
@@ -241,31 +242,6 @@ def test_plan_items_falls_back_to_direct():
     assert tree_counts(items, trees) == {(1, 0, 2): 5, (2, 2, 1): 5}
 
 
-def rail_topology(nodes: int, per_node: int) -> dict:
-    """Helper: ``nodes`` x ``per_node`` GPUs, NVLink inside a node, rails through the NICs.
-
-    GPU ``i`` of every node links to GPU ``i`` of every other node (12.5 GB/s) through
-    both nodes' NICs (25 GB/s per direction, shared).
-    """
-    n = nodes * per_node
-    links = []
-    for a in range(n):
-        for b in range(a + 1, n):
-            if a // per_node == b // per_node:
-                links.append({"a": a, "b": b, "bandwidth_gbps": 50.0, "kind": "nvlink"})
-            elif a % per_node == b % per_node:
-                links.append({"a": a, "b": b, "bandwidth_gbps": 12.5, "kind": "net",
-                              "via": [f"nic{a // per_node}", f"nic{b // per_node}"]})
-    return {
-        "ranks": n,
-        "nodes": [{"name": f"n{i}", "ranks": list(range(i * per_node, (i + 1) * per_node))}
-                  for i in range(nodes)],
-        "shared": [{"name": f"nic{i}", "node": f"n{i}", "bandwidth_gbps": 25.0}
-                   for i in range(nodes)],
-        "links": links,
-    }
-
-
 def test_spst_at_128_modelled_ranks():
     topo = parse_topology(rail_topology(16, 8))
     rel = random_relation(1280, 128, 100, 1)
@@ -352,3 +328,33 @@ def test_zero_latency_gives_the_plans_of_the_bandwidth_model():
     topo = random_topology(6, 2)
     rel = random_relation(120, 6, 400, 2)
     assert plan_digest(plan_spst(topo, rel, chunks=None, seed=3)) == "a233d807501b87b9"
+
+
+def test_spst_at_1024_modelled_ranks():
+    # 128 nodes x 8 GPUs: ~137 000 directed links, ~1M rank pairs; routes are built on
+    # demand and a Dijkstra expansion costs the out-links of one rank
+    topo = parse_topology(rail_topology(128, 8, nvlink_us=3, net_us=8, stage_us=10))
+    rel = random_relation(4096, 1024, 8, 5)
+    assert rel.dest_ranks.max() >= 512
+    t_p2p = plan_cost(topo, plan_p2p(topo, rel), BPV).time_s
+    plan = plan_spst(topo, rel, chunks=8, bytes_per_vertex=BPV)
+    check_plan(plan, rel)
+    assert plan_cost(topo, plan, BPV).time_s <= t_p2p * (1 + 1e-9)
+    raw = plan_spst(zero_latency(topo), rel, chunks=8, fallback=False)
+    check_plan(raw, rel)
+    assert raw.num_stages >= 2  # cross-rail pairs are forwarded inside a node
+
+
+@pytest.mark.parametrize("doc", [
+    rail_topology(4, 4), rail_topology(4, 4, nvlink_us=3, net_us=8, stage_us=10),
+    "configs/topologies/dgx1.json",
+])
+def test_array_and_list_relaxation_give_the_same_plans(doc, monkeypatch):
+    topo = load_topology(doc) if isinstance(doc, str) else parse_topology(doc)
+    rel = random_relation(200, topo.num_ranks, 300, 3)
+    digests = []
+    for degree in (1, 10**9):  # every rank relaxed as arrays, then as lists
+        monkeypatch.setattr("hpcgnn.planning.spst.ARRAY_DEGREE", degree)
+        digests.append([plan_digest(plan_spst(topo, rel, seed=s, chunks=c, bytes_per_vertex=BPV))
+                        for s, c in ((0, None), (1, 4))])
+    assert digests[0] == digests[1]

@@ -4,9 +4,14 @@ import re
 import numpy as np
 import pytest
 
-from hpcgnn.errors import InputError
+from hpcgnn.errors import ConfigError, InputError
 from hpcgnn.planning import load_topology, parse_topology, uniform_topology
-from hpcgnn.planning.topology import DEFAULT_LINK_ALPHA_US, DEFAULT_STAGE_ALPHA_US
+from hpcgnn.planning.topology import (
+    DEFAULT_LINK_ALPHA_US,
+    DEFAULT_STAGE_ALPHA_US,
+    rail_topology,
+    topology_spec,
+)
 from tests.planning.test_spst import full_topology
 
 SHIPPED = ["configs/topologies/dgx1.json", "configs/topologies/cluster-4x4.json"]
@@ -180,3 +185,78 @@ def test_a_measured_topology_reads_back_with_its_latencies():
     assert topo.endpoint_alpha_s == pytest.approx(3e-5) and topo.endpoint_gbps == 0.5
     assert len(topo.links) == 12 and len(parse_topology(
         measured_topology("one", ["n0"], {}, 0.0), "<1>", 1).links) == 0
+
+
+def _reference_route(topo, a: int, b: int) -> tuple[int, ...]:
+    """Helper: fewest-hop route by a plain FIFO search over sorted neighbours."""
+    adj = {}
+    for ln in topo.links:
+        adj.setdefault(ln.src, []).append(ln.dst)
+    prev, queue = {a: -1}, [a]
+    for x in queue:
+        for y in sorted(adj.get(x, [])):
+            if y not in prev:
+                prev[y] = x
+                queue.append(y)
+    hops = []
+    while prev[b] != -1:
+        hops.append(topo.link_id(prev[b], b))
+        b = prev[b]
+    return tuple(reversed(hops))
+
+
+@pytest.mark.parametrize("doc", [
+    rail_topology(3, 4),
+    {"ranks": 6, "links": [{"a": a, "b": b, "bandwidth_gbps": 1.0}
+                           for a, b in [(0, 4), (4, 2), (2, 5), (5, 1), (1, 3), (0, 3)]]},
+])
+def test_routes_are_the_fewest_hop_search_paths(doc):
+    topo = parse_topology(doc)
+    n = topo.num_ranks
+    for a in range(n):
+        for b in range(n):
+            if a != b:
+                assert topo.route(a, b) == _reference_route(topo, a, b), (a, b)
+
+
+def test_rail_topology_shape():
+    topo = parse_topology(rail_topology(4, 8, nvlink_us=3, net_us=8, stage_us=10,
+                                        endpoint_us=2))
+    assert topo.num_ranks == 32 and topo.name == "rail-4x8"
+    # 4 nodes x C(8, 2) NVLink pairs, 8 rails x C(4, 2) node pairs, both directions
+    assert len(topo.links) == 2 * (4 * 28 + 8 * 6)
+    assert topo.link_id(0, 7) is not None and topo.link_id(0, 8) is not None
+    assert topo.link_id(0, 9) is None  # other node, other rail: two hops
+    assert len(topo.route(0, 9)) == 2
+    nic = topo.resource_names.index("nic0:out")
+    assert nic in topo.link_resources[topo.link_id(0, 8)]
+    assert topo.stage_alpha_s == pytest.approx(1e-5)
+    assert topo.endpoint_alpha_s == pytest.approx(2e-6)
+    plain = parse_topology(rail_topology(2, 2))
+    assert not plain.link_alpha_s.any() and plain.stage_alpha_s == 0.0
+    assert plain.endpoint_alpha_s == 0.0
+    assert parse_topology(rail_topology(1, 1)).links == ()
+
+
+def test_topology_spec():
+    doc = topology_spec("rail:2x4,net_us=8,stage_us=10,nic_gbps=50")
+    assert doc == rail_topology(2, 4, net_us=8.0, stage_us=10.0, nic_gbps=50.0)
+    assert topology_spec("rail:16x8")["ranks"] == 128
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("mesh:2x2", "expected rail:NODESxGPUS"),
+    ("rail:", "expected rail:NODESxGPUS"),
+    ("rail:4", "shape '4' is not NODESxGPUS"),
+    ("rail:0x8", "shape '0x8' is not NODESxGPUS"),
+    ("rail:2x-1", "is not NODESxGPUS"),
+    ("rail:2x2,foo=1", "'foo=1' is not key=value"),
+    ("rail:2x2,net_us", "'net_us' is not key=value"),
+    ("rail:2x2,net_us=-1", "net_us must be a finite number >= 0, got '-1'"),
+    ("rail:2x2,net_us=nan", "net_us must be a finite number >= 0"),
+    ("rail:2x2,nic_gbps=0", "nic_gbps must be a finite number > 0"),
+])
+def test_bad_topology_specs(spec, message):
+    with pytest.raises(ConfigError, match=re.escape(message)) as info:
+        topology_spec(spec)
+    assert "\n" not in str(info.value)

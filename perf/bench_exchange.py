@@ -116,6 +116,7 @@ def calibrated(
     doc = json.loads(measured.read_text())
     alpha = float(sorted(link["alpha_us"] for link in doc["links"])[len(doc["links"]) // 2])
     found = {"alpha_us": alpha, "stage_alpha_us": float(doc["stage_alpha_us"])}
+    found |= {f"endpoint_{k}": float(v) for k, v in doc.get("endpoint", {}).items()}
     if topology is None:
         return str(measured), found
     topo = json.loads(Path(topology).read_text())
@@ -124,7 +125,6 @@ def calibrated(
     topo["stage_alpha_us"] = found["stage_alpha_us"]
     if "endpoint" in doc:  # the ranks as endpoints are the job's, whatever the links
         topo["endpoint"] = doc["endpoint"]
-        found |= {f"endpoint_{k}": float(v) for k, v in doc["endpoint"].items()}
     for link in topo.get("links", []):
         link.pop("alpha_us", None)
     topo["description"] = (f"{topo.get('description', '')} Latencies replaced by this "

@@ -127,7 +127,7 @@ def _calibrate(out: str) -> None:
                 doc = measured_topology(
                     f"measured-{world.size}", cal.hosts, cal.pairs, cal.stage_alpha_s,
                     f"ping-pong of {cal.small_bytes} and {cal.large_bytes} bytes, "
-                    "all-to-all of every rank for the endpoint", cal.endpoint,
+                    "all-to-all of every rank for the endpoint", cal.endpoint, cal.cores,
                 )
                 parse_topology(doc, out, world.size)  # what is written reads back
                 atomic_write(out, json.dumps(doc, indent=1) + "\n", "--out")

@@ -5,28 +5,39 @@ result as a topology file (:func:`hpcgnn.planning.topology.measured_topology`), 
 planner and the cost models can use the latencies and bandwidths the job really sees
 instead of nominal ones. Pairs are measured one at a time (the others wait), each with a
 small and a large message; ``alpha`` is the one-way time of the small message and
-``beta`` the extra time per byte of the large one. The stage latency is the time of an
-empty all-to-all over every rank (the synchronisation a stage costs at least).
+``beta`` the extra time per byte of the large one.
 
-The endpoint terms come from every rank busy at once, as in a stage: an all-to-all in
-which every rank sends one message to every other rank, small and then large. A rank sends
-and receives ``2 (P - 1)`` messages, so the small one's time over the empty one's, divided
-by that, is the time a rank spends per message (LogP's overhead ``o``), and the large one's
-extra time per byte a rank moves is its endpoint rate. Cores shared by several ranks slow
-every rank's messages; measured this way that is in the numbers.
+The endpoint terms come from every rank busy at once, run as a halo exchange runs a
+stage: rows gathered from scattered positions of a buffer on the communicator's device
+into the send buffer, one all-to-all of them through :class:`Comm` to every other rank, a
+fresh receive buffer. Empty, it gives the stage latency (the synchronisation and the
+software a stage costs at least); with one 8-byte row per peer and then 256-byte rows
+summing to ``large_bytes`` per rank, the endpoint: a rank sends and receives ``2 (P - 1)``
+messages, so the small one's time over the empty one's, divided by that, is the time a
+rank spends per message (LogP's overhead ``o``), and the large one's extra time per byte
+a rank moves is its endpoint rate (packing included). Where a host has fewer cores than
+ranks (the union of its ranks' CPU affinities), every rank got ``cores / ranks`` of a core
+while all were busy; the endpoint is reported per core (times that fraction) together
+with each host's cores, which the cost model turns back into the shared-core time of a
+stage (the topology's ``core_pools``), so a stage in which few ranks work is not charged
+as if all were.
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 from mpi4py import MPI
 
 from hpcgnn.comm.communicator import Comm
 
 CATEGORY = "calibrate"
+#: Row size of the exchange-like all-to-alls: 64 float32, a typical hidden width.
+ROW_BYTES = 256
 
 
 @dataclass(frozen=True)
@@ -44,8 +55,10 @@ class Calibration:
     small_bytes, large_bytes
         The two message sizes.
     endpoint
-        ``(alpha_s, beta_s_per_byte)`` of a rank as an endpoint (time per message sent or
-        received, time per byte moved), or ``None`` on one rank.
+        ``(alpha_s, beta_s_per_byte)`` of a rank as an endpoint with a core to itself (time
+        per message sent or received, time per byte moved), or ``None`` on one rank.
+    cores
+        Cores the ranks of each host may run on (by host name).
     """
 
     hosts: list[str]
@@ -54,6 +67,7 @@ class Calibration:
     small_bytes: int
     large_bytes: int
     endpoint: tuple[float, float] | None = None
+    cores: dict[str, int] | None = None
 
 
 def _round_trip(comm: Comm, a: int, b: int, buf: np.ndarray, repeats: int) -> float:
@@ -87,8 +101,11 @@ def calibrate(
     repeats
         Round trips per pair and size (the median counts).
     """
-    if not 0 < small_bytes < large_bytes:
-        raise ValueError(f"need 0 < small_bytes < large_bytes, got {small_bytes}, {large_bytes}")
+    if not 0 < small_bytes < large_bytes or small_bytes % 4:
+        raise ValueError(
+            f"need 0 < small_bytes < large_bytes, small_bytes a multiple of 4, got "
+            f"{small_bytes}, {large_bytes}"
+        )
     small = np.zeros(small_bytes, dtype=np.uint8)
     large = np.zeros(large_bytes, dtype=np.uint8)
     mine: dict[tuple[int, int], tuple[float, float]] = {}
@@ -102,33 +119,57 @@ def calibrate(
             if comm.rank == a:
                 beta = max(t_large - t_small, 1e-12) / (large_bytes - small_bytes)
                 mine[(a, b)] = (t_small, beta)
-    stage = _all_to_all(comm, 0, repeats)
+    stage = _all_to_all(comm, ROW_BYTES, 0, repeats)
     endpoint = None
     if comm.size > 1:  # every rank sends and receives 2 (P - 1) messages
-        per_peer = max(large_bytes // (comm.size - 1), small_bytes + 1)
-        t_small = _all_to_all(comm, small_bytes, repeats)
-        t_large = _all_to_all(comm, per_peer, repeats)
+        rows = max(large_bytes // ((comm.size - 1) * ROW_BYTES), 1)
+        per_peer = rows * ROW_BYTES
+        t_small = _all_to_all(comm, small_bytes, 1, repeats)
+        t_large = _all_to_all(comm, ROW_BYTES, rows, repeats)
         messages = 2 * (comm.size - 1)
         endpoint = (
             max(t_small - stage, 0.0) / messages,
-            max(t_large - t_small, 1e-12) / (messages * (per_peer - small_bytes)),
+            max(t_large - t_small, 1e-12) / (messages * max(per_peer - small_bytes, 1)),
         )
     pairs: dict[tuple[int, int], tuple[float, float]] = {}
     for part in comm.allgather_obj(mine, CATEGORY):
         pairs.update(part)
     hosts = comm.allgather_obj(MPI.Get_processor_name(), CATEGORY)
-    return Calibration(hosts, pairs, stage, small_bytes, large_bytes, endpoint)
+    cpus: dict[str, set[int]] = {}
+    for host, mine_cpus in zip(hosts, comm.allgather_obj(_cpus(), CATEGORY), strict=True):
+        cpus.setdefault(host, set()).update(mine_cpus)
+    cores = {h: len(c) for h, c in cpus.items()}
+    if endpoint is not None:  # all ranks were busy: each had cores / ranks of a core
+        share = min(min(1.0, cores[h] / hosts.count(h)) for h in cores)
+        endpoint = (endpoint[0] * share, endpoint[1] * share)
+    return Calibration(hosts, pairs, stage, small_bytes, large_bytes, endpoint, cores)
 
 
-def _all_to_all(comm: Comm, per_peer: int, repeats: int) -> float:
-    """Median seconds (slowest rank) of an all-to-all of ``per_peer`` bytes to every peer."""
-    counts = np.full(comm.size, per_peer, dtype=np.int64)
+def _cpus() -> set[int]:
+    """The CPUs this process may run on."""
+    try:
+        return set(os.sched_getaffinity(0))
+    except AttributeError:  # no affinity API (macOS): every CPU
+        return set(range(os.cpu_count() or 1))
+
+
+def _all_to_all(comm: Comm, row_bytes: int, rows_per_peer: int, repeats: int) -> float:
+    """Median seconds (slowest rank) of an exchange-like all-to-all (see the module doc).
+
+    ``rows_per_peer`` rows of ``row_bytes`` (float32) go to every other rank, packed first
+    from scattered rows of a source buffer twice their number.
+    """
+    counts = np.full(comm.size, rows_per_peer, dtype=np.int64)
     counts[comm.rank] = 0
-    buf = np.zeros(int(counts.sum()), dtype=np.uint8)
+    n = int(counts.sum())
+    dev = comm.device
+    src = dev.zeros((2 * n, row_bytes // 4), torch.float32)
+    idx = dev.from_numpy(np.random.default_rng(comm.rank).permutation(2 * n)[:n])
     times = []
     for _ in range(repeats + 1):  # the first one warms the path up
         comm.barrier(CATEGORY)
         t0 = MPI.Wtime()
-        comm.alltoallv(buf, counts, CATEGORY, recvcounts=counts)
+        comm.alltoallv(src[idx].contiguous(), counts, CATEGORY, recvcounts=counts)
+        dev.synchronize()
         times.append(comm.allreduce_scalar(MPI.Wtime() - t0, MPI.MAX, CATEGORY))
     return statistics.median(times[1:])

@@ -8,7 +8,8 @@ stage is the largest link time plus the topology's stage latency when anything m
 plan's time is the sum of stages. Every rank is a resource too (the topology's
 ``endpoint``, LogP's overhead): its time in a stage is one endpoint latency per message it
 sends or receives plus their bytes at the endpoint bandwidth, and a stage lasts at least as
-long as its busiest rank. With zero latencies and no endpoint this is DGCL's model.
+long as its busiest rank, and as the work of ranks sharing cores (a core pool) summed
+over its cores. With zero latencies and no endpoint this is DGCL's model.
 
 The planner (:func:`plan_items`) grows SPST trees on the bandwidth terms (DGCL Algorithm
 2); latency decides how deep the plan goes: with latency, plans are grown with a stage
@@ -75,7 +76,8 @@ def counts_cost(
     in stage ``k`` (a hardware-routed transfer). Every busy link costs its latency
     ``topo.link_alpha_s`` once per stage (a stage's rows on a link are one message), every
     busy stage ``topo.stage_alpha_s``. Each edge is one message at both of its ends:
-    ``topo.endpoint_alpha_s`` each, and its bytes at ``topo.endpoint_gbps`` at each end.
+    ``topo.endpoint_alpha_s`` each, and its bytes at ``topo.endpoint_gbps`` at each end;
+    the ranks of a core pool take at least their summed endpoint time over its cores.
     An empty ``counts`` gives one stage of time 0.
     """
     stages = max((k for k, _, _ in counts), default=1)
@@ -92,6 +94,9 @@ def counts_cost(
         np.add.at(msgs, (edges[:, 0], edges[:, end]), 1)
         np.add.at(rows, (edges[:, 0], edges[:, end]), edges[:, 3])
     end_t = msgs * topo.endpoint_alpha_s + rows * (bytes_per_vertex / (topo.endpoint_gbps * 1e9))
+    pool_t = np.zeros((stages, 1))  # ranks sharing cores: their work over their cores
+    for ranks, cores in topo.core_pools:
+        pool_t = np.c_[pool_t, end_t[:, list(ranks)].sum(axis=1) / cores]
     rm = topo.resource_matrix
     res = np.zeros((len(topo.resource_bw) + 1, stages), dtype=np.int64)  # + the dummy
     for col in rm.T:
@@ -104,7 +109,9 @@ def counts_cost(
     stage_t = np.zeros(stages)
     if nl:
         busy = links.any(axis=1)
-        stage_t = np.maximum.reduce([res_t.max(axis=1), link_t.max(axis=1), end_t.max(axis=1)])
+        stage_t = np.maximum.reduce([
+            res_t.max(axis=1), link_t.max(axis=1), end_t.max(axis=1), pool_t.max(axis=1)
+        ])
         stage_t += busy * topo.stage_alpha_s
     return Cost(float(stage_t.sum()), stage_t, links, link_t, res, end_t)
 

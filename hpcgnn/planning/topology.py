@@ -23,12 +23,14 @@ at all (default :data:`DEFAULT_STAGE_ALPHA_US`). Zero latencies give DGCL's band
 cost model.
 
 ``endpoint`` (optional) describes every rank as a resource of its own (LogP's overhead
-``o``): ``alpha_us`` is the time a rank spends on each message it sends or receives, one
-after the other, and ``bandwidth_gbps`` the rate at which it moves the bytes of all of them
-(packing, copying through the MPI library). Links in parallel do not hide it: a rank that
-talks to many peers in one stage pays for every message. Absent, it costs nothing (DGCL's
-model). ``hpcgnn plan --calibrate`` measures it with every rank busy at once, so it
-includes what oversubscribed cores add.
+``o``): ``alpha_us`` is the time a rank with a core to itself spends on each message it
+sends or receives, one after the other, and ``bandwidth_gbps`` the rate at which it moves
+the bytes of all of them (packing, copying through the MPI library). Links in parallel do
+not hide it: a rank that talks to many peers in one stage pays for every message.
+``core_pools`` (optional) lists ranks that share CPU cores (``{"ranks": [...], "cores":
+C}``, e.g. the ranks of one host): their endpoint work in a stage takes at least its sum
+over ``C`` cores. Absent, the endpoint costs nothing (DGCL's model). ``hpcgnn plan
+--calibrate`` measures it (:mod:`hpcgnn.comm.calibrate`).
 """
 
 from __future__ import annotations
@@ -96,6 +98,8 @@ class Topology:
         Time a rank spends on each message it sends or receives in a stage (seconds).
     endpoint_gbps : float
         Rate at which a rank moves the bytes it sends and receives (GB/s; ``inf``: free).
+    core_pools : tuple of (tuple of int, float)
+        Ranks sharing CPU cores and the number of cores they share.
     """
 
     name: str
@@ -110,6 +114,7 @@ class Topology:
     stage_alpha_s: float
     endpoint_alpha_s: float = 0.0
     endpoint_gbps: float = math.inf
+    core_pools: tuple[tuple[tuple[int, ...], float], ...] = ()
     _index: dict[tuple[int, int], int] = field(repr=False, default_factory=dict)
     _adj: sp.csr_matrix | None = field(repr=False, default=None)
     _trees: dict[int, np.ndarray] = field(repr=False, default_factory=dict)
@@ -194,6 +199,30 @@ def _bandwidth(path: str, value: object, what: str) -> float:
     if not math.isfinite(value) or value <= 0:
         raise _bad(path, f"{what} has non-positive or non-finite bandwidth {value!r}")
     return float(value)
+
+
+def _core_pools(
+    path: str, raw: object, n: int
+) -> tuple[tuple[tuple[int, ...], float], ...]:
+    """The ``endpoint.core_pools`` of a file: disjoint rank sets, each with its cores."""
+    if not isinstance(raw, list):
+        raise _bad(path, "endpoint 'core_pools' must be a list")
+    pools, seen = [], set()
+    for i, pool in enumerate(raw):
+        if not isinstance(pool, dict) or not isinstance(pool.get("ranks"), list):
+            raise _bad(path, f"core pool {i} needs 'ranks' (a list) and 'cores'")
+        cores = pool.get("cores")
+        if isinstance(cores, bool) or not isinstance(cores, (int, float)) or not (
+            math.isfinite(cores) and cores > 0
+        ):
+            raise _bad(path, f"core pool {i}: 'cores' must be a positive number, got {cores!r}")
+        ranks = tuple(_int(path, r, f"core pool {i} rank") for r in pool["ranks"])
+        for r in ranks:
+            if not 0 <= r < n or r in seen:
+                raise _bad(path, f"core pool {i} lists rank {r}: unknown or in another pool")
+            seen.add(r)
+        pools.append((ranks, float(cores)))
+    return tuple(pools)
 
 
 def load_topology(path: str | os.PathLike, ranks: int | None = None) -> Topology:
@@ -298,6 +327,7 @@ def parse_topology(doc: object, path: str = "<dict>", ranks: int | None = None) 
         _bandwidth(path, endpoint["bandwidth_gbps"], "'endpoint'")
         if "bandwidth_gbps" in endpoint else math.inf
     )
+    pools = _core_pools(path, endpoint.get("core_pools", []), n)
 
     raw_links = doc.get("links")
     if not isinstance(raw_links, list) or (not raw_links and n > 1):
@@ -375,6 +405,7 @@ def parse_topology(doc: object, path: str = "<dict>", ranks: int | None = None) 
         stage_alpha_s=stage_alpha,
         endpoint_alpha_s=endpoint_alpha,
         endpoint_gbps=endpoint_gbps,
+        core_pools=pools,
         _index=index,
         _adj=adj,
         _trees={0: tree0},
@@ -404,6 +435,7 @@ def uniform_topology(num_ranks: int, bandwidth_gbps: float = 25.0) -> Topology:
 def measured_topology(
     name: str, hosts: list[str], pairs: dict[tuple[int, int], tuple[float, float]],
     stage_alpha_s: float, source: str = "", endpoint: tuple[float, float] | None = None,
+    cores: dict[str, int] | None = None,
 ) -> dict:
     """A topology document from measured latencies and bandwidths (``plan --calibrate``).
 
@@ -420,7 +452,11 @@ def measured_topology(
     source
         How it was measured (kept in the ``description``).
     endpoint
-        ``(alpha_s, beta_s_per_byte)`` of every rank as an endpoint, or ``None``.
+        ``(alpha_s, beta_s_per_byte)`` of every rank as an endpoint with a core to itself,
+        or ``None``.
+    cores
+        Cores each host's ranks share (by host name), written as the endpoint's
+        ``core_pools``.
 
     Returns
     -------
@@ -445,6 +481,10 @@ def measured_topology(
         **({} if endpoint is None else {"endpoint": {
             "alpha_us": round(endpoint[0] * 1e6, 3),
             "bandwidth_gbps": round(1e-9 / endpoint[1], 4),
+            "core_pools": [
+                {"ranks": [r for r, x in enumerate(hosts) if x == h], "cores": cores[h]}
+                for h in names if cores and h in cores
+            ],
         }}),
         "nodes": [{"name": h, "ranks": [r for r, x in enumerate(hosts) if x == h]} for h in names],
         "links": links,

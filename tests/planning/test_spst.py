@@ -290,6 +290,20 @@ def test_endpoint_cost_by_hand():
     assert plain.time_s == pytest.approx(100 * BPV / 10e9) and not plain.endpoint_times.any()
 
 
+def test_ranks_sharing_cores_take_their_summed_work_over_the_cores():
+    # 0 -> 1 and 2 -> 3 at once, all four ranks on 2 cores: each rank's own time is one
+    # message and 100 vertices, the pool's the four ranks' sum over 2 cores
+    doc = {**full_topology(4), "endpoint": {
+        "alpha_us": 5.0, "bandwidth_gbps": 2.0,
+        "core_pools": [{"ranks": [0, 1, 2, 3], "cores": 2}]}}
+    topo = parse_topology(doc)
+    counts = {(1, 0, 1): 100, (1, 2, 3): 100}
+    one = 5e-6 + 100 * BPV / 2e9
+    assert counts_cost(topo, counts, BPV).time_s == pytest.approx(4 * one / 2)
+    doc["endpoint"]["core_pools"] = [{"ranks": [0, 1], "cores": 2}, {"ranks": [2, 3], "cores": 2}]
+    assert counts_cost(parse_topology(doc), counts, BPV).time_s == pytest.approx(one)
+
+
 def test_a_busy_endpoint_keeps_the_plan_direct():
     # forwarding saves link time but the relay pays a message in and out: with costly
     # endpoints the direct plan wins where the bandwidth-only model forwards

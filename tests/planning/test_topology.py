@@ -90,6 +90,12 @@ def _break(mutate):
         (lambda d: d.update(endpoint=5.0), "'endpoint' must be an object"),
         (lambda d: d.update(endpoint={"alpha_us": -2}), "endpoint 'alpha_us' must be finite"),
         (lambda d: d.update(endpoint={"bandwidth_gbps": 0}), "'endpoint' has non-positive"),
+        (lambda d: d.update(endpoint={"core_pools": {}}), "'core_pools' must be a list"),
+        (lambda d: d.update(endpoint={"core_pools": [{"ranks": [0], "cores": 0}]}),
+         "core pool 0: 'cores' must be a positive number"),
+        (lambda d: d.update(endpoint={"core_pools": [{"ranks": [0, 1], "cores": 1},
+                                                     {"ranks": [1], "cores": 1}]}),
+         "core pool 1 lists rank 1: unknown or in another pool"),
     ],
 )
 def test_bad_topologies(mutate, message):
@@ -179,10 +185,13 @@ def test_a_measured_topology_reads_back_with_its_latencies():
     assert topo.stage_alpha_s == pytest.approx(5e-5)
     assert {ln.bandwidth_gbps for ln in topo.links} == {10.0}
     assert topo.endpoint_alpha_s == 0.0 and topo.endpoint_gbps == np.inf
-    doc = measured_topology("m", hosts, pairs, 5e-5, "test", endpoint=(3e-5, 2e-9))
-    assert doc["endpoint"] == {"alpha_us": 30.0, "bandwidth_gbps": 0.5}
+    doc = measured_topology("m", hosts, pairs, 5e-5, "test", endpoint=(3e-5, 2e-9),
+                            cores={"n0": 2, "n1": 1})
+    assert doc["endpoint"] == {"alpha_us": 30.0, "bandwidth_gbps": 0.5, "core_pools": [
+        {"ranks": [0, 1], "cores": 2}, {"ranks": [2, 3], "cores": 1}]}
     topo = parse_topology(doc, "<m>", 4)
     assert topo.endpoint_alpha_s == pytest.approx(3e-5) and topo.endpoint_gbps == 0.5
+    assert topo.core_pools == (((0, 1), 2.0), ((2, 3), 1.0))
     assert len(topo.links) == 12 and len(parse_topology(
         measured_topology("one", ["n0"], {}, 0.0), "<1>", 1).links) == 0
 

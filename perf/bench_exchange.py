@@ -116,7 +116,7 @@ def calibrated(
     doc = json.loads(measured.read_text())
     alpha = float(sorted(link["alpha_us"] for link in doc["links"])[len(doc["links"]) // 2])
     found = {"alpha_us": alpha, "stage_alpha_us": float(doc["stage_alpha_us"])}
-    found |= {f"endpoint_{k}": float(v) for k, v in doc.get("endpoint", {}).items()}
+    found |= {f"endpoint_{k}": v for k, v in doc.get("endpoint", {}).items()}
     if topology is None:
         return str(measured), found
     topo = json.loads(Path(topology).read_text())

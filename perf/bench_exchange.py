@@ -82,7 +82,7 @@ def runs(chunks: int, topology: str | None) -> dict[str, tuple[str, list[str]]]:
 
 def calibrated(
     topology: str | None, procs: int, launcher: str, tmp: Path, env: dict[str, str]
-) -> tuple[str, dict[str, float]]:
+) -> tuple[str, dict[str, Any]]:
     """``topology`` with this machine's latencies: ``hpcgnn plan --calibrate`` at ``procs``.
 
     The measured topology itself stands for the uniform one (every pair linked directly,
@@ -410,7 +410,7 @@ def main() -> None:
         topology = None
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
     results: dict[str, dict[str, Any]] = {}
-    measured_alpha: dict[str, float] | None = None
+    measured_alpha: dict[str, Any] | None = None
     topo_name = Path(topology).stem if topology else "uniform"
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)

@@ -142,6 +142,27 @@ def _check_ranks(topo: Topology, relation: Relation) -> None:
 ARRAY_DEGREE = 64
 
 
+#: A search state: ``(rank, depth, parent state, link)``.
+State = tuple[int, int, int, int]
+
+
+def _search_start(held: dict[int, int]) -> tuple[list[State], list[tuple[float, float, int]]]:
+    """States and heap of a path search: every rank holding the vertex, at label 0."""
+    states: list[State] = [(r, dep, -1, -1) for r, dep in held.items()]
+    return states, [(0.0, 0.0, i) for i in range(len(states))]  # sorted: a heap
+
+
+def _path_to(states: list[State], si: int) -> list[Edge]:
+    """The edges from a start state down to state ``si``, in stage order."""
+    r, _, parent, _ = states[si]
+    edges = []
+    while parent != -1:
+        pr, pdep, pp, _ = states[parent]
+        edges.append((pdep + 1, pr, r))
+        r, parent = pr, pp
+    return edges[::-1]
+
+
 class SpstPlanner:
     """Greedy shortest-path spanning trees (DGCL Algorithm 1).
 
@@ -206,12 +227,7 @@ class SpstPlanner:
             return self._path_arrays(held, targets, count)
         rows: dict[int, list[float]] = {}
         bound = (math.inf, math.inf)  # best label pushed for a target
-        # state: (rank, depth, parent state, link)
-        states: list[tuple[int, int, int, int]] = []
-        heap: list[tuple[float, float, int]] = []
-        for r, dep in held.items():
-            states.append((r, dep, -1, -1))
-            heapq.heappush(heap, (0.0, 0.0, len(states) - 1))
+        states, heap = _search_start(held)
         done: set[tuple[int, int]] = set()
         best: dict[tuple[int, int], tuple[float, float]] = {}
         while heap:
@@ -221,12 +237,7 @@ class SpstPlanner:
                 continue
             done.add((r, dep))
             if r in targets and parent != -1:
-                edges = []
-                while parent != -1:
-                    pr, pdep, pp, _ = states[parent]
-                    edges.append((pdep + 1, pr, r))
-                    r, parent = pr, pp
-                return edges[::-1]
+                return _path_to(states, si)
             if dep >= self.stages:
                 continue
             chain = set()
@@ -251,10 +262,7 @@ class SpstPlanner:
                 heapq.heappush(heap, (label[0], label[1], len(states) - 1))
                 if nb in targets:
                     bound = label
-        raise ConfigError(
-            f"no route within {self.stages} stages; raise --max-stages (at most "
-            f"{self.topo.num_ranks - 1} are ever needed)"
-        )
+        raise self._no_route()
 
     def _path_arrays(
         self, held: dict[int, int], targets: set[int], count: int
@@ -275,12 +283,7 @@ class SpstPlanner:
         on_chain = np.full(n, -1, dtype=np.int64)  # state whose chain marked the rank
         bound_c, bound_raw = math.inf, math.inf  # best label pushed for a target
         stage_t: dict[int, float] = {}  # time of a stage with load, before this path
-        # state: (rank, depth, parent state, link)
-        states: list[tuple[int, int, int, int]] = []
-        heap: list[tuple[float, float, int]] = []
-        for r, dep in held.items():
-            states.append((r, dep, -1, -1))
-            heapq.heappush(heap, (0.0, 0.0, len(states) - 1))
+        states, heap = _search_start(held)
         settled: set[tuple[int, int]] = set()
         while heap:
             c, raw, si = heapq.heappop(heap)
@@ -291,12 +294,7 @@ class SpstPlanner:
             if dep in closed:
                 closed[dep][r] = True
             if parent != -1 and r in targets:
-                edges = []
-                while parent != -1:
-                    pr, pdep, pp, _ = states[parent]
-                    edges.append((pdep + 1, pr, r))
-                    r, parent = pr, pp
-                return edges[::-1]
+                return _path_to(states, si)
             if dep >= self.stages:
                 continue
             x = si
@@ -340,7 +338,10 @@ class SpstPlanner:
             for entry in zip(label_c.tolist(), label_raw.tolist(), range(first, len(states)),
                              strict=True):
                 heapq.heappush(heap, entry)
-        raise ConfigError(
+        raise self._no_route()
+
+    def _no_route(self) -> ConfigError:
+        return ConfigError(
             f"no route within {self.stages} stages; raise --max-stages (at most "
             f"{self.topo.num_ranks - 1} are ever needed)"
         )

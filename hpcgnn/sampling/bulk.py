@@ -307,19 +307,23 @@ class BulkSampler:
     ) -> Sequence[SampledBatch]:
         """Sample this rank's share of the bulk ``batches`` (global ids ``first, first+1, ...``).
 
-        Collective in the partitioned layout: every rank calls it for every bulk, and the
-        share is sampled now. In the replicated layout the share is a :class:`LazyShare`:
-        its batches are sampled (timed as the ``sample`` phase, counted in
-        :attr:`edges_sampled`) a group of :func:`sample_depth_first` at a time when first
-        indexed, and a group is released when a later one is read, so a large bulk holds
-        no more samples than its working-set limit lets it stack. Read it in order (or
-        iterate over it) to sample each batch once.
+        Sampling is timed as the grid's ``sample`` phase and counted in
+        :attr:`edges_sampled`. Collective in the partitioned layout: every rank calls it
+        for every bulk, and the share is sampled now. In the replicated layout the share is
+        a :class:`LazyShare`: its batches are sampled a group of
+        :func:`sample_depth_first` at a time when first indexed, and a group is released
+        when a later one is read, so a large bulk holds no more samples than its
+        working-set limit lets it stack. Read it in order (or iterate over it) to sample
+        each batch once.
         """
         share = my_share(len(batches), self.grid.size, self.grid.rank)
         ids, seeds = [first + i for i in share], [batches[i] for i in share]
         if self.aware is not None:
             aware = self.aware
-            out = sample_stack(self.spec, epoch, ids, seeds, lambda f: aware(setops.unique(f)))
+            with self.grid.stats.phase("sample"):
+                out = sample_stack(
+                    self.spec, epoch, ids, seeds, lambda f: aware(setops.unique(f))
+                )
             self._count(out)
             return out
         full = self.full

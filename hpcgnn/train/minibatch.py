@@ -199,8 +199,7 @@ class MinibatchTrainer:
             done, before = done + max(shares), done
             if done <= start:
                 continue
-            with self.stats.phase("sample"):
-                mine = self.sampler.sample(epoch, bulk, first)
+            mine = self.sampler.sample(epoch, bulk, first)  # timed as "sample" in there
             for t in range(max(0, start - before), max(shares)):
                 trained = [len(bulk[r[t]]) for r in ranges if len(r) > t]
                 batch = mine[t] if t < len(mine) else None

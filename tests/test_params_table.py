@@ -71,14 +71,17 @@ LEGACY = {
     "halo-planned": "8eecc0b3da28ea92c1a508f71c42a9f7d22afe6cf3f88b87a4f2ac589ddfb459",
     "offload-none": "003b26929bf1795ba6b265ae0ba3080d5ee1cd23b9972f9e9ddd8ddcff7d49aa",
     "offload-full-reorg": "9969db3de566ce7d5177c34aaed1d04dfdacbcd2825c22206a5262fa2ae3818c",
-    "sage": "a7fee10e461cbad530da052cd7699e89abfb0f218aa00b3d64c1b9975385b108",
-    "ladies": "13842567257d8cc77f46ad12e2a2f91eba12729cf0429ff9ca3d7e615820f438",
 }
 
 
+#: LEGACY has no sage and ladies: issue 24 made the minibatch SpMM one code path on every
+#: device (torch CSR instead of SciPy on the host), which changed both, after the machine
+#: of LEGACY was gone; a session on that machine records them again.
+
 #: params_sha256 of each run by numerics fingerprint (see the module's docstring).
 #: dc5a67f88deb9538: an x86-64 machine with AVX-512 (MKL's AVX-512 GEMM), recorded on main
-#: at 76f74d6 with the code of LEGACY's last re-recording (only the machine differs).
+#: at 76f74d6 with the code of LEGACY's last re-recording (only the machine differs); sage
+#: and ladies re-recorded for issue 24's one-path minibatch SpMM (torch CSR on the host too).
 RECORDED: dict[str, dict[str, str]] = {
     "dc5a67f88deb9538": {
         "1.5d-2x2": "761d3ba5256f96d3c594ab3efcd0645aa0a592c14ef48a6b496a595117143357",
@@ -90,10 +93,10 @@ RECORDED: dict[str, dict[str, str]] = {
         "3d-2x2x2": "6380c81bf420dee55767379cf0d8972e9c06535f558c5e76e9e188844409f4d3",
         "halo-p2p": "8d0dfcc5e2ad852af77e2b391ac276786a99637b16e8944d0f6e6a91158c6f92",
         "halo-planned": "c6c851b310aac992ac1832cd47e504d19abf335a865671c139817f0a9690a6aa",
-        "ladies": "8e7f8d1e232be63340ca983dfdf04cc24faff0e908e151831fc88fdc3ac5973c",
+        "ladies": "fbc235b57940b6c419a8b764b19f2290325d1f8abbeba9f43b60880b230b23d8",
         "offload-full-reorg": "69447dd59ab86b4d8f17f998dbf608345a6069ab6c7504f9fecb39843d1c978a",
         "offload-none": "cb5e96494853b79864ac2ab4189be0e08d9a72892b69be79b6589e474a5f3e37",
-        "sage": "4d2d496de532d6098c3e0d8ce3a877b587f0e578c1d2c589863a08e4f4d7457c",
+        "sage": "49a503c2cda71be40f32f4cd65b6db03fa05aec5eda292d128d08d271d9d06bc",
     },
 }
 
@@ -153,6 +156,8 @@ def test_params_sha256_unchanged(name, world, shared_tmp):
     if world.size != ranks:
         pytest.skip(f"{name} runs at {ranks} ranks")
     fp, table = expected_table()
+    if name not in table:
+        pytest.skip(f"{name}: no hash recorded for numerics fingerprint {fp}")
     expected = table[name]
     got = run_entry(name, world, shared_tmp)
     which = "legacy table" if table is LEGACY else f"table of fingerprint {fp}"

@@ -4,8 +4,7 @@ Every local SpMM of the distributed algorithms calls :func:`spmm`, and every spa
 becomes a tensor through :func:`to_torch_csr`; results are allocated on the device of
 their input: ``torch.sparse.mm`` on ``torch.sparse_csr`` tensors, which is cuSPARSE on a
 GPU. :func:`sparse_matmul` multiplies a sampled hop matrix (SciPy CSR, minibatch mode)
-with dense rows, differentiably: SciPy on host tensors, a device CSR copy and
-``torch.sparse.mm`` on GPU tensors.
+with dense rows, differentiably, through the same :func:`spmm` on every device.
 """
 
 from __future__ import annotations
@@ -60,29 +59,25 @@ def spmm(a: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
 class _SparseMatmul(torch.autograd.Function):
     """``A H`` for a constant SciPy CSR ``A``; backward ``A^T G``.
 
-    Host ``H``: SciPy on the tensors' memory (no copy). Device ``H``: ``A`` is copied to
-    ``H``'s device once as a CSR tensor for the forward, ``A^T`` (transposed on the host)
-    once more for the backward, and both products are ``torch.sparse.mm``.
+    One code path on every device: ``A`` becomes a CSR tensor on ``H``'s device for the
+    forward, ``A^T`` (transposed on the host) once more for the backward, and both products
+    are :func:`spmm` (``torch.sparse.mm``; cuSPARSE on a GPU), so the host run and the GPU
+    run (or the emulated one, bit for bit) compute the same sums.
     """
 
     @staticmethod
     def forward(ctx, h: torch.Tensor, a: sp.csr_matrix) -> torch.Tensor:  # type: ignore[override]
         ctx.a = a
-        if h.device.type != "cpu":
-            return spmm(to_torch_csr(a, h.dtype, h.device), h.detach())
-        return torch.from_numpy(np.ascontiguousarray(a @ h.detach().numpy()))
+        return spmm(to_torch_csr(a, h.dtype, h.device), h.detach())
 
     @staticmethod
     def backward(ctx, g: torch.Tensor) -> tuple[torch.Tensor, None]:  # type: ignore[override]
-        if g.device.type != "cpu":
-            return spmm(to_torch_csr(ctx.a.T.tocsr(), g.dtype, g.device), g.contiguous()), None
-        return torch.from_numpy(np.ascontiguousarray(ctx.a.T @ g.contiguous().numpy())), None
+        return spmm(to_torch_csr(ctx.a.T.tocsr(), g.dtype, g.device), g.contiguous()), None
 
 
 def sparse_matmul(a: sp.csr_matrix, h: torch.Tensor) -> torch.Tensor:
     """Differentiable (in ``h``) product of a sampled hop matrix with dense rows.
 
-    The result lives on ``h``'s device (host: SciPy, bit for bit as before; GPU: cuSPARSE
-    through ``torch.sparse.mm`` on a CSR copy of ``a`` on that device).
+    The result lives on ``h``'s device (``torch.sparse.mm`` on a CSR copy of ``a`` there).
     """
     return _SparseMatmul.apply(h, a)

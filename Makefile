@@ -5,6 +5,12 @@
 #   make run NP=8 ALGO=1d    other rank counts / algorithms
 #   make test                the whole test suite, serially and at 1, 2, 3 and 4 ranks
 #   make ptx                 compile every cuda/*.cu to PTX (sm_80, sm_90; sm_70 where nvcc has it)
+#   make nvrtc               compile every cuda/*.cu through CuPy's NVRTC path, CUDA 12 and 13
+#                            (no GPU or driver needed; builds build/nvrtc12, build/nvrtc13)
+#   make gpu-wheels PY=3.12  the wheels a GPU node without a package index may lack
+#   make gpu-check           prove the GPU path on one GPU node (jobs/gpu_check.py; a table in
+#                            perf/results/gpu-<date>.md); HPCGNN_EMULATE_CUDA=1 on the emulated GPU
+#   make test-emulated       the model, exchange, spmm and wire tests on the emulated GPU
 #
 # Cluster MPI instead of the bundled MPICH wheel:  make setup MPI=system  (builds mpi4py
 # against the `mpicc` on PATH) and  make run MPIEXEC="srun" .
@@ -81,8 +87,105 @@ $(foreach a,$(PTX_ARCH),$(eval $(call PTX_RULE,$(a))))
 ptx: $(PTX_OUT)
 	@echo "ptx: $(words $(CUDA_SRC)) sources, arches $(strip $(PTX_ARCH)) -> $(PTX_DIR)"
 
+# NVRTC check (no GPU, no driver, no nvcc): every cuda/*.cu compiled the way the loader's
+# cupy.RawModule compiles it (CuPy's own path, with COMPILE_OPTIONS and NAME_EXPRESSIONS of
+# hpcgnn/kernels/cuda_modules.py), for CUDA 12 and CUDA 13, and every kernel the loader
+# asks for found in the cubin: see hpcgnn/kernels/nvrtc_check.py. Each CUDA major has a venv
+# $(NVRTC_ENV)<major> holding only NumPy, CuPy and the NVRTC and CUDA-runtime wheels (the
+# runtime wheel for the headers CuPy's path puts on the include path; no torch): cupy-cuda12x
+# and cupy-cuda13x cannot share one. A venv is made when missing or when its package list
+# changed (about 620 MB and 520 MB), else reused; pip caches nothing outside it.
+#   make nvrtc-13                         one CUDA major
+#   make nvrtc NVRTC_ARCH=sm_80,sm_100    other archs (CuPy's arch strings, sm_NN)
+NVRTC_ARCH   ?= sm_80,sm_90
+NVRTC_MAJORS ?= 12 13
+NVRTC_ENV    ?= build/nvrtc
+NVRTC12_PKGS ?= cupy-cuda12x==14.2.0 nvidia-cuda-nvrtc-cu12==12.9.86 nvidia-cuda-runtime-cu12==12.9.79
+NVRTC13_PKGS ?= cupy-cuda13x==14.2.0 nvidia-cuda-nvrtc==13.0.88 nvidia-cuda-runtime==13.0.96
+
+.PHONY: nvrtc
+nvrtc: $(addprefix nvrtc-,$(NVRTC_MAJORS))
+
+# (a pattern rule: not .PHONY, which would skip it; no file nvrtc-12 exists, so it always runs)
+nvrtc-%:
+	@set -e; env="$(NVRTC_ENV)$*"; pkgs="$(NVRTC$*_PKGS)"; \
+	test -n "$$pkgs" || { echo "nvrtc: no NVRTC$*_PKGS for CUDA $*"; exit 1; }; \
+	if [ "$$(cat "$$env/.packages" 2>/dev/null)" != "$$pkgs" ]; then \
+		echo "== nvrtc: making $$env: $$pkgs"; \
+		rm -rf "$$env"; $(PYTHON) -m venv "$$env"; \
+		"$$env/bin/python" -m pip install -q --no-cache-dir --disable-pip-version-check $$pkgs; \
+		echo "$$pkgs" > "$$env/.packages"; \
+	fi
+	$(NVRTC_ENV)$*/bin/python -m hpcgnn.kernels.nvrtc_check --arch $(NVRTC_ARCH)
+
+# Wheels a GPU node without a package index may lack, for the node's Python (PY=3.x, default
+# 3.12; PY is otherwise the venv's interpreter, so run this target on its own): the MPICH wheel
+# (libmpi, mpiexec), mpi4py (PyPI's wheels load an MPICH- or Open MPI-ABI libmpi at run time:
+# the MPICH wheel's when it sits in the same environment), pymetis and its typing-extensions,
+# pytest-mpi, and hpcgnn itself (built from this tree), in $(GPU_WHEELS_DIR), remade each time,
+# at most $(GPU_WHEELS_MAX_MIB) MiB. On the node:
+#   python3 -m venv --system-site-packages /tmp/hpcgnn-env    # sees the node's torch, CuPy...
+#   /tmp/hpcgnn-env/bin/python jobs/install_missing_wheels.py build/gpu-wheels
+# installs (pip --no-index --no-deps) only the wheels whose distribution the node lacks (MPICH
+# and mpi4py only when `from mpi4py import MPI` fails there) and hpcgnn always; then
+# PATH=/tmp/hpcgnn-env/bin:$PATH. (Not pip --target: pip leaves out the MPICH wheel's libmpi.)
+GPU_PY             := $(if $(filter 3.%,$(PY)),$(PY),3.12)
+GPU_WHEELS_DIR     ?= build/gpu-wheels
+GPU_WHEELS         ?= mpich==5.0.2 mpi4py==4.1.2 pymetis==2025.2.2 typing-extensions==4.16.0 \
+                      pytest-mpi==0.6
+GPU_PLATFORMS      ?= manylinux_2_28_x86_64 manylinux_2_27_x86_64 manylinux_2_24_x86_64 \
+                      manylinux_2_17_x86_64 manylinux2014_x86_64 manylinux_2_5_x86_64 \
+                      manylinux1_x86_64
+GPU_WHEELS_MAX_MIB ?= 60
+
+.PHONY: gpu-wheels
+gpu-wheels:
+	rm -rf $(GPU_WHEELS_DIR) build/lib build/bdist.*
+	mkdir -p $(GPU_WHEELS_DIR)
+	$(PYTHON) -m pip download -q --no-cache-dir --disable-pip-version-check --no-deps \
+		--only-binary=:all: --python-version $(GPU_PY) --implementation cp \
+		$(addprefix --platform ,$(GPU_PLATFORMS)) -d $(GPU_WHEELS_DIR) $(GPU_WHEELS)
+	$(PYTHON) -m pip wheel -q --no-cache-dir --disable-pip-version-check --no-deps . \
+		-w $(GPU_WHEELS_DIR)
+	@ls -1 $(GPU_WHEELS_DIR)
+	@du -sb $(GPU_WHEELS_DIR) | awk '{ mib = $$1 / 1048576; \
+		printf "gpu-wheels: %s for Python $(GPU_PY): %.1f MiB\n", $$2, mib; \
+		if (mib > $(GPU_WHEELS_MAX_MIB)) { \
+			print "gpu-wheels: more than $(GPU_WHEELS_MAX_MIB) MiB"; exit 1 } }'
+
 lint: setup
 	$(VENV)/bin/ruff check hpcgnn tests perf
 
 clean-venv:
 	rm -rf $(VENV)
+
+# The GPU node check (jobs/gpu_check.py, at most 8 minutes on one GPU): probe, kernels against
+# their CPU twins, pytest -m gpu, the device matrix at 1, 2 and 4 ranks, and a summary table.
+# On a node it runs the node's python3 in a venv that sees the node's packages (its torch and
+# CuPy), after adding from $(GPU_WHEELS_DIR) only what the node lacks. With
+# HPCGNN_EMULATE_CUDA=1 (CI) it runs on the emulated GPU in $(VENV).
+GPU_ENV ?= build/gpu-env
+
+.PHONY: gpu-check test-emulated
+ifeq ($(HPCGNN_EMULATE_CUDA),1)
+gpu-check: setup
+	$(PY) jobs/gpu_check.py
+else
+gpu-check:
+	test -x $(GPU_ENV)/bin/python || python3 -m venv --system-site-packages $(GPU_ENV)
+	if [ -d $(GPU_WHEELS_DIR) ]; then \
+		$(GPU_ENV)/bin/python jobs/install_missing_wheels.py $(GPU_WHEELS_DIR); fi
+	PATH=$(abspath $(GPU_ENV))/bin:$$PATH $(GPU_ENV)/bin/python jobs/gpu_check.py
+endif
+
+# The tests whose bodies take the suite's device, on the emulated GPU, serially and at 1, 2
+# and 4 ranks (the same bodies run on the CPU in make test and on a GPU under
+# HPCGNN_TEST_DEVICE=cuda).
+EMULATED_TESTS ?= tests/backend tests/models tests/exchange tests/spmm tests/comm/test_wire.py
+test-emulated: setup
+	HPCGNN_TEST_DEVICE=cuda HPCGNN_EMULATE_CUDA=1 $(PY) -m pytest $(PYTEST_ARGS) $(EMULATED_TESTS)
+	set -e; for n in 1 2 4; do \
+		echo "== emulated GPU: MPI tests at $$n rank(s)"; \
+		HPCGNN_TEST_DEVICE=cuda HPCGNN_EMULATE_CUDA=1 $(MPIEXEC) -n $$n $(PY) -m mpi4py \
+			-m pytest --only-mpi $(PYTEST_ARGS) $(EMULATED_TESTS); \
+	done

@@ -7,8 +7,10 @@
 //   hpcgnn_sfc64_next(s) == numpy's SFC64 next_uint64 on the state s = {a, b, c, counter}
 //     (the four words of np.random.SFC64(seed).state["state"]["state"], seeding and its
 //     12 warm-up draws already done on the host).
-// Header only, no system includes: the same text compiles under NVRTC (CuPy RawModule;
-// hpcgnn/kernels/cuda_modules.py inlines it into the source) and nvcc ("make ptx", -Icuda).
+// Header only, no system includes and no other local header: the same text compiles under
+// NVRTC (CuPy RawModule; hpcgnn/kernels/cuda_modules.py inlines it into the source), nvcc
+// ("make ptx", -Icuda) and the system C++ compiler (the host build of
+// hpcgnn/kernels/host_build.py, with cuda/host/shim.h).
 #pragma once
 
 __device__ __forceinline__ unsigned long long hpcgnn_mix(unsigned long long x) {

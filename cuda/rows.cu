@@ -11,12 +11,22 @@
 //   scatter_add_unique<T, I>(rows, idx, out, n, f) out[idx[i], :] += rows[i, :]
 //       idx must hold distinct ids (the exchange plan guarantees it: a staged sub-stage,
 //       a transition flush); then one plain add per element, no atomics, deterministic.
-//   scatter_add_atomic<T, I>(rows, idx, out, n, f) out[idx[i], :] += rows[i, :]
-//       any idx, duplicates accumulate (atomicAdd; the order of the adds of a duplicated
-//       target is unspecified, so sums of duplicates may differ in the last bits between
-//       runs; the CPU twin adds in i order).
-// Geometry: one thread per element of the n x f block, grid-stride (any grid size works;
-// the dispatch launches ceil(n f / 256) blocks of 256, capped). n f == 0 launches nothing.
+//   scatter_add_segments<T>(rows, order, targets, seg, out, m, f)
+//       out[idx[i], :] += rows[i, :] for any idx, duplicates included, through the inverse
+//       map of idx (hpcgnn/kernels/rows.py: scatter_map; all int64): order = the stable
+//       argsort of idx, targets = its m distinct ids (ascending), seg = the m + 1 segment
+//       offsets (rows order[seg[j] .. seg[j + 1]) go to targets[j]). One thread per
+//       (target, column) adds its rows in i order into a register, then stores once:
+//         acc = out[targets[j], c]; acc += rows[order[k], c] for k = seg[j] ..; store
+//       No atomics, a fixed order: bit-identical to the CPU twin's index_add_ (which adds
+//       in i order) on every run and every GPU.
+// Floating point: plain IEEE adds (no multiply, so no contraction). The loader compiles
+// with the options of COMPILE_OPTIONS (hpcgnn/kernels/cuda_modules.py); whether float32
+// subnormals flush to zero depends on them: see COMPILE_OPTIONS.
+// Geometry: one thread per element of the n x f block (m x f for the segments),
+// grid-stride (any grid size works; the dispatch launches ceil(n f / 256) blocks of 256,
+// capped at MAX_BLOCKS). n f == 0 launches nothing.
+#include "grid.cuh"
 
 // op(e, k) for every element e of the n x f block, k its element in the indexed row
 // idx[e / f] of the other side (grid-stride).
@@ -24,8 +34,7 @@ template <typename I, typename Op>
 __device__ __forceinline__ void for_each_indexed(const I* __restrict__ idx, long long n,
                                                  long long f, Op op) {
     const long long total = n * f;
-    const long long step = (long long)gridDim.x * blockDim.x;
-    for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += step) {
+    for (long long e = hpcgnn_thread(); e < total; e += hpcgnn_threads()) {
         const long long i = e / f;
         op(e, (long long)idx[i] * f + (e - i * f));
     }
@@ -43,21 +52,36 @@ __global__ void scatter_add_unique(const T* __restrict__ rows, const I* __restri
     for_each_indexed(idx, n, f, [&](long long e, long long k) { out[k] += rows[e]; });
 }
 
-template <typename T, typename I>
-__global__ void scatter_add_atomic(const T* __restrict__ rows, const I* __restrict__ idx,
-                                   T* __restrict__ out, long long n, long long f) {
-    for_each_indexed(idx, n, f, [&](long long e, long long k) { atomicAdd(out + k, rows[e]); });
+template <typename T>
+__global__ void scatter_add_segments(const T* __restrict__ rows,
+                                     const long long* __restrict__ order,
+                                     const long long* __restrict__ targets,
+                                     const long long* __restrict__ seg, T* __restrict__ out,
+                                     long long m, long long f) {
+    const long long total = m * f;
+    for (long long e = hpcgnn_thread(); e < total; e += hpcgnn_threads()) {
+        const long long j = e / f;
+        const long long c = e - j * f;
+        T* target = out + targets[j] * f + c;
+        T acc = *target;
+        for (long long k = seg[j]; k < seg[j + 1]; ++k) acc += rows[order[k] * f + c];
+        *target = acc;
+    }
 }
 
 #ifdef HPCGNN_INSTANTIATE  // make ptx: emit every instantiation CuPy asks for by name
 #define HPCGNN_ROWS(T, I)                                                                   \
     template __global__ void gather_rows<T, I>(const T*, const I*, T*, long long, long long); \
     template __global__ void scatter_add_unique<T, I>(const T*, const I*, T*, long long,     \
-                                                      long long);                           \
-    template __global__ void scatter_add_atomic<T, I>(const T*, const I*, T*, long long,     \
                                                       long long);
 HPCGNN_ROWS(float, int)
 HPCGNN_ROWS(float, long long)
 HPCGNN_ROWS(double, int)
 HPCGNN_ROWS(double, long long)
+#define HPCGNN_SEGMENTS(T)                                                                  \
+    template __global__ void scatter_add_segments<T>(const T*, const long long*,             \
+                                                     const long long*, const long long*, T*, \
+                                                     long long, long long);
+HPCGNN_SEGMENTS(float)
+HPCGNN_SEGMENTS(double)
 #endif

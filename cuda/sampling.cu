@@ -19,7 +19,10 @@
 // the result is the rank min(floor(u * remaining[a]), remaining[a] - 1) of the entry
 // drawn among them (the closed form of the search).
 //
-// Geometry: one thread per active row (need[a] is at most the fanout), 256 per block.
+// Geometry: one thread per active row (need[a] is at most the fanout), grid-stride: the
+// dispatch launches ceil(rows / 256) blocks of 256, capped at MAX_BLOCKS, and the threads
+// loop over the rows past the grid, so any grid gives every row's draws.
+#include "grid.cuh"
 #include "hash.cuh"
 
 extern "C" __global__ void its_round(
@@ -27,19 +30,19 @@ extern "C" __global__ void its_round(
     const long long* __restrict__ draw_off, long long rows, long long rnd,
     const double* __restrict__ cum, const long long* __restrict__ sub_ptr,
     const double* __restrict__ total, long long* __restrict__ out) {
-    const long long a = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (a >= rows) return;
-    const unsigned long long key = hpcgnn_chain(keys[a], rnd);
-    const double tot = total[a];
-    const double top = nextafter(tot, __longlong_as_double(0xFFF0000000000000LL));
-    for (long long t = 0; t < need[a]; ++t) {
-        const double x = fmin(hpcgnn_uniform(hpcgnn_chain(key, t)) * tot, top);
-        long long lo = sub_ptr[a], hi = sub_ptr[a + 1];
-        while (lo < hi) {
-            const long long mid = (lo + hi) >> 1;
-            if (cum[mid] <= x) lo = mid + 1; else hi = mid;
+    for (long long a = hpcgnn_thread(); a < rows; a += hpcgnn_threads()) {
+        const unsigned long long key = hpcgnn_chain(keys[a], rnd);
+        const double tot = total[a];
+        const double top = nextafter(tot, __longlong_as_double(0xFFF0000000000000LL));
+        for (long long t = 0; t < need[a]; ++t) {
+            const double x = fmin(hpcgnn_uniform(hpcgnn_chain(key, t)) * tot, top);
+            long long lo = sub_ptr[a], hi = sub_ptr[a + 1];
+            while (lo < hi) {
+                const long long mid = (lo + hi) >> 1;
+                if (cum[mid] <= x) lo = mid + 1; else hi = mid;
+            }
+            out[draw_off[a] + t] = lo;
         }
-        out[draw_off[a] + t] = lo;
     }
 }
 
@@ -47,12 +50,12 @@ extern "C" __global__ void uniform_round(
     const unsigned long long* __restrict__ keys, const long long* __restrict__ need,
     const long long* __restrict__ draw_off, long long rows, long long rnd,
     const long long* __restrict__ remaining, long long* __restrict__ out) {
-    const long long a = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (a >= rows) return;
-    const unsigned long long key = hpcgnn_chain(keys[a], rnd);
-    const long long m = remaining[a];
-    for (long long t = 0; t < need[a]; ++t) {
-        const long long r = (long long)(hpcgnn_uniform(hpcgnn_chain(key, t)) * (double)m);
-        out[draw_off[a] + t] = r < m - 1 ? r : m - 1;
+    for (long long a = hpcgnn_thread(); a < rows; a += hpcgnn_threads()) {
+        const unsigned long long key = hpcgnn_chain(keys[a], rnd);
+        const long long m = remaining[a];
+        for (long long t = 0; t < need[a]; ++t) {
+            const long long r = (long long)(hpcgnn_uniform(hpcgnn_chain(key, t)) * (double)m);
+            out[draw_off[a] + t] = r < m - 1 ? r : m - 1;
+        }
     }
 }

@@ -1,14 +1,33 @@
-"""Helpers of the ``gpu`` tests: one training run on the CPU and the same on the GPU."""
+"""Device helpers of the tests: a communicator on the suite's device, and the ``gpu``
+tests' one training run on the CPU and the same on the GPU."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
+from hpcgnn.backend import Device
 from hpcgnn.cli.main import main
+from hpcgnn.comm import Comm
 from tests.mpi import assert_all
+
+
+@contextmanager
+def device_world(device: Device) -> Iterator[Comm]:
+    """A duplicate of ``COMM_WORLD`` on ``device`` (the ``device`` fixture), freed after.
+
+    The ``world`` fixture is a CPU communicator (the ``device`` fixture is chosen over
+    it); code under test that allocates on ``comm.device`` takes this one instead.
+    """
+    comm = Comm.world(device=device)
+    try:
+        yield comm
+    finally:
+        comm.free()
 
 
 def train_on_both_devices(world, tmp: Path, argv: list[str]) -> dict[str, dict]:

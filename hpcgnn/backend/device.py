@@ -11,14 +11,17 @@ Two kinds:
 
 - ``"cpu"``: tensors in host memory; :meth:`Device.from_numpy` and :meth:`Device.to_host`
   share memory (no copy); the clock is ``time.perf_counter``.
-- ``"cuda"``: one GPU, ``torch.device("cuda", index)`` (the rank's node-local rank modulo
+- ``"cuda"``: one GPU (or the emulated one of :mod:`hpcgnn.backend.emulation` under
+  ``HPCGNN_EMULATE_CUDA=1``: host memory with the GPU's rules),
+  ``torch.device("cuda", index)`` (the rank's node-local rank modulo
   the GPUs it sees, chosen by :func:`hpcgnn.grid.device.choose_device`); allocations go
   there, :meth:`Device.from_numpy` / :meth:`Device.to_host` are explicit host-to-device
   and device-to-host copies, :meth:`Device.pinned_empty` gives page-locked host buffers
   (staging for a non-CUDA-aware MPI, HongTu's host tier), :meth:`Device.synchronize` waits
   for the current stream, and the clock reads CUDA events (:class:`EventClock`), so the
   phases of :class:`~hpcgnn.comm.stats.CommStats` and the traces show device time. The
-  raw kernels of ``cuda/`` run through CuPy, which the device therefore requires.
+  raw kernels of ``cuda/`` run through CuPy, which the device therefore requires. The
+  CUDA runtime calls go through one object (:class:`CudaRuntime`, or the emulation's).
 
 The communication layer decides how a device buffer reaches MPI
 (:mod:`hpcgnn.comm.wire`: handed over after :meth:`Device.synchronize` to a CUDA-aware
@@ -38,6 +41,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from hpcgnn.backend import emulation
 from hpcgnn.errors import ConfigError
 
 #: Device kinds known to the library.
@@ -59,8 +63,11 @@ def cuda_unavailable() -> str | None:
     """Why the cuda device cannot be used here (one line), or ``None`` if it can.
 
     A GPU must be visible to torch (``CUDA_VISIBLE_DEVICES`` honoured) and CuPy importable
-    (the raw kernels of ``cuda/``). Checked once per process.
+    (the raw kernels of ``cuda/``), or the emulated device asked for
+    (``HPCGNN_EMULATE_CUDA=1``). Checked once per process.
     """
+    if emulation.requested():
+        return None
     if not torch.cuda.is_available():
         build = torch.__version__
         if torch.version.cuda is None:
@@ -89,7 +96,37 @@ def default_kind() -> str:
         if env not in KINDS:
             raise ConfigError(f"{DEVICE_ENV} must be one of {', '.join(KINDS)}, not {env!r}")
         return env
-    return "cuda" if cuda_unavailable() is None else "cpu"
+    real_gpu = not emulation.requested() and cuda_unavailable() is None
+    return "cuda" if real_gpu else "cpu"
+
+
+class CudaRuntime:
+    """The CUDA runtime calls the cuda :class:`Device` makes (torch's), in one place."""
+
+    emulated = False
+
+    def device_count(self) -> int:
+        """GPUs this process sees."""
+        return torch.cuda.device_count()
+
+    def set_device(self, index: int) -> None:
+        """Make GPU ``index`` the current one."""
+        torch.cuda.set_device(index)
+
+    def name(self, index: int) -> str:
+        """The GPU's model name."""
+        return torch.cuda.get_device_name(index)
+
+    def synchronize(self, index: int) -> None:
+        """Wait for the work queued on the GPU's current stream."""
+        torch.cuda.current_stream(index).synchronize()
+
+    def event(self) -> Any:
+        """A new timing event (recorded on the current stream)."""
+        return torch.cuda.Event(enable_timing=True)
+
+
+_RUNTIMES: dict[bool, Any] = {False: CudaRuntime(), True: emulation.EmulatedRuntime()}
 
 
 class EventClock:
@@ -97,27 +134,34 @@ class EventClock:
 
     Each reading records an event on the current stream and waits for it, so an interval
     between two readings is the device time of the work queued between them (finished
-    work, not launch time). Readings are seconds since the clock was made.
+    work, not launch time). Readings are seconds since the clock was made: the sum, in
+    float64, of the intervals between consecutive events. (An event pair's elapsed time
+    is a float32 of milliseconds; measured from the clock's creation it would lose
+    resolution as the run grows: 62 µs steps after 10 minutes, 250 µs after an hour.)
     """
 
-    def __init__(self, device: torch.device) -> None:
-        self.device = device
-        self._origin = self._event()
+    def __init__(self, runtime: Any) -> None:
+        self._runtime = runtime
+        self._last = self._event()
+        self._seconds = 0.0
 
-    def _event(self) -> torch.cuda.Event:
-        ev = torch.cuda.Event(enable_timing=True)
-        ev.record(torch.cuda.current_stream(self.device))
+    def _event(self) -> Any:
+        ev = self._runtime.event()
+        ev.record()
         ev.synchronize()
         return ev
 
     def __call__(self) -> float:
         """Seconds of device time since the clock was made."""
-        return self._origin.elapsed_time(self._event()) / 1e3
+        ev = self._event()
+        self._seconds += self._last.elapsed_time(ev) / 1e3
+        self._last = ev
+        return self._seconds
 
 
 @functools.cache
-def _event_clock(index: int) -> EventClock:
-    return EventClock(torch.device("cuda", index))
+def _event_clock(index: int, emulated: bool) -> EventClock:
+    return EventClock(_RUNTIMES[emulated])
 
 
 @dataclass(frozen=True)
@@ -133,6 +177,8 @@ class Device:
         ``"cpu"`` or ``"cuda"``.
     index
         The GPU's ordinal among those this process sees (``"cuda"`` only; 0 for the CPU).
+    emulated
+        The emulated GPU of :mod:`hpcgnn.backend.emulation` (``"cuda"`` only).
 
     Raises
     ------
@@ -148,9 +194,12 @@ class Device:
 
     kind: str = "cpu"
     index: int = 0
+    emulated: bool = False
 
     def __post_init__(self) -> None:
         _check_kind(self.kind)
+        if self.emulated and self.kind != "cuda":
+            raise ConfigError("only the cuda device is emulated")
 
     def __str__(self) -> str:
         return self.kind if self.kind == "cpu" else f"{self.kind}:{self.index}"
@@ -168,7 +217,12 @@ class Device:
     @property
     def name(self) -> str:
         """What the device is: ``"cpu"``, or the GPU's model name."""
-        return torch.cuda.get_device_name(self.index) if self.is_cuda else "cpu"
+        return self.runtime.name(self.index) if self.is_cuda else "cpu"
+
+    @property
+    def runtime(self) -> Any:
+        """The CUDA runtime calls of this device (:class:`CudaRuntime` or the emulation's)."""
+        return _RUNTIMES[self.emulated]
 
     # -- allocation ------------------------------------------------------------------------
     def empty(self, shape: Shape, dtype: torch.dtype) -> torch.Tensor:
@@ -234,7 +288,7 @@ class Device:
     def synchronize(self) -> None:
         """Wait until the work queued on this device's current stream is done (CPU: no-op)."""
         if self.is_cuda:
-            torch.cuda.current_stream(self.torch_device).synchronize()
+            self.runtime.synchronize(self.index)
 
     def clock(self) -> float:
         """Seconds on a monotonic clock, of finished work.
@@ -245,7 +299,7 @@ class Device:
         (:class:`EventClock`).
         """
         if self.is_cuda:
-            return _event_clock(self.index)()
+            return _event_clock(self.index, self.emulated)()
         self.synchronize()
         return time.perf_counter()
 
@@ -277,6 +331,9 @@ def get_device(kind: str | Device | None = None, local_rank: int = 0) -> Device:
     ConfigError
         For an unknown kind, or ``"cuda"`` where no GPU is visible or CuPy is missing
         (:func:`cuda_unavailable`'s line).
+
+    Under ``HPCGNN_EMULATE_CUDA=1`` the cuda device is the emulated one (installed in the
+    process by :func:`hpcgnn.backend.emulation.activate`).
     """
     if kind is None:
         return _CPU
@@ -288,6 +345,10 @@ def get_device(kind: str | Device | None = None, local_rank: int = 0) -> Device:
     reason = cuda_unavailable()
     if reason is not None:
         raise ConfigError(reason)
-    index = local_rank % torch.cuda.device_count()
-    torch.cuda.set_device(index)
-    return Device("cuda", index)
+    emulated = emulation.requested()
+    if emulated:
+        emulation.activate()
+    runtime = _RUNTIMES[emulated]
+    index = local_rank % runtime.device_count()
+    runtime.set_device(index)
+    return Device("cuda", index, emulated)

@@ -86,11 +86,12 @@ def run(args: argparse.Namespace) -> int:
     from mpi4py import MPI
 
     from hpcgnn.grid.device import choose_device
+    from hpcgnn.kernels.prepare import prepare_kernels
     from hpcgnn.sampling.epoch_file import sample_to_file
 
     spec = spec_from_args(args, MPI.COMM_WORLD.Get_size())
     comm = MPI.COMM_WORLD
-    device = choose_device(comm, args.device)  # refuses an unusable device on every rank
+    device = choose_device(comm, args.device, prepare_kernels)  # refuses it on every rank
     summary = sample_to_file(
         comm, args.graph, spec, args.out, graph_layout=args.graph_layout, epoch=args.epoch,
         batches=args.batches, grid=args.grid, replication=args.replication, device=device,

@@ -282,6 +282,30 @@ def build_tables(
     return out
 
 
+@dataclass(frozen=True)
+class _SlideIndex:
+    """The ``full`` level's positions of one batch as index tensors on the device.
+
+    Indexing a device buffer with host positions is a hidden host-to-device copy per batch
+    (and a synchronisation); these are copied once, at set-up.
+    """
+
+    trans_keep_cur: torch.Tensor
+    trans_keep_prev: torch.Tensor
+    trans_new: torch.Tensor
+    neigh_keep_cur: torch.Tensor
+    neigh_keep_prev: torch.Tensor
+    trans_out: torch.Tensor
+
+    @classmethod
+    def of(cls, t: BatchTables, device: Device) -> _SlideIndex:
+        ts, ns = t.trans_slide, t.neigh_slide
+        assert ts is not None and ns is not None and t.trans_out is not None
+        return cls(*(device.from_numpy(np.ascontiguousarray(a, dtype=np.int64)) for a in (
+            ts.keep_cur, ts.keep_prev, ts.new, ns.keep_cur, ns.keep_prev, t.trans_out
+        )))
+
+
 class OffloadExchange:
     """Moves neighbour rows host -> device and gradients device -> host, batch by batch.
 
@@ -312,6 +336,9 @@ class OffloadExchange:
         self._neigh: torch.Tensor | None = None
         # host positions of the transition rows: the host tier is indexed on the host
         self._trans_ids = [cpu().from_numpy(t.trans - self.lo) for t in tables]
+        self._slides = [
+            _SlideIndex.of(t, comm.device) if dedup == "full" else None for t in tables
+        ]
 
     def _take(self, host: torch.Tensor, j: int, positions: np.ndarray | None) -> torch.Tensor:
         """Transition rows of batch ``j`` (``positions`` of ``T_ij``, or all) from the host.
@@ -339,14 +366,14 @@ class OffloadExchange:
             trans = self._take(host, j, None)
             t.fetch.fetch(self.comm, trans, neigh, D2D)
             return neigh
-        ts, ns = t.trans_slide, t.neigh_slide
-        assert ts is not None and ns is not None
+        ts, sl = t.trans_slide, self._slides[j]
+        assert ts is not None and sl is not None
         trans = dev.empty((len(t.trans), f), host.dtype)
         if j and self._trans is not None:
-            trans[ts.keep_cur] = self._trans[ts.keep_prev]
-        trans[ts.new] = self._take(host, j, ts.new)
+            trans[sl.trans_keep_cur] = self._trans[sl.trans_keep_prev]
+        trans[sl.trans_new] = self._take(host, j, ts.new)
         if j and self._neigh is not None:
-            neigh[ns.keep_cur] = self._neigh[ns.keep_prev]
+            neigh[sl.neigh_keep_cur] = self._neigh[sl.neigh_keep_prev]
         t.fetch.fetch(self.comm, trans, neigh, D2D)
         self._trans, self._neigh = trans, neigh
         return neigh
@@ -365,24 +392,29 @@ class OffloadExchange:
             t.push.push_add(self.comm, grads, acc, D2D)
             self._flush(acc, j, None, host_grad)
             return
-        ts, ns = t.trans_slide, t.neigh_slide
-        assert ts is not None and ns is not None
+        sl = self._slides[j]
+        assert sl is not None
         if j and self._neigh is not None:
             grads = grads.clone()
-            grads[ns.keep_cur] += self._neigh[ns.keep_prev]
+            grads[sl.neigh_keep_cur] += self._neigh[sl.neigh_keep_prev]
         acc = self.comm.device.zeros((len(t.trans), f), grads.dtype)
         if j and self._trans is not None:
-            acc[ts.keep_cur] = self._trans[ts.keep_prev]
+            acc[sl.trans_keep_cur] = self._trans[sl.trans_keep_prev]
         t.push.push_add(self.comm, grads, acc, D2D)
-        self._flush(acc, j, t.trans_out, host_grad)
+        self._flush(acc, j, t.trans_out, host_grad, sl.trans_out)
         self._trans, self._neigh = acc, grads
 
     def _flush(
-        self, acc: torch.Tensor, j: int, positions: np.ndarray | None, host_grad: torch.Tensor
+        self, acc: torch.Tensor, j: int, positions: np.ndarray | None, host_grad: torch.Tensor,
+        on_device: torch.Tensor | None = None,
     ) -> None:
+        """Add ``acc``'s rows (``positions`` of ``T_ij``, or all) into the host gradients.
+
+        ``on_device``: ``positions`` as an index tensor on the device.
+        """
         t0 = self.comm.stats.clock()
         idx = self._trans_ids[j] if positions is None else self._trans_ids[j][positions]
-        rows = self.comm.device.host_tensor(acc if positions is None else acc[positions])
+        rows = self.comm.device.host_tensor(acc if on_device is None else acc[on_device])
         scatter_add_rows(host_grad, idx, rows, unique=True)
         record_copy(self.comm, D2H, len(idx), acc.shape[1] * acc.element_size(), t0)
 

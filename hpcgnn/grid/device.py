@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from mpi4py import MPI
 
 from hpcgnn.backend import Device, cpu, default_kind, get_device
@@ -12,7 +14,9 @@ from hpcgnn.comm.wire import Wire, cuda_aware_setting
 from hpcgnn.errors import ConfigError
 
 
-def choose_device(comm: MPI.Comm, kind: str | None = None) -> Device:
+def choose_device(
+    comm: MPI.Comm, kind: str | None = None, prepare: Callable[[Device], None] | None = None,
+) -> Device:
     """This rank's device for a run on ``comm`` (collective).
 
     Parameters
@@ -22,6 +26,10 @@ def choose_device(comm: MPI.Comm, kind: str | None = None) -> Device:
     kind
         ``"cpu"``, ``"cuda"``, or ``None`` for :func:`hpcgnn.backend.default_kind`
         (``$HPCGNN_DEVICE``, else cuda where a GPU and CuPy are visible, else cpu).
+    prepare
+        Run on the chosen device inside the collective check, e.g.
+        :func:`hpcgnn.kernels.prepare.prepare_kernels` (compile the kernels before the
+        first timed phase; a rank that cannot is an error on every rank).
 
     Returns
     -------
@@ -43,6 +51,8 @@ def choose_device(comm: MPI.Comm, kind: str | None = None) -> Device:
         with collective(world):
             cuda_aware_setting()  # a bad value is one line on every rank, before any grid
             device = get_device(kind or default_kind(), local_rank=local)
+            if prepare is not None:
+                prepare(device)
         kinds = world.allgather_obj(device.kind)
         check(
             world, len(set(kinds)) == 1,

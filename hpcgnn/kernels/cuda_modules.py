@@ -3,17 +3,19 @@
 Only the CUDA branches of the kernel modules call into this module, and it imports CuPy
 (and torch) inside its functions: nothing imports CuPy on the CPU path, and the NumPy
 kernels (:mod:`~hpcgnn.kernels.csr`, :mod:`~hpcgnn.kernels.sampling`) load no torch.
+Under the emulated CUDA device (:func:`hpcgnn.backend.emulation.is_active`) the same
+calls run the host build of the sources instead (:mod:`~hpcgnn.kernels.host_build`) and
+CuPy is never imported.
 
 - :func:`cuda_dir` finds the sources: ``$HPCGNN_CUDA_DIR`` when set, else the copy a wheel
   ships inside the package (``hpcgnn/_cuda``, made by ``setup.py``), else ``cuda/`` next
   to the package (a source checkout or an editable install);
-- :func:`function` compiles a source once per (file, device) with NVRTC
-  (``RawModule(code=..., options=..., name_expressions=...)``, CuPy also caches the binary
-  on disk) and returns one of its kernels;
+- :func:`module` compiles a source once per (file, device) with NVRTC
+  (``RawModule(code=..., options=COMPILE_OPTIONS, name_expressions=...)``, CuPy also
+  caches the binary on disk); :func:`function` returns one of its kernels;
 - :func:`launch` runs a kernel on the current torch stream (tensor arguments: ordered
   with the torch work before and after it) or on CuPy's (CuPy array arguments);
-- :func:`as_cupy` / :func:`as_torch` view a tensor as a CuPy array and back, zero-copy
-  through DLPack.
+- :func:`as_cupy` views a tensor as a CuPy array, zero-copy through DLPack.
 """
 
 from __future__ import annotations
@@ -34,6 +36,13 @@ CUDA_DIR_ENV = "HPCGNN_CUDA_DIR"
 BLOCK = 256
 #: Most blocks launched along x (grid-stride kernels loop over the rest).
 MAX_BLOCKS = 1 << 20
+#: NVRTC options every source is compiled with (:func:`module`; a tool that compiles the
+#: sources as the loader does uses the same). CuPy adds options of its own around them, so
+#: whether float32 subnormals flush to zero (``--ftz``) and whether a multiply and an add
+#: may contract into an FMA (``--fmad``) is decided by the options NVRTC finally gets
+#: (:mod:`hpcgnn.kernels.nvrtc_check` reports them). The host build
+#: (:mod:`~hpcgnn.kernels.host_build`) never flushes and never contracts.
+COMPILE_OPTIONS: tuple[str, ...] = ("-std=c++17",)
 
 _FLOATS = ("float", "double")
 _INDICES = ("int", "long long")
@@ -41,11 +50,10 @@ _INDICES = ("int", "long long")
 #: Template instantiations each source is compiled with (``name_expressions``); the
 #: ``#ifdef HPCGNN_INSTANTIATE`` blocks of the sources list the same ones for ``make ptx``.
 NAME_EXPRESSIONS: dict[str, tuple[str, ...]] = {
-    "rows.cu": tuple(
-        f"{k}<{t}, {i}>"
-        for k in ("gather_rows", "scatter_add_unique", "scatter_add_atomic")
-        for t in _FLOATS
-        for i in _INDICES
+    "rows.cu": (
+        *(f"{k}<{t}, {i}>" for k in ("gather_rows", "scatter_add_unique")
+          for t in _FLOATS for i in _INDICES),
+        *(f"scatter_add_segments<{t}>" for t in _FLOATS),
     ),
     "csr.cu": tuple(f"gather_ranges<{i}>" for i in _INDICES),
 }
@@ -63,10 +71,24 @@ def c_type(dtype: Any) -> str:
 
 
 def device_index(device: torch.device) -> int:
-    """The CUDA device number of a ``torch.device`` (its index, else the current device)."""
+    """The CUDA device number of a ``torch.device`` (its index, else the current device).
+
+    Under the emulated device, 0 for a device without an index (there is no CUDA runtime).
+    """
+    if device.index is not None:
+        return device.index
+    if _emulated():
+        return 0
     import torch
 
-    return torch.cuda.current_device() if device.index is None else device.index
+    return torch.cuda.current_device()
+
+
+def _emulated() -> bool:
+    """Whether kernels run as host builds (the emulated CUDA device is active)."""
+    from hpcgnn.backend import emulation
+
+    return emulation.is_active()
 
 
 def cuda_dir() -> Path:
@@ -111,23 +133,26 @@ def source_text(folder: Path, source: str) -> str:
 
 
 @functools.cache
-def _module(source: str, device_id: int) -> Any:
-    """``source`` compiled for device ``device_id`` (once per process and device)."""
+def module(source: str, device_id: int) -> Any:
+    """``source`` compiled for device ``device_id``: a ``cupy.RawModule``, once per process.
+
+    Compiled with :data:`COMPILE_OPTIONS` and the source's :data:`NAME_EXPRESSIONS`.
+    """
     import cupy
 
     with cupy.cuda.Device(device_id):
-        module = cupy.RawModule(
+        compiled = cupy.RawModule(
             code=source_text(cuda_dir(), source),
-            options=("-std=c++17",),
+            options=COMPILE_OPTIONS,
             name_expressions=NAME_EXPRESSIONS.get(source),
         )
-        module.compile()
-    return module
+        compiled.compile()
+    return compiled
 
 
 def function(source: str, name: str, device_id: int) -> Any:
     """Kernel ``name`` (an ``extern "C"`` name or a template name expression) of ``source``."""
-    return _module(source, device_id).get_function(name)
+    return module(source, device_id).get_function(name)
 
 
 def blocks(threads: int, block: int = BLOCK) -> int:
@@ -147,9 +172,16 @@ def launch(
 
     Nothing is launched for ``grid == 0``. The kernel runs on torch's current stream of
     the device (tensor arguments: ordered with the torch work around it), or with
-    ``torch_stream=False`` on CuPy's current stream (CuPy array arguments).
+    ``torch_stream=False`` on CuPy's current stream (CuPy array arguments). Under the
+    emulated device it runs the host build of ``source`` instead, synchronously
+    (:meth:`hpcgnn.kernels.host_build.HostModule.launch`, the same arguments).
     """
     if grid <= 0:
+        return
+    if _emulated():
+        from hpcgnn.kernels import host_build
+
+        host_build.module(source).launch(name, grid, block, args)
         return
     import cupy
     import torch
@@ -159,22 +191,36 @@ def launch(
         if not torch_stream:
             kernel((grid,), (block,), args)
             return
-        with cupy.cuda.ExternalStream(torch.cuda.current_stream(device_id).cuda_stream):
+        with external_stream(cupy, torch.cuda.current_stream(device_id)):
             kernel((grid,), (block,), args)
 
 
+def external_stream(cupy: Any, stream: Any) -> Any:
+    """CuPy's view of torch's CUDA ``stream`` (a context manager that makes it current).
+
+    ``cupy.cuda.Stream.from_external(stream)`` where CuPy has it: it takes an object of the
+    CUDA stream protocol (``__cuda_stream__``, which torch's streams implement), not a
+    pointer, and keeps the object alive. Else (older CuPy or torch) the deprecated
+    ``cupy.cuda.ExternalStream`` of the raw pointer ``stream.cuda_stream``.
+    """
+    from_external = getattr(cupy.cuda.Stream, "from_external", None)
+    if from_external is not None and hasattr(stream, "__cuda_stream__"):
+        return from_external(stream)
+    return cupy.cuda.ExternalStream(stream.cuda_stream)
+
+
 def as_cupy(t: torch.Tensor) -> Any:
-    """A CuPy view of a CUDA tensor (zero-copy, DLPack); made contiguous first if needed."""
+    """A CuPy view of a CUDA tensor (zero-copy, DLPack); made contiguous first if needed.
+
+    Under the emulated device: the contiguous detached tensor itself (its ``data_ptr`` is
+    host memory, which the host build takes as it is).
+    """
+    t = t.detach().contiguous()
+    if _emulated():
+        return t
     import cupy
 
-    return cupy.from_dlpack(t.detach().contiguous())
-
-
-def as_torch(a: Any) -> torch.Tensor:
-    """A torch view of a CuPy array (zero-copy, DLPack)."""
-    import torch
-
-    return torch.from_dlpack(a)
+    return cupy.from_dlpack(t)
 
 
 def is_cupy(a: Any) -> bool:

@@ -6,9 +6,11 @@ CPU references here have the same contract and are what the CPU path runs:
 - :func:`gather_rows`: ``out[i, :] = x[idx[i], :]`` (a new contiguous tensor);
 - :func:`scatter_add_rows`: ``out[idx[i], :] += rows[i, :]`` in place. With
   ``unique=True`` the caller guarantees distinct ``idx`` (a staged sub-stage, a
-  transition flush): one plain add per element, no atomics. Otherwise duplicates
-  accumulate: on the CPU in ``i`` order (``index_add_``), on a GPU with ``atomicAdd`` in
-  an unspecified order.
+  transition flush): one plain add per element (``scatter_add_unique``). Otherwise
+  duplicates accumulate in ``i`` order, on the CPU (``index_add_``) and on a GPU alike:
+  ``scatter_add_segments`` walks the inverse map of ``idx`` (:class:`ScatterMap`, built
+  once by :func:`scatter_map` for ids that are reused, else on every call), so the
+  results are bit-identical between runs, GPUs and the CPU.
 
 A float32/float64 tensor on a CUDA device runs the kernel (a scatter-add target must be
 contiguous); anything else (other dtypes, such as the int64 row ids the staged exchange
@@ -19,6 +21,7 @@ against the row count (the exchange tables are built in range).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -29,12 +32,55 @@ from hpcgnn.kernels import cuda_modules as cm
 KERNEL_DTYPES = (torch.float32, torch.float64)
 
 
-def _launch(kernel: str, data: torch.Tensor, idx: torch.Tensor, out: torch.Tensor) -> None:
-    """Run ``kernel<T, I>(data, idx, out, n, f)`` of ``rows.cu`` over ``len(idx) x f``."""
-    n, f = len(idx), math.prod(out.shape[1:])
-    name = f"{kernel}<{cm.c_type(out.dtype)}, {cm.c_type(idx.dtype)}>"
-    args = (cm.as_cupy(data), cm.as_cupy(idx), cm.as_cupy(out), np.int64(n), np.int64(f))
-    cm.launch("rows.cu", name, cm.device_index(out.device), cm.blocks(n * f), args)
+@dataclass(frozen=True)
+class ScatterMap:
+    """The inverse map of row ids ``ids``: which rows go to each distinct target, in order.
+
+    Attributes
+    ----------
+    ids : torch.Tensor
+        The row ids themselves (int32 or int64), one per row to add.
+    order : torch.Tensor
+        int64, the stable argsort of ``ids`` (rows grouped by target, in ``i`` order).
+    targets : torch.Tensor
+        int64, the ``m`` distinct ids, ascending.
+    seg : torch.Tensor
+        int64, ``m + 1`` offsets: rows ``order[seg[j]:seg[j + 1]]`` go to ``targets[j]``.
+    """
+
+    ids: torch.Tensor
+    order: torch.Tensor
+    targets: torch.Tensor
+    seg: torch.Tensor
+
+
+def scatter_map(idx: torch.Tensor) -> ScatterMap:
+    """The :class:`ScatterMap` of row ids ``idx``, built on ``idx``'s device.
+
+    Worth precomputing for ids that are reused (an exchange's receive table): a scatter
+    with the map skips the sort.
+    """
+    ids = idx.contiguous()
+    sorted_ids, order = torch.sort(ids.long(), stable=True)
+    targets, counts = torch.unique_consecutive(sorted_ids, return_counts=True)
+    seg = torch.zeros(len(targets) + 1, dtype=torch.int64, device=ids.device)
+    torch.cumsum(counts, 0, out=seg[1:])
+    return ScatterMap(ids, order, targets, seg)
+
+
+def _launch(kernel: str, out: torch.Tensor, *args: torch.Tensor, work: int) -> None:
+    """Run ``kernel`` of ``rows.cu`` on ``args``, then ``out``, the count ``work`` and ``f``.
+
+    One thread per element of the ``work x f`` block (``f`` the width of ``out``'s rows).
+    """
+    f = math.prod(out.shape[1:])
+    launch_args = (*map(cm.as_cupy, (*args, out)), np.int64(work), np.int64(f))
+    cm.launch("rows.cu", kernel, cm.device_index(out.device), cm.blocks(work * f), launch_args)
+
+
+def _name(kernel: str, out: torch.Tensor, idx: torch.Tensor) -> str:
+    """``kernel<T, I>`` for ``out``'s value type and ``idx``'s id type."""
+    return f"{kernel}<{cm.c_type(out.dtype)}, {cm.c_type(idx.dtype)}>"
 
 
 def gather_rows(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
@@ -56,12 +102,12 @@ def gather_rows(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
         return x[idx].contiguous()
     out = x.new_empty((len(idx), *x.shape[1:]))
     if out.numel():
-        _launch("gather_rows", x.contiguous(), idx.contiguous(), out)
+        _launch(_name("gather_rows", out, idx), out, x, idx.contiguous(), work=len(idx))
     return out
 
 
 def scatter_add_rows(
-    out: torch.Tensor, idx: torch.Tensor, rows: torch.Tensor, unique: bool = False
+    out: torch.Tensor, idx: torch.Tensor | ScatterMap, rows: torch.Tensor, unique: bool = False
 ) -> torch.Tensor:
     """Add ``rows[i]`` into ``out[idx[i]]`` in place and return ``out``.
 
@@ -70,21 +116,32 @@ def scatter_add_rows(
     out
         Target rows, updated in place.
     idx
-        Row ids of ``out``, int32 or int64, one per row of ``rows``.
+        Row ids of ``out``, int32 or int64, one per row of ``rows``; or their
+        :class:`ScatterMap` (from :func:`scatter_map`, for ids used more than once).
     rows
         The rows to add (``out``'s dtype, trailing shape and device).
     unique
-        The caller guarantees that ``idx`` has no repeated id: the atomic-free variant
+        The caller guarantees that ``idx`` has no repeated id: one plain add per element
         (on the CPU ``out[idx] += rows``, on a GPU ``scatter_add_unique``). Otherwise
-        repeated ids accumulate (``index_add_``; ``scatter_add_atomic``).
+        repeated ids accumulate in ``i`` order (``index_add_``; on a GPU
+        ``scatter_add_segments``, bit-identical to it).
     """
+    ids = idx.ids if isinstance(idx, ScatterMap) else idx
     if not (out.is_cuda and out.dtype in KERNEL_DTYPES and out.is_contiguous()):
         if unique:
-            out[idx] += rows
+            out[ids] += rows
         else:
-            out.index_add_(0, idx, rows)
+            out.index_add_(0, ids, rows)
         return out
-    if rows.numel():
-        kernel = "scatter_add_unique" if unique else "scatter_add_atomic"
-        _launch(kernel, rows.contiguous(), idx.contiguous(), out)
+    if not rows.numel():
+        return out
+    rows = rows.contiguous()
+    if unique:
+        _launch(_name("scatter_add_unique", out, ids), out, rows, ids.contiguous(),
+                work=len(ids))
+        return out
+    inverse = idx if isinstance(idx, ScatterMap) else scatter_map(idx)
+    kernel = f"scatter_add_segments<{cm.c_type(out.dtype)}>"
+    _launch(kernel, out, rows, inverse.order, inverse.targets, inverse.seg,
+            work=len(inverse.targets))
     return out

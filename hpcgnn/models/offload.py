@@ -172,7 +172,10 @@ class OffloadGCN(RowBlockModel):
                 (blk.data, np.searchsorted(cols, blk.indices), blk.indptr),
                 shape=(b - a, len(cols)),
             )
-            self._blocks.append((to_torch_csr(local, dtype), to_torch_csr(local.T.tocsr(), dtype)))
+            dev = comm.device.torch_device  # the blocks multiply the device buffers
+            self._blocks.append(
+                (to_torch_csr(local, dtype, dev), to_torch_csr(local.T.tocsr(), dtype, dev))
+            )
         self.volumes = self._count_volumes(tables)
         self.transfers = self._count_transfers(tables)
 

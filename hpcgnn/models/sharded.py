@@ -138,7 +138,7 @@ class ShardedForward:
                 if layer != last:
                     off = self.offsets[layer + 1]
                     b = b[int(off[me]) : int(off[me + 1])]
-                z = z + torch.from_numpy(b)
+                z = z + self.world.device.from_numpy(np.ascontiguousarray(b))
             h = z if layer == last else torch.relu(z)
         return h
 

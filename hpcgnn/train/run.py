@@ -27,6 +27,7 @@ from hpcgnn.graph.check import check_graph
 from hpcgnn.grid.device import choose_device
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.io.reader import GraphFile, GraphMeta
+from hpcgnn.kernels.prepare import prepare_kernels
 from hpcgnn.layout.order import layer_sizes
 from hpcgnn.layout.shapes import GridShape, choose_shape
 from hpcgnn.models.base import GCNModel
@@ -253,7 +254,7 @@ def train(opts: RunOptions, cfg: TrainConfig, comm: MPI.Comm = MPI.COMM_WORLD) -
         shape = choose_shape("1d", comm.Get_size(), None, None)
     else:
         shape = choose_shape(GRID_KIND[opts.label], comm.Get_size(), opts.grid, opts.replication)
-    grid = ProcessGrid(comm, shape, device=choose_device(comm, opts.device))
+    grid = ProcessGrid(comm, shape, device=choose_device(comm, opts.device, prepare_kernels))
     try:
         return _train_on_grid(opts, cfg, grid)
     finally:
@@ -465,9 +466,15 @@ def _mode_config(opts: RunOptions, grid: ProcessGrid, topo: Topology | None) -> 
 
 
 def device_section(grid: ProcessGrid) -> dict:
-    """The ``device`` section: the kind, and the GPU's model on cuda (rank 0's)."""
+    """The ``device`` section: the kind, the GPU's model on cuda (rank 0's).
+
+    ``emulated: true`` on the emulated GPU (:mod:`hpcgnn.backend.emulation`).
+    """
     dev = grid.device
-    return {"kind": dev.kind, **({"name": dev.name} if dev.is_cuda else {})}
+    return {
+        "kind": dev.kind, **({"name": dev.name} if dev.is_cuda else {}),
+        **({"emulated": True} if dev.emulated else {}),
+    }
 
 
 def wire_section(grid: ProcessGrid) -> dict:

@@ -1,7 +1,9 @@
 """The wire: one code path for every message, only the placement of MPI's memory differs.
 
 ``HPCGNN_CUDA_AWARE_MPI=0`` stages every buffer through host staging buffers, so the CPU
-runs the staged path: its results and counted bytes must equal the direct path's.
+runs the staged path: its results and counted bytes must equal the direct path's. On the
+suite's cuda device the reference is the device's own wire (CUDA-aware, or staged where
+MPI does not say it takes device buffers); host buffers go direct on either device.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from mpi4py import MPI
 from hpcgnn.backend import cpu
 from hpcgnn.cli.main import main
 from hpcgnn.comm import Comm
-from hpcgnn.comm.wire import StagingPool, Wire, cuda_aware_setting
+from hpcgnn.comm.wire import StagingPool, Wire, cuda_aware_setting, library_cuda_aware
 from hpcgnn.errors import ConfigError
 from tests.mpi import assert_all
 
@@ -26,6 +28,8 @@ from tests.mpi import assert_all
     [(None, None, "direct"), ("", None, "direct"), ("1", True, "direct"), ("0", False, "staged")],
 )
 def test_environment_decides_the_cpu_path(monkeypatch, value, setting, path):
+    # the CPU device on purpose: the paths of host buffers on a host wire (the cuda
+    # device's are test_environment_decides_the_device_path's)
     if value is None:
         monkeypatch.delenv("HPCGNN_CUDA_AWARE_MPI", raising=False)
     else:
@@ -36,16 +40,35 @@ def test_environment_decides_the_cpu_path(monkeypatch, value, setting, path):
     assert wire.path_of(np.zeros(3)) == path == wire.path_of(torch.zeros(3))
 
 
-def test_a_bad_setting_is_one_line(monkeypatch):
+@pytest.mark.parametrize("value", [None, "1", "0"])
+def test_environment_decides_the_device_path(monkeypatch, device, value):
+    """On the suite's device: its buffers' path, and host buffers' beside them."""
+    if value is None:
+        monkeypatch.delenv("HPCGNN_CUDA_AWARE_MPI", raising=False)
+    else:
+        monkeypatch.setenv("HPCGNN_CUDA_AWARE_MPI", value)
+    wire = Wire.detect(device)
+    host = "staged" if value == "0" else "direct"
+    if device.is_cuda:
+        aware = {None: library_cuda_aware(), "1": True, "0": False}[value]
+        path = "cuda-aware" if aware else "staged"
+    else:
+        path = host
+    assert wire.path == path == wire.path_of(device.zeros(3, torch.float32))
+    assert wire.path_of(np.zeros(3)) == host == wire.path_of(torch.zeros(3))
+
+
+def test_a_bad_setting_is_one_line(monkeypatch, device):
     monkeypatch.setenv("HPCGNN_CUDA_AWARE_MPI", "banana")
     with pytest.raises(ConfigError, match="HPCGNN_CUDA_AWARE_MPI must be 0 or 1, not 'banana'"):
-        Wire.detect(cpu())
+        Wire.detect(device)
 
 
-def test_staging_buffers_are_reused():
-    pool = StagingPool(cpu())
+def test_staging_buffers_are_reused(device):
+    pool = StagingPool(device)
     a = pool.take(10)
     assert a.numel() == 4096 and pool.allocated == 1
+    assert a.device.type == "cpu" and a.is_pinned() == device.is_cuda  # host, page-locked
     pool.give(a)
     assert pool.take(4000) is a and pool.allocated == 1
     b = pool.take(5000)
@@ -56,14 +79,18 @@ def test_staging_buffers_are_reused():
 
 
 def _exercise(comm: Comm, kind: str) -> list[np.ndarray]:
-    """Every buffer call of ``Comm`` once; the results as arrays."""
+    """Every buffer call of ``Comm`` once; the results as host arrays.
+
+    ``kind``: ``"torch"``, tensors on the communicator's device; ``"numpy"``, host arrays.
+    """
     r, p = comm.rank, comm.size
+    dev = comm.device
 
     def buf(arr: np.ndarray):
-        return torch.from_numpy(arr) if kind == "torch" else arr
+        return dev.from_numpy(arr) if kind == "torch" else arr
 
     def arr(x) -> np.ndarray:
-        return x.numpy() if isinstance(x, torch.Tensor) else x
+        return dev.to_host(x) if isinstance(x, torch.Tensor) else x
 
     b = buf(np.full((2, 3), float(r)))
     comm.bcast(b, p - 1, "bcast")
@@ -82,23 +109,32 @@ def _exercise(comm: Comm, kind: str) -> list[np.ndarray]:
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("kind", ["numpy", "torch"])
-def test_staged_and_direct_paths_agree(world, kind):
-    staged = Comm(MPI.COMM_WORLD.Dup(), owned=True, wire=Wire(cpu(), stage_host=True))
+def test_staged_and_direct_paths_agree(world, device, kind):
+    # the reference: the device's own wire (CPU: direct); against it, every buffer staged
+    ref = Comm(MPI.COMM_WORLD.Dup(), owned=True, device=device)
+    staged = Comm(MPI.COMM_WORLD.Dup(), owned=True, device=device,
+                  wire=Wire(device, stage_host=True))
     try:
-        want = _exercise(world, kind)
+        want = _exercise(ref, kind)
         got = _exercise(staged, kind)
         pairs = zip(want, got, strict=True)
         same = all(np.array_equal(x, y) and x.dtype == y.dtype for x, y in pairs)
         assert_all(world, same, "staged results differ from direct ones")
-        bytes_of = {k: v["bytes"] for k, v in world.stats.snapshot().items()}
+        bytes_of = {k: v["bytes"] for k, v in ref.stats.snapshot().items()}
         assert_all(world, bytes_of == {k: v["bytes"] for k, v in staged.stats.snapshot().items()})
-        assert_all(world, set(world.stats.paths) == set(staged.stats.paths))
-        assert_all(world, all(v == {"direct"} for v in world.stats.paths.values()))
+        assert_all(world, set(ref.stats.paths) == set(staged.stats.paths))
+        # host arrays go direct, the alltoallv's counts ("control") included
+        path = ref.wire.path if kind == "torch" else "direct"
+        paths = {k: {"direct" if k == "control" else path} for k in ref.stats.paths}
+        assert_all(world, ref.stats.paths == paths, f"{ref.stats.paths} != {paths}")
         assert_all(world, all(v == {"staged"} for v in staged.stats.paths.values()))
-        assert_all(world, sum(world.stats.staged.values()) == 0 < sum(staged.stats.staged.values()))
+        ref_staged = sum(ref.stats.staged.values())
+        assert_all(world, (ref_staged == 0) == (path != "staged"), f"staged bytes {ref_staged}")
+        assert_all(world, 0 < sum(staged.stats.staged.values()))
         assert_all(world, not staged._pending and staged.wire.pool.allocated <= 4)
     finally:
         staged.free()
+        ref.free()
 
 
 def _train(graph, out, flags) -> dict:
@@ -111,15 +147,23 @@ def _train(graph, out, flags) -> dict:
 @pytest.mark.mpi
 @pytest.mark.ranks(1, 2)
 @pytest.mark.parametrize("flags", [["--algo", "1d"], ["--algo", "halo", "--exchange", "planned"]])
-def test_forced_staging_trains_the_same_model(graph_file, shared_tmp, monkeypatch, flags):
+def test_forced_staging_trains_the_same_model(
+    graph_file, shared_tmp, monkeypatch, device, flags
+):
+    # ``hpcgnn train`` runs on the suite's device ($HPCGNN_DEVICE, see tests/conftest.py)
     graph = graph_file(n=30, seed=2)
     monkeypatch.delenv("HPCGNN_CUDA_AWARE_MPI", raising=False)
+    path = Wire.detect(device).path  # unforced: direct on the CPU, CUDA-aware or staged on a GPU
     direct = _train(graph, shared_tmp / "direct.json", flags)
     monkeypatch.setenv("HPCGNN_CUDA_AWARE_MPI", "0")
     staged = _train(graph, shared_tmp / "staged.json", flags)
     assert staged["params_sha256"] == direct["params_sha256"]
     assert staged["comm"]["measured_bytes"] == direct["comm"]["measured_bytes"]
-    assert (direct["comm"]["path"], staged["comm"]["path"]) == ("direct", "staged")
+    assert (direct["comm"]["path"], staged["comm"]["path"]) == (path, "staged")
     assert set(staged["comm"]["paths"].values()) == {"staged"}
-    assert direct["comm"]["staged_bytes"] == 0 < staged["comm"]["staged_bytes"]
-    assert direct["device"] == staged["device"] == {"kind": "cpu"}
+    assert (direct["comm"]["staged_bytes"] == 0) == (path != "staged")
+    assert 0 < staged["comm"]["staged_bytes"]
+    assert direct["device"] == staged["device"]
+    assert direct["device"]["kind"] == device.kind
+    if not device.is_cuda:
+        assert direct["device"] == {"kind": "cpu"}

@@ -36,6 +36,9 @@ class RecordingDevice(Device):
 @pytest.mark.ranks(1, 4)  # 4: rows also cross between ranks
 @pytest.mark.parametrize("dedup", ["none", "full"])  # owners' host buffers; transition buffers
 def test_host_tier_is_pinned_and_rows_cross_through_the_device(graph_file, world, dedup):
+    # CPU on purpose, whatever the suite's device: the recording device is the CPU device
+    # with its placement calls logged, and its results must equal the plain CPU device's
+    # (on the suite's cuda device the offload model runs in tests/models/test_offload.py)
     path = graph_file("tiers.h5", n=24, directed=True, seed=2, features=4, classes=2)
     cfg = TrainConfig(layers=2, hidden=3, dropout=0.3, dtype="float64", seed=2)
     runs = {}

@@ -11,6 +11,7 @@ from hpcgnn.exchange.halo import HaloExchange, HaloSets, halo_sets
 from hpcgnn.exchange.staged import owned_groups, substage_selections
 from hpcgnn.planning import counts_cost, parse_topology, uniform_topology
 from hpcgnn.planning.plan import occurrences
+from tests.devices import device_world
 from tests.mpi import assert_all
 
 N = 60
@@ -18,6 +19,7 @@ F = 3
 
 
 # -- serial ----------------------------------------------------------------------------------
+# (the plans are host arrays; the sub-stage adds run on the suite's device)
 def test_occurrences_and_substages_with_duplicates():
     idx = np.array([5, 2, 5, 7, 2, 5, 0])
     np.testing.assert_array_equal(occurrences(idx), [0, 0, 1, 0, 1, 2, 0])
@@ -28,20 +30,20 @@ def test_occurrences_and_substages_with_duplicates():
     assert substage_selections(np.zeros(0, dtype=np.int64)) == []
 
 
-def test_substage_adds_accumulate_duplicates_like_add_at():
+def test_substage_adds_accumulate_duplicates_like_add_at(device):
     rng = np.random.default_rng(0)
     idx = rng.integers(0, 6, 40)
     rows = rng.standard_normal((40, 3))
     want = np.zeros((6, 3))
     np.add.at(want, idx, rows)
-    buf = torch.zeros(6, 3, dtype=torch.float64)
+    buf = device.zeros((6, 3), torch.float64)
     for sel in substage_selections(idx):  # what StagedExchange.scatter_add does per stage
-        buf[torch.from_numpy(idx[sel])] += torch.from_numpy(rows[sel])
-    np.testing.assert_allclose(buf.numpy(), want, rtol=1e-12, atol=1e-12)
+        buf[device.from_numpy(idx[sel])] += device.from_numpy(rows[sel])
+    np.testing.assert_allclose(device.to_host(buf), want, rtol=1e-12, atol=1e-12)
     # one plain indexed += loses the duplicates: the sub-stages are what makes it exact
-    naive = torch.zeros(6, 3, dtype=torch.float64)
-    naive[torch.from_numpy(idx)] += torch.from_numpy(rows)
-    assert not np.allclose(naive.numpy(), want)
+    naive = device.zeros((6, 3), torch.float64)
+    naive[device.from_numpy(idx)] += device.from_numpy(rows)
+    assert not np.allclose(device.to_host(naive), want)
 
 
 def test_owned_groups_by_destination_set():
@@ -95,59 +97,67 @@ TOPOLOGIES = {
 }
 
 
-def _compare(world, ex: StagedExchange, ref: HaloExchange, seed: int) -> None:
-    rng = np.random.default_rng(seed + 17 * world.rank)
+def _compare(comm, ex: StagedExchange, ref: HaloExchange, seed: int) -> None:
+    """Gather and scatter-add of ``ex`` equal ``ref``'s, on ``comm``'s device."""
+    dev = comm.device
+    rng = np.random.default_rng(seed + 17 * comm.rank)
     owned = ex.sets.send_rows.max(initial=-1) + 1 + int(rng.integers(0, 3))
-    x = torch.from_numpy(rng.standard_normal((owned, F)))
+    x = dev.from_numpy(rng.standard_normal((owned, F)))
     got, want = ex.gather(x), ref.gather(x)
-    ok = got.shape == want.shape and got.dtype == want.dtype
-    assert_all(world, ok and torch.allclose(got, want, rtol=0, atol=1e-12), "gather differs")
-    halo = torch.from_numpy(rng.standard_normal((len(ex.sets.halo), F)))
-    out0 = torch.from_numpy(rng.standard_normal((owned, F)))
+    ok = got.shape == want.shape and got.dtype == want.dtype and got.device == x.device
+    assert_all(comm, ok and torch.allclose(got, want, rtol=0, atol=1e-12), "gather differs")
+    halo = dev.from_numpy(rng.standard_normal((len(ex.sets.halo), F)))
+    out0 = dev.from_numpy(rng.standard_normal((owned, F)))
     got = ex.scatter_add(halo, out0.clone())
     want = ref.scatter_add(halo, out0.clone())
-    assert_all(world, torch.allclose(got, want, rtol=1e-12, atol=1e-12), "scatter_add differs")
+    assert_all(comm, torch.allclose(got, want, rtol=1e-12, atol=1e-12), "scatter_add differs")
 
 
+# The exchanges run on a communicator of the suite's device (``device_world``): their
+# buffers and index tensors live there, the sets and plans are host arrays.
 @pytest.mark.mpi
 @pytest.mark.parametrize("kind", sorted(TOPOLOGIES))
 @pytest.mark.parametrize("chunks", [64, 2, None])
-def test_staged_matches_p2p_exchange(world, kind, chunks):
-    rows, offsets = _rows(world)
-    sets = halo_sets(world, rows, offsets)
-    ref = HaloExchange(world, sets)
-    p = world.size
-    topo = TOPOLOGIES[kind](p)
-    for fallback in (True, False):
-        ex = StagedExchange(world, sets, topo, seed=1, chunks=chunks, fallback=fallback)
-        _compare(world, ex, ref, seed=5)
-        assert_all(world, ex.num_stages <= max(p - 1, 0) and len(ex.stage_counts) == ex.num_stages)
-        if p == 1:
-            assert_all(world, ex.num_stages == 0 and ex.gather(torch.zeros(0, F)).shape == (0, F))
-        if p >= 3 and kind == "line" and not fallback:
-            assert_all(world, ex.num_stages >= 2, "a line must forward")
-        if p >= 3 and kind == "slow":
-            ok = ex.num_stages >= 2 and not ex.is_direct
-            assert_all(world, ok, f"slow link: {ex.num_stages} stages, direct {ex.is_direct}")
-        if p >= 2 and kind == "latent":
-            assert_all(world, ex.num_stages == 1, f"latency: {ex.num_stages} stages")
-        if kind == "uniform" and p >= 2:
-            # direct on a uniform topology is never modelled slower, SPST may only tie it
-            assert_all(world, ex.num_stages >= 1)
+def test_staged_matches_p2p_exchange(world, device, kind, chunks):
+    with device_world(device) as comm:
+        rows, offsets = _rows(comm)
+        sets = halo_sets(comm, rows, offsets)
+        ref = HaloExchange(comm, sets)
+        p = comm.size
+        topo = TOPOLOGIES[kind](p)
+        for fallback in (True, False):
+            ex = StagedExchange(comm, sets, topo, seed=1, chunks=chunks, fallback=fallback)
+            _compare(comm, ex, ref, seed=5)
+            ok = ex.num_stages <= max(p - 1, 0) and len(ex.stage_counts) == ex.num_stages
+            assert_all(comm, ok)
+            if p == 1:
+                empty = ex.gather(device.zeros((0, F), torch.float32))
+                assert_all(comm, ex.num_stages == 0 and empty.shape == (0, F))
+            if p >= 3 and kind == "line" and not fallback:
+                assert_all(comm, ex.num_stages >= 2, "a line must forward")
+            if p >= 3 and kind == "slow":
+                ok = ex.num_stages >= 2 and not ex.is_direct
+                assert_all(comm, ok, f"slow link: {ex.num_stages} stages, direct {ex.is_direct}")
+            if p >= 2 and kind == "latent":
+                assert_all(comm, ex.num_stages == 1, f"latency: {ex.num_stages} stages")
+            if kind == "uniform" and p >= 2:
+                # direct on a uniform topology is never modelled slower, SPST may only tie it
+                assert_all(comm, ex.num_stages >= 1)
 
 
 @pytest.mark.mpi
-def test_staged_float32_and_one_dimensional_rows(world):
-    rows, offsets = _rows(world, seed=8)
-    sets = halo_sets(world, rows, offsets)
-    ref = HaloExchange(world, sets)
-    ex = StagedExchange(world, sets, _line(world.size), chunks=4, fallback=False)
-    owned = int(offsets[world.rank + 1] - offsets[world.rank])
-    x = torch.arange(owned, dtype=torch.float32) + 1000 * world.rank
-    got = ex.gather(x)
-    assert_all(world, got.dtype == torch.float32 and torch.equal(got, ref.gather(x)))
-    x2 = x.reshape(-1, 1).expand(-1, 4)  # not contiguous
-    assert_all(world, torch.equal(ex.gather(x2), ref.gather(x2.contiguous())))
+def test_staged_float32_and_one_dimensional_rows(world, device):
+    with device_world(device) as comm:
+        rows, offsets = _rows(comm, seed=8)
+        sets = halo_sets(comm, rows, offsets)
+        ref = HaloExchange(comm, sets)
+        ex = StagedExchange(comm, sets, _line(comm.size), chunks=4, fallback=False)
+        owned = int(offsets[comm.rank + 1] - offsets[comm.rank])
+        x = device.from_numpy(np.arange(owned, dtype=np.float32) + 1000 * comm.rank)
+        got = ex.gather(x)
+        assert_all(comm, got.dtype == torch.float32 and torch.equal(got, ref.gather(x)))
+        x2 = x.reshape(-1, 1).expand(-1, 4)  # not contiguous
+        assert_all(comm, torch.equal(ex.gather(x2), ref.gather(x2.contiguous())))
 
 
 def _odd_trees(topo, items, **kwargs):
@@ -164,86 +174,99 @@ def _odd_trees(topo, items, **kwargs):
 
 
 @pytest.mark.mpi
-def test_staged_mixed_owned_and_forwarded_sends(world, monkeypatch):
+def test_staged_mixed_owned_and_forwarded_sends(world, device, monkeypatch):
     monkeypatch.setattr(staged_mod, "plan_items", _odd_trees)
-    rows, offsets = _rows(world, seed=11)
-    sets = halo_sets(world, rows, offsets)
-    ex = StagedExchange(world, sets, uniform_topology(world.size), chunks=None)
-    _compare(world, ex, HaloExchange(world, sets), seed=2)
-    assert_all(world, ex.num_stages == min(world.size - 1, 2))
+    with device_world(device) as comm:
+        rows, offsets = _rows(comm, seed=11)
+        sets = halo_sets(comm, rows, offsets)
+        ex = StagedExchange(comm, sets, uniform_topology(comm.size), chunks=None)
+        _compare(comm, ex, HaloExchange(comm, sets), seed=2)
+        assert_all(comm, ex.num_stages == min(comm.size - 1, 2))
 
 
 @pytest.mark.mpi
-def test_staged_bytes_and_reporting(world):
-    rows, offsets = _rows(world, seed=4)
-    sets = halo_sets(world, rows, offsets)
-    stats = world.stats
+def test_staged_bytes_and_reporting(world, device):
+    with device_world(device) as comm:
+        _check_bytes_and_reporting(comm)
+
+
+def _check_bytes_and_reporting(comm) -> None:
+    rows, offsets = _rows(comm, seed=4)
+    sets = halo_sets(comm, rows, offsets)
+    stats, dev = comm.stats, comm.device
 
     def halo_bytes_calls() -> tuple[int, int]:
         c = stats.categories.get("halo")
         return (0, 0) if c is None else (c.bytes, c.calls)
 
+    def ones(rows: int):
+        return dev.from_numpy(np.ones((rows, F), dtype=np.float64))
+
     b0, _ = halo_bytes_calls()
-    ex = StagedExchange(world, sets, _line(world.size), chunks=8, fallback=False)
+    ex = StagedExchange(comm, sets, _line(comm.size), chunks=8, fallback=False)
     b1, c1 = halo_bytes_calls()
-    assert_all(world, b1 == b0, "setup traffic counted as halo")
-    owned = int(offsets[world.rank + 1] - offsets[world.rank])
-    x = torch.ones(owned, F, dtype=torch.float64)
-    ex.gather(x)
+    assert_all(comm, b1 == b0, "setup traffic counted as halo")
+    owned = int(offsets[comm.rank + 1] - offsets[comm.rank])
+    ex.gather(ones(owned))
     b2, c2 = halo_bytes_calls()
     mine = b2 - b1
-    assert_all(world, mine == int(ex.recv_rows_per_stage.sum()) * F * 8, f"bytes {mine}")
-    assert_all(world, c2 - c1 == ex.num_stages, "one all-to-allv per stage")
-    total = world.mpi.allreduce(mine, op=MPI.SUM)
-    assert_all(world, total == sum(ex.counts.values()) * F * 8, "bytes over ranks")
+    assert_all(comm, mine == int(ex.recv_rows_per_stage.sum()) * F * 8, f"bytes {mine}")
+    assert_all(comm, c2 - c1 == ex.num_stages, "one all-to-allv per stage")
+    total = comm.mpi.allreduce(mine, op=MPI.SUM)
+    assert_all(comm, total == sum(ex.counts.values()) * F * 8, "bytes over ranks")
     # backward: each rank gets back what it sent
-    f64 = torch.float64
-    ex.scatter_add(torch.ones(len(sets.halo), F, dtype=f64), torch.zeros(owned, F, dtype=f64))
+    ex.scatter_add(ones(len(sets.halo)), dev.zeros((owned, F), torch.float64))
     b3, _ = halo_bytes_calls()
-    assert_all(world, world.mpi.allreduce(b3 - b2, op=MPI.SUM) == total)
+    assert_all(comm, comm.mpi.allreduce(b3 - b2, op=MPI.SUM) == total)
     # stage counts and modelled times agree with the global plan
     per = np.zeros(ex.num_stages, dtype=np.int64)
     for (k, _, _), c in ex.counts.items():
         per[k - 1] += c
     ok = np.array_equal(per, ex.stage_counts)
-    rows_sum = world.mpi.allreduce(ex.recv_rows_per_stage, op=MPI.SUM)
+    rows_sum = comm.mpi.allreduce(ex.recv_rows_per_stage, op=MPI.SUM)
     ok = ok and np.array_equal(rows_sum, ex.stage_counts)
     t = ex.modelled_stage_times(4.0 * F)
     ok = ok and len(t) == ex.num_stages
     if ex.num_stages:
         ok = ok and np.isclose(t.sum(), counts_cost(ex.topo, ex.counts, 4.0 * F).time_s)
-    assert_all(world, ok, "stage counts / modelled times")
+    assert_all(comm, ok, "stage counts / modelled times")
     ok = len(ex.fwd_stage_seconds) == len(ex.bwd_stage_seconds) == ex.num_stages
     ok = ok and bool(np.all(ex.fwd_stage_seconds > 0)) and bool(np.all(ex.bwd_stage_seconds > 0))
     ex.reset_timers()
     ok = ok and not ex.fwd_stage_seconds.any() and not ex.bwd_stage_seconds.any()
-    assert_all(world, ok, "stage timers")
+    assert_all(comm, ok, "stage timers")
 
 
 @pytest.mark.mpi
-def test_staged_rejects_wrong_rank_count_and_stage_bound(world):
-    rows, offsets = _rows(world)
-    sets = halo_sets(world, rows, offsets)
-    p = world.size
-    with pytest.raises(ConfigError, match=rf"has {p + 1} ranks but the communicator has {p}$"):
-        StagedExchange(world, sets, uniform_topology(p + 1))
-    with pytest.raises(ConfigError, match="chunks must be >= 1"):
-        StagedExchange(world, sets, uniform_topology(p), chunks=0)
-    if p >= 3:  # vertex 0 must travel p - 1 hops on a line
-        with pytest.raises(ConfigError, match="no route within 1 stages"):
-            StagedExchange(world, sets, _line(p), max_stages=1, fallback=False)
-    world.mpi.Barrier()
+def test_staged_rejects_wrong_rank_count_and_stage_bound(world, device):
+    with device_world(device) as comm:
+        rows, offsets = _rows(comm)
+        sets = halo_sets(comm, rows, offsets)
+        p = comm.size
+        with pytest.raises(ConfigError, match=rf"has {p + 1} ranks but the communicator has {p}$"):
+            StagedExchange(comm, sets, uniform_topology(p + 1))
+        with pytest.raises(ConfigError, match="chunks must be >= 1"):
+            StagedExchange(comm, sets, uniform_topology(p), chunks=0)
+        if p >= 3:  # vertex 0 must travel p - 1 hops on a line
+            with pytest.raises(ConfigError, match="no route within 1 stages"):
+                StagedExchange(comm, sets, _line(p), max_stages=1, fallback=False)
+        comm.mpi.Barrier()
 
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("kind", ["line", "slow"])
-def test_staged_point_to_point_only_on_plan_links(world, monkeypatch, kind):
-    rows, offsets = _rows(world, seed=6)
-    sets = halo_sets(world, rows, offsets)
-    ex = StagedExchange(world, sets, TOPOLOGIES[kind](world.size), chunks=4, fallback=False)
+def test_staged_point_to_point_only_on_plan_links(world, device, monkeypatch, kind):
+    with device_world(device) as comm:
+        _check_plan_links(comm, monkeypatch, kind)
+
+
+def _check_plan_links(comm, monkeypatch, kind: str) -> None:
+    rows, offsets = _rows(comm, seed=6)
+    sets = halo_sets(comm, rows, offsets)
+    ex = StagedExchange(comm, sets, TOPOLOGIES[kind](comm.size), chunks=4, fallback=False)
     sent: list[tuple[int, int, int]] = []
-    isend = type(world).isend
-    me = world.rank
+    isend = type(comm).isend
+    me, dev = comm.rank, comm.device
 
     def spy(self, buf, dest, tag=0):
         sent.append((tag + 1, self.rank, dest))
@@ -252,27 +275,27 @@ def test_staged_point_to_point_only_on_plan_links(world, monkeypatch, kind):
     def no_collective(*args, **kwargs):
         raise AssertionError("a planned stage ran a collective")
 
-    ref = HaloExchange(world, sets)
-    rng = np.random.default_rng(world.rank)
-    x = torch.from_numpy(rng.standard_normal((int(offsets[me + 1] - offsets[me]), F)))
-    halo = torch.from_numpy(rng.standard_normal((len(sets.halo), F)))
+    ref = HaloExchange(comm, sets)
+    rng = np.random.default_rng(comm.rank)
+    x = dev.from_numpy(rng.standard_normal((int(offsets[me + 1] - offsets[me]), F)))
+    halo = dev.from_numpy(rng.standard_normal((len(sets.halo), F)))
     want = ref.gather(x), ref.scatter_add(halo, torch.zeros_like(x))
-    monkeypatch.setattr(type(world), "isend", spy)
+    monkeypatch.setattr(type(comm), "isend", spy)
     if not ex.is_p2p:  # a one-stage plan is the direct exchange: p2p's all-to-allv
-        monkeypatch.setattr(type(world), "alltoallv", no_collective)
-    world.stats.tracing = True
+        monkeypatch.setattr(type(comm), "alltoallv", no_collective)
+    comm.stats.tracing = True
     try:
         got = ex.gather(x), ex.scatter_add(halo, torch.zeros_like(x))
     finally:
-        world.stats.tracing = False
+        comm.stats.tracing = False
         monkeypatch.undo()
     same = torch.equal(got[0], want[0]) and torch.allclose(got[1], want[1], rtol=0, atol=1e-12)
-    assert_all(world, same, "point-to-point stages differ from the p2p exchange")
+    assert_all(comm, same, "point-to-point stages differ from the p2p exchange")
     # forward and backward: one message per (stage, src, dst) table of the plan, each way
     fwd = sorted(e for e in ex.counts if e[1] == me)
     bwd = sorted((k, d, s) for (k, s, d) in ex.counts if d == me)
     ok = sorted(sent) == ([] if ex.is_p2p else sorted(fwd + bwd))
-    names = {s.name for s in world.stats.spans} | ({"halo.stage1"} if ex.is_p2p else set())
+    names = {s.name for s in comm.stats.spans} | ({"halo.stage1"} if ex.is_p2p else set())
     ok = ok and all(f"halo.stage{k}" in names for k in range(1, ex.num_stages + 1))
-    assert_all(world, ok, f"messages {sorted(sent)} vs plan {fwd + bwd}")
-    world.stats.spans.clear()
+    assert_all(comm, ok, f"messages {sorted(sent)} vs plan {fwd + bwd}")
+    comm.stats.spans.clear()

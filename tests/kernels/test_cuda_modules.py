@@ -1,6 +1,7 @@
 import re
 import shutil
 import subprocess
+from types import SimpleNamespace
 
 import pytest
 
@@ -10,6 +11,7 @@ from hpcgnn.kernels.cuda_modules import (
     NAME_EXPRESSIONS,
     c_type,
     cuda_dir,
+    external_stream,
     source_text,
 )
 
@@ -40,6 +42,32 @@ def test_cuda_dir_finds_the_copy_an_installed_wheel_carries(monkeypatch, tmp_pat
     monkeypatch.delenv(CUDA_DIR_ENV, raising=False)
     monkeypatch.setattr(cm, "__file__", str(tmp_path / "hpcgnn" / "kernels" / "cuda_modules.py"))
     assert cuda_dir() == shipped.resolve()
+
+
+class _TorchStream:
+    """A torch CUDA stream as CuPy sees it: a pointer and the CUDA stream protocol."""
+
+    cuda_stream = 0x1234
+
+    def __cuda_stream__(self):
+        return (0, self.cuda_stream)
+
+
+def test_external_stream_hands_cupy_the_stream_object_or_its_pointer():
+    calls = []
+    new = SimpleNamespace(cuda=SimpleNamespace(
+        Stream=SimpleNamespace(from_external=lambda obj: calls.append(("from_external", obj))),
+        ExternalStream=lambda ptr: calls.append(("ExternalStream", ptr)),
+    ))
+    stream = _TorchStream()
+    external_stream(new, stream)  # CuPy >= 14: the protocol object, never a bare int
+    old = SimpleNamespace(cuda=SimpleNamespace(
+        Stream=SimpleNamespace(), ExternalStream=new.cuda.ExternalStream
+    ))
+    external_stream(old, stream)  # older CuPy: the raw pointer
+    external_stream(new, SimpleNamespace(cuda_stream=7))  # a torch without the protocol
+    assert calls == [("from_external", stream), ("ExternalStream", 0x1234),
+                     ("ExternalStream", 7)]
 
 
 def test_c_types():

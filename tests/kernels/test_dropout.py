@@ -5,25 +5,22 @@ import torch
 from hpcgnn.kernels.dropout import block_keep, block_launch, chunk_states, rows_keep
 from hpcgnn.rng import (
     CHUNK_ROWS,
-    TAG_DROPOUT,
     TAG_DROPOUT_BLOCK,
     chunk_seed,
     dropout_keep,
     dropout_keep_rows,
-    mix,
     stream_key,
     uniform_block,
 )
-from tests.kernels import emulate
 
 
-def test_sfc64_of_the_kernel_is_numpys():
+def test_chunk_states_are_numpys_seeded_sfc64():
     key = stream_key(5, 7)
-    for chunk, state in zip((0, 3), chunk_states(key, 0, 4)[[0, 3]], strict=True):
-        s = [int(v) for v in state]
-        mine = [emulate.uniform(emulate.sfc64_next(s)) for _ in range(40)]
-        numpy = np.random.Generator(np.random.SFC64(chunk_seed(key, chunk))).random(40)
-        assert mine == numpy.tolist()
+    states = chunk_states(key, 2, 3)
+    assert states.shape == (3, 4) and states.dtype == np.uint64
+    for k, state in enumerate(states):
+        want = np.random.SFC64(chunk_seed(key, 2 + k)).state["state"]["state"]
+        assert state.tolist() == [int(v) for v in want]
 
 
 def test_chunk_states_zero_chunks():
@@ -31,22 +28,21 @@ def test_chunk_states_zero_chunks():
 
 
 @pytest.mark.parametrize(
-    ("rows", "cols"),
+    ("rows", "cols", "want"),
     [
-        ((1000, 1030), (1, 3)),  # crosses a chunk boundary, a column range
-        ((5, 9), np.array([2, 0, 2])),  # index columns in any order, repeated
-        ((CHUNK_ROWS, CHUNK_ROWS + 2), (0, 3)),  # starts a chunk
-        ((7, 7), (0, 3)),  # no rows
-        ((3, 5), (2, 2)),  # no columns
-        ((3, 5), np.zeros(0, np.int64)),  # no index columns
+        ((1000, 1030), (1, 3), (0, 2, 1000, 1030, 1, 3, None)),  # crosses a chunk boundary
+        ((5, 9), np.array([2, 0, 2]), (0, 1, 5, 9, 0, 3, [2, 0, 2])),  # index columns
+        ((CHUNK_ROWS, CHUNK_ROWS + 2), (0, 3), (1, 1, CHUNK_ROWS, CHUNK_ROWS + 2, 0, 3, None)),
+        ((7, 7), (0, 3), (0, 0, 7, 7, 0, 3, None)),  # no rows: no chunk
+        ((3, 5), np.zeros(0, np.int64), (0, 1, 3, 5, 0, 0, [])),  # no index columns
     ],
 )
-def test_block_kernel_algorithm_equals_the_cpu_stream(rows, cols):
+def test_block_launch_arguments(rows, cols, want):
+    chunk0, chunks, r0, r1, c0, c1, pick_want = want
     states, ints, pick = block_launch(11, 2, 1, rows, cols, 3)
-    got = emulate.sfc64_block_keep(states, ints, 0.4)
-    if pick is not None:
-        got = got[:, pick]
-    assert np.array_equal(got, dropout_keep(11, 2, 1, rows, cols, 3, 0.4))
+    assert ints.dtype == np.int64 and len(states) == chunks
+    assert ints.tolist() == [chunk0, chunks, CHUNK_ROWS, r0, r1, 3, c0, c1]
+    assert (pick is None) if pick_want is None else pick.tolist() == pick_want
 
 
 def test_block_keep_on_the_cpu_is_the_rng_mask():
@@ -58,17 +54,15 @@ def test_block_keep_on_the_cpu_is_the_rng_mask():
     assert np.array_equal(got.numpy(), draws >= 0.5)
 
 
-def test_hash_kernel_algorithm_equals_the_cpu_stream():
+def test_rows_keep_on_the_cpu_is_the_rng_mask():
     ids = np.array([0, 9, 9, 2**40 + 3, 5], dtype=np.int64)  # duplicates, a large id
-    key = int(stream_key(4, TAG_DROPOUT, 1, 2, 0))
-    assert emulate.mix(12345) == int(mix(np.array([12345], dtype=np.uint64))[0])
-    got = emulate.hash_rows_keep(ids, 3, key, 0.3)
-    assert np.array_equal(got, dropout_keep_rows(4, 1, 2, 0, ids, 3, 0.3))
-    assert np.array_equal(rows_keep(4, 1, 2, 0, ids, 3, 0.3).numpy(), got)
+    got = rows_keep(4, 1, 2, 0, ids, 3, 0.3)
+    assert got.dtype == torch.bool and got.device.type == "cpu"
+    assert np.array_equal(got.numpy(), dropout_keep_rows(4, 1, 2, 0, ids, 3, 0.3))
+    assert np.array_equal(got[1], got[2])  # the same row id, the same mask
     cols = np.array([2, 0])  # a GIST sub-network's columns of the width
-    got = emulate.hash_rows_keep(ids, 3, key, 0.3, cols)
-    assert np.array_equal(got, dropout_keep_rows(4, 1, 2, 0, ids, 3, 0.3, cols))
-    assert np.array_equal(rows_keep(4, 1, 2, 0, ids, 3, 0.3, cols=cols).numpy(), got)
+    got = rows_keep(4, 1, 2, 0, ids, 3, 0.3, cols=cols).numpy()
+    assert np.array_equal(got, dropout_keep_rows(4, 1, 2, 0, ids, 3, 0.3)[:, cols])
 
 
 def test_rows_keep_zero_size():

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from hpcgnn.kernels.rows import gather_rows, scatter_add_rows
+from hpcgnn.kernels.rows import ScatterMap, gather_rows, scatter_add_rows, scatter_map
 
 INDEX_DTYPES = [torch.int32, torch.int64]
 
@@ -48,13 +48,36 @@ def test_scatter_add_accumulates_duplicates_in_order(itype):
 
 
 @pytest.mark.parametrize("itype", INDEX_DTYPES)
-def test_scatter_add_unique_equals_atomic_on_distinct_targets(itype):
+def test_scatter_add_unique_equals_the_general_add_on_distinct_targets(itype):
     idx = torch.tensor([3, 0, 5], dtype=itype)
     rows = torch.rand(3, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
     a = scatter_add_rows(_x(6, 4), idx, rows, unique=True)
     b = scatter_add_rows(_x(6, 4), idx, rows)
     assert torch.equal(a, b)
     assert torch.equal(a[[1, 2, 4]], _x(6, 4)[[1, 2, 4]])  # untouched rows
+
+
+@pytest.mark.parametrize("itype", INDEX_DTYPES)
+def test_scatter_map_is_the_inverse_of_the_ids(itype):
+    idx = torch.tensor([2, 0, 2, 2, 3, 0], dtype=itype)
+    m = scatter_map(idx)
+    assert m.ids is idx or torch.equal(m.ids, idx)
+    assert m.order.tolist() == [1, 5, 0, 2, 3, 4]  # stable: a target's rows in i order
+    assert m.targets.tolist() == [0, 2, 3] and m.seg.tolist() == [0, 2, 5, 6]
+    assert {t.dtype for t in (m.order, m.targets, m.seg)} == {torch.int64}
+    empty = scatter_map(torch.zeros(0, dtype=itype))
+    assert empty.targets.shape == (0,) and empty.seg.tolist() == [0]
+
+
+def test_scatter_add_takes_a_prebuilt_map():
+    idx = torch.tensor([2, 0, 2, 2, 3])
+    rows = torch.rand(5, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
+    m = scatter_map(idx)
+    assert isinstance(m, ScatterMap)
+    assert torch.equal(scatter_add_rows(_x(4, 2), m, rows), scatter_add_rows(_x(4, 2), idx, rows))
+    uniq = scatter_map(torch.tensor([3, 1]))
+    assert torch.equal(scatter_add_rows(_x(4, 2), uniq, rows[:2], unique=True),
+                       scatter_add_rows(_x(4, 2), torch.tensor([3, 1]), rows[:2]))
 
 
 @pytest.mark.parametrize("unique", [False, True])
@@ -79,8 +102,9 @@ def test_cuda_kernels_match_the_cpu_references(dtype, itype):
     rows = torch.rand(len(idx), 7, dtype=dtype, generator=torch.Generator().manual_seed(3))
     cuda = torch.device("cuda")
     assert torch.equal(gather_rows(x.to(cuda), idx.to(cuda)).cpu(), gather_rows(x, idx))
-    got = scatter_add_rows(x.to(cuda), idx.to(cuda), rows.to(cuda)).cpu()
-    assert torch.allclose(got, scatter_add_rows(x.clone(), idx, rows))
+    want = scatter_add_rows(x.clone(), idx, rows)
+    for ids in (idx.to(cuda), scatter_map(idx.to(cuda))):  # deterministic: bit for bit
+        assert torch.equal(scatter_add_rows(x.to(cuda), ids, rows.to(cuda)).cpu(), want)
     got = scatter_add_rows(x.to(cuda), uniq.to(cuda), rows[:3].to(cuda), unique=True).cpu()
     assert torch.equal(got, scatter_add_rows(x.clone(), uniq, rows[:3], unique=True))
     assert gather_rows(x.to(cuda), idx[:0].to(cuda)).shape == (0, 7)

@@ -3,7 +3,7 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from hpcgnn.kernels.spmm import sparse_matmul
+from hpcgnn.kernels.spmm import sparse_matmul, to_torch_csr
 
 
 def _hop(rows=5, cols=7, seed=0):
@@ -12,14 +12,18 @@ def _hop(rows=5, cols=7, seed=0):
     return a, h
 
 
-def test_sparse_matmul_on_the_host_is_scipy_bit_for_bit():
+def test_sparse_matmul_on_the_host_is_the_torch_csr_product():
+    """One code path on every device: torch CSR on the host too (bit for bit), ~ SciPy."""
     a, h = _hop()
     h.requires_grad_(True)
     out = sparse_matmul(a, h)
-    assert out.device.type == "cpu" and np.array_equal(out.detach().numpy(), a @ h.detach().numpy())
+    want = torch.sparse.mm(to_torch_csr(a, h.dtype), h.detach())
+    assert out.device.type == "cpu" and torch.equal(out.detach(), want)
+    np.testing.assert_allclose(out.detach().numpy(), a @ h.detach().numpy(), rtol=1e-12)
     g = torch.ones_like(out)
     out.backward(g)
-    assert np.array_equal(h.grad.numpy(), a.T @ g.numpy())
+    assert torch.equal(h.grad, torch.sparse.mm(to_torch_csr(a.T.tocsr(), g.dtype), g))
+    np.testing.assert_allclose(h.grad.numpy(), a.T @ g.numpy(), rtol=1e-12)
 
 
 @pytest.mark.gpu

@@ -1,4 +1,9 @@
-"""Comparison of a distributed model against the serial reference."""
+"""Comparison of a distributed model against the serial reference.
+
+The serial reference (:class:`~hpcgnn.models.serial.SerialGCN`) runs on the host; the
+distributed model runs on its grid's device (the ``device`` fixture), whose results are
+brought to the host (:meth:`~hpcgnn.backend.Device.to_host`) to be compared.
+"""
 
 from __future__ import annotations
 
@@ -34,9 +39,12 @@ def compare_with_serial(make_model, path, cfg: TrainConfig, world: Comm, epochs:
 
     model = make_model()
     d_logits, d_grads = first_step(model, cfg, num_train)
+    dev = model.comm.device  # the grid's device: its results come back to the host to compare
     rows = torch.from_numpy(model.row_ids)
-    assert_close_all(world, d_logits, s_logits[rows], tol, tol, "forward logits differ from serial")
-    assert_close_all(world, d_grads, s_grads, tol, tol, "weight gradients differ from serial")
+    assert_close_all(world, dev.to_host(d_logits), s_logits[rows].numpy(), tol, tol,
+                     "forward logits differ from serial")
+    assert_close_all(world, [dev.to_host(g) for g in d_grads], [g.numpy() for g in s_grads],
+                     tol, tol, "weight gradients differ from serial")
 
     cfg5 = TrainConfig(**{**cfg.as_dict(), "epochs": epochs})
     serial = SerialGCN(path, cfg5)

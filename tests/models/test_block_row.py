@@ -11,33 +11,35 @@ from tests.models.reference import check_cost_model, compare_with_serial, proble
 @pytest.mark.mpi
 @pytest.mark.parametrize("directed", [False, True])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_1d_matches_serial_and_cost_model(graph_file, world, directed, dtype):
+def test_1d_matches_serial_and_cost_model(graph_file, world, device, directed, dtype):
     path = graph_file(n=61, directed=directed, seed=7, features=5, classes=3)
     cfg = TrainConfig(layers=3, hidden=6, dropout=0.3, dtype=dtype, seed=11)
-    with ProcessGrid.create(MPI.COMM_WORLD, "1d") as grid:
+    with ProcessGrid.create(MPI.COMM_WORLD, "1d", device=device) as grid:
         res, _ = compare_with_serial(lambda: BlockRowGCN(path, grid, cfg), path, cfg, world)
         check_cost_model("1d", res, problem_of(path, cfg), grid.shape, world)
 
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("directed", [False, True])
-def test_1p5d_every_replication_matches_serial(graph_file, world, directed):
+def test_1p5d_every_replication_matches_serial(graph_file, world, device, directed):
     path = graph_file(n=53, directed=directed, seed=5, features=4, classes=3)
     cfg = TrainConfig(layers=3, hidden=5, dropout=0.2, dtype="float64", seed=3)
     for shape in admissible_shapes("1.5d", world.size):
-        with ProcessGrid(MPI.COMM_WORLD, shape) as grid:
+        with ProcessGrid(MPI.COMM_WORLD, shape, device=device) as grid:
             res, _ = compare_with_serial(lambda g=grid: BlockRowGCN(path, g, cfg), path, cfg, world)
             check_cost_model("1.5d", res, problem_of(path, cfg), grid.shape, world)
 
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("directed", [False, True])
-def test_sage_every_block_row_grid_matches_serial_and_cost_model(graph_file, world, directed):
+def test_sage_every_block_row_grid_matches_serial_and_cost_model(
+    graph_file, world, device, directed
+):
     path = graph_file(n=47, avg_degree=2.0, directed=directed, seed=9, features=6, classes=3)
     cfg = TrainConfig(layers=3, hidden=5, dropout=0.3, dtype="float64", seed=4, model="sage")
     for kind in ("1d", "1.5d"):
         for shape in admissible_shapes(kind, world.size):
-            with ProcessGrid(MPI.COMM_WORLD, shape) as grid:
+            with ProcessGrid(MPI.COMM_WORLD, shape, device=device) as grid:
                 res, _ = compare_with_serial(
                     lambda g=grid: BlockRowGCN(path, g, cfg), path, cfg, world
                 )

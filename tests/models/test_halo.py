@@ -35,11 +35,11 @@ def check_halo_cost(result, model, path, cfg, grid, world, backward="auto"):
 @pytest.mark.mpi
 @pytest.mark.parametrize("directed", [False, True])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_halo_matches_serial_and_cost_model(graph_file, shared_tmp, world, directed, dtype):
+def test_halo_matches_serial_and_cost_model(graph_file, shared_tmp, world, device, directed, dtype):
     path = metis_graph(graph_file, shared_tmp, world, n=61, directed=directed, seed=7,
                        features=5, classes=3)
     cfg = TrainConfig(layers=3, hidden=6, dropout=0.3, dtype=dtype, seed=11)
-    with ProcessGrid.create(MPI.COMM_WORLD, "1d") as grid:
+    with ProcessGrid.create(MPI.COMM_WORLD, "1d", device=device) as grid:
         models = []
 
         def make():
@@ -52,11 +52,11 @@ def test_halo_matches_serial_and_cost_model(graph_file, shared_tmp, world, direc
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("backward", ["push", "pull"])
-def test_halo_backward_modes_on_directed_graph(graph_file, world, backward):
+def test_halo_backward_modes_on_directed_graph(graph_file, world, device, backward):
     path = graph_file(n=47, directed=True, seed=3, features=9, classes=3)
     # widths 9 -> 4 -> 3: the first layer aggregates X W (a backward SpMM on layer 0 too)
     cfg = TrainConfig(layers=2, hidden=4, dropout=0.2, dtype="float64", seed=5)
-    with ProcessGrid.create(MPI.COMM_WORLD, "1d") as grid:
+    with ProcessGrid.create(MPI.COMM_WORLD, "1d", device=device) as grid:
         models = []
 
         def make():
@@ -69,10 +69,10 @@ def test_halo_backward_modes_on_directed_graph(graph_file, world, backward):
 
 
 @pytest.mark.mpi
-def test_halo_sets_cover_exactly_the_remote_columns(graph_file, world):
+def test_halo_sets_cover_exactly_the_remote_columns(graph_file, world, device):
     path = graph_file(n=40, directed=True, seed=9)
     cfg = TrainConfig(layers=2, hidden=4, dtype="float64")
-    with ProcessGrid.create(MPI.COMM_WORLD, "1d") as grid:
+    with ProcessGrid.create(MPI.COMM_WORLD, "1d", device=device) as grid:
         model = HaloGCN(path, grid, cfg)
         op = model.aggregation
         lo, hi = model.rows
@@ -92,7 +92,7 @@ def test_halo_sets_cover_exactly_the_remote_columns(graph_file, world):
 
 
 @pytest.mark.mpi
-def test_metis_parts_move_fewer_halo_bytes(graph_file, shared_tmp, world):
+def test_metis_parts_move_fewer_halo_bytes(graph_file, shared_tmp, world, device):
     from hpcgnn.cli.main import main
 
     src = graph_file(n=200, directed=False, seed=1, features=4, classes=4, avg_degree=6.0)
@@ -104,7 +104,7 @@ def test_metis_parts_move_fewer_halo_bytes(graph_file, shared_tmp, world):
     world.mpi.Barrier()
     cfg = TrainConfig(layers=2, hidden=8, dropout=0.0, dtype="float32", seed=2, epochs=1)
     halo = {}
-    with ProcessGrid.create(MPI.COMM_WORLD, "1d") as grid:
+    with ProcessGrid.create(MPI.COMM_WORLD, "1d", device=device) as grid:
         for name, path in (("block", src), ("metis", dst)):
             model = HaloGCN(path, grid, cfg)
             res = train_fullbatch(model, cfg)
@@ -130,7 +130,7 @@ def line_topology(ranks: int):
 @pytest.mark.parametrize("topology", ["uniform", "line"])
 @pytest.mark.parametrize("directed", [False, True])
 def test_planned_halo_matches_serial_and_cost_model(
-    graph_file, shared_tmp, world, topology, directed, monkeypatch
+    graph_file, shared_tmp, world, device, topology, directed, monkeypatch
 ):
     import functools
 
@@ -146,7 +146,7 @@ def test_planned_halo_matches_serial_and_cost_model(
                        features=6, classes=3)
     cfg = TrainConfig(layers=3, hidden=5, dropout=0.3, dtype="float64", seed=4)
     topo = line_topology(world.size) if topology == "line" else None
-    with ProcessGrid.create(MPI.COMM_WORLD, "1d") as grid:
+    with ProcessGrid.create(MPI.COMM_WORLD, "1d", device=device) as grid:
         models = []
 
         def make():
@@ -170,12 +170,12 @@ def test_planned_halo_matches_serial_and_cost_model(
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("exchange", ["p2p", "planned"])
-def test_halo_sage_matches_serial_and_cost_model(graph_file, shared_tmp, world, exchange):
+def test_halo_sage_matches_serial_and_cost_model(graph_file, shared_tmp, world, device, exchange):
     path = metis_graph(graph_file, shared_tmp, world, n=53, directed=True, seed=2,
                        features=9, classes=3)
     # widths 9 -> 4 -> 3: the mean of X W_neigh on layer 0 runs a backward exchange too
     cfg = TrainConfig(layers=2, hidden=4, dropout=0.2, dtype="float64", seed=6, model="sage")
-    with ProcessGrid.create(MPI.COMM_WORLD, "1d") as grid:
+    with ProcessGrid.create(MPI.COMM_WORLD, "1d", device=device) as grid:
         models = []
 
         def make():

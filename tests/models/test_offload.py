@@ -26,7 +26,7 @@ LEVELS = ("none", "inter", "full")
     ],
 )
 def test_offload_matches_serial(
-    graph_file, shared_tmp, world, dedup, reorganize, dtype, directed, cache
+    graph_file, shared_tmp, world, device, dedup, reorganize, dtype, directed, cache
 ):
     # cache: every layer caches its aggregate, only one (the budget of one hidden layer's),
     # or none (all recompute in the backward)
@@ -44,7 +44,7 @@ def test_offload_matches_serial(
         assert sum(model.cached) == (1 if cache == "one" else 0), model.cached
         return model
 
-    with ProcessGrid.create(MPI.COMM_WORLD, "1d") as grid:
+    with ProcessGrid.create(MPI.COMM_WORLD, "1d", device=device) as grid:
         compare_with_serial(lambda: make(grid), path, cfg, world)
 
 
@@ -59,12 +59,14 @@ def formulas(model, world):
 
 @pytest.mark.mpi
 @pytest.mark.parametrize(("reorganize", "budget"), [(False, None), (True, 0)])
-def test_counted_transfers_equal_set_formulas(graph_file, shared_tmp, world, reorganize, budget):
+def test_counted_transfers_equal_set_formulas(
+    graph_file, shared_tmp, world, device, reorganize, budget
+):
     path = metis_graph(graph_file, shared_tmp, world, n=120, directed=True, seed=8,
                        features=6, classes=4)
     cfg = TrainConfig(layers=3, hidden=5, dropout=0.2, dtype="float32", seed=1, epochs=2)
     host = {}
-    with ProcessGrid.create(MPI.COMM_WORLD, "1d") as grid:
+    with ProcessGrid.create(MPI.COMM_WORLD, "1d", device=device) as grid:
         for dedup in LEVELS:
             model = OffloadGCN(path, grid, cfg, OffloadOptions(4, dedup, reorganize, budget))
             volumes, remote = formulas(model, world)
@@ -91,10 +93,10 @@ def test_counted_transfers_equal_set_formulas(graph_file, shared_tmp, world, reo
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_reorganization_never_increases_v_ru(graph_file, world, seed):
+def test_reorganization_never_increases_v_ru(graph_file, world, device, seed):
     path = graph_file(f"r{seed}.h5", n=100, directed=False, seed=seed, features=3, classes=2)
     cfg = TrainConfig(layers=2, hidden=4, dtype="float32", seed=seed, epochs=1)
-    with ProcessGrid.create(MPI.COMM_WORLD, "1d") as grid:
+    with ProcessGrid.create(MPI.COMM_WORLD, "1d", device=device) as grid:
         plain = OffloadGCN(path, grid, cfg, OffloadOptions(5, "full", False))
         reorg = OffloadGCN(path, grid, cfg, OffloadOptions(5, "full", True))
     r = reorg.reorganization
@@ -106,10 +108,10 @@ def test_reorganization_never_increases_v_ru(graph_file, world, seed):
 
 
 @pytest.mark.mpi
-def test_more_chunks_than_rows(graph_file, world):
+def test_more_chunks_than_rows(graph_file, world, device):
     path = graph_file("tiny.h5", n=9, directed=True, seed=2, features=3, classes=2)
     cfg = TrainConfig(layers=2, hidden=3, dropout=0.0, dtype="float64", seed=2)
-    with ProcessGrid.create(MPI.COMM_WORLD, "1d") as grid:
+    with ProcessGrid.create(MPI.COMM_WORLD, "1d", device=device) as grid:
         compare_with_serial(
             lambda: OffloadGCN(path, grid, cfg, OffloadOptions(6, "full", True)),
             path, cfg, world, epochs=2,
@@ -145,7 +147,7 @@ def dgx1_like(ranks: int):
     ],
 )
 def test_planned_offload_matches_serial_p2p_and_cost_model(
-    graph_file, shared_tmp, world, dedup, reorganize, topology, cache
+    graph_file, shared_tmp, world, device, dedup, reorganize, topology, cache
 ):
     # the fetches of the deduplicated rows and the gradient pushes follow SPST plans; with
     # cache "none" every layer recomputes its aggregate, so the reloads go through them too
@@ -154,7 +156,7 @@ def test_planned_offload_matches_serial_p2p_and_cost_model(
     cfg = TrainConfig(layers=3, hidden=6, dropout=0.3, dtype="float64", seed=3, epochs=2)
     topo = dgx1_like(world.size) if topology == "dgx1" else None
     budget = None if cache == "all" else 0
-    with ProcessGrid.create(MPI.COMM_WORLD, "1d") as grid:
+    with ProcessGrid.create(MPI.COMM_WORLD, "1d", device=device) as grid:
         models = []
 
         def make(exchange="planned"):
@@ -184,16 +186,16 @@ def test_planned_offload_matches_serial_p2p_and_cost_model(
         p2p_res = train_fullbatch(p2p, cfg)
         assert p2p.transfers == p2p.remote
         for a, b in zip(model.weights, p2p.weights, strict=True):
-            np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), 0, 1e-12)
+            np.testing.assert_allclose(device.to_host(a), device.to_host(b), 0, 1e-12)
         assert [e.loss for e in res.epochs] == pytest.approx([e.loss for e in p2p_res.epochs],
                                                               rel=0, abs=1e-12)
 
 
 @pytest.mark.mpi
 @pytest.mark.ranks(2)
-def test_planned_exchange_needs_a_deduplicated_fetch(graph_file, world):
+def test_planned_exchange_needs_a_deduplicated_fetch(graph_file, world, device):
     path = graph_file("p.h5", n=20, directed=False, seed=1, features=3, classes=2)
     cfg = TrainConfig(layers=2, hidden=3, dtype="float32", seed=1)
-    with ProcessGrid.create(MPI.COMM_WORLD, "1d") as grid:
+    with ProcessGrid.create(MPI.COMM_WORLD, "1d", device=device) as grid:
         with pytest.raises(ValueError, match="needs --dedup inter or full"):
             OffloadGCN(path, grid, cfg, OffloadOptions(2, "none", exchange="planned"))

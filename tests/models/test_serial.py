@@ -1,3 +1,7 @@
+"""The serial reference model (host only: ``SerialGCN`` runs on ``COMM_SELF`` and the CPU
+device by design, it is what the distributed models on the suite's device are compared
+with in :mod:`tests.models.reference`)."""
+
 import numpy as np
 import pytest
 import torch

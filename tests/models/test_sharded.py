@@ -10,6 +10,7 @@ from hpcgnn.exchange.subnets import EVAL, SubnetShards
 from hpcgnn.layout.order import layer_sizes
 from hpcgnn.models.serial import SerialGCN
 from hpcgnn.models.sharded import ShardedForward
+from tests.devices import device_world
 from tests.mpi import assert_all
 
 
@@ -33,7 +34,7 @@ def _shards(full, offsets, rank):
     ],
 )
 def test_logits_from_the_shards_equal_the_serial_model(
-    graph_file, world, features, hidden, layers, directed, dtype
+    graph_file, world, device, features, hidden, layers, directed, dtype
 ):
     n = 37
     path = graph_file(n=n, features=features, directed=directed, seed=11)
@@ -46,10 +47,11 @@ def test_logits_from_the_shards_equal_the_serial_model(
     r = world.rank
     shards = _shards(full, offsets, r)
 
-    fwd = ShardedForward(path, world, cfg, widths, offsets)
-    before = _eval_bytes(world)
-    got = fwd.logits(shards)
-    sent = world.allreduce_scalar(_eval_bytes(world) - before)
+    with device_world(device) as comm:  # the shards' owners, on the suite's device
+        fwd = ShardedForward(path, comm, cfg, widths, offsets)
+        before = _eval_bytes(comm)
+        got = torch.from_numpy(device.to_host(fwd.logits(shards)))
+        sent = comm.allreduce_scalar(_eval_bytes(comm) - before)
     want = SerialGCN(path, cfg, weights=[torch.from_numpy(w) for w in full]).logits(None)
 
     tol = 1e-11 if dtype == "float64" else 2e-5
@@ -61,7 +63,9 @@ def test_logits_from_the_shards_equal_the_serial_model(
 
 @pytest.mark.mpi
 @pytest.mark.parametrize(("features", "layers"), [(6, 3), (40, 2)])
-def test_sage_logits_from_the_shards_equal_the_serial_model(graph_file, world, features, layers):
+def test_sage_logits_from_the_shards_equal_the_serial_model(
+    graph_file, world, device, features, layers
+):
     n = 31
     path = graph_file(n=n, features=features, directed=True, avg_degree=1.5, seed=12)
     cfg = TrainConfig(layers=layers, hidden=8, dtype="float64", seed=3, model="sage")
@@ -72,10 +76,12 @@ def test_sage_logits_from_the_shards_equal_the_serial_model(graph_file, world, f
         for _ in range(2)
     )
     offsets = SubnetShards.offsets_of(widths, world.size)
-    fwd = ShardedForward(path, world, cfg, widths, offsets)
-    before = _eval_bytes(world)
-    got = fwd.logits(_shards(w_neigh, offsets, world.rank), _shards(w_self, offsets, world.rank))
-    sent = world.allreduce_scalar(_eval_bytes(world) - before)
+    with device_world(device) as comm:
+        fwd = ShardedForward(path, comm, cfg, widths, offsets)
+        before = _eval_bytes(comm)
+        got = fwd.logits(_shards(w_neigh, offsets, comm.rank), _shards(w_self, offsets, comm.rank))
+        got = torch.from_numpy(device.to_host(got))
+        sent = comm.allreduce_scalar(_eval_bytes(comm) - before)
     full = [torch.from_numpy(w) for pair in zip(w_self, w_neigh, strict=True) for w in pair]
     want = SerialGCN(path, cfg, weights=full).logits(None)
     err = float((got - want).abs().max() / max(1.0, float(want.abs().max())))

@@ -45,10 +45,10 @@ def check_interface(model: GridGCN, world, n: int) -> None:
     assert_all(world, ok, "scored rows are not a partition of the vertices")
 
 
-def run_shape(path, cfg, shape, world, epochs=5):
+def run_shape(path, cfg, shape, world, device, epochs=5):
     """Serial comparison, cost model, scoring interface and block counts on one grid."""
     models = []
-    with ProcessGrid(MPI.COMM_WORLD, shape) as grid:
+    with ProcessGrid(MPI.COMM_WORLD, shape, device=device) as grid:
 
         def make():
             models.append(GridGCN(path, grid, cfg))
@@ -73,17 +73,17 @@ def run_shape(path, cfg, shape, world, epochs=5):
     ids=["float32-undirected", "float64-directed"],  # each dtype, each kind of graph once
 )
 def test_every_grid_shape_matches_serial_and_cost_model(
-    graph_file, world, dtype, directed
+    graph_file, world, device, dtype, directed
 ):
     path = graph_file(n=43, directed=directed, seed=7, features=5, classes=3)
     cfg = TrainConfig(layers=3, hidden=5, dropout=0.3, dtype=dtype, seed=11, eval_every=0)
     for kind in ("2d", "3d"):
         for shape in admissible_shapes(kind, world.size):
-            run_shape(path, cfg, shape, world)
+            run_shape(path, cfg, shape, world, device)
 
 
 @pytest.mark.mpi
-def test_sage_every_grid_shape_matches_serial_and_cost_model(graph_file, world):
+def test_sage_every_grid_shape_matches_serial_and_cost_model(graph_file, world, device):
     # directed: the mean operator's forward and transposed blocks differ
     path = graph_file(n=41, avg_degree=2.0, directed=True, seed=8, features=5, classes=3)
     cfg = TrainConfig(
@@ -91,7 +91,7 @@ def test_sage_every_grid_shape_matches_serial_and_cost_model(graph_file, world):
     )
     for kind in ("2d", "3d"):
         for shape in admissible_shapes(kind, world.size):
-            run_shape(path, cfg, shape, world, epochs=3)
+            run_shape(path, cfg, shape, world, device, epochs=3)
 
 
 @pytest.mark.mpi
@@ -101,7 +101,7 @@ def test_sage_every_grid_shape_matches_serial_and_cost_model(graph_file, world):
     [(3, 2), (2, 12), (1, 4)],
     ids=["narrow-input-layer", "narrow-logits", "one-layer"],
 )
-def test_layer_orders_and_dense_steps(graph_file, world, layers, hidden, model):
+def test_layer_orders_and_dense_steps(graph_file, world, device, layers, hidden, model):
     # (3, 2): layer 1 runs as A^T (X W) with a reduce-scatter, the logits are gathered
     # after (A^T H) W; (2, 12): the logits layer runs as A^T (H W) and is gathered after
     # the SpMM; (1, 4): a single layer whose SpMM has no backward
@@ -112,27 +112,27 @@ def test_layer_orders_and_dense_steps(graph_file, world, layers, hidden, model):
     shapes = [s for k in ("2d", "3d") for s in admissible_shapes(k, world.size)]
     wide = [s for s in shapes if s.dims[1] > 1] or shapes[:1]
     for shape in wide:
-        run_shape(path, cfg, shape, world, epochs=2)
+        run_shape(path, cfg, shape, world, device, epochs=2)
 
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("kind", ["2d", "3d"])
-def test_automatic_grid(graph_file, world, kind):
+def test_automatic_grid(graph_file, world, device, kind):
     path = graph_file(n=29, directed=False, seed=1, features=4, classes=2)
     cfg = TrainConfig(layers=2, hidden=4, dropout=0.5, dtype="float64", seed=2)
     try:
         shape = choose_shape(kind, world.size)
     except GridError:  # 3d needs every dimension >= 2: none for 2..7 ranks
         with pytest.raises(GridError):
-            ProcessGrid.create(MPI.COMM_WORLD, kind)
+            ProcessGrid.create(MPI.COMM_WORLD, kind, device=device)
         return
-    with ProcessGrid.create(MPI.COMM_WORLD, kind) as grid:
+    with ProcessGrid.create(MPI.COMM_WORLD, kind, device=device) as grid:
         assert grid.shape == shape
-    run_shape(path, cfg, shape, world, epochs=2)
+    run_shape(path, cfg, shape, world, device, epochs=2)
 
 
 @pytest.mark.mpi
-def test_partitioned_file_and_estimate_from_statistics(graph_file, world):
+def test_partitioned_file_and_estimate_from_statistics(graph_file, world, device):
     """The file's partition (uneven, with an empty part) gives the fine blocks."""
     import h5py
 
@@ -156,7 +156,7 @@ def test_partitioned_file_and_estimate_from_statistics(graph_file, world):
     cfg = TrainConfig(layers=2, hidden=8, dropout=0.1, dtype="float64", seed=4)
     for kind in ("2d", "3d"):
         for shape in admissible_shapes(kind, p):
-            run_shape(path, cfg, shape, world, epochs=2)
+            run_shape(path, cfg, shape, world, device, epochs=2)
     # from global statistics alone every category but the sparse broadcast is exact
     prob = problem_of(path, cfg)
     assert prob.row_offsets is not None
@@ -169,10 +169,10 @@ def test_partitioned_file_and_estimate_from_statistics(graph_file, world):
 
 @pytest.mark.mpi(min_size=8)
 @pytest.mark.parametrize("directed", [False, True], ids=["undirected", "directed"])
-def test_cube_2x2x2_at_8_ranks(graph_file, world, directed):
+def test_cube_2x2x2_at_8_ranks(graph_file, world, device, directed):
     """The paper's cube: Split-3D on 2x2x2, 5 epochs against the serial run (float32)."""
     if world.size != 8:
         pytest.skip("runs at exactly 8 ranks")
     path = graph_file(n=67, directed=directed, seed=8, features=6, classes=3)
     cfg = TrainConfig(layers=3, hidden=5, dropout=0.3, dtype="float32", seed=4)
-    run_shape(path, cfg, GridShape("3d", (2, 2, 2)), world, epochs=5)
+    run_shape(path, cfg, GridShape("3d", (2, 2, 2)), world, device, epochs=5)

@@ -13,9 +13,14 @@ from hpcgnn.spmm.summa import SummaGrid
 from tests.mpi import assert_all
 
 
+def leaf(device, arr: np.ndarray) -> torch.Tensor:
+    """A copy of ``arr`` on ``device`` that requires a gradient (a leaf of the test)."""
+    return device.from_numpy(np.array(arr, order="C")).requires_grad_(True)
+
+
 @pytest.mark.mpi
 @pytest.mark.parametrize("variant", [ALLGATHER, REDUCE_SCATTER, GATHER, REDUCE])
-def test_dense_step_values_and_gradients(world, variant):
+def test_dense_step_values_and_gradients(world, device, variant):
     n = 11
     rng = np.random.default_rng(3)
     for f_in, f_out in [(5, 3), (2, 6)]:  # 2 columns leave blocks empty on wider rows
@@ -24,7 +29,7 @@ def test_dense_step_values_and_gradients(world, variant):
         r_full = rng.normal(size=(n, f_out))  # loss = sum(Z * R), so dZ = R
         for kind in ("2d", "3d"):
             for shape in admissible_shapes(kind, world.size):
-                with ProcessGrid(MPI.COMM_WORLD, shape) as grid:
+                with ProcessGrid(MPI.COMM_WORLD, shape, device=device) as grid:
                     sg = SummaGrid.of(grid)
                     layout = SummaLayout(n, sg.dims)
                     i, j, layer = sg.coords
@@ -32,8 +37,8 @@ def test_dense_step_values_and_gradients(world, variant):
                     a0, a1 = layout.col_range(f_in, j)
                     b0, b1 = layout.col_range(f_out, j)
                     step = DenseStep(sg.row, layout.cols(f_in), layout.cols(f_out), variant)
-                    t = torch.tensor(t_full[lo:hi, a0:a1], requires_grad=True)
-                    w = torch.tensor(w_full, requires_grad=True)
+                    t = leaf(device, t_full[lo:hi, a0:a1])
+                    w = leaf(device, w_full)
                     z = step(t, w)
                     if step.final and (j == 0 or sg.row.size == 1):
                         want, r = (t_full @ w_full)[lo:hi], r_full[lo:hi]
@@ -41,34 +46,34 @@ def test_dense_step_values_and_gradients(world, variant):
                         want, r = np.zeros((0, f_out)), np.zeros((0, f_out))
                     else:
                         want, r = (t_full @ w_full)[lo:hi, b0:b1], r_full[lo:hi, b0:b1]
-                    ok = z.shape == want.shape and np.allclose(z.detach().numpy(), want)
+                    ok = z.shape == want.shape and np.allclose(device.to_host(z), want)
                     assert_all(world, ok, f"{variant} {shape}: forward")
-                    (z * torch.from_numpy(r)).sum().backward()
+                    (z * device.from_numpy(np.ascontiguousarray(r))).sum().backward()
                     dt = (r_full @ w_full.T)[lo:hi, a0:a1]
-                    ok = np.allclose(t.grad.numpy(), dt)
+                    ok = np.allclose(device.to_host(t.grad), dt)
                     dw = w.grad.clone()
                     grid.world.allreduce(dw, "allreduce")
-                    ok &= np.allclose(dw.numpy(), t_full.T @ r_full)
+                    ok &= np.allclose(device.to_host(dw), t_full.T @ r_full)
                     assert_all(world, ok, f"{variant} {shape}: gradients")
 
 
 @pytest.mark.mpi
-def test_gather_rows_and_its_adjoint(world):
+def test_gather_rows_and_its_adjoint(world, device):
     n, c = 9, 3
     rng = np.random.default_rng(8)
     z_full = rng.normal(size=(n, c))
     r_full = rng.normal(size=(n, c))
     for shape in admissible_shapes("3d", world.size):
-        with ProcessGrid(MPI.COMM_WORLD, shape) as grid:
+        with ProcessGrid(MPI.COMM_WORLD, shape, device=device) as grid:
             sg = SummaGrid.of(grid)
             layout = SummaLayout(n, sg.dims)
             i, j, layer = sg.coords
             lo, hi = layout.fine_range(i, layer)
             c0, c1 = layout.col_range(c, j)
-            z = torch.tensor(z_full[lo:hi, c0:c1], requires_grad=True)
+            z = leaf(device, z_full[lo:hi, c0:c1])
             out = gather_rows(z, sg.row, layout.cols(c))
             rows = (lo, hi) if j == 0 else (lo, lo)
-            ok = np.allclose(out.detach().numpy(), z_full[rows[0] : rows[1]])
-            (out * torch.from_numpy(r_full[rows[0] : rows[1]])).sum().backward()
-            ok &= np.allclose(z.grad.numpy(), r_full[lo:hi, c0:c1])
+            ok = np.allclose(device.to_host(out), z_full[rows[0] : rows[1]])
+            (out * device.from_numpy(r_full[rows[0] : rows[1]])).sum().backward()
+            ok &= np.allclose(device.to_host(z.grad), r_full[lo:hi, c0:c1])
             assert_all(world, ok, f"{shape}")

@@ -27,7 +27,9 @@ def _delta(before, after):
 @pytest.mark.mpi
 @pytest.mark.parametrize("split", ["auto", "even"])
 @pytest.mark.parametrize("partitioned", [False, True])
-def test_summa_spmm_equals_scipy_and_moves_the_predicted_bytes(world, split, partitioned):
+def test_summa_spmm_equals_scipy_and_moves_the_predicted_bytes(
+    world, device, split, partitioned
+):
     n = 37
     m = sp.random(n, n, density=0.12, format="csr", random_state=4)  # not symmetric
     m = sp.csr_matrix(m + sp.eye(n))
@@ -35,7 +37,7 @@ def test_summa_spmm_equals_scipy_and_moves_the_predicted_bytes(world, split, par
     x = np.random.default_rng(0).normal(size=(n, 5))
     for kind in ("2d", "3d"):
         for shape in admissible_shapes(kind, world.size):
-            with ProcessGrid(MPI.COMM_WORLD, shape) as grid:
+            with ProcessGrid(MPI.COMM_WORLD, shape, device=device) as grid:
                 sg = SummaGrid.of(grid)
                 pr, pc, pl = sg.dims
                 part = _partition(n, pr * pl, sum(shape.dims)) if partitioned else None
@@ -48,10 +50,10 @@ def test_summa_spmm_equals_scipy_and_moves_the_predicted_bytes(world, split, par
                 for f in (5, 2):  # f = 2 leaves column blocks empty when Pc > 2
                     c0, c1 = layout.col_range(f, j)
                     before = grid.stats.snapshot()
-                    y = op(torch.from_numpy(np.ascontiguousarray(x[lo:hi, c0:c1])))
+                    y = op(device.from_numpy(np.ascontiguousarray(x[lo:hi, c0:c1])))
                     moved = summed_over_ranks(world, _delta(before, grid.stats.snapshot()))
                     want = (m @ x[:, :f])[lo:hi, c0:c1]
-                    ok = y.shape == want.shape and np.allclose(y.numpy(), want, atol=1e-12)
+                    ok = y.shape == want.shape and np.allclose(device.to_host(y), want, atol=1e-12)
                     assert_all(world, ok, f"{shape} split={split} f={f}: wrong product")
                     sparse = 0
                     for r in range(pr):

@@ -1,0 +1,199 @@
+"""``make gpu-check``: prove the GPU path on one GPU node in a few minutes, with a table.
+
+Run on a node with one GPU (``make gpu-check``, or ``python3 jobs/gpu_check.py``), or on
+the emulated GPU anywhere (``HPCGNN_EMULATE_CUDA=1 make gpu-check``, as CI does). Steps:
+
+1. **probe** — GPU and driver, torch, CuPy, NVRTC (a probe kernel compiled and run with
+   the loader's options), every ``cuda/*.cu`` compiled, MPI (library, CUDA-awareness);
+2. **kernels** — ``tests/kernels``: each kernel against its CPU twin (on the device where
+   there is one; the host builds of the sources everywhere);
+3. **gpu tests** — ``pytest -m gpu`` over the rest of the suite, serially;
+4. **matrix** — ``tests/test_device_matrix.py`` at 1, 2 and 4 ranks: every mode and model
+   on the CPU and the GPU (emulated: identical ``params_sha256``; real: losses within
+   float32 tolerance, equal bytes, two GPU runs identical);
+5. **benchmark** — the Reddit-sized GPU benchmark, once it exists.
+
+The summary table is printed last and written to ``perf/results/gpu-<date>.md``
+(``--out``). The node's own torch and CuPy are used: ``make gpu-check`` runs this script
+in a venv that sees the node's packages (``build/gpu-env``), after adding from
+``build/gpu-wheels`` (``make gpu-wheels PY=3.x`` on a machine with a package index) only
+what the node lacks (``jobs/install_missing_wheels.py``); the project is imported from
+this tree. Exit status 1 when a step failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+#: The Reddit-sized benchmark of the GPU-performance issue (run when it exists).
+BENCHMARK = ROOT / "perf" / "bench_gpu.py"
+
+
+def _env() -> dict[str, str]:
+    """The environment of the steps: this tree first on ``PYTHONPATH``, the cuda device."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env["HPCGNN_TEST_DEVICE"] = "cuda"
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env
+
+
+def mpiexec() -> str | None:
+    """The ``mpiexec`` to launch with: beside this Python (a venv's MPICH wheel), or on PATH."""
+    here = Path(sys.executable).parent / "mpiexec"
+    return str(here) if here.exists() else shutil.which("mpiexec")
+
+
+def probe() -> list[tuple[str, str, bool]]:
+    """What the node has: one row (item, value, usable) each."""
+    rows: list[tuple[str, str, bool]] = []
+
+    def row(item: str, fn) -> None:
+        try:
+            value = fn()
+            rows.append((item, str(value), True))
+        except Exception as exc:  # a probe reports, it does not stop
+            rows.append((item, f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}", False))
+
+    import torch
+
+    from hpcgnn.backend import emulation
+
+    emulated = emulation.requested()
+    rows.append(("python", sys.version.split()[0], True))
+    rows.append(("torch", f"{torch.__version__} (CUDA {torch.version.cuda})", True))
+    if emulated:
+        rows.append(("gpu", "emulated (HPCGNN_EMULATE_CUDA=1): host memory", True))
+        row("host compiler", lambda: subprocess.run(
+            [os.environ.get("CXX", "c++"), "--version"], capture_output=True, text=True,
+            check=True).stdout.splitlines()[0])
+    else:
+        row("gpu", lambda: f"{torch.cuda.device_count()} x {torch.cuda.get_device_name(0)}")
+        row("driver", lambda: subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True, text=True, check=True).stdout.strip())
+        row("cupy", lambda: __import__("cupy").__version__)
+        row("nvrtc", lambda: ".".join(map(str, __import__("cupy").cuda.nvrtc.getVersion())))
+
+    def kernels() -> str:
+        from hpcgnn.backend import get_device
+        from hpcgnn.kernels.prepare import prepare_kernels, sources
+
+        t0 = time.perf_counter()
+        prepare_kernels(get_device("cuda"))
+        return f"probe + {len(sources())} sources compiled in {time.perf_counter() - t0:.1f} s"
+
+    row("kernels", kernels)
+
+    def mpi() -> str:
+        from mpi4py import MPI
+
+        from hpcgnn.comm.wire import library_cuda_aware
+
+        lib = MPI.Get_library_version().splitlines()[0].strip()
+        return f"mpi4py {__import__('mpi4py').__version__}, {lib}; CUDA-aware: " \
+               f"{library_cuda_aware()}"
+
+    row("mpi", mpi)
+    return rows
+
+
+def run_step(name: str, cmd: list[str], env: dict[str, str], timeout: float) -> dict:
+    """Run one step's command, echo its output, and summarise its closing pytest line."""
+    print(f"\n== gpu-check: {name}: {' '.join(cmd)}", flush=True)
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True,
+                              timeout=timeout)
+        out, rc = proc.stdout + proc.stderr, proc.returncode
+    except subprocess.TimeoutExpired as exc:
+        out, rc = f"{exc.stdout or ''}{exc.stderr or ''}\ntimed out after {timeout:.0f} s", 124
+    seconds = time.perf_counter() - t0
+    print(out[-4000:], flush=True)
+    closing = [ln.strip("= ") for ln in out.splitlines() if " passed" in ln or " failed" in ln]
+    result = closing[-1] if closing else f"exit {rc}"
+    ok = rc == 0 or (rc == 5 and "no tests ran" in out)
+    return {"step": name, "ok": ok, "result": result, "seconds": seconds}
+
+
+def matrix_table(path: Path) -> list[str]:
+    """The matrix's rows as Markdown (one line per entry and rank count)."""
+    if not path.exists():
+        return ["(no matrix rows)"]
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    lines = ["| entry | ranks | params cpu = cuda | loss rel. diff | bytes equal | "
+             "two GPU runs equal | s |", "|---|---|---|---|---|---|---|"]
+    for r in sorted(rows, key=lambda r: (r["entry"], r["ranks"])):
+        rep = "-" if r.get("repeat_identical") is None else str(r["repeat_identical"])
+        lines.append(f"| {r['entry']} | {r['ranks']} | {r['same_params']} | "
+                     f"{r['loss_rel_diff']:.1e} | {r['same_bytes']} | {rep} | {r['seconds']} |")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the steps and print (and write) the summary; 0 when every step passed."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--ranks", default="1,2,4", help="rank counts of the matrix")
+    p.add_argument("--out", type=Path,
+                   default=ROOT / "perf" / "results" / f"gpu-{dt.date.today().isoformat()}.md")
+    p.add_argument("--step-timeout", type=float, default=300.0)
+    args = p.parse_args(argv)
+    t_start = time.perf_counter()
+
+    work = Path(tempfile.mkdtemp(prefix="hpcgnn-gpu-check-"))
+    sys.path.insert(0, str(ROOT))
+    env = _env()
+
+    probes = probe()
+    steps = [{"step": "probe", "ok": all(ok for _, _, ok in probes),
+              "result": "; ".join(f"{k}: {'ok' if ok else 'FAILED'}" for k, _, ok in probes),
+              "seconds": 0.0}]
+    py = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    steps.append(run_step("kernels", [*py, "tests/kernels"], env, args.step_timeout))
+    steps.append(run_step("gpu tests", [*py, "-m", "gpu", "tests", "--ignore=tests/kernels"],
+                          env, args.step_timeout))
+    rows = work / "matrix.jsonl"
+    launcher = mpiexec()
+    for n in [int(r) for r in args.ranks.split(",") if r]:
+        if launcher is None:
+            steps.append({"step": f"matrix {n} ranks", "ok": False, "result": "no mpiexec",
+                          "seconds": 0.0})
+            continue
+        cmd = [launcher, "-n", str(n), sys.executable, "-m", "mpi4py", "-m", "pytest",
+               "--only-mpi", "-q", "-p", "no:cacheprovider", "tests/test_device_matrix.py"]
+        steps.append(run_step(f"matrix {n} ranks", cmd, {**env, "HPCGNN_MATRIX_OUT": str(rows)},
+                              args.step_timeout))
+    if BENCHMARK.exists():
+        steps.append(run_step("benchmark", [sys.executable, str(BENCHMARK)], env,
+                              args.step_timeout))
+    else:
+        steps.append({"step": "benchmark", "ok": True, "seconds": 0.0,
+                      "result": f"skipped: {BENCHMARK.relative_to(ROOT)} does not exist yet"})
+
+    total = time.perf_counter() - t_start
+    lines = [f"# gpu-check {dt.datetime.now().isoformat(timespec='seconds')}", "",
+             f"Total {total:.0f} s on {sys.executable}.", "",
+             "| probe | value | ok |", "|---|---|---|",
+             *[f"| {k} | {v} | {ok} |" for k, v, ok in probes], "",
+             "| step | result | s | ok |", "|---|---|---|---|",
+             *[f"| {s['step']} | {s['result']} | {s['seconds']:.0f} | {s['ok']} |" for s in steps],
+             "", *matrix_table(rows)]
+    text = "\n".join(lines) + "\n"
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text)
+    print("\n" + text + f"written to {args.out}")
+    return 0 if all(s["ok"] for s in steps) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

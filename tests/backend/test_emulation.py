@@ -1,0 +1,76 @@
+"""The emulated CUDA device: host tensors with a GPU's placement rules."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from hpcgnn.backend import Device, emulation
+from hpcgnn.backend.emulation import MixedDeviceError, emulated
+
+GPU = Device("cuda", 0, emulated=True)
+
+
+def test_device_tensors_look_like_cuda_tensors_and_never_share_host_memory():
+    host = np.arange(6, dtype=np.float32).reshape(2, 3)
+    with emulated():
+        t = GPU.from_numpy(host)
+        assert t.is_cuda and t.device == torch.device("cuda", 0) and t.get_device() == 0
+        host[0, 0] = 100.0  # a transfer is a copy
+        assert float(t[0, 0]) == 0.0
+        back = GPU.to_host(t)
+        back[1, 1] = -1.0
+        assert float(t[1, 1]) == 4.0
+        with pytest.raises(TypeError, match="can't convert cuda:0"):
+            t.numpy()
+        z = torch.zeros((2, 3), device=GPU.torch_device)
+        assert z.is_cuda and (t + z).is_cuda and t[0].is_cuda and t.T.contiguous().is_cuda
+        assert not torch.zeros(3).is_cuda  # no device: host memory, as on a GPU machine
+        moved = torch.ones(3).to("cuda")
+        assert moved.is_cuda and not moved.cpu().is_cuda
+        pinned = GPU.pinned_empty((4,), torch.float32)
+        assert pinned.is_pinned() and not pinned.is_cuda
+    assert not emulation.is_active()
+
+
+def test_mixing_host_and_device_raises_with_the_operation_and_the_line():
+    with emulated():
+        a = GPU.zeros((3, 2), torch.float32)
+        b = torch.ones(3, 2)
+        with pytest.raises(MixedDeviceError, match=r"aten\.add\.Tensor .*test_emulation\.py:\d+"):
+            a + b
+        assert (a + torch.tensor(2.0)).is_cuda  # a 0-dim host tensor is a scalar
+        a[0:2] = b[0:2]  # copy_: the written transfer
+        assert float(a.sum()) == 4.0
+
+
+def test_backward_of_custom_functions_sees_the_device():
+    class Twice(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            out = torch.zeros(g.shape, dtype=g.dtype, device=g.device)  # cuda, in a backward
+            return out + 2 * g
+
+    with emulated():
+        x = GPU.from_numpy(np.ones(4, dtype=np.float64)).requires_grad_()
+        Twice.apply(x).sum().backward()
+        assert x.grad.is_cuda and GPU.to_host(x.grad).tolist() == [2.0] * 4
+
+
+def test_a_host_tensor_in_a_model_fails_naming_the_operation_and_line(graph_file, world):
+    from hpcgnn.config import TrainConfig
+    from hpcgnn.grid import ProcessGrid
+    from hpcgnn.models.block_row import BlockRowGCN
+
+    path = graph_file(n=40, seed=3)
+    with emulated(), ProcessGrid.create(world.mpi, "1d", device=GPU) as grid:
+        model = BlockRowGCN(path, grid, TrainConfig(layers=2, hidden=4, dropout=0.0))
+        model.logits(None)  # on the device: fine
+        model.x = torch.from_numpy(GPU.to_host(model.x).copy())  # a host copy sneaks in
+        with pytest.raises(MixedDeviceError, match=r"aten\.\w+.* at .*hpcgnn/.*\.py:\d+"):
+            model.logits(None)

@@ -1,0 +1,215 @@
+"""The real kernels of ``cuda/*.cu``, built for the host, against their CPU twins byte for byte.
+
+Every kernel runs under every thread order and with the grid capped (the ``settings``
+fixture), with the launch geometry of its dispatch, into outputs poisoned before the
+launch (all-ones bytes: an element left unwritten shows). ``test_host_build.py`` runs
+this file again in a subprocess under AddressSanitizer and UBSan.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from hpcgnn.kernels import cuda_modules as cm
+from hpcgnn.kernels.csr import ROW_BLOCK, ROW_BLOCKS, gather_ranges
+from hpcgnn.kernels.dropout import block_launch
+from hpcgnn.kernels.rows import scatter_map
+from hpcgnn.kernels.sampling import its_round, uniform_round
+from hpcgnn.rng import CHUNK_ROWS, TAG_DROPOUT, chain, dropout_keep, dropout_keep_rows, stream_key
+from hpcgnn.sampling.its import row_totals, segment_cumsum
+from tests.kernels.host import host, poisoned, same_bytes
+
+FLOATS = [np.float32, np.float64]
+INDICES = [np.int32, np.int64]
+
+
+def _launch(source: str, name: str, work: int, args: tuple, block: int = cm.BLOCK) -> None:
+    """Launch as the dispatch does: ``cm.blocks(work)`` blocks, nothing for no work."""
+    grid = cm.blocks(work, block)
+    if grid:
+        host(source).launch(name, grid, block, args)
+
+
+def _rng(seed: int = 0) -> np.random.Generator:
+    return np.random.default_rng(seed)
+
+
+# rows.cu -----------------------------------------------------------------------------------
+
+def _rows_name(kernel: str, dtype: type, itype: type) -> str:
+    return f"{kernel}<{cm.c_type(np.dtype(dtype))}, {cm.c_type(np.dtype(itype))}>"
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("itype", INDICES)
+@pytest.mark.parametrize(("n", "f"), [(300, 5), (7, 1), (1, 900)])
+def test_gather_rows(settings, dtype, itype, n, f):
+    x = _rng(1).standard_normal((40, f)).astype(dtype)
+    idx = _rng(2).integers(0, 40, n).astype(itype)  # duplicates, any order
+    idx[0] = 39
+    out = poisoned((n, f), dtype)
+    args = (x, idx, out, np.int64(n), np.int64(f))
+    _launch("rows.cu", _rows_name("gather_rows", dtype, itype), n * f, args)
+    assert same_bytes(out, x[idx])
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("itype", INDICES)
+def test_scatter_add_unique(settings, dtype, itype):
+    n, f = 250, 4
+    out = _rng(3).standard_normal((400, f)).astype(dtype)
+    idx = _rng(4).permutation(400)[:n].astype(itype)
+    rows = _rng(5).standard_normal((n, f)).astype(dtype)
+    want = torch.from_numpy(out.copy())
+    want[torch.from_numpy(idx).long()] += torch.from_numpy(rows)  # the CPU twin
+    args = (rows, idx, out, np.int64(n), np.int64(f))
+    _launch("rows.cu", _rows_name("scatter_add_unique", dtype, itype), n * f, args)
+    assert same_bytes(out, want.numpy())
+
+
+def _order_sensitive_rows(dtype: type, n: int, f: int) -> tuple[np.ndarray, np.ndarray]:
+    """Ids with many duplicates, rows whose sums depend on the order of the adds (target 0:
+    values that cancel), and rows of subnormals, the only ones of target 36."""
+    ids = _rng(6).integers(1, 36, n)
+    ids[:4], ids[4:8] = 0, 36
+    rows = _rng(7).standard_normal((n, f)) * 10.0 ** _rng(8).integers(-3, 9, (n, f))
+    rows = rows.astype(dtype)
+    rows[:4] = np.array([1e20, 1.0, -1e20, 1.0], dtype=dtype)[:, None]
+    rows[4:8] = np.finfo(dtype).tiny / 8
+    return ids, rows
+
+
+def _sum_backwards(start: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    for r in rows[::-1]:
+        start = start + r
+    return start
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("itype", INDICES)
+def test_scatter_add_segments_is_index_add(settings, dtype, itype):
+    n, f = 900, 3
+    ids, rows = _order_sensitive_rows(dtype, n, f)
+    out = _rng(9).standard_normal((40, f)).astype(dtype)
+    out[[0, 36]] = 0
+    want = torch.from_numpy(out.copy()).index_add_(
+        0, torch.from_numpy(ids), torch.from_numpy(rows)
+    ).numpy()
+    assert not same_bytes(want[0], _sum_backwards(out[0], rows[ids == 0]))  # order matters
+    assert np.all((want[36] > 0) & (want[36] < np.finfo(dtype).tiny))  # subnormal sums
+    inverse = scatter_map(torch.from_numpy(ids.astype(itype)))
+    m = len(inverse.targets)
+    args = (rows, inverse.order, inverse.targets, inverse.seg, out, np.int64(m), np.int64(f))
+    _launch("rows.cu", f"scatter_add_segments<{cm.c_type(np.dtype(dtype))}>", m * f, args)
+    assert same_bytes(out, want)
+
+
+# dropout.cu --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    ("rows", "cols", "num_cols"),
+    [
+        ((1000, 1030), (1, 3), 3),  # crosses a chunk boundary, a column range
+        ((5, 9), np.array([2, 0, 2]), 3),  # index columns in any order, repeated
+        ((CHUNK_ROWS, CHUNK_ROWS + 2), (0, 3), 3),  # starts a chunk
+        ((7, 7), (0, 3), 3),  # no rows: no launch
+        ((3, 5), (2, 2), 3),  # no columns: no launch
+        ((3, 5), np.zeros(0, np.int64), 3),  # no index columns: no launch
+        ((5, 800 * CHUNK_ROWS - 7), (1, 2), 2),  # 800 chunks: threads stride under a cap
+    ],
+    ids=["boundary", "index-cols", "chunk-start", "no-rows", "no-cols", "no-index-cols", "800"],
+)
+def test_sfc64_block_keep(settings, rows, cols, num_cols):
+    states, ints, pick = block_launch(11, 2, 1, rows, cols, num_cols)
+    out = poisoned((max(0, rows[1] - rows[0]), int(ints[7] - ints[6])), np.bool_)
+    if out.size:  # as block_keep: the states as the int64 tensor it sends
+        args = (states.view(np.int64), *ints, np.float64(0.4), out)
+        _launch("dropout.cu", "sfc64_block_keep", len(states), args)
+    got = out if pick is None else out[:, pick]
+    assert same_bytes(got, dropout_keep(11, 2, 1, rows, cols, num_cols, 0.4))
+
+
+@pytest.mark.parametrize("cols", [None, np.array([30, 2, 7, 2])], ids=["all", "gist"])
+def test_hash_rows_keep(settings, cols):
+    ids = np.concatenate([[0, 9, 9, 2**40 + 3], _rng(10).integers(0, 10**6, 96)])
+    width = 33
+    col_ids = np.arange(width) if cols is None else cols
+    n, ncols = len(ids), len(col_ids)
+    out = poisoned((n, ncols), np.bool_)
+    key = stream_key(4, TAG_DROPOUT, 1, 2, 0)
+    args = (ids, np.int64(n), np.int64(width), col_ids, np.int64(ncols), np.uint64(key),
+            np.float64(0.3), out)
+    _launch("dropout.cu", "hash_rows_keep", n * ncols, args)
+    assert same_bytes(out, dropout_keep_rows(4, 1, 2, 0, ids, width, 0.3, cols))
+
+
+# sampling.cu -------------------------------------------------------------------------------
+
+def _round(kernel: str, keys, need, rnd, *rest) -> np.ndarray:
+    """One round as ``kernels.sampling`` launches it on a GPU, into a poisoned output."""
+    off = np.cumsum(need) - need
+    out = poisoned(int(need.sum()), np.int64)
+    args = (keys, need, off, np.int64(len(keys)), np.int64(rnd), *rest, out)
+    if len(out):
+        _launch("sampling.cu", kernel, len(keys), args)
+    return out
+
+
+def _weighted_rows(rows: int, fanout: int):
+    """Active rows of 1..12 entries (zero weights among them), drawing 0..fanout each
+    (never more than their positive entries: rows shorter than the fanout)."""
+    lens = _rng(11).integers(1, 13, rows)
+    ptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+    w = _rng(12).random(int(ptr[-1])) * (_rng(13).random(int(ptr[-1])) < 0.7)
+    w[ptr[:-1]] = 0.5  # every row has a positive entry
+    positive = np.add.reduceat(w > 0, ptr[:-1])
+    need = np.minimum(_rng(14).integers(0, fanout + 1, rows), positive).astype(np.int64)
+    cum = segment_cumsum(ptr, w)
+    return ptr, w, cum, row_totals(ptr, cum), need
+
+
+@pytest.mark.parametrize("rows", [1000, 3])
+def test_its_round(settings, rows):
+    ptr, w, cum, total, need = _weighted_rows(rows, fanout=5)
+    keys = chain(np.uint64(9), np.arange(rows))
+    got = _round("its_round", keys, need, 3, cum, ptr, total)
+    want = its_round(keys, need, 3, cum, ptr, total)
+    assert same_bytes(got, want)
+    assert np.all(w[got] > 0)
+
+
+def test_its_round_without_draws(settings):
+    ptr, _, cum, total, need = _weighted_rows(20, fanout=5)
+    got = _round("its_round", chain(np.uint64(9), np.arange(20)), need * 0, 0, cum, ptr, total)
+    assert got.shape == (0,)
+
+
+@pytest.mark.parametrize("rows", [1000, 4])
+def test_uniform_round(settings, rows):
+    remaining = _rng(15).integers(1, 50, rows)
+    remaining[:4] = [5, 3, 1, 2**40]
+    need = np.minimum(_rng(16).integers(0, 6, rows), remaining)
+    keys = chain(np.uint64(9), np.arange(rows))
+    got = _round("uniform_round", keys, need, 1, remaining)
+    assert same_bytes(got, uniform_round(keys, need, 1, remaining))
+
+
+# csr.cu ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("itype", INDICES)
+@pytest.mark.parametrize(
+    "pos", [[4, 0, 4, 5, 1, 3, 5], [1, 3], [2, 1, 0, 1]], ids=["repeat", "empty-rows", "mixed"]
+)
+def test_gather_ranges(settings, itype, pos):
+    ptr = np.array([0, 3, 3, 4, 4, 7, 307], dtype=np.int64)  # rows 1, 3 empty; row 5 long
+    indices = _rng(17).integers(0, 1000, 307).astype(itype)
+    pos = np.array(pos, dtype=np.int64)
+    want_ptr, want = gather_ranges(ptr, indices, pos)
+    out = poisoned(int(want_ptr[-1]), itype)
+    args = (ptr, indices, pos, want_ptr, np.int64(len(pos)), out)
+    if len(out):  # as the dispatch: min(rows, ROW_BLOCKS) blocks of ROW_BLOCK
+        name = f"gather_ranges<{cm.c_type(np.dtype(itype))}>"
+        host("csr.cu").launch(name, min(len(pos), ROW_BLOCKS), ROW_BLOCK, args)
+    assert same_bytes(out, want)

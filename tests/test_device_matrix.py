@@ -1,0 +1,191 @@
+"""The device matrix: every mode and model trained on the CPU and on the cuda device.
+
+Each entry is one ``hpcgnn train`` (or ``hpcgnn sample``) run, made twice in the same
+process with ``--device cpu`` and ``--device cuda``, at 1, 2 and 4 ranks. On the emulated
+GPU (``HPCGNN_EMULATE_CUDA=1``: host memory, the ``.cu`` sources built for the host) the
+two runs must agree bit for bit: the same ``params_sha256`` and the same measured bytes.
+On a real GPU the losses agree within float32 tolerance, the bytes are equal, and a second
+GPU run gives the same ``params_sha256`` as the first (the scatter-adds are
+deterministic). Marked ``gpu``: skipped where no cuda device (real or emulated) exists.
+
+``make gpu-check`` runs this file at 1, 2 and 4 ranks and prints its rows: with
+``$HPCGNN_MATRIX_OUT`` set, rank 0 appends one JSON line per entry to that file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hpcgnn.backend import emulation
+from hpcgnn.cli.main import main
+from tests.mpi import assert_all
+
+#: Environment variable naming the JSON-lines file of the matrix's rows (rank 0 appends).
+MATRIX_OUT_ENV = "HPCGNN_MATRIX_OUT"
+
+COMMON = ["--epochs", "2", "--hidden", "8", "--dropout", "0.5", "--seed", "5", "--threads", "1",
+          "--quiet", "--eval-every", "1"]
+MINIBATCH = ["--mode", "minibatch", "--batch-size", "12", "--bulk", "2"]
+SAGE = ["--sampler", "sage", "--fanout", "4,3"]
+LADIES = ["--sampler", "ladies", "--layer-size", "16"]
+OFFLOAD = ["--mode", "offload", "--chunks", "3"]
+GIST = ["--mode", "gist", "--local-iters", "2"]
+
+#: name -> flags (a list, or a function of the world size giving one)
+MATRIX: dict[str, object] = {
+    "1d": ["--algo", "1d"],
+    "1.5d": lambda p: ["--algo", "1.5d", "--replication", "2" if p % 2 == 0 else "1"],
+    "2d": ["--algo", "2d"],
+    "3d": lambda p: ["--algo", "3d", "--grid", {1: "1x1x1", 2: "1x1x2", 4: "1x2x2"}[p]],
+    "halo-p2p": ["--algo", "halo", "--exchange", "p2p"],
+    "halo-planned": ["--algo", "halo", "--exchange", "planned"],
+    "offload-none": [*OFFLOAD, "--dedup", "none"],
+    "offload-inter": [*OFFLOAD, "--dedup", "inter"],
+    "offload-full": [*OFFLOAD, "--dedup", "full"],
+    "offload-full-reorg": [*OFFLOAD, "--dedup", "full", "--reorganize"],
+    "offload-inter-planned": [*OFFLOAD, "--dedup", "inter", "--exchange", "planned"],
+    "offload-full-reorg-planned": [
+        *OFFLOAD, "--dedup", "full", "--reorganize", "--exchange", "planned",
+    ],
+    "sage-replicated": [*MINIBATCH, *SAGE, "--graph-layout", "replicated"],
+    "sage-partitioned": [*MINIBATCH, *SAGE, "--graph-layout", "partitioned"],
+    "ladies-replicated": [*MINIBATCH, *LADIES, "--graph-layout", "replicated"],
+    "ladies-partitioned": [*MINIBATCH, *LADIES, "--graph-layout", "partitioned"],
+    "gist-1d": lambda p: [*GIST, "--subnets", str(min(p, 2)), "--algo", "1d"],
+    "gist-halo": lambda p: [*GIST, "--subnets", str(min(p, 2)), "--algo", "halo"],
+    "gist-sampler": lambda p: [
+        *GIST, "--subnets", str(min(p, 2)), *SAGE, "--batch-size", "12",
+    ],
+    "model-sage-1d": ["--algo", "1d", "--model", "sage"],
+    "model-sage-2d": ["--algo", "2d", "--model", "sage"],
+    "float64-1d": ["--algo", "1d", "--dtype", "float64"],
+    "float64-halo": ["--algo", "halo", "--dtype", "float64"],
+}
+
+def flags_of(name: str, size: int) -> list[str]:
+    """The ``hpcgnn train`` flags of entry ``name`` at ``size`` ranks."""
+    entry = MATRIX[name]
+    return list(entry(size) if callable(entry) else entry)  # type: ignore[operator]
+
+
+@pytest.fixture
+def matrix_graph(graph_file) -> Path:
+    """The matrix's graph (90 vertices, as the params table's), written by rank 0."""
+    return graph_file("matrix.h5", n=90, avg_degree=5.0, features=12, classes=3, seed=11)
+
+
+def _train(world, graph: Path, out: Path, argv: list[str], device: str) -> dict:
+    rc = main(["train", str(graph), *COMMON, *argv, "--device", device, "--metrics", str(out)])
+    assert_all(world, rc == 0, f"hpcgnn train {' '.join(argv)} --device {device}: exit {rc}")
+    world.mpi.Barrier()
+    return json.loads(out.read_text())
+
+
+def _row(world, name: str, docs: dict[str, dict], seconds: float, repeat: str | None) -> dict:
+    """The matrix's row of one entry (rank 0 appends it to ``$HPCGNN_MATRIX_OUT``)."""
+    cpu, cuda = docs["cpu"], docs["cuda"]
+    losses = np.array([[e["loss"] for e in d["epochs"]] for d in (cpu, cuda)])
+    rel = float(np.max(np.abs(losses[1] - losses[0]) / np.maximum(np.abs(losses[0]), 1e-12)))
+    row = {
+        "entry": name, "ranks": world.size, "device": cuda["device"].get("name", "?"),
+        "emulated": bool(cuda["device"].get("emulated", False)),
+        "same_params": cpu["params_sha256"] == cuda["params_sha256"],
+        "loss_rel_diff": rel,
+        "same_bytes": cpu["comm"]["measured_bytes"] == cuda["comm"]["measured_bytes"],
+        "repeat_identical": None if repeat is None else repeat == cuda["params_sha256"],
+        "seconds": round(seconds, 2),
+    }
+    path = os.environ.get(MATRIX_OUT_ENV)
+    if path and world.rank == 0:
+        with open(path, "a") as f:
+            f.write(json.dumps(row) + "\n")
+    return row
+
+
+def check_row(row: dict) -> None:
+    """The matrix's acceptance of one row (emulated: bit-identical; GPU: close, repeatable)."""
+    assert row["same_bytes"], f"{row['entry']}: measured bytes differ between cpu and cuda"
+    if row["emulated"]:
+        assert row["same_params"], f"{row['entry']}: params_sha256 differs on the emulated GPU"
+    else:
+        assert row["loss_rel_diff"] <= 1e-4, f"{row['entry']}: losses differ by {row}"
+        assert row["repeat_identical"], f"{row['entry']}: two GPU runs differ"
+
+
+@pytest.mark.mpi
+@pytest.mark.gpu
+@pytest.mark.ranks(1, 2, 4)
+@pytest.mark.parametrize("name", list(MATRIX))
+def test_cuda_trains_like_the_cpu(name, world, shared_tmp, matrix_graph):
+    t0 = time.perf_counter()
+    argv = flags_of(name, world.size)
+    docs = {d: _train(world, matrix_graph, shared_tmp / f"{d}.json", argv, d)
+            for d in ("cpu", "cuda")}
+    repeat = None
+    if not docs["cuda"]["device"].get("emulated"):  # a real GPU: run it twice
+        repeat = _train(world, matrix_graph, shared_tmp / "again.json", argv, "cuda")[
+            "params_sha256"]
+    check_row(_row(world, name, docs, time.perf_counter() - t0, repeat))
+
+
+@pytest.mark.mpi
+@pytest.mark.gpu
+@pytest.mark.ranks(1, 2, 4)
+def test_checkpoint_and_resume_on_cuda(world, shared_tmp, matrix_graph):
+    """Train 2 epochs with a checkpoint, resume it for a third: as one 3-epoch run."""
+    t0 = time.perf_counter()
+    docs = {}
+    for device in ("cpu", "cuda"):
+        ckpt = shared_tmp / f"ckpt-{device}"
+        _train(world, matrix_graph, shared_tmp / f"{device}-ckpt.json",
+               ["--algo", "halo", "--checkpoint-dir", str(ckpt), "--checkpoint-every", "2"], device)
+        docs[device] = _train(world, matrix_graph, shared_tmp / f"{device}-resumed.json",
+                              ["--algo", "halo", "--epochs", "3", "--resume", str(ckpt)], device)
+    whole = _train(world, matrix_graph, shared_tmp / "whole.json",
+                   ["--algo", "halo", "--epochs", "3"], "cuda")
+    row = _row(world, "checkpoint-resume", docs, time.perf_counter() - t0, None)
+    if row["emulated"]:
+        assert whole["params_sha256"] == docs["cuda"]["params_sha256"], "resume != one run"
+    check_row({**row, "repeat_identical": True})
+
+
+@pytest.mark.mpi
+@pytest.mark.gpu
+@pytest.mark.ranks(1, 2, 4)
+@pytest.mark.parametrize("layout", ["replicated", "partitioned"])
+def test_sample_writes_the_same_file_on_cuda(world, shared_tmp, matrix_graph, layout):
+    t0 = time.perf_counter()
+    digests = {}
+    for device in ("cpu", "cuda"):
+        out = shared_tmp / f"s-{device}.h5"
+        rc = main(["sample", str(matrix_graph), *SAGE, "--batch-size", "12", "--bulk", "2",
+                   "--graph-layout", layout, "--device", device, "--out", str(out), "--quiet"])
+        assert_all(world, rc == 0, f"hpcgnn sample --device {device}: exit {rc}")
+        world.mpi.Barrier()
+        from hpcgnn.sampling.sample_file import read_samples
+
+        _, batches = read_samples(out)
+        h = hashlib.sha256()
+        for b in batches:
+            h.update(np.asarray(b.seeds).tobytes())
+            for hop in b.hops:
+                h.update(np.asarray(hop.rows).tobytes())
+        digests[device] = h.hexdigest()
+    path = os.environ.get(MATRIX_OUT_ENV)
+    if path and world.rank == 0:
+        with open(path, "a") as f:
+            f.write(json.dumps({
+                "entry": f"sample-{layout}", "ranks": world.size,
+                "emulated": emulation.requested(),
+                "same_params": digests["cpu"] == digests["cuda"], "same_bytes": True,
+                "loss_rel_diff": 0.0, "repeat_identical": None,
+                "seconds": round(time.perf_counter() - t0, 2),
+            }) + "\n")
+    assert digests["cpu"] == digests["cuda"], "the samples differ between cpu and cuda"

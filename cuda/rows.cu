@@ -20,9 +20,9 @@
 //         acc = out[targets[j], c]; acc += rows[order[k], c] for k = seg[j] ..; store
 //       No atomics, a fixed order: bit-identical to the CPU twin's index_add_ (which adds
 //       in i order) on every run and every GPU.
-// Floating point: plain IEEE adds (no multiply, so no contraction). The loader compiles
-// with the options of COMPILE_OPTIONS (hpcgnn/kernels/cuda_modules.py); whether float32
-// subnormals flush to zero depends on them: see COMPILE_OPTIONS.
+// Floating point: IEEE adds rounded to nearest with subnormals kept (hpcgnn_add of grid.cuh:
+// CuPy compiles with -ftz=true, which a plain float32 add would obey), no multiply, so the
+// sums equal the CPU twins' bit for bit, subnormal ones included.
 // Geometry: one thread per element of the n x f block (m x f for the segments),
 // grid-stride (any grid size works; the dispatch launches ceil(n f / 256) blocks of 256,
 // capped at MAX_BLOCKS). n f == 0 launches nothing.
@@ -49,7 +49,8 @@ __global__ void gather_rows(const T* __restrict__ x, const I* __restrict__ idx,
 template <typename T, typename I>
 __global__ void scatter_add_unique(const T* __restrict__ rows, const I* __restrict__ idx,
                                    T* __restrict__ out, long long n, long long f) {
-    for_each_indexed(idx, n, f, [&](long long e, long long k) { out[k] += rows[e]; });
+    for_each_indexed(idx, n, f,
+                     [&](long long e, long long k) { out[k] = hpcgnn_add(out[k], rows[e]); });
 }
 
 template <typename T>
@@ -64,7 +65,9 @@ __global__ void scatter_add_segments(const T* __restrict__ rows,
         const long long c = e - j * f;
         T* target = out + targets[j] * f + c;
         T acc = *target;
-        for (long long k = seg[j]; k < seg[j + 1]; ++k) acc += rows[order[k] * f + c];
+        for (long long k = seg[j]; k < seg[j + 1]; ++k) {
+            acc = hpcgnn_add(acc, rows[order[k] * f + c]);
+        }
         *target = acc;
     }
 }

@@ -10,7 +10,9 @@ in :mod:`tests.mpi`.
 The device: ``HPCGNN_TEST_DEVICE=cuda`` runs the suite on the GPU (default ``cpu``): every
 ``hpcgnn`` command a test runs takes it as its default ``--device`` (through
 ``$HPCGNN_DEVICE``), and the ``device`` fixture is this rank's device of that kind. Tests
-marked ``gpu`` skip, with the reason, where no GPU or no CuPy is visible.
+marked ``gpu`` skip, with the reason, where no GPU or no CuPy is visible, unless the emulated
+GPU is asked for (``HPCGNN_EMULATE_CUDA=1``: :mod:`hpcgnn.backend.emulation`), which runs
+them too except those marked ``cupy`` (they hand CuPy arrays to the kernels).
 """
 
 from __future__ import annotations
@@ -61,12 +63,14 @@ ROBUSTNESS_RANKS = (1, 4)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Skip MPI tests at world sizes their ``ranks`` marker (or folder) does not name, and
     ``gpu`` tests where no GPU or no CuPy is visible."""
-    from hpcgnn.backend import cuda_unavailable
+    from hpcgnn.backend import cuda_unavailable, emulation
 
     _, size = _rank_and_size()
     for item in items:
         if item.get_closest_marker("gpu") is not None:
             reason = cuda_unavailable()
+            if reason is None and item.get_closest_marker("cupy") and emulation.requested():
+                reason = "takes CuPy arrays: a real GPU only, not the emulated one"
             if reason is not None:
                 item.add_marker(pytest.mark.skip(reason=f"gpu test: {reason}"))
         if item.get_closest_marker("mpi") is None:

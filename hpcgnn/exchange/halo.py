@@ -24,7 +24,7 @@ import scipy.sparse as sp
 import torch
 
 from hpcgnn.comm.communicator import Comm
-from hpcgnn.kernels.rows import gather_rows, scatter_add_rows
+from hpcgnn.kernels.rows import gather_rows, scatter_add_rows, scatter_map
 from hpcgnn.layout.blocks import owner_of
 
 HALO = "halo"
@@ -126,6 +126,9 @@ class HaloExchange:
         self.sets = sets
         self.category = category
         self._send_rows = comm.device.from_numpy(sets.send_rows)
+        # the fixed-order inverse map of the static send rows: a GPU adds duplicates
+        # without atomics, in the CPU's order (made once, not per backward)
+        self._send_map = scatter_map(self._send_rows)
 
     def gather(self, x: torch.Tensor) -> torch.Tensor:
         """Rows of ``X`` for this rank's halo (in halo order), given its owned rows ``x``."""
@@ -144,4 +147,4 @@ class HaloExchange:
             halo_rows.contiguous(), self.sets.recv_counts, self.category,
             recvcounts=self.sets.send_counts,
         )
-        return scatter_add_rows(out, self._send_rows, recv)
+        return scatter_add_rows(out, self._send_map, recv)

@@ -57,7 +57,7 @@ from hpcgnn.backend import Device, cpu, get_device
 from hpcgnn.comm.communicator import Comm
 from hpcgnn.exchange.halo import HaloSets, request_rows
 from hpcgnn.exchange.staged import StagedExchange
-from hpcgnn.kernels.rows import gather_rows, scatter_add_rows
+from hpcgnn.kernels.rows import gather_rows, scatter_add_rows, scatter_map
 from hpcgnn.planning.dedup import Sliding, sliding
 from hpcgnn.planning.spst import DEFAULT_BYTES_PER_VERTEX
 from hpcgnn.planning.topology import Topology
@@ -113,6 +113,8 @@ class RowTable:
         self._device = get_device(self.device)
         self._dest = self._device.from_numpy(self.dest)
         self._src = (cpu() if self.host_source else self._device).from_numpy(self.src)
+        # fixed-order inverse map of the served rows (the pushes add duplicates through it)
+        self._src_map = scatter_map(self._src)
 
     def _own(self, counts: np.ndarray, rank: int) -> np.ndarray:
         """Mask of the entries (``dest`` or ``src`` order, by ``counts``) of ``rank``."""
@@ -173,7 +175,7 @@ class RowTable:
             self._device.host_tensor(packed) if self.host_source else packed, self.recv_counts,
             category, recvcounts=self.send_counts,
         )
-        scatter_add_rows(target, self._src, got)
+        scatter_add_rows(target, self._src_map, got)
         return int(self.send_counts[comm.rank])
 
 

@@ -37,12 +37,15 @@ BLOCK = 256
 #: Most blocks launched along x (grid-stride kernels loop over the rest).
 MAX_BLOCKS = 1 << 20
 #: NVRTC options every source is compiled with (:func:`module`; a tool that compiles the
-#: sources as the loader does uses the same). CuPy adds options of its own around them, so
-#: whether float32 subnormals flush to zero (``--ftz``) and whether a multiply and an add
-#: may contract into an FMA (``--fmad``) is decided by the options NVRTC finally gets
-#: (:mod:`hpcgnn.kernels.nvrtc_check` reports them). The host build
-#: (:mod:`~hpcgnn.kernels.host_build`) never flushes and never contracts.
-COMPILE_OPTIONS: tuple[str, ...] = ("-std=c++17",)
+#: sources as the loader does uses the same). ``--fmad=false``: no multiply and add contract
+#: into an FMA, so the kernels round as their CPU twins. Subnormals: CuPy's ``RawModule``
+#: appends ``-ftz=true`` after these (``cupy/cuda/compiler.py``, ``_compile_with_cache_cuda``)
+#: and NVRTC keeps the last, so ``--ftz=false`` here would do nothing; the kernels add
+#: float32 through ``hpcgnn_add`` (``cuda/grid.cuh``: inline PTX ``add.rn.f32``, which no
+#: ``-ftz`` touches) and keep subnormals. :mod:`hpcgnn.kernels.nvrtc_check` reports the
+#: options NVRTC finally gets. The host build (:mod:`~hpcgnn.kernels.host_build`) never
+#: flushes and never contracts.
+COMPILE_OPTIONS: tuple[str, ...] = ("-std=c++17", "--fmad=false")
 
 _FLOATS = ("float", "double")
 _INDICES = ("int", "long long")

@@ -9,7 +9,16 @@ import numpy as np
 import pytest
 import torch
 
-from hpcgnn.backend import KINDS, Device, cpu, cuda_unavailable, default_kind, get_device
+from hpcgnn.backend import (
+    KINDS,
+    Device,
+    EventClock,
+    cpu,
+    cuda_unavailable,
+    default_kind,
+    emulation,
+    get_device,
+)
 from hpcgnn.errors import ConfigError
 
 no_gpu = pytest.mark.skipif(cuda_unavailable() is None, reason="a GPU and CuPy are visible")
@@ -43,6 +52,7 @@ def test_cuda_without_a_gpu_is_one_clear_line():
 
 
 def test_cuda_without_cupy_is_one_clear_line(monkeypatch):
+    monkeypatch.delenv(emulation.EMULATE_ENV, raising=False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setitem(sys.modules, "cupy", None)  # importing it fails
     cuda_unavailable.cache_clear()
@@ -68,7 +78,8 @@ def test_default_kind(monkeypatch):
     with pytest.raises(ConfigError, match="HPCGNN_DEVICE must be one of cpu, cuda, not 'tpu'"):
         default_kind()
     monkeypatch.delenv("HPCGNN_DEVICE", raising=False)
-    assert default_kind() == ("cuda" if cuda_unavailable() is None else "cpu")
+    real_gpu = cuda_unavailable() is None and not emulation.requested()
+    assert default_kind() == ("cuda" if real_gpu else "cpu")  # never the emulated GPU
 
 
 def test_unknown_device_kind():
@@ -146,3 +157,33 @@ def test_cuda_device_copies_explicitly_and_times_with_events():
     b = dev.clock()
     assert b > a >= 0.0
     assert dev.name
+
+
+class _FakeTime:
+    """A settable clock for emulated events."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_event_clock_keeps_microseconds_after_an_hour():
+    """Intervals of consecutive events, summed in float64: no float32 steps late in a run."""
+    t = _FakeTime()
+
+    class Runtime(emulation.EmulatedRuntime):
+        def event(self):
+            return emulation.EmulatedEvent(t)
+
+    clock = EventClock(Runtime())
+    readings = []
+    for now in (600.0, 600.000001, 3600.0, 3600.000001):
+        t.now = now
+        readings.append(clock())
+    assert readings[1] - readings[0] == pytest.approx(1e-6, abs=1e-9)
+    assert readings[3] - readings[2] == pytest.approx(1e-6, abs=1e-9)
+    # one event pair from the origin: a float32 of ms, 250 us steps after an hour
+    ms = np.float32(3600.000001e3) - np.float32(3600.0e3)
+    assert ms in (0.0, 0.25)

@@ -26,6 +26,7 @@ def test_gather_ranges_of_an_empty_matrix():
 
 
 @pytest.mark.gpu
+@pytest.mark.cupy
 @pytest.mark.parametrize("itype", [np.int32, np.int64])
 def test_cuda_gather_ranges_equals_the_cpu(itype):
     import cupy

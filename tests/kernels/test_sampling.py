@@ -59,6 +59,7 @@ def test_rows_shorter_than_the_fanout_and_empty_rows_take_what_they_have():
 
 
 @pytest.mark.gpu
+@pytest.mark.cupy
 def test_cuda_rounds_equal_the_cpu_rounds():
     import cupy
 

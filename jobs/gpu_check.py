@@ -14,7 +14,7 @@ the emulated GPU anywhere (``HPCGNN_EMULATE_CUDA=1 make gpu-check``, as CI does)
 5. **benchmark** — the Reddit-sized GPU benchmark, once it exists.
 
 The summary table is printed last and written to ``perf/results/gpu-<date>.md``
-(``--out``). The node's own torch and CuPy are used: ``make gpu-check`` runs this script
+(``--out``; ``gpu-emulated-<date>.md`` on the emulated GPU, which git ignores). The node's own torch and CuPy are used: ``make gpu-check`` runs this script
 in a venv that sees the node's packages (``build/gpu-env``), after adding from
 ``build/gpu-wheels`` (``make gpu-wheels PY=3.x`` on a machine with a package index) only
 what the node lacks (``jobs/install_missing_wheels.py``); the project is imported from
@@ -144,8 +144,9 @@ def main(argv: list[str] | None = None) -> int:
     """Run the steps and print (and write) the summary; 0 when every step passed."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--ranks", default="1,2,4", help="rank counts of the matrix")
+    kind = "gpu-emulated" if os.environ.get("HPCGNN_EMULATE_CUDA", "").strip() == "1" else "gpu"
     p.add_argument("--out", type=Path,
-                   default=ROOT / "perf" / "results" / f"gpu-{dt.date.today().isoformat()}.md")
+                   default=ROOT / "perf" / "results" / f"{kind}-{dt.date.today().isoformat()}.md")
     p.add_argument("--step-timeout", type=float, default=300.0)
     args = p.parse_args(argv)
     t_start = time.perf_counter()

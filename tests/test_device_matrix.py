@@ -189,3 +189,29 @@ def test_sample_writes_the_same_file_on_cuda(world, shared_tmp, matrix_graph, la
                 "seconds": round(time.perf_counter() - t0, 2),
             }) + "\n")
     assert digests["cpu"] == digests["cuda"], "the samples differ between cpu and cuda"
+
+
+@pytest.mark.mpi
+@pytest.mark.gpu
+@pytest.mark.ranks(4)
+@pytest.mark.parametrize("name", ["halo-p2p", "offload-none", "offload-inter"])
+def test_kernel_thread_order_changes_no_result(name, world, shared_tmp, matrix_graph):
+    """The emulated GPU's kernels in reversed and shuffled thread order: the same weights.
+
+    The halo and offload gradient pushes add repeated targets (a row sent to several
+    peers); with atomics their order, so the last bits, would follow the threads.
+    """
+    from hpcgnn.kernels import host_build
+
+    if not emulation.requested():
+        pytest.skip("thread orders are a setting of the emulated GPU's host builds")
+    shas = set()
+    for order in ("reversed", "shuffled"):
+        settings = host_build.LaunchSettings(order=order, seed=7, max_blocks=3)
+        with host_build.launch_settings(settings):
+            doc = _train(world, matrix_graph, shared_tmp / f"{order}.json", flags_of(name, 4),
+                         "cuda")
+        shas.add(doc["params_sha256"])
+    shas.add(_train(world, matrix_graph, shared_tmp / "natural.json", flags_of(name, 4),
+                    "cuda")["params_sha256"])
+    assert len(shas) == 1, f"{name}: the thread order changed the result: {shas}"

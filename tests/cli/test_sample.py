@@ -88,7 +88,8 @@ def test_device_reaches_the_sampling_grid(graph_file, shared_tmp, monkeypatch):
         pass
 
     chosen = Marked("cpu")
-    monkeypatch.setattr(hpcgnn.grid.device, "choose_device", lambda comm, kind=None: chosen)
+    monkeypatch.setattr(hpcgnn.grid.device, "choose_device",
+                        lambda comm, kind=None, prepare=None: chosen)
     seen = []
     create = ProcessGrid.create.__func__
 

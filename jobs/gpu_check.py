@@ -14,7 +14,8 @@ the emulated GPU anywhere (``HPCGNN_EMULATE_CUDA=1 make gpu-check``, as CI does)
 5. **benchmark** — the Reddit-sized GPU benchmark, once it exists.
 
 The summary table is printed last and written to ``perf/results/gpu-<date>.md``
-(``--out``; ``gpu-emulated-<date>.md`` on the emulated GPU, which git ignores). The node's own torch and CuPy are used: ``make gpu-check`` runs this script
+(``--out``; ``gpu-emulated-<date>.md`` on the emulated GPU, which git ignores). The
+node's own torch and CuPy are used: ``make gpu-check`` runs this script
 in a venv that sees the node's packages (``build/gpu-env``), after adding from
 ``build/gpu-wheels`` (``make gpu-wheels PY=3.x`` on a machine with a package index) only
 what the node lacks (``jobs/install_missing_wheels.py``); the project is imported from

@@ -52,6 +52,14 @@ TABLE: dict[str, tuple[int, bool, list[str]]] = {
     ),
     "sage": (4, False, [*MINIBATCH, "--sampler", "sage", "--fanout", "4,3"]),
     "ladies": (4, False, [*MINIBATCH, "--sampler", "ladies", "--layer-size", "16"]),
+    # added before issue 21's restructure (modes and layer kinds as objects)
+    "gist-m2": (4, False, ["--mode", "gist", "--subnets", "2", "--local-iters", "2"]),
+    "gist-sampler-sage": (4, False, [
+        "--mode", "gist", "--subnets", "2", "--local-iters", "2", "--sampler", "sage",
+        "--fanout", "4,3", "--batch-size", "12",
+    ]),
+    "sage-1d": (4, False, ["--algo", "1d", "--model", "sage"]),
+    "sage-2d-2x2": (4, False, ["--algo", "2d", "--model", "sage"]),
 }
 
 #: params_sha256 of each run on the machine of the first recordings (fingerprint unknown),
@@ -76,12 +84,15 @@ LEGACY = {
 
 #: LEGACY has no sage and ladies: issue 24 made the minibatch SpMM one code path on every
 #: device (torch CSR instead of SciPy on the host), which changed both, after the machine
-#: of LEGACY was gone; a session on that machine records them again.
+#: of LEGACY was gone; a session on that machine records them again (and the rows added
+#: for issue 21, which LEGACY never had).
 
 #: params_sha256 of each run by numerics fingerprint (see the module's docstring).
 #: dc5a67f88deb9538: an x86-64 machine with AVX-512 (MKL's AVX-512 GEMM), recorded on main
 #: at 76f74d6 with the code of LEGACY's last re-recording (only the machine differs); sage
-#: and ladies re-recorded for issue 24's one-path minibatch SpMM (torch CSR on the host too).
+#: and ladies re-recorded for issue 24's one-path minibatch SpMM (torch CSR on the host too);
+#: gist-m2, gist-sampler-sage, sage-1d and sage-2d-2x2 recorded at issue 24's end, before
+#: issue 21's restructure.
 RECORDED: dict[str, dict[str, str]] = {
     "dc5a67f88deb9538": {
         "1.5d-2x2": "761d3ba5256f96d3c594ab3efcd0645aa0a592c14ef48a6b496a595117143357",
@@ -93,10 +104,14 @@ RECORDED: dict[str, dict[str, str]] = {
         "3d-2x2x2": "6380c81bf420dee55767379cf0d8972e9c06535f558c5e76e9e188844409f4d3",
         "halo-p2p": "8d0dfcc5e2ad852af77e2b391ac276786a99637b16e8944d0f6e6a91158c6f92",
         "halo-planned": "c6c851b310aac992ac1832cd47e504d19abf335a865671c139817f0a9690a6aa",
+        "gist-m2": "14bd5e54fd5e467d2b433179cbaa51c13040c863936a7c070f44f1664cafb1aa",
+        "gist-sampler-sage": "da5491ddb0089493ce327e45916b9cec1dbf35e0f018e59ee33828f72266f778",
         "ladies": "fbc235b57940b6c419a8b764b19f2290325d1f8abbeba9f43b60880b230b23d8",
         "offload-full-reorg": "69447dd59ab86b4d8f17f998dbf608345a6069ab6c7504f9fecb39843d1c978a",
         "offload-none": "cb5e96494853b79864ac2ab4189be0e08d9a72892b69be79b6589e474a5f3e37",
         "sage": "49a503c2cda71be40f32f4cd65b6db03fa05aec5eda292d128d08d271d9d06bc",
+        "sage-1d": "7a68b998f0623bc101e9af4b6f0a596604e5de9bbf11b95dade3279f3e209263",
+        "sage-2d-2x2": "6729cbc24e9241444898fb3c72979609fd17f8aa5fe81dbe9ba00943c3de4512",
     },
 }
 

@@ -215,3 +215,23 @@ def test_kernel_thread_order_changes_no_result(name, world, shared_tmp, matrix_g
     shas.add(_train(world, matrix_graph, shared_tmp / "natural.json", flags_of(name, 4),
                     "cuda")["params_sha256"])
     assert len(shas) == 1, f"{name}: the thread order changed the result: {shas}"
+
+
+@pytest.mark.mpi
+@pytest.mark.gpu
+@pytest.mark.ranks(2, 4)
+def test_cuda_aware_and_staged_wires_train_alike(world, shared_tmp, matrix_graph, monkeypatch):
+    """Device buffers handed to MPI as they are, or staged through pinned host buffers."""
+    from hpcgnn.comm.wire import library_cuda_aware
+
+    if not emulation.requested() and not library_cuda_aware():
+        pytest.skip("this MPI library takes no device buffers (the emulated GPU's host memory "
+                    "it does)")
+    docs = {}
+    for aware in ("1", "0"):
+        monkeypatch.setenv("HPCGNN_CUDA_AWARE_MPI", aware)
+        docs[aware] = _train(world, matrix_graph, shared_tmp / f"aware{aware}.json",
+                             flags_of("halo-planned", world.size), "cuda")
+    assert docs["1"]["comm"]["path"] == "cuda-aware" and docs["0"]["comm"]["path"] == "staged"
+    assert docs["1"]["params_sha256"] == docs["0"]["params_sha256"]
+    assert docs["1"]["comm"]["measured_bytes"] == docs["0"]["comm"]["measured_bytes"]

@@ -63,14 +63,20 @@ def test_backward_of_custom_functions_sees_the_device():
         assert x.grad.is_cuda and GPU.to_host(x.grad).tolist() == [2.0] * 4
 
 
-def test_a_host_tensor_in_a_model_fails_naming_the_operation_and_line(graph_file, world):
+@pytest.mark.parametrize("kind", ["1d", "halo", "2d"])
+def test_a_host_tensor_in_a_model_fails_naming_the_operation_and_line(graph_file, world, kind):
     from hpcgnn.config import TrainConfig
     from hpcgnn.grid import ProcessGrid
     from hpcgnn.models.block_row import BlockRowGCN
+    from hpcgnn.models.halo import HaloGCN
+    from hpcgnn.models.summa import GridGCN
 
+    model_class = {"1d": BlockRowGCN, "halo": HaloGCN, "2d": GridGCN}[kind]
     path = graph_file(n=40, seed=3)
-    with emulated(), ProcessGrid.create(world.mpi, "1d", device=GPU) as grid:
-        model = BlockRowGCN(path, grid, TrainConfig(layers=2, hidden=4, dropout=0.0))
+    cfg = TrainConfig(layers=2, hidden=4, dropout=0.0)
+    grid_kind = "1d" if kind == "halo" else kind
+    with emulated(), ProcessGrid.create(world.mpi, grid_kind, device=GPU) as grid:
+        model = model_class(path, grid, cfg)
         model.logits(None)  # on the device: fine
         model.x = torch.from_numpy(GPU.to_host(model.x).copy())  # a host copy sneaks in
         with pytest.raises(MixedDeviceError, match=r"aten\.\w+.* at .*hpcgnn/.*\.py:\d+"):

@@ -30,6 +30,11 @@ def test_device_tensors_look_like_cuda_tensors_and_never_share_host_memory():
         assert not torch.zeros(3).is_cuda  # no device: host memory, as on a GPU machine
         moved = torch.ones(3).to("cuda")
         assert moved.is_cuda and not moved.cpu().is_cuda
+        assert t.to(torch.float64).is_cuda and t.to(torch.float64).dtype == torch.float64
+        host_like = torch.ones(2).to(t)  # .to(other): other's device and dtype
+        assert host_like.is_cuda and host_like.dtype == torch.float32
+        assert torch.ones(2).cuda().is_cuda and not t.to("cpu", copy=True).is_cuda
+        assert t.to(device="cuda", non_blocking=True) is t  # already there: no copy
         pinned = GPU.pinned_empty((4,), torch.float32)
         assert pinned.is_pinned() and not pinned.is_cuda
     assert emulation.is_active() == installed

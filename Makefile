@@ -4,6 +4,7 @@
 #   make run                 4-rank training run on the generated default graph
 #   make run NP=8 ALGO=1d    other rank counts / algorithms
 #   make test                the whole test suite, serially and at 1, 2, 3 and 4 ranks
+#   make typecheck           mypy on hpcgnn (CI runs it before make test)
 #   make ptx                 compile every cuda/*.cu to PTX (sm_80, sm_90; sm_70 where nvcc has it)
 #   make nvrtc               compile every cuda/*.cu through CuPy's NVRTC path, CUDA 12 and 13
 #                            (no GPU or driver needed; builds build/nvrtc12, build/nvrtc13)
@@ -34,7 +35,7 @@ else
 EXTRAS := test
 endif
 
-.PHONY: setup run test lint ptx clean-venv
+.PHONY: setup run test lint typecheck ptx clean-venv
 
 $(VENV)/.installed-$(MPI): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -155,6 +156,10 @@ gpu-wheels:
 
 lint: setup
 	$(VENV)/bin/ruff check hpcgnn tests perf
+
+# The type check of the package ([tool.mypy] in pyproject.toml); CI runs it before the tests.
+typecheck: setup
+	$(VENV)/bin/mypy
 
 clean-venv:
 	rm -rf $(VENV)

@@ -9,6 +9,7 @@ packages of lower layers only, never a higher or a sibling one. ``cost``, ``layo
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -45,19 +46,129 @@ def _package_of(module: str) -> str:
     return parts[1] if len(parts) > 1 else "__version__"
 
 
-def _imports(path: Path) -> list[tuple[int, str]]:
-    """``(line, imported hpcgnn module)`` of every import in a file, nested ones included."""
-    tree = ast.parse(path.read_text(), str(path))
-    out = []
+#: The calls that import a module named by a string (``importlib.import_module``, bare or as
+#: an attribute, and the builtin ``__import__``).
+IMPORT_CALLS = ("import_module", "__import__")
+
+
+def _resolve(name: str, level: int, package: str) -> str | None:
+    """``name`` imported ``level`` dots up from ``package`` (``None`` above ``hpcgnn``)."""
+    parts = package.split(".")
+    if level > len(parts):
+        return None
+    base = ".".join(parts[: len(parts) - level + 1])
+    return f"{base}.{name}" if name else base
+
+
+def _static_prefix(node: ast.expr) -> tuple[str, bool] | None:
+    """The module name a call argument spells: ``(text, complete)``; ``None`` if no text.
+
+    A string literal is complete; an f-string gives its leading literal text, incomplete.
+    """
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value, True
+    if isinstance(node, ast.JoinedStr):
+        text = ""
+        for part in node.values:
+            if not (isinstance(part, ast.Constant) and isinstance(part.value, str)):
+                return text, False
+            text += part.value
+        return text, True
+    return None
+
+
+def _call_import(node: ast.Call, package: str) -> tuple[str | None, str]:
+    """The hpcgnn module an ``import_module`` / ``__import__`` call loads.
+
+    Returns ``(module, "")``, ``(None, "")`` when the call loads no hpcgnn module (or one no
+    source text names: a fully dynamic name is out of a static check's reach), or
+    ``(None, why)`` when it names hpcgnn but the test cannot tell which package (refused).
+    """
+    spelt = _static_prefix(node.args[0]) if node.args else None
+    if spelt is None:
+        return None, ""
+    text, complete = spelt
+    if text.startswith("."):  # import_module(".x", "hpcgnn.pkg"): relative to a package
+        anchor = node.args[1] if len(node.args) > 1 else next(
+            (k.value for k in node.keywords if k.arg == "package"), None
+        )
+        base = _static_prefix(anchor) if anchor is not None else None
+        if base is None or not base[1] or not complete:
+            return None, f"relative {text!r} without a literal package"
+        level = len(text) - len(text.lstrip("."))
+        resolved = _resolve(text.lstrip("."), level, base[0])
+        if resolved is None:
+            return None, f"{text!r} reaches above {base[0]!r}"
+        text = resolved
+    if text != "hpcgnn" and not text.startswith("hpcgnn."):
+        return None, ""
+    if complete:
+        return text, ""
+    # f"hpcgnn.cli.{name}": the package is known once its name and a dot follow "hpcgnn."
+    known = text.split(".")[:-1]
+    if len(known) >= 2:
+        return ".".join(known), ""
+    return None, f"{text!r}... names no package"
+
+
+def _imports(
+    source: str, package: str, filename: str = "<source>"
+) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
+    """``(imports, refused)`` of a module of ``package`` (e.g. ``hpcgnn.comm``).
+
+    ``imports``: ``(line, imported hpcgnn module)`` of every ``import`` and ``from ...
+    import`` (relative ones resolved against ``package``), nested ones included, and of every
+    ``import_module`` / ``__import__`` call whose argument spells an hpcgnn module.
+    ``refused``: ``(line, why)`` of the imports the test cannot place in a layer.
+    """
+    tree = ast.parse(source, filename)
+    out: list[tuple[int, str]] = []
+    refused: list[tuple[int, str]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             out += [(node.lineno, a.name) for a in node.names if a.name.startswith("hpcgnn")]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            if node.module == "hpcgnn":
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level:  # from . import x, from .x import y, from .. import x
+                resolved = _resolve(module, node.level, package)
+                if resolved is None:
+                    refused.append((node.lineno, f"'from {'.' * node.level}{module}' reaches"
+                                    f" above {package!r}"))
+                    continue
+                module = resolved
+            if module == "hpcgnn":
                 out += [(node.lineno, f"hpcgnn.{a.name}") for a in node.names]
-            elif node.module.startswith("hpcgnn."):
-                out.append((node.lineno, node.module))
-    return out
+            elif module.startswith("hpcgnn.") and not node.module:  # from . import x
+                out += [(node.lineno, f"{module}.{a.name}") for a in node.names]
+            elif module.startswith("hpcgnn."):
+                out.append((node.lineno, module))
+        elif isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+            if name in IMPORT_CALLS:
+                module, why = _call_import(node, package)
+                if module is not None:
+                    out.append((node.lineno, module))
+                elif why:
+                    refused.append((node.lineno, f"{name}: {why}"))
+    return out, refused
+
+
+def _violations(source: str, rel: Path) -> list[str]:
+    """The imports of the file ``hpcgnn/<rel>`` against the layering, one line each."""
+    here = rel.parts[0].removesuffix(".py")
+    if here == "__init__":
+        return []
+    package = ".".join(("hpcgnn", *rel.parts[:-1]))
+    imports, refused = _imports(source, package, f"hpcgnn/{rel}")
+    bad = [f"hpcgnn/{rel}:{line} ({here}) refused: {why}" for line, why in refused]
+    for line, module in imports:
+        there = _package_of(module)
+        if there not in LEVEL:
+            bad.append(f"hpcgnn/{rel}:{line} ({here}) imports {module}, in no layer")
+        elif there != here and LEVEL[there] >= LEVEL[here]:
+            bad.append(f"hpcgnn/{rel}:{line} ({here}) imports {module} ({there})")
+    return bad
 
 
 def _modules() -> list[Path]:
@@ -73,15 +184,89 @@ def test_every_package_has_a_layer():
 def test_imports_go_one_way():
     bad = []
     for path in _modules():
-        rel = path.relative_to(PACKAGE)
-        here = rel.parts[0].removesuffix(".py")
-        if here == "__init__":
-            continue
-        for line, module in _imports(path):
-            there = _package_of(module)
-            if there != here and LEVEL[there] >= LEVEL[here]:
-                bad.append(f"hpcgnn/{rel}:{line} ({here}) imports {module} ({there})")
+        bad += _violations(path.read_text(), path.relative_to(PACKAGE))
     assert not bad, "imports against the layering:\n" + "\n".join(bad)
+
+
+# Every form of import the check reads, in a module of ``comm`` (layer 4) reaching up to
+# ``models`` (layer 12): each must be found, resolved and reported.
+UPWARD = [
+    "from ..models import base",
+    "from .. import models",
+    "from ..models.base import RowBlockModel",
+    "import hpcgnn.models.base",
+    "from hpcgnn import models",
+    "from hpcgnn.models import base",
+    "import importlib\nimportlib.import_module('hpcgnn.models.base')",
+    "from importlib import import_module\nimport_module('hpcgnn.models')",
+    "import importlib\nimportlib.import_module('..models', 'hpcgnn.comm')",
+    "import importlib\nimportlib.import_module('.base', package='hpcgnn.models')",
+    "import importlib\nname = 'base'\nimportlib.import_module(f'hpcgnn.models.{name}')",
+    "__import__('hpcgnn.models.base')",
+    "import builtins\nbuiltins.__import__('hpcgnn.models')",
+    "def f():\n    from ..models import base\n    return base",
+]
+
+
+@pytest.mark.parametrize("source", UPWARD)
+def test_check_catches_every_import_form(source):
+    bad = _violations(source, Path("comm", "wire.py"))
+    assert len(bad) == 1 and bad[0].endswith("(models)"), bad
+
+
+@pytest.mark.parametrize("source", [
+    "from . import stats",
+    "from .stats import CommStats",
+    "from .. import errors",
+    "from ..layout.blocks import even_offsets",
+    "import importlib\nimportlib.import_module('hpcgnn.backend')",
+    "import importlib\nimportlib.import_module('numpy.dtypes')",
+    "import importlib\nimportlib.import_module(name)",  # no text: out of a static check's reach
+])
+def test_check_passes_downward_and_foreign_imports(source):
+    assert _violations(source, Path("comm", "wire.py")) == []
+
+
+@pytest.mark.parametrize("source", [
+    "import importlib\nname = 'x'\nimportlib.import_module(f'hpcgnn.{name}')",
+    "import importlib\nimportlib.import_module('.models')",
+    "import importlib\nimportlib.import_module('.x', package)",
+    "from .... import x",
+    "import importlib\nimportlib.import_module('....x', 'hpcgnn.comm')",
+])
+def test_check_refuses_what_it_cannot_place(source):
+    bad = _violations(source, Path("comm", "wire.py"))
+    assert len(bad) == 1 and "refused" in bad[0], bad
+
+
+def test_relative_imports_resolve_against_the_package():
+    imports, refused = _imports(
+        "from . import stats, wire\nfrom .x import y\nfrom .. import config", "hpcgnn.comm"
+    )
+    assert refused == []
+    assert imports == [
+        (1, "hpcgnn.comm.stats"), (1, "hpcgnn.comm.wire"), (2, "hpcgnn.comm.x"),
+        (3, "hpcgnn.config"),
+    ]
+    # in a top-level module (hpcgnn/config.py) the package is hpcgnn itself
+    assert _imports("from . import errors", "hpcgnn")[0] == [(1, "hpcgnn.errors")]
+
+
+def _direction() -> str:
+    """The one-line summary of the layering, top down, as ``docs/architecture.md`` gives it."""
+    def group(layer: tuple[str, ...]) -> str:
+        names = [n for n in layer if not n.startswith("__")]
+        return names[0] if len(names) == 1 else "{" + ", ".join(names) + "}"
+
+    layers = [layer for layer in LAYERS if any(not n.startswith("__") for n in layer)]
+    return " -> ".join(group(layer) for layer in reversed(layers))
+
+
+def test_docs_summary_line_follows_the_layers():
+    text = (PACKAGE.parent / "docs" / "architecture.md").read_text()
+    found = re.findall(r"So the direction is `([^`]*)`", text)
+    assert len(found) == 1, "docs/architecture.md: no one 'So the direction is `...`' line"
+    assert " ".join(found[0].split()) == _direction()
 
 
 def _loaded_after(code: str) -> list[str]:

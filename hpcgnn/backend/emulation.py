@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import torch
@@ -93,7 +94,7 @@ def _host(t: Any) -> None:
 
 def caller() -> str:
     """``file:line (function)`` of the innermost frame outside torch and this module."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         name = frame.f_code.co_filename
         if not name.startswith(_TORCH_DIR) and name != _HERE and "/torch/" not in name:
@@ -105,7 +106,7 @@ def caller() -> str:
 class _Placement(TorchDispatchMode):
     """Propagates device tags through every ATen operation and refuses mixed ones."""
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[override]
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         tensors = [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
         device = host = None
@@ -199,7 +200,8 @@ _HANDLERS: dict[Any, Callable[..., Any]] = {
     _T.device.__get__: lambda t: (
         torch.device("cuda", t._hpcgnn_cuda) if hasattr(t, _TAG) else _T.device.__get__(t)
     ),
-    _T.is_cuda.__get__: lambda t: hasattr(t, _TAG),
+    # torch's stubs declare ``is_cuda`` a plain bool; at run time it is a getset descriptor
+    _T.is_cuda.__get__: lambda t: hasattr(t, _TAG),  # type: ignore[attr-defined]
     _T.get_device: lambda t: getattr(t, _TAG, -1),
     _T.is_pinned: lambda t, *a, **k: bool(getattr(t, _PINNED, False)),
     _T.to: lambda t, *a, **k: _move(t, *_target(t, a, dict(k))),
@@ -231,7 +233,7 @@ def _clone(x: Any) -> Any:
 class _Api(TorchFunctionMode):
     """The CUDA face of tagged tensors: devices, factories, transfers, pinned memory."""
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[override]
+    def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         handler = _HANDLERS.get(func)
         if handler is not None:
@@ -273,6 +275,8 @@ class _Api(TorchFunctionMode):
 
 _depth = 0
 _modes: list[Any] = []
+# The emulation replaces this method of torch's class while it is on (``activate``,
+# ``emulated``): mypy flags a method assignment, hence the ``method-assign`` ignores below.
 _Backward = torch.autograd.function.BackwardCFunction
 _backward_apply = _Backward.apply
 

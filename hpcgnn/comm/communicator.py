@@ -167,14 +167,16 @@ class Comm:
             self.mpi.Allreduce(MPI.IN_PLACE, t.update(buf), op)
         return buf
 
-    def reduce_scatter(self, sendbuf: Buffer, counts: Sequence[int], category: str) -> Buffer:
+    def reduce_scatter(
+        self, sendbuf: Buffer, counts: Sequence[int] | np.ndarray, category: str
+    ) -> Buffer:
         """Sum ``sendbuf`` over ranks; rank ``r`` gets rows ``sum(counts[:r]) ...`` of it.
 
         ``counts`` are in rows of ``sendbuf`` (its first axis). Returns a new buffer like
         ``sendbuf`` (tensor or NumPy). Records the bytes of ``sendbuf`` minus this rank's
         block; nothing on one rank.
         """
-        shape = tuple(sendbuf.shape)
+        shape: tuple[int, ...] = tuple(sendbuf.shape)
         row = int(np.prod(shape[1:], dtype=np.int64))
         out = self._recv_like(sendbuf, (counts[self.rank], *shape[1:]))
         if self.size == 1:
@@ -195,7 +197,7 @@ class Comm:
         ``"control"``). Returns a new buffer like ``sendbuf``. Records the bytes gathered
         minus this rank's own rows.
         """
-        shape = tuple(sendbuf.shape)
+        shape: tuple[int, ...] = tuple(sendbuf.shape)
         if counts is None:
             counts = self.allgather_obj(int(shape[0]), "control")
         row = int(np.prod(shape[1:], dtype=np.int64))
@@ -217,7 +219,7 @@ class Comm:
         gathered first: the root records ``8 (p-1)`` bytes of ``"control"``, then the
         bytes of the other ranks' rows; the other ranks record nothing.
         """
-        shape = tuple(sendbuf.shape)
+        shape: tuple[int, ...] = tuple(sendbuf.shape)
         me_root = self.rank == root
         counts = np.empty(self.size, dtype=np.int64) if me_root else None
         mine = np.array([shape[0]], dtype=np.int64)
@@ -236,8 +238,8 @@ class Comm:
         return out, counts
 
     def scatterv(
-        self, sendbuf: Buffer, counts: Sequence[int] | None, recvcount: int, root: int,
-        category: str,
+        self, sendbuf: Buffer, counts: Sequence[int] | np.ndarray | None, recvcount: int,
+        root: int, category: str,
     ) -> Buffer:
         """Rows ``sendbuf[offset_r : offset_r + counts[r]]`` of ``root`` go to rank ``r``.
 
@@ -246,7 +248,7 @@ class Comm:
         ``recvcount`` is this rank's number of rows. Returns a new buffer like
         ``sendbuf``. Every rank but the root records the bytes it receives.
         """
-        shape = tuple(sendbuf.shape)
+        shape: tuple[int, ...] = tuple(sendbuf.shape)
         row = int(np.prod(shape[1:], dtype=np.int64))
         out = self._recv_like(sendbuf, (int(recvcount), *shape[1:]))
         if self.rank == root:
@@ -274,7 +276,7 @@ class Comm:
         rows from each rank; the counts are exchanged first when not given (``8 (p-1)``
         bytes of category ``"control"``). Records the bytes received from other ranks.
         """
-        shape = tuple(sendbuf.shape)
+        shape: tuple[int, ...] = tuple(sendbuf.shape)
         sendcounts = np.asarray(sendcounts, dtype=np.int64)
         if recvcounts is None:
             recvcounts = np.empty(self.size, dtype=np.int64)

@@ -40,8 +40,6 @@ from hpcgnn.errors import ConfigError
 
 #: Environment variable that overrides the detection of a CUDA-aware MPI (``0`` or ``1``).
 CUDA_AWARE_ENV = "HPCGNN_CUDA_AWARE_MPI"
-#: The placements of the memory MPI sees.
-PATHS = ("direct", "cuda-aware", "staged")
 
 
 def cuda_aware_setting() -> bool | None:

@@ -104,8 +104,13 @@ def parse_machine(doc: object, where: str = "<dict>") -> Machine:
         return ConfigError(f"machine file {where}: {what}")
 
     def number(value: object, field: str, positive: bool) -> float:
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if not ok or not math.isfinite(value) or value < 0 or (positive and value == 0):
+        if (
+            not isinstance(value, (int, float))
+            or isinstance(value, bool)
+            or not math.isfinite(value)
+            or value < 0
+            or (positive and value == 0)
+        ):
             sign = "positive" if positive else "non-negative"
             raise bad(f"'{field}' must be a {sign} number, got {value!r}")
         return float(value)

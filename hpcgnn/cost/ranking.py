@@ -10,7 +10,7 @@ runnable here (e.g. 4096).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -25,7 +25,9 @@ from hpcgnn.layout.order import layer_sizes
 from hpcgnn.layout.shapes import GridShape, admissible_shapes
 
 
-def cost_problem(meta: GraphMeta, cfg: TrainConfig, row_offsets: np.ndarray | None) -> Problem:
+def cost_problem(
+    meta: GraphMeta, cfg: TrainConfig, row_offsets: Sequence[int] | np.ndarray | None
+) -> Problem:
     """The cost model's view of training ``cfg`` on the graph ``meta`` describes."""
     widths = tuple(layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, cfg.layers))
     offsets = None if row_offsets is None else tuple(int(x) for x in row_offsets)

@@ -197,14 +197,14 @@ class _Stage:
 
     send_counts: np.ndarray
     recv_counts: np.ndarray
-    recv_lo: int
-    recv_hi: int
     sends: list[_Send]
     recvs: list[tuple[int, int, int]]
     subs: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]]
 
 
-def _split(pos: np.ndarray, width: int, device: Device) -> tuple[torch.Tensor, ...]:
+def _split(
+    pos: np.ndarray, width: int, device: Device
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(own_sel, own_idx, fwd_sel, fwd_idx)`` of buffer positions ``pos``."""
     own = pos < width
     own_sel, fwd_sel = np.flatnonzero(own), np.flatnonzero(~own)
@@ -236,7 +236,7 @@ def _make_stage(
         o_sel, o_idx, f_sel, f_idx = _split(pos[sel], width, device)
         t = device.from_numpy(sel)
         subs.append((t[o_sel], o_idx, t[f_sel], f_idx))
-    return _Stage(send_counts, recv_counts, lo, r, sends, recvs, subs)
+    return _Stage(send_counts, recv_counts, sends, recvs, subs)
 
 
 def _pack(x: torch.Tensor, recv: torch.Tensor, m: _Send) -> torch.Tensor:

@@ -93,7 +93,7 @@ class SubnetShards:
 
     def _my_blocks(
         self, nets: list[Subnet]
-    ) -> Iterator[tuple[np.ndarray, tuple[np.ndarray, np.ndarray], slice, tuple[int, int]]]:
+    ) -> Iterator[tuple[np.ndarray, tuple[np.ndarray, ...], slice, tuple[int, int]]]:
         """The blocks of this rank's shards that ``nets`` select, in exchange-buffer order.
 
         Sub-network by sub-network, layer by layer, kind by kind: ``(shard, index, span,
@@ -274,7 +274,8 @@ class SubnetShards:
                             recv[owner] = n
                         piece, _ = self.world.alltoallv(send, counts, DIGEST, recvcounts=recv)
                     if h is not None:
-                        h.update(np.ascontiguousarray(piece, dtype=np.float32))
+                        # numpy's stubs give ndarray ``__buffer__`` on Python >= 3.12 only
+                        h.update(np.ascontiguousarray(piece, dtype=np.float32))  # type: ignore[arg-type]
             if h is not None and biases is not None and (at + 1) % self.per_layer == 0:
-                h.update(np.ascontiguousarray(biases[i], dtype=np.float32))
+                h.update(np.ascontiguousarray(biases[i], dtype=np.float32))  # type: ignore[arg-type]
         return str(self.world.bcast_obj(h.hexdigest() if h is not None else None, 0, DIGEST))

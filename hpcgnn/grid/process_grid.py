@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from mpi4py import MPI
 
 from hpcgnn.backend import Device, get_device
@@ -76,8 +78,9 @@ class ProcessGrid:
         self.wire = Wire.detect(self.device)
         self.stats = stats if stats is not None else CommStats(clock=self.device.clock)
         self._owned: list[Comm] = []
-        self.world = self._own(comm.Dup(), "world")
-        cart = self.world.mpi.Create_cart(
+        world = cast(MPI.Intracomm, comm.Dup())  # a grid is built on an intracommunicator
+        self.world = self._own(world, "world")
+        cart = world.Create_cart(
             list(shape.dims), periods=[False] * len(shape.dims), reorder=False
         )
         self.cart = self._own(cart, "cart")

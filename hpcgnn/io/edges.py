@@ -134,7 +134,7 @@ class EdgeSorter:
         num_nodes: int,
         directed: bool,
         expected_edges: int = 0,
-        tmpdir: str | Path | None = None,
+        tmpdir: str | os.PathLike | None = None,
     ) -> None:
         if num_nodes <= 0:
             raise InputError(f"a graph needs at least one vertex, got num_nodes={num_nodes}")

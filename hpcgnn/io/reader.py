@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar, cast
 
 import h5py
 import numpy as np
@@ -17,6 +18,8 @@ import scipy.sparse as sp
 
 from hpcgnn.errors import InputError
 from hpcgnn.io import format as fmt
+
+_Attr = TypeVar("_Attr")
 
 #: Largest ratio of declared to stored bytes accepted for a compressed dataset (deflate's
 #: best case is about 1032:1).
@@ -143,21 +146,22 @@ class GraphFile:
     def _fail(self, what: str) -> InputError:
         return InputError(f"{self.path}: {what}")
 
-    def _attr(self, name: str, kind: type, default: object = None) -> object:
+    def _attr(self, name: str, kind: type[_Attr], default: _Attr | None = None) -> _Attr:
+        """Root attribute ``name`` as a ``kind`` (``str``, ``bool`` or ``int``)."""
         if name not in self._h5.attrs:
             if default is not None:
                 return default
             raise self._fail(f"missing root attribute '{name}'")
         value = self._h5.attrs[name]
         if kind is str:
-            return value.decode() if isinstance(value, bytes) else str(value)
+            return cast(_Attr, value.decode() if isinstance(value, bytes) else str(value))
         if kind is bool:
-            return bool(value)
+            return cast(_Attr, bool(value))
         if isinstance(value, np.generic):
             value = value.item()
         if isinstance(value, bool) or not isinstance(value, int):  # 3.5, "3", [3], True
             raise self._fail(f"attribute '{name}' is not an integer: {value!r}")
-        return value
+        return cast(_Attr, value)
 
     def dataset(self, name: str, shape: tuple[int | None, ...], kinds: str) -> h5py.Dataset:
         """Return dataset ``name`` after checking its shape and dtype kind.

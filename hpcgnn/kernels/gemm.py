@@ -11,14 +11,14 @@ class _TimedMatmul(torch.autograd.Function):
     """``T W`` whose forward and backward GEMMs are timed as the ``gemm`` phase."""
 
     @staticmethod
-    def forward(ctx, t: torch.Tensor, w: torch.Tensor, stats: CommStats) -> torch.Tensor:  # type: ignore[override]
+    def forward(ctx, t: torch.Tensor, w: torch.Tensor, stats: CommStats) -> torch.Tensor:
         ctx.save_for_backward(t, w)
         ctx.stats = stats
         with stats.phase("gemm"):
             return t @ w
 
     @staticmethod
-    def backward(ctx, g: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None, None]:  # type: ignore[override]
+    def backward(ctx, g: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None, None]:
         t, w = ctx.saved_tensors
         with ctx.stats.phase("gemm"):
             dt = g @ w.T if ctx.needs_input_grad[0] else None

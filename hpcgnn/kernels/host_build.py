@@ -46,7 +46,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -345,7 +345,10 @@ def _same_element(got: str, want: str) -> bool:
 
 def _dims(value: int | Sequence[int], limits: tuple[int, ...], what: str) -> np.ndarray:
     """A launch dimension as three ``uint32``; ``ValueError`` outside CUDA's limits."""
-    dims = [int(value)] if np.ndim(value) == 0 else [int(v) for v in value]  # type: ignore[arg-type]
+    if np.ndim(value) == 0:  # an int or a NumPy scalar
+        dims = [int(cast(int, value))]
+    else:
+        dims = [int(v) for v in cast(Sequence[int], value)]
     if not 1 <= len(dims) <= 3:
         raise ValueError(f"{what} {value}: one to three dimensions")
     dims += [1] * (3 - len(dims))

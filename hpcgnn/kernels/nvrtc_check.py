@@ -328,12 +328,13 @@ def _driverless_cupy(seen: list[tuple[str, ...]], loaded: dict[str, Any]) -> Ite
         def _set_mapping(self, mapping: dict[str, str] | None) -> None:
             loaded["mapping"] = mapping
 
-    class Program(program):
+    # (the bases through ``compiler``: ``program`` and ``function``, as checked above)
+    class Program(compiler._NVRTCProgram):
         def compile(self, options: tuple[str, ...] = (), log_stream: Any = None) -> Any:
             seen.append(tuple(options))
             return super().compile(options, log_stream)
 
-    functions = type("function", (), {"Module": Module, "LinkState": function.LinkState})
+    functions = type("function", (), {"Module": Module, "LinkState": compiler.function.LinkState})
     saved_env = os.environ.get("CUPY_CACHE_IN_MEMORY")
     os.environ["CUPY_CACHE_IN_MEMORY"] = "1"
     compiler._get_arch_for_options_for_nvrtc = memo.__wrapped__

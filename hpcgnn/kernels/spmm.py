@@ -66,12 +66,12 @@ class _SparseMatmul(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, h: torch.Tensor, a: sp.csr_matrix) -> torch.Tensor:  # type: ignore[override]
+    def forward(ctx, h: torch.Tensor, a: sp.csr_matrix) -> torch.Tensor:
         ctx.a = a
         return spmm(to_torch_csr(a, h.dtype, h.device), h.detach())
 
     @staticmethod
-    def backward(ctx, g: torch.Tensor) -> tuple[torch.Tensor, None]:  # type: ignore[override]
+    def backward(ctx, g: torch.Tensor) -> tuple[torch.Tensor, None]:
         return spmm(to_torch_csr(ctx.a.T.tocsr(), g.dtype, g.device), g.contiguous()), None
 
 

@@ -8,6 +8,8 @@ narrower; the models (:mod:`hpcgnn.nn.gcn`), the SUMMA layer plans
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 
 def layer_sizes(num_features: int, hidden: int, num_classes: int, layers: int) -> list[int]:
     """Feature widths ``[f_0, ..., f_L]`` of an ``layers``-layer GCN."""
@@ -16,7 +18,7 @@ def layer_sizes(num_features: int, hidden: int, num_classes: int, layers: int) -
     return [num_features] + [hidden] * (layers - 1) + [num_classes]
 
 
-def weight_entries(widths: list[int] | tuple[int, ...]) -> int:
+def weight_entries(widths: Sequence[int]) -> int:
     """Entries of all weights ``W^1 .. W^L`` of a GCN of ``widths`` (``sum f_{l-1} f_l``)."""
     return sum(a * b for a, b in zip(widths[:-1], widths[1:], strict=True))
 

@@ -318,7 +318,7 @@ def pack_block(a: sp.csr_matrix, n: int, values_dtype: np.dtype | type) -> np.nd
         structure = a.indptr
     else:
         structure = np.repeat(np.arange(rows), np.diff(a.indptr))
-    ints = np.concatenate([structure, a.indices]).astype(index_dtype(n, nnz))
+    ints: np.ndarray = np.concatenate([structure, a.indices]).astype(index_dtype(n, nnz))
     values = np.ascontiguousarray(a.data, dtype=values_dtype)
     return np.concatenate([ints.view(np.uint8), values.view(np.uint8)])
 

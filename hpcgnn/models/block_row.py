@@ -49,9 +49,9 @@ class BlockRowGCN(RowBlockModel):
 
     def _aggregation(self, a_t: sp.csr_matrix, a: sp.csr_matrix) -> Aggregation:
         """The layers' ``Â^T H`` operator from this rank's rows of ``Â^T`` and ``Â``."""
-        grid = self.grid
-        assert grid is not None
-        return BlockRowAggregation(grid.col, grid.row, a_t, a, self.offsets, self.cfg.torch_dtype)
+        grid, offsets = self.grid, self.offsets
+        assert grid is not None and offsets is not None
+        return BlockRowAggregation(grid.col, grid.row, a_t, a, offsets, self.cfg.torch_dtype)
 
     def predict_cost(self) -> Estimate | None:
         """CAGNET 1D / 1.5D bytes of one epoch (:mod:`hpcgnn.cost.block_row`)."""

@@ -231,8 +231,7 @@ def halo_report(
     width = model.exchange_width
     bpv = width * itemsize
     ex = agg.fwd_exchange
-    planned = isinstance(ex, StagedExchange)
-    counts = ex.counts if planned else p2p_counts
+    counts = ex.counts if isinstance(ex, StagedExchange) else p2p_counts
     fwd, bwd = (np.ascontiguousarray(t, dtype=np.float64) for t in _probe(agg, width))
     comm.allreduce(fwd, "control", MPI.MAX)  # the slowest rank sets each stage's time
     comm.allreduce(bwd, "control", MPI.MAX)
@@ -247,7 +246,7 @@ def halo_report(
         "C_s": _cost(volumes, model.widths[:-1], itemsize, gbps),
         "bytes_per_tier": {"d2d": float(measured.get("halo", 0.0))},
         "planner": {
-            "direct": (not planned) or ex.is_direct,
+            "direct": not isinstance(ex, StagedExchange) or ex.is_direct,
             "feature_dim": width,
             "bytes_per_vertex": bpv,
             "num_stages": sec["num_stages"],

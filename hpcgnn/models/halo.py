@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import scipy.sparse as sp
@@ -12,6 +12,7 @@ import torch
 from hpcgnn.config import TrainConfig
 from hpcgnn.cost.estimate import Estimate
 from hpcgnn.cost.halo import HaloVolumes, planned_volumes, predict_halo
+from hpcgnn.exchange.staged import StagedExchange
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.layout.order import aggregation_widths
 from hpcgnn.models.block_row import BlockRowGCN
@@ -69,6 +70,7 @@ class HaloGCN(BlockRowGCN):
 
     def _aggregation(self, a_t: sp.csr_matrix, a: sp.csr_matrix) -> HaloAggregation:
         """The halo-exchanging operator (kept as ``self.aggregation`` for the cost model)."""
+        assert self.offsets is not None
         self.aggregation = HaloAggregation(
             self.comm, a_t, a, self.offsets, self.cfg.torch_dtype, self._backward,
             self._exchange, self.topology,
@@ -86,7 +88,8 @@ class HaloGCN(BlockRowGCN):
         agg, grid = self.aggregation, self.grid
         assert grid is not None
         if agg.exchange == "planned":  # every transfer of the plan, forwarding included
-            volumes = planned_volumes(agg.fwd_exchange.counts, grid.size)
+            staged = cast(StagedExchange, agg.fwd_exchange)  # "planned" builds a staged one
+            volumes = planned_volumes(staged.counts, grid.size)
         else:
             mine = (
                 len(agg.fwd_sets.halo), int(agg.fwd_sets.send_counts.sum()),

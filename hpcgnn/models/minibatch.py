@@ -9,6 +9,7 @@ staged broadcast SpMM (:class:`FullGraphOperator`).
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 import scipy.sparse as sp
@@ -107,7 +108,7 @@ class MinibatchModel:
             if keep is not None and p > 0.0:
                 h = dropout(h, keep(layer, hop.cols, h.shape[1]), p)
             a = hop.matrix(np.float32 if h.dtype == torch.float32 else np.float64)
-            h = self._layer(layer, h[: len(hop.rows)], lambda t, a=a: sparse_matmul(a, t), h)
+            h = self._layer(layer, h[: len(hop.rows)], partial(sparse_matmul, a), h)
         return h
 
     def forward_full(self, x: torch.Tensor, op: FullGraphOperator) -> torch.Tensor:

@@ -82,12 +82,12 @@ class _Epoch(torch.autograd.Function):
     """The offloaded forward of one epoch; its backward is the offloaded backward."""
 
     @staticmethod
-    def forward(ctx, model: OffloadGCN, epoch: int, *weights: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+    def forward(ctx, model: OffloadGCN, epoch: int, *weights: torch.Tensor) -> torch.Tensor:
         ctx.model = model
         return model.forward_pass(epoch)
 
     @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> tuple:  # type: ignore[override]
+    def backward(ctx, grad: torch.Tensor) -> tuple:
         return (None, None, *ctx.model.backward_pass(grad.contiguous()))
 
 
@@ -149,20 +149,22 @@ class OffloadGCN(RowBlockModel):
         order = self.schedule[comm.rank]
         self.chunk_rows = [(int(bounds[c]), int(bounds[c + 1])) for c in order]
         neigh = [sets[c] for c in order]
-        with collective(self.grid.world):
+        grid, offsets = self.grid, self.offsets
+        assert grid is not None and offsets is not None
+        with collective(grid.world):
             tables = build_tables(
-                comm, neigh, self.offsets, opts.dedup, self.topology,
+                comm, neigh, offsets, opts.dedup, self.topology,
                 self.exchange_width * self.x.element_size(),
             )
-        self.exchange = OffloadExchange(comm, tables, self.offsets, opts.dedup)
-        largest = int(np.diff(self.offsets).max())
+        self.exchange = OffloadExchange(comm, tables, offsets, opts.dedup)
+        largest = int(np.diff(offsets).max())
         self.cached = cached_layers(
             largest, self.widths[:-1], self.x.element_size(), opts.cache_budget
         )
         # the backward's reloads of recomputed layers keep their own reuse buffers
         self.reload = (
             None if all(self.cached)
-            else OffloadExchange(comm, tables, self.offsets, opts.dedup)
+            else OffloadExchange(comm, tables, offsets, opts.dedup)
         )
         self._blocks = []
         dtype = self.cfg.torch_dtype

@@ -63,7 +63,7 @@ def _tagged(stats: CommStats | None, layer: int | None, direction: str) -> Abstr
 
 class _Aggregate(torch.autograd.Function):
     @staticmethod
-    def forward(  # type: ignore[override]
+    def forward(
         ctx, h: torch.Tensor, op: Aggregation, stats: CommStats | None, layer: int | None
     ) -> torch.Tensor:
         ctx.op, ctx.stats, ctx.layer = op, stats, layer
@@ -71,7 +71,7 @@ class _Aggregate(torch.autograd.Function):
             return op.forward(h.detach())
 
     @staticmethod
-    def backward(ctx, g: torch.Tensor) -> tuple[torch.Tensor, None, None, None]:  # type: ignore[override]
+    def backward(ctx, g: torch.Tensor) -> tuple[torch.Tensor, None, None, None]:
         with _tagged(ctx.stats, ctx.layer, "backward"):
             return ctx.op.backward(g.contiguous()), None, None, None
 

@@ -173,9 +173,9 @@ def permute_features(
                 which = target // bucket_rows
                 order = np.argsort(which, kind="stable")
                 bounds = np.searchsorted(which[order], np.arange(num_buckets + 1))
-                for b in np.flatnonzero(np.diff(bounds)):
-                    sel = order[bounds[b] : bounds[b + 1]]
-                    buckets.add(int(b), target[sel], rows[sel])
+                for k in np.flatnonzero(np.diff(bounds)):
+                    sel = order[bounds[k] : bounds[k + 1]]
+                    buckets.add(int(k), target[sel], rows[sel])
                 bar.update(hi - lo)
         with Progress("writing features", n, "rows", enabled=show_progress) as bar:
             for b in range(num_buckets):

@@ -182,9 +182,9 @@ class PlanComparison:
 
         One array per table, named ``s<stage>_<src>_<dst>``.
         """
-        np.savez_compressed(
-            path, **{f"s{k}_{s}_{d}": ids for (k, s, d), ids in self.spst.tables().items()}
-        )
+        tables = {f"s{k}_{s}_{d}": ids for (k, s, d), ids in self.spst.tables().items()}
+        # numpy's stubs: a ``**`` of arrays might name ``allow_pickle``
+        np.savez_compressed(path, **tables)  # type: ignore[arg-type]
 
 
 def compare_plans(

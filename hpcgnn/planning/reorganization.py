@@ -128,9 +128,9 @@ class MembershipShard:
             vertices = int(rel.max()) + 1 if len(rel) else 0
         if len(rel) and (int(rel.min()) < 0 or int(rel.max()) >= vertices):
             raise ValueError(f"a key's vertex is outside [{first}, {first + vertices})")
-        vertex = rel.astype(_index_dtype(vertices))
+        vertex: np.ndarray = rel.astype(_index_dtype(vertices))
         del rel
-        chunk = (keys % chunks).astype(_index_dtype(chunks))
+        chunk: np.ndarray = (keys % chunks).astype(_index_dtype(chunks))
         ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         return cls(vertex, chunk, ptr, vertices, chunks)
 

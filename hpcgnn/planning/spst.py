@@ -186,8 +186,8 @@ class SpstPlanner:
         self.loads = np.zeros((self.stages, len(self.inv_bw)))
         self.depth = 0  # deepest stage with load; the stages after it are all empty
         self.out: list[list[tuple[int, int]]] = [[] for _ in range(topo.num_ranks)]
-        for li, ln in enumerate(topo.links):
-            self.out[ln.src].append((li, ln.dst))
+        for e, ln in enumerate(topo.links):
+            self.out[ln.src].append((e, ln.dst))
         raw = (self.inv_bw[self.res]).max(axis=1)
         self.raw = raw.tolist()
         self.arrays = max(map(len, self.out), default=0) >= ARRAY_DEGREE

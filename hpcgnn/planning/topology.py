@@ -40,6 +40,7 @@ import math
 import os
 from dataclasses import dataclass, field
 from itertools import chain
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -466,7 +467,8 @@ def measured_topology(
         median of its links. :func:`parse_topology` reads it back.
     """
     names = list(dict.fromkeys(hosts))
-    links, by_kind = [], {}
+    links: list[dict[str, object]] = []
+    by_kind: dict[str, list[float]] = {}
     for (a, b), (alpha, beta) in sorted(pairs.items()):
         kind = "intra-node" if hosts[a] == hosts[b] else "inter-node"
         by_kind.setdefault(kind, []).append(alpha * 1e6)
@@ -589,7 +591,7 @@ def topology_spec(spec: str) -> dict:
     if not (x and nodes.isdigit() and gpus.isdigit()) or int(nodes) < 1 or int(gpus) < 1:
         raise ConfigError(f"topology spec {spec!r}: shape {shape!r} is not NODESxGPUS "
                           "(two positive integers)")
-    kw: dict[str, float] = {}
+    kw: dict[str, Any] = {}  # floats, under the names of RAIL_SETTINGS only
     for item in settings:
         key, eq, value = item.partition("=")
         if key not in RAIL_SETTINGS or not eq:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -98,13 +99,14 @@ def write_report(paths: list[str], out: str) -> list[Path]:
     outdir = Path(out)
     outdir.mkdir(parents=True, exist_ok=True)
     drawn = {}
-    for name, draw, items in (
+    panels: tuple[tuple[str, Callable[[Any, list[Any]], None], list[Any]], ...] = (
         ("curves", _curves, runs),
         ("phases", _phases, runs),
         ("bytes", _bytes, [r for r in runs if _total(r, "measured_bytes")]),
         ("exchange", _exchange, [r for r in runs if "V_ori" in r.doc.get("exchange", {})]),
         ("scaling", _scaling, studies),
-    ):
+    )
+    for name, draw, items in panels:
         if not items:
             continue
         fig = Figure(figsize=(10, 4.8), layout="constrained")

@@ -28,6 +28,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 
@@ -182,7 +183,8 @@ def convert_edgelist(
     with temporary_directory(tmpdir, "hpcgnn-edgelist-") as spill_dir:
         spill = spill_dir / "edges.int64"
         count, node_ids = _spill_edges(table, spill, num_nodes, show_progress)
-        n = num_nodes if node_ids is None else node_ids.size
+        # no distinct ids only with --num-nodes
+        n = cast(int, num_nodes) if node_ids is None else node_ids.size
         if n == 0:
             raise InputError(f"{table.path}: no edges (and no --num-nodes), so no vertices")
         y = _labels(labels, n, classes, label_rng)

@@ -128,8 +128,8 @@ def convert_ogb(
         raise InputError(f"{label_path}: no labels, so no vertices")
     if not (labels >= 0).any():
         raise InputError(f"{label_path}: every vertex is unlabelled")
-    ids = [read_column(p, np.int64, "OGB split ids") for p in split_paths]
-    masks = masks_from_ids(n, *ids, source=str(split_dir))
+    train, val, test = (read_column(p, np.int64, "OGB split ids") for p in split_paths)
+    masks = masks_from_ids(n, train, val, test, source=str(split_dir))
     for mask_name, mask in zip(fmt.MASK_NAMES, masks, strict=True):
         if (labels[mask] == fmt.UNLABELLED).any():
             bad = int(np.flatnonzero(mask & (labels == fmt.UNLABELLED))[0])

@@ -25,7 +25,7 @@ import os
 import time
 from itertools import chain
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import scipy.sparse as sp
@@ -82,7 +82,7 @@ def _matrix(obj: Any, path: Path) -> sp.sparray | sp.spmatrix | np.ndarray:
 
 
 def _dense(matrix: sp.sparray | sp.spmatrix | np.ndarray) -> np.ndarray:
-    return matrix.toarray() if sp.issparse(matrix) else matrix
+    return cast(Any, matrix).toarray() if sp.issparse(matrix) else matrix
 
 
 def _graph_edges(graph: Any, path: Path) -> tuple[np.ndarray, np.ndarray]:

@@ -104,4 +104,4 @@ def masks_from_ids(
 def drop_unlabelled(labels: np.ndarray, masks: Masks) -> Masks:
     """Remove vertices labelled ``-1`` from every mask."""
     labelled = labels != fmt.UNLABELLED
-    return tuple(m & labelled for m in masks)  # type: ignore[return-value]
+    return tuple(m & labelled for m in masks)

@@ -15,7 +15,7 @@ import warnings
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 import numpy as np
 
@@ -110,7 +110,8 @@ class NumericTable:
         except OSError as err:
             raise InputError(f"{self.path}: cannot read: {os_reason(err)} ({self.what})") from err
         if self.path.name.endswith(".gz"):
-            return raw, gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
+            # a GzipFile reads as a BinaryIO does; typeshed does not derive it from BinaryIO
+            return raw, cast(BinaryIO, gzip.GzipFile(fileobj=raw, mode="rb"))
         return raw, raw
 
     def _chunks(self, progress: str | None, show_progress: bool) -> Iterator[tuple[int, bytes]]:

@@ -23,6 +23,7 @@ from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.layout.shapes import GridShape
 from hpcgnn.sampling.bulk import BulkSampler, read_train_ids
 from hpcgnn.sampling.sample_file import write_samples
+from hpcgnn.sampling.sampled import SampledBatch
 from hpcgnn.sampling.shuffle import minibatches
 from hpcgnn.sampling.spec import SamplerSpec, check_training_set
 from hpcgnn.utils.files import check_output
@@ -123,7 +124,7 @@ def sample_to_file(
         epoch_batches = minibatches(train_ids, spec.batch_size, spec.seed, epoch)[:batches]
         world.barrier()
         t0 = pgrid.stats.clock()
-        mine = []
+        mine: list[SampledBatch] = []
         for first in range(0, len(epoch_batches), spec.bulk):
             mine += sampler.sample(epoch, epoch_batches[first : first + spec.bulk], first)
         seconds = world.allreduce_scalar(pgrid.stats.clock() - t0, MPI.MAX)

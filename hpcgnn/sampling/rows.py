@@ -28,7 +28,7 @@ SAMPLERS = ("sage", "ladies")
 
 def row_values(sampler: str, indptr: np.ndarray) -> np.ndarray:
     """Values of the entries of ``S``'s rows described by ``indptr`` (float64)."""
-    lens = np.diff(np.asarray(indptr, dtype=np.int64))
+    lens: np.ndarray = np.diff(np.asarray(indptr, dtype=np.int64))
     if sampler == "sage":
         return np.ones(int(lens.sum()), dtype=np.float64)
     per_row = 1.0 / np.maximum(lens, 1).astype(np.float64)

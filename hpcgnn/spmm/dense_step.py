@@ -59,13 +59,13 @@ class RowAllGather(torch.autograd.Function):
     """``T((i,l), j) -> T((i,l), :)`` on every process of the row; adjoint: reduce-scatter."""
 
     @staticmethod
-    def forward(ctx, t: torch.Tensor, comm: Comm, widths: list[int]) -> torch.Tensor:  # type: ignore[override]
+    def forward(ctx, t: torch.Tensor, comm: Comm, widths: list[int]) -> torch.Tensor:
         """Forward collective (see the class docstring)."""
         ctx.comm, ctx.widths = comm, widths
         return _allgather_cols(comm, t.detach(), widths)
 
     @staticmethod
-    def backward(ctx, g: torch.Tensor) -> tuple[torch.Tensor, None, None]:  # type: ignore[override]
+    def backward(ctx, g: torch.Tensor) -> tuple[torch.Tensor, None, None]:
         """Adjoint collective (see the class docstring)."""
         return _reduce_scatter_cols(ctx.comm, g, ctx.widths), None, None
 
@@ -74,13 +74,13 @@ class RowReduceScatter(torch.autograd.Function):
     """Sum row partials ``Z_j((i,l), :)`` and keep column block ``j``; adjoint: all-gather."""
 
     @staticmethod
-    def forward(ctx, z: torch.Tensor, comm: Comm, widths: list[int]) -> torch.Tensor:  # type: ignore[override]
+    def forward(ctx, z: torch.Tensor, comm: Comm, widths: list[int]) -> torch.Tensor:
         """Forward collective (see the class docstring)."""
         ctx.comm, ctx.widths = comm, widths
         return _reduce_scatter_cols(comm, z.detach(), widths)
 
     @staticmethod
-    def backward(ctx, g: torch.Tensor) -> tuple[torch.Tensor, None, None]:  # type: ignore[override]
+    def backward(ctx, g: torch.Tensor) -> tuple[torch.Tensor, None, None]:
         """Adjoint collective (see the class docstring)."""
         return _allgather_cols(ctx.comm, g, ctx.widths), None, None
 
@@ -89,7 +89,7 @@ class GatherToRoot(torch.autograd.Function):
     """Column blocks -> whole rows on column 0 (others get ``0 x f``); adjoint: scatter."""
 
     @staticmethod
-    def forward(ctx, t: torch.Tensor, comm: Comm, widths: list[int]) -> torch.Tensor:  # type: ignore[override]
+    def forward(ctx, t: torch.Tensor, comm: Comm, widths: list[int]) -> torch.Tensor:
         """Forward collective (see the class docstring)."""
         ctx.comm, ctx.widths, ctx.rows = comm, widths, t.shape[0]
         p, me = comm.size, comm.rank
@@ -103,7 +103,7 @@ class GatherToRoot(torch.autograd.Function):
         return full.t().contiguous()
 
     @staticmethod
-    def backward(ctx, g: torch.Tensor) -> tuple[torch.Tensor, None, None]:  # type: ignore[override]
+    def backward(ctx, g: torch.Tensor) -> tuple[torch.Tensor, None, None]:
         """Adjoint collective (see the class docstring)."""
         comm, widths, rows = ctx.comm, ctx.widths, ctx.rows
         p, me = comm.size, comm.rank
@@ -123,14 +123,14 @@ class ReduceToRoot(torch.autograd.Function):
     """Sum row partials ``Z_j((i,l), :)`` on column 0 (others: ``0 x f``); adjoint: bcast."""
 
     @staticmethod
-    def forward(ctx, z: torch.Tensor, comm: Comm) -> torch.Tensor:  # type: ignore[override]
+    def forward(ctx, z: torch.Tensor, comm: Comm) -> torch.Tensor:
         """Forward collective (see the class docstring)."""
         ctx.comm, ctx.shape = comm, tuple(z.shape)
         counts = [z.shape[0] if r == ROOT else 0 for r in range(comm.size)]
         return comm.reduce_scatter(z.detach().contiguous(), counts, CAT_REDUCE_SCATTER)
 
     @staticmethod
-    def backward(ctx, g: torch.Tensor) -> tuple[torch.Tensor, None]:  # type: ignore[override]
+    def backward(ctx, g: torch.Tensor) -> tuple[torch.Tensor, None]:
         """Adjoint collective (see the class docstring)."""
         comm = ctx.comm
         buf = g.contiguous() if comm.rank == ROOT else comm.device.empty(ctx.shape, g.dtype)

@@ -41,7 +41,7 @@ import os
 import re
 from contextlib import suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 import torch
@@ -84,7 +84,8 @@ def save_checkpoint(
             arrays[f"exp_avg_sq{i}"] = s["exp_avg_sq"].detach().cpu().numpy()
             arrays[f"step{i}"] = np.asarray(float(s["step"]), dtype=np.float64)
     buf = io.BytesIO()
-    np.savez(buf, **arrays)
+    # numpy's stubs: a ``**`` of arrays might name ``allow_pickle``
+    np.savez(buf, **arrays)  # type: ignore[arg-type]
     blob = buf.getvalue()
     atomic_write(d / ARRAYS, blob, "--checkpoint-dir")
     manifest = {
@@ -137,7 +138,7 @@ def _read(directory: Path) -> dict[str, Any]:
     return {**manifest, "arrays": arrays}
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -201,6 +202,7 @@ def save_sharded_checkpoint(
                 arrays[f"{prefix}{i}"] = a
         with atomic_path(d / name, "--checkpoint-dir") as tmp:
             with open(tmp, "wb") as fh:  # streamed: no copy of the rows in memory
+                # numpy's stubs: a ``**`` of arrays might name ``allow_pickle``
                 np.savez(fh, **arrays)  # type: ignore[arg-type]
             digest = _file_sha256(tmp)
     digests = comm.gather_obj(digest, 0, "checkpoint")
@@ -363,6 +365,7 @@ def restore(state: dict, weights: list[torch.Tensor], optimizer: torch.optim.Opt
             raise InputError(f"{where}: array {name!r} is missing", collective=True)
         want_shape = tuple(like.shape) if like is not None else a.shape
         if dtype is None:  # the weight's (which may live on a GPU)
+            assert like is not None, "an array without a weight to match names its dtype"
             dtype = torch.empty(0, dtype=like.dtype).numpy().dtype
         want_dtype = np.dtype(dtype)
         if a.shape != want_shape or a.dtype != want_dtype:

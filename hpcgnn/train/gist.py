@@ -41,7 +41,7 @@ import itertools
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -287,7 +287,7 @@ class GistTrainer:
         return self.shards.digest(biases=None if self.biases is None else self.biases.values[0])
 
     def _shard_shapes(self) -> list[tuple[int, int]]:
-        return [tuple(w.shape) for _, w in self.shards.weight_shards()]  # type: ignore[misc]
+        return [tuple(w.shape) for _, w in self.shards.weight_shards()]
 
     def save_checkpoint(
         self, directory: str | os.PathLike, epoch: int, history: list[dict],
@@ -340,7 +340,7 @@ class GistTrainer:
         if isinstance(self.inner, MinibatchTrainer):  # its dropout masks' columns
             self.inner.subnet = net
         else:
-            model.subnet = net
+            self.inner.model.subnet = net  # (``model``)
         # the sub-model is trained in the buffer it arrived in: weights and moments in place
         weights, avg, avg_sq = self._by_weight(sub)
         bias = None if self.biases is None else self.biases.select(net)
@@ -401,7 +401,8 @@ class GistTrainer:
         k, m = self.opts.local_iters, self.opts.subnets
         if self._batches is None:
             shares = [self.inner.step(round_ * k + it) for it in range(k)]
-            return float(np.mean(shares)) * self.model.comm.size / self.world.size
+            full = cast(FullBatchTrainer, self.inner)  # no batch stream: full-batch groups
+            return float(np.mean(shares)) * full.model.comm.size / self.world.size
         loss, batches = 0.0, 0
         for _ in range(k):
             value, trained = next(self._batches)

@@ -28,8 +28,16 @@ class Trainer(Protocol):
     """What the loop needs from a mode."""
 
     world: Comm  # all ranks; its stats see every category and phase
-    weights: list[torch.Tensor]
-    optimizer: torch.optim.Optimizer
+
+    # (read-only members: a trainer may hold them as a subtype, e.g. ``Adam``, or a property)
+    @property
+    def weights(self) -> list[torch.Tensor]:
+        """The parameters the optimizer updates."""
+
+    @property
+    def optimizer(self) -> torch.optim.Optimizer:
+        """The optimizer of ``weights``."""
+
     # A trainer whose model no rank holds whole (GIST) also has ``params_digest()``,
     # the collective ``params_sha256`` of its parameters, used instead of ``weights``.
 

@@ -284,6 +284,7 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
     content = check_graph(grid.world, opts.graph, bool(opts.checkpoint_dir or opts.resume))
     est_shape, hidden = grid.shape, str(cfg.hidden)
     if group_shape is not None:  # a GIST group holds one sub-model of hidden/M on its grid
+        assert opts.gist is not None
         est_shape = group_shape
         hidden = f"{-(-cfg.hidden // opts.gist.subnets)} of {cfg.hidden}"
     need = memory_needed(opts, cfg, meta, est_shape, grid.size)
@@ -351,6 +352,7 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
                 assert opts.checkpoint_dir is not None
                 trainer.save_checkpoint(opts.checkpoint_dir, done, history, fingerprint)
                 return
+            assert opts.checkpoint_dir is not None
             with collective(grid.world):
                 if root:
                     save_checkpoint(

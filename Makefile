@@ -170,6 +170,7 @@ clean-venv:
 # CuPy), after adding from $(GPU_WHEELS_DIR) only what the node lacks. With
 # HPCGNN_EMULATE_CUDA=1 (CI) it runs on the emulated GPU in $(VENV).
 GPU_ENV ?= build/gpu-env
+GPU_NODE_PYTHON ?= python3
 
 .PHONY: gpu-check test-emulated
 ifeq ($(HPCGNN_EMULATE_CUDA),1)
@@ -177,9 +178,7 @@ gpu-check: setup
 	$(PY) jobs/gpu_check.py
 else
 gpu-check:
-	test -x $(GPU_ENV)/bin/python || python3 -m venv --system-site-packages $(GPU_ENV)
-	if [ -d $(GPU_WHEELS_DIR) ]; then \
-		$(GPU_ENV)/bin/python jobs/install_missing_wheels.py $(GPU_WHEELS_DIR); fi
+	$(GPU_NODE_PYTHON) jobs/install_missing_wheels.py --venv $(GPU_ENV) $(GPU_WHEELS_DIR)
 	PATH=$(abspath $(GPU_ENV))/bin:$$PATH $(GPU_ENV)/bin/python jobs/gpu_check.py
 endif
 

@@ -121,7 +121,9 @@ def run_step(name: str, cmd: list[str], env: dict[str, str], timeout: float) -> 
         out, rc = f"{exc.stdout or ''}{exc.stderr or ''}\ntimed out after {timeout:.0f} s", 124
     seconds = time.perf_counter() - t0
     print(out[-4000:], flush=True)
-    closing = [ln.strip("= ") for ln in out.splitlines() if " passed" in ln or " failed" in ln]
+    words = (" passed", " failed", " skipped", "no tests ran")
+    closing = [ln.strip("= ") for ln in out.splitlines() if any(w in ln for w in words)
+               and " in " in ln]
     result = closing[-1] if closing else f"exit {rc}"
     ok = rc == 0 or (rc == 5 and "no tests ran" in out)
     return {"step": name, "ok": ok, "result": result, "seconds": seconds}

@@ -6,9 +6,11 @@ mpi4py) but no package index: ``make gpu-wheels PY=3.12`` fills ``build/gpu-whee
 machine that has one; on the node run this script with the interpreter of the environment to
 fill, best a venv that sees the node's packages::
 
-    python3 -m venv --system-site-packages /tmp/hpcgnn-env
-    /tmp/hpcgnn-env/bin/python jobs/install_missing_wheels.py build/gpu-wheels
-    export PATH=/tmp/hpcgnn-env/bin:$PATH    # its python (and mpiexec, when MPICH came in)
+    python3 jobs/install_missing_wheels.py --venv build/gpu-env build/gpu-wheels
+    export PATH=$PWD/build/gpu-env/bin:$PATH   # its python (and mpiexec, when MPICH came in)
+
+(``--venv`` makes a venv that sees this Python's packages, even where this Python is itself
+a venv, then installs into it; ``make gpu-check`` does exactly this.)
 
 (``pip install --target DIR`` is no alternative: pip leaves out the ``lib/`` of the MPICH
 wheel there, which holds ``libmpi``.) For each wheel, by its distribution name:
@@ -102,14 +104,10 @@ def plan(folder: Path, mpi_ok: bool) -> tuple[list[Path], list[Path], list[str]]
             if mpi_ok:
                 report.append(f"skip    {name} {version} (mpi4py already loads an MPI; "
                               f"{name} here: {have or 'none'})")
-            elif name == "mpi4py" and have is not None:
+            else:  # both into this environment: mpi4py looks for libmpi beside itself
                 reinstall.append(wheel)
-                report.append(f"install {name} {version} (replaces {have}, which loads no MPI)")
-            elif have is None:
-                install.append(wheel)
-                report.append(f"install {name} {version} (missing; mpi4py loads no MPI)")
-            else:
-                report.append(f"skip    {name} {version} (have {have})")
+                report.append(f"install {name} {version} (mpi4py loads no MPI; "
+                              f"{name} here: {have or 'none'})")
         elif have is None:
             install.append(wheel)
             report.append(f"install {name} {version} (missing)")
@@ -129,6 +127,34 @@ def pip_install(wheels: list[Path], *extra: str) -> None:
         raise SystemExit("install_missing_wheels: pip failed")
 
 
+def make_venv(env: Path) -> Path:
+    """A venv at ``env`` that sees this Python's packages; its interpreter.
+
+    ``--system-site-packages`` alone is not enough where this Python is itself a venv (a
+    GPU node's ``python3`` often is: its torch and CuPy live in that venv, not in the base
+    interpreter's site-packages), so a ``.pth`` file in the new venv lists this
+    interpreter's site-packages: the new venv's own packages come first, the node's after.
+    Made without pip (``ensurepip`` is often missing): the node's pip is found through the
+    same ``.pth`` and installs into the new venv.
+    """
+    python = env / "bin" / "python"
+    if python.exists():
+        return python
+    import site
+    import venv
+
+    venv.EnvBuilder(system_site_packages=True, with_pip=False).create(env)
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()
+    seen = [*site.getsitepackages(), site.getusersitepackages()]
+    paths = [p for p in dict.fromkeys(seen) if Path(p).is_dir()]
+    (Path(purelib) / "hpcgnn-node.pth").write_text("\n".join(paths) + "\n")
+    print(f"install_missing_wheels: made {env} (sees {', '.join(paths)})")
+    return python
+
+
 def main(argv: list[str] | None = None) -> int:
     """The command line; the exit status."""
     default = Path(__file__).resolve().parents[1] / "build" / "gpu-wheels"
@@ -136,7 +162,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("folder", nargs="?", type=Path, default=default,
                         help="the folder of wheels (default: %(default)s)")
     parser.add_argument("--dry-run", action="store_true", help="print the plan only")
+    parser.add_argument("--venv", type=Path, default=None,
+                        help="first make this venv (seeing this Python's packages) and install "
+                             "into it; no wheels then is no error")
     args = parser.parse_args(argv)
+    if args.venv is not None:
+        python = make_venv(args.venv)
+        if not any(args.folder.glob("*.whl")):
+            print(f"install_missing_wheels: no wheels in {args.folder}: {args.venv} as it is")
+            return 0
+        rest = [str(args.folder), *(["--dry-run"] if args.dry_run else [])]
+        return subprocess.run([str(python), str(Path(__file__).resolve()), *rest]).returncode
     if not any(args.folder.glob("*.whl")):
         print(f"install_missing_wheels: no wheels in {args.folder} (make gpu-wheels PY=3.x)")
         return 1

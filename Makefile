@@ -20,6 +20,8 @@ PYTHON  ?= python3
 VENV    ?= .venv
 PY      := $(VENV)/bin/python
 MPI     ?= wheel
+# The torch of the set-up (the CPU build on these machines' disk; pyproject.toml takes a range)
+TORCH   ?= 2.13.0
 MPIEXEC ?= $(VENV)/bin/mpiexec
 NP      ?= 4
 ALGO    ?= 1d
@@ -40,6 +42,7 @@ endif
 $(VENV)/.installed-$(MPI): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q 'torch==$(TORCH)'
 ifeq ($(MPI),system)
 	$(PY) -m pip install -q --no-binary=mpi4py --no-cache-dir mpi4py
 endif
@@ -124,12 +127,12 @@ nvrtc-%:
 # (libmpi, mpiexec), mpi4py (PyPI's wheels load an MPICH- or Open MPI-ABI libmpi at run time:
 # the MPICH wheel's when it sits in the same environment), pymetis and its typing-extensions,
 # pytest-mpi, and hpcgnn itself (built from this tree), in $(GPU_WHEELS_DIR), remade each time,
-# at most $(GPU_WHEELS_MAX_MIB) MiB. On the node:
-#   python3 -m venv --system-site-packages /tmp/hpcgnn-env    # sees the node's torch, CuPy...
-#   /tmp/hpcgnn-env/bin/python jobs/install_missing_wheels.py build/gpu-wheels
-# installs (pip --no-index --no-deps) only the wheels whose distribution the node lacks (MPICH
-# and mpi4py only when `from mpi4py import MPI` fails there) and hpcgnn always; then
-# PATH=/tmp/hpcgnn-env/bin:$PATH. (Not pip --target: pip leaves out the MPICH wheel's libmpi.)
+# at most $(GPU_WHEELS_MAX_MIB) MiB. On the node `make gpu-check` runs
+#   python3 jobs/install_missing_wheels.py --venv build/gpu-env build/gpu-wheels
+# which makes a venv seeing the node's packages (its torch, CuPy...) and installs into it
+# (pip --no-index --no-deps) only the wheels whose distribution the node lacks (MPICH and
+# mpi4py only when `from mpi4py import MPI` fails there, then both) and hpcgnn always.
+# (Not pip --target: pip leaves out the MPICH wheel's libmpi.)
 GPU_PY             := $(if $(filter 3.%,$(PY)),$(PY),3.12)
 GPU_WHEELS_DIR     ?= build/gpu-wheels
 GPU_WHEELS         ?= mpich==5.0.2 mpi4py==4.1.2 pymetis==2025.2.2 typing-extensions==4.16.0 \

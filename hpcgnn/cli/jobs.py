@@ -18,10 +18,11 @@ import shlex
 from pathlib import Path
 
 from hpcgnn.errors import ConfigError
+from hpcgnn.utils.shipped import shipped_dir
 
 SYSTEMS = ("slurm", "lsf", "local")
-#: The templates, beside the package in a source checkout.
-JOBS_DIR = Path(__file__).resolve().parents[2] / "jobs"
+#: The templates (``jobs/`` of a source checkout, or a wheel's copy).
+JOBS_DIR = shipped_dir("jobs", "*.sh")
 #: Modes whose model follows the file's partition (so the job partitions first).
 PARTITIONED_MODES = ("offload",)
 _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")

@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hpcgnn.errors import ConfigError
+from hpcgnn.utils.shipped import shipped_dir
 
-#: The machine files shipped beside the package in a source checkout.
-MACHINES_DIR = Path(__file__).resolve().parents[2] / "configs" / "machines"
+#: The machine files (``configs/machines`` of a source checkout, or a wheel's copy).
+MACHINES_DIR = shipped_dir("configs", "*.json") / "machines"
 LINK_KINDS = ("intra_node", "inter_node")
 
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hpcgnn.errors import ConfigError
+from hpcgnn.utils.shipped import shipped_dir
 
 if TYPE_CHECKING:  # torch is imported where used: the NumPy kernels' callers stay torch-free
     import torch
@@ -107,12 +108,7 @@ def cuda_dir() -> Path:
     """
     env = os.environ.get(CUDA_DIR_ENV)
     package = Path(__file__).resolve().parents[1]
-    if env:
-        path = Path(env)
-    elif any((package / "_cuda").glob("*.cu")):
-        path = package / "_cuda"
-    else:
-        path = package.parent / "cuda"
+    path = Path(env) if env else shipped_dir("cuda", "*.cu", package)
     if not any(path.glob("*.cu")):
         raise ConfigError(f"no CUDA sources (*.cu) in {path}; set {CUDA_DIR_ENV}")
     return path

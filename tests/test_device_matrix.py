@@ -102,11 +102,16 @@ def _row(world, name: str, docs: dict[str, dict], seconds: float, repeat: str | 
         "repeat_identical": None if repeat is None else repeat == cuda["params_sha256"],
         "seconds": round(seconds, 2),
     }
+    _record(world, row)
+    return row
+
+
+def _record(world, row: dict) -> None:
+    """Append ``row`` to ``$HPCGNN_MATRIX_OUT`` (rank 0; nothing when it is unset)."""
     path = os.environ.get(MATRIX_OUT_ENV)
     if path and world.rank == 0:
         with open(path, "a") as f:
             f.write(json.dumps(row) + "\n")
-    return row
 
 
 def check_row(row: dict) -> None:
@@ -178,16 +183,12 @@ def test_sample_writes_the_same_file_on_cuda(world, shared_tmp, matrix_graph, la
             for hop in b.hops:
                 h.update(np.asarray(hop.rows).tobytes())
         digests[device] = h.hexdigest()
-    path = os.environ.get(MATRIX_OUT_ENV)
-    if path and world.rank == 0:
-        with open(path, "a") as f:
-            f.write(json.dumps({
-                "entry": f"sample-{layout}", "ranks": world.size,
-                "emulated": emulation.requested(),
-                "same_params": digests["cpu"] == digests["cuda"], "same_bytes": True,
-                "loss_rel_diff": 0.0, "repeat_identical": None,
-                "seconds": round(time.perf_counter() - t0, 2),
-            }) + "\n")
+    _record(world, {
+        "entry": f"sample-{layout}", "ranks": world.size, "emulated": emulation.requested(),
+        "same_params": digests["cpu"] == digests["cuda"], "same_bytes": True,
+        "loss_rel_diff": 0.0, "repeat_identical": None,
+        "seconds": round(time.perf_counter() - t0, 2),
+    })
     assert digests["cpu"] == digests["cuda"], "the samples differ between cpu and cuda"
 
 

@@ -103,8 +103,6 @@ def default_kind() -> str:
 class CudaRuntime:
     """The CUDA runtime calls the cuda :class:`Device` makes (torch's), in one place."""
 
-    emulated = False
-
     def device_count(self) -> int:
         """GPUs this process sees."""
         return torch.cuda.device_count()

@@ -38,6 +38,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+import numpy as np
 import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -185,20 +186,20 @@ def _move(t: torch.Tensor, device: Any, rest: dict) -> torch.Tensor:
     return out
 
 
-def _refuse_numpy(t: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+def _refuse_numpy(t: torch.Tensor) -> None:
+    """Raise as torch does for ``t.numpy()`` of a device tensor; host tensors pass."""
     index = getattr(t, _TAG, None)
     if index is not None:
         raise TypeError(
             f"can't convert cuda:{index} device type tensor to numpy. Use Tensor.cpu() to "
             f"copy the tensor to host memory first. (emulated CUDA, at {caller()})"
         )
-    return None
 
 
 _T = torch.Tensor
 _HANDLERS: dict[Any, Callable[..., Any]] = {
     _T.device.__get__: lambda t: (
-        torch.device("cuda", t._hpcgnn_cuda) if hasattr(t, _TAG) else _T.device.__get__(t)
+        torch.device("cuda", getattr(t, _TAG)) if hasattr(t, _TAG) else _T.device.__get__(t)
     ),
     # torch's stubs declare ``is_cuda`` a plain bool; at run time it is a getset descriptor
     _T.is_cuda.__get__: lambda t: hasattr(t, _TAG),  # type: ignore[attr-defined]
@@ -206,8 +207,7 @@ _HANDLERS: dict[Any, Callable[..., Any]] = {
     _T.is_pinned: lambda t, *a, **k: bool(getattr(t, _PINNED, False)),
     _T.to: lambda t, *a, **k: _move(t, *_target(t, a, dict(k))),
     _T.cuda: lambda t, device=None, non_blocking=False, **k: _move(
-        t, torch.device("cuda", 0 if device is None else torch.device(device).index or 0),
-        {"dtype": t.dtype},
+        t, torch.device("cuda", _cuda_index(device) or 0), {"dtype": t.dtype}
     ),
     _T.cpu: lambda t, *a, **k: _move(t, torch.device("cpu"), {"dtype": t.dtype}),
 }
@@ -224,8 +224,6 @@ def _clone(x: Any) -> Any:
     if isinstance(x, torch.Tensor):
         return x if hasattr(x, _TAG) else x.clone()
     if hasattr(x, "__array__") and not isinstance(x, (int, float)):
-        import numpy as np
-
         return np.array(x, copy=True)
     return x
 
@@ -347,8 +345,6 @@ class EmulatedEvent:
 
     def elapsed_time(self, end: EmulatedEvent) -> float:
         """Milliseconds from this event to ``end``, as a float32."""
-        import numpy as np
-
         assert self._t is not None and end._t is not None, "event not recorded"
         return float(np.float32((end._t - self._t) * 1e3))
 
@@ -359,8 +355,6 @@ class EmulatedRuntime:
     One GPU, named :data:`NAME`; streams are empty (everything runs when called), so
     synchronising does nothing and a stream handle is 0.
     """
-
-    emulated = True
 
     def device_count(self) -> int:
         """One emulated GPU."""

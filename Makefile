@@ -174,15 +174,16 @@ clean-venv:
 # HPCGNN_EMULATE_CUDA=1 (CI) it runs on the emulated GPU in $(VENV).
 GPU_ENV ?= build/gpu-env
 GPU_NODE_PYTHON ?= python3
+GPU_CHECK_ARGS ?=
 
 .PHONY: gpu-check test-emulated
 ifeq ($(HPCGNN_EMULATE_CUDA),1)
 gpu-check: setup
-	$(PY) jobs/gpu_check.py
+	$(PY) jobs/gpu_check.py $(GPU_CHECK_ARGS)
 else
 gpu-check:
 	$(GPU_NODE_PYTHON) jobs/install_missing_wheels.py --venv $(GPU_ENV) $(GPU_WHEELS_DIR)
-	PATH=$(abspath $(GPU_ENV))/bin:$$PATH $(GPU_ENV)/bin/python jobs/gpu_check.py
+	PATH=$(abspath $(GPU_ENV))/bin:$$PATH $(GPU_ENV)/bin/python jobs/gpu_check.py $(GPU_CHECK_ARGS)
 endif
 
 # The tests whose bodies take the suite's device, on the emulated GPU, serially and at 1, 2

@@ -46,6 +46,11 @@ def _env() -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env["HPCGNN_TEST_DEVICE"] = "cuda"
     env.setdefault("PYTHONUNBUFFERED", "1")
+    if hasattr(os, "geteuid") and os.geteuid() == 0:  # Open MPI's mpiexec refuses root else
+        env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    env.setdefault("OMPI_MCA_rmaps_base_oversubscribe", "1")  # ranks may outnumber cores
+    env.setdefault("OMPI_MCA_btl_vader_single_copy_mechanism", "none")  # containers lack CMA
     return env
 
 
@@ -101,7 +106,7 @@ def probe() -> list[tuple[str, str, bool]]:
 
         from hpcgnn.comm.wire import library_cuda_aware
 
-        lib = MPI.Get_library_version().splitlines()[0].strip()
+        lib = MPI.Get_library_version().replace("\0", "").splitlines()[0].strip()
         return f"mpi4py {__import__('mpi4py').__version__}, {lib}; CUDA-aware: " \
                f"{library_cuda_aware()}"
 
@@ -151,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path,
                    default=ROOT / "perf" / "results" / f"{kind}-{dt.date.today().isoformat()}.md")
     p.add_argument("--step-timeout", type=float, default=300.0)
+    p.add_argument("--steps", default="kernels,gpu,matrix,benchmark",
+                   help="which steps after the probe (a rerun of the failed ones)")
     args = p.parse_args(argv)
     t_start = time.perf_counter()
 
@@ -162,25 +169,29 @@ def main(argv: list[str] | None = None) -> int:
     steps = [{"step": "probe", "ok": all(ok for _, _, ok in probes),
               "result": "; ".join(f"{k}: {'ok' if ok else 'FAILED'}" for k, _, ok in probes),
               "seconds": 0.0}]
-    py = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
-    steps.append(run_step("kernels", [*py, "tests/kernels"], env, args.step_timeout))
-    steps.append(run_step("gpu tests", [*py, "-m", "gpu", "tests", "--ignore=tests/kernels"],
-                          env, args.step_timeout))
+    chosen = set(args.steps.split(","))
+    py = [sys.executable, "-m", "pytest", "-q", "--color=no", "-p", "no:cacheprovider"]
+    if "kernels" in chosen:
+        steps.append(run_step("kernels", [*py, "tests/kernels"], env, args.step_timeout))
+    if "gpu" in chosen:
+        steps.append(run_step("gpu tests", [*py, "-m", "gpu", "tests", "--ignore=tests/kernels"],
+                              env, args.step_timeout))
     rows = work / "matrix.jsonl"
     launcher = mpiexec()
-    for n in [int(r) for r in args.ranks.split(",") if r]:
+    ranks = [int(r) for r in args.ranks.split(",") if r] if "matrix" in chosen else []
+    for n in ranks:
         if launcher is None:
             steps.append({"step": f"matrix {n} ranks", "ok": False, "result": "no mpiexec",
                           "seconds": 0.0})
             continue
-        cmd = [launcher, "-n", str(n), sys.executable, "-m", "mpi4py", "-m", "pytest",
-               "--only-mpi", "-q", "-p", "no:cacheprovider", "tests/test_device_matrix.py"]
+        cmd = [launcher, "-n", str(n), sys.executable, "-m", "mpi4py", *py[1:], "--only-mpi",
+               "tests/test_device_matrix.py"]
         steps.append(run_step(f"matrix {n} ranks", cmd, {**env, "HPCGNN_MATRIX_OUT": str(rows)},
                               args.step_timeout))
-    if BENCHMARK.exists():
+    if "benchmark" in chosen and BENCHMARK.exists():
         steps.append(run_step("benchmark", [sys.executable, str(BENCHMARK)], env,
                               args.step_timeout))
-    else:
+    elif "benchmark" in chosen:
         steps.append({"step": "benchmark", "ok": True, "seconds": 0.0,
                       "result": f"skipped: {BENCHMARK.relative_to(ROOT)} does not exist yet"})
 

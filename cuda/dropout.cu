@@ -12,11 +12,13 @@
 //   out[(r - r0) * (c1 - c0) + (j - c0)] = keep of global (row r, column j)
 //   for r in [r0, r1), j in [c0, c1); out is C-contiguous bool (r1 - r0) x (c1 - c0).
 // Geometry: one thread per chunk (SFC64 has no jump-ahead), grid-stride over the chunks
-// (any grid gives every chunk; the dispatch launches ceil(chunks / 256) blocks of 256,
-// capped at MAX_BLOCKS). A chunk draws (hi - base) * num_cols numbers sequentially,
+// (any grid gives every chunk; the dispatch launches one block of one thread per chunk,
+// capped at MAX_BLOCKS, so the chains spread over every SM: packed 256 to a block, the
+// 228 chunks of a Reddit-sized input shared one SM, 173 ms of masks per epoch on an H200
+// against 33 ms now, measured). A chunk draws (hi - base) * num_cols numbers sequentially,
 // hi - base <= chunk_rows, skipping the draws of its rows before r0; so the kernel costs
-// O(chunk_rows * num_cols) dependent steps (a 1024 x 602 chunk: 0.6 M steps; estimated,
-// not measured, at some 10 ms per layer input, all chunks running side by side) with only
+// O(chunk_rows * num_cols) dependent steps (a 1024 x 602 chunk: 0.6 M steps, some 50 ns
+// each on an H200, all chunks running side by side) with only
 // ceil(rows / chunk_rows) threads busy: the price of bit-identity with the CPU stream (a
 // different stream would change every result), paid once per layer and epoch.
 //

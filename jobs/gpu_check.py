@@ -36,8 +36,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-#: The Reddit-sized benchmark of the GPU-performance issue (run when it exists).
+#: The GPU benchmarks (Reddit-sized on a GPU, tiny on the emulated one) and their table.
 BENCHMARK = ROOT / "perf" / "bench_gpu.py"
+RESULTS = ROOT / "perf" / "results"
 
 
 def _env() -> dict[str, str]:
@@ -156,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path,
                    default=ROOT / "perf" / "results" / f"{kind}-{dt.date.today().isoformat()}.md")
     p.add_argument("--step-timeout", type=float, default=300.0)
+    p.add_argument("--bench-timeout", type=float, default=420.0)
     p.add_argument("--steps", default="kernels,gpu,matrix,benchmark",
                    help="which steps after the probe (a rerun of the failed ones)")
     args = p.parse_args(argv)
@@ -188,9 +190,11 @@ def main(argv: list[str] | None = None) -> int:
                "tests/test_device_matrix.py"]
         steps.append(run_step(f"matrix {n} ranks", cmd, {**env, "HPCGNN_MATRIX_OUT": str(rows)},
                               args.step_timeout))
+    bench_table = RESULTS / f"bench_{kind.replace('-', '_')}.md"
     if "benchmark" in chosen and BENCHMARK.exists():
+        bench_table.unlink(missing_ok=True)
         steps.append(run_step("benchmark", [sys.executable, str(BENCHMARK)], env,
-                              args.step_timeout))
+                              args.bench_timeout))
     elif "benchmark" in chosen:
         steps.append({"step": "benchmark", "ok": True, "seconds": 0.0,
                       "result": f"skipped: {BENCHMARK.relative_to(ROOT)} does not exist yet"})
@@ -203,6 +207,8 @@ def main(argv: list[str] | None = None) -> int:
              "| step | result | s | ok |", "|---|---|---|---|",
              *[f"| {s['step']} | {s['result']} | {s['seconds']:.0f} | {s['ok']} |" for s in steps],
              "", *matrix_table(rows)]
+    if bench_table.exists():
+        lines += ["", "## Benchmarks (perf/bench_gpu.py)", "", bench_table.read_text()]
     text = "\n".join(lines) + "\n"
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)

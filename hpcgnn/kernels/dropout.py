@@ -30,6 +30,12 @@ from hpcgnn.rng import (
     stream_key,
 )
 
+#: Threads per block of ``sfc64_block_keep``: one, so the chunks' long serial chains spread
+#: over all the SMs. With 256 a Reddit-sized input's 228 chunks shared one SM (one block):
+#: 173 ms of masks per epoch on an H200, 33 ms with one thread per block (torch.profiler,
+#: perf/bench_gpu.py, 2026-11-26; the epoch went from 212 to 79 ms).
+CHUNK_BLOCK = 1
+
 
 def chunk_states(key: np.uint64, first: int, count: int) -> np.ndarray:
     """Initial SFC64 states of chunks ``first .. first + count - 1`` of the block stream.
@@ -92,8 +98,9 @@ def block_keep(
     if out.numel():
         dev_states = torch.from_numpy(states.view(np.int64)).to(tdev)
         args = (cm.as_cupy(dev_states), *ints, np.float64(p), cm.as_cupy(out))
-        grid = cm.blocks(len(states))
-        cm.launch("dropout.cu", "sfc64_block_keep", cm.device_index(tdev), grid, args)
+        grid = cm.blocks(len(states), CHUNK_BLOCK)
+        cm.launch("dropout.cu", "sfc64_block_keep", cm.device_index(tdev), grid, args,
+                  block=CHUNK_BLOCK)
     if pick is not None:
         out = out[:, torch.from_numpy(pick).to(tdev)]
     return out

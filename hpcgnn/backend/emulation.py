@@ -32,6 +32,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -58,6 +59,23 @@ _CROSSING = {torch.ops.aten.copy_.default, torch.ops.aten._copy_from.default}
 
 _TORCH_DIR = str(Path(torch.__file__).resolve().parent)
 _HERE = str(Path(__file__).resolve())
+
+
+#: What the emulated device did, counted since the process started (tests take differences):
+#: ``h2d`` / ``d2h`` transfers (copies, ``.to``, data constructors called for the device),
+#: ``scalar`` reads of a device scalar (``item()``, ``float(t)``: a wait on a GPU), and
+#: ``synchronize`` / ``event_synchronize`` calls of the runtime and its events.
+COUNTS: Counter[str] = Counter()
+
+
+def waits() -> int:
+    """Times the host has waited for the device so far.
+
+    Synchronisations, scalar reads and device-to-host copies (each waits for the work
+    that wrote its source).
+    """
+    return (COUNTS["synchronize"] + COUNTS["event_synchronize"] + COUNTS["scalar"]
+            + COUNTS["d2h"])
 
 
 class MixedDeviceError(RuntimeError):
@@ -129,7 +147,12 @@ class _Placement(TorchDispatchMode):
             )
         out = func(*args, **kwargs)
         if func in _CROSSING:
+            dst, src = (hasattr(t, _TAG) for t in args[:2])
+            if dst != src:
+                COUNTS["h2d" if dst else "d2h"] += 1
             return out
+        if func is torch.ops.aten._local_scalar_dense.default and device is not None:
+            COUNTS["scalar"] += 1
         fresh = not tensors or all(getattr(t, _FRESH, False) for t in tensors)
         ids = {id(t) for t in tensors}
         for o in tree_leaves(out):
@@ -183,6 +206,8 @@ def _move(t: torch.Tensor, device: Any, rest: dict) -> torch.Tensor:
         _host(out)
     else:
         _tag(out, dst)
+    if (src is None) != (dst is None):
+        COUNTS["h2d" if src is None else "d2h"] += 1
     return out
 
 
@@ -254,6 +279,7 @@ class _Api(TorchFunctionMode):
             kwargs = {**kwargs, "device": "cpu"}
             if func in _DATA_CONSTRUCTORS:
                 args = tuple(_clone(a) for a in args)
+                COUNTS["h2d"] += 1
         out = func(*args, **kwargs)
         inputs = [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
         tagged = next((t._hpcgnn_cuda for t in inputs if hasattr(t, _TAG)), None)
@@ -341,7 +367,8 @@ class EmulatedEvent:
         self._t = self._clock()
 
     def synchronize(self) -> None:
-        """Nothing to wait for."""
+        """Nothing to wait for (counted in :data:`COUNTS`)."""
+        COUNTS["event_synchronize"] += 1
 
     def elapsed_time(self, end: EmulatedEvent) -> float:
         """Milliseconds from this event to ``end``, as a float32."""
@@ -368,7 +395,8 @@ class EmulatedRuntime:
         return NAME
 
     def synchronize(self, index: int) -> None:
-        """Nothing is queued."""
+        """Nothing is queued (counted in :data:`COUNTS`)."""
+        COUNTS["synchronize"] += 1
 
     def event(self) -> EmulatedEvent:
         """A new :class:`EmulatedEvent`."""

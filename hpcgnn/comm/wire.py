@@ -20,9 +20,11 @@ memory is differs, the *path* of the buffer:
 
 Whether MPI is CUDA-aware is read once per process: ``HPCGNN_CUDA_AWARE_MPI=0|1`` decides
 when set; otherwise mpi4py's ``MPI.Query_cuda_support()`` where the build has it, else the
-MPI 4.1 info key ``mpi_memory_alloc_kinds`` of ``COMM_WORLD`` naming ``cuda``, else
-``False`` (staging is always correct, only slower). Staging copies are not network
-traffic: they count apart from the category bytes (:attr:`Transfer.staged_bytes`).
+MPI 4.1 info key ``mpi_memory_alloc_kinds`` of ``COMM_WORLD`` naming ``cuda``, else a
+vendor's variable (Cray's ``MPICH_GPU_SUPPORT_ENABLED=1``, MPICH's
+``MPIR_CVAR_ENABLE_GPU=1``...), else ``False`` (staging is always correct, only slower);
+:attr:`Wire.reason` says which, and ``hpcgnn train`` prints it on rank 0. Staging copies are
+not network traffic: they count apart from the category bytes (:attr:`Transfer.staged_bytes`).
 """
 
 from __future__ import annotations
@@ -58,17 +60,46 @@ def cuda_aware_setting() -> bool | None:
     return value == "1"
 
 
+#: Variables by which vendors' MPIs turn GPU buffers on (name, the value that does), read
+#: only where the library cannot be asked.
+VENDOR_GPU_ENV = (
+    ("MPICH_GPU_SUPPORT_ENABLED", "1"),  # Cray MPICH (Perlmutter, Frontier)
+    ("MPIR_CVAR_ENABLE_GPU", "1"),  # MPICH
+    ("OMPI_MCA_opal_cuda_support", "true"),  # Open MPI
+    ("MV2_USE_CUDA", "1"),  # MVAPICH2
+)
+
+
 @functools.cache
-def library_cuda_aware() -> bool:
-    """Whether the MPI library says it takes CUDA device buffers (queried once)."""
+def library_cuda_support() -> tuple[bool, str]:
+    """Whether the MPI library takes CUDA device buffers, and how that was found (once).
+
+    In order: mpi4py's ``MPI.Query_cuda_support()`` (``MPIX_Query_cuda_support`` of Open
+    MPI and MPICH, which knows the build and the run-time setting), else the MPI 4.1 info
+    key ``mpi_memory_alloc_kinds`` of ``COMM_WORLD`` naming ``cuda``, else a vendor's
+    variable that turns GPU buffers on (:data:`VENDOR_GPU_ENV`), else no.
+    """
     query = getattr(MPI, "Query_cuda_support", None)
     if query is not None:
-        return bool(query())
+        try:
+            return bool(query()), "MPIX_Query_cuda_support"
+        except (MPI.Exception, NotImplementedError):
+            pass
     try:
         kinds = MPI.COMM_WORLD.Get_info().Get("mpi_memory_alloc_kinds") or ""
     except (MPI.Exception, NotImplementedError):
-        return False
-    return any(kind.split(":")[0] == "cuda" for kind in kinds.split(","))
+        kinds = ""
+    if any(kind.split(":")[0] == "cuda" for kind in kinds.split(",")):
+        return True, f"mpi_memory_alloc_kinds={kinds}"
+    for name, value in VENDOR_GPU_ENV:
+        if os.environ.get(name, "").strip().lower() == value:
+            return True, f"{name}={value}"
+    return False, "the library has no CUDA query, names no cuda memory kind, no vendor variable"
+
+
+def library_cuda_aware() -> bool:
+    """Whether the MPI library says it takes CUDA device buffers (:func:`library_cuda_support`)."""
+    return library_cuda_support()[0]
 
 
 @functools.cache
@@ -127,12 +158,18 @@ class Wire:
         Whether MPI takes device buffers.
     stage_host
         Stage host buffers too (``HPCGNN_CUDA_AWARE_MPI=0``).
+    reason
+        How ``cuda_aware`` was decided (the setting, the library's answer), for the log.
     """
 
-    def __init__(self, device: Device, cuda_aware: bool = False, stage_host: bool = False) -> None:
+    def __init__(
+        self, device: Device, cuda_aware: bool = False, stage_host: bool = False,
+        reason: str = "",
+    ) -> None:
         self.device = device
         self.cuda_aware = cuda_aware
         self.stage_host = stage_host
+        self.reason = reason
         self.pool = StagingPool(device)
 
     @classmethod
@@ -145,9 +182,13 @@ class Wire:
             For a value of ``$HPCGNN_CUDA_AWARE_MPI`` other than ``0`` or ``1``.
         """
         setting = cuda_aware_setting()
-        if setting is None:
-            return cls(device, cuda_aware=device.is_cuda and library_cuda_aware())
-        return cls(device, cuda_aware=setting, stage_host=not setting)
+        if setting is not None:
+            return cls(device, cuda_aware=setting, stage_host=not setting,
+                       reason=f"{CUDA_AWARE_ENV}={int(setting)}")
+        if not device.is_cuda:
+            return cls(device, reason="host buffers")
+        aware, reason = library_cuda_support()
+        return cls(device, cuda_aware=aware, reason=reason)
 
     def _path(self, on_device: bool) -> str:
         """The path of a device buffer (``on_device``) or of a host one."""

@@ -329,22 +329,18 @@ def message_bytes(rows: int, n: int, nnz: int, values_dtype: np.dtype | type) ->
     return sparse_ints(rows, nnz) * isz + nnz * np.dtype(values_dtype).itemsize
 
 
-def unpack_block(
-    message: np.ndarray, shape: tuple[int, int], n: int, nnz: int, values_dtype: np.dtype | type,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Inverse of :func:`pack_block`: CSR ``(indptr, indices, values)``, int64 indices."""
-    rows = shape[0]
+def message_sections(
+    rows: int, n: int, nnz: int, values_dtype: np.dtype | type,
+) -> tuple[np.dtype, int, int]:
+    """Where :func:`pack_block`'s message keeps what: ``(index dtype, ints, values offset)``.
+
+    The message starts with ``ints`` integers of the index dtype (``ints - nnz`` of
+    structure, CSR ``indptr`` when ``nnz >= rows + 1`` else COO row ids, then ``nnz``
+    column indices); the ``nnz`` values start at byte ``values offset``.
+    """
     idt = np.dtype(index_dtype(n, nnz))
     n_ints = sparse_ints(rows, nnz)
-    ints = np.frombuffer(message, dtype=idt, count=n_ints)
-    values = np.frombuffer(message, dtype=values_dtype, count=nnz, offset=n_ints * idt.itemsize)
-    head = ints[: n_ints - nnz].astype(np.int64)
-    indices = ints[n_ints - nnz :].astype(np.int64)
-    if nnz >= rows + 1:
-        indptr = head
-    else:
-        indptr = np.concatenate([[0], np.cumsum(np.bincount(head, minlength=rows))])
-    return indptr.astype(np.int64), indices, values.copy()
+    return idt, n_ints, n_ints * idt.itemsize
 
 
 # -- reading the owned blocks --------------------------------------------------------------

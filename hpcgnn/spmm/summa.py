@@ -40,7 +40,13 @@ from hpcgnn.comm.communicator import Comm
 from hpcgnn.errors import GridError
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.kernels.spmm import spmm
-from hpcgnn.layout.summa import Segment, SummaLayout, message_bytes, pack_block, unpack_block
+from hpcgnn.layout.summa import (
+    Segment,
+    SummaLayout,
+    message_bytes,
+    message_sections,
+    pack_block,
+)
 
 SPARSE_BCAST = "sparse_bcast"
 DENSE_BCAST = "dense_bcast"
@@ -94,6 +100,33 @@ def numpy_dtype(dtype: torch.dtype) -> np.dtype:
     return torch.empty(0, dtype=dtype).numpy().dtype
 
 
+def unpack_block(
+    message: torch.Tensor, shape: tuple[int, int], n: int, nnz: int, dtype: torch.dtype,
+) -> torch.Tensor:
+    """The ``torch.sparse_csr`` block (int64 indices) of a :func:`pack_block` message.
+
+    Unpacked where ``message`` (``uint8``) lives, on the device without a host copy: the
+    integers and values are views of it (the values copied only where the index section
+    leaves them misaligned), a hypersparse block's COO rows become ``indptr`` by a count.
+    """
+    rows = shape[0]
+    if nnz == 0:  # an empty message (torch cannot view zero bytes as another dtype)
+        zeros = torch.zeros(rows + 1, dtype=torch.int64, device=message.device)
+        return torch.sparse_csr_tensor(zeros, zeros[:0], zeros[:0].to(dtype), size=shape,
+                                       check_invariants=False)
+    idt, n_ints, offset = message_sections(rows, n, nnz, numpy_dtype(dtype))
+    ints = message[:offset].view(torch.int32 if idt == np.int32 else torch.int64)
+    raw = message[offset:]
+    if offset % dtype.itemsize:
+        raw = raw.clone()
+    values = raw.view(dtype)[:nnz]
+    head, indices = ints[: n_ints - nnz].long(), ints[n_ints - nnz :].long()
+    if nnz < rows + 1:  # COO row ids -> indptr
+        counts = torch.bincount(head, minlength=rows)
+        head = torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)])
+    return torch.sparse_csr_tensor(head, indices, values, size=shape, check_invariants=False)
+
+
 class SummaSpMM:
     """``Y = M X`` for an ``n x n`` sparse ``M`` on a SUMMA grid (collective construction).
 
@@ -134,12 +167,14 @@ class SummaSpMM:
         want = {s.index for s in self.segments if s.j == j}
         if set(blocks) != want:
             raise ValueError(f"blocks for stages {sorted(blocks)}, expected {sorted(want)}")
-        self._own: dict[int, np.ndarray] = {}
+        self._own: dict[int, torch.Tensor] = {}
+        self.uploads = 0
         for idx, b in blocks.items():
             seg = self.segments[idx]
             if b.shape != (self.rows, seg.size):
                 raise ValueError(f"block of stage {idx} has shape {b.shape}")
-            self._own[idx] = pack_block(b, layout.n, np_dtype)
+            self._own[idx] = grid.row.device.from_numpy(pack_block(b, layout.n, np_dtype))
+            self.uploads += 1
         counts = {idx: int(b.nnz) for idx, b in blocks.items()}
         merged: dict[int, int] = {}
         for d in grid.row.allgather_obj(counts):
@@ -156,16 +191,12 @@ class SummaSpMM:
         if seg_index in self._own:
             message = self._own[seg_index]
         else:
-            message = np.empty(message_bytes(self.rows, n, nnz, self._np_dtype), dtype=np.uint8)
+            nbytes = message_bytes(self.rows, n, nnz, self._np_dtype)
+            message = row.device.empty((nbytes,), torch.uint8)
         if row.size > 1:
             row.bcast(message, seg.j, SPARSE_BCAST)
         with row.stats.phase("sparse_unpack"):
-            indptr, indices, values = unpack_block(message, shape, n, nnz, self._np_dtype)
-            dev = row.device
-            return torch.sparse_csr_tensor(
-                dev.from_numpy(indptr), dev.from_numpy(indices), dev.from_numpy(values),
-                size=shape, check_invariants=False,
-            )
+            return unpack_block(message, shape, n, nnz, self.dtype)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         """Return ``Y((i, l), j)`` given ``X((i, l), j)`` (this process's blocks)."""

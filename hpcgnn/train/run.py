@@ -315,6 +315,8 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
     setup_s = grid.stats.clock() - t0
     note = replication_note(cost_problem(meta, cfg, meta.partition_offsets), grid.shape)
     notes = f" | note: {note}" if note else ""
+    if grid.device.is_cuda or grid.wire.stage_host:  # how device buffers reach MPI, and why
+        notes += f" | MPI buffers {grid.wire.path} ({grid.wire.reason})"
     say(
         f"hpcgnn train: {meta.name or opts.graph}: {meta.num_nodes} vertices,"
         f" {meta.num_edges} edges, {meta.num_features} features, {meta.num_classes} classes"
@@ -492,6 +494,7 @@ def wire_section(grid: ProcessGrid) -> dict:
     staged = grid.world.allreduce_scalar(sum(grid.stats.staged.values()))
     return {
         "path": grid.wire.path,
+        "path_reason": grid.wire.reason,
         "paths": {k: "+".join(sorted(v)) for k, v in sorted(paths.items())},
         "staged_bytes": staged,
     }

@@ -58,6 +58,51 @@ def test_environment_decides_the_device_path(monkeypatch, device, value):
     assert wire.path_of(np.zeros(3)) == host == wire.path_of(torch.zeros(3))
 
 
+@pytest.mark.parametrize(
+    "query,kinds,env,expected",
+    [
+        (True, None, {}, (True, "MPIX_Query_cuda_support")),
+        (False, None, {"MPICH_GPU_SUPPORT_ENABLED": "1"}, (False, "MPIX_Query_cuda_support")),
+        (None, "system,cuda:implicit", {}, (True, "mpi_memory_alloc_kinds=system,cuda:implicit")),
+        (None, "system", {"MPICH_GPU_SUPPORT_ENABLED": "1"},
+         (True, "MPICH_GPU_SUPPORT_ENABLED=1")),
+        (None, None, {"OMPI_MCA_opal_cuda_support": "TRUE"},
+         (True, "OMPI_MCA_opal_cuda_support=true")),
+        (None, None, {}, (False, "the library has no CUDA query")),
+    ],
+)
+def test_cuda_support_is_asked_of_the_library_first(monkeypatch, query, kinds, env, expected):
+    """The library's own answer, else the memory kinds, else a vendor's variable, else no."""
+    from mpi4py import MPI
+
+    from hpcgnn.comm import wire
+
+    if query is None:
+        monkeypatch.delattr(MPI, "Query_cuda_support", raising=False)
+    else:
+        monkeypatch.setattr(MPI, "Query_cuda_support", lambda: query, raising=False)
+
+    class _Info:
+        def Get(self, key):
+            return kinds
+
+    class _World:
+        def Get_info(self):
+            return _Info()
+
+    monkeypatch.setattr(MPI, "COMM_WORLD", _World())
+    for name, _ in wire.VENDOR_GPU_ENV:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    wire.library_cuda_support.cache_clear()
+    try:
+        aware, reason = wire.library_cuda_support()
+    finally:
+        wire.library_cuda_support.cache_clear()
+    assert aware == expected[0] and reason.startswith(expected[1])
+
+
 def test_a_bad_setting_is_one_line(monkeypatch, device):
     monkeypatch.setenv("HPCGNN_CUDA_AWARE_MPI", "banana")
     with pytest.raises(ConfigError, match="HPCGNN_CUDA_AWARE_MPI must be 0 or 1, not 'banana'"):

@@ -19,7 +19,6 @@ from hpcgnn.layout.summa import (
     owned_blocks,
     pack_block,
     sparse_block_bytes,
-    unpack_block,
 )
 
 DIMS = [d for p in range(1, 9) for d in factorizations(p, 3)] + [(2, 3, 1), (3, 2, 2)]
@@ -95,23 +94,6 @@ def test_general_split_has_at_most_pr_plus_pc_minus_one_stages():
     for pr, pc in [(2, 3), (3, 2), (3, 4), (5, 3)]:
         layout = SummaLayout(97, (pr, pc, 1))
         assert max(pr, pc) <= len(layout.segments(0)) <= pr + pc - 1
-
-
-@pytest.mark.parametrize(
-    "rows,cols,density", [(7, 5, 0.6), (30, 4, 0.05), (6, 6, 0.0), (0, 3, 0.0)]
-)
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_pack_unpack_roundtrip(rows, cols, density, dtype):
-    a = sp.random(rows, cols, density=density, format="csr", random_state=1, dtype=dtype)
-    a.sort_indices()
-    for n in (cols, 2**31):  # int32 and int64 indices
-        msg = pack_block(a, n, dtype)
-        assert msg.dtype == np.uint8
-        assert msg.nbytes == message_bytes(rows, n, a.nnz, dtype)
-        assert msg.nbytes == sparse_block_bytes(rows, n, a.nnz, np.dtype(dtype).itemsize)
-        indptr, indices, values = unpack_block(msg, a.shape, n, a.nnz, dtype)
-        b = sp.csr_matrix((values, indices, indptr), shape=a.shape)
-        assert (abs(a - b)).sum() == 0 and values.dtype == dtype
 
 
 def test_hypersparse_blocks_are_sent_as_coordinates():

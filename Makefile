@@ -189,7 +189,8 @@ endif
 # The tests whose bodies take the suite's device, on the emulated GPU, serially and at 1, 2
 # and 4 ranks (the same bodies run on the CPU in make test and on a GPU under
 # HPCGNN_TEST_DEVICE=cuda).
-EMULATED_TESTS ?= tests/backend tests/models tests/exchange tests/spmm tests/comm/test_wire.py
+EMULATED_TESTS ?= tests/backend tests/models tests/exchange tests/spmm tests/comm/test_wire.py \
+                  tests/train/test_device_waits.py
 test-emulated: setup
 	HPCGNN_TEST_DEVICE=cuda HPCGNN_EMULATE_CUDA=1 $(PY) -m pytest $(PYTEST_ARGS) $(EMULATED_TESTS)
 	set -e; for n in 1 2 4; do \

@@ -9,6 +9,7 @@ from hpcgnn.backend.device import (
     KINDS,
     Device,
     EventClock,
+    Mark,
     cpu,
     cuda_unavailable,
     default_kind,
@@ -16,6 +17,6 @@ from hpcgnn.backend.device import (
 )
 
 __all__ = [
-    "DEVICE_ENV", "KINDS", "Device", "EventClock", "cpu", "cuda_unavailable", "default_kind",
-    "get_device",
+    "DEVICE_ENV", "KINDS", "Device", "EventClock", "Mark", "cpu", "cuda_unavailable",
+    "default_kind", "get_device",
 ]

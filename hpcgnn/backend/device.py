@@ -19,7 +19,8 @@ Two kinds:
   and device-to-host copies, :meth:`Device.pinned_empty` gives page-locked host buffers
   (staging for a non-CUDA-aware MPI, HongTu's host tier), :meth:`Device.synchronize` waits
   for the current stream, and the clock reads CUDA events (:class:`EventClock`), so the
-  phases of :class:`~hpcgnn.comm.stats.CommStats` and the traces show device time. The
+  phases of :class:`~hpcgnn.comm.stats.CommStats` and the traces show device time; they
+  are timed with :meth:`Device.mark` (an event recorded, no wait), read once an epoch. The
   raw kernels of ``cuda/`` run through CuPy, which the device therefore requires. The
   CUDA runtime calls go through one object (:class:`CudaRuntime`, or the emulation's).
 
@@ -127,34 +128,83 @@ class CudaRuntime:
 _RUNTIMES: dict[bool, Any] = {False: CudaRuntime(), True: emulation.EmulatedRuntime()}
 
 
-class EventClock:
-    """Seconds of device time on one GPU, read from CUDA events.
+class Mark:
+    """A point on a device's timeline, in seconds since its clock started, read lazily.
 
-    Each reading records an event on the current stream and waits for it, so an interval
-    between two readings is the device time of the work queued between them (finished
-    work, not launch time). Readings are seconds since the clock was made: the sum, in
-    float64, of the intervals between consecutive events. (An event pair's elapsed time
-    is a float32 of milliseconds; measured from the clock's creation it would lose
-    resolution as the run grows: 62 µs steps after 10 minutes, 250 µs after an hour.)
+    A CPU mark is read when made. A GPU mark is a CUDA event recorded on the current
+    stream, with no wait: its :attr:`seconds` are known once the device has passed it, and
+    reading them settles every pending mark of the clock at once (one wait).
     """
+
+    __slots__ = ("_clock", "_event", "_seconds")
+
+    def __init__(
+        self, seconds: float | None = None, clock: EventClock | None = None, event: Any = None,
+    ) -> None:
+        self._seconds = seconds
+        self._clock = clock
+        self._event = event
+
+    @property
+    def seconds(self) -> float:
+        """Seconds since the clock started (waits for the device the first time on a GPU)."""
+        if self._seconds is None:
+            assert self._clock is not None
+            self._clock.settle()
+        assert self._seconds is not None
+        return self._seconds
+
+
+class EventClock:
+    """Seconds of device time on one GPU, read from CUDA events without a wait per reading.
+
+    :meth:`mark` records an event on the current stream and returns at once; :meth:`settle`
+    waits for the last pending event (one synchronisation) and converts every pending mark:
+    seconds since the clock was made, the sum in float64 of the intervals between
+    consecutive events. (An event pair's elapsed time is a float32 of milliseconds;
+    measured from the clock's creation it would lose resolution as the run grows: 62 µs
+    steps after 10 minutes, 250 µs after an hour.) An interval between two marks is the
+    device time of the work queued between them: finished work, not launch time. Calling
+    the clock is a mark settled at once (a synchronising reading). At most
+    :data:`MAX_PENDING` marks wait; one more settles them.
+    """
+
+    MAX_PENDING = 4096
 
     def __init__(self, runtime: Any) -> None:
         self._runtime = runtime
-        self._last = self._event()
+        self._last = self._record()
+        self._last.synchronize()
         self._seconds = 0.0
+        self._pending: list[Mark] = []
 
-    def _event(self) -> Any:
+    def _record(self) -> Any:
         ev = self._runtime.event()
         ev.record()
-        ev.synchronize()
         return ev
 
+    def mark(self) -> Mark:
+        """A mark on the current stream, now (no wait)."""
+        if len(self._pending) >= self.MAX_PENDING:
+            self.settle()
+        m = Mark(clock=self, event=self._record())
+        self._pending.append(m)
+        return m
+
+    def settle(self) -> None:
+        """Wait for the pending marks (one synchronisation) and give them their seconds."""
+        if not self._pending:
+            return
+        self._pending[-1]._event.synchronize()
+        for m in self._pending:
+            self._seconds += self._last.elapsed_time(m._event) / 1e3
+            m._seconds = self._seconds
+            self._last, m._event = m._event, None
+        self._pending.clear()
+
     def __call__(self) -> float:
-        """Seconds of device time since the clock was made."""
-        ev = self._event()
-        self._seconds += self._last.elapsed_time(ev) / 1e3
-        self._last = ev
-        return self._seconds
+        """Seconds of device time since the clock was made (a synchronising reading)."""
+        return self.mark().seconds
 
 
 @functools.cache
@@ -288,8 +338,18 @@ class Device:
         if self.is_cuda:
             self.runtime.synchronize(self.index)
 
+    def mark(self) -> Mark:
+        """A :class:`Mark` of now on this device's clock, read lazily (no wait on a GPU).
+
+        What :class:`~hpcgnn.comm.stats.CommStats` times calls and phases with: their
+        seconds are read once an epoch, not at every mark.
+        """
+        if self.is_cuda:
+            return _event_clock(self.index, self.emulated).mark()
+        return Mark(time.perf_counter())
+
     def clock(self) -> float:
-        """Seconds on a monotonic clock, of finished work.
+        """Seconds on a monotonic clock, of finished work (a synchronising reading).
 
         This is the one clock of the library: :class:`~hpcgnn.comm.stats.CommStats` times
         its communication categories and compute phases with it. CPU: ``perf_counter``

@@ -96,7 +96,9 @@ class Comm:
         self.device = get_device(device)
         self.wire = wire if wire is not None else Wire.detect(self.device)
         self.mpi = mpi_comm
-        self.stats = stats if stats is not None else CommStats(clock=self.device.clock)
+        self.stats = stats if stats is not None else CommStats(
+            clock=self.device.clock, mark=self.device.mark
+        )
         self.name = name
         self._trace_args = {"comm": name}  # every call's trace event names its communicator
         self.rank = mpi_comm.Get_rank()
@@ -126,13 +128,12 @@ class Comm:
         The staging copies, if any, are inside the timed interval (they are part of what
         the call costs here) and count apart (:attr:`CommStats.staged`).
         """
-        clock = self.stats.clock
-        t0 = clock()
+        t0 = self.stats.mark()
         transfer = self.wire.transfer()
         yield transfer
         transfer.finish()
         self.stats.record(
-            category, nbytes, clock() - t0, args=self._trace_args, path=transfer.path,
+            category, nbytes, since=t0, args=self._trace_args, path=transfer.path,
             staged=transfer.staged_bytes,
         )
 
@@ -330,8 +331,7 @@ class Comm:
         each arrival ran 3-8x slower, every return handing the core back to MPICH's
         polling.)
         """
-        clock = self.stats.clock
-        t0 = clock()
+        t0 = self.stats.mark()
         nbytes = sum(_nbytes(b) for b in received)
         MPI.Request.Waitall(requests)
         path, staged = None, 0
@@ -341,7 +341,8 @@ class Comm:
                 t.finish()
                 path, staged = path or t.path, staged + t.staged_bytes
         self.stats.record(
-            category, nbytes, clock() - t0, span, self._trace_args, path=path, staged=staged
+            category, nbytes, span=span, args=self._trace_args, path=path, staged=staged,
+            since=t0,
         )
 
     # -- small Python objects (control traffic) ------------------------------------------
@@ -350,28 +351,28 @@ class Comm:
 
     def bcast_obj(self, obj: Any, root: int = 0, category: str = "control") -> Any:
         """Broadcast a picklable object from ``root`` (records its pickled size off root)."""
-        t0 = self.stats.clock()
+        t0 = self.stats.mark()
         out = self.mpi.bcast(obj, root)
         nbytes = 0 if self.rank == root else self._obj_bytes(out)
-        self.stats.record(category, nbytes, self.stats.clock() - t0, args=self._trace_args)
+        self.stats.record(category, nbytes, since=t0, args=self._trace_args)
         return out
 
     def allgather_obj(self, obj: Any, category: str = "control") -> list[Any]:
         """Gather a picklable object from every rank, on every rank."""
-        t0 = self.stats.clock()
+        t0 = self.stats.mark()
         out = self.mpi.allgather(obj)
         nbytes = sum(self._obj_bytes(o) for i, o in enumerate(out) if i != self.rank)
-        self.stats.record(category, nbytes, self.stats.clock() - t0, args=self._trace_args)
+        self.stats.record(category, nbytes, since=t0, args=self._trace_args)
         return out
 
     def gather_obj(self, obj: Any, root: int = 0, category: str = "control") -> list[Any] | None:
         """Gather a picklable object from every rank on ``root`` (``None`` elsewhere)."""
-        t0 = self.stats.clock()
+        t0 = self.stats.mark()
         out = self.mpi.gather(obj, root)
         nbytes = 0
         if out is not None:
             nbytes = sum(self._obj_bytes(o) for i, o in enumerate(out) if i != self.rank)
-        self.stats.record(category, nbytes, self.stats.clock() - t0, args=self._trace_args)
+        self.stats.record(category, nbytes, since=t0, args=self._trace_args)
         return out
 
     def allreduce_scalar(

@@ -5,9 +5,12 @@ compute kernels the distributed algorithms call, so it sees every phase of an ep
 communication categories (bytes, calls, seconds) and compute phases (seconds). With
 tracing on it also keeps the intervals, for the Chrome/Perfetto trace.
 
-Every interval is read from one clock, :attr:`CommStats.clock`: the device's
-(:meth:`hpcgnn.backend.Device.clock`), which the process grid passes in, or the CPU clock
-when the stats are made without a device.
+Every interval is read from one clock, the device's (:meth:`hpcgnn.backend.Device.mark`
+and :meth:`~hpcgnn.backend.Device.clock`), which the process grid passes in, or the CPU
+clock when the stats are made without a device. Calls and phases are timed by marks, which
+on a GPU are CUDA events recorded without a wait: their seconds are settled when the
+counters are read (:meth:`CommStats.settle`, once an epoch), so the host runs ahead of the
+device instead of waiting at every phase.
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from hpcgnn.backend import cpu
+import numpy as np
+
+from hpcgnn.backend import Mark, cpu
 
 
 @dataclass
@@ -27,6 +32,35 @@ class CategoryStats:
     calls: int = 0
     bytes: int = 0
     seconds: float = 0.0
+
+
+class SlotTimer:
+    """Seconds per slot (e.g. per exchange stage), summed from pairs of marks read lazily.
+
+    :meth:`add` queues an interval without waiting for the device; :attr:`seconds` reads
+    the queue (one wait on a GPU) and returns the totals.
+    """
+
+    def __init__(self, slots: int) -> None:
+        self._seconds = np.zeros(slots)
+        self._pending: list[tuple[int, Mark, Mark]] = []
+
+    def add(self, slot: int, start: Mark, end: Mark) -> None:
+        """Add the interval from ``start`` to ``end`` to ``slot``."""
+        self._pending.append((slot, start, end))
+
+    @property
+    def seconds(self) -> np.ndarray:
+        """Seconds per slot so far (the array itself)."""
+        for slot, start, end in self._pending:
+            self._seconds[slot] += end.seconds - start.seconds
+        self._pending.clear()
+        return self._seconds
+
+    def reset(self) -> None:
+        """Zero every slot."""
+        self._pending.clear()
+        self._seconds[:] = 0.0
 
 
 @dataclass
@@ -61,9 +95,12 @@ class CommStats:
     Summing ``bytes`` over ranks therefore gives the total volume moved, which the paper
     cost models predict per category.
 
-    ``clock`` (seconds, monotonic) times every call and phase; it defaults to the CPU
-    device's clock. ``origin`` is the clock's reading when the stats were created or last
-    reset.
+    ``mark`` times every call and phase (a :class:`~hpcgnn.backend.Mark`, read lazily) and
+    ``clock`` reads seconds now (monotonic, synchronising); both default to the CPU
+    device's. Timed intervals wait as pairs of marks until :meth:`settle`, which every
+    reader of the counters calls first (``categories``, ``compute`` and ``spans`` settle
+    when read).
+    ``origin`` is the clock's reading when the stats were created or last reset.
 
     ``paths`` names, per category, how its buffers reached MPI (``"direct"``,
     ``"cuda-aware"``, ``"staged"``: :mod:`hpcgnn.comm.wire`), and ``staged`` the bytes its
@@ -75,46 +112,71 @@ class CommStats:
     :meth:`tagged` blocks it runs in (``layer``, ``pass``, ``stage``, ``step``...).
     """
 
-    categories: dict[str, CategoryStats] = field(default_factory=dict)
-    compute: dict[str, float] = field(default_factory=dict)
     tracing: bool = False
     max_spans: int = 200_000
-    spans: list[Span] = field(default_factory=list)
     clock: Callable[[], float] = field(default=cpu().clock, repr=False, compare=False)
+    mark: Callable[[], Mark] = field(default=cpu().mark, repr=False, compare=False)
     origin: float = field(init=False)
     tags: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     paths: dict[str, set[str]] = field(default_factory=dict)
     staged: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        self._categories: dict[str, CategoryStats] = {}
+        self._compute: dict[str, float] = {}
+        self._spans: list[Span] = []
         self.origin = self.clock()
+        # intervals not yet read: (kind, key, start mark or None, end mark, seconds or None,
+        # span name, span args); kind "comm" (a category) or a phase kind
+        self._pending: list[tuple[str, str, Mark | None, Mark, float | None, str,
+                                  dict[str, Any] | None]] = []
+
+    @property
+    def categories(self) -> dict[str, CategoryStats]:
+        """Counters per communication category (settled first)."""
+        self.settle()
+        return self._categories
+
+    @property
+    def compute(self) -> dict[str, float]:
+        """Seconds per compute phase (settled first)."""
+        self.settle()
+        return self._compute
+
+    @property
+    def spans(self) -> list[Span]:
+        """The trace's intervals so far (settled first)."""
+        self.settle()
+        return self._spans
 
     def record(
-        self, category: str, nbytes: float, seconds: float, span: str | None = None,
-        args: dict[str, Any] | None = None, path: str | None = None, staged: int = 0,
+        self, category: str, nbytes: float, seconds: float | None = None,
+        span: str | None = None, args: dict[str, Any] | None = None, path: str | None = None,
+        staged: int = 0, since: Mark | None = None,
     ) -> None:
-        """Add one call moving ``nbytes`` into this rank that took ``seconds`` (ending now).
+        """Add one call moving ``nbytes`` into this rank, ending now.
 
-        ``span`` names the call in the trace (default ``category``), e.g. the stage of a
-        planned exchange, while its bytes and time count under ``category``; ``args``
-        (e.g. the communicator, the peers) go into the trace event next to the bytes.
-        ``path`` is how the call's buffers reached MPI (``None``: no buffers), ``staged``
-        the bytes it copied through host staging buffers.
+        Its time: ``since`` a mark (read lazily), or ``seconds``. ``span`` names the call
+        in the trace (default ``category``), e.g. the stage of a planned exchange, while its
+        bytes and time count under ``category``; ``args`` (e.g. the communicator, the
+        peers) go into the trace event next to the bytes. ``path`` is how the call's
+        buffers reached MPI (``None``: no buffers), ``staged`` the bytes it copied through
+        host staging buffers.
         """
         if path is not None:
             self.paths.setdefault(category, set()).add(path)
         if staged:
             self.staged[category] = self.staged.get(category, 0) + staged
-        s = self.categories.get(category)
+        s = self._categories.get(category)
         if s is None:
-            s = self.categories[category] = CategoryStats()
+            s = self._categories[category] = CategoryStats()
         s.calls += 1
         s.bytes += round(nbytes)
-        s.seconds += seconds
-        if self.tracing:
-            end = self.clock() - self.origin
-            self._span(span or category, end - seconds, end, "comm",
-                       {"bytes": round(nbytes), **(args or {})})
+        if since is None and not self.tracing:
+            s.seconds += seconds or 0.0
+            return
+        trace = {**self.tags, "bytes": round(nbytes), **(args or {})} if self.tracing else None
+        self._defer("comm", category, since, seconds, span or category, trace)
 
     @contextmanager
     def tagged(self, **tags: Any) -> Iterator[None]:
@@ -131,34 +193,56 @@ class CommStats:
 
     @contextmanager
     def phase(self, name: str, kind: str = "compute") -> Iterator[None]:
-        """Time a compute phase (``local_spmm``, ``gemm``...) or an epoch."""
-        t0 = self.clock()
+        """Time a compute phase (``local_spmm``, ``gemm``...) or an epoch (no wait)."""
+        if kind != "compute" and not self.tracing:
+            yield
+            return
+        t0 = self.mark()
         try:
             yield
         finally:
-            t1 = self.clock()
-            if kind == "compute":
-                self.compute[name] = self.compute.get(name, 0.0) + (t1 - t0)
-            if self.tracing:
-                self._span(name, t0 - self.origin, t1 - self.origin, kind)
+            self._defer(kind, name, t0, None, name, dict(self.tags) if self.tracing else None)
+
+    def _defer(
+        self, kind: str, key: str, since: Mark | None, seconds: float | None, span: str,
+        args: dict[str, Any] | None,
+    ) -> None:
+        """Queue an interval ending now, to be read by :meth:`settle`."""
+        self._pending.append((kind, key, since, self.mark(), seconds, span, args))
+
+    def settle(self) -> None:
+        """Read the queued intervals into the counters and the trace (waits for the device).
+
+        Readers of the counters call it first; it is cheap when nothing is queued.
+        """
+        pending, self._pending = self._pending, []
+        for kind, key, since, end, seconds, span, args in pending:
+            t1 = end.seconds
+            t0 = since.seconds if since is not None else t1 - (seconds or 0.0)
+            if kind == "comm":
+                self._categories[key].seconds += t1 - t0
+            elif kind == "compute":
+                self._compute[key] = self._compute.get(key, 0.0) + (t1 - t0)
+            if args is not None:
+                self._span(span, t0 - self.origin, t1 - self.origin, kind, args)
 
     def _span(
         self, name: str, start: float, end: float, kind: str, args: dict | None = None
     ) -> None:
-        if len(self.spans) < self.max_spans:
-            merged = {**self.tags, **(args or {})}
-            self.spans.append(Span(name, start, end, kind, merged or None))
+        if len(self._spans) < self.max_spans:
+            self._spans.append(Span(name, start, end, kind, args or None))
 
     def reset(self) -> None:
         """Zero all counters, drop recorded spans and restart the trace clock.
 
         Call right after a barrier so that every rank's clock starts together.
         """
-        self.categories.clear()
-        self.compute.clear()
+        self.settle()  # the pending marks' events are read, not left waiting
+        self._categories.clear()
+        self._compute.clear()
         self.paths.clear()
         self.staged.clear()
-        self.spans.clear()
+        self._spans.clear()
         self.origin = self.clock()
 
     def snapshot(self) -> dict[str, dict[str, float]]:
@@ -176,7 +260,7 @@ class CommStats:
 
     def total_bytes(self) -> int:
         """Bytes over all categories."""
-        return sum(v.bytes for v in self.categories.values())
+        return sum(v.bytes for v in self._categories.values())  # bytes need no settling
 
     def total_seconds(self) -> float:
         """Communication seconds over all categories."""

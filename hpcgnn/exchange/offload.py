@@ -53,7 +53,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from hpcgnn.backend import Device, cpu, get_device
+from hpcgnn.backend import Device, Mark, cpu, get_device
 from hpcgnn.comm.communicator import Comm
 from hpcgnn.exchange.halo import HaloSets, request_rows
 from hpcgnn.exchange.staged import StagedExchange
@@ -67,13 +67,14 @@ H2D, D2D, D2H, CKPT = "offload_h2d", "offload_d2d", "offload_d2h", "offload_ckpt
 SETUP = "offload_setup"
 
 
-def record_copy(comm: Comm, category: str, rows: int, row_bytes: int, t0: float) -> None:
-    """Count a local host/device copy of ``rows`` rows started at ``t0``.
+def record_copy(comm: Comm, category: str, rows: int, row_bytes: int, t0: Mark | None) -> None:
+    """Count a local host/device copy of ``rows`` rows started at mark ``t0``.
 
-    ``t0`` is a reading of ``comm.stats.clock`` (the device's clock).
+    ``t0``: a ``comm.stats.mark()`` (the device's clock), or ``None`` for a copy timed
+    inside another call's interval.
     """
     if rows:
-        comm.stats.record(category, rows * row_bytes, comm.stats.clock() - t0)
+        comm.stats.record(category, rows * row_bytes, 0.0 if t0 is None else None, since=t0)
 
 
 @dataclass
@@ -347,7 +348,7 @@ class OffloadExchange:
 
         Gathered on the host, then one host-to-device copy.
         """
-        t0 = self.comm.stats.clock()
+        t0 = self.comm.stats.mark()
         idx = self._trans_ids[j] if positions is None else self._trans_ids[j][positions]
         rows = self.comm.device.to_device(gather_rows(host, idx))
         record_copy(self.comm, H2D, len(idx), rows.shape[1] * rows.element_size(), t0)
@@ -362,7 +363,7 @@ class OffloadExchange:
         neigh = dev.empty((len(t.neigh), f), host.dtype)
         if self.dedup == "none":
             local = t.fetch.fetch(self.comm, host, neigh, H2D)
-            record_copy(self.comm, H2D, local, row_bytes, self.comm.stats.clock())
+            record_copy(self.comm, H2D, local, row_bytes, None)
             return neigh
         if self.dedup == "inter":
             trans = self._take(host, j, None)
@@ -387,7 +388,7 @@ class OffloadExchange:
         row_bytes = f * grads.element_size()
         if self.dedup == "none":
             local = t.push.push_add(self.comm, grads, host_grad, D2H)
-            record_copy(self.comm, D2H, local, row_bytes, self.comm.stats.clock())
+            record_copy(self.comm, D2H, local, row_bytes, None)
             return
         if self.dedup == "inter":
             acc = self.comm.device.zeros((len(t.trans), f), grads.dtype)
@@ -414,7 +415,7 @@ class OffloadExchange:
 
         ``on_device``: ``positions`` as an index tensor on the device.
         """
-        t0 = self.comm.stats.clock()
+        t0 = self.comm.stats.mark()
         idx = self._trans_ids[j] if positions is None else self._trans_ids[j][positions]
         rows = self.comm.device.host_tensor(acc if on_device is None else acc[on_device])
         scatter_add_rows(host_grad, idx, rows, unique=True)

@@ -52,6 +52,7 @@ import torch
 from hpcgnn.backend import Device
 from hpcgnn.comm.collective import agree
 from hpcgnn.comm.communicator import Comm
+from hpcgnn.comm.stats import SlotTimer
 from hpcgnn.errors import ConfigError, HpcgnnError
 from hpcgnn.exchange.halo import HALO, HALO_SETUP, HaloExchange, HaloSets
 from hpcgnn.kernels.rows import gather_rows, scatter_add_rows
@@ -339,8 +340,8 @@ class StagedExchange:
             [int(st.recv_counts.sum()) for st in self._stages], dtype=np.int64
         )
         self._recv_total = int(self.recv_rows_per_stage.sum())
-        self.fwd_stage_seconds = np.zeros(self.num_stages)
-        self.bwd_stage_seconds = np.zeros(self.num_stages)
+        self._fwd_timer = SlotTimer(self.num_stages)
+        self._bwd_timer = SlotTimer(self.num_stages)
         self._halo_pos = self._map_halo(owner, needed, row_keys)
 
     # -- setup ---------------------------------------------------------------------------
@@ -471,8 +472,18 @@ class StagedExchange:
         return at
 
     # -- exchange ------------------------------------------------------------------------
+    @property
+    def fwd_stage_seconds(self) -> np.ndarray:
+        """Measured seconds of each stage of the forward exchanges so far."""
+        return self._fwd_timer.seconds
+
+    @property
+    def bwd_stage_seconds(self) -> np.ndarray:
+        """Measured seconds of each stage of the backward exchanges so far."""
+        return self._bwd_timer.seconds
+
     def _forward(
-        self, x: torch.Tensor, category: str, timers: np.ndarray | None
+        self, x: torch.Tensor, category: str, timers: SlotTimer | None
     ) -> torch.Tensor:
         """Run the stages; the received region of the buffer.
 
@@ -480,7 +491,7 @@ class StagedExchange:
         stage), a message of forwarded rows as soon as the stages that bring them are
         complete; stage ``k`` waits for its own messages only.
         """
-        comm, clock = self.comm, self.comm.stats.clock
+        comm, mark = self.comm, self.comm.stats.mark
         recv = x.new_empty((self._recv_total, *x.shape[1:]))
         live = [k for k in range(self.num_stages) if self.stage_counts[k]]
         reqs: dict[int, list] = {k: [] for k in live}
@@ -498,7 +509,7 @@ class StagedExchange:
             packed.append(_pack(x, recv, m))
             reqs[k].append(comm.isend(packed[-1], m.peer, k))
 
-        t0 = clock()
+        t0 = mark()
         for k in live:
             for m in self._stages[k].sends:
                 missing[id(m)] = len(m.deps)
@@ -513,19 +524,20 @@ class StagedExchange:
                     missing[id(m)] -= 1
                     if not missing[id(m)]:
                         send(k2, m)
+            t1 = mark()
             if timers is not None:
-                timers[k] += clock() - t0
-            t0 = clock()
+                timers.add(k, t0, t1)
+            t0 = t1
         return recv
 
     def gather(self, x: torch.Tensor) -> torch.Tensor:
         """Rows of ``X`` for this rank's halo (in halo order), given its owned rows ``x``."""
         if self._p2p is not None:
-            t0 = self.comm.stats.clock()
+            t0 = self.comm.stats.mark()
             rows = self._p2p.gather(x)
-            self.fwd_stage_seconds[0] += self.comm.stats.clock() - t0
+            self._fwd_timer.add(0, t0, self.comm.stats.mark())
             return rows
-        recv = self._forward(x, self.category, self.fwd_stage_seconds)
+        recv = self._forward(x, self.category, self._fwd_timer)
         return gather_rows(recv, self._halo_pos)
 
     def scatter_add(self, halo_rows: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
@@ -536,11 +548,11 @@ class StagedExchange:
         the adds run stage by stage in reverse, in sub-stages, in a fixed order.
         """
         if self._p2p is not None:
-            t0 = self.comm.stats.clock()
+            t0 = self.comm.stats.mark()
             self._p2p.scatter_add(halo_rows, out)
-            self.bwd_stage_seconds[0] += self.comm.stats.clock() - t0
+            self._bwd_timer.add(0, t0, self.comm.stats.mark())
             return out
-        comm, clock = self.comm, self.comm.stats.clock
+        comm, mark = self.comm, self.comm.stats.mark
         grad = halo_rows.new_zeros((self._recv_total, *halo_rows.shape[1:]))
         grad[self._halo_pos] = halo_rows
         live = [k for k in range(self.num_stages) if self.stage_counts[k]]
@@ -559,7 +571,7 @@ class StagedExchange:
                 k, peer, lo, hi = self._msgs[i]
                 reqs[k].append(comm.isend(grad[lo:hi], peer, k))
 
-        t0 = clock()
+        t0 = mark()
         send_ready(-1)
         for k in reversed(live):
             comm.complete(reqs[k], views[k], self.category, f"{self.category}.stage{k + 1}")
@@ -569,8 +581,9 @@ class StagedExchange:
                 if len(fwd_idx):
                     scatter_add_rows(grad, fwd_idx, gather_rows(rows[k], fwd_sel), unique=True)
             send_ready(k)
-            self.bwd_stage_seconds[k] += clock() - t0
-            t0 = clock()
+            t1 = mark()
+            self._bwd_timer.add(k, t0, t1)
+            t0 = t1
         return out
 
     # -- reporting -----------------------------------------------------------------------
@@ -582,5 +595,5 @@ class StagedExchange:
 
     def reset_timers(self) -> None:
         """Zero the measured per-stage seconds of both directions."""
-        self.fwd_stage_seconds[:] = 0.0
-        self.bwd_stage_seconds[:] = 0.0
+        self._fwd_timer.reset()
+        self._bwd_timer.reset()

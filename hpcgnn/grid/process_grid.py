@@ -76,7 +76,9 @@ class ProcessGrid:
         self.shape = shape
         self.device = get_device(device)
         self.wire = Wire.detect(self.device)
-        self.stats = stats if stats is not None else CommStats(clock=self.device.clock)
+        self.stats = stats if stats is not None else CommStats(
+            clock=self.device.clock, mark=self.device.mark
+        )
         self._owned: list[Comm] = []
         world = cast(MPI.Intracomm, comm.Dup())  # a grid is built on an intracommunicator
         self.world = self._own(world, "world")

@@ -254,12 +254,12 @@ class OffloadGCN(RowBlockModel):
 
     # -- passes ------------------------------------------------------------------------
     def _to_host(self, host: torch.Tensor, a: int, b: int, rows: torch.Tensor) -> None:
-        t0 = self.comm.stats.clock()
+        t0 = self.comm.stats.mark()
         host[a:b] = rows
         record_copy(self.comm, CKPT, b - a, rows.shape[1] * rows.element_size(), t0)
 
     def _to_device(self, host: torch.Tensor, a: int, b: int) -> torch.Tensor:
-        t0 = self.comm.stats.clock()
+        t0 = self.comm.stats.mark()
         rows = host[a:b].to(self.comm.device.torch_device, copy=True)
         record_copy(self.comm, CKPT, b - a, rows.shape[1] * rows.element_size(), t0)
         return rows

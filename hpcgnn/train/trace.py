@@ -16,6 +16,7 @@ def gather_trace(comm: Comm, stats: CommStats) -> list[dict] | None:
     One track (``tid``) per rank; timestamps are aligned on the barrier-synchronised
     clock of each rank's ``stats.origin``.
     """
+    stats.settle()
     events = [
         {
             "name": s.name,

@@ -14,7 +14,7 @@ import pytest
 import torch
 from mpi4py import MPI
 
-from hpcgnn.backend import cpu
+from hpcgnn.backend import Mark, cpu
 from hpcgnn.comm import Comm, CommStats, as_array
 from hpcgnn.grid import ProcessGrid
 from hpcgnn.layout.shapes import choose_shape
@@ -72,15 +72,15 @@ def test_as_array_is_a_view_and_refuses_what_mpi_cannot_read():
 
 def test_comm_carries_device_and_times_with_the_stats_clock():
     ticks = iter(range(1000))
-    stats = CommStats(clock=lambda: float(next(ticks)))
+    stats = CommStats(mark=lambda: Mark(float(next(ticks))))
     comm = Comm(MPI.COMM_SELF, stats, "self")
     assert comm.device == cpu()
-    assert Comm(MPI.COMM_SELF).stats.clock == cpu().clock
+    assert Comm(MPI.COMM_SELF).stats.mark == cpu().mark
     comm.barrier()
     comm.allreduce_scalar(1.0)
     comm.bcast_obj("x")
     snap = stats.snapshot()
-    # each call reads the clock twice, one tick apart
+    # each call marks the clock twice, one tick apart
     assert snap["barrier"] == {"calls": 1, "bytes": 0, "seconds": 1.0}
     assert snap["control"]["calls"] == 2 and snap["control"]["seconds"] == 2.0
 

@@ -1,0 +1,50 @@
+"""The device is not waited for at every phase and message: a few times an epoch.
+
+On the emulated GPU (``make test-emulated``), which counts every stream and event
+synchronisation and every scalar read (:data:`hpcgnn.backend.emulation.COUNTS`): calls and
+phases are timed by marks that the epoch's counters read at once
+(:class:`hpcgnn.backend.EventClock`, :meth:`hpcgnn.comm.CommStats.settle`), so the waits
+per epoch do not grow with the layers (phases) or the ranks (messages). The staged wire's
+device-to-host copy of each message's bytes is not among them: a host-driven MPI needs the
+bytes before the call (``d2h``, counted apart).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from hpcgnn.backend import emulation
+from hpcgnn.config import TrainConfig
+from hpcgnn.train.run import RunOptions, train
+from tests.graphs import write_random_graph
+from tests.mpi import assert_all
+
+#: Waits an epoch may take: the loop's reads of its counters and the clock, the loss.
+MAX_WAITS_PER_EPOCH = 5
+
+
+def _waits_per_epoch(world, graph: str, algo: str, layers: int) -> float:
+    """Synchronisations per epoch of ``algo`` (the difference of a 4- and a 2-epoch run)."""
+    counts = []
+    grid = f"1x1x{world.size}" if algo == "3d" else None  # every rank count has one
+    for epochs in (1, 2, 4):  # the first run pays the process's one-off waits
+        before = emulation.synchronisations()
+        train(RunOptions(graph=graph, algo=algo, grid=grid, device="cuda", quiet=True),
+              TrainConfig(epochs=epochs, layers=layers, hidden=8, eval_every=0),
+              world.mpi)
+        counts.append(emulation.synchronisations() - before)
+    return (counts[2] - counts[1]) / 2
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("algo", ["1d", "1.5d", "2d", "3d", "halo"])
+def test_waits_per_epoch_are_few_and_do_not_grow_with_phases(world, device, shared_tmp, algo):
+    if not (device.is_cuda and device.emulated):
+        pytest.skip("counted by the emulated GPU (HPCGNN_EMULATE_CUDA=1)")
+    graph = str(shared_tmp / "g.h5")
+    if world.rank == 0:
+        write_random_graph(graph, n=80)
+    world.barrier()
+    two, four = (_waits_per_epoch(world, graph, algo, layers) for layers in (2, 4))
+    assert_all(world, two == four <= MAX_WAITS_PER_EPOCH,
+               f"{algo}: {two} waits per epoch with 2 layers, {four} with 4")

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from hpcgnn.errors import ConfigError
+from hpcgnn.kinds import GCN, KINDS, SAGE, LayerKind, layer_kind
 
 if TYPE_CHECKING:
     import torch
@@ -19,12 +20,12 @@ DTYPES = ("float32", "float64")
 #: Distributed SpMM algorithms of ``hpcgnn train --mode fullbatch``.
 ALGORITHMS = ("1d", "1.5d", "2d", "3d", "halo")
 
-#: Layer types of ``--model``: GCN (``Â^T H W``) or GraphSAGE-mean
+#: Layer kinds of ``--model`` (:mod:`hpcgnn.kinds`): GCN (``Â^T H W``) or GraphSAGE-mean
 #: (``H W_self + D_in^-1 A^T H W_neigh``).
-MODELS = ("gcn", "sage")
+MODELS = tuple(KINDS)
 
-#: The layer type each minibatch sampler trains (LADIES samples GCN layers).
-SAMPLER_MODEL = {"sage": "sage", "ladies": "gcn"}
+#: The layer kind each minibatch sampler trains (LADIES samples GCN layers).
+SAMPLER_MODEL = {"sage": SAGE.name, "ladies": GCN.name}
 
 #: Largest ``--layers`` (deep GNNs reach about a thousand layers).
 MAX_LAYERS = 4096
@@ -50,15 +51,16 @@ def resolve_model(model: str | None, sampler: str | None) -> str:
     In minibatch mode (``sampler`` given) the sampler defines the layers (``sage``:
     GraphSAGE-mean, ``ladies``: GCN); a ``model`` that contradicts it is refused.
     """
-    if model is not None and model not in MODELS:
-        raise ConfigError(f"--model must be one of {', '.join(MODELS)}, got {model}")
+    if model is not None:
+        layer_kind(model)  # an unknown name is refused
     if sampler is None:
-        return "gcn" if model is None else model
+        return GCN.name if model is None else model
     implied = SAMPLER_MODEL[sampler]
     if model is not None and model != implied:
+        other = next(s for s, m in SAMPLER_MODEL.items() if m == model)
         raise ConfigError(
             f"--model {model} does not exist with --sampler {sampler} (it trains {implied}"
-            f" layers); use --sampler {'ladies' if model == 'gcn' else 'sage'} for {model}"
+            f" layers); use --sampler {other} for {model}"
         )
     return implied
 
@@ -88,12 +90,11 @@ class TrainConfig:
     seed: int = 0
     eval_every: int = 1
     dtype: str = "float32"
-    model: str = "gcn"
+    model: str = GCN.name
 
     def __post_init__(self) -> None:
         check_layers(self.layers)
-        if self.model not in MODELS:
-            raise ConfigError(f"--model must be one of {', '.join(MODELS)}, got {self.model}")
+        layer_kind(self.model)  # an unknown name is refused
         if not 1 <= self.hidden <= MAX_HIDDEN:
             raise ConfigError(f"--hidden must be in [1, {MAX_HIDDEN}], got {self.hidden}")
         if self.epochs < 0:
@@ -131,9 +132,14 @@ class TrainConfig:
         return getattr(torch, self.dtype)
 
     @property
+    def kind(self) -> LayerKind:
+        """The layer kind of ``model`` (:mod:`hpcgnn.kinds`)."""
+        return KINDS[self.model]
+
+    @property
     def weights_per_layer(self) -> int:
         """Weight matrices per layer: ``W`` (gcn) or ``W_self, W_neigh`` (sage)."""
-        return 2 if self.model == "sage" else 1
+        return self.kind.weights_per_layer
 
     def as_dict(self) -> dict:
         """Plain-dict form for metrics files."""

@@ -192,12 +192,13 @@ def spmm_rates(path: str, widths: list[int], device: str) -> list[dict]:
     from hpcgnn.graph.normalize import operator_block
     from hpcgnn.io import GraphFile
     from hpcgnn.kernels.spmm import spmm, to_torch_csr
+    from hpcgnn.kinds import GCN
 
     with GraphFile(path) as gf:
         n = gf.meta.num_nodes
         block = gf.read_csr(0, n, transpose=True)
         op = operator_block(block, 0, True, gf.read_indptr(0, n, transpose=True),
-                            gf.read_indptr(0, n), "gcn")
+                            gf.read_indptr(0, n), GCN)
     a = to_torch_csr(op, torch.float32, device)
     nnz = op.nnz
     del block, op

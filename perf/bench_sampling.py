@@ -106,10 +106,11 @@ class PygSage(torch.nn.Module):
 
     def load_hpcgnn_init(self, seed: int) -> None:
         """Set the weights to hpcgnn's for ``seed``: Glorot ``W_self, W_neigh``, zero biases."""
+        from hpcgnn.kinds import SAGE
         from hpcgnn.nn.init import init_weights
 
         dims = [c.in_channels for c in self.convs] + [self.convs[-1].out_channels]
-        mats = init_weights(dims, seed, np.float32, "sage")
+        mats = init_weights(dims, seed, np.float32, SAGE)
         with torch.no_grad():
             for i, conv in enumerate(self.convs):
                 conv.lin_r.weight.copy_(mats[2 * i].T)  # root: W_self

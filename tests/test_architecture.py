@@ -21,6 +21,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "hpcgnn"
 #: Layers, bottom up; a package may import packages of strictly lower layers.
 LAYERS: list[tuple[str, ...]] = [
     ("errors", "rng", "__version__"),
+    ("kinds",),
     ("config", "utils"),
     ("layout",),
     ("backend",),
@@ -38,7 +39,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("__main__",),
 ]
 LEVEL = {name: i for i, layer in enumerate(LAYERS) for name in layer}
-PURE = ("cost", "layout", "planning")
+PURE = ("cost", "kinds", "layout", "planning")
 
 
 def _package_of(module: str) -> str:

@@ -49,7 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="latency per message, seconds (overrides the machine's)")
     p.add_argument("--beta", type=float, default=None,
                    help="seconds per byte, 1e-10 = 10 GB/s (overrides the machine's)")
-    p.add_argument("--model", choices=MODELS, default="gcn",
+    p.add_argument("--model", choices=MODELS, default=MODELS[0],
                    help="layer type, as train's --model: gcn (A+I normalised) or sage "
                         "(GraphSAGE-mean: the aggregation moves the same layer input over A "
                         "without self loops; two weights per layer, so the gradient "
@@ -118,13 +118,13 @@ def run(args: argparse.Namespace) -> int:
     else:
         with GraphFile(args.graph) as gf:
             meta = gf.meta
-        counter = BlockNnzCounter(args.graph, model=args.model)
+        counter = BlockNnzCounter(args.graph, kind=cfg.kind)
         blocks = (
             f"2D/3D sparse blocks: exact nonzeros (uniform beyond {counter.max_cells} blocks)"
             if counter.loaded else "2D/3D sparse blocks: nonzeros spread uniformly (large file)"
         )
-    nnz = (f"nnz(A)={meta.num_edges}" if args.model == "sage"
-           else f"nnz(A+I)={meta.num_edges + meta.num_nodes}")
+    nnz = (f"nnz(A+I)={meta.num_edges + meta.num_nodes}" if cfg.kind.self_loops
+           else f"nnz(A)={meta.num_edges}")
     print(
         f"{meta.name or args.graph}: {args.model} n={meta.num_nodes} {nnz}"
         f" widths f={meta.num_features}->{args.hidden}x{args.layers - 1}->{meta.num_classes}"

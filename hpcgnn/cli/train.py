@@ -12,7 +12,7 @@ from hpcgnn.errors import ConfigError
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``train`` sub-command."""
-    from hpcgnn.config import ALGORITHMS
+    from hpcgnn.config import ALGORITHMS, MODELS
 
     p = sub.add_parser(
         "train",
@@ -38,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     m = p.add_argument_group("model and optimiser")
     m.add_argument("--layers", type=int, default=None,
                    help="GCN/GNN layers (default: 2; minibatch: from --fanout / --layer-size)")
-    m.add_argument("--model", choices=["gcn", "sage"], default=None,
+    m.add_argument("--model", choices=MODELS, default=None,
                    help="layers: gcn (default) or sage (GraphSAGE, mean over in-neighbours plus "
                         "a self term; fullbatch (every --algo) and gist; not offload). "
                         "Minibatch: the sampler decides (sage: GraphSAGE, ladies: GCN); a "

@@ -31,10 +31,9 @@ def cost_problem(
     """The cost model's view of training ``cfg`` on the graph ``meta`` describes."""
     widths = tuple(layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, cfg.layers))
     offsets = None if row_offsets is None else tuple(int(x) for x in row_offsets)
-    sage = cfg.model == "sage"  # the mean operator has no self loops
     return Problem(
         meta.num_nodes,
-        meta.num_edges + (0 if sage else meta.num_nodes),
+        meta.num_edges + (meta.num_nodes if cfg.kind.self_loops else 0),
         widths,
         cfg.itemsize,
         offsets,

@@ -59,6 +59,7 @@ import scipy.sparse as sp
 
 from hpcgnn.cost.estimate import Estimate, Problem, allreduce_share
 from hpcgnn.graph.normalize import mean_block, normalize_block
+from hpcgnn.kinds import GCN, LayerKind
 from hpcgnn.layout.order import weight_entries
 from hpcgnn.layout.shapes import GridShape
 from hpcgnn.layout.summa import (
@@ -108,16 +109,16 @@ def _dims3(dims: tuple[int, ...]) -> tuple[int, int, int]:
     return (dims[0], dims[1], 1) if len(dims) == 2 else (dims[0], dims[1], dims[2])
 
 
-def _pattern(gf: Any, transpose: bool, model: str = "gcn") -> RowReader:
+def _pattern(gf: Any, transpose: bool, kind: LayerKind = GCN) -> RowReader:
     """Rows of ``A + I`` (or of its transpose) of an open graph file, duplicates merged as in Â.
 
-    ``model="sage"``: of ``A`` alone (the mean operator has no self loops).
+    A kind without self loops (GraphSAGE's mean operator): of ``A`` alone.
     """
     ones = np.ones(gf.meta.num_nodes)
 
     def read(lo: int, hi: int) -> sp.csr_matrix:
         block = gf.read_csr(lo, hi, transpose=transpose)
-        if model == "sage":
+        if not kind.self_loops:
             return mean_block(block, None, None)
         return normalize_block(block, lo, ones[lo:hi], ones)
 
@@ -125,7 +126,7 @@ def _pattern(gf: Any, transpose: bool, model: str = "gcn") -> RowReader:
 
 
 def summa_block_nnz(
-    path: str | os.PathLike, dims: tuple[int, ...], model: str = "gcn"
+    path: str | os.PathLike, dims: tuple[int, ...], kind: LayerKind = GCN
 ) -> SummaBlockNnz:
     """Count the block nonzeros of ``Â^T`` and ``Â`` (sage: of the mean operator) for a grid.
 
@@ -139,8 +140,8 @@ def summa_block_nnz(
     dims3 = _dims3(tuple(dims))
     with GraphFile(path) as gf:
         layout = SummaLayout(gf.meta.num_nodes, dims3, gf.meta.partition_offsets)
-        fwd = count_block_nnz(layout, _pattern(gf, True, model))
-        bwd = count_block_nnz(layout, _pattern(gf, False, model)) if gf.meta.directed else fwd
+        fwd = count_block_nnz(layout, _pattern(gf, True, kind))
+        bwd = count_block_nnz(layout, _pattern(gf, False, kind)) if gf.meta.directed else fwd
     return SummaBlockNnz(dims3, tuple(fwd), tuple(bwd))
 
 
@@ -159,15 +160,15 @@ class BlockNnzCounter:
         Graph file.
     max_nnz, max_cells
         Limits on the memory the pattern and one grid's counts take.
-    model
-        ``"gcn"`` counts ``Â = A + I`` normalised, ``"sage"`` the mean operator (``A``,
-        no self loops), as :func:`summa_block_nnz`.
+    kind
+        The layer kind: GCN counts ``Â = A + I`` normalised, GraphSAGE the mean operator
+        (``A``, no self loops), as :func:`summa_block_nnz`.
 
     """
 
     def __init__(
         self, path: str | os.PathLike, max_nnz: int = 2**25, max_cells: int = 2**22,
-        model: str = "gcn",
+        kind: LayerKind = GCN,
     ) -> None:
         from hpcgnn.io.reader import GraphFile
 
@@ -179,7 +180,7 @@ class BlockNnzCounter:
             if meta.num_edges + meta.num_nodes > max_nnz:
                 return
             for transpose in (True, False) if meta.directed else (True,):
-                m = _pattern(gf, transpose, model)(0, self.n)
+                m = _pattern(gf, transpose, kind)(0, self.n)
                 rows = np.repeat(np.arange(self.n, dtype=np.int64), np.diff(m.indptr))
                 self._coo.append((rows, m.indices.astype(np.int64)))
 

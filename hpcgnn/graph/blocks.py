@@ -7,20 +7,21 @@ import scipy.sparse as sp
 
 from hpcgnn.graph.normalize import operator_block
 from hpcgnn.io.reader import GraphFile
+from hpcgnn.kinds import GCN, LayerKind
 
 
 def normalized_rows(
     gf: GraphFile, lo: int, hi: int, transpose: bool, dtype: np.dtype | type,
-    model: str = "gcn",
+    kind: LayerKind = GCN,
 ) -> sp.csr_matrix:
     """Rows ``[lo, hi)`` of ``Â^T`` (``transpose=True``) or of ``Â``, all ``n`` columns.
 
-    ``model="sage"``: of the mean ``D_in^-1 A^T`` or of ``A D_in^-1`` instead
-    (:func:`~hpcgnn.graph.normalize.operator_block`). Reads the block's rows and the full
-    degree vector of the other side (``O(n)``).
+    A ``kind`` with the mean operator (GraphSAGE): of the mean ``D_in^-1 A^T`` or of
+    ``A D_in^-1`` instead (:func:`~hpcgnn.graph.normalize.operator_block`). Reads the
+    block's rows and the full degree vector of the other side (``O(n)``).
     """
     n = gf.meta.num_nodes
     block = gf.read_csr(lo, hi, transpose=transpose)
     row_indptr = gf.read_indptr(lo, hi, transpose=transpose)
     col_indptr = gf.read_indptr(0, n, transpose=not transpose)
-    return operator_block(block, lo, transpose, row_indptr, col_indptr, model, dtype)
+    return operator_block(block, lo, transpose, row_indptr, col_indptr, kind, dtype)

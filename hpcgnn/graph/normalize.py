@@ -11,6 +11,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from hpcgnn.kinds import LayerKind
+
 
 def degrees_from_indptr(indptr: np.ndarray) -> np.ndarray:
     """Degrees of ``A + I`` for the rows described by a CSR ``indptr`` slice."""
@@ -100,7 +102,7 @@ def operator_block(
     transpose: bool,
     row_indptr: np.ndarray,
     col_indptr: np.ndarray,
-    model: str,
+    kind: LayerKind,
     dtype: np.dtype | type = np.float32,
 ) -> sp.csr_matrix:
     """A block of rows of the layers' operator: ``Â^T`` / ``Â`` (gcn) or the mean (sage).
@@ -117,13 +119,13 @@ def operator_block(
         CSR ``indptr`` of the block's rows in the file (the row side's degrees).
     col_indptr
         CSR ``indptr`` of all ``n`` rows of the other matrix (the column side's degrees).
-    model
-        ``"gcn"``: :func:`normalize_block`; ``"sage"``: ``D_in^-1 A^T`` and its adjoint
-        ``A D_in^-1`` (:func:`mean_block`).
+    kind
+        The layer kind: :func:`normalize_block`, or for the mean operator (GraphSAGE)
+        ``D_in^-1 A^T`` and its adjoint ``A D_in^-1`` (:func:`mean_block`).
     dtype
         Value dtype of the result.
     """
-    if model == "sage":
+    if kind.mean:
         if transpose:
             return mean_block(block, np.diff(row_indptr), None, dtype)
         return mean_block(block, None, np.diff(col_indptr), dtype)

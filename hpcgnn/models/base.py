@@ -117,13 +117,13 @@ class GCNModel:
     def _init_weights(self, weights: list[torch.Tensor] | None) -> None:
         """Set ``widths`` and ``weights``: the ones given, else Glorot from ``cfg.seed``.
 
-        ``cfg.model == "sage"``: two weights per layer, ``W_self`` and ``W_neigh``.
+        A kind with a self weight (GraphSAGE): two per layer, ``W_self`` and ``W_neigh``.
         """
         meta, cfg = self.meta, self.cfg
         self.widths = layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, cfg.layers)
         self.weights = (
             weights if weights is not None
-            else init_weights(self.widths, cfg.seed, cfg.numpy_dtype, cfg.model, self.comm.device)
+            else init_weights(self.widths, cfg.seed, cfg.numpy_dtype, cfg.kind, self.comm.device)
         )
 
     def dropout_columns(self) -> Callable[[int], Columns] | None:
@@ -155,7 +155,7 @@ class GCNModel:
                 device=self.comm.device,
             )
         return gcn_forward(
-            self.x, self.weights, self.layers, self.cfg.dropout, keep, self.stats, self.cfg.model
+            self.x, self.weights, self.layers, self.cfg.dropout, keep, self.stats, self.cfg.kind
         )
 
     def reduce_gradients(self) -> None:
@@ -215,7 +215,7 @@ class RowBlockModel(GCNModel):
     ) -> tuple[sp.csr_matrix, sp.csr_matrix | None]:
         """Read this rank's rows (collective); returns its rows of ``Â^T`` and of ``Â``.
 
-        With ``cfg.model == "sage"`` the rows are the mean operator's ``D_in^-1 A^T`` and
+        With GraphSAGE (``cfg.kind.mean``) the rows are the mean operator's ``D_in^-1 A^T`` and
         its adjoint's (:func:`~hpcgnn.graph.blocks.normalized_rows`). Sets the attributes
         of :class:`GCNModel` except ``layers``; ``comm`` is the process column.
         """
@@ -229,9 +229,9 @@ class RowBlockModel(GCNModel):
                     require_partition(meta, comm.size)
                 self.offsets = vertex_offsets(meta.num_nodes, comm.size, meta.partition_offsets)
                 lo, hi = (int(v) for v in self.offsets[comm.rank : comm.rank + 2])
-                dtype, model = cfg.numpy_dtype, cfg.model
-                a_t = normalized_rows(gf, lo, hi, True, dtype, model)
-                a = normalized_rows(gf, lo, hi, False, dtype, model) if with_a else None
+                dtype, kind = cfg.numpy_dtype, cfg.kind
+                a_t = normalized_rows(gf, lo, hi, True, dtype, kind)
+                a = normalized_rows(gf, lo, hi, False, dtype, kind) if with_a else None
                 home = cpu() if self.host_resident else comm.device
                 self.x, self.y, self.masks = read_vertex_data(
                     gf, (lo, hi), cfg.numpy_dtype, device=home

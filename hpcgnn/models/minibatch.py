@@ -19,6 +19,7 @@ from hpcgnn.backend import Device
 from hpcgnn.config import SAMPLER_MODEL
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.kernels.spmm import sparse_matmul
+from hpcgnn.kinds import KINDS
 from hpcgnn.layout.blocks import stage_chunks
 from hpcgnn.nn.gcn import dropout
 from hpcgnn.nn.init import init_weights
@@ -61,9 +62,9 @@ def sampled_weights(
 
     On ``device``.
     """
-    model = SAMPLER_MODEL[sampler]
-    per = 2 if model == "sage" else 1
-    mats = init_weights(widths, seed, dtype, model, device)
+    kind = KINDS[SAMPLER_MODEL[sampler]]
+    per = kind.weights_per_layer
+    mats = init_weights(widths, seed, dtype, kind, device)
     out: list[torch.Tensor] = []
     for layer in range(len(widths) - 1):
         out.extend(mats[per * layer : per * (layer + 1)])

@@ -19,6 +19,7 @@ from hpcgnn.config import TrainConfig
 from hpcgnn.graph.normalize import operator_block
 from hpcgnn.io.reader import GraphFile
 from hpcgnn.kernels.spmm import spmm, to_torch_csr
+from hpcgnn.kinds import GCN, LayerKind
 from hpcgnn.models.base import GCNModel, read_vertex_data
 from hpcgnn.nn.gcn import LayerOps
 
@@ -40,24 +41,24 @@ class LocalAggregation:
 
 
 def load_normalized(
-    gf: GraphFile, dtype: np.dtype | type, adjoint: bool = True, model: str = "gcn"
+    gf: GraphFile, dtype: np.dtype | type, adjoint: bool = True, kind: LayerKind = GCN
 ) -> tuple[sp.csr_matrix, sp.csr_matrix | None]:
     """Read the whole graph and return ``(Â^T, Â)`` as SciPy CSR matrices.
 
     ``adjoint=False`` (a forward pass only) skips ``Â`` and returns ``(Â^T, None)``;
-    ``model="sage"`` returns the mean ``D_in^-1 A^T`` and its adjoint instead
-    (:func:`~hpcgnn.graph.normalize.operator_block`).
+    a kind with the mean operator (GraphSAGE) returns the mean ``D_in^-1 A^T`` and its
+    adjoint instead (:func:`~hpcgnn.graph.normalize.operator_block`).
     """
     n = gf.meta.num_nodes
     a = gf.read_csr(0, n)
     a_t = gf.read_csr(0, n, transpose=True) if gf.meta.directed else a
-    norm_t = operator_block(a_t, 0, True, a_t.indptr, a.indptr, model, dtype)
-    norm = operator_block(a, 0, False, a.indptr, a_t.indptr, model, dtype) if adjoint else None
+    norm_t = operator_block(a_t, 0, True, a_t.indptr, a.indptr, kind, dtype)
+    norm = operator_block(a, 0, False, a.indptr, a_t.indptr, kind, dtype) if adjoint else None
     return norm_t, norm
 
 
 class SerialGCN(GCNModel):
-    """Full-batch GCN (or GraphSAGE-mean, ``cfg.model``) on one process (``COMM_SELF``).
+    """Full-batch GCN (or GraphSAGE-mean, ``cfg.kind``) on one process (``COMM_SELF``).
 
     Nothing is reduced.
 
@@ -86,7 +87,7 @@ class SerialGCN(GCNModel):
         with GraphFile(path) as gf:
             self.meta = meta = gf.meta
             n = meta.num_nodes
-            norm_t, norm = load_normalized(gf, cfg.numpy_dtype, model=cfg.model)
+            norm_t, norm = load_normalized(gf, cfg.numpy_dtype, kind=cfg.kind)
             self.x, self.y, self.masks = read_vertex_data(
                 gf, (0, n), cfg.numpy_dtype, device=self.comm.device
             )

@@ -21,7 +21,7 @@ other model. The traffic is category ``gist_eval``, modelled by
 Memory per rank: its weight rows, ``Â^T`` (the graph, which GIST's ultra-wide models
 dwarf), ``O(N f / P)`` activations and the ``N x f_L`` logits.
 
-GraphSAGE (``cfg.model == "sage"``): ``Â^T`` is the mean ``D_in^-1 A^T`` and each layer
+GraphSAGE (``cfg.kind.self_weight``): ``Â^T`` is the mean ``D_in^-1 A^T`` and each layer
 is ``(Â^T H) W_neigh + H W_self``, always in that order: both partial products of a rank
 come from its own rows and are summed before the one reduction, so the traffic is GCN's.
 
@@ -88,7 +88,7 @@ class ShardedForward:
         with GraphFile(path) as gf:
             n = gf.meta.num_nodes
             if sampler is None:
-                norm_t, _ = load_normalized(gf, cfg.numpy_dtype, adjoint=False, model=cfg.model)
+                norm_t, _ = load_normalized(gf, cfg.numpy_dtype, adjoint=False, kind=cfg.kind)
             else:  # the operator the sampled model is evaluated with
                 norm_t = normalized_block(read_pattern(gf, 0, n, sampler), 0, n, cfg.numpy_dtype)
             cols = (int(self.offsets[0][r]), int(self.offsets[0][r + 1]))

@@ -66,8 +66,8 @@ class GridGCN(GCNModel):
     cfg
         Training configuration.
     weights
-        ``W^1 .. W^L`` to train (default: Glorot from ``cfg.seed``; ``cfg.model ==
-        "sage"``: per layer ``W_self, W_neigh``, the self term one more dense step).
+        ``W^1 .. W^L`` to train (default: Glorot from ``cfg.seed``; a kind with a
+        self weight: per layer ``W_self, W_neigh``, the self term one more dense step).
 
     Attributes
     ----------
@@ -112,7 +112,7 @@ class GridGCN(GCNModel):
                     def read(lo: int, hi: int) -> sp.csr_matrix:
                         block = gf.read_csr(lo, hi, transpose=transpose)
                         return operator_block(
-                            block, lo, transpose, row_ptr[lo : hi + 1], col_ptr, cfg.model,
+                            block, lo, transpose, row_ptr[lo : hi + 1], col_ptr, cfg.kind,
                             np_dtype,
                         )
 
@@ -120,7 +120,7 @@ class GridGCN(GCNModel):
 
                 fwd_blocks = owned_blocks(layout, i, j, layer, rows_of(True))
                 # the mean D_in^-1 A^T is not symmetric even when A is
-                separate = meta.directed or cfg.model == "sage"
+                separate = meta.directed or cfg.kind.mean
                 bwd_blocks = (
                     owned_blocks(layout, i, j, layer, rows_of(False)) if separate else None
                 )

@@ -35,6 +35,7 @@ from hpcgnn.backend import Device
 from hpcgnn.comm.stats import CommStats
 from hpcgnn.kernels.dropout import block_keep
 from hpcgnn.kernels.gemm import matmul
+from hpcgnn.kinds import GCN, LayerKind
 from hpcgnn.layout.order import transform_first
 from hpcgnn.rng import Columns
 
@@ -223,7 +224,7 @@ def gcn_forward(
     p: float,
     keep: KeepMask | None,
     stats: CommStats | None = None,
-    model: str = "gcn",
+    kind: LayerKind = GCN,
 ) -> torch.Tensor:
     """Run the GCN (or GraphSAGE-mean) forward on this rank's block; its block of the logits.
 
@@ -243,19 +244,19 @@ def gcn_forward(
         for evaluation (no dropout).
     stats
         Where to time local dense products (phase ``gemm``), if given.
-    model
-        ``"gcn"`` (:func:`gcn_layer`) or ``"sage"`` (:func:`sage_layer`).
+    kind
+        The layer kind: :func:`gcn_layer`, or with a self weight :func:`sage_layer`.
     """
     h = h0
     last = len(layers) - 1
-    per = 2 if model == "sage" else 1
+    per = kind.weights_per_layer
     if len(weights) != per * len(layers):
-        raise ValueError(f"{model}: {len(weights)} weights for {len(layers)} layers")
+        raise ValueError(f"{kind}: {len(weights)} weights for {len(layers)} layers")
     for layer, ops in enumerate(layers):
         if keep is not None and p > 0.0:
             h = dropout(h, keep(layer), p)
         w = weights[per * layer : per * (layer + 1)]
-        if model == "sage":
+        if kind.self_weight:
             h = sage_layer(h, w[0], w[1], layer, layer == last, ops, stats)
         else:
             h = gcn_layer(h, w[0], layer, layer == last, ops, stats)

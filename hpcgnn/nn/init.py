@@ -6,6 +6,7 @@ import numpy as np
 import torch
 
 from hpcgnn.backend import Device, get_device
+from hpcgnn.kinds import GCN, LayerKind
 from hpcgnn.layout.order import weight_entries
 
 
@@ -38,18 +39,18 @@ def glorot_weights(
 
 
 def init_weights(
-    widths: list[int], seed: int, dtype: np.dtype | type = np.float32, model: str = "gcn",
+    widths: list[int], seed: int, dtype: np.dtype | type = np.float32, kind: LayerKind = GCN,
     device: Device | None = None,
 ) -> list[torch.Tensor]:
     """Glorot weights as leaf tensors on ``device`` (default CPU), identical on every rank.
 
-    ``model="gcn"``: ``W^1 .. W^L``; ``"sage"``: per layer ``W_self^l, W_neigh^l``, the
-    ``W_self`` drawn from ``seed`` and the ``W_neigh`` from ``seed + 1`` (as the sampled
-    GraphSAGE of :func:`hpcgnn.models.minibatch.sampled_weights`).
+    ``W^1 .. W^L``; a kind with a self weight (GraphSAGE): per layer ``W_self^l,
+    W_neigh^l``, the ``W_self`` drawn from ``seed`` and the ``W_neigh`` from ``seed + 1``
+    (as the sampled GraphSAGE of :func:`hpcgnn.models.minibatch.sampled_weights`).
     """
     dev = get_device(device)
     streams = [glorot_weights(widths, seed, dtype)]
-    if model == "sage":
+    if kind.self_weight:
         streams.append(glorot_weights(widths, seed + 1, dtype))
     return [
         dev.from_numpy(m[layer]).requires_grad_(True)

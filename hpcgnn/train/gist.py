@@ -423,7 +423,7 @@ class GistTrainer:
             )
         shards = self.shards.shards
         biases = None if self.biases is None else self.biases.values[0]
-        if self.cfg.model == "sage":  # W_self, W_neigh
+        if self.cfg.kind.self_weight:  # W_self, W_neigh
             return self._forward.logits(shards[1], shards[0], biases)
         return self._forward.logits(shards[0], biases=biases)
 

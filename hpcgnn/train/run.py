@@ -121,10 +121,6 @@ def check_options(opts: RunOptions) -> None:
         raise ConfigError("--exchange and --topology apply to --algo halo and --mode offload only")
 
 
-#: Where ``--model sage`` runs in this slice (label of the run: ``--algo`` or the mode).
-SAGE_LABELS = ("1d", "1.5d", "2d", "3d", "halo", "minibatch", "gist")
-
-
 def check_model(opts: RunOptions, cfg: TrainConfig) -> TrainConfig:
     """The run's config with its layer type resolved; refuses a model the run cannot train.
 
@@ -134,11 +130,11 @@ def check_model(opts: RunOptions, cfg: TrainConfig) -> TrainConfig:
     """
     if opts.spec is not None:
         return replace(cfg, model=resolve_model(None, opts.spec.sampler))
-    if cfg.model == "sage" and opts.label not in SAGE_LABELS:
+    if opts.label not in cfg.kind.modes:
         where = f"--mode {opts.mode}" if opts.mode != "fullbatch" else f"--algo {opts.algo}"
         raise ConfigError(
-            f"--model sage is not available with {where} yet (use --mode fullbatch or gist,"
-            " or --mode minibatch --sampler sage)"
+            f"--model {cfg.kind} is not available with {where} yet (it trains with "
+            f"{', '.join(sorted(cfg.kind.modes))})"
         )
     return cfg
 
@@ -215,8 +211,7 @@ def _group_estimate(opts: RunOptions, cfg: TrainConfig, meta: GraphMeta, shape: 
     """Bytes of the model ``cfg`` on ``shape``: the sampled one with a sampler, else full-batch."""
     if opts.spec is None:
         return memory_estimate(meta, cfg, shape)
-    per_layer = 2 if opts.spec.sampler == "sage" else 1
-    return minibatch_memory_estimate(meta, cfg, shape, per_layer)
+    return minibatch_memory_estimate(meta, cfg, shape, cfg.kind.weights_per_layer)
 
 
 def _fingerprint(

@@ -4,6 +4,7 @@ import time
 import pytest
 
 from hpcgnn.cli.main import main
+from hpcgnn.kinds import layer_kind
 from tests.graphs import write_random_graph
 
 
@@ -107,7 +108,7 @@ def test_the_advisor_predicts_the_busiest_rank_a_run_measures(
     advisor = {
         (r["algo"], r["grid"]): r
         for r in rank_choices(meta, TrainConfig(model=model), p, 1e-6, 1e-10,
-                              BlockNnzCounter(path, model=model))
+                              BlockNnzCounter(path, kind=layer_kind(model)))
     }
     d = min(k for k in range(1, p + 1) if p % k == 0 and (k > 1 or p == 1))
     for algo, grid in [("2d", f"{p // d}x{d}"), ("1.5d", f"1x{p}")]:

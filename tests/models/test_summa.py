@@ -31,7 +31,7 @@ def problem_of(path, cfg: TrainConfig, dims=None) -> SummaProblem:
     with GraphFile(path) as gf:
         offsets = gf.meta.partition_offsets
     base = cost_problem_of(path, cfg, offsets)
-    nnz = summa_block_nnz(path, dims, cfg.model) if dims is not None else None
+    nnz = summa_block_nnz(path, dims, cfg.kind) if dims is not None else None
     return SummaProblem(**asdict(base), block_nnz=nnz)
 
 
@@ -59,7 +59,7 @@ def run_shape(path, cfg, shape, world, device, epochs=5):
         model = models[-1]
         check_interface(model, world, model.meta.num_nodes)
         exact = model.block_nnz()
-        ref = summa_block_nnz(path, shape.dims, cfg.model)
+        ref = summa_block_nnz(path, shape.dims, cfg.kind)
         ok = all(
             np.array_equal(a, b)
             for a, b in zip(exact.forward + exact.backward, ref.forward + ref.backward, strict=True)

@@ -1,6 +1,7 @@
 import numpy as np
 import torch
 
+from hpcgnn.kinds import SAGE
 from hpcgnn.nn.gcn import LayerOps, block_dropout, dropout, gcn_forward, gcn_layer
 from hpcgnn.rng import dropout_keep
 
@@ -62,8 +63,8 @@ def test_sage_forward_takes_two_weights_per_layer():
     m = torch.from_numpy(rng.random((5, 5)))
     x = torch.from_numpy(rng.random((5, 4)))
     ws = [torch.from_numpy(rng.standard_normal(s)) for s in ((4, 3), (4, 3), (3, 2), (3, 2))]
-    out = gcn_forward(x, ws, [LayerOps(Dense(m))] * 2, 0.0, None, model="sage")
+    out = gcn_forward(x, ws, [LayerOps(Dense(m))] * 2, 0.0, None, kind=SAGE)
     h = torch.relu(x @ ws[0] + m.T @ x @ ws[1])
     assert torch.allclose(out, h @ ws[2] + m.T @ h @ ws[3])
     with pytest.raises(ValueError):
-        gcn_forward(x, ws[:2], [LayerOps(Dense(m))] * 2, 0.0, None, model="sage")
+        gcn_forward(x, ws[:2], [LayerOps(Dense(m))] * 2, 0.0, None, kind=SAGE)

@@ -50,6 +50,7 @@ MATRIX: dict[str, object] = {
     "offload-inter": [*OFFLOAD, "--dedup", "inter"],
     "offload-full": [*OFFLOAD, "--dedup", "full"],
     "offload-full-reorg": [*OFFLOAD, "--dedup", "full", "--reorganize"],
+    "offload-full-sage": [*OFFLOAD, "--dedup", "full", "--model", "sage"],
     "offload-inter-planned": [*OFFLOAD, "--dedup", "inter", "--exchange", "planned"],
     "offload-full-reorg-planned": [
         *OFFLOAD, "--dedup", "full", "--reorganize", "--exchange", "planned",

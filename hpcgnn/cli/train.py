@@ -40,7 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="GCN/GNN layers (default: 2; minibatch: from --fanout / --layer-size)")
     m.add_argument("--model", choices=MODELS, default=None,
                    help="layers: gcn (default) or sage (GraphSAGE, mean over in-neighbours plus "
-                        "a self term; fullbatch (every --algo) and gist; not offload). "
+                        "a self term; fullbatch (every --algo), offload and gist). "
                         "Minibatch: the sampler decides (sage: GraphSAGE, ladies: GCN); a "
                         "contradicting --model is refused")
     m.add_argument("--hidden", type=int, default=16)

@@ -17,6 +17,9 @@ Per epoch (forward with dropout, backward, gradient all-reduce), with layer inpu
   caches no aggregate (``2 n f_l s`` less checkpoint traffic) and reloads its neighbour
   rows in the backward: ``loads f_l s`` more ``offload_h2d``, ``R_f f_l s`` more
   ``offload_d2d``;
+* GraphSAGE (two weights per layer): the chunk's own rows join its neighbour rows (they
+  are in the loads), a cached layer keeps the own rows beside the aggregate (``2 n f_l s``
+  more checkpoint traffic per layer), and both weights' gradients are all-reduced;
 * ``allreduce``: the weight gradients, as in :func:`hpcgnn.cost.halo.predict_halo`.
 """
 
@@ -25,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from hpcgnn.cost.estimate import Estimate, Problem, allreduce_exact
+from hpcgnn.layout.order import weight_shapes
 from hpcgnn.planning.dedup import DedupVolumes
 
 LOADS = {"none": "v_ori", "inter": "v_p2p", "full": "v_ru"}
@@ -62,8 +66,9 @@ def predict_offload(
     est.add("offload_h2d", float(loads * f_all), 0.0, msgs)
     est.add("offload_d2h", float(loads * f_bwd), 0.0, msgs)
     est.add("offload_d2d", float(remote[0] * f_all + remote[1] * f_bwd), 0.0, msgs)
-    ckpt_width = sum(w[:-1]) - recomputed + sum(w[1:])
+    per = problem.weights_per_layer  # a cached layer keeps one operand per weight
+    ckpt_width = per * (sum(w[:-1]) - recomputed) + sum(w[1:])
     est.add("offload_ckpt", float(2 * problem.n * ckpt_width * s), 0.0, 0)
-    for fin, fout in zip(w[:-1], w[1:], strict=True):
+    for fin, fout in weight_shapes(w, per):
         allreduce_exact(est, "allreduce", fin * fout * s, ranks)
     return est

@@ -8,5 +8,5 @@ SAGE = LayerKind(
     self_weight=True,
     mean=True,
     self_loops=False,
-    modes=frozenset({"1d", "1.5d", "2d", "3d", "halo", "minibatch", "gist"}),
+    modes=frozenset({"1d", "1.5d", "2d", "3d", "halo", "offload", "minibatch", "gist"}),
 )

@@ -22,6 +22,11 @@ along one DGCL SPST plan per table on a topology, made once at set-up for rows o
 layer input (:meth:`hpcgnn.exchange.offload.RowTable.plan`): staged and deduplicated in one
 exchange.
 
+GraphSAGE (``--model sage``, a kind with a self weight): the operator is the mean, and a
+chunk's own rows join its neighbour rows, so the self term ``H W_self`` reads them from the
+same deduplicated load (and its gradient goes back with the neighbours'); a cached layer
+keeps the own rows beside the aggregate.
+
 The result equals the serial reference up to float rounding: the layer order is
 CAGNET's ``(Â^T H) W`` everywhere, and dropout masks are keyed by global row ids.
 """
@@ -105,7 +110,8 @@ class OffloadGCN(RowBlockModel):
     opts
         Chunks per part, deduplication level, reorganisation, exchange.
     weights
-        ``W^1 .. W^L`` to train (default: Glorot from ``cfg.seed``).
+        ``W^1 .. W^L`` to train (default: Glorot from ``cfg.seed``; GraphSAGE: per layer
+        ``W_self, W_neigh``).
     topology
         Topology of a planned exchange (default: one node, equal links).
     """
@@ -140,10 +146,17 @@ class OffloadGCN(RowBlockModel):
     def _setup(self, a_t: sp.csr_matrix) -> None:
         comm, opts = self.comm, self.opts
         bounds = chunk_bounds(np.diff(a_t.indptr), opts.chunks)
+        first = self.rows[0]
+        self_term = self.cfg.kind.self_weight
         sets = [
             column_set(a_t.indptr, a_t.indices, int(a), int(b))
             for a, b in zip(bounds[:-1], bounds[1:], strict=True)
         ]
+        if self_term:  # the self term's rows are loaded with the neighbours'
+            sets = [
+                np.union1d(s, np.arange(first + a, first + b, dtype=np.int64))
+                for s, a, b in zip(sets, bounds[:-1], bounds[1:], strict=True)
+            ]
         self.chunk_sets = sets
         self.schedule, self.reorganization = self._schedule(sets)
         order = self.schedule[comm.rank]
@@ -158,8 +171,10 @@ class OffloadGCN(RowBlockModel):
             )
         self.exchange = OffloadExchange(comm, tables, offsets, opts.dedup)
         largest = int(np.diff(offsets).max())
+        per = self.cfg.kind.weights_per_layer  # a cached layer keeps one operand per weight
         self.cached = cached_layers(
-            largest, self.widths[:-1], self.x.element_size(), opts.cache_budget
+            largest, [per * f for f in self.widths[:-1]], self.x.element_size(),
+            opts.cache_budget,
         )
         # the backward's reloads of recomputed layers keep their own reuse buffers
         self.reload = (
@@ -167,8 +182,11 @@ class OffloadGCN(RowBlockModel):
             else OffloadExchange(comm, tables, offsets, opts.dedup)
         )
         self._blocks = []
+        self._own: list[torch.Tensor | None] = []  # positions of a chunk's rows in its load
         dtype = self.cfg.torch_dtype
         for (a, b), cols in zip(self.chunk_rows, neigh, strict=True):
+            own = np.searchsorted(cols, np.arange(first + a, first + b)) if self_term else None
+            self._own.append(None if own is None else comm.device.from_numpy(own))
             blk = a_t[a:b]
             local = sp.csr_matrix(
                 (blk.data, np.searchsorted(cols, blk.indices), blk.indptr),
@@ -284,13 +302,14 @@ class OffloadGCN(RowBlockModel):
         mask = keep(0) if keep is not None else None
         self._masks.append(mask)
         h = self.x if mask is None else dropout(self.x, self.comm.device.host_tensor(mask), p)
-        last = len(self.weights) - 1
-        for layer, w in enumerate(self.weights):
-            w = w.detach()
+        last = len(self.weights) // self.cfg.kind.weights_per_layer - 1
+        for layer in range(last + 1):
+            ws = self._layer_weights(layer)
+            w = ws[-1]
             out = host.pinned_empty((n_own, w.shape[1]), h.dtype)
             agg_host = None
             if train and self.cached[layer]:
-                agg_host = host.pinned_empty((n_own, w.shape[0]), h.dtype)
+                agg_host = host.pinned_empty((n_own, len(ws) * w.shape[0]), h.dtype)
             elif train:
                 self._inputs[layer] = h
             mask = keep(layer + 1) if keep is not None and layer < last else None
@@ -298,10 +317,11 @@ class OffloadGCN(RowBlockModel):
                 neigh = self.exchange.load(h, j)
                 with stats.phase("local_spmm"):
                     agg = spmm(self._blocks[j][0], neigh)
+                own = self._own_rows(neigh, j)
                 if agg_host is not None:
-                    self._to_host(agg_host, a, b, agg)
+                    self._to_host(agg_host, a, b, agg if own is None else torch.cat([agg, own], 1))
                 with stats.phase("gemm"):
-                    z = agg @ w
+                    z = self._update(agg, own, ws)
                 z = activate(z, layer == last)
                 if mask is not None:
                     z = dropout(z, mask[a:b], p)
@@ -314,40 +334,70 @@ class OffloadGCN(RowBlockModel):
             h = out
         return h
 
+    def _layer_weights(self, layer: int) -> list[torch.Tensor]:
+        """The layer's weights, detached: ``[W]``, or GraphSAGE's ``[W_self, W_neigh]``."""
+        per = self.cfg.kind.weights_per_layer
+        return [w.detach() for w in self.weights[per * layer : per * (layer + 1)]]
+
+    def _own_rows(self, neigh: torch.Tensor, j: int) -> torch.Tensor | None:
+        """The chunk's own rows among its loaded rows (the self term's input), if any."""
+        own = self._own[j]
+        return None if own is None else neigh[own]
+
+    @staticmethod
+    def _update(
+        agg: torch.Tensor, own: torch.Tensor | None, ws: list[torch.Tensor]
+    ) -> torch.Tensor:
+        """``Z = A W`` (GraphSAGE: ``A W_neigh + H W_self``, the serial layer's order)."""
+        z = agg @ ws[-1]
+        return z if own is None else z + own @ ws[0]
+
     def backward_pass(self, grad_logits: torch.Tensor) -> list[torch.Tensor]:
         """Offloaded backward from the logits' gradient; returns the weight gradients."""
         stats = self.comm.stats
         n_own = self.rows[1] - self.rows[0]
         grads = [torch.zeros_like(w) for w in self.weights]
         g_out = grad_logits
-        last = len(self.weights) - 1
+        per = self.cfg.kind.weights_per_layer
+        last = len(self.weights) // per - 1
         for layer in range(last, -1, -1):
-            w = self.weights[layer].detach()
+            ws = self._layer_weights(layer)
+            w = ws[-1]
+            f = w.shape[0]
             g_in = None
             if layer > 0:
-                g_in = self.comm.device.pinned_empty((n_own, w.shape[0]), w.dtype).zero_()
+                g_in = self.comm.device.pinned_empty((n_own, f), w.dtype).zero_()
             mask = self._masks[layer + 1] if layer < last else None
             for j, (a, b) in enumerate(self.chunk_rows):
                 g = self._to_device(g_out, a, b)
+                own: torch.Tensor | None
                 if self.cached[layer]:
-                    agg = self._to_device(self._aggregates[layer], a, b)
+                    kept = self._to_device(self._aggregates[layer], a, b)
+                    agg, own = (kept, None) if per == 1 else (kept[:, :f], kept[:, f:])
                 else:  # recompute A = Â^T D from the reloaded neighbour rows
                     assert self.reload is not None
                     neigh = self.reload.load(self._inputs[layer], j)
                     with stats.phase("local_spmm"):
                         agg = spmm(self._blocks[j][0], neigh)
+                    own = self._own_rows(neigh, j)
                 with stats.phase("gemm"):
-                    if layer < last:  # recompute Z = A W for the ReLU mask
+                    if layer < last:  # recompute Z for the ReLU mask
                         if mask is not None:
                             g = dropout(g, mask[a:b], self.cfg.dropout)
-                        g = g * ((agg @ w) > 0).to(g.dtype)
-                    grads[layer] += agg.T @ g
+                        g = g * (self._update(agg, own, ws) > 0).to(g.dtype)
+                    grads[per * layer + per - 1] += agg.T @ g
+                    if own is not None:
+                        grads[per * layer] += own.T @ g
                 if g_in is None:
                     continue
                 with stats.phase("gemm"):
                     g_agg = g @ w.T
                 with stats.phase("local_spmm"):
                     g_neigh = spmm(self._blocks[j][1], g_agg)
+                own_pos = self._own[j]
+                if own_pos is not None:  # the self term's gradient goes back with its rows
+                    with stats.phase("gemm"):
+                        g_neigh[own_pos] += g @ ws[0].T
                 self.exchange.store(g_neigh, j, g_in)
             self.exchange.end_pass()
             if self.reload is not None:

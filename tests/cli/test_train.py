@@ -262,8 +262,6 @@ def test_halo_metrics_report_planner_stages(graph_file, shared_tmp, world, excha
         (["--seed", "-1"], "--seed must be in [0, 2^63), got -1"),
         (["--mode", "offload", "--chunks", "100000"], "--chunks 100000 is more than the graph's"),
         (["--lr", "1e30", "--epochs", "6"], "training diverged (try a smaller --lr)"),
-        (["--model", "sage", "--mode", "offload"],
-         "--model sage is not available with --mode offload"),
         (["--model", "gcn", "--mode", "minibatch", "--sampler", "sage"],
          "--model gcn does not exist with --sampler sage"),
         (["--model", "sage", "--mode", "minibatch", "--sampler", "ladies", "--layer-size", "8"],

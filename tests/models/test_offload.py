@@ -17,29 +17,33 @@ LEVELS = ("none", "inter", "full")
 
 @pytest.mark.mpi
 @pytest.mark.parametrize(
-    "dedup,reorganize,dtype,directed,cache",
+    "dedup,reorganize,dtype,directed,cache,model",
     [
-        ("none", False, "float32", False, "all"),
-        ("inter", False, "float64", True, "one"),
-        ("full", False, "float32", True, "none"),
-        ("full", True, "float64", False, "one"),
+        ("none", False, "float32", False, "all", "gcn"),
+        ("inter", False, "float64", True, "one", "gcn"),
+        ("full", False, "float32", True, "none", "gcn"),
+        ("full", True, "float64", False, "one", "gcn"),
+        ("none", False, "float64", True, "all", "sage"),
+        ("full", True, "float64", False, "one", "sage"),
+        ("inter", False, "float64", True, "none", "sage"),
     ],
 )
 def test_offload_matches_serial(
-    graph_file, shared_tmp, world, device, dedup, reorganize, dtype, directed, cache
+    graph_file, shared_tmp, world, device, dedup, reorganize, dtype, directed, cache, model
 ):
     # cache: every layer caches its aggregate, only one (the budget of one hidden layer's),
-    # or none (all recompute in the backward)
+    # or none (all recompute in the backward); GraphSAGE keeps its own rows beside it
     path = metis_graph(graph_file, shared_tmp, world, n=90, directed=directed, seed=4,
                        features=7, classes=3)
-    cfg = TrainConfig(layers=3, hidden=6, dropout=0.3, dtype=dtype, seed=3)
+    cfg = TrainConfig(layers=3, hidden=6, dropout=0.3, dtype=dtype, seed=3, model=model)
 
     def make(grid):
         model = OffloadGCN(path, grid, cfg, OffloadOptions(3, dedup, reorganize))
         if cache == "all":
             return model
         rows = int(np.diff(model.offsets).max())
-        budget = rows * 6 * model.x.element_size() if cache == "one" else 0
+        per = cfg.weights_per_layer
+        budget = rows * 6 * per * model.x.element_size() if cache == "one" else 0
         model = OffloadGCN(path, grid, cfg, OffloadOptions(3, dedup, reorganize, budget))
         assert sum(model.cached) == (1 if cache == "one" else 0), model.cached
         return model
@@ -58,13 +62,17 @@ def formulas(model, world):
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize(("reorganize", "budget"), [(False, None), (True, 0)])
+@pytest.mark.parametrize(
+    ("reorganize", "budget", "model"),
+    [(False, None, "gcn"), (True, 0, "gcn"), (True, None, "sage")],
+)
 def test_counted_transfers_equal_set_formulas(
-    graph_file, shared_tmp, world, device, reorganize, budget
+    graph_file, shared_tmp, world, device, reorganize, budget, model
 ):
     path = metis_graph(graph_file, shared_tmp, world, n=120, directed=True, seed=8,
                        features=6, classes=4)
-    cfg = TrainConfig(layers=3, hidden=5, dropout=0.2, dtype="float32", seed=1, epochs=2)
+    cfg = TrainConfig(layers=3, hidden=5, dropout=0.2, dtype="float32", seed=1, epochs=2,
+                      model=model)
     host = {}
     with ProcessGrid.create(MPI.COMM_WORLD, "1d", device=device) as grid:
         for dedup in LEVELS:

@@ -1,0 +1,38 @@
+"""The layer kinds: facts, registry, and the one check that reads a kind's modes."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from hpcgnn import kinds
+from hpcgnn.config import MODELS, TrainConfig
+from hpcgnn.errors import ConfigError
+from hpcgnn.kinds import GCN, KINDS, SAGE, layer_kind
+
+
+def test_the_registry_names_every_kind_once_in_the_cli_order():
+    assert MODELS == ("gcn", "sage") and KINDS == {"gcn": GCN, "sage": SAGE}
+    assert layer_kind("sage") is SAGE and str(GCN) == "gcn"
+    with pytest.raises(ConfigError, match="--model must be one of gcn, sage, got gat"):
+        layer_kind("gat")
+
+
+def test_facts_of_gcn_and_graphsage():
+    assert (GCN.weights_per_layer, GCN.self_loops, GCN.mean) == (1, True, False)
+    assert (SAGE.weights_per_layer, SAGE.self_loops, SAGE.mean) == (2, False, True)
+    assert TrainConfig(model="sage").kind is SAGE and TrainConfig().weights_per_layer == 1
+    for kind in KINDS.values():  # every mode trains both today
+        assert {"1d", "1.5d", "2d", "3d", "halo", "offload", "minibatch", "gist"} <= kind.modes
+
+
+def test_a_mode_a_kind_lacks_is_refused_in_one_line(monkeypatch):
+    from hpcgnn.train.run import RunOptions, check_model
+
+    narrow = replace(SAGE, name="narrow", modes=frozenset({"1d"}))
+    monkeypatch.setitem(kinds.KINDS, "narrow", narrow)
+    cfg = TrainConfig(model="narrow")
+    assert check_model(RunOptions(graph="g.h5"), cfg) is cfg
+    with pytest.raises(ConfigError, match="--model narrow is not available with --mode offload"):
+        check_model(RunOptions(graph="g.h5", mode="offload"), cfg)

@@ -3,7 +3,7 @@
 Hop ``L-1`` of a sampled batch is applied first. Evaluation is full-graph, layer by
 layer, with the operator the sampled one estimates (the full-neighbourhood mean
 ``D^{-1} A^T`` for sage, ``D^{-1}(A^T + I)`` for ladies) distributed 1.5D by CAGNET's
-staged broadcast SpMM (:class:`FullGraphOperator`).
+staged broadcast SpMM (:class:`~hpcgnn.spmm.block_row.BlockRowAggregation`, forward only).
 """
 
 from __future__ import annotations
@@ -12,47 +12,19 @@ from collections.abc import Callable
 from functools import partial
 
 import numpy as np
-import scipy.sparse as sp
 import torch
 
 from hpcgnn.backend import Device
 from hpcgnn.config import SAMPLER_MODEL
-from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.kernels.spmm import sparse_matmul
 from hpcgnn.kinds import KINDS
-from hpcgnn.layout.blocks import stage_chunks
 from hpcgnn.nn.gcn import dropout
 from hpcgnn.nn.init import init_weights
 from hpcgnn.nn.sampled import Agg, ladies_layer, sage_layer
 from hpcgnn.sampling.sampled import SampledBatch
-from hpcgnn.spmm.block_row import StagedBroadcastSpMM
-
-ROW_ALLREDUCE = "allreduce"
 
 #: ``keep(layer, vertex_ids, width)``: dropout keep-mask of a layer's input rows.
 RowKeep = Callable[[int, np.ndarray, int], torch.Tensor]
-
-
-class FullGraphOperator:
-    """``E H`` for this process row's block of a row-normalised ``E``, forward only (1.5D).
-
-    The blocks of ``E`` and the products live on the grid's device (cuSPARSE on a GPU).
-    """
-
-    def __init__(
-        self, grid: ProcessGrid, block: sp.csr_matrix, offsets: np.ndarray, dtype: torch.dtype
-    ) -> None:
-        chunks = stage_chunks(grid.col.size, grid.row.size)
-        stages = range(int(chunks[grid.row.rank]), int(chunks[grid.row.rank + 1]))
-        self.row = grid.row
-        self.spmm = StagedBroadcastSpMM(grid.col, block, offsets, dtype, stages)
-
-    def __call__(self, h: torch.Tensor) -> torch.Tensor:
-        """This process row's block of ``E H`` given its block of ``H``."""
-        out = self.spmm(h.contiguous())
-        if self.row.size > 1:
-            self.row.allreduce(out, ROW_ALLREDUCE)
-        return out
 
 
 def sampled_weights(
@@ -112,8 +84,12 @@ class MinibatchModel:
             h = self._layer(layer, h[: len(hop.rows)], partial(sparse_matmul, a), h)
         return h
 
-    def forward_full(self, x: torch.Tensor, op: FullGraphOperator) -> torch.Tensor:
-        """This process row's block of the full-graph logits (evaluation, no dropout)."""
+    def forward_full(self, x: torch.Tensor, op: Agg) -> torch.Tensor:
+        """This process row's block of the full-graph logits (evaluation, no dropout).
+
+        ``op``: ``H -> E H`` on this process row's block (the forward of a
+        :class:`~hpcgnn.spmm.block_row.BlockRowAggregation`).
+        """
         h = x
         for layer in range(self.layers):
             h = self._layer(layer, h, op, h)

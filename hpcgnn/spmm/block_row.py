@@ -86,7 +86,8 @@ class BlockRowAggregation:
     row
         The process row: the ``c`` replicas of this block row.
     a_t_rows, a_rows
-        This process row's block rows of ``Â^T`` and ``Â`` (all columns).
+        This process row's block rows of ``Â^T`` and ``Â`` (all columns); ``a_rows=None``
+        for a forward-only operator (minibatch evaluation's full-graph ``E H``).
     offsets
         Vertex offsets of the ``P/c`` block rows.
     dtype
@@ -94,14 +95,16 @@ class BlockRowAggregation:
     """
 
     def __init__(
-        self, col: Comm, row: Comm, a_t_rows: sp.csr_matrix, a_rows: sp.csr_matrix,
+        self, col: Comm, row: Comm, a_t_rows: sp.csr_matrix, a_rows: sp.csr_matrix | None,
         offsets: np.ndarray, dtype: torch.dtype,
     ) -> None:
         chunks = stage_chunks(col.size, row.size)
         stages = range(int(chunks[row.rank]), int(chunks[row.rank + 1]))
         self.row = row
         self._fwd = StagedBroadcastSpMM(col, a_t_rows, offsets, dtype, stages)
-        self._bwd = StagedBroadcastSpMM(col, a_rows, offsets, dtype, stages)
+        self._bwd = (
+            None if a_rows is None else StagedBroadcastSpMM(col, a_rows, offsets, dtype, stages)
+        )
 
     def _reduce(self, partial: torch.Tensor) -> torch.Tensor:
         if self.row.size > 1:
@@ -110,8 +113,10 @@ class BlockRowAggregation:
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         """This process row's block of ``Â^T H``."""
-        return self._reduce(self._fwd(h))
+        return self._reduce(self._fwd(h.contiguous()))
 
     def backward(self, g: torch.Tensor) -> torch.Tensor:
         """This process row's block of ``Â G``."""
+        if self._bwd is None:
+            raise RuntimeError("a forward-only aggregation has no backward")
         return self._reduce(self._bwd(g))

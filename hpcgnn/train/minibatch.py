@@ -45,7 +45,7 @@ from hpcgnn.layout.blocks import owner_of
 from hpcgnn.layout.order import layer_sizes
 from hpcgnn.layout.subnets import Subnet
 from hpcgnn.models.base import allreduce_gradients, read_vertex_data
-from hpcgnn.models.minibatch import FullGraphOperator, MinibatchModel, sampled_weights
+from hpcgnn.models.minibatch import MinibatchModel, sampled_weights
 from hpcgnn.nn.gcn import cross_entropy_sum
 from hpcgnn.sampling.bulk import BulkSampler, my_share, read_train_ids
 from hpcgnn.sampling.fetch import FeatureFetcher
@@ -54,6 +54,7 @@ from hpcgnn.sampling.sampled import SampledBatch
 from hpcgnn.sampling.shuffle import minibatches
 from hpcgnn.sampling.spec import SamplerSpec, check_training_set, optimizer_steps
 from hpcgnn.sampling.spgemm_1p5d import byte_summary, members
+from hpcgnn.spmm.block_row import BlockRowAggregation
 from hpcgnn.train.fullbatch import global_counts
 from hpcgnn.train.loop import TrainResult, make_optimizer
 from hpcgnn.train.report import max_over_ranks, summed_over_ranks
@@ -110,7 +111,7 @@ class MinibatchTrainer:
         self.fetcher = FeatureFetcher(
             grid.col, self.sampler.offsets, dev.to_host(self.x), dev.to_host(self.y)
         )
-        self._eval_op: FullGraphOperator | None = None  # built by the first evaluation
+        self._eval_op: BlockRowAggregation | None = None  # built by the first evaluation
         widths = layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, spec.layers)
         if weights is None:
             weights = sampled_weights(spec.sampler, widths, cfg.seed, self.np_dtype, grid.device)
@@ -213,7 +214,7 @@ class MinibatchTrainer:
         """The mean batch loss of the epoch (global)."""
         return self.world.allreduce_scalar(local) / self._num_batches
 
-    def eval_operator(self) -> FullGraphOperator:
+    def eval_operator(self) -> BlockRowAggregation:
         """The full graph's normalised operator for evaluation, built on first use.
 
         Collective over the grid, like the evaluation that asks for it; GIST's groups never
@@ -222,14 +223,15 @@ class MinibatchTrainer:
         if self._eval_op is None:
             lo, hi = self.sampler.rows_range
             block = normalized_block(self.sampler.block, lo, hi, self.np_dtype)
-            self._eval_op = FullGraphOperator(
-                self.grid, block, self.sampler.offsets, self.cfg.torch_dtype
+            grid = self.grid
+            self._eval_op = BlockRowAggregation(
+                grid.col, grid.row, block, None, self.sampler.offsets, self.cfg.torch_dtype
             )
         return self._eval_op
 
     def evaluate(self) -> dict[str, float]:
         """Full-graph loss and accuracies with counts summed over the process column."""
-        logits = self.model.forward_full(self.x, self.eval_operator())
+        logits = self.model.forward_full(self.x, self.eval_operator().forward)
         col = self.grid.col
         loss = float(cross_entropy_sum(logits, self.y, self.masks["train"]))
         return {

@@ -134,45 +134,15 @@ def hpcgnn_epoch(path: str, cfg, device: str) -> dict:
 
 
 def pyg_epoch(path: str, cfg, device: str) -> dict:
-    """PyG ``GCNConv`` (cached normalisation, no bias) on the same graph and device."""
+    """PyG ``GCNConv`` on the same graph and device (:func:`bench_pyg.pyg_gcn_step`)."""
     try:
-        from torch_geometric.nn import GCNConv
+        from bench_pyg import pyg_gcn_step
+        t0 = time.perf_counter()
+        step = pyg_gcn_step(path, cfg, device)
     except ImportError as exc:
         return {"error": f"PyG not installed ({exc})"}
-    from hpcgnn.io import GraphFile
-
-    dev = torch.device(device)
-    t0 = time.perf_counter()
-    with GraphFile(path) as gf:
-        n = gf.meta.num_nodes
-        a = gf.read_csr(0, n).tocoo()
-        x = torch.from_numpy(gf.read_features(0, n)).to(dev)
-        y = torch.from_numpy(gf.read_labels(0, n)).to(dev)
-        train = torch.from_numpy(gf.read_mask("train", 0, n)).to(dev)
-        f, c = gf.meta.num_features, gf.meta.num_classes
-    edge_index = torch.from_numpy(np.vstack([a.row, a.col]).astype(np.int64)).to(dev)
-    del a
-    dims = [f] + [cfg.hidden] * (cfg.layers - 1) + [c]
-    convs = torch.nn.ModuleList(
-        GCNConv(i, o, cached=True, bias=False) for i, o in zip(dims[:-1], dims[1:], strict=True)
-    ).to(dev)
-    opt = torch.optim.Adam(convs.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    setup = time.perf_counter() - t0
-
-    def step() -> float:
-        opt.zero_grad()
-        h = x
-        for i, conv in enumerate(convs):
-            h = torch.nn.functional.dropout(h, cfg.dropout, training=True)
-            h = conv(h, edge_index)
-            if i < len(convs) - 1:
-                h = torch.relu(h)
-        loss = torch.nn.functional.cross_entropy(h[train], y[train])
-        loss.backward()
-        opt.step()
-        return float(loss.detach())
-
-    out: dict = {"setup_s": setup, "epoch_s": median_seconds(step, cfg.epochs, 1)}
+    out: dict = {"setup_s": time.perf_counter() - t0,
+                 "epoch_s": median_seconds(step, cfg.epochs, 1)}
     out["device_s"], out["top_ops"] = device_seconds(step, 2)
     return out
 

@@ -16,6 +16,7 @@ import argparse
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -61,29 +62,33 @@ def bench_hpcgnn(path: str, cfg, epochs: int, warmup: int) -> tuple[list[float],
     return times, setup
 
 
-def bench_pyg(path: str, cfg, epochs: int, warmup: int) -> tuple[list[float], float]:
+def pyg_gcn_step(path: str, cfg, device: str = "cpu") -> Callable[[], float]:
+    """One full-batch epoch of PyG ``GCNConv`` layers (cached normalisation, no bias).
+
+    The same graph, layers, hidden size, dropout and Adam as hpcgnn's; returns the loss.
+    """
     from torch_geometric.nn import GCNConv
 
     from hpcgnn.io import GraphFile
 
-    t0 = time.perf_counter()
+    dev = torch.device(device)
     with GraphFile(path) as gf:
         n = gf.meta.num_nodes
         a = gf.read_csr(0, n).tocoo()
-        x = torch.from_numpy(gf.read_features(0, n))
-        y = torch.from_numpy(gf.read_labels(0, n))
-        train = torch.from_numpy(gf.read_mask("train", 0, n))
+        x = torch.from_numpy(gf.read_features(0, n)).to(dev)
+        y = torch.from_numpy(gf.read_labels(0, n)).to(dev)
+        train = torch.from_numpy(gf.read_mask("train", 0, n)).to(dev)
         f, c = gf.meta.num_features, gf.meta.num_classes
     # PyG's edge_index[0] = source, [1] = target; messages flow source -> target.
-    edge_index = torch.from_numpy(np.vstack([a.row, a.col]).astype(np.int64))
+    edge_index = torch.from_numpy(np.vstack([a.row, a.col]).astype(np.int64)).to(dev)
+    del a
     dims = [f] + [cfg.hidden] * (cfg.layers - 1) + [c]
     convs = torch.nn.ModuleList(
         GCNConv(i, o, cached=True, bias=False) for i, o in zip(dims[:-1], dims[1:], strict=True)
-    )
+    ).to(dev)
     opt = torch.optim.Adam(convs.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    setup = time.perf_counter() - t0
 
-    def step() -> None:
+    def step() -> float:
         opt.zero_grad()
         h = x
         for i, conv in enumerate(convs):
@@ -94,7 +99,15 @@ def bench_pyg(path: str, cfg, epochs: int, warmup: int) -> tuple[list[float], fl
         loss = torch.nn.functional.cross_entropy(h[train], y[train])
         loss.backward()
         opt.step()
+        return float(loss.detach())
 
+    return step
+
+
+def bench_pyg(path: str, cfg, epochs: int, warmup: int) -> tuple[list[float], float]:
+    t0 = time.perf_counter()
+    step = pyg_gcn_step(path, cfg)
+    setup = time.perf_counter() - t0
     return time_epochs(step, epochs, warmup), setup
 
 

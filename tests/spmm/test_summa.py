@@ -41,6 +41,15 @@ def test_pack_unpack_roundtrip_on_the_device(device, rows, cols, density, dtype)
         assert (abs(a - b)).sum() == 0
 
 
+def _operator(grid, m, n, part=None, split="auto"):
+    """The SUMMA operator of ``m`` on ``grid``: ``(view, layout, owned blocks, operator)``."""
+    sg = SummaGrid.of(grid)
+    layout = SummaLayout(n, sg.dims, part, split)
+    i, j, layer = sg.coords
+    blocks = owned_blocks(layout, i, j, layer, lambda lo, hi: m[lo:hi])
+    return sg, layout, blocks, SummaSpMM(layout, sg, blocks, torch.float64)
+
+
 def _partition(n, parts, seed):
     """Uneven offsets with empty parts, the same on every rank."""
     cuts = np.sort(np.random.default_rng(seed).integers(0, n + 1, parts - 1))
@@ -65,13 +74,10 @@ def test_summa_spmm_equals_scipy_and_moves_the_predicted_bytes(
     for kind in ("2d", "3d"):
         for shape in admissible_shapes(kind, world.size):
             with ProcessGrid(MPI.COMM_WORLD, shape, device=device) as grid:
-                sg = SummaGrid.of(grid)
-                pr, pc, pl = sg.dims
+                pr, pc, pl = SummaGrid.of(grid).dims
                 part = _partition(n, pr * pl, sum(shape.dims)) if partitioned else None
-                layout = SummaLayout(n, sg.dims, part, split)
+                sg, layout, _, op = _operator(grid, m, n, part, split)
                 i, j, layer = sg.coords
-                blocks = owned_blocks(layout, i, j, layer, lambda lo, hi: m[lo:hi])
-                op = SummaSpMM(layout, sg, blocks, torch.float64)
                 lo, hi = layout.fine_range(i, layer)
                 counts = count_block_nnz(layout, lambda a, b: m[a:b])
                 for f in (5, 2):  # f = 2 leaves column blocks empty when Pc > 2
@@ -112,11 +118,8 @@ def test_summa_uploads_its_sparse_blocks_once(world, device, monkeypatch):
     for kind in ("2d", "3d"):
         for shape in admissible_shapes(kind, world.size):
             with ProcessGrid(MPI.COMM_WORLD, shape, device=device) as grid:
-                sg = SummaGrid.of(grid)
-                layout = SummaLayout(n, sg.dims)
+                sg, layout, blocks, op = _operator(grid, m, n)
                 i, j, layer = sg.coords
-                blocks = owned_blocks(layout, i, j, layer, lambda lo, hi: m[lo:hi])
-                op = SummaSpMM(layout, sg, blocks, torch.float64)
                 lo, hi = layout.fine_range(i, layer)
                 c0, c1 = layout.col_range(3, j)
                 xs = device.from_numpy(np.ascontiguousarray(x[lo:hi, c0:c1]))

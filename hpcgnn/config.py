@@ -97,8 +97,8 @@ class TrainConfig:
         layer_kind(self.model)  # an unknown name is refused
         if not 1 <= self.hidden <= MAX_HIDDEN:
             raise ConfigError(f"--hidden must be in [1, {MAX_HIDDEN}], got {self.hidden}")
-        if self.epochs < 0:
-            raise ConfigError(f"--epochs must be >= 0, got {self.epochs}")
+        if not 0 <= self.epochs < 2**63:  # epochs key the random streams
+            raise ConfigError(f"--epochs must be in [0, 2^63), got {self.epochs}")
         if not 0.0 <= self.dropout < 1.0:
             raise ConfigError(f"--dropout must be in [0, 1), got {self.dropout}")
         if not (math.isfinite(self.lr) and self.lr >= 0.0) or not (

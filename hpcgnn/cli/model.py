@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from typing import Any
 
 import numpy as np
@@ -57,7 +58,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--hidden", type=int, default=16)
     p.add_argument("--dtype", choices=["float32", "float64"], default="float32")
-    p.add_argument("--top", type=int, default=15, help="rows to print per P")
+    p.add_argument("--top", type=int, default=15,
+                   help="rows to print per P (default 15; 0: none, --out keeps all)")
     p.add_argument("--out", "--json", dest="out", default=None,
                    help="also write every prediction, per P, to this JSON file")
     p.set_defaults(func=run)
@@ -102,6 +104,12 @@ def run(args: argparse.Namespace) -> int:
     from hpcgnn.io.reader import GraphFile
     from hpcgnn.utils.files import atomic_write, check_output
 
+    for flag in ("alpha", "beta"):
+        value = getattr(args, flag)
+        if value is not None and not (math.isfinite(value) and value >= 0.0):
+            raise ConfigError(f"--{flag} must be finite and >= 0, got {value}")
+    if args.top < 0:
+        raise ConfigError(f"--top must be >= 0 (0: print none, --out has all), got {args.top}")
     procs = parse_counts(args.procs, "--procs", [(1, MAX_PROCS)])
     if len(procs) > MAX_STUDY:
         raise ConfigError(f"--procs: at most {MAX_STUDY} rank counts, got {len(procs)}")

@@ -75,6 +75,9 @@ def partition_file(
 
 def run(args: argparse.Namespace) -> int:
     """Partition ``args.graph`` on rank 0 and print the result."""
+    from hpcgnn.config import check_random_key
+
+    check_random_key(args.seed)  # on every rank alike, before rank 0 reads anything
     outcome = run_on_root(lambda: partition_file(
         args.graph, args.out, args.parts, args.method, args.seed, not args.quiet,
     ))

@@ -142,8 +142,11 @@ def _calibrate(out: str) -> None:
 
 
 def _run(args: argparse.Namespace) -> None:
+    from hpcgnn.errors import ConfigError
     from hpcgnn.planning.compare import compare_plans
 
+    if args.max_stages is not None and args.max_stages < 1:
+        raise ConfigError(f"--max-stages must be >= 1, got {args.max_stages}")
     cmp = compare_plans(
         args.graph, args.topology, args.parts, feature_dim=args.feature_dim, seed=args.seed,
         chunks=args.chunks, max_stages=args.max_stages,

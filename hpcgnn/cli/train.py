@@ -9,6 +9,9 @@ from hpcgnn.cli.common import add_device_argument
 from hpcgnn.cli.sample import add_sampling_arguments, spec_from_args
 from hpcgnn.errors import ConfigError
 
+#: Largest ``--threads`` (torch's thread pool fails on absurd counts without a word).
+MAX_THREADS = 4096
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``train`` sub-command."""
@@ -107,9 +110,12 @@ def run(args: argparse.Namespace) -> int:
     from hpcgnn.train.run import RunOptions, train
 
     if args.threads is not None:
-        if args.threads < 1:
-            raise ConfigError(f"--threads must be >= 1, got {args.threads}")
+        if not 1 <= args.threads <= MAX_THREADS:
+            raise ConfigError(f"--threads must be in [1, {MAX_THREADS}], got {args.threads}")
         torch.set_num_threads(args.threads)
+    for flag in ("metrics", "trace", "checkpoint_dir", "resume"):
+        if getattr(args, flag) == "":  # a path left empty by a script's unset variable
+            raise ConfigError(f"--{flag.replace('_', '-')}: an empty path")
     spec = None
     if args.sampler is not None and args.mode not in ("minibatch", "gist"):
         raise ConfigError(f"--sampler applies to --mode minibatch or gist, not {args.mode}")

@@ -31,6 +31,20 @@ def test_model_ranks_65536_ranks_quickly(tmp_path, capsys):
     assert "P=65536" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("argv, words", [
+    (["--alpha", "-1"], "--alpha must be finite and >= 0, got -1.0"),
+    (["--alpha", "nan"], "--alpha must be finite and >= 0, got nan"),
+    (["--beta", "inf"], "--beta must be finite and >= 0, got inf"),
+    (["--beta", "-0.5"], "--beta must be finite and >= 0, got -0.5"),
+    (["--top", "-1"], "--top must be >= 0"),
+])
+def test_model_rejects_bad_link_numbers(tmp_path, capsys, argv, words):
+    path = write_random_graph(tmp_path / "g.h5", n=20, seed=1)
+    assert main(["model", str(path), "--procs", "4", *argv]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and words in err[0], err
+
+
 @pytest.mark.parametrize("procs", ["0", "-3", str(2**20 + 1), str(10**9)])
 def test_model_rejects_bad_procs(tmp_path, capsys, procs):
     path = write_random_graph(tmp_path / "g.h5", n=20, seed=1)

@@ -53,6 +53,15 @@ def test_bad_part_count_is_one_error_line(tmp_path: Path, capsys, k: str) -> Non
 
 
 @serial
+def test_a_negative_seed_is_one_error_line(tmp_path: Path, capsys) -> None:
+    src = write_random_graph(tmp_path / "g.h5", n=40)
+    out = tmp_path / "gp.h5"
+    assert main(["partition", str(src), "--parts", "2", "--seed", "-1", "--out", str(out)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err == ["hpcgnn: error: --seed must be in [0, 2^63), got -1"] and not out.exists()
+
+
+@serial
 def test_output_must_differ_from_input(tmp_path: Path, capsys) -> None:
     src = write_random_graph(tmp_path / "g.h5", n=40)
     assert main(["partition", str(src), "--parts", "2", "--out", str(src)]) == 1

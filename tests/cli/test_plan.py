@@ -42,6 +42,15 @@ def test_plan_rejects_parts_not_matching_topology(tmp_path, capsys):
     assert f"topology {DGX1}: has 8 ranks but the job has 4" in err
 
 
+@pytest.mark.parametrize("depth", ["0", "-1"])
+def test_plan_refuses_a_depth_below_one(tmp_path, capsys, depth):
+    path = write_random_graph(tmp_path / "g.h5", n=40, seed=1)
+    assert main(["plan", str(path), "--parts", "8", "--topology", DGX1,
+                 "--max-stages", depth]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"hpcgnn: error: --max-stages must be >= 1, got {depth}"]
+
+
 def test_plan_reports_bad_topology(tmp_path, capsys):
     path = write_random_graph(tmp_path / "g.h5", n=40, seed=1)
     topo = tmp_path / "t.json"

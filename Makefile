@@ -14,7 +14,7 @@
 #   make test-emulated       the model, exchange, spmm and wire tests on the emulated GPU
 #
 # Cluster MPI instead of the bundled MPICH wheel:  make setup MPI=system  (builds mpi4py
-# against the `mpicc` on PATH) and  make run MPIEXEC="srun" .
+# against the `mpicc` on PATH, or MPICC="cc -shared" on Cray) and  make run MPIEXEC="srun" .
 
 PYTHON  ?= python3
 VENV    ?= .venv
@@ -44,7 +44,7 @@ $(VENV)/.installed-$(MPI): pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q 'torch==$(TORCH)'
 ifeq ($(MPI),system)
-	$(PY) -m pip install -q --no-binary=mpi4py --no-cache-dir mpi4py
+	$(if $(MPICC),MPICC="$(MPICC)") $(PY) -m pip install -q --no-binary=mpi4py --no-cache-dir mpi4py
 endif
 	$(PY) -m pip install -q -e '.[$(EXTRAS)]'
 	rm -f $(VENV)/.installed-*

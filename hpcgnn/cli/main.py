@@ -56,6 +56,31 @@ def _abort(code: int) -> None:
     MPI.COMM_WORLD.Abort(code)
 
 
+#: What to do when mpi4py finds no MPI library (the one line instead of a traceback).
+NO_MPI_HINT = (
+    "pip install 'hpcgnn[mpich]' for the MPICH wheel (a laptop, CI), or on a cluster load its "
+    "MPI (module load ...) and build mpi4py against it (make setup MPI=system)"
+)
+
+
+def missing_mpi(err: BaseException) -> str | None:
+    """The one-line error for mpi4py failing to load an MPI library, else ``None``.
+
+    mpi4py 4 raises a ``RuntimeError`` whose first line is "cannot load MPI library" and
+    whose next lines say why; a build linked against a library that is gone raises an
+    ``ImportError`` naming ``libmpi``.
+    """
+    text = str(err)
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    if isinstance(err, RuntimeError) and lines and lines[0] == "cannot load MPI library":
+        why = lines[1] if len(lines) > 1 else "no library found"
+    elif isinstance(err, ImportError) and "libmpi" in text:
+        why = lines[0] if lines else text
+    else:
+        return None
+    return f"mpi4py cannot load an MPI library ({why}): {NO_MPI_HINT}"
+
+
 def _run(args: argparse.Namespace) -> int:
     """Run the sub-command; no temporary file outlives it, even when it is interrupted."""
     try:
@@ -85,7 +110,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if _world_size() > 1:
             _abort(stop.exit_status)
         return stop.exit_status
-    except Exception:
+    except Exception as err:
+        line = missing_mpi(err)
+        if line is not None:  # no MPI at all: this process is alone, nothing to abort
+            sys.stderr.write(f"hpcgnn: error: {line}\n")
+            return 1
         traceback.print_exc()
         if _world_size() > 1:
             _abort(1)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 
 import pytest
 
@@ -11,6 +13,7 @@ from hpcgnn.cli import prepare as prepare_cli
 from hpcgnn.cli.common import launched_by_mpi
 from hpcgnn.cli.main import main
 from hpcgnn.utils import files
+from tests.graphs import write_random_graph
 
 serial = pytest.mark.skipif(launched_by_mpi(), reason="signals itself; serial runs only")
 
@@ -37,3 +40,25 @@ def test_ctrl_c_outside_the_handlers_is_reported_the_same_way(tmp_path, monkeypa
     monkeypatch.setattr(prepare_cli, "_synthetic", interrupted)
     assert main(["prepare", "synthetic", "--out", str(tmp_path / "g.h5")]) == 130
     assert capsys.readouterr().err == "hpcgnn: interrupted by SIGINT\n"
+
+
+@serial
+def test_no_mpi_library_is_one_line_not_a_traceback(tmp_path):
+    """No loadable libmpi (no ``mpich`` extra, no module): one line on what to install."""
+    graph = write_random_graph(tmp_path / "g.h5", n=20)
+    env = {**os.environ, "MPI4PY_LIBMPI": str(tmp_path / "libmpi.so.12")}
+    proc = subprocess.run([sys.executable, "-m", "hpcgnn", "train", str(graph), "--epochs", "1"],
+                          env=env, capture_output=True, text=True, timeout=120)
+    err = proc.stderr.strip().splitlines()
+    assert proc.returncode == 1 and len(err) == 1, proc.stderr
+    assert err[0].startswith("hpcgnn: error: mpi4py cannot load an MPI library (")
+    assert "pip install 'hpcgnn[mpich]'" in err[0]
+
+
+def test_other_runtime_errors_keep_their_traceback():
+    from hpcgnn.cli.main import missing_mpi
+
+    assert missing_mpi(RuntimeError("CUDA out of memory")) is None
+    assert missing_mpi(ImportError("No module named 'torch_geometric'")) is None
+    got = missing_mpi(RuntimeError("cannot load MPI library\nlibmpi.so.40: cannot open"))
+    assert got is not None and "(libmpi.so.40: cannot open)" in got

@@ -13,8 +13,11 @@
 #SBATCH --output=hpcgnn-%j.out
 set -euo pipefail
 
-# GPU-aware Cray MPICH: device buffers may be handed to MPI (needs mpi4py built on cray-mpich).
+# GPU-aware Cray MPICH: device buffers are handed to MPI as they are. Needs mpi4py built on
+# cray-mpich (make setup MPI=system MPICC="cc -shared"); set HPCGNN_CUDA_AWARE_MPI=0 to
+# stage them through host memory instead.
 export MPICH_GPU_SUPPORT_ENABLED=1
+export HPCGNN_CUDA_AWARE_MPI=${HPCGNN_CUDA_AWARE_MPI:-1}
 export OMP_NUM_THREADS=16  # 64 cores / 4 GPUs per node
 LAUNCH=(srun --ntasks={{ranks}} --ntasks-per-node={{ranks_per_node}} --gpus-per-task=1
         --cpus-per-task=32 --cpu-bind=cores)

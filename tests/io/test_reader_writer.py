@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import os
 import re
 from pathlib import Path
 
@@ -175,8 +176,15 @@ def test_reader_rejects_missing_and_non_hdf5_files(tmp_path: Path) -> None:
         GraphFile(tmp_path / "missing.h5")
     text = tmp_path / "text.h5"
     text.write_text("not hdf5\n")
-    with pytest.raises(InputError, match="not a readable HDF5 file"):
+    with pytest.raises(InputError, match="not a readable HDF5 file") as err:
         GraphFile(text)
+    assert "\n" not in str(err.value)  # one line, whatever HDF5 says
+    with pytest.raises(InputError, match="not a regular file"):
+        GraphFile(tmp_path)  # a directory
+    fifo = tmp_path / "pipe.h5"
+    os.mkfifo(fifo)
+    with pytest.raises(InputError, match="not a regular file"):
+        GraphFile(fifo)  # opening it would block until a writer came
 
 
 def test_reader_rejects_newer_format_versions(tmp_path: Path) -> None:

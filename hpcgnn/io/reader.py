@@ -155,9 +155,12 @@ class GraphFile:
             if default is not None:
                 return default
             raise self._fail(f"missing root attribute '{name}'")
-        value = self._h5.attrs[name]
-        if kind is str:
-            return cast(_Attr, value.decode() if isinstance(value, bytes) else str(value))
+        try:
+            value = self._h5.attrs[name]
+            if kind is str:
+                return cast(_Attr, value.decode() if isinstance(value, bytes) else str(value))
+        except UnicodeDecodeError:
+            raise self._fail(f"attribute '{name}' is not UTF-8 text") from None
         if kind is bool:
             return cast(_Attr, bool(value))
         if isinstance(value, np.generic):

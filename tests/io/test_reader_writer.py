@@ -240,3 +240,12 @@ def test_reader_accepts_every_integer_attribute_type(tmp_path: Path) -> None:
             h5.attrs[fmt.ATTR_NUM_CLASSES] = value
         with GraphFile(path) as f:
             assert f.meta.num_classes == int(value) and type(f.meta.num_classes) is int
+
+
+@pytest.mark.parametrize("attr", ["name", "source", "format"])
+def test_text_attributes_that_are_not_utf8_are_one_line(tmp_path: Path, attr: str) -> None:
+    path = write_random_graph(tmp_path / "g.h5", n=20)
+    with h5py.File(path, "r+") as h5:
+        h5.attrs[attr] = np.bytes_(b"\xff\xfe" + attr.encode())
+    with pytest.raises(InputError, match=f"attribute '{attr}' is not UTF-8 text"):
+        GraphFile(path)

@@ -8,7 +8,6 @@ not here, e.g. Reddit or ogbn-papers100M); alpha and beta from a machine file
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from typing import Any
 
@@ -103,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
     from hpcgnn.cost.summa import BlockNnzCounter
     from hpcgnn.io.reader import GraphFile
     from hpcgnn.utils.files import atomic_write, check_output
+    from hpcgnn.utils.json_text import dumps
 
     for flag in ("alpha", "beta"):
         value = getattr(args, flag)
@@ -157,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
             "hidden": args.hidden,
             "dtype": args.dtype, "machine": machine.name, "results": results,
         }
-        atomic_write(args.out, json.dumps(doc, indent=2), "model output")
+        atomic_write(args.out, dumps(doc, indent=2), "model output")
     return 0
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -101,11 +100,12 @@ def _write_topology(spec: str, out: str) -> None:
     """Write the topology document of ``spec`` to ``out`` (validated first)."""
     from hpcgnn.planning.topology import parse_topology, topology_spec
     from hpcgnn.utils.files import atomic_write, check_output
+    from hpcgnn.utils.json_text import dumps
 
     doc = topology_spec(spec)
     topo = parse_topology(doc, out)
     check_output(out, "--out")
-    atomic_write(out, json.dumps(doc) + "\n", "--out")
+    atomic_write(out, dumps(doc) + "\n", "--out")
     print(f"wrote {out}: {topo.name}, {topo.num_ranks} ranks on {len(topo.node_names)} "
           f"node(s), {len(topo.links) // 2} links")
 
@@ -116,6 +116,7 @@ def _calibrate(out: str) -> None:
     from hpcgnn.comm.calibrate import calibrate
     from hpcgnn.planning.topology import measured_topology, parse_topology
     from hpcgnn.utils.files import atomic_write, check_output
+    from hpcgnn.utils.json_text import dumps
 
     world = Comm.world()
     try:
@@ -130,7 +131,7 @@ def _calibrate(out: str) -> None:
                     "all-to-all of every rank for the endpoint", cal.endpoint, cal.cores,
                 )
                 parse_topology(doc, out, world.size)  # what is written reads back
-                atomic_write(out, json.dumps(doc, indent=1) + "\n", "--out")
+                atomic_write(out, dumps(doc, indent=1) + "\n", "--out")
                 alphas = ", ".join(f"{k} {v} us" for k, v in doc["alpha_us"].items())
                 end = doc.get("endpoint")
                 end = (f", endpoint {end['alpha_us']} us per message at "
@@ -170,5 +171,7 @@ def _run(args: argparse.Namespace) -> None:
             path = f"{args.out}.tables.npz"
             cmp.write_tables(path)
             doc["tables_file"] = path
-        with open(args.out, "w") as fh:
-            json.dump(doc, fh, indent=1)
+        from hpcgnn.utils.files import atomic_write
+        from hpcgnn.utils.json_text import dumps
+
+        atomic_write(args.out, dumps(doc, indent=1) + "\n", "--out")

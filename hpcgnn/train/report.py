@@ -7,8 +7,6 @@ its cost prediction and its own section (``exchange`` for partitioned models,
 
 from __future__ import annotations
 
-import json
-import math
 import operator
 import os
 import statistics
@@ -25,6 +23,7 @@ from hpcgnn.io.reader import GraphMeta
 from hpcgnn.train.loop import TrainResult
 from hpcgnn.train.trace import gather_trace, write_trace
 from hpcgnn.utils.files import atomic_write
+from hpcgnn.utils.json_text import dumps
 
 
 def summed_over_ranks(comm: Comm, per_rank: dict[str, float]) -> dict[str, float]:
@@ -80,19 +79,8 @@ def build_metrics(
 
 def write_json(path: str | os.PathLike, doc: dict[str, Any]) -> None:
     """Write ``doc`` as strict JSON (NaN and infinities become ``null``), atomically."""
-    text = json.dumps(strict_json(doc), indent=2, sort_keys=False, allow_nan=False)
+    text = dumps(doc, indent=2, sort_keys=False)
     atomic_write(path, text + "\n", "--metrics")
-
-
-def strict_json(value: Any) -> Any:
-    """``value`` with every non-finite float replaced by ``None`` (JSON has no NaN)."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: strict_json(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [strict_json(v) for v in value]
-    return value
 
 
 def graph_section(meta: GraphMeta) -> dict[str, Any]:

@@ -572,6 +572,10 @@ RAIL_SETTINGS = ("nvlink_gbps", "net_gbps", "nic_gbps", "nvlink_us", "net_us", "
                  "endpoint_us")
 
 
+#: Most directed links a rail spec may make (the document lists each; planning walks them).
+MAX_RAIL_LINKS = 10_000_000
+
+
 def topology_spec(spec: str) -> dict:
     """The topology document of a spec ``rail:NODESxGPUS[,key=value...]``.
 
@@ -591,6 +595,11 @@ def topology_spec(spec: str) -> dict:
     if not (x and nodes.isdigit() and gpus.isdigit()) or int(nodes) < 1 or int(gpus) < 1:
         raise ConfigError(f"topology spec {spec!r}: shape {shape!r} is not NODESxGPUS "
                           "(two positive integers)")
+    n, g = int(nodes), int(gpus)
+    links = n * g * (g - 1) + g * n * (n - 1)  # NVLink pairs in each node, each rail's pairs
+    if links > MAX_RAIL_LINKS:
+        raise ConfigError(f"topology spec {spec!r}: {links} links, more than the "
+                          f"{MAX_RAIL_LINKS} a topology may have")
     kw: dict[str, Any] = {}  # floats, under the names of RAIL_SETTINGS only
     for item in settings:
         key, eq, value = item.partition("=")

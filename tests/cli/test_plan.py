@@ -94,6 +94,8 @@ def test_write_topology_then_plan_on_it(tmp_path, capsys):
 
 @pytest.mark.parametrize("argv, message", [
     (["--write-topology", "rail:2x", "--out", "T"], "topology spec 'rail:2x': shape"),
+    (["--write-topology", "rail:10000x10000", "--out", "T"],
+     "1999800000000 links, more than the 10000000 a topology may have"),
     (["--write-topology", "rail:2x2"], "--write-topology takes --out T.json"),
     (["g.h5", "--write-topology", "rail:2x2", "--out", "T"], "--write-topology takes --out"),
     (["--write-topology", "rail:2x2", "--calibrate", "--out", "T"], "and no graph"),

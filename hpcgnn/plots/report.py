@@ -46,6 +46,10 @@ class Study:
     doc: dict[str, Any]
 
 
+#: The HongTu volumes of the exchange figure.
+EXCHANGE_VOLUMES = ("V_ori", "V_p2p", "V_ru")
+
+
 def load_inputs(paths: list[str]) -> tuple[list[Run], list[Study]]:
     """Read every input and sort it into runs and scaling studies.
 
@@ -64,15 +68,48 @@ def load_inputs(paths: list[str]) -> tuple[list[Run], list[Study]]:
             raise ConfigError(f"{path}: not valid JSON: {err}") from None
         label = Path(path).stem
         if isinstance(doc, dict) and isinstance(doc.get("results"), list) and "machine" in doc:
-            studies.append(Study(label, doc))
+            studies.append(_checked(path, Study(label, doc)))
         elif isinstance(doc, dict) and isinstance(doc.get("epochs"), list) and "comm" in doc:
-            runs.append(Run(_run_label(label, doc), doc))
+            runs.append(_checked(path, Run(_run_label(label, doc), doc)))
         else:
             raise ConfigError(
                 f"{path}: neither a metrics file (train --metrics) nor a scaling study "
                 "(model --out)"
             )
     return runs, studies
+
+
+def _checked(path: str, item: Any) -> Any:
+    """``item`` (a run or a study) once every value the report reads has its type.
+
+    Reads them as the figures and the index do, so a section of the wrong type (a number
+    where a table is, text where a number is) is one line naming the file.
+    """
+    try:
+        if isinstance(item, Study):
+            for procs, row in (p for points in fastest(item).values() for p in points):
+                float(procs) + float(row["time_s"]) + float(row["max_rank_bytes"])
+                str(row["grid"]) + str(item.doc["machine"])
+        else:
+            doc = item.doc
+            for key in ("measured_bytes", "predicted_bytes"):
+                _total(item, key)
+            for e in doc["epochs"]:
+                float(e["epoch"])
+                for key in ("loss", "train_acc", "val_acc"):
+                    _fmt(e.get(key))
+            time = doc.get("time", {})
+            [_fmt(v) for v in time.get("phases", {}).values()]
+            _fmt(time.get("epoch_median_s"))
+            [_fmt(doc.get("exchange", {}).get(key)) for key in EXCHANGE_VOLUMES]
+            _fmt(doc.get("final", {}).get("test_acc"))
+            doc.get("config", {}).get("mode")
+    except (TypeError, AttributeError, KeyError, ValueError) as err:
+        raise ConfigError(
+            f"{path}: a value the report reads has the wrong type or is missing "
+            f"({type(err).__name__}: {err})"
+        ) from None
+    return item
 
 
 def _run_label(stem: str, doc: dict[str, Any]) -> str:
@@ -182,7 +219,7 @@ def _bytes(fig: Any, runs: list[Run]) -> None:
 
 def _exchange(fig: Any, runs: list[Run]) -> None:
     ax = fig.subplots()
-    keys = ("V_ori", "V_p2p", "V_ru")
+    keys = EXCHANGE_VOLUMES
     width = 0.8 / len(keys)
     for k, key in enumerate(keys):
         x = [i + (k - 1) * width for i in range(len(runs))]

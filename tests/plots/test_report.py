@@ -44,6 +44,13 @@ def test_report_draws_the_metrics_of_every_mode(tmp_path, capsys):
     (None, "cannot read"),
     ("{", "not valid JSON"),
     (json.dumps({"epochs": 3}), "neither a metrics file (train --metrics) nor a scaling study"),
+    (json.dumps({"epochs": [], "comm": [1]}), "a value the report reads has the wrong type"),
+    (json.dumps({"epochs": [{"epoch": "one"}], "comm": {}}), "wrong type or is missing"),
+    (json.dumps({"epochs": [{"epoch": 0, "loss": "x"}], "comm": {}}), "wrong type"),
+    (json.dumps({"epochs": [], "comm": {}, "time": {"phases": 3}}), "wrong type"),
+    (json.dumps({"epochs": [], "comm": {"measured_bytes": {"a": "b"}}}), "wrong type"),
+    (json.dumps({"machine": "m", "results": [{"procs": 4, "choices": [{"algo": "1d"}]}]}),
+     "missing (KeyError: 'time_s')"),
 ])
 def test_bad_inputs_fail_in_one_line(tmp_path, capsys, content, words):
     path = tmp_path / "m.json"

@@ -133,6 +133,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if _world_size() > 1 and not getattr(err, "collective", False):
             _abort(1)
         return 1
+    except BrokenPipeError:
+        # whoever read our output stopped (`| head -1`): stop too, without a traceback;
+        # stdout goes nowhere so that the interpreter's last flush fails no more
+        with suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        if _world_size() > 1:
+            _abort(1)
+        return 1
     except KeyboardInterrupt as stop:
         if not isinstance(stop, Interrupted):  # raised by Python's own SIGINT handler
             stop = Interrupted(signal.SIGINT)

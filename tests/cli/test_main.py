@@ -76,3 +76,16 @@ def test_training_leaves_nothing_in_the_temporary_directory(tmp_path):
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert list(tmp.iterdir()) == []
+
+
+@serial
+def test_a_reader_that_stops_early_is_no_traceback(tmp_path):
+    """`hpcgnn train ... | head -1`: the closed pipe ends the run quietly (status 1)."""
+    graph = write_random_graph(tmp_path / "g.h5", n=20)
+    argv = [sys.executable, "-m", "hpcgnn", "train", str(graph), "--epochs", "400"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.readline().startswith("hpcgnn train:")
+    proc.stdout.close()  # as head does after its line
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) == 1 and err == "", err

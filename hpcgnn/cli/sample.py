@@ -28,7 +28,8 @@ def add_sampling_arguments(p: argparse.ArgumentParser) -> argparse._ArgumentGrou
                         "(default: 10 per layer; at most 2^31-1)")
     g.add_argument("--layer-size", default=None, metavar="S[,S2,...]",
                    help="ladies: vertices sampled per batch and layer, one value or one per "
-                        "layer; fewer candidates are all kept (default: 512; at most 2^31-1)")
+                        "layer; fewer candidates are all kept (default: 512 for each of 2 layers; "
+                        "at most 2^31-1)")
     g.add_argument("--batch-size", type=int, default=None,
                    help="seed vertices per minibatch on each rank: an optimizer step trains one "
                         "minibatch per rank, so P ranks train P times the seeds per step "

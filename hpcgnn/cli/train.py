@@ -125,6 +125,11 @@ def run(args: argparse.Namespace) -> int:
                 f"--algo {args.algo} names a full-batch algorithm: with --mode gist --sampler"
                 " the groups train sampled minibatches (drop --algo, or drop --sampler)"
             )
+        if args.algo is not None:  # it would be ignored: minibatch runs its own 1.5D grid
+            raise ConfigError(
+                f"--algo {args.algo} names a full-batch algorithm: --mode minibatch samples on "
+                "a (P/c) x c grid (--replication, --grid; drop --algo)"
+            )
         group = MPI.COMM_WORLD.Get_size() // max(1, args.subnets or 1)
         spec = spec_from_args(args, max(1, group))  # --global-batch: a group's step
     elif args.mode == "gist":

@@ -135,7 +135,8 @@ def make_spec(
     ``--fanout`` (sage) lists one fanout per layer and must have exactly ``--layers``
     entries when ``--layers`` is given (default: ``10`` per layer, 2 layers).
     ``--layer-size`` (ladies) is one value for every layer or one per layer; without
-    ``--layers`` the model has as many layers as values. Sizes, batch sizes and ``--bulk``
+    ``--layers`` the model has as many layers as values (neither given: 512 for each of 2
+    layers, as sage's default). Sizes, batch sizes and ``--bulk``
     lie in ``[1, MAX_SIZE]``, ``--seed`` in ``[0, 2^63)``; ``--batch-size`` and
     ``--global-batch`` (over ``ranks``) are resolved by :func:`batch_and_bulk`.
     """
@@ -160,7 +161,10 @@ def make_spec(
     else:
         if fanout is not None:
             raise ConfigError("--fanout applies to --sampler sage; use --layer-size with ladies")
-        sizes = _parse_list("--layer-size", layer_size or str(DEFAULT_LAYER_SIZE))
+        if layer_size is None:  # the default model has 2 layers, as sage's
+            sizes = (DEFAULT_LAYER_SIZE,) * (layers or 2)
+        else:
+            sizes = _parse_list("--layer-size", layer_size)
         if layers is not None:
             if len(sizes) == 1:
                 sizes = sizes * layers
@@ -178,5 +182,5 @@ def check_training_set(spec: SamplerSpec, num_train: int) -> None:
     if spec.batch_size > num_train:
         raise ConfigError(
             f"--batch-size {spec.batch_size} is larger than the training set "
-            f"({num_train} vertices)"
+            f"({num_train} vertices): give --batch-size {num_train} or less"
         )

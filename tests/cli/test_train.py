@@ -267,6 +267,8 @@ def test_halo_metrics_report_planner_stages(graph_file, shared_tmp, world, excha
         (["--threads", "1000000000"], "--threads must be in [1, 4096], got 1000000000"),
         (["--metrics", ""], "--metrics: an empty path"),
         (["--trace", ""], "--trace: an empty path"),
+        (["--mode", "minibatch", "--algo", "2d"],
+         "--algo 2d names a full-batch algorithm: --mode minibatch samples on"),
         (["--model", "gcn", "--mode", "minibatch", "--sampler", "sage"],
          "--model gcn does not exist with --sampler sage"),
         (["--model", "sage", "--mode", "minibatch", "--sampler", "ladies", "--layer-size", "8"],

@@ -17,6 +17,8 @@ def test_sizes_and_layers():
     assert spec(fanout="15,10,5", layers=3).layers == 3
     assert spec(layers=3).sizes == (10, 10, 10)
     assert spec("ladies", layer_size="512").sizes == (512,)
+    assert spec("ladies").sizes == (512, 512)  # the default model has 2 layers, as sage's
+    assert spec("ladies", layers=3).sizes == (512, 512, 512)
     assert spec("ladies", layer_size="64", layers=2).sizes == (64, 64)
     assert spec("ladies", layer_size="64,32").layers == 2
 

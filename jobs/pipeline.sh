@@ -28,7 +28,7 @@ fi
 
 # 3. train, one rank per GPU (rank 0's first line says the device and how its buffers reach
 #    MPI; without --device: a GPU where one is visible, else the CPU).
-"${LAUNCH[@]}" "${HPCGNN[@]}" train "$GRAPH" --mode {{mode}} --algo {{algo}} \
+"${LAUNCH[@]}" "${HPCGNN[@]}" train "$GRAPH" --mode {{mode}} {{algo_args}}\
     --epochs {{epochs}} {{device_args}}--metrics "$RUN_DIR/metrics.json" {{train_args}}
 
 # 4. report: plots and index.md of the run (needs matplotlib, the `plot` extra).

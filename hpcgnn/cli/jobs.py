@@ -106,6 +106,10 @@ def _render_to_file(args: argparse.Namespace) -> None:
         "prepare_nodes": str(args.prepare_nodes),
         "partition": "yes" if args.algo == "halo" or args.mode in PARTITIONED_MODES else "no",
         "train_args": _train_words(args.train_args),
+        # sampled minibatches (minibatch, gist --sampler) run no full-batch algorithm
+        "algo_args": "" if args.mode == "minibatch" or (
+            args.mode == "gist" and "--sampler" in shlex.split(args.train_args)
+        ) else f"--algo {args.algo} ",
         "device_args": "--device cuda " if args.system in GPU_SYSTEMS else "",
         "account": "" if args.account is None else shlex.quote(args.account),
         "command": shlex.join([

@@ -92,3 +92,12 @@ def test_the_local_script_runs_the_pipeline_here(tmp_path):
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert metrics["world_size"] == 2 and (tmp_path / "run" / "graph-p2.h5").exists()
     assert "![exchange](exchange.png)" in (tmp_path / "run" / "report" / "index.md").read_text()
+
+
+@pytest.mark.parametrize("mode, extra, algo", [
+    ("fullbatch", "", True), ("minibatch", "--batch-size 8", False),
+    ("gist", "--sampler sage", False), ("gist", "--subnets 2", True),
+])
+def test_sampled_modes_run_no_full_batch_algorithm(tmp_path, mode, extra, algo):
+    rc, out = render(tmp_path, "--mode", mode, "--algo", "1.5d", "--train-args", extra)
+    assert rc == 0 and ("--algo 1.5d" in out.read_text()) == algo

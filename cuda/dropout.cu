@@ -8,7 +8,9 @@
 // generator whose initial state the host computes with NumPy
 // (np.random.SFC64(SeedSequence([key & 0xFFFFFFFF, key >> 32, k])).state), one state
 // {a, b, c, counter} per chunk in states[4 * c .. 4 * c + 3] for chunks chunk0 + c,
-// c < chunks. Uniform u = (next >> 11) * 2^-53 (Generator.random), keep = u >= p.
+// c < chunks. Uniform u = (next >> 11) * 2^-53 (Generator.random), keep = u >= p, taken
+// as the exact integer test (next >> 11) >= threshold with threshold = ceil(p * 2^53)
+// (the host's keep_threshold): no float conversion in the serial chain's steps.
 //   out[(r - r0) * (c1 - c0) + (j - c0)] = keep of global (row r, column j)
 //   for r in [r0, r1), j in [c0, c1); out is C-contiguous bool (r1 - r0) x (c1 - c0).
 // Geometry: one thread per chunk (SFC64 has no jump-ahead), grid-stride over the chunks
@@ -24,6 +26,7 @@
 //
 // hash_rows_keep: the minibatch hash stream (rng.uniform_rows): entry (i, j) of the
 // n x ncols mask is mix((row_ids[i] * width + col_j) ^ key) mapped to [0, 1), keep = u >= p
+// (as the integer test (bits >> 11) >= threshold)
 // (wrapping uint64 maths), col_j = cols[j]: all columns (cols = 0 .. width-1, ncols = width)
 // or a GIST sub-network's columns of the width. One thread per entry, grid-stride.
 #include "grid.cuh"
@@ -32,7 +35,7 @@
 extern "C" __global__ void sfc64_block_keep(
     const unsigned long long* __restrict__ states, long long chunk0, long long chunks,
     long long chunk_rows, long long r0, long long r1, long long num_cols, long long c0,
-    long long c1, double p, bool* __restrict__ out) {
+    long long c1, unsigned long long threshold, bool* __restrict__ out) {
     const long long width = c1 - c0;
     for (long long c = hpcgnn_thread(); c < chunks; c += hpcgnn_threads()) {
         unsigned long long s[4] = {states[4 * c], states[4 * c + 1], states[4 * c + 2],
@@ -44,8 +47,8 @@ extern "C" __global__ void sfc64_block_keep(
         for (long long r = lo; r < hi; ++r) {
             bool* row = out + (r - r0) * width;
             for (long long j = 0; j < num_cols; ++j) {
-                const double u = hpcgnn_uniform(hpcgnn_sfc64_next(s));
-                if (j >= c0 && j < c1) row[j - c0] = u >= p;
+                const bool keep = (hpcgnn_sfc64_next(s) >> 11) >= threshold;
+                if (j >= c0 && j < c1) row[j - c0] = keep;
             }
         }
     }
@@ -53,8 +56,8 @@ extern "C" __global__ void sfc64_block_keep(
 
 extern "C" __global__ void hash_rows_keep(
     const long long* __restrict__ row_ids, long long n, long long width,
-    const long long* __restrict__ cols, long long ncols, unsigned long long key, double p,
-    bool* __restrict__ out) {
+    const long long* __restrict__ cols, long long ncols, unsigned long long key,
+    unsigned long long threshold, bool* __restrict__ out) {
     const long long total = n * ncols;
     for (long long e = hpcgnn_thread(); e < total; e += hpcgnn_threads()) {
         const long long i = e / ncols;
@@ -62,6 +65,6 @@ extern "C" __global__ void hash_rows_keep(
         const unsigned long long counter =
             (unsigned long long)row_ids[i] * (unsigned long long)width +
             (unsigned long long)cols[j];
-        out[e] = hpcgnn_uniform(hpcgnn_mix(counter ^ key)) >= p;
+        out[e] = (hpcgnn_mix(counter ^ key) >> 11) >= threshold;
     }
 }

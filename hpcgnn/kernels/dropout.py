@@ -14,6 +14,8 @@ the functions here return their masks as boolean tensors on the device:
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 
@@ -35,6 +37,15 @@ from hpcgnn.rng import (
 #: 173 ms of masks per epoch on an H200, 33 ms with one thread per block (torch.profiler,
 #: perf/bench_gpu.py, 2026-11-26; the epoch went from 212 to 79 ms).
 CHUNK_BLOCK = 1
+
+
+def keep_threshold(p: float) -> np.uint64:
+    """The integer form of ``u >= p`` for ``u = (bits >> 11) * 2^-53``: ``ceil(p 2^53)``.
+
+    ``u >= p`` exactly when ``bits >> 11 >= ceil(p 2^53)`` (the scaling by a power of two
+    is exact), so the kernels compare integers and keep the CPU's decisions bit for bit.
+    """
+    return np.uint64(math.ceil(p * 2.0**53))
 
 
 def chunk_states(key: np.uint64, first: int, count: int) -> np.ndarray:
@@ -97,7 +108,7 @@ def block_keep(
                       device=tdev)
     if out.numel():
         dev_states = torch.from_numpy(states.view(np.int64)).to(tdev)
-        args = (cm.as_cupy(dev_states), *ints, np.float64(p), cm.as_cupy(out))
+        args = (cm.as_cupy(dev_states), *ints, keep_threshold(p), cm.as_cupy(out))
         grid = cm.blocks(len(states), CHUNK_BLOCK)
         cm.launch("dropout.cu", "sfc64_block_keep", cm.device_index(tdev), grid, args,
                   block=CHUNK_BLOCK)
@@ -131,7 +142,7 @@ def rows_keep(
         key = stream_key(seed, TAG_DROPOUT, epoch, batch, layer)
         args = (cm.as_cupy(ids), np.int64(len(ids)), np.int64(width), cm.as_cupy(col_ids),
                 np.int64(ncols),
-                np.uint64(key), np.float64(p), cm.as_cupy(out))
+                np.uint64(key), keep_threshold(p), cm.as_cupy(out))
         cm.launch("dropout.cu", "hash_rows_keep", cm.device_index(tdev), cm.blocks(out.numel()),
                   args)
     return out

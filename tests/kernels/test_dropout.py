@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from hpcgnn.kernels.dropout import block_keep, block_launch, chunk_states, rows_keep
+from hpcgnn.kernels.dropout import block_keep, block_launch, chunk_states, keep_threshold, rows_keep
 from hpcgnn.rng import (
     CHUNK_ROWS,
     TAG_DROPOUT_BLOCK,
@@ -84,3 +84,14 @@ def test_cuda_masks_equal_the_cpu_masks():
     cols = np.array([30, 2, 7])
     got = rows_keep(4, 1, 2, 0, ids, 33, 0.3, cuda, cols)
     assert np.array_equal(got.cpu().numpy(), dropout_keep_rows(4, 1, 2, 0, ids, 33, 0.3, cols))
+
+
+@pytest.mark.parametrize("p", [0.0, 0.5, 0.25, 0.3, 0.1, 1 - 2**-53, 2**-60])
+def test_the_integer_threshold_keeps_what_the_uniform_keeps(p):
+    """``bits >> 11 >= keep_threshold(p)`` exactly when ``(bits >> 11) 2^-53 >= p``."""
+    t = int(keep_threshold(p))
+    around = np.array([t - 2, t - 1, t, t + 1, t + 2, 0, 2**53 - 1], dtype=np.int64)
+    m = around[(around >= 0) & (around < 2**53)]
+    bits = (m.astype(np.uint64) << np.uint64(11)) | np.uint64(0x5A5)  # low bits are dropped
+    uniform = (bits >> np.uint64(11)).astype(np.float64) * (1.0 / 9007199254740992.0)
+    assert np.array_equal((bits >> np.uint64(11)) >= np.uint64(t), uniform >= p)

@@ -18,6 +18,7 @@ from hpcgnn.backend import emulation
 from hpcgnn.errors import ConfigError
 from hpcgnn.kernels import cuda_modules as cm
 from hpcgnn.kernels import host_build, rows
+from hpcgnn.kernels.dropout import keep_threshold
 from hpcgnn.kernels.host_build import LaunchSettings, launch_settings
 from hpcgnn.rng import TAG_DROPOUT, dropout_keep_rows, stream_key
 from hpcgnn.utils.memory import available_bytes
@@ -71,7 +72,7 @@ def test_every_kernel_the_loader_launches_is_in_the_build():
         want = {*cm.NAME_EXPRESSIONS.get(src, ()), *EXTERN_C.get(src, ())}
         assert set(host(src).names) == want, src
     assert host("rows.cu").signature("gather_rows<float, int>") == ("*f4", "*i4", "*f4", "i8", "i8")
-    assert host("dropout.cu").signature("hash_rows_keep")[5:] == ("u8", "f8", "*b1")
+    assert host("dropout.cu").signature("hash_rows_keep")[5:] == ("u8", "u8", "*b1")
 
 
 def test_arguments_are_checked_against_the_parameters():
@@ -271,7 +272,7 @@ def test_a_launch_past_2_31_elements():
     out = poisoned((n, ncols), np.bool_)
     key = stream_key(1, TAG_DROPOUT, 2, 3, 4)
     args = (ids, np.int64(n), np.int64(ncols), cols, np.int64(ncols), np.uint64(key),
-            np.float64(0.5), out)
+            keep_threshold(0.5), out)
     host("dropout.cu").launch("hash_rows_keep", cm.blocks(n * ncols), cm.BLOCK, args)
     assert out.view(np.uint8).max() == 1  # every entry written (the poison is 0xFF)
     some = np.array([0, 1, (1 << 24) + 7, n - 2, n - 1])  # the last rows: past 2^31 entries

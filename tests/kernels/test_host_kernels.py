@@ -14,7 +14,7 @@ import torch
 
 from hpcgnn.kernels import cuda_modules as cm
 from hpcgnn.kernels.csr import ROW_BLOCK, ROW_BLOCKS, gather_ranges
-from hpcgnn.kernels.dropout import block_launch
+from hpcgnn.kernels.dropout import block_launch, keep_threshold
 from hpcgnn.kernels.rows import scatter_map
 from hpcgnn.kernels.sampling import its_round, uniform_round
 from hpcgnn.rng import CHUNK_ROWS, TAG_DROPOUT, chain, dropout_keep, dropout_keep_rows, stream_key
@@ -125,7 +125,7 @@ def test_sfc64_block_keep(settings, rows, cols, num_cols):
     states, ints, pick = block_launch(11, 2, 1, rows, cols, num_cols)
     out = poisoned((max(0, rows[1] - rows[0]), int(ints[7] - ints[6])), np.bool_)
     if out.size:  # as block_keep: the states as the int64 tensor it sends
-        args = (states.view(np.int64), *ints, np.float64(0.4), out)
+        args = (states.view(np.int64), *ints, keep_threshold(0.4), out)
         _launch("dropout.cu", "sfc64_block_keep", len(states), args)
     got = out if pick is None else out[:, pick]
     assert same_bytes(got, dropout_keep(11, 2, 1, rows, cols, num_cols, 0.4))
@@ -140,7 +140,7 @@ def test_hash_rows_keep(settings, cols):
     out = poisoned((n, ncols), np.bool_)
     key = stream_key(4, TAG_DROPOUT, 1, 2, 0)
     args = (ids, np.int64(n), np.int64(width), col_ids, np.int64(ncols), np.uint64(key),
-            np.float64(0.3), out)
+            keep_threshold(0.3), out)
     _launch("dropout.cu", "hash_rows_keep", n * ncols, args)
     assert same_bytes(out, dropout_keep_rows(4, 1, 2, 0, ids, width, 0.3, cols))
 

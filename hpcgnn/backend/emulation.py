@@ -221,8 +221,22 @@ def _refuse_numpy(t: torch.Tensor) -> None:
         )
 
 
+def _set_data(t: torch.Tensor, value: torch.Tensor) -> None:
+    """``t.data = value``: ``t`` takes ``value``'s memory, so its placement too.
+
+    How ``nn.Module.to`` moves parameters (``param.data = param.to(device)``).
+    """
+    _T.data.__set__(t, value)  # type: ignore[attr-defined]  # a getset descriptor
+    index = getattr(value, _TAG, None)
+    if index is None:
+        _host(t)
+    else:
+        _tag(t, index)
+
+
 _T = torch.Tensor
 _HANDLERS: dict[Any, Callable[..., Any]] = {
+    _T.data.__set__: _set_data,  # type: ignore[attr-defined]
     _T.device.__get__: lambda t: (
         torch.device("cuda", getattr(t, _TAG)) if hasattr(t, _TAG) else _T.device.__get__(t)
     ),

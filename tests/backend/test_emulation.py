@@ -51,6 +51,23 @@ def test_mixing_host_and_device_raises_with_the_operation_and_the_line():
         assert float(a.sum()) == 4.0
 
 
+def test_modules_move_with_to_and_count_their_transfers():
+    """``nn.Module.to`` sets ``param.data``: the parameter takes the placement it is given."""
+    with emulated():
+        before = dict(emulation.COUNTS)
+        lin = torch.nn.Linear(3, 2).to("cuda")
+        assert lin.weight.is_cuda and lin.bias.is_cuda
+        y = lin(torch.ones(4, 3, device="cuda"))
+        y.sum().backward()
+        assert y.is_cuda and lin.weight.grad is not None and lin.weight.grad.is_cuda
+        assert not lin.to("cpu").weight.is_cuda
+        float(y.detach().sum())  # a scalar read waits on a GPU
+        moved = {k: emulation.COUNTS[k] - before.get(k, 0) for k in ("h2d", "d2h", "scalar")}
+        assert moved["h2d"] >= 2 and moved["d2h"] >= 2 and moved["scalar"] == 1, moved
+        with pytest.raises(MixedDeviceError):
+            lin(torch.ones(1, 3, device="cuda"))  # the module is back on the host
+
+
 def test_backward_of_custom_functions_sees_the_device():
     class Twice(torch.autograd.Function):
         @staticmethod

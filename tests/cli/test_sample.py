@@ -58,7 +58,9 @@ def test_batches_limit_and_replication(graph_file, shared_tmp, world):
 BAD = [
     (["--fanout", "15,10,5", "--layers", "2"],
      "--fanout has 3 entries but the model has 2 layers (--layers 2); give one fanout per layer"),
-    (["--batch-size", "1000"], "--batch-size 1000 is larger than the training set (25 vertices)"),
+    (["--batch-size", "1000"],
+     "--batch-size 1000 is larger than the training set (25 vertices): "
+     "give --batch-size 25 or less"),
     (["--bulk", "0"], "--bulk must be in [1, 2147483647] (minibatches sampled at once), got 0"),
 ]
 

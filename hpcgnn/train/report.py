@@ -7,8 +7,11 @@ its cost prediction and its own section (``exchange`` for partitioned models,
 
 from __future__ import annotations
 
+import datetime as dt
 import operator
 import os
+import platform
+import socket
 import statistics
 import sys
 from collections.abc import Callable
@@ -77,6 +80,30 @@ def build_metrics(
     return doc
 
 
+#: Version of the metrics document's layout (``run.schema_version``); raised when a key
+#: changes meaning or goes away, not when one is added.
+METRICS_SCHEMA = 1
+
+
+def run_section() -> dict[str, Any]:
+    """The ``run`` section: what wrote the file, where and when (schema, versions, host)."""
+    import mpi4py
+    import torch
+    from mpi4py import MPI
+
+    from hpcgnn import __version__
+
+    return {
+        "schema_version": METRICS_SCHEMA,
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "host": socket.gethostname(),
+        "command": " ".join(sys.argv),
+        "hpcgnn": __version__, "python": platform.python_version(), "torch": torch.__version__,
+        "numpy": np.__version__, "mpi4py": mpi4py.__version__,
+        "mpi": MPI.Get_library_version().replace("\0", "").splitlines()[0].strip(),
+    }
+
+
 def write_json(path: str | os.PathLike, doc: dict[str, Any]) -> None:
     """Write ``doc`` as strict JSON (NaN and infinities become ``null``), atomically."""
     text = dumps(doc, indent=2, sort_keys=False)
@@ -138,8 +165,9 @@ def _report(
     """Rank 0's part of :func:`finish_run`: the summary lines and the files."""
     f = result.final
     out = [
-        f"final | loss {f['loss']:.4f} | train {f['train_acc']:.4f} val {f['val_acc']:.4f}"
-        f" test {f['test_acc']:.4f} | params sha256 {result.params_sha256[:16]}"
+        f"final (no dropout) | loss {f['loss']:.4f} | train {f['train_acc']:.4f}"
+        f" val {f['val_acc']:.4f} test {f['test_acc']:.4f}"
+        f" | params sha256 {result.params_sha256[:16]}"
     ]
     if result.epochs:
         med = float(np.median([e.time_s for e in result.epochs]))
@@ -152,7 +180,7 @@ def _report(
         doc = build_metrics(
             result, world_size=world_size, config=config, measured_bytes=measured,
             predicted_bytes=predicted, phases=phases,
-            extra={**sections, "graph": graph_section(meta)},
+            extra={**sections, "graph": graph_section(meta), "run": run_section()},
         )
         write_json(metrics, doc)
         print(f"metrics written to {metrics}", file=sys.stderr)

@@ -97,7 +97,7 @@ def run_section() -> dict[str, Any]:
         "schema_version": METRICS_SCHEMA,
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "host": socket.gethostname(),
-        "command": " ".join(sys.argv),
+        "command": " ".join(sys.argv),  # the process's command line
         "hpcgnn": __version__, "python": platform.python_version(), "torch": torch.__version__,
         "numpy": np.__version__, "mpi4py": mpi4py.__version__,
         "mpi": MPI.Get_library_version().replace("\0", "").splitlines()[0].strip(),

@@ -344,4 +344,4 @@ def test_metrics_are_strict_json_when_a_split_is_empty(graph_file, shared_tmp, w
     assert doc["final"]["val_acc"] is None and doc["final"]["train_acc"] is not None
     run = doc["run"]  # what wrote it, where and when
     assert run["schema_version"] == 1 and run["hpcgnn"] and run["torch"] and run["mpi"]
-    assert run["date"].endswith("+00:00") and run["host"] and "train" in run["command"]
+    assert run["date"].endswith("+00:00") and run["host"] and isinstance(run["command"], str)

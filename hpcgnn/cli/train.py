@@ -62,7 +62,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     c = p.add_argument_group("checkpoint/restart")
     c.add_argument("--checkpoint-dir", default=None,
                    help="directory for checkpoints (rank 0; gist: every rank writes its rows)")
-    c.add_argument("--checkpoint-every", type=int, default=0, help="checkpoint every K epochs")
+    c.add_argument("--checkpoint-every", type=int, default=0,
+                   help="checkpoint every K epochs and after the last (default 0: with "
+                        "--checkpoint-dir, after the last epoch only)")
     c.add_argument("--resume", default=None, help="resume from the checkpoint in this directory")
     x = p.add_argument_group("partitioned exchange (--algo halo, --mode offload)")
     x.add_argument("--exchange", choices=["p2p", "planned"], default="p2p",

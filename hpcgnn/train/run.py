@@ -343,7 +343,8 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
             )
 
     def checkpoint(done: int, result: TrainResult) -> None:
-        if opts.checkpoint_every and (done % opts.checkpoint_every == 0 or done == cfg.epochs):
+        every = opts.checkpoint_every
+        if opts.checkpoint_dir and ((every and done % every == 0) or done == cfg.epochs):
             history = [e.as_dict() for e in result.epochs]
             if isinstance(trainer, GistTrainer):  # every rank writes its rows
                 assert opts.checkpoint_dir is not None

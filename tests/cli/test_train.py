@@ -345,3 +345,17 @@ def test_metrics_are_strict_json_when_a_split_is_empty(graph_file, shared_tmp, w
     run = doc["run"]  # what wrote it, where and when
     assert run["schema_version"] == 1 and run["hpcgnn"] and run["torch"] and run["mpi"]
     assert run["date"].endswith("+00:00") and run["host"] and isinstance(run["command"], str)
+
+
+@pytest.mark.mpi
+def test_a_checkpoint_dir_alone_keeps_the_last_epoch(graph_file, shared_tmp, world):
+    """--checkpoint-dir without --checkpoint-every writes the end state (it wrote nothing)."""
+    path = graph_file(n=30, seed=4)
+    ckpt = shared_tmp / "last"
+    assert_all(world, run_train(path, "--checkpoint-dir", str(ckpt)) == 0)
+    world.mpi.Barrier()
+    manifest = json.loads((ckpt / "checkpoint.json").read_text())
+    assert_all(world, manifest["epoch"] == 4, f"checkpointed after epoch {manifest['epoch']}")
+    resumed = main(["train", str(path), "--epochs", "5", "--hidden", "8", "--quiet",
+                    "--resume", str(ckpt)])
+    assert_all(world, resumed == 0)

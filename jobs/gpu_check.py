@@ -103,11 +103,9 @@ def probe() -> list[tuple[str, str, bool]]:
     row("kernels", kernels)
 
     def mpi() -> str:
-        from mpi4py import MPI
+        from hpcgnn.comm.wire import library_cuda_aware, library_version
 
-        from hpcgnn.comm.wire import library_cuda_aware
-
-        lib = MPI.Get_library_version().replace("\0", "").splitlines()[0].strip()
+        lib = library_version()
         return f"mpi4py {__import__('mpi4py').__version__}, {lib}; CUDA-aware: " \
                f"{library_cuda_aware()}"
 
@@ -190,11 +188,12 @@ def main(argv: list[str] | None = None) -> int:
                "tests/test_device_matrix.py"]
         steps.append(run_step(f"matrix {n} ranks", cmd, {**env, "HPCGNN_MATRIX_OUT": str(rows)},
                               args.step_timeout))
-    bench_table = RESULTS / f"bench_{kind.replace('-', '_')}.md"
+    bench_name = f"bench_{kind.replace('-', '_')}"  # the table the benchmark writes
+    bench_table = RESULTS / f"{bench_name}.md"
     if "benchmark" in chosen and BENCHMARK.exists():
         bench_table.unlink(missing_ok=True)
-        steps.append(run_step("benchmark", [sys.executable, str(BENCHMARK)], env,
-                              args.bench_timeout))
+        bench = [sys.executable, str(BENCHMARK), "--name", bench_name]
+        steps.append(run_step("benchmark", bench, env, args.bench_timeout))
     elif "benchmark" in chosen:
         steps.append({"step": "benchmark", "ok": True, "seconds": 0.0,
                       "result": f"skipped: {BENCHMARK.relative_to(ROOT)} does not exist yet"})

@@ -100,23 +100,28 @@ def device_seconds(step: Callable[[], object], calls: int) -> tuple[float | None
     return busy / 1e6 / calls, [[k[:60], v / 1e3 / calls] for k, v in top]
 
 
-# -- 1 and 5: the epoch, hpcgnn against PyG --------------------------------------------------
-
-def hpcgnn_epoch(path: str, cfg, device: str) -> dict:
-    """One rank of ``hpcgnn train``'s full-batch path, in this process."""
+def one_rank_grid(kind: str, device: str, replication: int | None = None):
+    """The process grid of this one-process run on ``device``, as ``hpcgnn train`` makes it."""
     from mpi4py import MPI
 
     from hpcgnn.grid.device import choose_device
     from hpcgnn.grid.process_grid import ProcessGrid
     from hpcgnn.kernels.prepare import prepare_kernels
-    from hpcgnn.layout.shapes import choose_shape
+
+    comm = MPI.COMM_WORLD
+    return ProcessGrid.create(comm, kind, replication=replication,
+                              device=choose_device(comm, device, prepare_kernels))
+
+
+# -- 1 and 5: the epoch, hpcgnn against PyG --------------------------------------------------
+
+def hpcgnn_epoch(path: str, cfg, device: str) -> dict:
+    """One rank of ``hpcgnn train``'s full-batch path, in this process."""
     from hpcgnn.train.fullbatch import FullBatchTrainer
     from hpcgnn.train.run import RunOptions, build_model
 
     t0 = time.perf_counter()
-    comm = MPI.COMM_WORLD
-    grid = ProcessGrid(comm, choose_shape("1d", 1, None, None),
-                       device=choose_device(comm, device, prepare_kernels))
+    grid = one_rank_grid("1d", device)
     opts = RunOptions(graph=path, device=device)
     trainer = FullBatchTrainer(build_model(path, grid, cfg, opts), cfg, grid.world)
     setup = time.perf_counter() - t0
@@ -187,19 +192,11 @@ def spmm_rates(path: str, widths: list[int], device: str) -> list[dict]:
 
 def hpcgnn_sampling(path: str, device: str, batch: int, batches: int) -> dict:
     """hpcgnn's bulk GraphSAGE sampler (replicated layout), batches/s, as ``device`` runs it."""
-    from mpi4py import MPI
-
-    from hpcgnn.grid.device import choose_device
-    from hpcgnn.grid.process_grid import ProcessGrid
-    from hpcgnn.kernels.prepare import prepare_kernels
-    from hpcgnn.layout.shapes import choose_shape
     from hpcgnn.sampling.bulk import BulkSampler, read_train_ids
     from hpcgnn.sampling.shuffle import minibatches
     from hpcgnn.sampling.spec import SamplerSpec
 
-    comm = MPI.COMM_WORLD
-    grid = ProcessGrid(comm, choose_shape("1.5d", 1, None, 1),
-                       device=choose_device(comm, device, prepare_kernels))
+    grid = one_rank_grid("1.5d", device, replication=1)
     spec = SamplerSpec(sampler="sage", sizes=FANOUTS, batch_size=batch, bulk=8)
     sampler = BulkSampler(spec, grid, path, "replicated")
     seeds = minibatches(read_train_ids(path), batch, 0, 0)[:batches]

@@ -93,6 +93,9 @@ def _render_to_file(args: argparse.Namespace) -> None:
     if args.system == "local" and args.nodes != 1:
         raise ConfigError(f"--system local runs on one node, got --nodes {args.nodes}")
     ranks = args.nodes * args.ranks_per_node
+    train_words = _train_words(args.train_args)
+    # sampled minibatches (minibatch, gist --sampler) run no full-batch algorithm
+    sampled = args.mode == "minibatch" or (args.mode == "gist" and "--sampler" in train_words)
     values = {
         "nodes": str(args.nodes),
         "ranks_per_node": str(args.ranks_per_node),
@@ -105,11 +108,8 @@ def _render_to_file(args: argparse.Namespace) -> None:
         "run_dir": shlex.quote(args.run_dir or f"runs/{args.mode}-{args.algo}-p{ranks}"),
         "prepare_nodes": str(args.prepare_nodes),
         "partition": "yes" if args.algo == "halo" or args.mode in PARTITIONED_MODES else "no",
-        "train_args": _train_words(args.train_args),
-        # sampled minibatches (minibatch, gist --sampler) run no full-batch algorithm
-        "algo_args": "" if args.mode == "minibatch" or (
-            args.mode == "gist" and "--sampler" in shlex.split(args.train_args)
-        ) else f"--algo {args.algo} ",
+        "train_args": shlex.join(train_words),
+        "algo_args": "" if sampled else f"--algo {args.algo} ",
         "device_args": "--device cuda " if args.system in GPU_SYSTEMS else "",
         "account": "" if args.account is None else shlex.quote(args.account),
         "command": shlex.join([
@@ -126,8 +126,8 @@ def _render_to_file(args: argparse.Namespace) -> None:
     print(f"{args.system} job: {args.nodes} node(s) x {args.ranks_per_node} rank(s) -> {out}")
 
 
-def _train_words(text: str) -> str:
-    """``--train-args`` as quoted shell words, refusing anything the shell would act on."""
+def _train_words(text: str) -> list[str]:
+    """``--train-args`` as words, refusing anything the shell would act on."""
     try:
         words = shlex.split(text)
     except ValueError as err:
@@ -138,7 +138,7 @@ def _train_words(text: str) -> str:
             raise ConfigError(
                 f"--train-args: {word!r} holds {''.join(bad)!r}; train flags and values only"
             )
-    return shlex.join(words)
+    return words
 
 
 def _read(path: Path) -> str:

@@ -122,16 +122,14 @@ def run(args: argparse.Namespace) -> int:
     if args.sampler is not None and args.mode not in ("minibatch", "gist"):
         raise ConfigError(f"--sampler applies to --mode minibatch or gist, not {args.mode}")
     if args.mode == "minibatch" or (args.mode == "gist" and args.sampler is not None):
-        if args.mode == "gist" and args.algo is not None:
-            raise ConfigError(
-                f"--algo {args.algo} names a full-batch algorithm: with --mode gist --sampler"
-                " the groups train sampled minibatches (drop --algo, or drop --sampler)"
+        if args.algo is not None:  # sampled minibatches run no full-batch algorithm
+            why = (
+                " with --mode gist --sampler the groups train sampled minibatches (drop --algo,"
+                " or drop --sampler)" if args.mode == "gist" else
+                " --mode minibatch samples on a (P/c) x c grid (--replication, --grid; drop"
+                " --algo)"
             )
-        if args.algo is not None:  # it would be ignored: minibatch runs its own 1.5D grid
-            raise ConfigError(
-                f"--algo {args.algo} names a full-batch algorithm: --mode minibatch samples on "
-                "a (P/c) x c grid (--replication, --grid; drop --algo)"
-            )
+            raise ConfigError(f"--algo {args.algo} names a full-batch algorithm:{why}")
         group = MPI.COMM_WORLD.Get_size() // max(1, args.subnets or 1)
         spec = spec_from_args(args, max(1, group))  # --global-batch: a group's step
     elif args.mode == "gist":

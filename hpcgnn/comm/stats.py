@@ -156,12 +156,12 @@ class CommStats:
     ) -> None:
         """Add one call moving ``nbytes`` into this rank, ending now.
 
-        Its time: ``since`` a mark (read lazily), or ``seconds``. ``span`` names the call
-        in the trace (default ``category``), e.g. the stage of a planned exchange, while its
-        bytes and time count under ``category``; ``args`` (e.g. the communicator, the
-        peers) go into the trace event next to the bytes. ``path`` is how the call's
-        buffers reached MPI (``None``: no buffers), ``staged`` the bytes it copied through
-        host staging buffers.
+        Its time: ``since`` a mark (read lazily), or ``seconds`` (neither: none of its
+        own). ``span`` names the call in the trace (default ``category``), e.g. the stage of
+        a planned exchange, while its bytes and time count under ``category``; ``args``
+        (e.g. the communicator, the peers) go into the trace event next to the bytes.
+        ``path`` is how the call's buffers reached MPI (``None``: no buffers), ``staged``
+        the bytes it copied through host staging buffers.
         """
         if path is not None:
             self.paths.setdefault(category, set()).add(path)

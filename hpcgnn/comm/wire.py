@@ -97,6 +97,11 @@ def library_cuda_support() -> tuple[bool, str]:
     return False, "the library has no CUDA query, names no cuda memory kind, no vendor variable"
 
 
+def library_version() -> str:
+    """The MPI library's name and version, one line (Open MPI's ends in a NUL)."""
+    return MPI.Get_library_version().replace("\0", "").splitlines()[0].strip()
+
+
 def library_cuda_aware() -> bool:
     """Whether the MPI library says it takes CUDA device buffers (:func:`library_cuda_support`)."""
     return library_cuda_support()[0]

@@ -74,7 +74,7 @@ def record_copy(comm: Comm, category: str, rows: int, row_bytes: int, t0: Mark |
     inside another call's interval.
     """
     if rows:
-        comm.stats.record(category, rows * row_bytes, 0.0 if t0 is None else None, since=t0)
+        comm.stats.record(category, rows * row_bytes, since=t0)
 
 
 @dataclass

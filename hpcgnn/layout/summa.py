@@ -329,9 +329,7 @@ def message_bytes(rows: int, n: int, nnz: int, values_dtype: np.dtype | type) ->
     return sparse_ints(rows, nnz) * isz + nnz * np.dtype(values_dtype).itemsize
 
 
-def message_sections(
-    rows: int, n: int, nnz: int, values_dtype: np.dtype | type,
-) -> tuple[np.dtype, int, int]:
+def message_sections(rows: int, n: int, nnz: int) -> tuple[np.dtype, int, int]:
     """Where :func:`pack_block`'s message keeps what: ``(index dtype, ints, values offset)``.
 
     The message starts with ``ints`` integers of the index dtype (``ints - nnz`` of

@@ -87,9 +87,10 @@ def _checked(path: str, item: Any) -> Any:
     """
     try:
         if isinstance(item, Study):
-            for procs, row in (p for points in fastest(item).values() for p in points):
-                float(procs) + float(row["time_s"]) + float(row["max_rank_bytes"])
-                str(row["grid"]) + str(item.doc["machine"])
+            item.doc["machine"]
+            for points in fastest(item).values():
+                for procs, row in points:  # numbers, and a grid to print
+                    float(procs), float(row["time_s"]), float(row["max_rank_bytes"]), row["grid"]
         else:
             doc = item.doc
             for key in ("measured_bytes", "predicted_bytes"):
@@ -99,10 +100,11 @@ def _checked(path: str, item: Any) -> Any:
                 for key in ("loss", "train_acc", "val_acc"):
                     _fmt(e.get(key))
             time = doc.get("time", {})
-            [_fmt(v) for v in time.get("phases", {}).values()]
-            _fmt(time.get("epoch_median_s"))
-            [_fmt(doc.get("exchange", {}).get(key)) for key in EXCHANGE_VOLUMES]
-            _fmt(doc.get("final", {}).get("test_acc"))
+            printed = [*time.get("phases", {}).values(), time.get("epoch_median_s"),
+                       *(doc.get("exchange", {}).get(key) for key in EXCHANGE_VOLUMES),
+                       doc.get("final", {}).get("test_acc")]
+            for value in printed:  # numbers or None
+                _fmt(value)
             doc.get("config", {}).get("mode")
     except (TypeError, AttributeError, KeyError, ValueError) as err:
         raise ConfigError(

@@ -114,7 +114,7 @@ def unpack_block(
         zeros = torch.zeros(rows + 1, dtype=torch.int64, device=message.device)
         return torch.sparse_csr_tensor(zeros, zeros[:0], zeros[:0].to(dtype), size=shape,
                                        check_invariants=False)
-    idt, n_ints, offset = message_sections(rows, n, nnz, numpy_dtype(dtype))
+    idt, n_ints, offset = message_sections(rows, n, nnz)
     ints = message[:offset].view(torch.int32 if idt == np.int32 else torch.int64)
     raw = message[offset:]
     if offset % dtype.itemsize:
@@ -168,19 +168,22 @@ class SummaSpMM:
         if set(blocks) != want:
             raise ValueError(f"blocks for stages {sorted(blocks)}, expected {sorted(want)}")
         self._own: dict[int, torch.Tensor] = {}
-        self.uploads = 0
         for idx, b in blocks.items():
             seg = self.segments[idx]
             if b.shape != (self.rows, seg.size):
                 raise ValueError(f"block of stage {idx} has shape {b.shape}")
             self._own[idx] = grid.row.device.from_numpy(pack_block(b, layout.n, np_dtype))
-            self.uploads += 1
         counts = {idx: int(b.nnz) for idx, b in blocks.items()}
         merged: dict[int, int] = {}
         for d in grid.row.allgather_obj(counts):
             merged.update(d)
         self.nnz = np.array([merged[s.index] for s in self.segments], dtype=np.int64)
         self._np_dtype = np_dtype
+
+    @property
+    def uploads(self) -> int:
+        """Sparse blocks copied to the device: the owned ones, once, at construction."""
+        return len(self._own)
 
     def _sparse_block(self, seg_index: int) -> torch.Tensor:
         """``M(row block i, stage)``, broadcast along the process row from its owner."""

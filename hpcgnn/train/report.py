@@ -89,9 +89,9 @@ def run_section() -> dict[str, Any]:
     """The ``run`` section: what wrote the file, where and when (schema, versions, host)."""
     import mpi4py
     import torch
-    from mpi4py import MPI
 
     from hpcgnn import __version__
+    from hpcgnn.comm.wire import library_version
 
     return {
         "schema_version": METRICS_SCHEMA,
@@ -100,7 +100,7 @@ def run_section() -> dict[str, Any]:
         "command": " ".join(sys.argv),  # the process's command line
         "hpcgnn": __version__, "python": platform.python_version(), "torch": torch.__version__,
         "numpy": np.__version__, "mpi4py": mpi4py.__version__,
-        "mpi": MPI.Get_library_version().replace("\0", "").splitlines()[0].strip(),
+        "mpi": library_version(),
     }
 
 

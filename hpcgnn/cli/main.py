@@ -99,7 +99,11 @@ def inductor_dir() -> Path | None:
         user = getpass.getuser()
     except (KeyError, ModuleNotFoundError, OSError):
         user = f"uid_{os.getuid()}" if hasattr(os, "getuid") else "unknown_user"
-    return Path(tempfile.gettempdir()) / ("torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", user))
+    try:  # tempfile writes a probe file: none fits on a full disk
+        tmp = tempfile.gettempdir()
+    except OSError:
+        return None
+    return Path(tmp) / ("torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", user))
 
 
 def _run(args: argparse.Namespace) -> int:

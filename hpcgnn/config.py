@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from hpcgnn.errors import ConfigError
-from hpcgnn.kinds import GCN, KINDS, SAGE, LayerKind, layer_kind
+from hpcgnn.kinds import GCN, KINDS, LayerKind, layer_kind
 
 if TYPE_CHECKING:
     import torch
@@ -20,12 +20,13 @@ DTYPES = ("float32", "float64")
 #: Distributed SpMM algorithms of ``hpcgnn train --mode fullbatch``.
 ALGORITHMS = ("1d", "1.5d", "2d", "3d", "halo")
 
+#: The ``--mode`` choices, the default first (the registry of the modes themselves is
+#: :data:`hpcgnn.train.modes.MODES`, which loads torch).
+MODE_NAMES = ("fullbatch", "minibatch", "offload", "gist")
+
 #: Layer kinds of ``--model`` (:mod:`hpcgnn.kinds`): GCN (``Â^T H W``) or GraphSAGE-mean
 #: (``H W_self + D_in^-1 A^T H W_neigh``).
 MODELS = tuple(KINDS)
-
-#: The layer kind each minibatch sampler trains (LADIES samples GCN layers).
-SAMPLER_MODEL = {"sage": SAGE.name, "ladies": GCN.name}
 
 #: Largest ``--layers`` (deep GNNs reach about a thousand layers).
 MAX_LAYERS = 4096
@@ -43,26 +44,6 @@ def check_layers(layers: int) -> None:
     """Refuse a model depth outside ``[1, MAX_LAYERS]``."""
     if not 1 <= layers <= MAX_LAYERS:
         raise ConfigError(f"--layers must be in [1, {MAX_LAYERS}], got {layers}")
-
-
-def resolve_model(model: str | None, sampler: str | None) -> str:
-    """The layer type of a run: ``--model`` (default ``gcn``), or the minibatch ``sampler``'s.
-
-    In minibatch mode (``sampler`` given) the sampler defines the layers (``sage``:
-    GraphSAGE-mean, ``ladies``: GCN); a ``model`` that contradicts it is refused.
-    """
-    if model is not None:
-        layer_kind(model)  # an unknown name is refused
-    if sampler is None:
-        return GCN.name if model is None else model
-    implied = SAMPLER_MODEL[sampler]
-    if model is not None and model != implied:
-        other = next(s for s, m in SAMPLER_MODEL.items() if m == model)
-        raise ConfigError(
-            f"--model {model} does not exist with --sampler {sampler} (it trains {implied}"
-            f" layers); use --sampler {other} for {model}"
-        )
-    return implied
 
 
 def check_random_key(value: int, flag: str = "--seed") -> None:

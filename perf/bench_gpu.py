@@ -117,13 +117,15 @@ def one_rank_grid(kind: str, device: str, replication: int | None = None):
 
 def hpcgnn_epoch(path: str, cfg, device: str) -> dict:
     """One rank of ``hpcgnn train``'s full-batch path, in this process."""
-    from hpcgnn.train.fullbatch import FullBatchTrainer
-    from hpcgnn.train.run import RunOptions, build_model
+    from hpcgnn.io.reader import GraphFile
+    from hpcgnn.train.modes import FullBatchMode
+    from hpcgnn.train.modes.base import Setup
 
     t0 = time.perf_counter()
     grid = one_rank_grid("1d", device)
-    opts = RunOptions(graph=path, device=device)
-    trainer = FullBatchTrainer(build_model(path, grid, cfg, opts), cfg, grid.world)
+    with GraphFile(path) as gf:
+        meta = gf.meta
+    trainer = FullBatchMode().build(Setup(path, grid, cfg, meta))
     setup = time.perf_counter() - t0
     epoch = [0]
 

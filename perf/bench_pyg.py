@@ -43,7 +43,7 @@ def bench_hpcgnn(path: str, cfg, epochs: int, warmup: int) -> tuple[list[float],
 
     t0 = time.perf_counter()
     grid = ProcessGrid.create(MPI.COMM_WORLD, "1d")
-    model = BlockRowGCN(path, grid, cfg)
+    model = BlockRowGCN.read(path, grid, cfg)
     setup = time.perf_counter() - t0
     opt = make_optimizer(model.weights, cfg)
     n_train = int(model.masks["train"].sum())

@@ -11,14 +11,14 @@ from __future__ import annotations
 import argparse
 
 from hpcgnn.cli.common import add_device_argument
-from hpcgnn.sampling.rows import SAMPLERS
-from hpcgnn.sampling.spec import LAYOUTS, SamplerSpec, make_spec
+from hpcgnn.sampling.samplers import SAMPLERS
+from hpcgnn.sampling.spec import LAYOUTS, spec_from_args
 
 
 def add_sampling_arguments(p: argparse.ArgumentParser) -> argparse._ArgumentGroup:
     """Add the sampling flags shared by ``train --mode minibatch`` and ``sample``."""
     g = p.add_argument_group("minibatch sampling (train --mode minibatch or gist, sample)")
-    g.add_argument("--sampler", choices=SAMPLERS, default=None,
+    g.add_argument("--sampler", choices=tuple(SAMPLERS), default=None,
                    help="sage: node-wise GraphSAGE; ladies: layer-wise LADIES (default: sage; "
                         "train --mode gist: the groups train sampled minibatches of this "
                         "sampler instead of running a full-batch --algo)")
@@ -41,19 +41,10 @@ def add_sampling_arguments(p: argparse.ArgumentParser) -> argparse._ArgumentGrou
                    help="minibatches sampled at once, in one stacked SpGEMM per hop, shared out "
                         "over the ranks, one per rank and optimizer step (default: 16, with "
                         "--global-batch the multiple of P from 16 up; at most 2^31-1)")
-    g.add_argument("--graph-layout", choices=LAYOUTS, default="replicated",
+    g.add_argument("--graph-layout", choices=LAYOUTS, default=None,
                    help="replicated: every rank holds the whole graph; partitioned: block rows "
                         "on a (P/c) x c grid, sparsity-aware 1.5D SpGEMM (default: replicated)")
     return g
-
-
-def spec_from_args(args: argparse.Namespace, ranks: int) -> SamplerSpec:
-    """Validate the sampling flags for a job of ``ranks`` (the same error on every rank)."""
-    return make_spec(
-        args.sampler or "sage", fanout=args.fanout, layer_size=args.layer_size, layers=args.layers,
-        batch_size=args.batch_size, bulk=args.bulk, seed=args.seed,
-        global_batch=args.global_batch, ranks=ranks,
-    )
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -91,14 +82,15 @@ def run(args: argparse.Namespace) -> int:
     from hpcgnn.sampling.epoch_file import sample_to_file
 
     spec = spec_from_args(args, MPI.COMM_WORLD.Get_size())
+    layout = args.graph_layout or LAYOUTS[0]
     comm = MPI.COMM_WORLD
     device = choose_device(comm, args.device, prepare_kernels)  # refuses it on every rank
     summary = sample_to_file(
-        comm, args.graph, spec, args.out, graph_layout=args.graph_layout, epoch=args.epoch,
+        comm, args.graph, spec, args.out, graph_layout=layout, epoch=args.epoch,
         batches=args.batches, grid=args.grid, replication=args.replication, device=device,
     )
     if comm.Get_rank() == 0 and not args.quiet:
         print(f"hpcgnn sample: {summary.num_batches} minibatches, {summary.edges} sampled edges, "
-              f"{summary.seconds:.3f} s sampling ({spec.sampler}, {args.graph_layout} graph, grid "
+              f"{summary.seconds:.3f} s sampling ({spec.sampler}, {layout} graph, grid "
               f"{summary.grid}) -> {args.out}", flush=True)
     return 0

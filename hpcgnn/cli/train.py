@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import os
 
 from hpcgnn.cli.common import add_device_argument
-from hpcgnn.cli.sample import add_sampling_arguments, spec_from_args
+from hpcgnn.cli.sample import add_sampling_arguments
 from hpcgnn.errors import ConfigError
 
 #: Largest ``--threads`` (torch's thread pool fails on absurd counts without a word).
@@ -15,7 +14,7 @@ MAX_THREADS = 4096
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``train`` sub-command."""
-    from hpcgnn.config import ALGORITHMS, MODELS
+    from hpcgnn.config import ALGORITHMS, MODE_NAMES, MODELS
 
     p = sub.add_parser(
         "train",
@@ -25,8 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "(--mode minibatch).",
     )
     p.add_argument("graph", help="graph file written by `hpcgnn prepare` / `hpcgnn partition`")
-    p.add_argument("--mode", choices=["fullbatch", "minibatch", "offload", "gist"],
-                   default="fullbatch",
+    p.add_argument("--mode", choices=MODE_NAMES, default=MODE_NAMES[0],
                    help="fullbatch: GCN with a distributed SpMM; minibatch: sampled GraphSAGE or "
                         "LADIES on a (P/c) x c grid; offload: HongTu partition x chunk GCN with "
                         "host-resident vertex data; gist: independent sub-GCNs on rank groups "
@@ -67,15 +65,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "--checkpoint-dir, after the last epoch only)")
     c.add_argument("--resume", default=None, help="resume from the checkpoint in this directory")
     x = p.add_argument_group("partitioned exchange (--algo halo, --mode offload)")
-    x.add_argument("--exchange", choices=["p2p", "planned"], default="p2p",
+    x.add_argument("--exchange", choices=["p2p", "planned"], default=None,
                    help="halo: p2p all-to-allv, or a DGCL SPST plan on --topology run in stages; "
                         "offload (--dedup inter/full): the device-to-device fetches of the "
                         "deduplicated rows and their gradient pushes planned so (default: p2p)")
     x.add_argument("--topology", default=None,
                    help="halo, planned offload: topology JSON (configs/topologies/*.json; default: "
                         "all ranks on one node with equal links)")
-    x.add_argument("--chunks", type=int, default=4, help="offload: chunks per part (default: 4)")
-    x.add_argument("--dedup", choices=["none", "inter", "full"], default="full",
+    x.add_argument("--chunks", type=int, default=None, help="offload: chunks per part (default: 4)")
+    x.add_argument("--dedup", choices=["none", "inter", "full"], default=None,
                    help="offload: neighbour-load deduplication: none, inter (across ranks of a "
                         "batch) or full (plus reuse across consecutive batches; default)")
     x.add_argument("--reorganize", action="store_true",
@@ -107,8 +105,9 @@ def run(args: argparse.Namespace) -> int:
     import torch
     from mpi4py import MPI
 
-    from hpcgnn.config import TrainConfig, resolve_model
-    from hpcgnn.train.gist import GistOptions
+    from hpcgnn.config import TrainConfig
+    from hpcgnn.kinds import GCN
+    from hpcgnn.train.modes import mode_from_args
     from hpcgnn.train.run import RunOptions, train
 
     if args.threads is not None:
@@ -118,69 +117,21 @@ def run(args: argparse.Namespace) -> int:
     for flag in ("metrics", "trace", "checkpoint_dir", "resume"):
         if getattr(args, flag) == "":  # a path left empty by a script's unset variable
             raise ConfigError(f"--{flag.replace('_', '-')}: an empty path")
-    spec = None
-    if args.sampler is not None and args.mode not in ("minibatch", "gist"):
-        raise ConfigError(f"--sampler applies to --mode minibatch or gist, not {args.mode}")
-    if args.mode == "minibatch" or (args.mode == "gist" and args.sampler is not None):
-        if args.algo is not None:  # sampled minibatches run no full-batch algorithm
-            why = (
-                " with --mode gist --sampler the groups train sampled minibatches (drop --algo,"
-                " or drop --sampler)" if args.mode == "gist" else
-                " --mode minibatch samples on a (P/c) x c grid (--replication, --grid; drop"
-                " --algo)"
-            )
-            raise ConfigError(f"--algo {args.algo} names a full-batch algorithm:{why}")
-        group = MPI.COMM_WORLD.Get_size() // max(1, args.subnets or 1)
-        spec = spec_from_args(args, max(1, group))  # --global-batch: a group's step
-    elif args.mode == "gist":
-        given = [f for f in SAMPLING_FLAGS if getattr(args, f.lstrip("-").replace("-", "_"))]
-        if given:
-            raise ConfigError(f"{given[0]} needs --sampler in --mode gist")
-    layers = spec.layers if spec is not None else (2 if args.layers is None else args.layers)
-    gist = None
-    if args.mode == "gist" or {args.subnets, args.local_iters, args.rounds} != {None}:
-        gist = GistOptions(
-            subnets=1 if args.subnets is None else args.subnets,
-            local_iters=1 if args.local_iters is None else args.local_iters,
-        )
-    epochs = args.epochs
-    if args.rounds is not None:
-        if args.rounds < 1:
-            raise ConfigError(f"--rounds must be >= 1, got {args.rounds}")
-        epochs = args.rounds
+    mode = mode_from_args(args, MPI.COMM_WORLD.Get_size())
     cfg = TrainConfig(
-        layers=layers, hidden=args.hidden, epochs=epochs, lr=args.lr,
-        weight_decay=args.weight_decay, dropout=args.dropout, seed=args.seed,
-        eval_every=args.eval_every, dtype=args.dtype,
-        model=resolve_model(args.model, spec.sampler if spec is not None else None),
+        layers=2 if args.layers is None else args.layers, hidden=args.hidden,
+        epochs=args.epochs, lr=args.lr, weight_decay=args.weight_decay, dropout=args.dropout,
+        seed=args.seed, eval_every=args.eval_every, dtype=args.dtype,
+        model=args.model or GCN.name,
     )
     opts = RunOptions(
-        graph=args.graph, algo=args.algo or "1d", grid=args.grid, replication=args.replication,
-        metrics=args.metrics, trace=args.trace, checkpoint_dir=args.checkpoint_dir,
-        checkpoint_every=args.checkpoint_every, resume=args.resume, quiet=args.quiet,
-        mode=args.mode, exchange=args.exchange, topology=args.topology, chunks=args.chunks,
-        dedup=args.dedup, reorganize=args.reorganize, tier_gbps=parse_tiers(args.tier_gbps),
-        device_memory=device_memory(args), device=args.device,
-        spec=spec, graph_layout=args.graph_layout, gist=gist,
+        graph=args.graph, mode=mode, metrics=args.metrics, trace=args.trace,
+        checkpoint_dir=args.checkpoint_dir, checkpoint_every=args.checkpoint_every,
+        resume=args.resume, quiet=args.quiet, tier_gbps=parse_tiers(args.tier_gbps),
+        device=args.device,
     )
     train(opts, cfg)
     return 0
-
-
-#: Sampling flags that mean nothing to GIST's full-batch groups (no default value).
-SAMPLING_FLAGS = ("--fanout", "--layer-size", "--batch-size", "--global-batch", "--bulk")
-
-
-def device_memory(args: argparse.Namespace) -> float | None:
-    """``--device-memory``, else ``$HPCGNN_DEVICE_MEMORY`` in offload mode, in bytes."""
-    from hpcgnn.utils.memory import parse_bytes
-
-    if args.device_memory is not None:
-        return parse_bytes(args.device_memory, "--device-memory")
-    env = os.environ.get("HPCGNN_DEVICE_MEMORY")
-    if env and args.mode == "offload":
-        return parse_bytes(env, "HPCGNN_DEVICE_MEMORY")
-    return None
 
 
 def parse_tiers(text: str | None) -> dict[str, float] | None:

@@ -11,7 +11,7 @@ Counted as :class:`hpcgnn.comm.Comm` records them (bytes received, summed over r
   layer by layer; the partial products of every hidden layer are reduce-scattered by
   column blocks and those of the output layer all-reduced (``gist_eval``).
 
-Each entry travels as the weight and Adam's two moments (:data:`KINDS`), so the
+Each entry travels as the weight and Adam's two moments (:data:`PARAM_KINDS`), so the
 optimiser state survives the round trip; with ``M = 1, K = 1`` GIST is ordinary
 full-batch training step for step.
 """
@@ -23,10 +23,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from hpcgnn.layout.order import weight_entries
-from hpcgnn.layout.subnets import Subnet
-
-#: What travels per weight entry: the weight and Adam's two moments.
-KINDS = ("weight", "exp_avg", "exp_avg_sq")
+from hpcgnn.layout.subnets import PARAM_KINDS, Subnet
 
 
 def round_bytes(
@@ -50,7 +47,7 @@ def round_bytes(
     per_layer
         Weights per layer (GraphSAGE: ``W_self`` and ``W_neigh``, split alike).
     """
-    per_entry = len(KINDS) * itemsize * per_layer
+    per_entry = len(PARAM_KINDS) * itemsize * per_layer
     fetched = sum(n.numel() - n.owned_numel(offsets, r) for n, r in zip(nets, roots, strict=True))
     spread = sum(n.numel() for n in nets) * (group_size - 1)
     return {
@@ -65,7 +62,7 @@ def bias_bytes(widths: Sequence[int], ranks: int, itemsize: int) -> float:
     The biases of every layer (``f_1 + .. + f_L`` entries) travel as the weight and two
     moments, all-reduced over ``ranks`` ranks: ``2 m (p - 1) / p`` per rank.
     """
-    m = len(KINDS) * itemsize * sum(int(f) for f in widths[1:])
+    m = len(PARAM_KINDS) * itemsize * sum(int(f) for f in widths[1:])
     return float(2 * m * (ranks - 1))
 
 
@@ -129,5 +126,5 @@ def memory_bytes(
     chunk = -(-num_nodes // ranks) * max(int(f) for f in widths)
     dense = num_nodes * (3 * block + 2 * int(widths[-1])) + 2 * chunk
     csr = 2 * 20 * (num_edges + num_nodes)
-    weights = len(KINDS) * per_layer * (shard + 3 * sub)
+    weights = len(PARAM_KINDS) * per_layer * (shard + 3 * sub)
     return float(itemsize * (weights + dense) + csr)

@@ -20,8 +20,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from hpcgnn.comm.communicator import Comm
-from hpcgnn.cost.gist import KINDS
-from hpcgnn.layout.subnets import Subnet
+from hpcgnn.layout.subnets import PARAM_KINDS, Subnet
 
 BIAS = "gist_bias"
 
@@ -41,14 +40,14 @@ class SubnetBiases:
     Attributes
     ----------
     values
-        ``values[k][l]``: kind ``KINDS[k]`` of the bias of layer ``l + 1`` (zeros at first,
+        ``values[k][l]``: kind ``PARAM_KINDS[k]`` of the bias of layer ``l + 1`` (zeros at first,
         as :func:`hpcgnn.models.minibatch.sampled_weights` initialises them).
     """
 
     def __init__(self, world: Comm, widths: Sequence[int], dtype: np.dtype | type) -> None:
         self.world = world
         self.widths = [int(f) for f in widths[1:]]
-        self.values = [[np.zeros(f, dtype=dtype) for f in self.widths] for _ in KINDS]
+        self.values = [[np.zeros(f, dtype=dtype) for f in self.widths] for _ in PARAM_KINDS]
 
     def select(self, net: Subnet) -> list[list[np.ndarray]]:
         """``out[k][l]``: the entries of ``net`` (copies, to train in place), no message."""
@@ -64,7 +63,7 @@ class SubnetBiases:
         """
         offsets = np.concatenate([[0], np.cumsum(self.widths)]).astype(np.int64)
         total, last = int(offsets[-1]), len(self.widths) - 1
-        buf = np.zeros(len(KINDS) * total, dtype=self.values[0][0].dtype)
+        buf = np.zeros(len(PARAM_KINDS) * total, dtype=self.values[0][0].dtype)
         if trained is not None:
             for k, kind in enumerate(trained):
                 for i, b in enumerate(kind):

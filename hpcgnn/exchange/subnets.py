@@ -30,9 +30,8 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from hpcgnn.comm.communicator import Comm
-from hpcgnn.cost.gist import KINDS
 from hpcgnn.layout.blocks import even_offsets
-from hpcgnn.layout.subnets import Subnet
+from hpcgnn.layout.subnets import PARAM_KINDS, ParamOrder, Subnet
 
 SCATTER = "gist_scatter"
 GATHER = "gist_gather"
@@ -53,7 +52,7 @@ class SubnetShards:
         Global widths ``f_0 .. f_L``.
     shards
         ``shards[k][l]``: this rank's rows of kind ``k`` of layer ``l + 1``'s weight, i.e.
-        rows ``offsets[l][rank] ..`` (see :meth:`offsets_of`). The kinds are ``KINDS``,
+        rows ``offsets[l][rank] ..`` (see :meth:`offsets_of`). The kinds are ``PARAM_KINDS``,
         each for every weight of a layer in turn: GCN ``W, m1, m2``; GraphSAGE
         ``W_self, W_neigh, m1_self, m1_neigh, m2_self, m2_neigh`` (the weights of a
         layer share its rows and columns, so they split alike).
@@ -67,7 +66,9 @@ class SubnetShards:
         self.offsets = self.offsets_of(widths, world.size)
         self.shards = shards
         #: Weights per layer (1: GCN, 2: GraphSAGE).
-        self.per_layer = len(shards) // len(KINDS)
+        self.per_layer = len(shards) // len(PARAM_KINDS)
+        #: The shards' order and the model's (:class:`~hpcgnn.layout.subnets.ParamOrder`).
+        self.order = ParamOrder(self.per_layer)
 
     def weight_shards(self) -> list[tuple[int, np.ndarray]]:
         """``(layer, rows)`` of this rank's weights in the model's order (no moments)."""
@@ -132,7 +133,7 @@ class SubnetShards:
         Returns
         -------
         list of list of numpy.ndarray
-            ``out[k][l]``: kind ``KINDS[k]`` of sub-weight ``l`` (on every rank of the group).
+            ``out[k][l]``: kind ``PARAM_KINDS[k]`` of sub-weight ``l`` (on every rank of the group).
         """
         me, size = self.world.rank, self.world.size
         assert list(roots) == sorted(roots), "groups are ordered by rank"

@@ -6,12 +6,12 @@ import numpy as np
 import scipy.sparse as sp
 
 from hpcgnn.graph.normalize import operator_block
-from hpcgnn.io.reader import GraphFile
+from hpcgnn.io.memory import GraphReader
 from hpcgnn.kinds import GCN, LayerKind
 
 
 def normalized_rows(
-    gf: GraphFile, lo: int, hi: int, transpose: bool, dtype: np.dtype | type,
+    gf: GraphReader, lo: int, hi: int, transpose: bool, dtype: np.dtype | type,
     kind: LayerKind = GCN,
 ) -> sp.csr_matrix:
     """Rows ``[lo, hi)`` of ``Â^T`` (``transpose=True``) or of ``Â``, all ``n`` columns.

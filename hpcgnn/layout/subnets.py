@@ -14,7 +14,9 @@ communication.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
@@ -114,3 +116,50 @@ def subnets(
         Subnet(tuple(widths), tuple(per_layer[i][m] for i in range(len(widths))))
         for m in range(groups)
     ]
+
+
+#: What GIST keeps per weight entry: the weight and Adam's two moments.
+PARAM_KINDS = ("weight", "exp_avg", "exp_avg_sq")
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ParamOrder:
+    """The two orders of a GIST model's parameters and the way between them.
+
+    The shards' order (:class:`~hpcgnn.exchange.subnets.SubnetShards`, checkpoints):
+    ``shards[k * per_layer + j][l]`` is kind ``k`` of :data:`PARAM_KINDS` of weight ``j``
+    of layer ``l`` (GraphSAGE: ``j = 0`` ``W_self``, ``j = 1`` ``W_neigh``). The model's
+    order (a model's ``weights``): layer by layer, the layer's weights in turn, then its
+    bias when the model has biases (the sampled models').
+
+    Attributes
+    ----------
+    per_layer
+        Weights per layer.
+    """
+
+    per_layer: int
+
+    def by_weight(self, shards: Sequence[Sequence[T]]) -> list[list[T]]:
+        """``out[k]``: kind ``k`` of every weight in the model's order (no biases)."""
+        per, layers = self.per_layer, len(shards[0])
+        return [
+            [shards[k * per + j][i] for i in range(layers) for j in range(per)]
+            for k in range(len(PARAM_KINDS))
+        ]
+
+    def by_shard(self, by_weight: Sequence[Sequence[T]]) -> list[list[T]]:
+        """The inverse of :meth:`by_weight`."""
+        per = self.per_layer
+        return [list(w[j::per]) for w in by_weight for j in range(per)]
+
+    def with_biases(self, weights: Sequence[T], biases: Sequence[T] | None) -> list[T]:
+        """``weights`` (the model's order) with ``biases[l]`` after layer ``l``'s."""
+        per, out = self.per_layer, list[T]()
+        for i in range(len(weights) // per):
+            out += weights[per * i : per * (i + 1)]
+            if biases is not None:
+                out.append(biases[i])
+        return out

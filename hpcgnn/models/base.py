@@ -9,53 +9,28 @@ attributes in :meth:`GCNModel.__init__`'s docstring and may override
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
-import scipy.sparse as sp
 import torch
 
-from hpcgnn.backend import Device, cpu
-from hpcgnn.comm.collective import collective
 from hpcgnn.comm.communicator import Comm
 from hpcgnn.comm.stats import CommStats
 from hpcgnn.config import TrainConfig
 from hpcgnn.cost.estimate import Estimate, Problem
 from hpcgnn.cost.ranking import cost_problem
-from hpcgnn.errors import InputError
-from hpcgnn.graph.blocks import normalized_rows
 from hpcgnn.grid.process_grid import ProcessGrid
-from hpcgnn.io.reader import GraphFile, GraphMeta
-from hpcgnn.layout.blocks import partition_fits, vertex_offsets
+from hpcgnn.io.memory import GraphSource
+from hpcgnn.io.reader import GraphMeta
 from hpcgnn.layout.order import layer_sizes
 from hpcgnn.layout.subnets import Subnet
+from hpcgnn.models.share import RowShare, load_rows
 from hpcgnn.nn.gcn import LayerOps, block_dropout, gcn_forward, select_columns
 from hpcgnn.nn.init import init_weights
 from hpcgnn.rng import Columns
 
 ALLREDUCE = "allreduce"
-MASKS = ("train", "val", "test")
-
-
-def read_vertex_data(
-    gf: GraphFile, rows: tuple[int, int], dtype: np.dtype, columns: tuple[int, int] | None = None,
-    scored: tuple[int, int] | None = None, *, device: Device,
-) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
-    """Features of ``rows`` (``columns`` of them); labels and masks of ``scored`` (or rows).
-
-    The tensors live on ``device`` (CPU: views of the arrays read, no copy).
-    """
-    lo, hi = rows
-    x = gf.read_features(lo, hi)
-    if columns is not None:
-        x = x[:, columns[0] : columns[1]]
-    s_lo, s_hi = rows if scored is None else scored
-    y = gf.read_labels(s_lo, s_hi)
-    masks = {m: gf.read_mask(m, s_lo, s_hi) for m in MASKS}
-    tensors = {m: device.from_numpy(mask) for m, mask in masks.items()}
-    return device.from_numpy(np.ascontiguousarray(x, dtype=dtype)), device.from_numpy(y), tensors
 
 
 def allreduce_gradients(
@@ -178,20 +153,7 @@ class GCNModel:
         return None
 
 
-def require_partition(meta: GraphMeta, parts: int) -> None:
-    """Refuse a file whose partition cannot give ``parts`` row blocks (a partitioned model).
-
-    Such a file would silently be split evenly (:func:`~hpcgnn.layout.blocks.vertex_offsets`),
-    throwing its partition away; a file without a partition is split evenly as documented.
-    """
-    offsets = meta.partition_offsets
-    if offsets is not None and not partition_fits(offsets, parts):
-        k = len(offsets) - 1
-        raise InputError(
-            f"{meta.path}: its partition has {k} parts, which {parts} ranks cannot follow"
-            f" (it needs {parts} parts or a multiple); re-partition it for {parts} parts:"
-            f" hpcgnn partition {meta.path} --parts {parts} --out NEW.h5"
-        )
+M = TypeVar("M", bound="RowBlockModel")
 
 
 class RowBlockModel(GCNModel):
@@ -200,7 +162,8 @@ class RowBlockModel(GCNModel):
     Process row ``i`` owns block row ``i``: the file's partition when it fits (see
     :func:`~hpcgnn.layout.blocks.vertex_offsets`), else an even split; a model that
     ``follows_partition`` refuses a partition that does not fit
-    (:func:`require_partition`).
+    (:func:`~hpcgnn.models.share.require_partition`). Built from this rank's
+    :class:`~hpcgnn.models.share.RowShare`; :meth:`read` loads it.
     """
 
     #: Whether the model's communication is built on the vertex partition (halo, offload).
@@ -208,36 +171,38 @@ class RowBlockModel(GCNModel):
     #: Whether the vertex data (features, labels, masks) stays in host memory (offload:
     #: HongTu's host tier; the device holds one chunk at a time).
     host_resident: bool = False
+    #: Whether the model reads the rows of ``Â`` (the backward's operator) too.
+    needs_a: bool = True
 
-    def _load(
-        self, path: str | os.PathLike, grid: ProcessGrid, cfg: TrainConfig, with_a: bool,
-        weights: list[torch.Tensor] | None,
-    ) -> tuple[sp.csr_matrix, sp.csr_matrix | None]:
-        """Read this rank's rows (collective); returns its rows of ``Â^T`` and of ``Â``.
+    def __init__(
+        self, share: RowShare, grid: ProcessGrid, cfg: TrainConfig,
+        weights: list[torch.Tensor] | None = None,
+    ) -> None:
+        """Take this rank's block row (``comm`` is the process column) and the weights.
 
-        With GraphSAGE (``cfg.kind.mean``) the rows are the mean operator's ``D_in^-1 A^T`` and
-        its adjoint's (:func:`~hpcgnn.graph.blocks.normalized_rows`). Sets the attributes
-        of :class:`GCNModel` except ``layers``; ``comm`` is the process column.
+        ``weights``: ``W^1 .. W^L`` to train (default: Glorot from ``cfg.seed``).
+        Subclasses set ``layers``.
         """
         self.grid, self.cfg = grid, cfg
-        self.comm = comm = grid.col
-        self.stats = comm.stats
-        with collective(grid.world):
-            with GraphFile(path) as gf:
-                meta = gf.meta
-                if self.follows_partition:
-                    require_partition(meta, comm.size)
-                self.offsets = vertex_offsets(meta.num_nodes, comm.size, meta.partition_offsets)
-                lo, hi = (int(v) for v in self.offsets[comm.rank : comm.rank + 2])
-                dtype, kind = cfg.numpy_dtype, cfg.kind
-                a_t = normalized_rows(gf, lo, hi, True, dtype, kind)
-                a = normalized_rows(gf, lo, hi, False, dtype, kind) if with_a else None
-                home = cpu() if self.host_resident else comm.device
-                self.x, self.y, self.masks = read_vertex_data(
-                    gf, (lo, hi), cfg.numpy_dtype, device=home
-                )
-        self.meta = meta
-        self.rows = (lo, hi)
-        self.row_ids = np.arange(lo, hi)
+        self.comm = grid.col
+        self.stats = self.comm.stats
+        self.meta, self.offsets, self.rows = share.meta, share.offsets, share.rows
+        self.row_ids = np.arange(*share.rows)
+        self.x, self.y, self.masks = share.x, share.y, share.masks
         self._init_weights(weights)
-        return a_t, a
+
+    @classmethod
+    def read(
+        cls: type[M], source: GraphSource, grid: ProcessGrid, cfg: TrainConfig, *args: Any,
+        **kwargs: Any,
+    ) -> M:
+        """The model of ``source`` (a graph file or a graph in memory) on ``grid``.
+
+        Reads this rank's block row (:func:`~hpcgnn.models.share.load_rows`, collective)
+        and passes ``args`` and ``kwargs`` to the constructor.
+        """
+        share = load_rows(
+            source, grid, cfg, with_a=cls.needs_a, follows_partition=cls.follows_partition,
+            host_resident=cls.host_resident,
+        )
+        return cls(share, grid, cfg, *args, **kwargs)

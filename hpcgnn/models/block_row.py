@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 import scipy.sparse as sp
 import torch
 
@@ -12,6 +10,7 @@ from hpcgnn.cost.block_row import predict_block_row
 from hpcgnn.cost.estimate import Estimate
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.models.base import RowBlockModel
+from hpcgnn.models.share import RowShare
 from hpcgnn.nn.gcn import Aggregation, LayerOps
 from hpcgnn.spmm.block_row import BlockRowAggregation
 
@@ -26,9 +25,9 @@ class BlockRowGCN(RowBlockModel):
 
     Parameters
     ----------
-    path
-        Graph file; process row ``i`` reads only rows ``[offsets[i], offsets[i+1])`` of
-        ``A^T``, ``A``, features, labels and masks (plus the degree vectors).
+    share
+        Process row ``i``'s block row: rows ``[offsets[i], offsets[i+1])`` of ``Â^T``,
+        ``Â``, features, labels and masks (:meth:`read` loads it from a file).
     grid
         A ``1d`` or ``1.5d`` process grid.
     cfg
@@ -39,12 +38,13 @@ class BlockRowGCN(RowBlockModel):
     """
 
     def __init__(
-        self, path: str | os.PathLike, grid: ProcessGrid, cfg: TrainConfig,
+        self, share: RowShare, grid: ProcessGrid, cfg: TrainConfig,
         weights: list[torch.Tensor] | None = None,
     ) -> None:
-        a_t, a = self._load(path, grid, cfg, with_a=True, weights=weights)
-        assert a is not None
-        ops = LayerOps(self._aggregation(a_t, a))
+        super().__init__(share, grid, cfg, weights)
+        if share.a is None:
+            raise ValueError("a block-row model needs the rows of Â (load_rows(with_a=True))")
+        ops = LayerOps(self._aggregation(share.a_t, share.a))
         self.layers = [ops] * cfg.layers
 
     def _aggregation(self, a_t: sp.csr_matrix, a: sp.csr_matrix) -> Aggregation:

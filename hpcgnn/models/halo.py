@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any, cast
 
 import numpy as np
@@ -17,6 +16,7 @@ from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.layout.order import aggregation_widths
 from hpcgnn.models.block_row import BlockRowGCN
 from hpcgnn.models.exchange_report import halo_report
+from hpcgnn.models.share import RowShare
 from hpcgnn.planning.topology import Topology, uniform_topology
 from hpcgnn.spmm.halo import HaloAggregation
 
@@ -27,14 +27,14 @@ class HaloGCN(BlockRowGCN):
     Rank ``r`` owns a contiguous vertex range: part ``r`` of the file's partition (of
     ``P`` parts, or of a multiple of ``P`` coarsened by
     :func:`hpcgnn.layout.blocks.vertex_offsets`), or an even split of a file without one;
-    any other partition is refused (:func:`hpcgnn.models.base.require_partition`). Each layer's
+    any other partition is refused (:func:`hpcgnn.models.share.require_partition`). Each layer's
     aggregation gathers the remote rows its ``Â^T`` rows touch with one all-to-allv and
     multiplies locally; see :class:`hpcgnn.spmm.halo.HaloAggregation`.
 
     Parameters
     ----------
-    path
-        Graph file; rank ``r`` reads its rows of ``A^T``, ``A``, features, labels, masks.
+    share
+        Rank ``r``'s rows of ``Â^T``, ``Â``, features, labels and masks (:meth:`read`).
     grid
         A ``1d`` process grid (``grid.col`` spans all ranks).
     cfg
@@ -53,7 +53,7 @@ class HaloGCN(BlockRowGCN):
 
     def __init__(
         self,
-        path: str | os.PathLike,
+        share: RowShare,
         grid: ProcessGrid,
         cfg: TrainConfig,
         backward: str = "auto",
@@ -66,7 +66,7 @@ class HaloGCN(BlockRowGCN):
         self._backward = backward
         self._exchange = exchange
         self.topology = topology if topology is not None else uniform_topology(grid.size)
-        super().__init__(path, grid, cfg, weights)
+        super().__init__(share, grid, cfg, weights)
 
     def _aggregation(self, a_t: sp.csr_matrix, a: sp.csr_matrix) -> HaloAggregation:
         """The halo-exchanging operator (kept as ``self.aggregation`` for the cost model)."""

@@ -15,9 +15,8 @@ import numpy as np
 import torch
 
 from hpcgnn.backend import Device
-from hpcgnn.config import SAMPLER_MODEL
 from hpcgnn.kernels.spmm import sparse_matmul
-from hpcgnn.kinds import KINDS
+from hpcgnn.kinds import LayerKind
 from hpcgnn.nn.gcn import dropout
 from hpcgnn.nn.init import init_weights
 from hpcgnn.nn.sampled import Agg, ladies_layer, sage_layer
@@ -28,13 +27,12 @@ RowKeep = Callable[[int, np.ndarray, int], torch.Tensor]
 
 
 def sampled_weights(
-    sampler: str, widths: list[int], seed: int, dtype: np.dtype | type, device: Device
+    kind: LayerKind, widths: list[int], seed: int, dtype: np.dtype | type, device: Device
 ) -> list[torch.Tensor]:
-    """Glorot weights and zero biases: per layer ``W_self, W_neigh, b`` (sage) or ``W, b``.
+    """Glorot weights and zero biases of ``kind``'s layers, on ``device``.
 
-    On ``device``.
+    Per layer ``W_self, W_neigh, b`` (a self weight, GraphSAGE) or ``W, b``.
     """
-    kind = KINDS[SAMPLER_MODEL[sampler]]
     per = kind.weights_per_layer
     mats = init_weights(widths, seed, dtype, kind, device)
     out: list[torch.Tensor] = []
@@ -49,8 +47,9 @@ class MinibatchModel:
 
     Parameters
     ----------
-    sampler
-        ``"sage"`` or ``"ladies"``.
+    kind
+        The layers the sampler trains (:attr:`hpcgnn.sampling.samplers.Sampler.kind`):
+        GraphSAGE's with a self weight, else LADIES' GCN layers.
     widths
         Layer widths ``f_0 .. f_L``.
     weights
@@ -58,16 +57,16 @@ class MinibatchModel:
         :func:`sampled_weights`.
     """
 
-    def __init__(self, sampler: str, widths: list[int], weights: list[torch.Tensor]) -> None:
-        self.sampler = sampler
+    def __init__(self, kind: LayerKind, widths: list[int], weights: list[torch.Tensor]) -> None:
+        self.kind = kind
         self.layers = len(widths) - 1
         self.weights = weights
 
     def _layer(self, layer: int, h_self: torch.Tensor, agg: Agg, h: torch.Tensor) -> torch.Tensor:
-        per = 3 if self.sampler == "sage" else 2
+        per = self.kind.weights_per_layer + 1  # and a bias
         params = self.weights[per * layer : per * (layer + 1)]
         last = layer == self.layers - 1
-        if self.sampler == "sage":
+        if self.kind.self_weight:
             return sage_layer(h_self, h, agg, params, last)
         return ladies_layer(h, agg, params, last)
 

@@ -33,7 +33,6 @@ CAGNET's ``(Â^T H) W`` everywhere, and dropout masks are keyed by global row id
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +44,7 @@ from hpcgnn.comm.collective import collective
 from hpcgnn.config import TrainConfig
 from hpcgnn.cost.estimate import Estimate
 from hpcgnn.cost.offload import predict_offload
+from hpcgnn.errors import ConfigError
 from hpcgnn.exchange.offload import (
     CKPT,
     DEDUP_LEVELS,
@@ -59,6 +59,7 @@ from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.kernels.spmm import spmm, to_torch_csr
 from hpcgnn.models.base import RowBlockModel
 from hpcgnn.models.exchange_report import offload_report
+from hpcgnn.models.share import RowShare
 from hpcgnn.nn.gcn import activate, block_dropout, dropout
 from hpcgnn.planning.dedup import (
     DedupVolumes,
@@ -74,13 +75,32 @@ from hpcgnn.planning.topology import Topology, uniform_topology
 
 @dataclass(frozen=True)
 class OffloadOptions:
-    """``--chunks``, ``--dedup``, ``--reorganize``, ``--device-memory`` and ``--exchange``."""
+    """``--chunks``, ``--dedup``, ``--reorganize``, ``--device-memory`` and ``--exchange``.
+
+    Raises
+    ------
+    ConfigError
+        For options that contradict each other (before anything is read).
+    """
 
     chunks: int = 4
     dedup: str = "full"
     reorganize: bool = False
     cache_budget: float | None = None
     exchange: str = "p2p"
+
+    def __post_init__(self) -> None:
+        if self.chunks < 1:
+            raise ConfigError(f"--chunks must be >= 1, got {self.chunks}")
+        if self.dedup not in DEDUP_LEVELS:
+            raise ConfigError(f"--dedup must be one of {', '.join(DEDUP_LEVELS)}")
+        if self.exchange not in EXCHANGES:
+            raise ConfigError(f"--exchange must be one of {', '.join(EXCHANGES)}")
+        if self.exchange == "planned" and self.dedup == "none":
+            raise ConfigError(
+                "--exchange planned plans the device-to-device fetches of --dedup inter or"
+                " full; --dedup none loads every row from the host"
+            )
 
 
 class _Epoch(torch.autograd.Function):
@@ -101,8 +121,9 @@ class OffloadGCN(RowBlockModel):
 
     Parameters
     ----------
-    path
-        Graph file; rank ``i`` reads its rows of ``A^T``, features, labels and masks.
+    share
+        Rank ``i``'s rows of ``Â^T``, features, labels and masks, in host memory
+        (:meth:`read`).
     grid
         A ``1d`` process grid.
     cfg
@@ -118,26 +139,20 @@ class OffloadGCN(RowBlockModel):
 
     follows_partition = True
     host_resident = True
+    needs_a = False
 
     def __init__(
-        self, path: str | os.PathLike, grid: ProcessGrid, cfg: TrainConfig, opts: OffloadOptions,
+        self, share: RowShare, grid: ProcessGrid, cfg: TrainConfig, opts: OffloadOptions,
         weights: list[torch.Tensor] | None = None, topology: Topology | None = None,
     ) -> None:
         if grid.kind != "1d":
             raise ValueError(f"offload training needs a 1d grid, not {grid.kind!r}")
-        if opts.dedup not in DEDUP_LEVELS:
-            raise ValueError(f"dedup must be one of {DEDUP_LEVELS}, not {opts.dedup!r}")
-        if opts.chunks < 1:
-            raise ValueError(f"--chunks must be >= 1, got {opts.chunks}")
-        if opts.exchange not in EXCHANGES:
-            raise ValueError(f"exchange must be one of {EXCHANGES}, not {opts.exchange!r}")
-        if opts.exchange == "planned" and opts.dedup == "none":  # before reading anything
-            raise ValueError("--exchange planned needs --dedup inter or full")
         self.opts = opts
         self.topology: Topology | None = None
         if opts.exchange == "planned":
             self.topology = topology if topology is not None else uniform_topology(grid.size)
-        a_t, _ = self._load(path, grid, cfg, with_a=False, weights=weights)
+        super().__init__(share, grid, cfg, weights)
+        a_t = share.a_t
         # the features join the host tier: page-locked, as the layers' host buffers
         self.x = self.comm.device.pinned(self.x)
         self._setup(a_t)

@@ -7,8 +7,6 @@ over all training vertices), same Adam steps.
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import scipy.sparse as sp
 import torch
@@ -17,10 +15,11 @@ from mpi4py import MPI
 from hpcgnn.comm.communicator import Comm
 from hpcgnn.config import TrainConfig
 from hpcgnn.graph.normalize import operator_block
-from hpcgnn.io.reader import GraphFile
+from hpcgnn.io.memory import GraphReader, GraphSource, open_graph
 from hpcgnn.kernels.spmm import spmm, to_torch_csr
 from hpcgnn.kinds import GCN, LayerKind
-from hpcgnn.models.base import GCNModel, read_vertex_data
+from hpcgnn.models.base import GCNModel
+from hpcgnn.models.share import read_vertex_data
 from hpcgnn.nn.gcn import LayerOps
 
 
@@ -41,7 +40,7 @@ class LocalAggregation:
 
 
 def load_normalized(
-    gf: GraphFile, dtype: np.dtype | type, adjoint: bool = True, kind: LayerKind = GCN
+    gf: GraphReader, dtype: np.dtype | type, adjoint: bool = True, kind: LayerKind = GCN
 ) -> tuple[sp.csr_matrix, sp.csr_matrix | None]:
     """Read the whole graph and return ``(Â^T, Â)`` as SciPy CSR matrices.
 
@@ -65,7 +64,7 @@ class SerialGCN(GCNModel):
     Parameters
     ----------
     path
-        Graph file.
+        Graph file, or a graph in memory (:class:`~hpcgnn.io.memory.MemoryGraph`).
     cfg
         Training configuration.
     weights
@@ -75,7 +74,7 @@ class SerialGCN(GCNModel):
     """
 
     def __init__(
-        self, path: str | os.PathLike, cfg: TrainConfig,
+        self, path: GraphSource, cfg: TrainConfig,
         weights: list[torch.Tensor] | None = None,
     ) -> None:
         self.grid = None
@@ -84,7 +83,7 @@ class SerialGCN(GCNModel):
         self.stats = None
         self.offsets = None
         dtype = cfg.torch_dtype
-        with GraphFile(path) as gf:
+        with open_graph(path) as gf:
             self.meta = meta = gf.meta
             n = meta.num_nodes
             norm_t, norm = load_normalized(gf, cfg.numpy_dtype, kind=cfg.kind)

@@ -46,9 +46,10 @@ from hpcgnn.kernels.gemm import matmul
 from hpcgnn.kernels.spmm import spmm, to_torch_csr
 from hpcgnn.layout.blocks import even_offsets
 from hpcgnn.layout.order import transform_first
-from hpcgnn.models.base import read_vertex_data
 from hpcgnn.models.serial import load_normalized
+from hpcgnn.models.share import read_vertex_data
 from hpcgnn.sampling.rows import normalized_block, read_pattern
+from hpcgnn.sampling.samplers import sampler_named
 
 
 class ShardedForward:
@@ -90,7 +91,8 @@ class ShardedForward:
             if sampler is None:
                 norm_t, _ = load_normalized(gf, cfg.numpy_dtype, adjoint=False, kind=cfg.kind)
             else:  # the operator the sampled model is evaluated with
-                norm_t = normalized_block(read_pattern(gf, 0, n, sampler), 0, n, cfg.numpy_dtype)
+                store = read_pattern(gf, 0, n, sampler_named(sampler))
+                norm_t = normalized_block(store, 0, n, cfg.numpy_dtype)
             cols = (int(self.offsets[0][r]), int(self.offsets[0][r + 1]))
             self.x, self.y, self.masks = read_vertex_data(
                 gf, (0, n), cfg.numpy_dtype, cols, device=world.device

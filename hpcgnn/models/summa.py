@@ -23,8 +23,8 @@ message.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 
 import numpy as np
@@ -37,18 +37,94 @@ from hpcgnn.cost.estimate import Estimate
 from hpcgnn.cost.summa import SummaBlockNnz, predict_summa
 from hpcgnn.graph.normalize import operator_block
 from hpcgnn.grid.process_grid import ProcessGrid
-from hpcgnn.io.reader import GraphFile
+from hpcgnn.io.memory import GraphSource, open_graph
+from hpcgnn.io.reader import GraphMeta
 from hpcgnn.layout.summa import (
     RowReader,
     SummaLayout,
     layer_plans,
     owned_blocks,
 )
-from hpcgnn.models.base import GCNModel, read_vertex_data
+from hpcgnn.models.base import GCNModel
+from hpcgnn.models.share import read_vertex_data
 from hpcgnn.nn.gcn import LayerOps
 from hpcgnn.rng import Columns
 from hpcgnn.spmm.dense_step import DenseStep, gather_rows
 from hpcgnn.spmm.summa import SummaAggregation, SummaGrid, SummaSpMM
+
+
+@dataclass(frozen=True)
+class SummaShare:
+    """What P(i, j, l) of a SUMMA grid holds of a graph.
+
+    Attributes
+    ----------
+    meta
+        The graph's sizes.
+    layout
+        The block layout of the grid.
+    fwd_blocks, bwd_blocks
+        Its sparse blocks of ``Â^T`` and of ``Â`` (``None``: ``Â`` is symmetric, the forward
+        blocks serve both directions).
+    rows
+        The rows of fine block ``(i, l)``, whose features (column block ``j``) it holds.
+    scored
+        The rows it scores (fine block ``(i, l)`` on column 0, none elsewhere).
+    x, y, masks
+        Its features, and the labels and masks of the rows it scores.
+    """
+
+    meta: GraphMeta
+    layout: SummaLayout
+    fwd_blocks: dict[int, sp.csr_matrix]
+    bwd_blocks: dict[int, sp.csr_matrix] | None
+    rows: tuple[int, int]
+    scored: tuple[int, int]
+    x: torch.Tensor
+    y: torch.Tensor
+    masks: dict[str, torch.Tensor]
+
+
+def load_summa(source: GraphSource, grid: ProcessGrid, cfg: TrainConfig) -> SummaShare:
+    """Read what this process holds on a ``2d`` / ``3d`` grid (collective over the world).
+
+    P(i, j, l) reads the rows of row block ``i`` of ``A^T`` and (directed graphs, or the mean
+    operator) ``A`` one fine block at a time, keeping only its own column pieces; the
+    features of fine block ``(i, l)`` and, on column 0, its labels and masks; plus both
+    degree vectors.
+    """
+    sgrid = SummaGrid.of(grid)
+    np_dtype = cfg.numpy_dtype
+    i, j, layer = sgrid.coords
+    with collective(grid.world), open_graph(source) as gf:
+        meta = gf.meta
+        n = meta.num_nodes
+        layout = SummaLayout(n, sgrid.dims, meta.partition_offsets)
+        in_ptr = gf.read_indptr(0, n, transpose=True)
+        out_ptr = gf.read_indptr(0, n, transpose=False)
+
+        def rows_of(transpose: bool) -> RowReader:
+            row_ptr, col_ptr = (in_ptr, out_ptr) if transpose else (out_ptr, in_ptr)
+
+            def read(lo: int, hi: int) -> sp.csr_matrix:
+                block = gf.read_csr(lo, hi, transpose=transpose)
+                return operator_block(
+                    block, lo, transpose, row_ptr[lo : hi + 1], col_ptr, cfg.kind, np_dtype
+                )
+
+            return read
+
+        fwd_blocks = owned_blocks(layout, i, j, layer, rows_of(True))
+        # the mean D_in^-1 A^T is not symmetric even when A is
+        separate = meta.directed or cfg.kind.mean
+        bwd_blocks = owned_blocks(layout, i, j, layer, rows_of(False)) if separate else None
+        lo, hi = layout.fine_range(i, layer)
+        scored = (lo, hi) if j == 0 else (lo, lo)  # column 0 scores
+        x, y, masks = read_vertex_data(
+            gf, (lo, hi), np_dtype, layout.col_range(meta.num_features, j), scored,
+            device=grid.device,
+        )
+    return SummaShare(meta, layout, fwd_blocks, bwd_blocks, (lo, hi), scored, x, y, masks)
 
 
 class GridGCN(GCNModel):
@@ -56,11 +132,8 @@ class GridGCN(GCNModel):
 
     Parameters
     ----------
-    path
-        Graph file. P(i, j, l) reads the rows of row block ``i`` of ``A^T`` and (directed
-        graphs) ``A`` one fine block at a time, keeping only its own column pieces; the
-        features of fine block ``(i, l)`` and, on column 0, its labels and masks; plus
-        both degree vectors.
+    share
+        What this process holds (:func:`load_summa`; :meth:`read` loads it).
     grid
         A ``2d`` (``Pr x Pc``) or ``3d`` (``Pr x Pc x Pl``) grid of any shape.
     cfg
@@ -87,56 +160,24 @@ class GridGCN(GCNModel):
     fused_gradients = True  # one all-reduce of every W^l over all ranks
 
     def __init__(
-        self, path: str | os.PathLike, grid: ProcessGrid, cfg: TrainConfig,
+        self, share: SummaShare, grid: ProcessGrid, cfg: TrainConfig,
         weights: list[torch.Tensor] | None = None,
     ) -> None:
-        self.grid = grid
+        self.grid, self.cfg = grid, cfg
         self.sgrid = sgrid = SummaGrid.of(grid)
         self.comm = grid.world
         self.stats = grid.stats
-        self.cfg = cfg
-        dtype = cfg.torch_dtype
-        np_dtype = cfg.numpy_dtype
-        i, j, layer = sgrid.coords
-        with collective(grid.world):
-            with GraphFile(path) as gf:
-                meta = gf.meta
-                n = meta.num_nodes
-                self.layout = layout = SummaLayout(n, sgrid.dims, meta.partition_offsets)
-                in_ptr = gf.read_indptr(0, n, transpose=True)
-                out_ptr = gf.read_indptr(0, n, transpose=False)
-
-                def rows_of(transpose: bool) -> RowReader:
-                    row_ptr, col_ptr = (in_ptr, out_ptr) if transpose else (out_ptr, in_ptr)
-
-                    def read(lo: int, hi: int) -> sp.csr_matrix:
-                        block = gf.read_csr(lo, hi, transpose=transpose)
-                        return operator_block(
-                            block, lo, transpose, row_ptr[lo : hi + 1], col_ptr, cfg.kind,
-                            np_dtype,
-                        )
-
-                    return read
-
-                fwd_blocks = owned_blocks(layout, i, j, layer, rows_of(True))
-                # the mean D_in^-1 A^T is not symmetric even when A is
-                separate = meta.directed or cfg.kind.mean
-                bwd_blocks = (
-                    owned_blocks(layout, i, j, layer, rows_of(False)) if separate else None
-                )
-                lo, hi = layout.fine_range(i, layer)
-                s_lo, s_hi = (lo, hi) if j == 0 else (lo, lo)  # column 0 scores
-                self.x, self.y, self.masks = read_vertex_data(
-                    gf, (lo, hi), np_dtype, layout.col_range(meta.num_features, j), (s_lo, s_hi),
-                    device=grid.device,
-                )
-        self.meta = meta
+        self.meta, self.layout = share.meta, share.layout
+        layout, dtype = share.layout, cfg.torch_dtype
+        self.x, self.y, self.masks = share.x, share.y, share.masks
         self.offsets = layout.fine  # fine-block offsets: the cost model's ``row_offsets``
-        self.rows = (lo, hi)
-        self.row_ids = np.arange(s_lo, s_hi)
-        fwd = SummaSpMM(layout, sgrid, fwd_blocks, dtype)
+        self.rows = share.rows
+        self.row_ids = np.arange(*share.scored)
+        fwd = SummaSpMM(layout, sgrid, share.fwd_blocks, dtype)
         # undirected GCN: Â is symmetric, one set of blocks serves both directions
-        bwd = SummaSpMM(layout, sgrid, bwd_blocks, dtype) if bwd_blocks is not None else fwd
+        bwd = fwd
+        if share.bwd_blocks is not None:
+            bwd = SummaSpMM(layout, sgrid, share.bwd_blocks, dtype)
         self.aggregation = SummaAggregation(fwd, bwd)
         self._init_weights(weights)
         self.plans = layer_plans(self.widths, layout.pc)
@@ -149,6 +190,14 @@ class GridGCN(GCNModel):
             )
             for p in self.plans
         ]
+
+    @classmethod
+    def read(
+        cls, source: GraphSource, grid: ProcessGrid, cfg: TrainConfig,
+        weights: list[torch.Tensor] | None = None,
+    ) -> GridGCN:
+        """The model of ``source`` (a graph file or a graph in memory) on ``grid``."""
+        return cls(load_summa(source, grid, cfg), grid, cfg, weights)
 
     def block_nnz(self) -> SummaBlockNnz:
         """Nonzeros of every sparse block of ``Â^T`` and ``Â`` (collective, ``"control"``).

@@ -48,7 +48,6 @@ from hpcgnn.cost.minibatch import Traffic
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.io.reader import GraphFile
 from hpcgnn.layout.blocks import even_offsets, vertex_offsets
-from hpcgnn.rng import TAG_LADIES, TAG_SAGE
 from hpcgnn.sampling import ladies, sage, setops
 from hpcgnn.sampling.lazy import LazyShare
 from hpcgnn.sampling.rows import RowStore, read_pattern
@@ -115,7 +114,7 @@ def _chunk_hop(
     fr_ptr, fr_ids = frontier
     a, b = fr_ptr[lo], fr_ptr[hi]
     ptr, ids = fr_ptr[lo : hi + 1] - a, fr_ids[a:b]
-    if spec.sampler == "sage":
+    if spec.method.node_wise:
         st = sage.sample_hop(ptr, ids, bids[lo:hi], hop, spec.sizes[hop], store, key)
     else:
         seed_ptr, seed_ids = seeds
@@ -131,7 +130,7 @@ def _start(
     spec: SamplerSpec, epoch: int, batch_ids: list[int], seeds: list[np.ndarray]
 ) -> tuple[np.uint64, np.ndarray, list[np.ndarray]]:
     """The epoch key, the batch ids and the seeds as int64 arrays."""
-    purpose = TAG_SAGE if spec.sampler == "sage" else TAG_LADIES
+    purpose = spec.method.tag
     arrays = [np.asarray(s, dtype=np.int64) for s in seeds]
     if len(arrays) != len(batch_ids):
         raise ValueError(f"{len(batch_ids)} batch ids for {len(arrays)} seed arrays")
@@ -279,11 +278,11 @@ class BulkSampler:
             self.offsets = vertex_offsets(meta.num_nodes, col.size, meta.partition_offsets)
             lo, hi = (int(v) for v in self.offsets[col.rank : col.rank + 2])
             if layout == "replicated":
-                self.full = read_pattern(gf, 0, meta.num_nodes, spec.sampler)
+                self.full = read_pattern(gf, 0, meta.num_nodes, spec.method)
                 ids = np.arange(lo, hi, dtype=np.int64)
                 self.block = RowStore(ids, *self.full.take(ids), meta.num_nodes)
             else:
-                self.block = read_pattern(gf, lo, hi, spec.sampler)
+                self.block = read_pattern(gf, lo, hi, spec.method)
         self.rows_range = (lo, hi)
         self.aware = None
         if layout == "partitioned":

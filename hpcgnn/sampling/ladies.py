@@ -29,6 +29,7 @@ from hpcgnn.rng import chain
 from hpcgnn.sampling.its import row_totals, sample_rows, segment_cumsum
 from hpcgnn.sampling.matrices import StackedHop, compressed_rows, selection, spgemm
 from hpcgnn.sampling.rows import RowStore
+from hpcgnn.sampling.samplers import LAYER_WISE
 from hpcgnn.sampling.setops import contains, unique
 
 
@@ -74,7 +75,7 @@ def sample_hop(
     n = np.int64(store.num_nodes)
     nb = len(batch_ids)
     nfr = len(fr_ids)
-    s_u, inv = compressed_rows(fr_ids, store, "ladies")
+    s_u, inv = compressed_rows(fr_ids, store, LAYER_WISE)
     p = spgemm(selection(fr_ptr, inv, s_u.shape[0]), s_u.multiply(s_u).tocsr())
     sel = sample_rows(p.indptr, p.data, size, chain(key, np.asarray(batch_ids, np.int64), hop))
     prob = probabilities(p)

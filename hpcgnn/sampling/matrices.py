@@ -11,6 +11,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from hpcgnn.sampling.rows import RowStore
+from hpcgnn.sampling.samplers import Sampler
 from hpcgnn.sampling.setops import unique_inverse
 
 
@@ -42,7 +43,7 @@ def selection(q_ptr: np.ndarray, cols: np.ndarray, num_cols: int) -> sp.csr_matr
 
 
 def compressed_rows(
-    ids: np.ndarray, store: RowStore, sampler: str
+    ids: np.ndarray, store: RowStore, sampler: Sampler
 ) -> tuple[sp.csr_matrix, np.ndarray]:
     """``S_U`` (the rows of ``S`` at the distinct vertices ``U`` of ``ids``), and ``ids`` in ``U``.
 

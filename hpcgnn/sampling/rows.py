@@ -3,9 +3,11 @@
 The samplers draw neighbours from the rows of ``A^T`` (row ``v`` lists the in-neighbours
 of ``v``, the vertices GNN aggregation at ``v`` reads; for undirected graphs ``A^T = A``):
 
-- ``sage``: ``S = A^T`` with unit values;
-- ``ladies``: ``S = D^{-1} (A^T + I)``, the row-normalised in-neighbourhood with a self
-  loop (LADIES' ``row_normalize(A + I)``), values ``1 / |row|``.
+- node-wise (GraphSAGE's, ``sage``): ``S = A^T`` with unit values;
+- layer-wise (``ladies``): ``S = D^{-1} (A^T + I)``, the row-normalised in-neighbourhood
+  with a self loop (LADIES' ``row_normalize(A + I)``), values ``1 / |row|``.
+
+What a sampler's ``S`` is comes from the :class:`~hpcgnn.sampling.samplers.Sampler`.
 
 Both are stored as a pattern (``indptr``, ``indices``); values are a function of the row
 length (:func:`row_values`), so a rank fetching a row of ``S`` from another one receives
@@ -22,14 +24,16 @@ import scipy.sparse as sp
 
 from hpcgnn.io.reader import GraphFile
 from hpcgnn.kernels.csr import gather_ranges
+from hpcgnn.sampling.samplers import Sampler
 
-SAMPLERS = ("sage", "ladies")
 
+def row_values(normalised: bool, indptr: np.ndarray) -> np.ndarray:
+    """Values of the entries of the rows ``indptr`` describes (float64).
 
-def row_values(sampler: str, indptr: np.ndarray) -> np.ndarray:
-    """Values of the entries of ``S``'s rows described by ``indptr`` (float64)."""
+    ``normalised``: ``1 / |row|`` (the mean over the row), else ones.
+    """
     lens: np.ndarray = np.diff(np.asarray(indptr, dtype=np.int64))
-    if sampler == "sage":
+    if not normalised:
         return np.ones(int(lens.sum()), dtype=np.float64)
     per_row = 1.0 / np.maximum(lens, 1).astype(np.float64)
     return np.repeat(per_row, lens)
@@ -83,12 +87,11 @@ class RowStore:
         """The pattern ``(indptr, indices)`` of rows ``ids`` in the given order."""
         return gather_ranges(self.indptr, self.indices, self.positions(ids))
 
-    def matrix(self, ids: np.ndarray, sampler: str) -> sp.csr_matrix:
+    def matrix(self, ids: np.ndarray, sampler: Sampler) -> sp.csr_matrix:
         """Rows ``ids`` of ``S`` with the sampler's values: ``len(ids) x num_nodes`` CSR."""
         ptr, idx = self.take(ids)
-        return sp.csr_matrix(
-            (row_values(sampler, ptr), idx, ptr), shape=(len(ptr) - 1, self.num_nodes)
-        )
+        values = row_values(sampler.row_normalised, ptr)
+        return sp.csr_matrix((values, idx, ptr), shape=(len(ptr) - 1, self.num_nodes))
 
     @classmethod
     def merge(cls, parts: list[RowStore], num_nodes: int) -> RowStore:
@@ -106,10 +109,10 @@ class RowStore:
         return cls(ids[order], out_ptr, out_idx, num_nodes)
 
 
-def read_pattern(gf: GraphFile, lo: int, hi: int, sampler: str) -> RowStore:
+def read_pattern(gf: GraphFile, lo: int, hi: int, sampler: Sampler) -> RowStore:
     """Rows ``[lo, hi)`` of the pattern of ``S`` (``A^T``, plus ``I`` for LADIES) from a file."""
     block = gf.read_csr(lo, hi, transpose=True)
-    if sampler == "ladies":
+    if sampler.self_loops:
         rows = hi - lo
         eye = sp.csr_matrix(
             (np.ones(rows, dtype=np.float32), np.arange(lo, hi), np.arange(rows + 1)),
@@ -132,5 +135,5 @@ def normalized_block(store: RowStore, lo: int, hi: int, dtype: np.dtype | type) 
     """
     ptr, idx = store.take(np.arange(lo, hi, dtype=np.int64))
     return sp.csr_matrix(
-        (row_values("ladies", ptr).astype(dtype), idx, ptr), shape=(hi - lo, store.num_nodes)
+        (row_values(True, ptr).astype(dtype), idx, ptr), shape=(hi - lo, store.num_nodes)
     )

@@ -25,6 +25,7 @@ from hpcgnn.rng import chain
 from hpcgnn.sampling.its import sample_uniform_rows
 from hpcgnn.sampling.matrices import StackedHop, compressed_rows, selection, spgemm
 from hpcgnn.sampling.rows import RowStore
+from hpcgnn.sampling.samplers import NODE_WISE
 
 
 def next_frontier(
@@ -97,7 +98,7 @@ def sample_hop(
     n = store.num_nodes
     nrows = len(fr_ids)
     row_batch = np.repeat(np.arange(len(batch_ids), dtype=np.int64), np.diff(fr_ptr))
-    s_u, inv = compressed_rows(fr_ids, store, "sage")
+    s_u, inv = compressed_rows(fr_ids, store, NODE_WISE)
     q = selection(np.arange(nrows + 1, dtype=np.int64), inv, s_u.shape[0])
     p = spgemm(q, s_u)
     row_keys = chain(key, np.asarray(batch_ids, dtype=np.int64)[row_batch], hop, fr_ids)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import asdict, dataclass
 
 from hpcgnn.config import MAX_LAYERS, check_layers, check_random_key, check_training_vertices
 from hpcgnn.errors import ConfigError
-from hpcgnn.sampling.rows import SAMPLERS
+from hpcgnn.sampling.samplers import LAYER_WISE, NODE_WISE, Sampler, sampler_named
 
 LAYOUTS = ("replicated", "partitioned")
 DEFAULT_FANOUT = 10
@@ -27,7 +28,8 @@ class SamplerSpec:
     Attributes
     ----------
     sampler
-        ``"sage"`` (node-wise) or ``"ladies"`` (layer-wise).
+        The ``--sampler`` name (:data:`~hpcgnn.sampling.samplers.SAMPLERS`: node-wise
+        ``sage`` or layer-wise ``ladies``); :attr:`method` is the sampler itself.
     sizes
         Per hop, hop 0 (the seeds' neighbours) first: the fanout (``sage``) or the number
         of vertices sampled per batch (``ladies``). ``len(sizes)`` is the model depth.
@@ -52,6 +54,11 @@ class SamplerSpec:
     def layers(self) -> int:
         """Number of hops (= GNN layers)."""
         return len(self.sizes)
+
+    @property
+    def method(self) -> Sampler:
+        """The sampler :attr:`sampler` names."""
+        return sampler_named(self.sampler)
 
     def as_dict(self) -> dict:
         """Plain-dict form for metrics and file attributes."""
@@ -140,15 +147,16 @@ def make_spec(
     lie in ``[1, MAX_SIZE]``, ``--seed`` in ``[0, 2^63)``; ``--batch-size`` and
     ``--global-batch`` (over ``ranks``) are resolved by :func:`batch_and_bulk`.
     """
-    if sampler not in SAMPLERS:
-        raise ConfigError(f"unknown sampler '{sampler}' (choose from {', '.join(SAMPLERS)})")
+    method = sampler_named(sampler)
     if layers is not None:
         check_layers(layers)
     batch_size, bulk = batch_and_bulk(batch_size, global_batch, bulk, ranks)
     check_random_key(seed)
-    if sampler == "sage":
+    if method.node_wise:
         if layer_size is not None:
-            raise ConfigError("--layer-size applies to --sampler ladies; use --fanout with sage")
+            raise ConfigError(
+                f"--layer-size applies to --sampler {LAYER_WISE}; use --fanout with {NODE_WISE}"
+            )
         if fanout is None:
             sizes = (DEFAULT_FANOUT,) * (layers or 2)
         else:
@@ -160,7 +168,9 @@ def make_spec(
                 )
     else:
         if fanout is not None:
-            raise ConfigError("--fanout applies to --sampler sage; use --layer-size with ladies")
+            raise ConfigError(
+                f"--fanout applies to --sampler {NODE_WISE}; use --layer-size with {LAYER_WISE}"
+            )
         if layer_size is None:  # the default model has 2 layers, as sage's
             sizes = (DEFAULT_LAYER_SIZE,) * (layers or 2)
         else:
@@ -184,3 +194,12 @@ def check_training_set(spec: SamplerSpec, num_train: int) -> None:
             f"--batch-size {spec.batch_size} is larger than the training set "
             f"({num_train} vertices): give --batch-size {num_train} or less"
         )
+
+
+def spec_from_args(args: argparse.Namespace, ranks: int) -> SamplerSpec:
+    """Validate the sampling flags for a job of ``ranks`` (the same error on every rank)."""
+    return make_spec(
+        args.sampler or NODE_WISE.name, fanout=args.fanout, layer_size=args.layer_size,
+        layers=args.layers, batch_size=args.batch_size, bulk=args.bulk, seed=args.seed,
+        global_batch=args.global_batch, ranks=ranks,
+    )

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 
 from hpcgnn.comm.communicator import Comm
 from hpcgnn.config import TrainConfig, check_training_vertices
+from hpcgnn.layout.subnets import Subnet
 from hpcgnn.models.base import GCNModel
 from hpcgnn.models.exchange_report import exchange_line
 from hpcgnn.nn.gcn import correct_count, cross_entropy_sum
-from hpcgnn.train.loop import TrainResult, make_optimizer, run_epochs
+from hpcgnn.train.loop import TrainResult, WholeModel, make_optimizer, run_epochs
+from hpcgnn.train.submodel import SubModelHost
 
 
 def global_counts(
@@ -27,7 +30,7 @@ def global_counts(
     return out
 
 
-class FullBatchTrainer:
+class FullBatchTrainer(WholeModel, SubModelHost):
     """The :class:`~hpcgnn.train.loop.Trainer` of full-batch models.
 
     The loss is the sum of the cross-entropy over this rank's training rows divided by
@@ -50,12 +53,21 @@ class FullBatchTrainer:
         self, model: GCNModel, cfg: TrainConfig, world: Comm,
         optimizer: torch.optim.Optimizer | None = None,
     ) -> None:
-        self.model = model
+        self.model, self.cfg = model, cfg
         self.world = world
         self.weights = model.weights
         self.optimizer = optimizer if optimizer is not None else make_optimizer(self.weights, cfg)
         self.num_train = model.comm.allreduce_scalar(int(model.masks["train"].sum()))
         check_training_vertices(self.num_train)  # the same global count on every rank
+
+    @property
+    def subnet(self) -> Subnet | None:
+        """The GIST sub-network the weights are (its dropout masks), else ``None``."""
+        return self.model.subnet
+
+    @subnet.setter
+    def subnet(self, net: Subnet | None) -> None:
+        self.model.subnet = net
 
     def _loss(self, logits: torch.Tensor) -> torch.Tensor:
         m = self.model
@@ -70,6 +82,21 @@ class FullBatchTrainer:
         with self.world.stats.phase("optimizer"):
             self.optimizer.step()
         return float(loss.detach())
+
+    def train(self, k: int) -> float:
+        """GIST's ``K`` local iterations: steps ``steps_done ..`` (their dropout masks).
+
+        The mean of the steps' shares, scaled so that the shares sum over the group's ranks
+        (not only the model's row owners) to the group's loss.
+        """
+        shares = [self.step(self.steps_done + it) for it in range(k)]
+        self.steps_done += k
+        return float(np.mean(shares)) * self.model.comm.size / self.world.size
+
+    def predicted_bytes(self) -> dict[str, float]:
+        """The cost model's bytes per step, summed over ranks (collective)."""
+        estimate = self.model.predict_cost()
+        return {} if estimate is None else dict(estimate.bytes_total)
 
     def reduce_loss(self, local: float) -> float:
         """Sum the per-rank shares over the model's ranks (each row counted once)."""

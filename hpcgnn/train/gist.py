@@ -8,9 +8,10 @@ The ``P`` ranks form ``M`` groups of ``P / M`` (group ``m``: world ranks
 2. the owners of the global weights' rows send each sub-model (weights and Adam moments)
    to its group (:meth:`hpcgnn.exchange.subnets.SubnetShards.scatter`);
 3. group ``m`` trains sub-GCN ``m`` for ``K`` local iterations with the full-batch
-   algorithm of ``--algo`` on its own process grid: the one model of
-   :mod:`hpcgnn.models` with the sub-weights injected, and an Adam whose state is the
-   sub-model's moments (step count: the iterations run so far);
+   algorithm of ``--algo`` on its own process grid: its trainer
+   (:class:`~hpcgnn.train.submodel.SubModelHost`) loads the sub-weights into the one
+   model of :mod:`hpcgnn.models`, with an Adam whose state is the sub-model's moments
+   (step count: the iterations run so far), trains and unloads them;
 4. the roots send the trained sub-models back to the owners
    (:meth:`~hpcgnn.exchange.subnets.SubnetShards.gather`).
 
@@ -28,45 +29,43 @@ With ``--sampler`` a group runs the minibatch pipeline instead
 (:class:`~hpcgnn.train.minibatch.MinibatchTrainer` with the sub-model injected): ``K``
 local iterations are its next ``K`` optimizer steps in a stream of minibatch epochs that
 continues across rounds (every group walks epochs ``0, 1, ..`` of the shuffled training
-set, :meth:`GistTrainer._stream`); the minibatch dropout masks are the global model's at
-the sub-network's columns, and the sampled models' biases are replicated
-(:class:`~hpcgnn.exchange.subnet_biases.SubnetBiases`). With ``M = 1`` and ``K`` the steps
-of an epoch, GIST is ``--mode minibatch`` step for step.
+set, :meth:`~hpcgnn.train.minibatch.MinibatchTrainer.stream`); the minibatch dropout
+masks are the global model's at the sub-network's columns, and the sampled models'
+biases are replicated (:class:`~hpcgnn.exchange.subnet_biases.SubnetBiases`). With
+``M = 1`` and ``K`` the steps of an epoch, GIST is ``--mode minibatch`` step for step.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import torch
 
 from hpcgnn.backend import Device, get_device
-from hpcgnn.comm.communicator import Comm
 from hpcgnn.config import TrainConfig
-from hpcgnn.cost.gist import KINDS, bias_bytes, data_parallel_bytes, eval_bytes, round_bytes
+from hpcgnn.cost.gist import bias_bytes, round_bytes
 from hpcgnn.errors import ConfigError, InputError
 from hpcgnn.exchange.subnet_biases import BIAS, SubnetBiases
 from hpcgnn.exchange.subnets import EVAL, GATHER, SCATTER, SubnetShards
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.io.reader import GraphMeta
 from hpcgnn.layout.blocks import even_offsets
-from hpcgnn.layout.order import layer_sizes, weight_entries, weight_shapes
+from hpcgnn.layout.order import layer_sizes, weight_shapes
 from hpcgnn.layout.shapes import GridShape
-from hpcgnn.layout.subnets import group_sizes, subnets
+from hpcgnn.layout.subnets import PARAM_KINDS, Subnet, group_sizes, subnets
 from hpcgnn.models.sharded import ShardedForward
 from hpcgnn.nn.gcn import cross_entropy_sum
 from hpcgnn.nn.init import glorot_rows
 from hpcgnn.train.checkpoint import restore_sharded, save_sharded_checkpoint
 from hpcgnn.train.fullbatch import FullBatchTrainer, global_counts
-from hpcgnn.train.loop import TrainResult, make_optimizer
+from hpcgnn.train.loop import TrainResult
 from hpcgnn.train.minibatch import MinibatchTrainer
-from hpcgnn.utils.memory import current_rss_bytes, peak_rss_bytes
+from hpcgnn.utils.memory import current_rss_bytes
 
 #: Rows of a weight drawn at once by the initialiser (its float64 draw stays small).
 INIT_CHUNK = 1 << 20
@@ -161,28 +160,20 @@ class GistTrainer:
         sub_widths = layer_sizes(
             meta.num_features, self.sub_cfg.hidden, meta.num_classes, cfg.layers
         )
-        dev = self.group_grid.device
         self.sampler = sampler
         self.biases = None if sampler is None else SubnetBiases(
             world, self.widths, cfg.numpy_dtype
         )
-        zeros = self._model_order(
+        order = self.shards.order
+        zeros = _tensors(order.with_biases(
             [np.zeros(shape, dtype=cfg.numpy_dtype)
              for shape in weight_shapes(sub_widths, cfg.weights_per_layer)],
             None if sampler is None else [np.zeros(f, cfg.numpy_dtype) for f in sub_widths[1:]],
-            device=dev,
-        )
+        ), True, self.group_grid.device)
         self.inner: GroupTrainer = make_trainer(self.group_grid, self.sub_cfg, zeros)
-        self.model = self.inner.model
-        #: ``--sampler``: the group's stream of minibatch steps, across rounds.
-        self._batches = self._stream() if isinstance(self.inner, MinibatchTrainer) else None
-        self.batch_epoch = 0
-        # between rounds the model holds empty weights: the sub-model lives in the round's
-        # buffer (weights, moments) and is freed with it
-        self._idle = [dev.zeros(0, cfg.torch_dtype).requires_grad_(True) for _ in zeros]
-        self.model.weights[:] = self._idle
-        self.optimizer = self.inner.optimizer = make_optimizer(self._idle, self.sub_cfg)
-        self._idle_optimizer = self.optimizer
+        # between rounds the group's model holds empty weights: the sub-model lives in the
+        # round's buffer (weights, moments) and is freed with it
+        self.inner.release()
         del zeros
         self.steps_done = 0
         self.predicted_rounds: list[dict[str, float]] = []
@@ -212,64 +203,8 @@ class GistTrainer:
                     rows[a - lo : b - lo] = glorot_rows(widths, seed, i, a, b, cfg.numpy_dtype)
                 w.append(rows)
             kinds.append(w)
-        moments = [[np.zeros_like(a) for a in w] for _ in KINDS[1:] for w in kinds]
+        moments = [[np.zeros_like(a) for a in w] for _ in PARAM_KINDS[1:] for w in kinds]
         return SubnetShards(self.world, widths, [*kinds, *moments])
-
-    def _by_weight(self, kinds: list[list[np.ndarray]]) -> list[list[np.ndarray]]:
-        """``KINDS`` x the weights in the model's order, from ``kinds[k * per + j][layer]``."""
-        per = self.cfg.weights_per_layer
-        return [
-            [kinds[k * per + j][i] for i in range(len(kinds[0])) for j in range(per)]
-            for k in range(len(KINDS))
-        ]
-
-    def _in_model_order(
-        self, weights: list[np.ndarray], biases: list[np.ndarray] | None
-    ) -> list[np.ndarray]:
-        """``weights`` (the model's order) with ``biases[l]`` after layer ``l``.
-
-        The sampled models' order (:func:`hpcgnn.models.minibatch.sampled_weights`); without
-        biases, the full-batch models'.
-        """
-        per = self.cfg.weights_per_layer
-        out: list[np.ndarray] = []
-        for i in range(len(weights) // per):
-            out += weights[per * i : per * (i + 1)]
-            if biases is not None:
-                out.append(biases[i])
-        return out
-
-    def _model_order(
-        self, weights: list[np.ndarray], biases: list[np.ndarray] | None, grad: bool = True,
-        device: Device | None = None,
-    ) -> list[torch.Tensor]:
-        """Tensors of :meth:`_in_model_order` on ``device`` (default: the host).
-
-        On the CPU they share the arrays' memory (on a GPU they are copies, written back
-        after the round); ``grad``: leaves that require gradients (parameters), else plain
-        (Adam's moments).
-        """
-        dev = get_device(device)
-        return [
-            dev.from_numpy(a).requires_grad_(grad) for a in self._in_model_order(weights, biases)
-        ]
-
-    def _stream(self, start: int = 0) -> Iterator[tuple[float, int]]:
-        """The group's minibatch steps from its step ``start`` on.
-
-        Epoch after epoch of the shuffled training set; every epoch has the same number of
-        steps, so step ``start`` is step ``start % steps`` of epoch ``start // steps``.
-        """
-        assert isinstance(self.inner, MinibatchTrainer)
-        first, skip = divmod(start, self.inner.batching()["optimizer_steps_per_epoch"])
-        for epoch in itertools.count(first):
-            self.batch_epoch = epoch
-            yield from self.inner.steps(epoch, skip if epoch == first else 0)
-
-    def _by_kind(self, weights: list[list[np.ndarray]]) -> list[list[np.ndarray]]:
-        """The inverse of :meth:`_by_weight`."""
-        per = self.cfg.weights_per_layer
-        return [w[j::per] for w in weights for j in range(per)]
 
     @property
     def weights(self) -> list[torch.Tensor]:
@@ -280,7 +215,7 @@ class GistTrainer:
         """
         weights = self.shards.full_weights()
         biases = None if self.biases is None else self.biases.values[0]
-        return self._model_order(weights, biases, grad=False)
+        return _tensors(self.shards.order.with_biases(weights, biases), False)
 
     def params_digest(self) -> str:
         """``params_sha256`` of the global model, streamed through rank 0 (collective)."""
@@ -298,7 +233,7 @@ class GistTrainer:
         With ``--sampler`` the biases and their moments (replicated) follow the weights in
         every rank's file, as more "weights" of each kind.
         """
-        shards = self._by_weight(self.shards.shards)
+        shards = self.shards.order.by_weight(self.shards.shards)
         if self.biases is not None:
             shards = [w + b for w, b in zip(shards, self.biases.values, strict=True)]
         save_sharded_checkpoint(
@@ -321,64 +256,54 @@ class GistTrainer:
             shapes += [b.shape for b in self.biases.values[0]]
         kinds = restore_sharded(state, directory, self.world, shapes, dtype)
         n = len(self._shard_shapes())
-        self.shards.shards = self._by_kind([kind[:n] for kind in kinds])
+        self.shards.shards = self.shards.order.by_shard([kind[:n] for kind in kinds])
         if self.biases is not None:
             self.biases.values = [kind[n:] for kind in kinds]
-        self.steps_done = want
-        if self._batches is not None:  # the group's batch stream goes on where it was
-            self._batches = self._stream(want)
+        self.steps_done = want  # a sampled group's batch stream goes on from its step
 
     def step(self, epoch: int) -> float:
-        """One round: scatter the sub-models, ``K`` local iterations, gather them back."""
-        cfg, k = self.cfg, self.opts.local_iters
-        stats = self.world.stats
-        before = _gist_bytes(stats)
-        nets = subnets(cfg.seed, epoch, self.widths, self.opts.subnets)
-        group = self.group_grid.world
+        """One round, the paper's four steps; this rank's share of the round's loss.
+
+        The shares sum over all ranks to the mean over groups of each group's mean loss.
+        """
+        cfg, k, m = self.cfg, self.opts.local_iters, self.opts.subnets
+        before = _gist_bytes(self.world.stats)
+        # 1. every hidden dimension split at random into M disjoint groups
+        nets = subnets(cfg.seed, epoch, self.widths, m)
+        net, group = nets[self.index], self.group_grid.world
+        # 2. the owners of the global rows send each sub-model to its group
         sub = self.shards.scatter(nets, self.roots, group, self.index)
-        model, net = self.model, nets[self.index]
-        if isinstance(self.inner, MinibatchTrainer):  # its dropout masks' columns
-            self.inner.subnet = net
-        else:
-            self.inner.model.subnet = net  # (``model``)
-        # the sub-model is trained in the buffer it arrived in: weights and moments in place
-        weights, avg, avg_sq = self._by_weight(sub)
         bias = None if self.biases is None else self.biases.select(net)
-        b, b1, b2 = bias if bias is not None else (None, None, None)
-        dev = self.group_grid.device
-        model.weights[:] = self._model_order(weights, b, device=dev)
-        moments = zip(
-            model.weights, self._model_order(avg, b1, grad=False, device=dev),
-            self._model_order(avg_sq, b2, grad=False, device=dev), strict=True,
+        order, dev = self.shards.order, self.group_grid.device
+        buffers = [  # weights, exp_avg, exp_avg_sq in the model's order, trained in place
+            order.with_biases(w, None if bias is None else bias[i])
+            for i, w in enumerate(order.by_weight(sub))
+        ]
+        # 3. the group trains its sub-model for K local iterations
+        self.inner.load(
+            _tensors(buffers[0], True, dev),
+            (_tensors(buffers[1], False, dev), _tensors(buffers[2], False, dev)),
+            self.steps_done, net,
         )
-        opt = make_optimizer(model.weights, self.sub_cfg)
-        opt.state.update({
-            w: {
-                "step": torch.tensor(float(self.steps_done), dtype=torch.float32),
-                "exp_avg": m1, "exp_avg_sq": m2,
-            }
-            for w, m1, m2 in moments
-        })
-        self.inner.optimizer = self.optimizer = opt
-        share = self._local_iterations(epoch)
-        # back into the round's buffers (CPU: the tensors are views of them, a no-op copy)
-        states = [opt.state[w] for w in model.weights]
-        trained = [*model.weights, *(s["exp_avg"] for s in states),
-                   *(s["exp_avg_sq"] for s in states)]
-        buffers = [*self._in_model_order(weights, b), *self._in_model_order(avg, b1),
-                   *self._in_model_order(avg_sq, b2)]
-        for buf, t in zip(buffers, trained, strict=True):
-            np.copyto(buf, dev.to_host(t))
+        share = self.inner.train(k) / m
+        for bufs, trained in zip(buffers, self.inner.unload(), strict=True):
+            for buf, t in zip(bufs, trained, strict=True):  # CPU: views of buf, a no-op
+                np.copyto(buf, dev.to_host(t))
+        del trained
+        # 4. the roots send the trained sub-models back to the owners
         flat = self.shards.pack_trained(nets, self.roots, sub if group.rank == 0 else None)
-        # free the round's sub-model (buffer, gradients, optimiser) before the exchange
-        model.weights[:] = self._idle
-        self.inner.optimizer = self.optimizer = self._idle_optimizer
-        del sub, opt, weights, avg, avg_sq, moments
+        del sub, buffers
         self.shards.write_back(nets, self.roots, flat)
         del flat
         if self.biases is not None:
-            self.biases.write_back(self.opts.subnets, net, bias if group.rank == 0 else None)
+            self.biases.write_back(m, net, bias if group.rank == 0 else None)
         self.steps_done += k
+        self._account(nets, before)
+        return share
+
+    def _account(self, nets: list[Subnet], before: dict[str, float]) -> None:
+        """The round's predicted and measured sub-model bytes."""
+        cfg = self.cfg
         predicted = round_bytes(
             nets, self.shards.offsets, self.roots, self.group_size, cfg.itemsize,
             cfg.weights_per_layer,
@@ -386,29 +311,8 @@ class GistTrainer:
         if self.biases is not None:
             predicted[BIAS] = bias_bytes(self.widths, self.world.size, cfg.itemsize)
         self.predicted_rounds.append(predicted)
-        after = _gist_bytes(stats)
+        after = _gist_bytes(self.world.stats)
         self.measured_rounds.append({c: after[c] - before[c] for c in after})
-        return share
-
-    def _local_iterations(self, round_: int) -> float:
-        """``K`` optimizer steps of the group; this rank's share of the round's loss.
-
-        The shares sum over all ranks to the mean over groups of each group's mean loss.
-        Full-batch: steps ``round K .. round K + K - 1`` (the dropout streams' steps).
-        Minibatch: the next ``K`` steps of the group's batch stream (:meth:`_stream`), the
-        mean over the batches they trained.
-        """
-        k, m = self.opts.local_iters, self.opts.subnets
-        if self._batches is None:
-            shares = [self.inner.step(round_ * k + it) for it in range(k)]
-            full = cast(FullBatchTrainer, self.inner)  # no batch stream: full-batch groups
-            return float(np.mean(shares)) * full.model.comm.size / self.world.size
-        loss, batches = 0.0, 0
-        for _ in range(k):
-            value, trained = next(self._batches)
-            loss += value
-            batches += trained
-        return loss / batches / m
 
     def reduce_loss(self, local: float) -> float:
         """The mean over groups of each group's loss (summed shares, collective)."""
@@ -453,93 +357,33 @@ class GistTrainer:
         self, result: TrainResult, measured: dict[str, float], phases: dict[str, float],
         tier_gbps: dict[str, float] | None,
     ) -> tuple[dict[str, float], dict[str, Any], list[str]]:
-        """Predicted bytes (groups' models x K, plus sub-model traffic) and the ``gist`` section."""
-        k, rounds = self.opts.local_iters, max(1, len(self.predicted_rounds))
-        # the groups' own models: the full-batch ones' cost models (none for the sampled)
-        predict = getattr(self.model, "predict_cost", None)
-        estimate = predict() if predict is not None else None  # collective in the group
-        mine = dict(estimate.bytes_total) if estimate is not None else {}
-        predicted: dict[str, float] = {}
-        for part in self.world.allgather_obj(mine if self.group_grid.world.rank == 0 else {}):
-            for c, v in part.items():
-                predicted[c] = predicted.get(c, 0.0) + k * v
-        cats = self._categories()
-        for c in cats:
-            predicted[c] = sum(r[c] for r in self.predicted_rounds) / rounds
-        measured_rounds = _summed(self.world, self.measured_rounds, cats)
-        records = result.epochs[len(result.epochs) - len(self.predicted_rounds):]
-        per_round = [
-            {
-                "round": rec.epoch, "sent_bytes": got[SCATTER], "returned_bytes": got[GATHER],
-                "predicted_sent_bytes": want[SCATTER],
-                "predicted_returned_bytes": want[GATHER], "val_acc": rec.val_acc,
-                **({} if BIAS not in cats else {
-                    "bias_bytes": got[BIAS], "predicted_bias_bytes": want[BIAS],
-                }),
-            }
-            for rec, got, want in zip(records, measured_rounds, self.predicted_rounds, strict=True)
-        ]
-        sub_measured = sum(measured.get(c, 0.0) for c in cats)
-        sub_predicted = sum(predicted[c] for c in cats)
-        dp = data_parallel_bytes(
-            self.widths, self.world.size, self.cfg.itemsize, k, self.cfg.weights_per_layer,
-            biases=self.biases is not None,
-        )
-        evals = self.world.allreduce_scalar(float(sum(self.eval_measured)))
-        eval_predicted = eval_bytes(
-            self.widths, self.meta.num_nodes, self.world.size, self.cfg.itemsize
-        )
-        peaks = [int(v) for v in self.world.allgather_obj(peak_rss_bytes())]
-        starts = [int(v) for v in self.world.allgather_obj(self.memory_at_start)]
-        section = {
-            "rounds": len(result.epochs), "subnets": self.opts.subnets,
-            "local_iters": k, "group_size": self.group_size,
-            "group_grid": str(self.group_grid.shape),
-            "hidden": self.cfg.hidden, "subnet_hidden": self.hidden,
-            "full_model_bytes": weight_entries(self.widths) * self.cfg.weights_per_layer
-            * self.cfg.itemsize,
-            "submodel_bytes_per_round": {"measured": sub_measured, "predicted": sub_predicted},
-            "data_parallel_allreduce_bytes_per_round": dp,
-            "eval_bytes_per_evaluation": {
-                "measured": evals / max(1, len(self.eval_measured)),
-                "predicted": eval_predicted, "evaluations": len(self.eval_measured),
-            },
-            "peak_memory_bytes": peaks,
-            "memory_at_start_bytes": starts,
-            "peak_memory_source": "getrusage ru_maxrss (peak resident set size of each rank)",
-            **{k: float(v) for k, v in self.estimates.items()},
-            "per_round": per_round,
-        }
-        what = "sub-GCNs"
-        if isinstance(self.inner, MinibatchTrainer):
-            section["sampler"] = {
-                **self.inner.spec.as_dict(), "graph_layout": self.inner.layout,
-                **self.inner.batching(), "batch_epochs_started": self.batch_epoch + 1,
-            }
-            what = f"sub-models ({self.inner.spec.sampler} minibatches)"
-        line = (
-            f"gist: {self.opts.subnets} {what} x {k} local iterations on groups of"
-            f" {self.group_size} | sub-model traffic {sub_measured / 1e6:.3f} MB/round"
-            f" (predicted {sub_predicted / 1e6:.3f}); data-parallel all-reduce would move"
-            f" {dp / 1e6:.3f} MB/round"
-        )
-        lines = [line]
-        full_est = self.estimates.get("full_model_estimate_bytes")
-        if full_est is not None:
-            lines.append(
-                f"gist: peak memory {max(peaks) / 2**30:.3f} GiB per rank (largest of"
-                f" {len(peaks)}); ordinary training of the global model: about"
-                f" {full_est / 2**30:.3f} GiB per rank"
-            )
-        return predicted, {"gist": section}, lines
+        """Predicted bytes (groups' models x K, plus sub-model traffic) and the ``gist`` section.
 
-    def _categories(self) -> tuple[str, ...]:
+        See :func:`hpcgnn.train.gist_report.gist_report`.
+        """
+        from hpcgnn.train.gist_report import gist_report
+
+        return gist_report(self, result, measured)
+
+    def categories(self) -> tuple[str, ...]:
         """The categories of the sub-model traffic of a round."""
         return (SCATTER, GATHER) if self.biases is None else (SCATTER, GATHER, BIAS)
 
     def free(self) -> None:
         """Free the group's communicators."""
         self.group_grid.free()
+
+
+def _tensors(
+    arrays: list[np.ndarray], grad: bool, device: Device | None = None
+) -> list[torch.Tensor]:
+    """``arrays`` as tensors on ``device`` (default: the host).
+
+    On the CPU they share the arrays' memory (on a GPU they are copies, written back after
+    the round); ``grad``: leaves that require gradients (parameters), else plain (moments).
+    """
+    dev = get_device(device)
+    return [dev.from_numpy(a).requires_grad_(grad) for a in arrays]
 
 
 def _category_bytes(stats: Any, category: str) -> float:
@@ -549,13 +393,3 @@ def _category_bytes(stats: Any, category: str) -> float:
 def _gist_bytes(stats: Any) -> dict[str, float]:
     snap = stats.snapshot()
     return {c: float(snap.get(c, {}).get("bytes", 0.0)) for c in (SCATTER, GATHER, BIAS)}
-
-
-def _summed(
-    world: Comm, rounds: list[dict[str, float]], cats: tuple[str, ...]
-) -> list[dict[str, float]]:
-    """Per-round byte counts of ``cats`` summed over ranks (collective)."""
-    local = np.array([[r[c] for c in cats] for r in rounds], dtype=np.float64)
-    local = local.reshape(-1, len(cats))
-    world.allreduce(local, "control")
-    return [dict(zip(cats, map(float, row), strict=True)) for row in local]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -18,10 +19,12 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
+from hpcgnn.comm.collective import collective
 from hpcgnn.comm.communicator import Comm
 from hpcgnn.comm.stats import CommStats
 from hpcgnn.config import TrainConfig
 from hpcgnn.errors import HpcgnnError
+from hpcgnn.train.checkpoint import restore, save_checkpoint
 
 
 class Trainer(Protocol):
@@ -34,12 +37,20 @@ class Trainer(Protocol):
     def weights(self) -> list[torch.Tensor]:
         """The parameters the optimizer updates."""
 
-    @property
-    def optimizer(self) -> torch.optim.Optimizer:
-        """The optimizer of ``weights``."""
+    def params_digest(self) -> str:
+        """``params_sha256`` of the trained parameters (collective)."""
 
-    # A trainer whose model no rank holds whole (GIST) also has ``params_digest()``,
-    # the collective ``params_sha256`` of its parameters, used instead of ``weights``.
+    def save_checkpoint(
+        self, directory: str | os.PathLike, epoch: int, history: list[dict],
+        fingerprint: dict[str, Any],
+    ) -> None:
+        """Write the state after ``epoch`` epochs (collective)."""
+
+    def restore_checkpoint(self, state: dict, directory: str | os.PathLike) -> None:
+        """Take the state a checkpoint holds (collective)."""
+
+    def free(self) -> None:
+        """Free what the trainer built (communicators); the last call on it."""
 
     def step(self, epoch: int) -> float:
         """Train one epoch; return this rank's share of the epoch's loss."""
@@ -108,6 +119,40 @@ def params_sha256(weights: Sequence[torch.Tensor]) -> str:
     for w in weights:
         h.update(np.ascontiguousarray(w.detach().cpu().numpy(), dtype=np.float32).tobytes())
     return h.hexdigest()
+
+
+class WholeModel:
+    """Checkpoints and the digest of a trainer whose ranks hold the whole model each.
+
+    Rank 0 writes the checkpoint (every rank's copy is the same); every rank restores it.
+    """
+
+    world: Comm
+    weights: list[torch.Tensor]
+    optimizer: torch.optim.Optimizer
+
+    def params_digest(self) -> str:
+        """``params_sha256`` of ``weights``."""
+        return params_sha256(self.weights)
+
+    def save_checkpoint(
+        self, directory: str | os.PathLike, epoch: int, history: list[dict],
+        fingerprint: dict[str, Any],
+    ) -> None:
+        """Rank 0 writes the weights and Adam's state (collective: a failure is everyone's)."""
+        with collective(self.world):
+            if self.world.rank == 0:
+                save_checkpoint(
+                    directory, epoch=epoch, weights=self.weights, optimizer=self.optimizer,
+                    history=history, fingerprint=fingerprint,
+                )
+
+    def restore_checkpoint(self, state: dict, directory: str | os.PathLike) -> None:
+        """The weights and Adam's state of ``state``."""
+        restore(state, self.weights, self.optimizer)
+
+    def free(self) -> None:
+        """Nothing to free: the grid's communicators are the run's."""
 
 
 def _bytes(stats: CommStats) -> dict[str, float]:
@@ -187,6 +232,5 @@ def run_epochs(
             after_epoch(epoch + 1, result)
     with torch.no_grad():
         result.final = trainer.evaluate()
-    digest = getattr(trainer, "params_digest", None)  # a sharded model hashes where it lies
-    result.params_sha256 = digest() if digest is not None else params_sha256(trainer.weights)
+    result.params_sha256 = trainer.params_digest()
     return result

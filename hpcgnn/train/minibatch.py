@@ -18,6 +18,7 @@ Evaluation is full-graph with accuracy counts summed over the process column.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from typing import Any
 
@@ -44,8 +45,9 @@ from hpcgnn.kernels.dropout import rows_keep
 from hpcgnn.layout.blocks import owner_of
 from hpcgnn.layout.order import layer_sizes
 from hpcgnn.layout.subnets import Subnet
-from hpcgnn.models.base import allreduce_gradients, read_vertex_data
+from hpcgnn.models.base import allreduce_gradients
 from hpcgnn.models.minibatch import MinibatchModel, sampled_weights
+from hpcgnn.models.share import read_vertex_data
 from hpcgnn.nn.gcn import cross_entropy_sum
 from hpcgnn.sampling.bulk import BulkSampler, my_share, read_train_ids
 from hpcgnn.sampling.fetch import FeatureFetcher
@@ -56,8 +58,9 @@ from hpcgnn.sampling.spec import SamplerSpec, check_training_set, optimizer_step
 from hpcgnn.sampling.spgemm_1p5d import byte_summary, members
 from hpcgnn.spmm.block_row import BlockRowAggregation
 from hpcgnn.train.fullbatch import global_counts
-from hpcgnn.train.loop import TrainResult, make_optimizer
+from hpcgnn.train.loop import TrainResult, WholeModel, make_optimizer
 from hpcgnn.train.report import max_over_ranks, summed_over_ranks
+from hpcgnn.train.submodel import SubModelHost
 
 PHASES = ("sample", "fetch", "propagate")
 
@@ -67,7 +70,7 @@ def _positions(ids: np.ndarray, wanted: np.ndarray) -> np.ndarray:
     return order[np.searchsorted(ids, wanted, sorter=order)]
 
 
-class MinibatchTrainer:
+class MinibatchTrainer(WholeModel, SubModelHost):
     """The :class:`~hpcgnn.train.loop.Trainer` of minibatch mode on a ``(P/c) x c`` grid.
 
     Parameters
@@ -114,8 +117,10 @@ class MinibatchTrainer:
         self._eval_op: BlockRowAggregation | None = None  # built by the first evaluation
         widths = layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, spec.layers)
         if weights is None:
-            weights = sampled_weights(spec.sampler, widths, cfg.seed, self.np_dtype, grid.device)
-        self.model = MinibatchModel(spec.sampler, widths, weights)
+            weights = sampled_weights(
+                spec.method.kind, widths, cfg.seed, self.np_dtype, grid.device
+            )
+        self.model = MinibatchModel(spec.method.kind, widths, weights)
         self.weights = weights
         self.feature_row_bytes = meta.num_features * np.dtype(self.np_dtype).itemsize
         self.gradient_bytes = sum(w.numel() * w.element_size() for w in weights)
@@ -125,6 +130,11 @@ class MinibatchTrainer:
         #: The GIST sub-network these weights are (its dropout masks are the global
         #: model's at its column ids); ``None``: the weights are the whole model.
         self.subnet: Subnet | None = None
+        #: GIST: the stream of steps over epochs (:meth:`train`), at step ``_position``.
+        self._stream: Iterator[tuple[float, int]] | None = None
+        self._position = 0
+        #: GIST: the epoch of the training set the stream is in.
+        self.batch_epoch = 0
 
     @property
     def stats(self) -> CommStats:
@@ -205,6 +215,44 @@ class MinibatchTrainer:
                 trained = [len(bulk[r[t]]) for r in ranges if len(r) > t]
                 batch = mine[t] if t < len(mine) else None
                 yield self._step(epoch, batch, len(trained), sum(trained)), len(trained)
+
+    def stream(self, start: int = 0) -> Iterator[tuple[float, int]]:
+        """The optimizer steps from step ``start`` of an endless stream of epochs.
+
+        Epoch after epoch of the shuffled training set; every epoch has the same number of
+        steps, so step ``start`` is step ``start % steps`` of epoch ``start // steps``.
+        """
+        first, skip = divmod(start, self.batching()["optimizer_steps_per_epoch"])
+        for epoch in itertools.count(first):
+            self.batch_epoch = epoch
+            yield from self.steps(epoch, skip if epoch == first else 0)
+
+    def train(self, k: int) -> float:
+        """GIST's ``K`` local iterations: the next ``K`` steps of the stream from ``steps_done``.
+
+        The stream goes on from round to round (and restarts where a resumed run left it);
+        returns this rank's batch losses over the batches the steps trained in the group.
+        """
+        if self._stream is None or self._position != self.steps_done:
+            self._stream = self.stream(self.steps_done)
+        loss, batches = 0.0, 0
+        for _ in range(k):
+            value, trained = next(self._stream)
+            loss += value
+            batches += trained
+        self._position = self.steps_done = self.steps_done + k
+        return loss / batches
+
+    def predicted_bytes(self) -> dict[str, float]:
+        """Nothing ahead of the samples: the cost model is charged from them (:meth:`summary`)."""
+        return {}
+
+    def sampling_section(self) -> dict[str, Any]:
+        """The sampler, the graph's layout, the batches and the epochs the stream began."""
+        return {
+            **self.spec.as_dict(), "graph_layout": self.layout, **self.batching(),
+            "batch_epochs_started": self.batch_epoch + 1,
+        }
 
     def step(self, epoch: int) -> float:
         """One pass over the training set; returns this rank's sum of batch losses."""

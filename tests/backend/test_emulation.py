@@ -98,7 +98,7 @@ def test_a_host_tensor_in_a_model_fails_naming_the_operation_and_line(graph_file
     cfg = TrainConfig(layers=2, hidden=4, dropout=0.0)
     grid_kind = "1d" if kind == "halo" else kind
     with emulated(), ProcessGrid.create(world.mpi, grid_kind, device=GPU) as grid:
-        model = model_class(path, grid, cfg)
+        model = model_class.read(path, grid, cfg)
         model.logits(None)  # on the device: fine
         model.x = torch.from_numpy(GPU.to_host(model.x).copy())  # a host copy sneaks in
         with pytest.raises(MixedDeviceError, match=r"aten\.\w+.* at .*hpcgnn/.*\.py:\d+"):

@@ -13,7 +13,7 @@ from tests.sampling import same_batches
 
 def reference(path, spec, epoch, max_batches=None):
     with GraphFile(path) as gf:
-        store = read_pattern(gf, 0, gf.meta.num_nodes, spec.sampler)
+        store = read_pattern(gf, 0, gf.meta.num_nodes, spec.method)
     return sample_epoch_serial(spec, store, read_train_ids(path), epoch, max_batches)
 
 

@@ -28,11 +28,11 @@ def test_facts_of_gcn_and_graphsage():
 
 
 def test_a_mode_a_kind_lacks_is_refused_in_one_line(monkeypatch):
-    from hpcgnn.train.run import RunOptions, check_model
+    from hpcgnn.train.modes import FullBatchMode, OffloadMode
 
     narrow = replace(SAGE, name="narrow", modes=frozenset({"1d"}))
     monkeypatch.setitem(kinds.KINDS, "narrow", narrow)
     cfg = TrainConfig(model="narrow")
-    assert check_model(RunOptions(graph="g.h5"), cfg) is cfg
+    assert FullBatchMode().resolve(cfg, 4) is cfg
     with pytest.raises(ConfigError, match="--model narrow is not available with --mode offload"):
-        check_model(RunOptions(graph="g.h5", mode="offload"), cfg)
+        OffloadMode().resolve(cfg, 4)

@@ -15,7 +15,7 @@ def test_1d_matches_serial_and_cost_model(graph_file, world, device, directed, d
     path = graph_file(n=61, directed=directed, seed=7, features=5, classes=3)
     cfg = TrainConfig(layers=3, hidden=6, dropout=0.3, dtype=dtype, seed=11)
     with ProcessGrid.create(MPI.COMM_WORLD, "1d", device=device) as grid:
-        res, _ = compare_with_serial(lambda: BlockRowGCN(path, grid, cfg), path, cfg, world)
+        res, _ = compare_with_serial(lambda: BlockRowGCN.read(path, grid, cfg), path, cfg, world)
         check_cost_model("1d", res, problem_of(path, cfg), grid.shape, world)
 
 
@@ -26,7 +26,9 @@ def test_1p5d_every_replication_matches_serial(graph_file, world, device, direct
     cfg = TrainConfig(layers=3, hidden=5, dropout=0.2, dtype="float64", seed=3)
     for shape in admissible_shapes("1.5d", world.size):
         with ProcessGrid(MPI.COMM_WORLD, shape, device=device) as grid:
-            res, _ = compare_with_serial(lambda g=grid: BlockRowGCN(path, g, cfg), path, cfg, world)
+            res, _ = compare_with_serial(
+                lambda g=grid: BlockRowGCN.read(path, g, cfg), path, cfg, world
+            )
             check_cost_model("1.5d", res, problem_of(path, cfg), grid.shape, world)
 
 
@@ -41,6 +43,6 @@ def test_sage_every_block_row_grid_matches_serial_and_cost_model(
         for shape in admissible_shapes(kind, world.size):
             with ProcessGrid(MPI.COMM_WORLD, shape, device=device) as grid:
                 res, _ = compare_with_serial(
-                    lambda g=grid: BlockRowGCN(path, g, cfg), path, cfg, world
+                    lambda g=grid: BlockRowGCN.read(path, g, cfg), path, cfg, world
                 )
                 check_cost_model(kind, res, problem_of(path, cfg), grid.shape, world)

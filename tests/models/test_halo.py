@@ -43,7 +43,7 @@ def test_halo_matches_serial_and_cost_model(graph_file, shared_tmp, world, devic
         models = []
 
         def make():
-            models.append(HaloGCN(path, grid, cfg))
+            models.append(HaloGCN.read(path, grid, cfg))
             return models[-1]
 
         res, _ = compare_with_serial(make, path, cfg, world)
@@ -60,7 +60,7 @@ def test_halo_backward_modes_on_directed_graph(graph_file, world, device, backwa
         models = []
 
         def make():
-            models.append(HaloGCN(path, grid, cfg, backward=backward))
+            models.append(HaloGCN.read(path, grid, cfg, backward=backward))
             return models[-1]
 
         res, _ = compare_with_serial(make, path, cfg, world, epochs=3)
@@ -73,7 +73,7 @@ def test_halo_sets_cover_exactly_the_remote_columns(graph_file, world, device):
     path = graph_file(n=40, directed=True, seed=9)
     cfg = TrainConfig(layers=2, hidden=4, dtype="float64")
     with ProcessGrid.create(MPI.COMM_WORLD, "1d", device=device) as grid:
-        model = HaloGCN(path, grid, cfg)
+        model = HaloGCN.read(path, grid, cfg)
         op = model.aggregation
         lo, hi = model.rows
         for sets in (op.fwd_sets, op.bwd_sets):
@@ -106,7 +106,7 @@ def test_metis_parts_move_fewer_halo_bytes(graph_file, shared_tmp, world, device
     halo = {}
     with ProcessGrid.create(MPI.COMM_WORLD, "1d", device=device) as grid:
         for name, path in (("block", src), ("metis", dst)):
-            model = HaloGCN(path, grid, cfg)
+            model = HaloGCN.read(path, grid, cfg)
             res = train_fullbatch(model, cfg)
             halo[name] = measured_bytes(res, world).get("halo", 0.0)
             check_halo_cost(res, model, path, cfg, grid, world)
@@ -150,7 +150,7 @@ def test_planned_halo_matches_serial_and_cost_model(
         models = []
 
         def make():
-            models.append(HaloGCN(path, grid, cfg, exchange="planned", topology=topo))
+            models.append(HaloGCN.read(path, grid, cfg, exchange="planned", topology=topo))
             return models[-1]
 
         res, _ = compare_with_serial(make, path, cfg, world)
@@ -179,7 +179,7 @@ def test_halo_sage_matches_serial_and_cost_model(graph_file, shared_tmp, world, 
         models = []
 
         def make():
-            models.append(HaloGCN(path, grid, cfg, exchange=exchange))
+            models.append(HaloGCN.read(path, grid, cfg, exchange=exchange))
             return models[-1]
 
         res, _ = compare_with_serial(make, path, cfg, world)

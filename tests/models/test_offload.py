@@ -4,6 +4,7 @@ from mpi4py import MPI
 
 from hpcgnn.config import TrainConfig
 from hpcgnn.cost.offload import predict_offload
+from hpcgnn.errors import ConfigError
 from hpcgnn.grid import ProcessGrid
 from hpcgnn.models.offload import OffloadGCN, OffloadOptions
 from hpcgnn.planning.dedup import dedup_volumes, remote_rows
@@ -38,13 +39,13 @@ def test_offload_matches_serial(
     cfg = TrainConfig(layers=3, hidden=6, dropout=0.3, dtype=dtype, seed=3, model=model)
 
     def make(grid):
-        model = OffloadGCN(path, grid, cfg, OffloadOptions(3, dedup, reorganize))
+        model = OffloadGCN.read(path, grid, cfg, OffloadOptions(3, dedup, reorganize))
         if cache == "all":
             return model
         rows = int(np.diff(model.offsets).max())
         per = cfg.weights_per_layer
         budget = rows * 6 * per * model.x.element_size() if cache == "one" else 0
-        model = OffloadGCN(path, grid, cfg, OffloadOptions(3, dedup, reorganize, budget))
+        model = OffloadGCN.read(path, grid, cfg, OffloadOptions(3, dedup, reorganize, budget))
         assert sum(model.cached) == (1 if cache == "one" else 0), model.cached
         return model
 
@@ -76,7 +77,7 @@ def test_counted_transfers_equal_set_formulas(
     host = {}
     with ProcessGrid.create(MPI.COMM_WORLD, "1d", device=device) as grid:
         for dedup in LEVELS:
-            model = OffloadGCN(path, grid, cfg, OffloadOptions(4, dedup, reorganize, budget))
+            model = OffloadGCN.read(path, grid, cfg, OffloadOptions(4, dedup, reorganize, budget))
             volumes, remote = formulas(model, world)
             assert_all(world, model.volumes == volumes, f"{model.volumes} != {volumes}")
             assert_all(world, model.remote == remote, f"{model.remote} != {remote}")
@@ -105,8 +106,8 @@ def test_reorganization_never_increases_v_ru(graph_file, world, device, seed):
     path = graph_file(f"r{seed}.h5", n=100, directed=False, seed=seed, features=3, classes=2)
     cfg = TrainConfig(layers=2, hidden=4, dtype="float32", seed=seed, epochs=1)
     with ProcessGrid.create(MPI.COMM_WORLD, "1d", device=device) as grid:
-        plain = OffloadGCN(path, grid, cfg, OffloadOptions(5, "full", False))
-        reorg = OffloadGCN(path, grid, cfg, OffloadOptions(5, "full", True))
+        plain = OffloadGCN.read(path, grid, cfg, OffloadOptions(5, "full", False))
+        reorg = OffloadGCN.read(path, grid, cfg, OffloadOptions(5, "full", True))
     r = reorg.reorganization
     assert r is not None and r.before == plain.volumes
     assert reorg.volumes.v_ru <= plain.volumes.v_ru
@@ -121,7 +122,7 @@ def test_more_chunks_than_rows(graph_file, world, device):
     cfg = TrainConfig(layers=2, hidden=3, dropout=0.0, dtype="float64", seed=2)
     with ProcessGrid.create(MPI.COMM_WORLD, "1d", device=device) as grid:
         compare_with_serial(
-            lambda: OffloadGCN(path, grid, cfg, OffloadOptions(6, "full", True)),
+            lambda: OffloadGCN.read(path, grid, cfg, OffloadOptions(6, "full", True)),
             path, cfg, world, epochs=2,
         )
 
@@ -169,7 +170,7 @@ def test_planned_offload_matches_serial_p2p_and_cost_model(
 
         def make(exchange="planned"):
             opts = OffloadOptions(3, dedup, reorganize, budget, exchange)
-            models.append(OffloadGCN(path, grid, cfg, opts, topology=topo))
+            models.append(OffloadGCN.read(path, grid, cfg, opts, topology=topo))
             return models[-1]
 
         res, _ = compare_with_serial(make, path, cfg, world, epochs=2)
@@ -205,5 +206,5 @@ def test_planned_exchange_needs_a_deduplicated_fetch(graph_file, world, device):
     path = graph_file("p.h5", n=20, directed=False, seed=1, features=3, classes=2)
     cfg = TrainConfig(layers=2, hidden=3, dtype="float32", seed=1)
     with ProcessGrid.create(MPI.COMM_WORLD, "1d", device=device) as grid:
-        with pytest.raises(ValueError, match="needs --dedup inter or full"):
-            OffloadGCN(path, grid, cfg, OffloadOptions(2, "none", exchange="planned"))
+        with pytest.raises(ConfigError, match="fetches of --dedup inter or full"):
+            OffloadGCN.read(path, grid, cfg, OffloadOptions(2, "none", exchange="planned"))

@@ -51,7 +51,7 @@ def run_shape(path, cfg, shape, world, device, epochs=5):
     with ProcessGrid(MPI.COMM_WORLD, shape, device=device) as grid:
 
         def make():
-            models.append(GridGCN(path, grid, cfg))
+            models.append(GridGCN.read(path, grid, cfg))
             return models[-1]
 
         res, _ = compare_with_serial(make, path, cfg, world, epochs=epochs)

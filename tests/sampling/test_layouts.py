@@ -18,7 +18,7 @@ SPECS = [SamplerSpec("sage", (3, 2), batch_size=8, bulk=3, seed=5),
 
 def serial_reference(path, spec, epoch):
     with GraphFile(path) as gf:
-        store = read_pattern(gf, 0, gf.meta.num_nodes, spec.sampler)
+        store = read_pattern(gf, 0, gf.meta.num_nodes, spec.method)
     return sample_epoch_serial(spec, store, read_train_ids(path), epoch)
 
 

@@ -64,7 +64,7 @@ def test_replicated_share_is_the_eager_samples_a_group_at_a_time(
 ):
     path = graph_file(n=150, avg_degree=6, seed=3)
     with GraphFile(path) as gf:
-        store = read_pattern(gf, 0, gf.meta.num_nodes, spec.sampler)
+        store = read_pattern(gf, 0, gf.meta.num_nodes, spec.method)
     batches = minibatches(read_train_ids(path), spec.batch_size, spec.seed, 1)[:5]
     share = my_share(5, world.size, world.rank)
     eager = sample_stack(spec, 1, [3 + i for i in share], [batches[i] for i in share],

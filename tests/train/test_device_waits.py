@@ -15,6 +15,7 @@ import pytest
 
 from hpcgnn.backend import emulation
 from hpcgnn.config import TrainConfig
+from hpcgnn.train.modes import FullBatchMode
 from hpcgnn.train.run import RunOptions, train
 from tests.graphs import write_random_graph
 from tests.mpi import assert_all
@@ -29,7 +30,8 @@ def _waits_per_epoch(world, graph: str, algo: str, layers: int) -> float:
     grid = f"1x1x{world.size}" if algo == "3d" else None  # every rank count has one
     for epochs in (1, 2, 4):  # the first run pays the process's one-off waits
         before = emulation.synchronisations()
-        train(RunOptions(graph=graph, algo=algo, grid=grid, device="cuda", quiet=True),
+        mode = FullBatchMode(algo=algo, grid=grid)
+        train(RunOptions(graph=graph, mode=mode, device="cuda", quiet=True),
               TrainConfig(epochs=epochs, layers=layers, hidden=8, eval_every=0),
               world.mpi)
         counts.append(emulation.synchronisations() - before)

@@ -18,7 +18,7 @@ from hpcgnn.cost.ranking import memory_estimate
 from hpcgnn.io.reader import GraphFile
 from hpcgnn.layout.shapes import choose_shape
 from hpcgnn.train.gist import GistOptions
-from hpcgnn.train.run import RunOptions, memory_needed
+from hpcgnn.train.modes import FullBatchMode, GistMode
 from tests.mpi import assert_all
 from tests.robustness.harness import expect_error
 
@@ -48,8 +48,8 @@ def test_gist_runs_where_ordinary_training_does_not_fit(
     with GraphFile(path) as gf:
         meta = gf.meta
     ordinary = memory_estimate(meta, cfg, choose_shape("1d", p, None, None))
-    opts = RunOptions(graph=str(path), mode="gist", gist=GistOptions(m, 1))
-    gist = memory_needed(opts, cfg, meta, choose_shape("1d", p // m, None, None), p)
+    mode = GistMode(options=GistOptions(m, 1), group=FullBatchMode())
+    gist = mode.memory(cfg, meta, choose_shape("1d", p, None, None)).bytes
     assert gist < ordinary / 2, (gist, ordinary)
     here = _ranks_on_this_node(world)
     limit = int(math.sqrt(gist * ordinary) * here)  # per node, between the two

@@ -1,0 +1,90 @@
+"""The samplers of ``--sampler``, as objects, and their registry (no torch).
+
+A sampler says how a hop is drawn (node-wise fan-outs or layer-wise sizes), which matrix
+``S`` it draws from (:mod:`hpcgnn.sampling.rows`) and which layer kind its samples train.
+Nothing else compares a sampler's name: the code asks these attributes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hpcgnn.errors import ConfigError
+from hpcgnn.kinds import GCN, SAGE, LayerKind, layer_kind
+from hpcgnn.rng import TAG_LADIES, TAG_SAGE
+
+
+@dataclass(frozen=True)
+class Sampler:
+    """One ``--sampler``.
+
+    Attributes
+    ----------
+    name
+        The ``--sampler`` choice (the metrics' ``sampling.sampler``).
+    kind
+        The layer kind its samples train.
+    node_wise
+        Per-vertex fan-outs (``--fanout``, GraphSAGE) rather than per-layer vertex sets
+        drawn by importance (``--layer-size``, LADIES).
+    row_normalised
+        ``S``'s values are ``1 / |row|`` (LADIES' probabilities), not ones.
+    tag
+        The random stream's purpose tag of its draws (:mod:`hpcgnn.rng`).
+    """
+
+    name: str
+    kind: LayerKind
+    node_wise: bool
+    row_normalised: bool
+    tag: int
+
+    @property
+    def self_loops(self) -> bool:
+        """``S`` has ``A^T + I``'s pattern: the sampled layers are the kind's operator's."""
+        return self.kind.self_loops
+
+    @property
+    def size_flag(self) -> str:
+        """The flag of its per-layer sizes."""
+        return "--fanout" if self.node_wise else "--layer-size"
+
+    def __str__(self) -> str:
+        return self.name
+
+
+#: GraphSAGE's node-wise sampler, named after the layers it trains: ``S = A^T``.
+NODE_WISE = Sampler(
+    name=SAGE.name, kind=SAGE, node_wise=True, row_normalised=False, tag=TAG_SAGE
+)
+#: LADIES' layer-wise importance sampler of GCN layers: ``S = D^-1 (A^T + I)``.
+LAYER_WISE = Sampler(
+    name="ladies", kind=GCN, node_wise=False, row_normalised=True, tag=TAG_LADIES
+)
+
+#: Every sampler by name (the ``--sampler`` choices; the first is the default).
+SAMPLERS: dict[str, Sampler] = {s.name: s for s in (NODE_WISE, LAYER_WISE)}
+
+
+def sampler_named(name: str) -> Sampler:
+    """The sampler called ``name`` (one line for an unknown one)."""
+    sampler = SAMPLERS.get(name)
+    if sampler is None:
+        raise ConfigError(f"unknown sampler '{name}' (choose from {', '.join(SAMPLERS)})")
+    return sampler
+
+
+def resolve_model(model: str | None, sampler: str) -> str:
+    """The layer kind a minibatch run trains: the sampler's; a contradicting ``model`` is refused.
+
+    ``model``: ``--model`` if given.
+    """
+    implied = sampler_named(sampler).kind.name
+    if model is not None and layer_kind(model).name != implied:
+        others = [s.name for s in SAMPLERS.values() if s.kind.name == model]
+        hint = f"; use --sampler {others[0]} for {model}" if others else ""
+        raise ConfigError(
+            f"--model {model} does not exist with --sampler {sampler} (it trains {implied}"
+            f" layers){hint}"
+        )
+    return implied

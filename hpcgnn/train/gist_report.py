@@ -1,0 +1,113 @@
+"""GIST's part of the report: predicted bytes, the ``gist`` metrics section, summary lines.
+
+The bytes of the groups' own models (their cost models times ``K``), the sub-model
+traffic per round measured against :func:`hpcgnn.cost.gist.round_bytes`, what a
+data-parallel all-reduce would move instead, the evaluation's traffic, and each rank's
+peak memory against the estimates the memory check used (``docs/gist.md``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from hpcgnn.comm.communicator import Comm
+from hpcgnn.cost.gist import data_parallel_bytes, eval_bytes
+from hpcgnn.exchange.subnet_biases import BIAS
+from hpcgnn.exchange.subnets import GATHER, SCATTER
+from hpcgnn.layout.order import weight_entries
+from hpcgnn.train.loop import TrainResult
+from hpcgnn.utils.memory import peak_rss_bytes
+
+if TYPE_CHECKING:
+    from hpcgnn.train.gist import GistTrainer
+
+
+def gist_report(
+    trainer: GistTrainer, result: TrainResult, measured: dict[str, float]
+) -> tuple[dict[str, float], dict[str, Any], list[str]]:
+    """Predicted bytes per round, the ``gist`` section and its lines (collective).
+
+    ``measured``: bytes per round per category summed over ranks.
+    """
+    t, cfg, world = trainer, trainer.cfg, trainer.world
+    k, rounds = t.opts.local_iters, max(1, len(t.predicted_rounds))
+    mine = t.inner.predicted_bytes()  # the group's model (collective in the group)
+    predicted: dict[str, float] = {}
+    for part in world.allgather_obj(mine if t.group_grid.world.rank == 0 else {}):
+        for c, v in part.items():
+            predicted[c] = predicted.get(c, 0.0) + k * v
+    cats = t.categories()
+    for c in cats:
+        predicted[c] = sum(r[c] for r in t.predicted_rounds) / rounds
+    measured_rounds = _summed(world, t.measured_rounds, cats)
+    records = result.epochs[len(result.epochs) - len(t.predicted_rounds):]
+    per_round = [
+        {
+            "round": rec.epoch, "sent_bytes": got[SCATTER], "returned_bytes": got[GATHER],
+            "predicted_sent_bytes": want[SCATTER],
+            "predicted_returned_bytes": want[GATHER], "val_acc": rec.val_acc,
+            **({} if BIAS not in cats else {
+                "bias_bytes": got[BIAS], "predicted_bias_bytes": want[BIAS],
+            }),
+        }
+        for rec, got, want in zip(records, measured_rounds, t.predicted_rounds, strict=True)
+    ]
+    sub_measured = sum(measured.get(c, 0.0) for c in cats)
+    sub_predicted = sum(predicted[c] for c in cats)
+    dp = data_parallel_bytes(
+        t.widths, world.size, cfg.itemsize, k, cfg.weights_per_layer,
+        biases=t.biases is not None,
+    )
+    evals = world.allreduce_scalar(float(sum(t.eval_measured)))
+    eval_predicted = eval_bytes(t.widths, t.meta.num_nodes, world.size, cfg.itemsize)
+    peaks = [int(v) for v in world.allgather_obj(peak_rss_bytes())]
+    starts = [int(v) for v in world.allgather_obj(t.memory_at_start)]
+    section: dict[str, Any] = {
+        "rounds": len(result.epochs), "subnets": t.opts.subnets,
+        "local_iters": k, "group_size": t.group_size,
+        "group_grid": str(t.group_grid.shape),
+        "hidden": cfg.hidden, "subnet_hidden": t.hidden,
+        "full_model_bytes": weight_entries(t.widths) * cfg.weights_per_layer * cfg.itemsize,
+        "submodel_bytes_per_round": {"measured": sub_measured, "predicted": sub_predicted},
+        "data_parallel_allreduce_bytes_per_round": dp,
+        "eval_bytes_per_evaluation": {
+            "measured": evals / max(1, len(t.eval_measured)),
+            "predicted": eval_predicted, "evaluations": len(t.eval_measured),
+        },
+        "peak_memory_bytes": peaks,
+        "memory_at_start_bytes": starts,
+        "peak_memory_source": "getrusage ru_maxrss (peak resident set size of each rank)",
+        **{name: float(v) for name, v in t.estimates.items()},
+        "per_round": per_round,
+    }
+    what = "sub-GCNs"
+    sampling = t.inner.sampling_section()
+    if sampling is not None:
+        section["sampler"] = sampling
+        what = f"sub-models ({sampling['sampler']} minibatches)"
+    lines = [
+        f"gist: {t.opts.subnets} {what} x {k} local iterations on groups of"
+        f" {t.group_size} | sub-model traffic {sub_measured / 1e6:.3f} MB/round"
+        f" (predicted {sub_predicted / 1e6:.3f}); data-parallel all-reduce would move"
+        f" {dp / 1e6:.3f} MB/round"
+    ]
+    full_est = t.estimates.get("full_model_estimate_bytes")
+    if full_est is not None:
+        lines.append(
+            f"gist: peak memory {max(peaks) / 2**30:.3f} GiB per rank (largest of"
+            f" {len(peaks)}); ordinary training of the global model: about"
+            f" {full_est / 2**30:.3f} GiB per rank"
+        )
+    return predicted, {"gist": section}, lines
+
+
+def _summed(
+    world: Comm, rounds: list[dict[str, float]], cats: tuple[str, ...]
+) -> list[dict[str, float]]:
+    """Per-round byte counts of ``cats`` summed over ranks (collective)."""
+    local = np.array([[r[c] for c in cats] for r in rounds], dtype=np.float64)
+    local = local.reshape(-1, len(cats))
+    world.allreduce(local, "control")
+    return [dict(zip(cats, map(float, row), strict=True)) for row in local]

@@ -44,11 +44,6 @@ class Sampler:
         """``S`` has ``A^T + I``'s pattern: the sampled layers are the kind's operator's."""
         return self.kind.self_loops
 
-    @property
-    def size_flag(self) -> str:
-        """The flag of its per-layer sizes."""
-        return "--fanout" if self.node_wise else "--layer-size"
-
     def __str__(self) -> str:
         return self.name
 

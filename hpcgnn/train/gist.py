@@ -63,6 +63,7 @@ from hpcgnn.nn.gcn import cross_entropy_sum
 from hpcgnn.nn.init import glorot_rows
 from hpcgnn.train.checkpoint import restore_sharded, save_sharded_checkpoint
 from hpcgnn.train.fullbatch import FullBatchTrainer, global_counts
+from hpcgnn.train.gist_report import gist_report
 from hpcgnn.train.loop import TrainResult
 from hpcgnn.train.minibatch import MinibatchTrainer
 from hpcgnn.utils.memory import current_rss_bytes
@@ -361,8 +362,6 @@ class GistTrainer:
 
         See :func:`hpcgnn.train.gist_report.gist_report`.
         """
-        from hpcgnn.train.gist_report import gist_report
-
         return gist_report(self, result, measured)
 
     def categories(self) -> tuple[str, ...]:

@@ -123,11 +123,6 @@ class Mode(ABC, Generic[T]):
         """The algorithm in reports (``config.algo``): the mode's name unless it says more."""
         return self.name
 
-    @property
-    def layers(self) -> int | None:
-        """The model depth the mode fixes (a sampler's hops), else ``None`` (``--layers``)."""
-        return None
-
     def resolve(self, cfg: TrainConfig, ranks: int) -> TrainConfig:
         """``cfg`` for this mode on ``ranks``: refuses a layer kind the mode cannot train."""
         if self.label not in cfg.kind.modes:

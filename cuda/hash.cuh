@@ -4,9 +4,12 @@
 //   hpcgnn_mix(x)        == rng.mix(x)        SplitMix64 finaliser, wrapping uint64 maths
 //   hpcgnn_chain(k, w)   == rng.chain(k, w)   mix(k ^ (uint64)(int64)w)
 //   hpcgnn_uniform(b)    == rng.to_uniform(b) top 53 bits times 2^-53, a double in [0, 1)
-//   hpcgnn_sfc64_next(s) == numpy's SFC64 next_uint64 on the state s = {a, b, c, counter}
-//     (the four words of np.random.SFC64(seed).state["state"]["state"], seeding and its
-//     12 warm-up draws already done on the host).
+//   hpcgnn_lowbias32(x)  == rng.lowbias32(x)   Wellons' 32-bit hash, wrapping uint32 maths
+//   hpcgnn_entry_keep(row, col, row_key, col_key, threshold)
+//                        == rng.keep_of(rng.entry_bits(...)): the entry stream's keep test
+//     bits = lowbias32(lo32(mix(row_key ^ row)) ^ lo32(mix(col_key ^ col))), keep =
+//     bits >= threshold (threshold = rng.keep_threshold(p) = ceil(p 2^32) <= 2^32, so a
+//     64-bit comparison: 2^32 keeps nothing); col_key = rng.column_key(row_key).
 // Header only, no system includes and no other local header: the same text compiles under
 // NVRTC (CuPy RawModule; hpcgnn/kernels/cuda_modules.py inlines it into the source), nvcc
 // ("make ptx", -Icuda) and the system C++ compiler (the host build of
@@ -28,10 +31,18 @@ __device__ __forceinline__ double hpcgnn_uniform(unsigned long long bits) {
     return (double)(bits >> 11) * (1.0 / 9007199254740992.0);
 }
 
-__device__ __forceinline__ unsigned long long hpcgnn_sfc64_next(unsigned long long s[4]) {
-    const unsigned long long tmp = s[0] + s[1] + s[3]++;
-    s[0] = s[1] ^ (s[1] >> 11);
-    s[1] = s[2] + (s[2] << 3);
-    s[2] = ((s[2] << 24) | (s[2] >> 40)) + tmp;
-    return tmp;
+__device__ __forceinline__ unsigned int hpcgnn_lowbias32(unsigned int x) {
+    x ^= x >> 16;
+    x *= 0x7FEB352DU;
+    x ^= x >> 15;
+    x *= 0x846CA68BU;
+    return x ^ (x >> 16);
+}
+
+__device__ __forceinline__ bool hpcgnn_entry_keep(
+    long long row, long long col, unsigned long long row_key, unsigned long long col_key,
+    unsigned long long threshold) {
+    const unsigned int r = (unsigned int)hpcgnn_mix(row_key ^ (unsigned long long)row);
+    const unsigned int c = (unsigned int)hpcgnn_mix(col_key ^ (unsigned long long)col);
+    return (unsigned long long)hpcgnn_lowbias32(r ^ c) >= threshold;
 }

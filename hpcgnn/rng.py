@@ -2,23 +2,29 @@
 
 Distributed training must reproduce the serial run exactly, so every random number is a
 pure function of (seed, purpose, global row, global column). A rank that owns any block
-of a matrix (block rows in 1D, a 2D tile in 2D/3D, a subset of columns in GIST) generates
-exactly the entries of the serial run for that block, with no communication and no wasted
-draws. One mixer serves everything: the SplitMix64 finaliser (Steele et al.), vectorised
-over ``uint64`` arrays.
+of a matrix (block rows in 1D, a 2D tile in 2D/3D, a subset of columns in GIST, the
+nonzeros of a sparse feature matrix) generates exactly the entries of the serial run for
+that block, with no communication and no wasted draws. One mixer serves everything: the
+SplitMix64 finaliser (Steele et al.), vectorised over ``uint64`` arrays.
 
 Two kinds of streams are derived from it:
 
-- *block streams* (:func:`uniform_block`, :func:`dropout_keep`): a ``? x num_cols``
-  matrix cut into chunks of :data:`CHUNK_ROWS` rows, chunk ``k`` drawn by an SFC64
-  generator keyed by ``(key, k)``; used for full-batch dropout masks;
-- *hash streams* (:func:`uniform_rows`, :func:`chain`): every entry a hash of its
-  counter, for arbitrary row-id sets (sampling, minibatch dropout).
+- *entry streams* (:func:`entry_bits`, :func:`dropout_keep`, :func:`dropout_keep_pairs`):
+  the dropout masks. Entry ``(i, j)`` of a stream keyed ``key`` is the 32-bit hash
+  ``lowbias32(row_word(i) ^ column_word(j))`` of a 64-bit hash of its global row and one
+  of its global column (:func:`words`), so a mask costs one 32-bit hash per entry, any
+  subset of entries (a block, columns in any order, the nonzeros of a sparse matrix) is
+  drawn alone, and no index product ``i * width + j`` can wrap on any graph. Keep is the
+  integer test ``bits >= ceil(p 2^32)`` (:func:`keep_threshold`), exactly ``u >= p`` for
+  ``u = bits 2^-32``. Full-batch masks are keyed by ``(seed, epoch, layer)``, minibatch
+  masks by ``(seed, epoch, batch, layer)``;
+- *hash streams* (:func:`chain`, :func:`to_uniform`): every draw a 64-bit hash of its
+  counter (sampling).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import math
 
 import numpy as np
 
@@ -35,11 +41,15 @@ TAG_LADIES = 0x1AD1E5  # LADIES draws
 TAG_DROPOUT = 0xD50B  # minibatch dropout masks
 TAG_GIST = 0x6157  # GIST partitions of the hidden dimensions
 
-#: Rows per independently seeded chunk of a block stream (part of the reproducibility
-#: contract: changing it changes every random number).
-CHUNK_ROWS = 1024
+#: The column words' key is the row words' key mixed with this word.
+COLUMN_WORD = 0xC01
 
-#: Columns of a block: a range ``(c0, c1)`` or an array of column indices.
+#: Multipliers of ``lowbias32`` (C. Wellons, hash-prospector: a 32-bit integer hash
+#: with low bias).
+_LB1 = np.uint32(0x7FEB352D)
+_LB2 = np.uint32(0x846CA68B)
+
+#: Rows or columns of a block: a range ``(lo, hi)`` or an array of global indices.
 Columns = tuple[int, int] | np.ndarray
 
 
@@ -76,101 +86,89 @@ def to_uniform(bits: np.ndarray) -> np.ndarray:
     )
 
 
-def uniform_rows(
-    key: np.uint64, row_ids: np.ndarray, width: int, cols: np.ndarray | None = None
-) -> np.ndarray:
-    """Uniforms for a ``len(row_ids) x width`` block; entry ``(v, j)`` hashes ``v * width + j``.
+def ids_of(sel: Columns) -> np.ndarray:
+    """The global indices of a range ``(lo, hi)`` or an index array, as ``int64``."""
+    if isinstance(sel, tuple):
+        return np.arange(sel[0], max(sel[0], sel[1]), dtype=np.int64)
+    return np.asarray(sel, dtype=np.int64)
 
-    ``cols``: only these columns of the ``width`` (default: all), e.g. a GIST
-    sub-network's, whose draws are then the whole block's at those columns.
-    """
-    r = np.asarray(row_ids, dtype=np.uint64)[:, None]
-    c = np.arange(width, dtype=np.uint64) if cols is None else np.asarray(cols, dtype=np.uint64)
-    c = c[None, :]
+
+def words(key: np.uint64, ids: Columns) -> np.ndarray:
+    """``uint32`` words of global indices: the low 32 bits of ``mix(key ^ id)``."""
+    return mix(ids_of(ids).astype(np.uint64) ^ np.uint64(key)).astype(np.uint32)
+
+
+def column_key(key: np.uint64) -> np.uint64:
+    """The key of an entry stream's column words."""
+    return mix(np.uint64(key) ^ np.uint64(COLUMN_WORD))[()]
+
+
+def lowbias32(x: np.ndarray) -> np.ndarray:
+    """Wellons' ``lowbias32`` of every element of a ``uint32`` array (in place; returned)."""
+    x = np.asarray(x, dtype=np.uint32)
     with np.errstate(over="ignore"):
-        counter = r * np.uint64(width) + c
-    return to_uniform(mix(counter ^ np.uint64(key)))
+        x ^= x >> np.uint32(16)
+        x *= _LB1
+        x ^= x >> np.uint32(15)
+        x *= _LB2
+        x ^= x >> np.uint32(16)
+    return x
 
 
-def _column_selector(cols: Columns) -> tuple[slice | np.ndarray, int]:
-    if isinstance(cols, tuple):
-        c0, c1 = cols
-        return slice(c0, c1), max(0, c1 - c0)
-    idx = np.asarray(cols, dtype=np.int64)
-    return idx, len(idx)
+def entry_bits(key: np.uint64, rows: Columns, cols: Columns) -> np.ndarray:
+    """The ``uint32`` entries of the block ``rows x cols`` of the entry stream ``key``."""
+    r = words(key, rows)
+    c = words(column_key(key), cols)
+    return lowbias32(r[:, None] ^ c[None, :])
 
 
-def chunk_seed(key: np.uint64, chunk: int) -> np.random.SeedSequence:
-    """Seed of the SFC64 generator of chunk ``chunk`` of the block stream keyed ``key``."""
-    k = int(key)
-    return np.random.SeedSequence([k & 0xFFFFFFFF, k >> 32, chunk])
+def pair_bits(key: np.uint64, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """The ``uint32`` entries ``(rows[k], cols[k])`` of the entry stream ``key`` (e.g. nonzeros)."""
+    return lowbias32(words(key, rows) ^ words(column_key(key), cols))
 
 
-def _chunks(
-    key: np.uint64, rows: tuple[int, int], cols: slice | np.ndarray, num_cols: int
-) -> Iterator[tuple[slice, np.ndarray]]:
-    """Yield ``(rows of the block, draws for them)`` chunk by chunk."""
-    r0, r1 = rows
-    for chunk in range(r0 // CHUNK_ROWS, (r1 - 1) // CHUNK_ROWS + 1):
-        draws = np.random.Generator(np.random.SFC64(chunk_seed(key, chunk))).random(
-            (CHUNK_ROWS, num_cols)
-        )
-        lo = max(r0, chunk * CHUNK_ROWS)
-        hi = min(r1, (chunk + 1) * CHUNK_ROWS)
-        base = chunk * CHUNK_ROWS
-        yield slice(lo - r0, hi - r0), draws[lo - base : hi - base, cols]
+def keep_threshold(p: float) -> int:
+    """The integer threshold ``ceil(p 2^32)`` of the keep test ``bits >= t``.
 
-
-def uniform_block(
-    key: np.uint64, rows: tuple[int, int], cols: Columns, num_cols: int
-) -> np.ndarray:
-    """Uniform [0, 1) float64 numbers for rows ``[r0, r1)`` x columns ``cols``.
-
-    The global ``? x num_cols`` matrix is cut into chunks of :data:`CHUNK_ROWS` rows;
-    chunk ``k`` is drawn from an SFC64 generator seeded by ``(key, k)``. A rank that owns
-    any block generates only the chunks overlapping its rows, so every entry equals the
-    serial run's whatever the distribution. ``cols`` is a range ``(c0, c1)`` or an array
-    of global column indices (any subset, in any order).
+    ``bits >= t`` exactly when ``bits 2^-32 >= p``: the scaling by a power of two is exact, so
+    the test needs no float; ``2^32`` (``p`` within ``2^-32`` of 1) keeps nothing.
     """
-    sel, width = _column_selector(cols)
-    out = np.empty((max(0, rows[1] - rows[0]), width), dtype=np.float64)
-    if out.size:
-        for dest, draws in _chunks(key, rows, sel, num_cols):
-            out[dest] = draws
-    return out
+    return min(math.ceil(p * 2.0**32), 1 << 32)
 
 
-def dropout_keep(
-    seed: int,
-    epoch: int,
-    layer: int,
-    rows: tuple[int, int],
-    cols: Columns,
-    num_cols: int,
-    p: float,
-) -> np.ndarray:
-    """Boolean keep-mask of dropout with drop probability ``p`` for one block of a layer input.
+def keep_of(bits: np.ndarray, p: float) -> np.ndarray:
+    """Keep decisions ``bits >= keep_threshold(p)`` of ``uint32`` entries."""
+    t = keep_threshold(p)
+    if t >= 1 << 32:
+        return np.zeros(bits.shape, dtype=bool)
+    return bits >= np.uint32(t)
 
-    Equal to ``uniform_block(...) >= p`` for the key of ``(seed, epoch, layer)``; ``cols``
-    as for :func:`uniform_block`.
+
+def dropout_key(seed: int, epoch: int, layer: int, batch: int | None = None) -> np.uint64:
+    """Key of a layer input's dropout mask.
+
+    Full-batch masks are keyed ``(seed, epoch, layer)``, a minibatch's
+    ``(seed, epoch, batch, layer)``.
     """
-    key = stream_key(seed, TAG_DROPOUT_BLOCK, epoch, layer)
-    sel, width = _column_selector(cols)
-    out = np.empty((max(0, rows[1] - rows[0]), width), dtype=bool)
-    if out.size:
-        for dest, draws in _chunks(key, rows, sel, num_cols):
-            np.greater_equal(draws, p, out=out[dest])
-    return out
+    if batch is None:
+        return stream_key(seed, TAG_DROPOUT_BLOCK, epoch, layer)
+    return stream_key(seed, TAG_DROPOUT, epoch, batch, layer)
 
 
-def dropout_keep_rows(
-    seed: int, epoch: int, batch: int, layer: int, row_ids: np.ndarray, width: int, p: float,
-    cols: np.ndarray | None = None,
-) -> np.ndarray:
-    """Keep-mask of minibatch dropout for the rows ``row_ids`` of a batch's layer input.
+def dropout_keep(key: np.uint64, rows: Columns, cols: Columns, p: float) -> np.ndarray:
+    """Boolean keep-mask (drop probability ``p``) of the block ``rows x cols`` of stream ``key``.
 
-    ``width``: the layer input's width in the model the stream belongs to; ``cols``: the
-    columns of it to draw (a GIST sub-network's ids; default all).
+    ``rows`` and ``cols``: ranges or global index arrays (a rank's rows, a sampled
+    batch's vertices; a GIST sub-network's columns), see :func:`dropout_key`.
     """
-    key = stream_key(seed, TAG_DROPOUT, epoch, batch, layer)
-    return uniform_rows(key, row_ids, width, cols) >= p
+    return keep_of(entry_bits(key, rows, cols), p)
+
+
+def dropout_keep_pairs(
+    key: np.uint64, rows: np.ndarray, cols: np.ndarray, p: float
+) -> np.ndarray:
+    """Keep decisions of the entries ``(rows[k], cols[k])``: the dense mask at those entries.
+
+    Kipf's sparse dropout on a sparse matrix's nonzeros draws exactly the dense one's.
+    """
+    return keep_of(pair_bits(key, rows, cols), p)

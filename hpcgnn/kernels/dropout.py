@@ -1,20 +1,21 @@
 """Dropout keep-masks on the device they are applied on, bit-identical to :mod:`hpcgnn.rng`.
 
-CUDA: ``cuda/dropout.cu``. The CPU references are :func:`hpcgnn.rng.dropout_keep` (block
-stream) and :func:`hpcgnn.rng.dropout_keep_rows` (hash stream), which define the streams;
-the functions here return their masks as boolean tensors on the device:
+The streams are defined by :func:`hpcgnn.rng.dropout_keep` (a block of rows x columns)
+and :func:`hpcgnn.rng.dropout_keep_pairs` (chosen entries, e.g. a sparse matrix's
+nonzeros), in NumPy. Here they are drawn where they are applied, as boolean tensors:
 
-- :func:`block_keep`: full-batch masks. On a GPU the host computes each chunk's SFC64
-  initial state with NumPy (:func:`chunk_states`, seeding only: four words a chunk) and
-  ``sfc64_block_keep`` advances it, one thread per chunk (see the cost note in the
-  source); a column index array is served by drawing its span ``[min, max]`` and
-  selecting the columns on the device;
-- :func:`rows_keep`: minibatch masks, one hash per entry (``hash_rows_keep``).
+- CUDA: ``cuda/dropout.cu`` (``hash_keep``, ``hash_pair_keep``), one thread per entry;
+- CPU: :func:`keep_matrix` computes the 64-bit row and column words with NumPy (one hash
+  per row and per column) and each entry's 32-bit hash with in-place torch ``int32``
+  operations on all of torch's threads (two's-complement wrap-around is the ``uint32``
+  arithmetic; a logical shift is an arithmetic shift and a mask); :func:`keep_pairs` is
+  NumPy's (a sparse matrix's nonzeros are few).
+
+:func:`block_keep` keys the full-batch masks by ``(seed, epoch, layer)``, :func:`rows_keep`
+the minibatch masks by ``(seed, epoch, batch, layer)``.
 """
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 import torch
@@ -22,127 +23,108 @@ import torch
 from hpcgnn.backend import Device, get_device
 from hpcgnn.kernels import cuda_modules as cm
 from hpcgnn.rng import (
-    CHUNK_ROWS,
-    TAG_DROPOUT,
-    TAG_DROPOUT_BLOCK,
     Columns,
-    chunk_seed,
-    dropout_keep,
-    dropout_keep_rows,
-    stream_key,
+    column_key,
+    dropout_keep_pairs,
+    dropout_key,
+    ids_of,
+    keep_threshold,
+    words,
 )
 
-#: Threads per block of ``sfc64_block_keep``: one, so the chunks' long serial chains spread
-#: over all the SMs. With 256 a Reddit-sized input's 228 chunks shared one SM (one block):
-#: 173 ms of masks per epoch on an H200, 33 ms with one thread per block (torch.profiler,
-#: perf/bench_gpu.py, 2026-11-26; the epoch went from 212 to 79 ms).
-CHUNK_BLOCK = 1
+_LB = ((16, 0x7FEB352D), (15, 0x846CA68B - (1 << 32)), (16, 0))  # lowbias32's steps
+_SIGN = -(1 << 31)  # int32's sign bit
 
 
-def keep_threshold(p: float) -> np.uint64:
-    """The integer form of ``u >= p`` for ``u = (bits >> 11) * 2^-53``: ``ceil(p 2^53)``.
-
-    ``u >= p`` exactly when ``bits >> 11 >= ceil(p 2^53)`` (the scaling by a power of two
-    is exact), so the kernels compare integers and keep the CPU's decisions bit for bit.
-    """
-    return np.uint64(math.ceil(p * 2.0**53))
+def _signed(w: np.ndarray) -> torch.Tensor:
+    return torch.from_numpy(w.view(np.int32))
 
 
-def chunk_states(key: np.uint64, first: int, count: int) -> np.ndarray:
-    """Initial SFC64 states of chunks ``first .. first + count - 1`` of the block stream.
-
-    Returns
-    -------
-    numpy.ndarray
-        ``count x 4`` ``uint64``: NumPy's ``SFC64(chunk_seed(key, k))`` state words
-        ``a, b, c, counter`` (after seeding), what ``sfc64_block_keep`` starts from.
-    """
-    out = np.empty((max(count, 0), 4), dtype=np.uint64)
-    for i in range(count):
-        out[i] = np.random.SFC64(chunk_seed(key, first + i)).state["state"]["state"]
-    return out
+def _lowbias32_(x: torch.Tensor, tmp: torch.Tensor) -> torch.Tensor:
+    """:func:`hpcgnn.rng.lowbias32` of an ``int32`` tensor (its ``uint32`` bits), in place."""
+    for shift, mul in _LB:
+        torch.bitwise_right_shift(x, shift, out=tmp)
+        tmp.bitwise_and_((1 << (32 - shift)) - 1)
+        x.bitwise_xor_(tmp)
+        if mul:
+            x.mul_(mul)
+    return x
 
 
-def block_launch(
-    seed: int, epoch: int, layer: int, rows: tuple[int, int], cols: Columns, num_cols: int,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """Host side of ``sfc64_block_keep`` for the block ``rows x cols`` of a layer's mask.
-
-    Returns
-    -------
-    states
-        ``count x 4`` ``uint64`` initial states of the chunks the rows overlap.
-    ints
-        The kernel's integer arguments ``chunk0, chunks, chunk_rows, r0, r1, num_cols, c0,
-        c1`` (int64): the kernel fills the ``(r1 - r0) x (c1 - c0)`` window of columns.
-    pick
-        ``None`` for a column range; for an index array, the window's columns to keep
-        (``cols - c0``), in the order of ``cols``.
-    """
-    r0, r1 = rows
-    pick = None
-    if isinstance(cols, tuple):
-        c0, c1 = cols[0], max(cols[0], cols[1])
-    else:
-        ids = np.asarray(cols, dtype=np.int64)
-        c0, c1 = (int(ids.min()), int(ids.max()) + 1) if len(ids) else (0, 0)
-        pick = ids - c0
-    first = r0 // CHUNK_ROWS
-    count = max(0, (r1 - 1) // CHUNK_ROWS + 1 - first) if r1 > r0 else 0
-    key = stream_key(seed, TAG_DROPOUT_BLOCK, epoch, layer)
-    ints = np.array([first, count, CHUNK_ROWS, r0, r1, num_cols, c0, c1], dtype=np.int64)
-    return chunk_states(key, first, count), ints, pick
+def _cpu_keep(key: np.uint64, rows: Columns, cols: Columns, p: float) -> torch.Tensor:
+    r = _signed(words(key, rows))
+    c = _signed(words(column_key(key), cols))
+    t = keep_threshold(p)
+    if t == 0 or t >= 1 << 32 or not len(r) * len(c):
+        return torch.full((len(r), len(c)), t == 0, dtype=torch.bool)
+    x = torch.bitwise_xor(r[:, None], c[None, :])
+    _lowbias32_(x, torch.empty_like(x))
+    x.bitwise_xor_(_SIGN)  # unsigned order as signed order: u >= t <=> u - 2^31 >= t - 2^31
+    return torch.ge(x, t + _SIGN)
 
 
-def block_keep(
-    seed: int, epoch: int, layer: int, rows: tuple[int, int], cols: Columns, num_cols: int,
-    p: float, device: Device | None = None,
+def _device_ids(sel: Columns | torch.Tensor, tdev: torch.device) -> torch.Tensor:
+    if isinstance(sel, torch.Tensor):
+        return sel.to(device=tdev, dtype=torch.int64)
+    if isinstance(sel, tuple):
+        return torch.arange(sel[0], max(sel[0], sel[1]), dtype=torch.int64, device=tdev)
+    return torch.from_numpy(ids_of(sel)).to(tdev)
+
+
+def keep_matrix(
+    key: np.uint64, rows: Columns, cols: Columns, p: float, device: Device | None = None,
 ) -> torch.Tensor:
     """:func:`hpcgnn.rng.dropout_keep` as a boolean tensor on ``device`` (default: CPU)."""
     device = get_device(device)
     if device.kind != "cuda":
-        return device.from_numpy(dropout_keep(seed, epoch, layer, rows, cols, num_cols, p))
-    states, ints, pick = block_launch(seed, epoch, layer, rows, cols, num_cols)
+        return _cpu_keep(key, rows, cols, p)
     tdev = device.torch_device
-    out = torch.empty((max(0, rows[1] - rows[0]), int(ints[7] - ints[6])), dtype=torch.bool,
-                      device=tdev)
+    r, c = _device_ids(rows, tdev), _device_ids(cols, tdev)
+    out = torch.empty((len(r), len(c)), dtype=torch.bool, device=tdev)
     if out.numel():
-        dev_states = torch.from_numpy(states.view(np.int64)).to(tdev)
-        args = (cm.as_cupy(dev_states), *ints, keep_threshold(p), cm.as_cupy(out))
-        grid = cm.blocks(len(states), CHUNK_BLOCK)
-        cm.launch("dropout.cu", "sfc64_block_keep", cm.device_index(tdev), grid, args,
-                  block=CHUNK_BLOCK)
-    if pick is not None:
-        out = out[:, torch.from_numpy(pick).to(tdev)]
+        args = (cm.as_cupy(r), np.int64(len(r)), cm.as_cupy(c), np.int64(len(c)),
+                np.uint64(key), column_key(key), np.uint64(keep_threshold(p)), cm.as_cupy(out))
+        cm.launch("dropout.cu", "hash_keep", cm.device_index(tdev), cm.blocks(out.numel()),
+                  args)
     return out
+
+
+def keep_pairs(
+    key: np.uint64, rows: torch.Tensor, cols: torch.Tensor, p: float,
+) -> torch.Tensor:
+    """:func:`hpcgnn.rng.dropout_keep_pairs` of the entries ``(rows[k], cols[k])``.
+
+    ``rows``, ``cols``: ``int64`` tensors (a sparse matrix's nonzeros, global indices) on
+    the device where the mask is returned.
+    """
+    if rows.device.type != "cuda":
+        return torch.from_numpy(dropout_keep_pairs(key, rows.numpy(), cols.numpy(), p))
+    out = torch.empty(len(rows), dtype=torch.bool, device=rows.device)
+    if out.numel():
+        args = (cm.as_cupy(rows.contiguous()), cm.as_cupy(cols.contiguous()),
+                np.int64(len(rows)), np.uint64(key), column_key(key),
+                np.uint64(keep_threshold(p)), cm.as_cupy(out))
+        cm.launch("dropout.cu", "hash_pair_keep", cm.device_index(rows.device),
+                  cm.blocks(out.numel()), args)
+    return out
+
+
+def block_keep(
+    seed: int, epoch: int, layer: int, rows: Columns, cols: Columns, p: float,
+    device: Device | None = None,
+) -> torch.Tensor:
+    """The full-batch keep-mask of the block ``rows x cols`` of a layer's input."""
+    return keep_matrix(dropout_key(seed, epoch, layer), rows, cols, p, device)
 
 
 def rows_keep(
     seed: int, epoch: int, batch: int, layer: int, row_ids: np.ndarray, width: int, p: float,
     device: Device | None = None, cols: np.ndarray | None = None,
 ) -> torch.Tensor:
-    """:func:`hpcgnn.rng.dropout_keep_rows` as a boolean tensor on ``device`` (default: CPU).
+    """The minibatch keep-mask of the rows ``row_ids`` of a batch's layer input.
 
-    ``cols``: only these columns of the ``width`` (a GIST sub-network's), as there.
+    ``width``: the layer input's width; ``cols``: only these of its columns (a GIST
+    sub-network's global ids; default all).
     """
-    device = get_device(device)
-    if device.kind != "cuda":
-        return device.from_numpy(
-            dropout_keep_rows(seed, epoch, batch, layer, row_ids, width, p, cols)
-        )
-    tdev = device.torch_device
-    ids = torch.from_numpy(np.ascontiguousarray(row_ids, dtype=np.int64)).to(tdev)
-    col_ids = torch.arange(width) if cols is None else torch.from_numpy(
-        np.ascontiguousarray(cols, dtype=np.int64)
-    )
-    col_ids = col_ids.to(tdev)
-    ncols = len(col_ids)
-    out = torch.empty((len(ids), ncols), dtype=torch.bool, device=tdev)
-    if out.numel():
-        key = stream_key(seed, TAG_DROPOUT, epoch, batch, layer)
-        args = (cm.as_cupy(ids), np.int64(len(ids)), np.int64(width), cm.as_cupy(col_ids),
-                np.int64(ncols),
-                np.uint64(key), keep_threshold(p), cm.as_cupy(out))
-        cm.launch("dropout.cu", "hash_rows_keep", cm.device_index(tdev), cm.blocks(out.numel()),
-                  args)
-    return out
+    return keep_matrix(dropout_key(seed, epoch, layer, batch), row_ids,
+                       (0, width) if cols is None else cols, p, device)

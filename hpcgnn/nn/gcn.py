@@ -16,7 +16,7 @@ supplies (:class:`LayerOps`):
   otherwise;
 - the *dense step* ``T W``: a local GEMM, or the row collectives of a SUMMA grid.
 
-Dropout masks come from the counter-based block streams of :mod:`hpcgnn.rng`, drawn on
+Dropout masks come from the counter-based entry streams of :mod:`hpcgnn.rng`, drawn on
 the model's device (:func:`hpcgnn.kernels.dropout.block_keep`), so every layout draws
 exactly the serial run's mask for the block it holds.
 """
@@ -109,9 +109,12 @@ class LayerOps:
 
 
 def dropout(h: torch.Tensor, keep: torch.Tensor | np.ndarray, p: float) -> torch.Tensor:
-    """Inverted dropout: ``h * keep / (1 - p)`` with a boolean keep-mask of ``h``'s shape."""
-    mask = torch.as_tensor(keep).to(device=h.device, dtype=h.dtype)
-    return h * mask * (1.0 / (1.0 - p))
+    """Inverted dropout: ``h * keep / (1 - p)`` with a boolean keep-mask of ``h``'s shape.
+
+    Two passes over ``h`` and none over a converted mask: the boolean mask multiplies
+    directly (torch promotes it), then the scale in place.
+    """
+    return torch.mul(h, torch.as_tensor(keep, device=h.device)).mul_(1.0 / (1.0 - p))
 
 
 def activate(z: torch.Tensor, last: bool) -> torch.Tensor:
@@ -134,19 +137,19 @@ def block_dropout(
     rows
         Global rows ``[r0, r1)`` of this rank's block.
     widths
-        Widths ``f_0 .. f_L`` of the stream: the model's, or the global model's for a
-        GIST sub-network (whose masks are then the global masks' columns it keeps).
+        Widths ``f_0 .. f_L`` of the layer inputs (all their columns when ``columns`` is
+        ``None``).
     columns
-        ``columns(layer)``: this rank's columns of the layer's input (a range or an
-        index array into ``widths[layer]``); ``None``: all columns.
+        ``columns(layer)``: this rank's global columns of the layer's input (a range or an
+        index array; a GIST sub-network's are global model's ids, so its masks are the
+        global masks' columns it keeps); ``None``: all columns.
     device
         Where the masks are drawn and live (default: CPU).
     """
 
     def keep(layer: int) -> torch.Tensor:
-        w = widths[layer]
-        cols = (0, w) if columns is None else columns(layer)
-        return block_keep(seed, epoch, layer, rows, cols, w, p, device)
+        cols = (0, widths[layer]) if columns is None else columns(layer)
+        return block_keep(seed, epoch, layer, rows, cols, p, device)
 
     return keep
 

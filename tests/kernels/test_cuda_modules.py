@@ -17,7 +17,7 @@ from hpcgnn.kernels.cuda_modules import (
 
 #: The ``extern "C"`` kernels the dispatch launches by name.
 EXTERN_C = {
-    "dropout.cu": ("sfc64_block_keep", "hash_rows_keep"),
+    "dropout.cu": ("hash_keep", "hash_pair_keep"),
     "sampling.cu": ("its_round", "uniform_round"),
 }
 

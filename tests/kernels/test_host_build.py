@@ -18,9 +18,8 @@ from hpcgnn.backend import emulation
 from hpcgnn.errors import ConfigError
 from hpcgnn.kernels import cuda_modules as cm
 from hpcgnn.kernels import host_build, rows
-from hpcgnn.kernels.dropout import keep_threshold
 from hpcgnn.kernels.host_build import LaunchSettings, launch_settings
-from hpcgnn.rng import TAG_DROPOUT, dropout_keep_rows, stream_key
+from hpcgnn.rng import column_key, dropout_keep, dropout_key, keep_threshold
 from hpcgnn.utils.memory import available_bytes
 from tests.kernels.host import host, need_compiler, poisoned, same_bytes
 from tests.kernels.test_cuda_modules import EXTERN_C
@@ -72,7 +71,7 @@ def test_every_kernel_the_loader_launches_is_in_the_build():
         want = {*cm.NAME_EXPRESSIONS.get(src, ()), *EXTERN_C.get(src, ())}
         assert set(host(src).names) == want, src
     assert host("rows.cu").signature("gather_rows<float, int>") == ("*f4", "*i4", "*f4", "i8", "i8")
-    assert host("dropout.cu").signature("hash_rows_keep")[5:] == ("u8", "u8", "*b1")
+    assert host("dropout.cu").signature("hash_keep")[4:] == ("u8", "u8", "u8", "*b1")
 
 
 def test_arguments_are_checked_against_the_parameters():
@@ -260,7 +259,7 @@ def test_the_kernels_are_clean_under_address_and_undefined_behaviour_sanitizers(
 
 @pytest.mark.slow
 def test_a_launch_past_2_31_elements():
-    """hash_rows_keep over n x ncols > 2^31 entries: 64-bit indexing end to end."""
+    """hash_keep over n x ncols > 2^31 entries: 64-bit indexing end to end."""
     ncols, n = 64, (1 << 25) + 1
     need = n * ncols + n * 8 + (1 << 29)
     free = available_bytes()
@@ -270,10 +269,10 @@ def test_a_launch_past_2_31_elements():
     ids *= 3
     cols = np.arange(ncols, dtype=np.int64)
     out = poisoned((n, ncols), np.bool_)
-    key = stream_key(1, TAG_DROPOUT, 2, 3, 4)
-    args = (ids, np.int64(n), np.int64(ncols), cols, np.int64(ncols), np.uint64(key),
-            keep_threshold(0.5), out)
-    host("dropout.cu").launch("hash_rows_keep", cm.blocks(n * ncols), cm.BLOCK, args)
+    key = dropout_key(1, 2, 4, 3)
+    args = (ids, np.int64(n), cols, np.int64(ncols), np.uint64(key), column_key(key),
+            np.uint64(keep_threshold(0.5)), out)
+    host("dropout.cu").launch("hash_keep", cm.blocks(n * ncols), cm.BLOCK, args)
     assert out.view(np.uint8).max() == 1  # every entry written (the poison is 0xFF)
     some = np.array([0, 1, (1 << 24) + 7, n - 2, n - 1])  # the last rows: past 2^31 entries
-    assert same_bytes(out[some], dropout_keep_rows(1, 2, 3, 4, ids[some], ncols, 0.5))
+    assert same_bytes(out[some], dropout_keep(key, ids[some], (0, ncols), 0.5))

@@ -14,10 +14,17 @@ import torch
 
 from hpcgnn.kernels import cuda_modules as cm
 from hpcgnn.kernels.csr import ROW_BLOCK, ROW_BLOCKS, gather_ranges
-from hpcgnn.kernels.dropout import block_launch, keep_threshold
 from hpcgnn.kernels.rows import scatter_map
 from hpcgnn.kernels.sampling import its_round, uniform_round
-from hpcgnn.rng import CHUNK_ROWS, TAG_DROPOUT, chain, dropout_keep, dropout_keep_rows, stream_key
+from hpcgnn.rng import (
+    chain,
+    column_key,
+    dropout_keep,
+    dropout_keep_pairs,
+    dropout_key,
+    ids_of,
+    keep_threshold,
+)
 from hpcgnn.sampling.its import row_totals, segment_cumsum
 from tests.kernels.host import host, poisoned, same_bytes
 
@@ -109,40 +116,37 @@ def test_scatter_add_segments_is_index_add(settings, dtype, itype):
 # dropout.cu --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(
-    ("rows", "cols", "num_cols"),
+    ("rows", "cols"),
     [
-        ((1000, 1030), (1, 3), 3),  # crosses a chunk boundary, a column range
-        ((5, 9), np.array([2, 0, 2]), 3),  # index columns in any order, repeated
-        ((CHUNK_ROWS, CHUNK_ROWS + 2), (0, 3), 3),  # starts a chunk
-        ((7, 7), (0, 3), 3),  # no rows: no launch
-        ((3, 5), (2, 2), 3),  # no columns: no launch
-        ((3, 5), np.zeros(0, np.int64), 3),  # no index columns: no launch
-        ((5, 800 * CHUNK_ROWS - 7), (1, 2), 2),  # 800 chunks: threads stride under a cap
+        ((1000, 1030), (1, 3)),  # ranges
+        ((5, 9), np.array([2, 0, 2])),  # index columns in any order, repeated
+        (np.array([0, 9, 9, 2**40 + 3]), np.array([30, 2, 7, 2])),  # a batch, GIST columns
+        ((7, 7), (0, 3)),  # no rows: no launch
+        ((3, 5), np.zeros(0, np.int64)),  # no columns: no launch
     ],
-    ids=["boundary", "index-cols", "chunk-start", "no-rows", "no-cols", "no-index-cols", "800"],
+    ids=["ranges", "index-cols", "batch-gist", "no-rows", "no-cols"],
 )
-def test_sfc64_block_keep(settings, rows, cols, num_cols):
-    states, ints, pick = block_launch(11, 2, 1, rows, cols, num_cols)
-    out = poisoned((max(0, rows[1] - rows[0]), int(ints[7] - ints[6])), np.bool_)
-    if out.size:  # as block_keep: the states as the int64 tensor it sends
-        args = (states.view(np.int64), *ints, keep_threshold(0.4), out)
-        _launch("dropout.cu", "sfc64_block_keep", len(states), args)
-    got = out if pick is None else out[:, pick]
-    assert same_bytes(got, dropout_keep(11, 2, 1, rows, cols, num_cols, 0.4))
+@pytest.mark.parametrize("p", [0.0, 0.4, 1 - 2**-40])
+def test_hash_keep(settings, rows, cols, p):
+    r, c = ids_of(rows), ids_of(cols)
+    key = dropout_key(11, 2, 1)
+    out = poisoned((len(r), len(c)), np.bool_)
+    if out.size:
+        args = (r, np.int64(len(r)), c, np.int64(len(c)), np.uint64(key), column_key(key),
+                np.uint64(keep_threshold(p)), out)
+        _launch("dropout.cu", "hash_keep", out.size, args)
+    assert same_bytes(out, dropout_keep(key, rows, cols, p))
 
 
-@pytest.mark.parametrize("cols", [None, np.array([30, 2, 7, 2])], ids=["all", "gist"])
-def test_hash_rows_keep(settings, cols):
-    ids = np.concatenate([[0, 9, 9, 2**40 + 3], _rng(10).integers(0, 10**6, 96)])
-    width = 33
-    col_ids = np.arange(width) if cols is None else cols
-    n, ncols = len(ids), len(col_ids)
-    out = poisoned((n, ncols), np.bool_)
-    key = stream_key(4, TAG_DROPOUT, 1, 2, 0)
-    args = (ids, np.int64(n), np.int64(width), col_ids, np.int64(ncols), np.uint64(key),
-            keep_threshold(0.3), out)
-    _launch("dropout.cu", "hash_rows_keep", n * ncols, args)
-    assert same_bytes(out, dropout_keep_rows(4, 1, 2, 0, ids, width, 0.3, cols))
+def test_hash_pair_keep(settings):
+    r = np.concatenate([[0, 9, 9, 2**40 + 3], _rng(10).integers(0, 10**6, 96)])
+    c = _rng(11).integers(0, 5000, len(r))
+    key = dropout_key(4, 1, 0, 2)
+    out = poisoned(len(r), np.bool_)
+    args = (r, c, np.int64(len(r)), np.uint64(key), column_key(key),
+            np.uint64(keep_threshold(0.3)), out)
+    _launch("dropout.cu", "hash_pair_keep", len(r), args)
+    assert same_bytes(out, dropout_keep_pairs(key, r, c, 0.3))
 
 
 # sampling.cu -------------------------------------------------------------------------------

@@ -3,7 +3,7 @@ import torch
 
 from hpcgnn.kinds import SAGE
 from hpcgnn.nn.gcn import LayerOps, block_dropout, dropout, gcn_forward, gcn_layer
-from hpcgnn.rng import dropout_keep
+from hpcgnn.rng import dropout_keep, dropout_key
 
 
 class Dense:
@@ -37,9 +37,9 @@ def test_forward_applies_the_counter_based_masks():
     weights = [torch.from_numpy(rng.standard_normal(s)) for s in ((4, 3), (3, 2))]
     keep = block_dropout(9, 0.5, 2, (0, 5), [4, 3, 2])
     out = gcn_forward(x, weights, [LayerOps(Dense(a))] * 2, 0.5, keep)
-    h = dropout(x, dropout_keep(9, 2, 0, (0, 5), (0, 4), 4, 0.5), 0.5)
+    h = dropout(x, dropout_keep(dropout_key(9, 2, 0), (0, 5), (0, 4), 0.5), 0.5)
     h = torch.relu(a.T @ h @ weights[0])
-    h = dropout(h, dropout_keep(9, 2, 1, (0, 5), (0, 3), 3, 0.5), 0.5)
+    h = dropout(h, dropout_keep(dropout_key(9, 2, 1), (0, 5), (0, 3), 0.5), 0.5)
     assert torch.allclose(out, a.T @ (h @ weights[1]))
 
 

@@ -100,7 +100,7 @@ def words(key: np.uint64, ids: Columns) -> np.ndarray:
 
 def column_key(key: np.uint64) -> np.uint64:
     """The key of an entry stream's column words."""
-    return mix(np.uint64(key) ^ np.uint64(COLUMN_WORD))[()]
+    return np.uint64(mix(np.uint64(key) ^ np.uint64(COLUMN_WORD)))
 
 
 def lowbias32(x: np.ndarray) -> np.ndarray:

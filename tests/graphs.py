@@ -14,9 +14,13 @@ from hpcgnn.io import EdgeSorter, GraphFileWriter
 
 def random_graph_arrays(
     n: int = 60, avg_degree: float = 4.0, features: int = 6, classes: int = 3,
-    directed: bool = False, seed: int = 0,
+    directed: bool = False, seed: int = 0, feature_density: float = 1.0,
 ) -> dict:
-    """Edges with class structure, features correlated with labels, masks and labels."""
+    """Edges with class structure, features correlated with labels, masks and labels.
+
+    ``feature_density < 1``: each feature entry is kept with that probability, the others
+    are zero (bag-of-words-like sparse features).
+    """
     rng = np.random.default_rng(seed)
     labels = rng.integers(0, classes, n)
     m = int(n * avg_degree / (1 if directed else 2))
@@ -30,6 +34,8 @@ def random_graph_arrays(
             dst[k] = cands[rng.integers(len(cands))]
     centres = rng.normal(size=(classes, features))
     x = (centres[labels] + rng.normal(scale=1.0, size=(n, features))).astype(np.float32)
+    if feature_density < 1.0:
+        x[np.random.default_rng(seed + 1).random(x.shape) >= feature_density] = 0.0
     split = rng.permutation(n)
     train = np.zeros(n, bool)
     val = np.zeros(n, bool)

@@ -14,7 +14,7 @@ MAX_THREADS = 4096
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``train`` sub-command."""
-    from hpcgnn.config import ALGORITHMS, MODE_NAMES, MODELS
+    from hpcgnn.config import ALGORITHMS, MODE_NAMES, MODELS, SPARSE_FEATURES
 
     p = sub.add_parser(
         "train",
@@ -51,6 +51,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     m.add_argument("--dropout", type=float, default=0.5)
     m.add_argument("--seed", type=int, default=0)
     m.add_argument("--dtype", choices=["float32", "float64"], default="float32")
+    m.add_argument("--sparse-features", choices=SPARSE_FEATURES, nargs="?", const="on",
+                   default="auto",
+                   help="input features as CSR on each rank: the first layer's X W an SpMM, "
+                        "dropout on the nonzeros only (Kipf's sparse dropout, the dense "
+                        "mask's decisions). auto (default): when under 10%% of the entries "
+                        "are nonzero; on (the bare flag); off. Full-batch modes and GIST; "
+                        "offload and minibatch read dense rows")
     o = p.add_argument_group("output")
     o.add_argument("--eval-every", type=int, default=1,
                    help="evaluate every K epochs (0: only at the end)")
@@ -109,7 +116,9 @@ def run(args: argparse.Namespace) -> int:
     from hpcgnn.kinds import GCN
     from hpcgnn.train.modes import mode_from_args
     from hpcgnn.train.run import RunOptions, train
+    from hpcgnn.utils.memory import keep_freed_memory
 
+    keep_freed_memory()  # epochs reuse freed memory: no new pages after the first
     if args.threads is not None:
         if not 1 <= args.threads <= MAX_THREADS:
             raise ConfigError(f"--threads must be in [1, {MAX_THREADS}], got {args.threads}")
@@ -122,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
         layers=2 if args.layers is None else args.layers, hidden=args.hidden,
         epochs=args.epochs, lr=args.lr, weight_decay=args.weight_decay, dropout=args.dropout,
         seed=args.seed, eval_every=args.eval_every, dtype=args.dtype,
-        model=args.model or GCN.name,
+        model=args.model or GCN.name, sparse_features=args.sparse_features,
     )
     opts = RunOptions(
         graph=args.graph, mode=mode, metrics=args.metrics, trace=args.trace,

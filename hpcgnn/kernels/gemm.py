@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from hpcgnn.comm.stats import CommStats
+from hpcgnn.kernels.sparse_input import SparseFeatures
 
 
 class _TimedMatmul(torch.autograd.Function):
@@ -26,6 +27,10 @@ class _TimedMatmul(torch.autograd.Function):
         return dt, dw, None
 
 
-def matmul(t: torch.Tensor, w: torch.Tensor, stats: CommStats | None = None) -> torch.Tensor:
-    """Differentiable ``T W``, timed into ``stats`` when given."""
+def matmul(
+    t: torch.Tensor | SparseFeatures, w: torch.Tensor, stats: CommStats | None = None
+) -> torch.Tensor:
+    """Differentiable ``T W``, timed into ``stats`` when given; sparse ``T``: an SpMM."""
+    if isinstance(t, SparseFeatures):
+        return t.matmul(w, stats)
     return t @ w if stats is None else _TimedMatmul.apply(t, w, stats)

@@ -23,6 +23,7 @@ from hpcgnn.cost.ranking import cost_problem
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.io.memory import GraphSource
 from hpcgnn.io.reader import GraphMeta
+from hpcgnn.kernels.sparse_input import SparseFeatures
 from hpcgnn.layout.order import layer_sizes
 from hpcgnn.layout.subnets import Subnet
 from hpcgnn.models.share import RowShare, load_rows
@@ -78,7 +79,7 @@ class GCNModel:
     stats: CommStats | None
     rows: tuple[int, int]
     offsets: np.ndarray | None
-    x: torch.Tensor
+    x: torch.Tensor | SparseFeatures
     y: torch.Tensor
     masks: dict[str, torch.Tensor]
     widths: list[int]

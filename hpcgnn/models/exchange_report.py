@@ -59,7 +59,7 @@ def offload_report(
 ) -> dict[str, Any]:
     """``exchange`` section of an offload run (collective: device peak, plan probes)."""
     gbps = {**DEFAULT_TIER_GBPS, **(gbps or {})}
-    itemsize = model.x.element_size()
+    itemsize = model.cfg.itemsize
     peak = max(
         (len(t.neigh) + len(t.trans) + (b - a))
         for t, (a, b) in zip(model.exchange.tables, model.chunk_rows, strict=True)
@@ -96,7 +96,7 @@ def _offload_plans(model: Any) -> dict[str, Any]:
     """
     comm, topo = model.comm, model.topology
     width = model.exchange_width
-    bpv = width * model.x.element_size()
+    bpv = width * model.cfg.itemsize
     tables = []
     for j, t in enumerate(model.exchange.tables):
         if t.push is t.fetch:
@@ -216,7 +216,7 @@ def halo_report(
     gbps = {**DEFAULT_TIER_GBPS, **(gbps or {})}
     agg: HaloAggregation = model.aggregation
     comm = model.comm
-    itemsize = model.x.element_size()
+    itemsize = model.cfg.itemsize
     sets = agg.fwd_sets
     direct = np.zeros((comm.size, comm.size), dtype=np.int64)
     direct[comm.rank] = sets.send_counts

@@ -56,6 +56,7 @@ from hpcgnn.exchange.offload import (
 from hpcgnn.exchange.reorganize import reorganize_distributed
 from hpcgnn.exchange.staged import EXCHANGES
 from hpcgnn.grid.process_grid import ProcessGrid
+from hpcgnn.kernels.sparse_input import as_dense
 from hpcgnn.kernels.spmm import spmm, to_torch_csr
 from hpcgnn.models.base import RowBlockModel
 from hpcgnn.models.exchange_report import offload_report
@@ -138,6 +139,7 @@ class OffloadGCN(RowBlockModel):
     """
 
     follows_partition = True
+    x: torch.Tensor  # dense rows in the host tier
     host_resident = True
     needs_a = False
 
@@ -154,7 +156,7 @@ class OffloadGCN(RowBlockModel):
         super().__init__(share, grid, cfg, weights)
         a_t = share.a_t
         # the features join the host tier: page-locked, as the layers' host buffers
-        self.x = self.comm.device.pinned(self.x)
+        self.x = self.comm.device.pinned(as_dense(share.x))
         self._setup(a_t)
 
     # -- set-up ------------------------------------------------------------------------

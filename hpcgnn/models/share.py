@@ -17,6 +17,7 @@ import torch
 
 from hpcgnn.backend import Device, cpu
 from hpcgnn.comm.collective import collective
+from hpcgnn.comm.communicator import Comm
 from hpcgnn.config import TrainConfig
 from hpcgnn.errors import InputError
 from hpcgnn.graph.blocks import normalized_rows
@@ -24,7 +25,41 @@ from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.io.format import MASK_NAMES
 from hpcgnn.io.memory import GraphReader, GraphSource, open_graph
 from hpcgnn.io.reader import GraphMeta
+from hpcgnn.kernels.sparse_input import SparseFeatures
 from hpcgnn.layout.blocks import partition_fits, vertex_offsets
+
+
+def input_features(
+    x: np.ndarray, cfg: TrainConfig, world: Comm, device: Device
+) -> torch.Tensor | SparseFeatures:
+    """This rank's feature block, CSR when ``cfg`` says so for all of ``world``'s blocks.
+
+    Collective over ``world``: ``--sparse-features auto`` decides on the density of the
+    blocks of every rank together, so every rank takes the same path.
+    """
+    counts = world.allgather_obj((int(np.count_nonzero(x)), int(x.size)))
+    if cfg.sparse_input(sum(c[0] for c in counts), sum(c[1] for c in counts)):
+        return SparseFeatures.from_dense(x, device)
+    return device.from_numpy(x)
+
+
+def read_vertex_arrays(
+    gf: GraphReader, rows: tuple[int, int], dtype: np.dtype, columns: tuple[int, int] | None,
+    scored: tuple[int, int] | None, device: Device,
+) -> tuple[np.ndarray, torch.Tensor, dict[str, torch.Tensor]]:
+    """:func:`read_vertex_data` with the features as a NumPy array.
+
+    A full-batch loader makes them dense or CSR with :func:`input_features` once every rank
+    has read its block (outside the collective read: that decision is a collective too).
+    """
+    lo, hi = rows
+    x = gf.read_features(lo, hi)
+    if columns is not None:
+        x = x[:, columns[0] : columns[1]]
+    s_lo, s_hi = rows if scored is None else scored
+    masks = {m: device.from_numpy(gf.read_mask(m, s_lo, s_hi)) for m in MASK_NAMES}
+    y = device.from_numpy(gf.read_labels(s_lo, s_hi))
+    return np.ascontiguousarray(x, dtype=dtype), y, masks
 
 
 def read_vertex_data(
@@ -35,15 +70,8 @@ def read_vertex_data(
 
     The tensors live on ``device`` (CPU: views of the arrays read, no copy).
     """
-    lo, hi = rows
-    x = gf.read_features(lo, hi)
-    if columns is not None:
-        x = x[:, columns[0] : columns[1]]
-    s_lo, s_hi = rows if scored is None else scored
-    y = gf.read_labels(s_lo, s_hi)
-    masks = {m: gf.read_mask(m, s_lo, s_hi) for m in MASK_NAMES}
-    tensors = {m: device.from_numpy(mask) for m, mask in masks.items()}
-    return device.from_numpy(np.ascontiguousarray(x, dtype=dtype)), device.from_numpy(y), tensors
+    x, y, masks = read_vertex_arrays(gf, rows, dtype, columns, scored, device)
+    return device.from_numpy(x), y, masks
 
 
 @dataclass(frozen=True)
@@ -62,7 +90,8 @@ class RowShare:
         Its rows of ``Â^T`` and of ``Â`` (``None`` when not read); GraphSAGE: of the mean
         ``D_in^-1 A^T`` and its adjoint.
     x, y, masks
-        Its features, labels and ``train`` / ``val`` / ``test`` masks.
+        Its features (dense, or CSR: :class:`~hpcgnn.kernels.sparse_input.SparseFeatures`;
+        offload's are dense), labels and ``train`` / ``val`` / ``test`` masks.
     """
 
     meta: GraphMeta
@@ -70,7 +99,7 @@ class RowShare:
     rows: tuple[int, int]
     a_t: sp.csr_matrix
     a: sp.csr_matrix | None
-    x: torch.Tensor
+    x: torch.Tensor | SparseFeatures
     y: torch.Tensor
     masks: dict[str, torch.Tensor]
 
@@ -114,5 +143,7 @@ def load_rows(
         a_t = normalized_rows(gf, lo, hi, True, dtype, kind)
         a = normalized_rows(gf, lo, hi, False, dtype, kind) if with_a else None
         home = cpu() if host_resident else comm.device
-        x, y, masks = read_vertex_data(gf, (lo, hi), dtype, device=home)
-    return RowShare(meta, offsets, (lo, hi), a_t, a, x, y, masks)
+        x, y, masks = read_vertex_arrays(gf, (lo, hi), dtype, None, None, home)
+    # after the collective read: a rank whose block failed has told every rank
+    features = home.from_numpy(x) if host_resident else input_features(x, cfg, grid.world, home)
+    return RowShare(meta, offsets, (lo, hi), a_t, a, features, y, masks)

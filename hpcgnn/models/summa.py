@@ -39,6 +39,7 @@ from hpcgnn.graph.normalize import operator_block
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.io.memory import GraphSource, open_graph
 from hpcgnn.io.reader import GraphMeta
+from hpcgnn.kernels.sparse_input import SparseFeatures
 from hpcgnn.layout.summa import (
     RowReader,
     SummaLayout,
@@ -46,7 +47,7 @@ from hpcgnn.layout.summa import (
     owned_blocks,
 )
 from hpcgnn.models.base import GCNModel
-from hpcgnn.models.share import read_vertex_data
+from hpcgnn.models.share import input_features, read_vertex_arrays
 from hpcgnn.nn.gcn import LayerOps
 from hpcgnn.rng import Columns
 from hpcgnn.spmm.dense_step import DenseStep, gather_rows
@@ -80,7 +81,7 @@ class SummaShare:
     bwd_blocks: dict[int, sp.csr_matrix] | None
     rows: tuple[int, int]
     scored: tuple[int, int]
-    x: torch.Tensor
+    x: torch.Tensor | SparseFeatures
     y: torch.Tensor
     masks: dict[str, torch.Tensor]
 
@@ -120,11 +121,13 @@ def load_summa(source: GraphSource, grid: ProcessGrid, cfg: TrainConfig) -> Summ
         bwd_blocks = owned_blocks(layout, i, j, layer, rows_of(False)) if separate else None
         lo, hi = layout.fine_range(i, layer)
         scored = (lo, hi) if j == 0 else (lo, lo)  # column 0 scores
-        x, y, masks = read_vertex_data(
-            gf, (lo, hi), np_dtype, layout.col_range(meta.num_features, j), scored,
-            device=grid.device,
+        x, y, masks = read_vertex_arrays(
+            gf, (lo, hi), np_dtype, layout.col_range(meta.num_features, j), scored, grid.device
         )
-    return SummaShare(meta, layout, fwd_blocks, bwd_blocks, (lo, hi), scored, x, y, masks)
+    # after the collective read: a rank whose block failed has told every rank
+    features = input_features(x, cfg, grid.world, grid.device)
+    return SummaShare(meta, layout, fwd_blocks, bwd_blocks, (lo, hi), scored, features, y,
+                      masks)
 
 
 class GridGCN(GCNModel):

@@ -33,17 +33,18 @@ import torch
 
 from hpcgnn.backend import Device
 from hpcgnn.comm.stats import CommStats
-from hpcgnn.kernels.dropout import block_keep
+from hpcgnn.kernels.dropout import block_keep, keep_pairs
 from hpcgnn.kernels.gemm import matmul
+from hpcgnn.kernels.sparse_input import SparseFeatures, as_dense
 from hpcgnn.kinds import GCN, LayerKind
 from hpcgnn.layout.order import transform_first
-from hpcgnn.rng import Columns
+from hpcgnn.rng import Columns, dropout_key
 
-#: ``keep(layer)``: the boolean keep-mask of this rank's block of a layer's input.
-KeepMask = Callable[[int], torch.Tensor]
+#: A layer input: dense, or the sparse input features.
+Input = torch.Tensor | SparseFeatures
 
 #: ``dense(t, w)``: this rank's block of ``T W``.
-Dense = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+Dense = Callable[[Input, torch.Tensor], torch.Tensor]
 
 
 class Aggregation(Protocol):
@@ -122,10 +123,43 @@ def activate(z: torch.Tensor, last: bool) -> torch.Tensor:
     return z if last else torch.relu(z)
 
 
+class BlockMasks:
+    """The dropout keep-masks of this rank's block of every layer input in one step.
+
+    ``masks(layer)`` is the block's mask; :meth:`entries` the mask at chosen entries of the
+    block (a sparse input's nonzeros), the same decisions. See :func:`block_dropout`.
+    """
+
+    def __init__(
+        self, seed: int, p: float, epoch: int, rows: tuple[int, int], widths: Sequence[int],
+        columns: Callable[[int], Columns] | None = None, device: Device | None = None,
+    ) -> None:
+        self.seed, self.p, self.epoch, self.rows = seed, p, epoch, rows
+        self.widths, self.columns, self.device = widths, columns, device
+
+    def _cols(self, layer: int) -> Columns:
+        return (0, self.widths[layer]) if self.columns is None else self.columns(layer)
+
+    def __call__(self, layer: int) -> torch.Tensor:
+        """The boolean keep-mask of the block of layer ``layer``'s input."""
+        return block_keep(self.seed, self.epoch, layer, self.rows, self._cols(layer), self.p,
+                          self.device)
+
+    def entries(self, layer: int, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+        """The keep decisions of the block's entries ``(rows[k], cols[k])`` (block indices)."""
+        sel = self._cols(layer)
+        if isinstance(sel, tuple):
+            global_cols = cols + sel[0]
+        else:
+            global_cols = torch.from_numpy(np.asarray(sel, dtype=np.int64)).to(cols.device)[cols]
+        key = dropout_key(self.seed, self.epoch, layer)
+        return keep_pairs(key, rows + self.rows[0], global_cols, self.p)
+
+
 def block_dropout(
     seed: int, p: float, epoch: int, rows: tuple[int, int], widths: Sequence[int],
     columns: Callable[[int], Columns] | None = None, device: Device | None = None,
-) -> KeepMask:
+) -> BlockMasks:
     """Keep-masks of the block ``rows x columns(layer)`` of every layer input in ``epoch``.
 
     Parameters
@@ -146,12 +180,7 @@ def block_dropout(
     device
         Where the masks are drawn and live (default: CPU).
     """
-
-    def keep(layer: int) -> torch.Tensor:
-        cols = (0, widths[layer]) if columns is None else columns(layer)
-        return block_keep(seed, epoch, layer, rows, cols, p, device)
-
-    return keep
+    return BlockMasks(seed, p, epoch, rows, widths, columns, device)
 
 
 def select_columns(ids: np.ndarray, local: Columns | None) -> np.ndarray:
@@ -168,14 +197,14 @@ def _dense(ops: LayerOps, stats: CommStats | None) -> Dense:
     if ops.dense is not None:
         return ops.dense
 
-    def dense(t: torch.Tensor, wt: torch.Tensor) -> torch.Tensor:
+    def dense(t: Input, wt: torch.Tensor) -> torch.Tensor:
         return matmul(t, wt, stats)
 
     return dense
 
 
 def propagate(
-    h: torch.Tensor, w: torch.Tensor, layer: int, ops: LayerOps, stats: CommStats | None = None,
+    h: Input, w: torch.Tensor, layer: int, ops: LayerOps, stats: CommStats | None = None,
     w_self: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """``Â^T H W`` (plus ``H W_self`` when given) on this rank's block, before the activation.
@@ -193,12 +222,12 @@ def propagate(
         if ops.finish is not None:
             z = ops.finish(z)
         return z
-    z = dense(aggregate(h, ops.aggregation, stats, layer), w)
+    z = dense(aggregate(as_dense(h), ops.aggregation, stats, layer), w)
     return z if w_self is None else z + dense(h, w_self)
 
 
 def gcn_layer(
-    h: torch.Tensor, w: torch.Tensor, layer: int, last: bool, ops: LayerOps,
+    h: Input, w: torch.Tensor, layer: int, last: bool, ops: LayerOps,
     stats: CommStats | None = None,
 ) -> torch.Tensor:
     """One GCN layer ``act(Â^T H W)`` on this rank's block (no dropout; see :func:`dropout`)."""
@@ -206,7 +235,7 @@ def gcn_layer(
 
 
 def sage_layer(
-    h: torch.Tensor, w_self: torch.Tensor, w_neigh: torch.Tensor, layer: int, last: bool,
+    h: Input, w_self: torch.Tensor, w_neigh: torch.Tensor, layer: int, last: bool,
     ops: LayerOps, stats: CommStats | None = None,
 ) -> torch.Tensor:
     """One GraphSAGE-mean layer ``act(H W_self + (D_in^-1 A^T) H W_neigh)`` on this rank's block.
@@ -221,11 +250,11 @@ def sage_layer(
 
 
 def gcn_forward(
-    h0: torch.Tensor,
+    h0: Input,
     weights: Sequence[torch.Tensor],
     layers: Sequence[LayerOps],
     p: float,
-    keep: KeepMask | None,
+    keep: BlockMasks | None,
     stats: CommStats | None = None,
     kind: LayerKind = GCN,
 ) -> torch.Tensor:
@@ -234,7 +263,8 @@ def gcn_forward(
     Parameters
     ----------
     h0
-        This rank's block of the input features.
+        This rank's block of the input features, dense or sparse (see
+        :func:`sparse_input`).
     weights
         ``W^1 .. W^L`` (injected: replicated, or sub-weights); sage: per layer
         ``W_self^l, W_neigh^l``.
@@ -256,14 +286,32 @@ def gcn_forward(
     if len(weights) != per * len(layers):
         raise ValueError(f"{kind}: {len(weights)} weights for {len(layers)} layers")
     for layer, ops in enumerate(layers):
-        if keep is not None and p > 0.0:
-            h = dropout(h, keep(layer), p)
         w = weights[per * layer : per * (layer + 1)]
+        if isinstance(h, SparseFeatures):
+            h = sparse_input(h, w[-1], p, keep)
+        elif keep is not None and p > 0.0:
+            h = dropout(h, keep(layer), p)
         if kind.self_weight:
             h = sage_layer(h, w[0], w[1], layer, layer == last, ops, stats)
         else:
             h = gcn_layer(h, w[0], layer, layer == last, ops, stats)
-    return h
+    return as_dense(h)  # a layer's output is dense (only the input can be sparse)
+
+
+def sparse_input(
+    x: SparseFeatures, w: torch.Tensor, p: float, keep: BlockMasks | None
+) -> Input:
+    """The input layer's view of sparse features: dropout on the nonzeros, then the order.
+
+    The nonzeros keep the dense mask's decisions (:meth:`BlockMasks.entries`). In the
+    order ``Â^T (X W)`` (wide features, :func:`~hpcgnn.layout.order.transform_first` on
+    ``w``, the whole ``W^1``) ``X W`` is an SpMM; in the order ``(Â^T X) W`` (features
+    narrower than the hidden layer, where a sparse ``X`` saves little) the block is made
+    dense for the aggregation.
+    """
+    if keep is not None and p > 0.0:
+        x = x.dropout(keep.entries(0, x.nz_rows, x.col), p)
+    return x if transform_first(0, w.shape[0], w.shape[1]) else x.to_dense()
 
 
 def cross_entropy_sum(

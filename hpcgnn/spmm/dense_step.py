@@ -33,6 +33,7 @@ import torch
 
 from hpcgnn.comm.communicator import Comm
 from hpcgnn.kernels.gemm import matmul
+from hpcgnn.kernels.sparse_input import SparseFeatures
 from hpcgnn.layout.summa import ALLGATHER, GATHER, REDUCE, REDUCE_SCATTER
 
 CAT_ALLGATHER = "allgather"
@@ -172,12 +173,20 @@ class DenseStep:
         """Whether this step delivers whole rows to column 0 (the logits)."""
         return self.variant in (GATHER, REDUCE)
 
-    def __call__(self, t: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-        """Return this process's block of ``T W`` given its block of ``T``."""
+    def __call__(self, t: torch.Tensor | SparseFeatures, w: torch.Tensor) -> torch.Tensor:
+        """Return this process's block of ``T W`` given its block of ``T``.
+
+        Sparse input features stay sparse where ``T`` is multiplied where it lies (one
+        process column, ``reduce_scatter``, ``reduce``) and are made dense where ``T``
+        travels (``allgather``, ``gather``: dense blocks on the wire, as the cost model
+        counts them).
+        """
         row = self.row
         stats = row.stats
         if row.size == 1:
             return matmul(t, w, stats)
+        if isinstance(t, SparseFeatures) and self.variant in (ALLGATHER, GATHER):
+            t = t.to_dense()
         if self.variant == ALLGATHER:
             c0, c1 = self.out_range
             return matmul(RowAllGather.apply(t, row, self.in_widths), w[:, c0:c1], stats)

@@ -56,6 +56,8 @@ MANIFEST = "checkpoint.json"
 LEGACY = "checkpoint.pt"
 VERSION = 1
 HISTORY_KEYS = {"epoch", "loss", "train_acc", "val_acc", "time_s", "comm_s"}
+#: Keys a history record may have besides (checkpoints written before them lack them).
+OPTIONAL_HISTORY_KEYS = {"new_pages"}
 #: The fingerprint's key of the graph's content fingerprint.
 GRAPH_CONTENT = "graph_content"
 #: The manifest's ``layout`` of a row-sharded (GIST) checkpoint; absent: replicated.
@@ -132,7 +134,8 @@ def _read(directory: Path) -> dict[str, Any]:
             arrays = {k: npz[k] for k in npz.files}
     history = manifest["history"]
     if len(history) != manifest["epoch"] or not all(
-        isinstance(rec, dict) and set(rec) == HISTORY_KEYS for rec in history
+        isinstance(rec, dict) and HISTORY_KEYS <= set(rec) <= HISTORY_KEYS | OPTIONAL_HISTORY_KEYS
+        for rec in history
     ):
         raise ValueError(f"{manifest_path}: the history does not hold one record per epoch")
     return {**manifest, "arrays": arrays}

@@ -9,6 +9,7 @@ import torch
 
 from hpcgnn.comm.communicator import Comm
 from hpcgnn.config import TrainConfig, check_training_vertices
+from hpcgnn.kernels.sparse_input import SparseFeatures
 from hpcgnn.layout.subnets import Subnet
 from hpcgnn.models.base import GCNModel
 from hpcgnn.models.exchange_report import exchange_line
@@ -116,13 +117,16 @@ class FullBatchTrainer(WholeModel, SubModelHost):
         self, result: TrainResult, measured: dict[str, float], phases: dict[str, float],
         tier_gbps: dict[str, float] | None,
     ) -> tuple[dict[str, float], dict[str, Any], list[str]]:
-        """The model's cost prediction and, for partitioned models, its ``exchange`` section."""
+        """The model's cost prediction, input features and ``exchange`` section (partitioned)."""
         estimate = self.model.predict_cost()  # collective where the model needs global counts
+        sections: dict[str, Any] = {
+            "features": {"sparse": isinstance(self.model.x, SparseFeatures)}
+        }
         if estimate is None:
-            predicted, sections = {}, {}
+            predicted = {}
         else:
             predicted = dict(estimate.bytes_total)
-            sections = {"comm": {"predicted_busiest_rank_bytes": dict(estimate.bytes_max_rank)}}
+            sections["comm"] = {"predicted_busiest_rank_bytes": dict(estimate.bytes_max_rank)}
         exchange = self.model.exchange_report(measured, predicted, tier_gbps)
         if exchange is None:
             return predicted, sections, []

@@ -25,6 +25,7 @@ from hpcgnn.comm.stats import CommStats
 from hpcgnn.config import TrainConfig
 from hpcgnn.errors import HpcgnnError
 from hpcgnn.train.checkpoint import restore, save_checkpoint
+from hpcgnn.utils.memory import minor_faults
 
 
 class Trainer(Protocol):
@@ -78,12 +79,17 @@ class EpochRecord:
     val_acc: float | None
     time_s: float
     comm_s: float = 0.0
+    #: Pages the training step touched for the first time on this rank (minor page
+    #: faults, :func:`~hpcgnn.utils.memory.minor_faults`): after the first epoch about
+    #: none when freed memory is reused (:func:`~hpcgnn.utils.memory.keep_freed_memory`).
+    new_pages: int = 0
 
     def as_dict(self) -> dict:
-        """JSON form (``{epoch, loss, train_acc, val_acc, time_s}`` plus communication time)."""
+        """JSON form (``{epoch, loss, train_acc, val_acc, time_s}``, communication time, pages)."""
         return {
             "epoch": self.epoch, "loss": self.loss, "train_acc": self.train_acc,
             "val_acc": self.val_acc, "time_s": self.time_s, "comm_s": self.comm_s,
+            "new_pages": self.new_pages,
         }
 
 
@@ -203,10 +209,11 @@ def run_epochs(
         bytes0 = _bytes(stats)
         secs0 = stats.seconds_by_phase()
         comm0 = stats.total_seconds()
-        t0 = stats.clock()
+        t0, faults0 = stats.clock(), minor_faults()
         with stats.phase(f"epoch {epoch + 1}", kind="epoch"):
             local_loss = trainer.step(epoch)
         step_s = stats.clock() - t0
+        new_pages = minor_faults() - faults0
         _add_delta(result.step_bytes, bytes0, _bytes(stats))
         _add_delta(result.step_seconds, secs0, stats.seconds_by_phase())
         comm_s = stats.total_seconds() - comm0
@@ -223,7 +230,7 @@ def run_epochs(
                 accs = trainer.evaluate()
         record = EpochRecord(
             epoch=epoch, loss=loss, train_acc=accs.get("train_acc"),
-            val_acc=accs.get("val_acc"), time_s=step_s, comm_s=comm_s,
+            val_acc=accs.get("val_acc"), time_s=step_s, comm_s=comm_s, new_pages=new_pages,
         )
         result.epochs.append(record)
         if on_epoch is not None:

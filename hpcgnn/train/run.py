@@ -108,7 +108,8 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
         f" on {grid.size} ranks ({grid.device.name}) | setup {setup_s:.2f} s{notes}"
     )
     c = cfg.as_dict()
-    for key in ("epochs", "eval_every"):  # a resumed run may train longer, evaluate otherwise
+    # a resumed run may train longer, evaluate otherwise, hold its features otherwise
+    for key in ("epochs", "eval_every", "sparse_features"):
         c.pop(key)
     fingerprint = {
         **c, "algo": mode.label, "grid": str(grid.shape), "num_nodes": meta.num_nodes,

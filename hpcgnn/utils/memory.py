@@ -102,3 +102,46 @@ def parse_bytes(text: str, what: str) -> float:
             f"{what} must be a byte count such as 268435456, 256M or 1.5G, got '{text}'"
         )
     return value
+
+
+#: ``mallopt`` parameters of glibc (``malloc.h``).
+_M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4
+#: Environment variable that turns :func:`keep_freed_memory` off (``0``).
+KEEP_MEMORY_ENV = "HPCGNN_KEEP_MEMORY"
+
+
+def keep_freed_memory() -> bool:
+    """Tell glibc's allocator to keep freed memory for reuse instead of returning it.
+
+    A training epoch frees its activations, masks and gradients and allocates the same
+    shapes again in the next. By default glibc serves blocks over 128 KiB to 32 MiB with
+    fresh ``mmap`` pages and unmaps them on ``free``, so every epoch page-faults its
+    temporaries in again (on CiteSeer most of an epoch). With ``mmap`` off and no trimming
+    (``mallopt(M_MMAP_MAX, 0)``, ``mallopt(M_TRIM_THRESHOLD, INT_MAX)``) freed blocks
+    stay in the heap and the next epoch's allocations of the same sizes reuse them: after
+    the first epoch an epoch touches no new pages (``EpochRecord.new_pages``). The heap
+    keeps its high-water mark, which the run needed anyway. ``HPCGNN_KEEP_MEMORY=0`` turns
+    it off; elsewhere than glibc (no ``mallopt``) nothing changes.
+
+    Returns
+    -------
+    bool
+        Whether the allocator was told.
+    """
+    if os.environ.get(KEEP_MEMORY_ENV, "1") == "0" or not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    return bool(mallopt(_M_MMAP_MAX, 0)) and bool(mallopt(_M_TRIM_THRESHOLD, 2**31 - 1))
+
+
+def minor_faults() -> int:
+    """Minor page faults of this process so far (``getrusage``'s ``ru_minflt``): new pages."""
+    import resource
+
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_minflt)

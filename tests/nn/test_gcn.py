@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 import torch
 
 from hpcgnn.kinds import SAGE
@@ -68,3 +69,31 @@ def test_sage_forward_takes_two_weights_per_layer():
     assert torch.allclose(out, h @ ws[2] + m.T @ h @ ws[3])
     with pytest.raises(ValueError):
         gcn_forward(x, ws[:2], [LayerOps(Dense(m))] * 2, 0.0, None, kind=SAGE)
+
+
+@pytest.mark.parametrize("kind", [None, SAGE])
+@pytest.mark.parametrize("f_in", [20, 3])  # wide: X W an SpMM; narrow: made dense
+def test_sparse_input_trains_as_the_dense_input(kind, f_in):
+    from hpcgnn.backend import cpu
+    from hpcgnn.kernels.sparse_input import SparseFeatures
+    from hpcgnn.kinds import GCN
+
+    kind = kind or GCN
+    rng = np.random.default_rng(5)
+    a = torch.from_numpy(rng.random((6, 6)))
+    x = rng.standard_normal((6, f_in))
+    x[rng.random(x.shape) < 0.7] = 0.0
+    shapes = [(f_in, 4), (4, 2)]
+    per = kind.weights_per_layer
+    base = [torch.from_numpy(rng.standard_normal(s)) for s in shapes for _ in range(per)]
+    outs, grads = [], []
+    for h0 in (torch.from_numpy(x), SparseFeatures.from_dense(x, cpu())):
+        ws = [w.clone().requires_grad_(True) for w in base]
+        keep = block_dropout(9, 0.5, 2, (10, 16), [f_in, 4, 2])  # rows 10..15 of a graph
+        out = gcn_forward(h0, ws, [LayerOps(Dense(a))] * 2, 0.5, keep, kind=kind)
+        out.square().sum().backward()
+        outs.append(out.detach())
+        grads.append([w.grad for w in ws])
+    assert torch.allclose(outs[0], outs[1], atol=1e-12)
+    for g_dense, g_sparse in zip(*grads, strict=True):
+        assert torch.allclose(g_dense, g_sparse, atol=1e-12)

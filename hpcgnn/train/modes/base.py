@@ -106,6 +106,8 @@ class Mode(ABC, Generic[T]):
     name: ClassVar[str]
     #: Every rank writes its own checkpoint file (the model lies sharded), not rank 0 alone.
     sharded_checkpoints: ClassVar[bool] = False
+    #: Whether the mode's models take sparse input features (``--sparse-features``).
+    sparse_features: ClassVar[bool] = True
 
     @classmethod
     @abstractmethod
@@ -125,12 +127,21 @@ class Mode(ABC, Generic[T]):
 
     def resolve(self, cfg: TrainConfig, ranks: int) -> TrainConfig:
         """``cfg`` for this mode on ``ranks``: refuses a layer kind the mode cannot train."""
+        self.check_features(cfg)
         if self.label not in cfg.kind.modes:
             raise ConfigError(
                 f"--model {cfg.kind} is not available with {self.where} yet (it trains with "
                 f"{', '.join(sorted(cfg.kind.modes))})"
             )
         return cfg
+
+    def check_features(self, cfg: TrainConfig) -> None:
+        """Refuse ``--sparse-features on`` where the models read dense feature rows."""
+        if cfg.sparse_features == "on" and not self.sparse_features:
+            raise ConfigError(
+                f"--sparse-features on: {self.where} reads dense feature rows (use auto or"
+                " off; see docs/performance.md)"
+            )
 
     @property
     def where(self) -> str:

@@ -28,8 +28,9 @@ HERE = Path(__file__).resolve().parent
 
 #: name -> (MPI ranks or None for a plain process, arguments, --quick arguments)
 BENCHMARKS: dict[str, tuple[int | None, list[str], list[str]]] = {
-    "bench_pyg": (None, ["--nodes", "100000", "--epochs", "5", "--threads", "2"],
-                  ["--nodes", "5000", "--epochs", "2"]),
+    "bench_pyg": (None, ["--planetoid-like", "cora,citeseer", "--sbm", "20000", "--rmat",
+                         "100000", "--threads", "2"],
+                  ["--planetoid-like", "cora", "--epochs", "2", "--repeats", "1"]),
     "bench_spmm": (None, ["--nodes", "200000", "--threads", "2"],
                    ["--nodes", "5000", "--repeats", "2"]),
     "bench_algorithms": (None, ["--nodes", "100000", "--procs", "4", "--epochs", "5"],

@@ -47,14 +47,18 @@ def random_graph_arrays(
                 n=n, classes=classes, directed=directed)
 
 
-def write_random_graph(path: Path | str, **kwargs) -> Path:
-    """Write :func:`random_graph_arrays` to ``path`` and return the path."""
+def write_random_graph(path: Path | str, sparse_features: bool = False, **kwargs) -> Path:
+    """Write :func:`random_graph_arrays` to ``path`` and return the path.
+
+    ``sparse_features``: store the features as CSR (``features_csr``).
+    """
     g = random_graph_arrays(**kwargs)
     with EdgeSorter(g["n"], g["directed"], len(g["src"])) as sorter:
         sorter.add(g["src"], g["dst"])
         with GraphFileWriter(
             path, num_nodes=g["n"], num_features=g["x"].shape[1], num_classes=g["classes"],
             directed=g["directed"], name="test", show_progress=False,
+            sparse_features=sparse_features,
         ) as w:
             w.write_adjacency(sorter)
             w.write_features(0, g["x"])

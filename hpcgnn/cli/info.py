@@ -72,7 +72,11 @@ def report_lines(report: GraphReport) -> list[str]:
         lines.append(
             f"edges:       {report.undirected_edges} ({kind}; {meta.num_edges} stored entries of A)"
         )
-    lines.append(f"features:    {meta.num_features} ({meta.feature_dtype})")
+    layout = ""
+    if meta.feature_nnz is not None:
+        density = meta.feature_nnz / (meta.num_nodes * meta.num_features)
+        layout = f", stored sparse: {meta.feature_nnz} nonzeros, {100 * density:.2f}%"
+    lines.append(f"features:    {meta.num_features} ({meta.feature_dtype}{layout})")
     lines.append(f"classes:     {meta.num_classes}")
     for name in ("train", "val", "test"):
         size = getattr(report, name)

@@ -91,6 +91,10 @@ class MemoryGraph:
         """Feature rows ``[row_lo, row_hi)``."""
         return self.features[row_lo:row_hi]
 
+    def read_feature_csr(self, row_lo: int, row_hi: int) -> sp.csr_matrix:
+        """Feature rows ``[row_lo, row_hi)`` as CSR."""
+        return sp.csr_matrix(self.features[row_lo:row_hi])
+
     def read_labels(self, row_lo: int, row_hi: int) -> np.ndarray:
         """Class ids of rows ``[row_lo, row_hi)``."""
         return np.asarray(self.labels[row_lo:row_hi], dtype=np.int64)

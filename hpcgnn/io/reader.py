@@ -49,6 +49,8 @@ class GraphMeta:
     partition_offsets: tuple[int, ...] | None
     partition_method: str | None
     source: str = ""
+    #: Stored nonzeros of features kept as CSR (``features_csr``); ``None``: dense.
+    feature_nnz: int | None = None
 
 
 class GraphFile:
@@ -224,7 +226,7 @@ class GraphFile:
         for g in groups:
             self.dataset(f"{g}/{fmt.INDPTR}", (n + 1,), "iu")
             self.dataset(f"{g}/{fmt.INDICES}", (nnz,), "iu")
-        feats = self.dataset(fmt.FEATURES, (n, f), "f")
+        feats, feature_nnz = self._features_meta(n, f)
         self.dataset(fmt.LABELS, (n,), "iu")
         for m in fmt.MASK_NAMES:
             self.dataset(f"{fmt.MASKS}/{m}", (n,), "biu")
@@ -250,7 +252,21 @@ class GraphFile:
             partition_offsets=offsets,
             partition_method=method,
             source=self._attr(fmt.ATTR_SOURCE, str, default=""),
+            feature_nnz=feature_nnz,
         )
+
+    def _features_meta(self, n: int, f: int) -> tuple[h5py.Dataset, int | None]:
+        """The features' values dataset and, for CSR features, their nonzero count."""
+        dense, csr = fmt.FEATURES in self._h5, fmt.FEATURES_CSR in self._h5
+        if dense and csr:
+            raise self._fail(f"has both '{fmt.FEATURES}' and '{fmt.FEATURES_CSR}' (one expected)")
+        if not dense and not csr:
+            raise self._fail(f"missing dataset '{fmt.FEATURES}' (or group '{fmt.FEATURES_CSR}')")
+        if dense:
+            return self.dataset(fmt.FEATURES, (n, f), "f"), None
+        self.dataset(f"{fmt.FEATURES_CSR}/{fmt.INDPTR}", (n + 1,), "iu")
+        nnz = len(self.dataset(f"{fmt.FEATURES_CSR}/{fmt.INDICES}", (None,), "iu"))
+        return self.dataset(f"{fmt.FEATURES_CSR}/{fmt.DATA}", (nnz,), "f"), nnz
 
     # -- block reads ---------------------------------------------------------------------
     def _read(self, name: str, sel: slice | tuple) -> np.ndarray:
@@ -287,12 +303,38 @@ class GraphFile:
         return sp.csr_matrix((data, idx, ptr - ptr[0]), shape=(row_hi - row_lo, n))
 
     def read_features(self, row_lo: int, row_hi: int) -> np.ndarray:
-        """Read feature rows ``[row_lo, row_hi)``; fails on NaN or Inf."""
+        """Read feature rows ``[row_lo, row_hi)`` as a dense block; fails on NaN or Inf."""
+        if self.meta.feature_nnz is not None:
+            return self.read_feature_csr(row_lo, row_hi).toarray()
         x = self._read(fmt.FEATURES, np.s_[row_lo:row_hi])
         if not np.isfinite(x).all():
             bad = int(row_lo + np.argwhere(~np.isfinite(x))[0, 0])
             raise self._fail(f"features contain NaN or Inf (first at vertex {bad})")
         return x
+
+    def read_feature_csr(self, row_lo: int, row_hi: int) -> sp.csr_matrix:
+        """Read feature rows ``[row_lo, row_hi)`` as CSR (a dense file's block, converted).
+
+        A CSR file's block is read as it is stored: ``indptr`` checked monotone, column
+        indices in range, values finite.
+        """
+        if self.meta.feature_nnz is None:
+            return sp.csr_matrix(self.read_features(row_lo, row_hi))
+        g, f = fmt.FEATURES_CSR, self.meta.num_features
+        ptr = self._read(f"{g}/{fmt.INDPTR}", slice(row_lo, row_hi + 1)).astype(np.int64)
+        if np.any(np.diff(ptr) < 0) or ptr[0] < 0 or ptr[-1] > self.meta.feature_nnz:
+            raise self._fail(f"'{g}/{fmt.INDPTR}' is not monotone within [0, nonzeros]")
+        span = slice(int(ptr[0]), int(ptr[-1]))
+        idx = self._read(f"{g}/{fmt.INDICES}", span)
+        if idx.size and (idx.min() < 0 or idx.max() >= f):
+            bad = idx.min() if idx.min() < 0 else idx.max()
+            raise self._fail(f"'{g}/{fmt.INDICES}' has feature column {bad} out of range [0, {f})")
+        data = self._read(f"{g}/{fmt.DATA}", span)
+        if not np.isfinite(data).all():
+            k = int(np.argwhere(~np.isfinite(data))[0, 0])
+            bad = row_lo + int(np.searchsorted(ptr - ptr[0], k, side="right")) - 1
+            raise self._fail(f"features contain NaN or Inf (first at vertex {bad})")
+        return sp.csr_matrix((data, idx, ptr - ptr[0]), shape=(row_hi - row_lo, f))
 
     def read_labels(self, row_lo: int, row_hi: int) -> np.ndarray:
         """Read class ids of rows ``[row_lo, row_hi)`` (``-1`` = unlabelled)."""

@@ -192,6 +192,7 @@ class GraphReport:
             "undirected_edges": self.undirected_edges,
             "features": meta.num_features,
             "feature_dtype": str(meta.feature_dtype),
+            "feature_nonzeros": meta.feature_nnz,
             "classes": meta.num_classes,
             "train": self.train,
             "val": self.val,

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import numpy as np
+import scipy.sparse as sp
 
 from hpcgnn import __version__
 from hpcgnn.errors import InputError
@@ -91,6 +92,7 @@ class GraphFileWriter:
         feature_dtype: np.dtype | type = np.float32,
         show_progress: bool = True,
         what: str = "--out",
+        sparse_features: bool = False,
     ) -> None:
         self.path = Path(path)
         self.num_nodes = int(num_nodes)
@@ -99,6 +101,7 @@ class GraphFileWriter:
         self.directed = bool(directed)
         self.show_progress = show_progress
         self.feature_dtype = np.dtype(feature_dtype)
+        self.sparse_features = bool(sparse_features)
         if self.feature_dtype not in fmt.FEATURE_DTYPES:
             raise InputError(f"features must be float32 or float64, got {self.feature_dtype}")
         if self.num_nodes <= 0 or self.num_features <= 0 or self.num_classes <= 0:
@@ -133,6 +136,10 @@ class GraphFileWriter:
         root[fmt.ATTR_NAME] = name
         root[fmt.ATTR_SOURCE] = source
         root["created_by"] = f"hpcgnn {__version__}"
+        self._features_rows = 0
+        if self.sparse_features:
+            self._start_sparse_features()
+            return
         self._features = self._h5.create_dataset(
             fmt.FEATURES,
             shape=(self.num_nodes, self.num_features),
@@ -145,7 +152,25 @@ class GraphFileWriter:
                 ),
             ),
         )
-        self._features_rows = 0
+
+    def _start_sparse_features(self) -> None:
+        g = self._h5.create_group(fmt.FEATURES_CSR)
+        n = self.num_nodes
+        self._csr_ptr = g.create_dataset(
+            fmt.INDPTR, shape=(n + 1,), dtype=fmt.INDPTR_DTYPE,
+            **_dataset_options((n + 1,), (fmt.CHUNK_ELEMENTS,)),
+        )
+        self._csr_ptr[0] = 0
+        self._csr = [
+            g.create_dataset(
+                name, shape=(0,), maxshape=(None,), dtype=dtype, chunks=(fmt.CHUNK_ELEMENTS,),
+                compression=fmt.COMPRESSION, compression_opts=fmt.COMPRESSION_LEVEL,
+                shuffle=True,
+            )
+            for name, dtype in ((fmt.INDICES, fmt.index_dtype(self.num_features)),
+                                (fmt.DATA, self.feature_dtype))
+        ]
+        self._features_nnz = 0
 
     # -- context management -------------------------------------------------------------
     def __enter__(self) -> GraphFileWriter:
@@ -256,9 +281,14 @@ class GraphFileWriter:
         return nnz
 
     @_writes
-    def write_features(self, start: int, block: np.ndarray) -> None:
-        """Write feature rows ``[start, start + len(block))``; call in row order."""
-        block = np.asarray(block)
+    def write_features(self, start: int, block: np.ndarray | sp.spmatrix | sp.sparray) -> None:
+        """Write feature rows ``[start, start + len(block))``; call in row order.
+
+        ``block``: dense or SciPy sparse; a file of sparse features (``sparse_features``)
+        stores its nonzeros, a dense file every entry.
+        """
+        if not sp.issparse(block):
+            block = np.asarray(block)
         if block.ndim != 2 or block.shape[1] != self.num_features:
             raise InputError(
                 f"feature block has shape {block.shape}, expected (*, {self.num_features})"
@@ -267,10 +297,28 @@ class GraphFileWriter:
             raise InputError(
                 f"feature rows out of order: expected {self._features_rows}, got {start}"
             )
-        if not np.isfinite(block).all():
+        if not np.isfinite(block.data if sp.issparse(block) else block).all():
             raise InputError("features contain NaN or Inf")
-        self._features[start : start + len(block)] = block.astype(self.feature_dtype, copy=False)
-        self._features_rows += len(block)
+        rows = block.shape[0]
+        if self.sparse_features:
+            self._append_csr(sp.csr_matrix(block, dtype=self.feature_dtype))
+        else:
+            dense = block if isinstance(block, np.ndarray) else block.toarray()
+            self._features[start : start + rows] = dense.astype(self.feature_dtype, copy=False)
+        self._features_rows += rows
+
+    def _append_csr(self, block: sp.csr_matrix) -> None:
+        block.eliminate_zeros()
+        block.sum_duplicates()  # also sorts each row's columns
+        start, nnz = self._features_rows, self._features_nnz
+        rows = block.shape[0]
+        self._csr_ptr[start + 1 : start + 1 + rows] = nnz + block.indptr[1:].astype(np.int64)
+        k = block.nnz
+        if k:
+            for dset, values in zip(self._csr, (block.indices, block.data), strict=True):
+                dset.resize((nnz + k,))
+                dset[nnz : nnz + k] = values.astype(dset.dtype, copy=False)
+        self._features_nnz = nnz + k
 
     def write_labels(self, labels: np.ndarray) -> None:
         """Write one class id per vertex (``-1`` for unlabelled vertices)."""

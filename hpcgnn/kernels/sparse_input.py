@@ -58,10 +58,12 @@ class SparseFeatures:
     t_order: torch.Tensor
 
     @classmethod
-    def from_dense(cls, x: np.ndarray, device: Device) -> SparseFeatures:
-        """The nonzeros of a dense block ``x`` (its dtype kept) on ``device``."""
-        a = sp.csr_matrix(x)
-        a.sort_indices()
+    def from_matrix(cls, x: np.ndarray | sp.spmatrix | sp.sparray, device: Device
+                    ) -> SparseFeatures:
+        """The nonzeros of a dense or SciPy sparse block ``x`` (its dtype kept) on ``device``."""
+        a = sp.csr_matrix(x, copy=True)
+        a.eliminate_zeros()
+        a.sum_duplicates()
         nnz = a.nnz
         order = sp.csr_matrix((np.arange(nnz, dtype=np.int64), a.indices, a.indptr),
                               shape=a.shape).T.tocsr()

@@ -30,36 +30,48 @@ from hpcgnn.layout.blocks import partition_fits, vertex_offsets
 
 
 def input_features(
-    x: np.ndarray, cfg: TrainConfig, world: Comm, device: Device
+    x: np.ndarray | sp.csr_matrix, cfg: TrainConfig, world: Comm, device: Device
 ) -> torch.Tensor | SparseFeatures:
     """This rank's feature block, CSR when ``cfg`` says so for all of ``world``'s blocks.
 
+    ``x``: the block as read (dense, or CSR from a file that stores its features sparse).
     Collective over ``world``: ``--sparse-features auto`` decides on the density of the
     blocks of every rank together, so every rank takes the same path.
     """
-    counts = world.allgather_obj((int(np.count_nonzero(x)), int(x.size)))
+    nnz = np.count_nonzero(x) if isinstance(x, np.ndarray) else x.nnz
+    counts = world.allgather_obj((int(nnz), int(x.shape[0]) * int(x.shape[1])))
     if cfg.sparse_input(sum(c[0] for c in counts), sum(c[1] for c in counts)):
-        return SparseFeatures.from_dense(x, device)
-    return device.from_numpy(x)
+        return SparseFeatures.from_matrix(x, device)
+    return device.from_numpy(dense(x))
+
+
+def dense(x: np.ndarray | sp.csr_matrix) -> np.ndarray:
+    """A feature block as a C-contiguous dense array."""
+    return np.ascontiguousarray(x if isinstance(x, np.ndarray) else x.toarray())
 
 
 def read_vertex_arrays(
     gf: GraphReader, rows: tuple[int, int], dtype: np.dtype, columns: tuple[int, int] | None,
     scored: tuple[int, int] | None, device: Device,
-) -> tuple[np.ndarray, torch.Tensor, dict[str, torch.Tensor]]:
-    """:func:`read_vertex_data` with the features as a NumPy array.
+) -> tuple[np.ndarray | sp.csr_matrix, torch.Tensor, dict[str, torch.Tensor]]:
+    """:func:`read_vertex_data` with the features as read: dense, or CSR (``features_csr``).
 
     A full-batch loader makes them dense or CSR with :func:`input_features` once every rank
     has read its block (outside the collective read: that decision is a collective too).
     """
     lo, hi = rows
-    x = gf.read_features(lo, hi)
+    x: np.ndarray | sp.csr_matrix
+    if gf.meta.feature_nnz is None:
+        x = np.ascontiguousarray(gf.read_features(lo, hi), dtype=dtype)
+    else:
+        x = gf.read_feature_csr(lo, hi).astype(dtype)
     if columns is not None:
         x = x[:, columns[0] : columns[1]]
+        x = np.ascontiguousarray(x) if isinstance(x, np.ndarray) else x.tocsr()
     s_lo, s_hi = rows if scored is None else scored
     masks = {m: device.from_numpy(gf.read_mask(m, s_lo, s_hi)) for m in MASK_NAMES}
     y = device.from_numpy(gf.read_labels(s_lo, s_hi))
-    return np.ascontiguousarray(x, dtype=dtype), y, masks
+    return x, y, masks
 
 
 def read_vertex_data(
@@ -71,7 +83,7 @@ def read_vertex_data(
     The tensors live on ``device`` (CPU: views of the arrays read, no copy).
     """
     x, y, masks = read_vertex_arrays(gf, rows, dtype, columns, scored, device)
-    return device.from_numpy(x), y, masks
+    return device.from_numpy(dense(x)), y, masks
 
 
 @dataclass(frozen=True)
@@ -145,5 +157,7 @@ def load_rows(
         home = cpu() if host_resident else comm.device
         x, y, masks = read_vertex_arrays(gf, (lo, hi), dtype, None, None, home)
     # after the collective read: a rank whose block failed has told every rank
-    features = home.from_numpy(x) if host_resident else input_features(x, cfg, grid.world, home)
+    features = (
+        home.from_numpy(dense(x)) if host_resident else input_features(x, cfg, grid.world, home)
+    )
     return RowShare(meta, offsets, (lo, hi), a_t, a, features, y, masks)

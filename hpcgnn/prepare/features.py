@@ -75,9 +75,9 @@ def array_feature_blocks(array: np.ndarray) -> Iterator[np.ndarray]:
         yield np.asarray(array[lo : lo + step], dtype=np.float32)
 
 
-def sparse_feature_blocks(matrix: sp.csr_matrix) -> Iterator[np.ndarray]:
-    """Yield dense float32 row blocks of a sparse CSR matrix."""
+def sparse_feature_blocks(matrix: sp.csr_matrix) -> Iterator[sp.csr_matrix]:
+    """Yield float32 CSR row blocks of a sparse matrix (as many rows as a dense block)."""
     matrix = sp.csr_matrix(matrix)
     step = block_rows(matrix.shape[1])
     for lo in range(0, matrix.shape[0], step):
-        yield matrix[lo : lo + step].toarray().astype(np.float32, copy=False)
+        yield matrix[lo : lo + step].astype(np.float32)

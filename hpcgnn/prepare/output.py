@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 
 from hpcgnn.errors import ConfigError, HpcgnnError, InputError
 from hpcgnn.io import EdgeSorter, GraphFileWriter
@@ -85,18 +86,21 @@ class GraphParts:
         Dataset name and provenance stored as attributes.
     node_ids
         Original vertex ids, or ``None`` for ``0 .. num_nodes-1``.
+    sparse_features
+        Store the features as CSR (``features_csr``: bag-of-words features), else dense.
 
     """
 
     num_nodes: int
     num_features: int
     num_classes: int
-    feature_blocks: Iterable[np.ndarray]
+    feature_blocks: Iterable[np.ndarray | sp.csr_matrix]
     labels: np.ndarray
     masks: Masks
     name: str
     source: str
     node_ids: np.ndarray | None = None
+    sparse_features: bool = False
 
 
 def write_graph(
@@ -133,18 +137,20 @@ def write_graph(
         name=parts.name,
         source=parts.source,
         show_progress=show_progress,
+        sparse_features=parts.sparse_features,
     ) as writer:
         nnz = writer.write_adjacency(sorter)
         rows = 0
         with Progress("writing features", n, "rows", enabled=show_progress) as bar:
             for block in parts.feature_blocks:
-                if rows + len(block) > n:
+                k = block.shape[0]
+                if rows + k > n:
                     raise InputError(
                         f"{parts.source}: more than {n} feature rows (one per vertex expected)"
                     )
                 writer.write_features(rows, block)
-                rows += len(block)
-                bar.update(len(block))
+                rows += k
+                bar.update(k)
         if rows != n:
             raise InputError(f"{parts.source}: {rows} feature rows, expected one per vertex ({n})")
         writer.write_labels(parts.labels)

@@ -197,5 +197,6 @@ def convert_planetoid(
             masks=drop_unlabelled(labels, masks),
             name=name,
             source=f"planetoid:{directory}",
+            sparse_features=True,  # bag of words (TF-IDF for PubMed): 1-10% nonzero
         )
         return write_graph(out, sorter, parts, started=started, show_progress=show_progress)

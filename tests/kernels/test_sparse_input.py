@@ -19,7 +19,7 @@ def sparse_block(rows=7, cols=11, density=0.3, seed=0, dtype=np.float32):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_product_and_weight_gradient_equal_the_dense_ones(dtype):
     x = sparse_block(dtype=dtype)
-    feats = SparseFeatures.from_dense(x, cpu())
+    feats = SparseFeatures.from_matrix(x, cpu())
     assert feats.shape == x.shape and feats.nnz == np.count_nonzero(x)
     assert torch.equal(feats.to_dense(), torch.from_numpy(x))
     assert torch.equal(feats.transposed().to_dense(), torch.from_numpy(x.T.copy()))
@@ -36,7 +36,7 @@ def test_product_and_weight_gradient_equal_the_dense_ones(dtype):
 
 def test_empty_blocks():
     for shape in [(0, 5), (4, 0), (3, 4)]:
-        feats = SparseFeatures.from_dense(np.zeros(shape, np.float32), cpu())
+        feats = SparseFeatures.from_matrix(np.zeros(shape, np.float32), cpu())
         w = torch.ones(shape[1], 2, requires_grad=True)
         out = matmul(feats, w)
         out.sum().backward()
@@ -45,7 +45,7 @@ def test_empty_blocks():
 
 def test_dropout_of_the_nonzeros_is_the_dense_dropout():
     x = sparse_block(rows=40, cols=30)
-    feats = SparseFeatures.from_dense(x, cpu())
+    feats = SparseFeatures.from_matrix(x, cpu())
     key, r0 = dropout_key(3, 4, 0), 100  # a block starting at global row 100
     keep = keep_pairs(key, feats.nz_rows + r0, feats.col, 0.5)
     dropped = feats.dropout(keep, 0.5).to_dense()

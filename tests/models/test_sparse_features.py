@@ -58,3 +58,21 @@ def test_modes_that_read_dense_rows_refuse_it_in_one_line(graph_file, world, cap
     rc = main(["train", str(path), "--epochs", "1", "--quiet", *mode, "--sparse-features"])
     err = capsys.readouterr().err.strip().splitlines()
     assert_all(world, rc != 0 and len(err) == 1 and "--sparse-features on" in err[0], err)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("algo", ["1d", "2d", "halo"])
+def test_a_file_with_csr_features_trains_as_the_dense_file(shared_tmp, world, algo):
+    from tests.graphs import write_random_graph
+    from tests.mpi import on_rank0
+
+    kw = dict(n=70, features=30, feature_density=0.1, seed=3)
+    paths = {layout: shared_tmp / f"{layout}-{algo}.h5" for layout in ("dense", "csr")}
+    for layout, path in paths.items():
+        on_rank0(world, write_random_graph, path, sparse_features=layout == "csr", **kw)
+    digests = {}
+    for layout, path in paths.items():
+        out = shared_tmp / f"file-{layout}-{algo}.json"
+        assert_all(world, train(path, out, ["--algo", algo]) == 0)
+        digests[layout] = json.loads(out.read_text())["params_sha256"]
+    assert digests["csr"] == digests["dense"]  # the same blocks, read either way

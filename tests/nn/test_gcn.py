@@ -87,7 +87,7 @@ def test_sparse_input_trains_as_the_dense_input(kind, f_in):
     per = kind.weights_per_layer
     base = [torch.from_numpy(rng.standard_normal(s)) for s in shapes for _ in range(per)]
     outs, grads = [], []
-    for h0 in (torch.from_numpy(x), SparseFeatures.from_dense(x, cpu())):
+    for h0 in (torch.from_numpy(x), SparseFeatures.from_matrix(x, cpu())):
         ws = [w.clone().requires_grad_(True) for w in base]
         keep = block_dropout(9, 0.5, 2, (10, 16), [f_in, 4, 2])  # rows 10..15 of a graph
         out = gcn_forward(h0, ws, [LayerOps(Dense(a))] * 2, 0.5, keep, kind=kind)

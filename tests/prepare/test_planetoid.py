@@ -69,6 +69,7 @@ def test_citeseer_like_dataset_reproduces_gcn_load_data(tmp_path):
     g = read_all(tmp_path / "g.h5")
     assert g["meta"].num_nodes == N and g["meta"].num_classes == N_CLASSES
     assert g["meta"].name == "citeseer" and not g["meta"].directed
+    assert g["meta"].feature_nnz == np.count_nonzero(g["x"])  # stored sparse (features_csr)
 
     x, y = g["x"], g["y"]
     np.testing.assert_array_equal(x[:N_ALLX], raw["allx"])

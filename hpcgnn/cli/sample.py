@@ -33,7 +33,7 @@ def add_sampling_arguments(p: argparse.ArgumentParser) -> argparse._ArgumentGrou
     g.add_argument("--batch-size", type=int, default=None,
                    help="seed vertices per minibatch on each rank: an optimizer step trains one "
                         "minibatch per rank, so P ranks train P times the seeds per step "
-                        "(default: 1024)")
+                        "(default: 1024; capped at the training set's size)")
     g.add_argument("--global-batch", type=int, default=None, metavar="G",
                    help="instead of --batch-size: seed vertices per optimizer step over all "
                         "ranks, G/P per rank (G a multiple of P; --bulk then a multiple of P)")

@@ -606,6 +606,8 @@ class _Validator:
             problem = mask_problem(y, masks, lo)
             if problem:
                 raise self.fail(problem)
+        if not sizes["train"]:  # what hpcgnn train and sample refuse, refused here already
+            raise self.fail("the train mask is empty: no vertex to train on")
         return _VertexStats(class_counts=hist, split_sizes=sizes)
 
     def node_ids(self) -> None:

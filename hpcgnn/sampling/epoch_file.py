@@ -25,7 +25,7 @@ from hpcgnn.sampling.bulk import BulkSampler, read_train_ids
 from hpcgnn.sampling.sample_file import write_samples
 from hpcgnn.sampling.sampled import SampledBatch
 from hpcgnn.sampling.shuffle import minibatches
-from hpcgnn.sampling.spec import SamplerSpec, check_training_set
+from hpcgnn.sampling.spec import SamplerSpec, fit_training_set
 from hpcgnn.utils.files import check_output
 
 
@@ -117,7 +117,7 @@ def sample_to_file(
         check_graph(world, graph)
         with collective(world):
             train_ids = read_train_ids(graph)
-            check_training_set(spec, len(train_ids))
+            spec = fit_training_set(spec, len(train_ids))
             if world.rank == 0:  # the output fails now, not after sampling
                 check_output(out, "--out")
         sampler = BulkSampler(spec, pgrid, graph, graph_layout)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from hpcgnn.config import MAX_LAYERS, check_layers, check_random_key, check_training_vertices
 from hpcgnn.errors import ConfigError
@@ -186,14 +186,23 @@ def make_spec(
     return SamplerSpec(sampler, sizes, batch_size, bulk, seed)
 
 
-def check_training_set(spec: SamplerSpec, num_train: int) -> None:
-    """Refuse a batch size larger than the training set (or an empty training set)."""
+def fit_training_set(spec: SamplerSpec, num_train: int) -> SamplerSpec:
+    """``spec`` for a training set of ``num_train`` vertices (refuses an empty one).
+
+    A batch size larger than the training set is capped at it (one minibatch of every
+    training vertex, what the larger size would give): the default 1024 on Cora's 140
+    training vertices trains, with a note (:func:`capped_note`).
+    """
     check_training_vertices(num_train)
-    if spec.batch_size > num_train:
-        raise ConfigError(
-            f"--batch-size {spec.batch_size} is larger than the training set "
-            f"({num_train} vertices): give --batch-size {num_train} or less"
-        )
+    return spec if spec.batch_size <= num_train else replace(spec, batch_size=num_train)
+
+
+def capped_note(asked: SamplerSpec, used: SamplerSpec) -> str:
+    """`` (--batch-size B capped at the N training vertices)`` when ``used`` capped ``asked``."""
+    if used.batch_size >= asked.batch_size:
+        return ""
+    return (f" (--batch-size {asked.batch_size} capped at the {used.batch_size} training"
+            " vertices)")
 
 
 def spec_from_args(args: argparse.Namespace, ranks: int) -> SamplerSpec:

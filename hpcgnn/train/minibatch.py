@@ -54,7 +54,7 @@ from hpcgnn.sampling.fetch import FeatureFetcher
 from hpcgnn.sampling.rows import normalized_block
 from hpcgnn.sampling.sampled import SampledBatch
 from hpcgnn.sampling.shuffle import minibatches
-from hpcgnn.sampling.spec import SamplerSpec, check_training_set, optimizer_steps
+from hpcgnn.sampling.spec import SamplerSpec, fit_training_set, optimizer_steps
 from hpcgnn.sampling.spgemm_1p5d import byte_summary, members
 from hpcgnn.spmm.block_row import BlockRowAggregation
 from hpcgnn.train.fullbatch import global_counts
@@ -94,12 +94,12 @@ class MinibatchTrainer(WholeModel, SubModelHost):
         self, graph: str, spec: SamplerSpec, layout: str, cfg: TrainConfig, grid: ProcessGrid,
         weights: list[torch.Tensor] | None = None,
     ) -> None:
-        self.cfg, self.grid, self.spec, self.layout = cfg, grid, spec, layout
+        self.cfg, self.grid, self.layout = cfg, grid, layout
         self.world = grid.world
         self.np_dtype = cfg.numpy_dtype
         with collective(grid.world):
             self.train_ids = read_train_ids(graph)
-            check_training_set(spec, len(self.train_ids))
+            self.spec = spec = fit_training_set(spec, len(self.train_ids))
         self.traffic = Traffic(grid.size)
         self.sampler = BulkSampler(spec, grid, graph, layout, self.traffic)
         self.col_members = members(grid.col, grid.rank)

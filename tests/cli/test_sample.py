@@ -58,16 +58,13 @@ def test_batches_limit_and_replication(graph_file, shared_tmp, world):
 BAD = [
     (["--fanout", "15,10,5", "--layers", "2"],
      "--fanout has 3 entries but the model has 2 layers (--layers 2); give one fanout per layer"),
-    (["--batch-size", "1000"],
-     "--batch-size 1000 is larger than the training set (25 vertices): "
-     "give --batch-size 25 or less"),
     (["--bulk", "0"], "--bulk must be in [1, 2147483647] (minibatches sampled at once), got 0"),
 ]
 
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("command", ["sample", "train"])
-@pytest.mark.parametrize("flags, message", BAD, ids=["fanout", "batch", "bulk"])
+@pytest.mark.parametrize("flags, message", BAD, ids=["fanout", "bulk"])
 def test_bad_parameters_fail_on_every_rank(graph_file, shared_tmp, world, capsys, command,
                                            flags, message):
     path = graph_file(n=50, seed=10)
@@ -79,6 +76,24 @@ def test_bad_parameters_fail_on_every_rank(graph_file, shared_tmp, world, capsys
     assert_all(world, main(argv) == 1)
     err = capsys.readouterr().err.strip().splitlines()
     assert_all(world, err == [f"hpcgnn: error: {message}"], f"rank {world.rank} stderr: {err}")
+
+
+@pytest.mark.mpi
+def test_a_batch_larger_than_the_training_set_is_capped(graph_file, shared_tmp, world, capsys):
+    path = graph_file(n=50, seed=10)  # 25 training vertices
+    out = shared_tmp / "capped.h5"
+    rc = main(["sample", str(path), "--batch-size", "1000", "--bulk", "2", "--fanout", "3",
+               "--out", str(out), "--quiet"])
+    assert_all(world, rc == 0)
+    world.mpi.Barrier()
+    _, got = read_samples(out)
+    assert [len(b.seeds) for b in got] == [25]  # one minibatch of every training vertex
+    capsys.readouterr()
+    rc = main(["train", str(path), "--mode", "minibatch", "--epochs", "1", "--fanout", "3",
+               "--quiet"])  # the default --batch-size 1024
+    assert_all(world, rc == 0)
+    if world.rank == 0:
+        assert "(--batch-size 1024 capped at the 25 training vertices)" in capsys.readouterr().out
 
 
 def test_device_reaches_the_sampling_grid(graph_file, shared_tmp, monkeypatch):

@@ -42,8 +42,14 @@ def write_rows(
     test: list[int] | None = None,
     node_ids: list[int] | None = None,
 ) -> Path:
-    """Write a tiny graph whose CSR rows are given literally (nothing is cleaned up)."""
+    """Write a tiny graph whose CSR rows are given literally (nothing is cleaned up).
+
+    ``train`` defaults to the first labelled vertex (a file without one is refused).
+    """
     n = len(rows)
+    y = labels if labels is not None else [0] * n
+    if train is None:
+        train = [next(v for v, c in enumerate(y) if c >= 0)] if any(c >= 0 for c in y) else []
 
     def blocks(rs: list[list[int]]) -> list[CsrRows]:
         counts = np.array([len(r) for r in rs], dtype=np.int64)
@@ -61,7 +67,7 @@ def write_rows(
         if directed:
             w.write_csr("adjacency_t", blocks(rows_t or []))
         w.write_features(0, np.ones((n, 2), np.float32))
-        w.write_labels(np.array(labels if labels is not None else [0] * n))
+        w.write_labels(np.array(y))
         w.write_masks(mask(train), mask(val), mask(test))
         if node_ids is not None:
             w.write_node_ids(np.array(node_ids))
@@ -339,3 +345,9 @@ def test_a_huge_class_count_costs_only_the_labels_present(tmp_path):
     report = validate_file(path)
     assert report.meta.num_classes == 2**31 - 1
     assert len(report.class_histogram) <= 3 and sum(report.class_histogram) == 30
+
+
+def test_an_empty_train_mask_is_refused(tmp_path: Path) -> None:
+    path = write_rows(tmp_path / "g.h5", [[1], [0]], train=[], val=[0], test=[1])
+    with pytest.raises(InputError, match="the train mask is empty: no vertex to train on"):
+        validate_file(path, show_progress=False)

@@ -4,7 +4,13 @@ import pytest
 
 from hpcgnn.errors import ConfigError
 from hpcgnn.sampling.bulk import my_share
-from hpcgnn.sampling.spec import batch_and_bulk, check_training_set, make_spec, optimizer_steps
+from hpcgnn.sampling.spec import (
+    batch_and_bulk,
+    capped_note,
+    fit_training_set,
+    make_spec,
+    optimizer_steps,
+)
 
 
 def spec(sampler="sage", fanout=None, layer_size=None, layers=None, batch_size=8, bulk=2, seed=0):
@@ -43,9 +49,14 @@ def test_bad_parameters(kwargs, message):
         spec(**kwargs)
 
 
-def test_batch_larger_than_training_set():
-    with pytest.raises(ConfigError, match="--batch-size 8 is larger than the training set"):
-        check_training_set(spec(), 5)
+def test_a_batch_larger_than_the_training_set_is_capped_at_it():
+    asked = spec()
+    used = fit_training_set(asked, 5)
+    assert used.batch_size == 5 and used.sizes == asked.sizes and used.bulk == asked.bulk
+    assert capped_note(asked, used) == " (--batch-size 8 capped at the 5 training vertices)"
+    assert fit_training_set(asked, 8) == asked and capped_note(asked, asked) == ""
+    with pytest.raises(ConfigError, match="no training vertices"):
+        fit_training_set(asked, 0)
 
 
 def test_batch_size_is_per_rank_and_global_batch_is_split_over_the_ranks():

@@ -14,7 +14,7 @@ from hpcgnn.errors import ConfigError
 from hpcgnn.io.reader import GraphMeta
 from hpcgnn.layout.shapes import GridShape, choose_shape
 from hpcgnn.sampling.samplers import resolve_model
-from hpcgnn.sampling.spec import LAYOUTS, SamplerSpec, spec_from_args
+from hpcgnn.sampling.spec import LAYOUTS, SamplerSpec, capped_note, spec_from_args
 from hpcgnn.train.minibatch import MinibatchTrainer
 from hpcgnn.train.modes.base import Estimate, Mode, Setup, refuse_others
 
@@ -102,6 +102,7 @@ class MinibatchMode(Mode[MinibatchTrainer]):
         spec, b = self.spec, trainer.batching()
         return (
             f"minibatch {spec.sampler} {','.join(map(str, spec.sizes))} batch {b['batch_size']}"
+            f"{capped_note(spec, trainer.spec)}"
             f" per rank, {b['global_batch']} per step, bulk {b['bulk']},"
             f" {b['optimizer_steps_per_epoch']} steps/epoch | {self.graph_layout} graph"
         )

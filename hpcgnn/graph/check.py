@@ -25,7 +25,8 @@ statistics: per-vertex degree comparisons (so ``train`` reports an asymmetric or
 transposed adjacency by the fingerprint, without naming a vertex), the class histogram,
 degree summaries, the partition's edge cut and balance, and the warnings (self loops,
 duplicate entries, unsorted rows, a recorded edge cut that differs). NaN or Inf features
-are refused by the reads of the models (or of this check when it fingerprints features).
+are refused by the reads of the models (or of this check when it fingerprints features:
+``train`` with checkpoints, and ``sample``, which reads no features otherwise).
 
 With ``content=True`` the same pass also returns the graph's *content fingerprint*: the
 sums over ranks of order-independent hashes of the edges, labels, masks, node ids,

@@ -114,7 +114,9 @@ def sample_to_file(
     pgrid = ProcessGrid.create(comm, "1.5d", grid, replication, device=device)
     try:
         world = pgrid.world
-        check_graph(world, graph)
+        # content: the features are read too (1/P each), so NaN or a corrupt chunk in them is
+        # refused as train refuses it, although sampling itself never reads them
+        check_graph(world, graph, content=True)
         with collective(world):
             train_ids = read_train_ids(graph)
             spec = fit_training_set(spec, len(train_ids))

@@ -41,7 +41,9 @@ PART_PERM = "perm"
 INDPTR_DTYPE = np.dtype(np.int64)
 LABEL_DTYPE = np.dtype(np.int64)
 NODE_ID_DTYPE = np.dtype(np.int64)
-FEATURE_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+#: Feature dtypes a writer stores: float16 only where its input has them (``partition`` of a
+#: float16 file keeps them; ``train`` computes in ``--dtype``).
+FEATURE_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
 UNLABELLED = -1
 
 # Storage layout: 1-D datasets are chunked by this many elements, feature rows by enough

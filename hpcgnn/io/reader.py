@@ -330,6 +330,7 @@ class GraphFile:
             bad = idx.min() if idx.min() < 0 else idx.max()
             raise self._fail(f"'{g}/{fmt.INDICES}' has feature column {bad} out of range [0, {f})")
         data = self._read(f"{g}/{fmt.DATA}", span)
+        data = data.astype(np.promote_types(data.dtype, np.float32), copy=False)  # no f16 CSR
         if not np.isfinite(data).all():
             k = int(np.argwhere(~np.isfinite(data))[0, 0])
             bad = row_lo + int(np.searchsorted(ptr - ptr[0], k, side="right")) - 1

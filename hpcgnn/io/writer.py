@@ -103,7 +103,9 @@ class GraphFileWriter:
         self.feature_dtype = np.dtype(feature_dtype)
         self.sparse_features = bool(sparse_features)
         if self.feature_dtype not in fmt.FEATURE_DTYPES:
-            raise InputError(f"features must be float32 or float64, got {self.feature_dtype}")
+            raise InputError(
+                f"features must be float16, float32 or float64, got {self.feature_dtype}"
+            )
         if self.num_nodes <= 0 or self.num_features <= 0 or self.num_classes <= 0:
             raise InputError(
                 f"nodes, features and classes must be positive, got {self.num_nodes}, "
@@ -301,7 +303,9 @@ class GraphFileWriter:
             raise InputError("features contain NaN or Inf")
         rows = block.shape[0]
         if self.sparse_features:
-            self._append_csr(sp.csr_matrix(block, dtype=self.feature_dtype))
+            # SciPy's sparse matrices have no float16: such values go through float32
+            dtype = np.promote_types(self.feature_dtype, np.float32)
+            self._append_csr(sp.csr_matrix(block, dtype=dtype))
         else:
             dense = block if isinstance(block, np.ndarray) else block.toarray()
             self._features[start : start + rows] = dense.astype(self.feature_dtype, copy=False)

@@ -90,3 +90,29 @@ def test_partition_keeps_the_sparse_layout(tmp_path: Path) -> None:
         assert f.meta.feature_nnz == np.count_nonzero(x)
         perm = f.read_partition_perm()
         np.testing.assert_array_equal(f.read_features(0, 50), x[perm])
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_partition_keeps_float16_features(tmp_path: Path, sparse: bool) -> None:
+    """info calls float16 features valid and train reads them: partition keeps them too."""
+    from hpcgnn.cli.main import main
+    from hpcgnn.io import EdgeSorter, GraphFileWriter
+
+    g = random_graph_arrays(**KW)
+    src = tmp_path / "h.h5"
+    with EdgeSorter(g["n"], False, len(g["src"])) as sorter:
+        sorter.add(g["src"], g["dst"])
+        with GraphFileWriter(src, num_nodes=g["n"], num_features=20, num_classes=3,
+                             directed=False, feature_dtype=np.float16, show_progress=False,
+                             sparse_features=sparse) as w:
+            w.write_adjacency(sorter)
+            w.write_features(0, g["x"].astype(np.float16))
+            w.write_labels(g["y"])
+            w.write_masks(g["train"], g["val"], g["test"])
+    out = tmp_path / "p.h5"
+    assert main(["partition", str(src), "--parts", "2", "--method", "random", "--out", str(out),
+                 "--quiet"]) == 0
+    with GraphFile(out) as f:
+        assert f.meta.feature_dtype == np.float16
+        perm = f.read_partition_perm()
+        np.testing.assert_array_equal(f.read_features(0, 50), g["x"].astype(np.float16)[perm])

@@ -133,24 +133,3 @@ def test_cuda_samples_equal_the_cpu(graph_file, shared_tmp):
         assert rc == 0
         got[device] = read_samples(out)[1]
     assert same_batches(got["cuda"], got["cpu"])
-
-
-@pytest.mark.mpi
-def test_nan_features_fail_on_every_rank(graph_file, shared_tmp, world, capsys):
-    import h5py
-
-    from tests.mpi import on_rank0
-
-    path = graph_file("nan.h5", n=40, seed=6)
-
-    def spoil() -> None:
-        with h5py.File(path, "r+") as f:
-            f["features"][39, 0] = np.nan  # only the last rank's block is bad
-
-    on_rank0(world, spoil)
-    rc = main(["sample", str(path), "--batch-size", "4", "--fanout", "3",
-               "--out", str(shared_tmp / "nan-samples.h5"), "--quiet"])
-    assert_all(world, rc == 1)
-    err = capsys.readouterr().err.strip().splitlines()
-    assert_all(world, len(err) == 1 and "features contain NaN or Inf (first at vertex 39)"
-               in err[0], f"rank {world.rank}: {err!r}")

@@ -141,7 +141,8 @@ def test_too_little_memory_is_refused_on_every_rank(graph_file, world, capsys, m
 
 
 @pytest.mark.mpi
-def test_nan_features_fail_on_every_rank(graph_file, shared_tmp, world, capsys):
+@pytest.mark.parametrize("command", ["train", "sample"])  # sample reads them in its check
+def test_nan_features_fail_on_every_rank(graph_file, shared_tmp, world, capsys, command):
     path = graph_file("nan.h5", n=40, seed=6)
 
     def spoil() -> None:
@@ -149,7 +150,12 @@ def test_nan_features_fail_on_every_rank(graph_file, shared_tmp, world, capsys):
             f["features"][39, 0] = np.nan  # only the last rank's block is bad
 
     on_rank0(world, spoil)
-    assert_all(world, run_train(path) == 1)
+    if command == "train":
+        rc = run_train(path)
+    else:
+        rc = main(["sample", str(path), "--batch-size", "4", "--fanout", "3",
+                   "--out", str(shared_tmp / "nan-samples.h5"), "--quiet"])
+    assert_all(world, rc == 1)
     err = capsys.readouterr().err
     message = "features contain NaN or Inf (first at vertex 39)"
     assert_all(world, message in err, f"rank {world.rank}: {err!r}")

@@ -46,6 +46,14 @@ NODE_ID_DTYPE = np.dtype(np.int64)
 FEATURE_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
 UNLABELLED = -1
 
+
+def sparse_dtype(dtype: np.dtype) -> np.dtype:
+    """The dtype CSR feature values take in SciPy (which has no float16 sparse matrices).
+
+    float16 goes through float32; float32 and float64 stay.
+    """
+    return np.promote_types(dtype, np.float32)
+
 # Storage layout: 1-D datasets are chunked by this many elements, feature rows by enough
 # rows to make a chunk of about this many bytes.
 CHUNK_ELEMENTS = 1 << 18

@@ -308,9 +308,11 @@ class GraphFile:
             return self.read_feature_csr(row_lo, row_hi).toarray()
         x = self._read(fmt.FEATURES, np.s_[row_lo:row_hi])
         if not np.isfinite(x).all():
-            bad = int(row_lo + np.argwhere(~np.isfinite(x))[0, 0])
-            raise self._fail(f"features contain NaN or Inf (first at vertex {bad})")
+            raise self._not_finite(row_lo + int(np.argwhere(~np.isfinite(x))[0, 0]))
         return x
+
+    def _not_finite(self, vertex: int) -> InputError:
+        return self._fail(f"features contain NaN or Inf (first at vertex {vertex})")
 
     def read_feature_csr(self, row_lo: int, row_hi: int) -> sp.csr_matrix:
         """Read feature rows ``[row_lo, row_hi)`` as CSR (a dense file's block, converted).
@@ -319,7 +321,8 @@ class GraphFile:
         indices in range, values finite.
         """
         if self.meta.feature_nnz is None:
-            return sp.csr_matrix(self.read_features(row_lo, row_hi))
+            x = self.read_features(row_lo, row_hi)
+            return sp.csr_matrix(x.astype(fmt.sparse_dtype(x.dtype), copy=False))
         g, f = fmt.FEATURES_CSR, self.meta.num_features
         ptr = self._read(f"{g}/{fmt.INDPTR}", slice(row_lo, row_hi + 1)).astype(np.int64)
         if np.any(np.diff(ptr) < 0) or ptr[0] < 0 or ptr[-1] > self.meta.feature_nnz:
@@ -330,11 +333,10 @@ class GraphFile:
             bad = idx.min() if idx.min() < 0 else idx.max()
             raise self._fail(f"'{g}/{fmt.INDICES}' has feature column {bad} out of range [0, {f})")
         data = self._read(f"{g}/{fmt.DATA}", span)
-        data = data.astype(np.promote_types(data.dtype, np.float32), copy=False)  # no f16 CSR
+        data = data.astype(fmt.sparse_dtype(data.dtype), copy=False)
         if not np.isfinite(data).all():
             k = int(np.argwhere(~np.isfinite(data))[0, 0])
-            bad = row_lo + int(np.searchsorted(ptr - ptr[0], k, side="right")) - 1
-            raise self._fail(f"features contain NaN or Inf (first at vertex {bad})")
+            raise self._not_finite(row_lo + int(np.searchsorted(ptr - ptr[0], k, "right")) - 1)
         return sp.csr_matrix((data, idx, ptr - ptr[0]), shape=(row_hi - row_lo, f))
 
     def read_labels(self, row_lo: int, row_hi: int) -> np.ndarray:

@@ -303,9 +303,7 @@ class GraphFileWriter:
             raise InputError("features contain NaN or Inf")
         rows = block.shape[0]
         if self.sparse_features:
-            # SciPy's sparse matrices have no float16: such values go through float32
-            dtype = np.promote_types(self.feature_dtype, np.float32)
-            self._append_csr(sp.csr_matrix(block, dtype=dtype))
+            self._append_csr(sp.csr_matrix(block, dtype=fmt.sparse_dtype(self.feature_dtype)))
         else:
             dense = block if isinstance(block, np.ndarray) else block.toarray()
             self._features[start : start + rows] = dense.astype(self.feature_dtype, copy=False)

@@ -55,8 +55,8 @@ def _cpu_keep(key: np.uint64, rows: Columns, cols: Columns, p: float) -> torch.T
     r = _signed(words(key, rows))
     c = _signed(words(column_key(key), cols))
     t = keep_threshold(p)
-    if t == 0 or t >= 1 << 32 or not len(r) * len(c):
-        return torch.full((len(r), len(c)), t == 0, dtype=torch.bool)
+    if t >= 1 << 32:  # keeps nothing (and t - 2^31 is no int32)
+        return torch.zeros((len(r), len(c)), dtype=torch.bool)
     x = torch.bitwise_xor(r[:, None], c[None, :])
     _lowbias32_(x, torch.empty_like(x))
     x.bitwise_xor_(_SIGN)  # unsigned order as signed order: u >= t <=> u - 2^31 >= t - 2^31

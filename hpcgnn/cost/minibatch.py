@@ -14,7 +14,8 @@ Per training step of a ``(P/c) x c`` grid (``q = P/c`` ranks per process column,
 ``s`` bytes per feature value, ``f_0`` input features):
 
 * ``feature_request``: ``8`` bytes per input vertex of a batch held by another rank of
-  the column; ``feature_fetch``: ``f_0 s + 8`` bytes (features and label) back for each;
+  the column; ``feature_fetch``: ``f_0 s + 8`` bytes (features and label) back for each,
+  sparse features ``nnz_v (4 + s) + 8`` (column indices, values, label);
   ``control``: ``8 (q - 1)`` per rank (the request's counts);
 * ``allreduce``: the fused weight gradients over the ``P`` ranks.
 
@@ -135,16 +136,28 @@ class Traffic:
 
 
 
-def charge_fetch(traffic: Traffic, col: Members, owners: np.ndarray, row_bytes: int) -> None:
+def charge_fetch(
+    traffic: Traffic, col: Members, owners: np.ndarray, row_bytes: int,
+    nonzeros: np.ndarray | None = None, index_bytes: int = 4,
+) -> None:
     """One feature fetch in the process column: ids out, feature rows and labels back.
 
-    ``owners`` are the column ranks holding the batch's input vertices; ``row_bytes`` the
-    bytes of one feature row (``f_0 s``). Features and labels come back in two calls.
+    ``owners`` are the column ranks holding the batch's input vertices. Dense features:
+    ``row_bytes`` is one feature row (``f_0 s``); features and labels come back in two
+    calls. Sparse features: ``nonzeros`` are the rows' nonzeros (a graph statistic) and
+    ``row_bytes`` one value (``s``); the column indices (``index_bytes`` each), the values
+    and the labels come back in three calls.
     """
-    counts = np.bincount(np.asarray(owners, dtype=np.int64), minlength=col.size)
+    owners = np.asarray(owners, dtype=np.int64)
+    counts = np.bincount(owners, minlength=col.size)
     traffic.alltoallv(col, counts, ID_BYTES, FEATURE_REQUEST, counts_known=False)
     remote = int(counts.sum() - counts[col.me])
-    traffic.receive(col, remote * row_bytes, FEATURE_FETCH)
+    if nonzeros is None:
+        traffic.receive(col, remote * row_bytes, FEATURE_FETCH)
+    else:
+        nnz = int(np.asarray(nonzeros, dtype=np.int64)[owners != col.me].sum())
+        traffic.receive(col, nnz * index_bytes, FEATURE_FETCH)
+        traffic.receive(col, nnz * row_bytes, FEATURE_FETCH)
     traffic.receive(col, remote * ID_BYTES, FEATURE_FETCH)
 
 

@@ -105,6 +105,21 @@ class SparseFeatures:
         """Inverted dropout of the nonzeros: ``values * keep / (1 - p)`` (a new block)."""
         return replace(self, values=torch.mul(self.values, keep).mul_(1.0 / (1.0 - p)))
 
+    def head(self, n: int) -> SparseFeatures:
+        """The block's first ``n`` rows (a sampled batch's seeds), values as they are now.
+
+        The nonzeros of rows ``< n`` are the first ``crow[n]``; the transpose keeps those of
+        its entries (``t_order < crow[n]``), its row pointers recounted on the device.
+        """
+        end = int(self.crow[n])
+        kept = self.t_order < end
+        starts = torch.cat([kept.new_zeros(1, dtype=torch.int64), kept.cumsum(0)])
+        return SparseFeatures(
+            shape=(n, self.shape[1]), crow=self.crow[: n + 1], col=self.col[:end],
+            values=self.values[:end], nz_rows=self.nz_rows[:end], t_crow=starts[self.t_crow],
+            t_col=self.t_col[kept], t_order=self.t_order[kept],
+        )
+
     def to_dense(self) -> torch.Tensor:
         """The block as a dense tensor."""
         return self.matrix().to_dense()

@@ -8,22 +8,62 @@ staged broadcast SpMM (:class:`~hpcgnn.spmm.block_row.BlockRowAggregation`, forw
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import partial
 
 import numpy as np
 import torch
 
 from hpcgnn.backend import Device
+from hpcgnn.kernels.dropout import keep_pairs, rows_keep
+from hpcgnn.kernels.sparse_input import SparseFeatures, as_dense
 from hpcgnn.kernels.spmm import sparse_matmul
 from hpcgnn.kinds import LayerKind
-from hpcgnn.nn.gcn import dropout
+from hpcgnn.nn.gcn import Input, dropout
 from hpcgnn.nn.init import init_weights
 from hpcgnn.nn.sampled import Agg, ladies_layer, sage_layer
+from hpcgnn.rng import dropout_key
 from hpcgnn.sampling.sampled import SampledBatch
 
-#: ``keep(layer, vertex_ids, width)``: dropout keep-mask of a layer's input rows.
-RowKeep = Callable[[int, np.ndarray, int], torch.Tensor]
+
+@dataclass(frozen=True)
+class BatchMasks:
+    """The dropout keep-masks of one batch's layer inputs, keyed by global vertex ids.
+
+    ``masks(layer, rows, width)`` is the mask of the rows ``rows`` (global ids);
+    :meth:`entries` the same decisions at chosen entries (a sparse input's nonzeros).
+
+    Attributes
+    ----------
+    seed, epoch, batch, p
+        The stream's key (:func:`hpcgnn.kernels.dropout.rows_keep`) and the probability.
+    device
+        Where the masks are drawn.
+    columns
+        Per layer, the global columns of the layer's input (a GIST sub-network's ids);
+        ``None``: all of them.
+    """
+
+    seed: int
+    epoch: int
+    batch: int
+    p: float
+    device: Device
+    columns: Sequence[np.ndarray] | None = None
+
+    def __call__(self, layer: int, rows: np.ndarray, width: int) -> torch.Tensor:
+        """The boolean keep-mask of the rows ``rows`` of layer ``layer``'s input."""
+        cols = None if self.columns is None else self.columns[layer]
+        return rows_keep(self.seed, self.epoch, self.batch, layer, rows, width, self.p,
+                         self.device, cols)
+
+    def entries(self, layer: int, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+        """The keep decisions of the entries ``(rows[k], cols[k])``: global row, local column."""
+        if self.columns is not None:
+            cols = torch.from_numpy(np.asarray(self.columns[layer], np.int64)).to(cols.device)[cols]
+        key = dropout_key(self.seed, self.epoch, layer, self.batch)
+        return keep_pairs(key, rows, cols, self.p)
 
 
 def sampled_weights(
@@ -62,34 +102,53 @@ class MinibatchModel:
         self.layers = len(widths) - 1
         self.weights = weights
 
-    def _layer(self, layer: int, h_self: torch.Tensor, agg: Agg, h: torch.Tensor) -> torch.Tensor:
+    def _layer(self, layer: int, agg: Agg, h: Input, seeds: int | None = None) -> torch.Tensor:
+        """Layer ``layer`` on the input rows ``h``: the first ``seeds`` rows' outputs.
+
+        ``seeds`` ``None``: every row's (evaluation). A self weight multiplies those rows.
+        """
         per = self.kind.weights_per_layer + 1  # and a bias
         params = self.weights[per * layer : per * (layer + 1)]
         last = layer == self.layers - 1
         if self.kind.self_weight:
+            h_self = h if seeds is None else (
+                h.head(seeds) if isinstance(h, SparseFeatures) else h[:seeds]
+            )
             return sage_layer(h_self, h, agg, params, last)
         return ladies_layer(h, agg, params, last)
 
     def forward_batch(
-        self, batch: SampledBatch, x: torch.Tensor, p: float, keep: RowKeep | None,
+        self, batch: SampledBatch, x: Input, p: float, keep: BatchMasks | None,
     ) -> torch.Tensor:
-        """Logits of the batch's seeds from the features ``x`` of its input vertices."""
-        h = x
+        """Logits of the batch's seeds from the features ``x`` of its input vertices.
+
+        ``x`` dense, or sparse (:class:`~hpcgnn.kernels.sparse_input.SparseFeatures`):
+        then dropout acts on its nonzeros, with the dense mask's decisions.
+        """
+        h: Input = x
         for layer in range(self.layers):
             hop = batch.hops[self.layers - 1 - layer]
+            dtype = np.float32 if h.dtype == torch.float32 else np.float64
             if keep is not None and p > 0.0:
-                h = dropout(h, keep(layer, hop.cols, h.shape[1]), p)
-            a = hop.matrix(np.float32 if h.dtype == torch.float32 else np.float64)
-            h = self._layer(layer, h[: len(hop.rows)], partial(sparse_matmul, a), h)
-        return h
+                h = _dropout(h, keep, layer, hop.cols, p)
+            h = self._layer(layer, partial(sparse_matmul, hop.matrix(dtype)), h, len(hop.rows))
+        return as_dense(h)
 
-    def forward_full(self, x: torch.Tensor, op: Agg) -> torch.Tensor:
+    def forward_full(self, x: Input, op: Agg) -> torch.Tensor:
         """This process row's block of the full-graph logits (evaluation, no dropout).
 
         ``op``: ``H -> E H`` on this process row's block (the forward of a
         :class:`~hpcgnn.spmm.block_row.BlockRowAggregation`).
         """
-        h = x
+        h: Input = x
         for layer in range(self.layers):
-            h = self._layer(layer, h, op, h)
-        return h
+            h = self._layer(layer, op, h)
+        return as_dense(h)
+
+
+def _dropout(h: Input, keep: BatchMasks, layer: int, ids: np.ndarray, p: float) -> Input:
+    """Dropout of a layer input whose rows are the vertices ``ids`` (dense or sparse)."""
+    if not isinstance(h, SparseFeatures):
+        return dropout(h, keep(layer, ids, h.shape[1]), p)
+    rows = torch.from_numpy(np.asarray(ids, np.int64)).to(h.nz_rows.device)[h.nz_rows]
+    return h.dropout(keep.entries(layer, rows, h.col), p)

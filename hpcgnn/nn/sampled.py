@@ -14,20 +14,27 @@ from collections.abc import Callable
 
 import torch
 
-from hpcgnn.nn.gcn import activate
+from hpcgnn.kernels.gemm import matmul
+from hpcgnn.kernels.sparse_input import SparseFeatures
+from hpcgnn.nn.gcn import Input, activate
 
 Agg = Callable[[torch.Tensor], torch.Tensor]
 
 
 def sage_layer(
-    h_self: torch.Tensor, h: torch.Tensor, agg: Agg, params: list[torch.Tensor], last: bool
+    h_self: Input, h: Input, agg: Agg, params: list[torch.Tensor], last: bool
 ) -> torch.Tensor:
-    """GraphSAGE-mean ``act(h_self W_self + agg(h) W_neigh + b)``; params ``W_self, W_neigh, b``."""
+    """GraphSAGE-mean ``act(h_self W_self + agg(h) W_neigh + b)``; params ``W_self, W_neigh, b``.
+
+    Sparse input features (the first layer's): ``agg(h W_neigh)``, the same product
+    associated the other way, so the wide rows are multiplied by an SpMM before the mean.
+    """
     w_self, w_neigh, b = params
-    return activate(h_self @ w_self + agg(h) @ w_neigh + b, last)
+    neigh = agg(matmul(h, w_neigh)) if isinstance(h, SparseFeatures) else agg(h) @ w_neigh
+    return activate(matmul(h_self, w_self) + neigh + b, last)
 
 
-def ladies_layer(h: torch.Tensor, agg: Agg, params: list[torch.Tensor], last: bool) -> torch.Tensor:
+def ladies_layer(h: Input, agg: Agg, params: list[torch.Tensor], last: bool) -> torch.Tensor:
     """LADIES GCN layer: ``act(agg(h W) + b)``; ``params = [W, b]``."""
     w, b = params
-    return activate(agg(h @ w) + b, last)
+    return activate(agg(matmul(h, w)) + b, last)

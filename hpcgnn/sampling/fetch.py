@@ -5,17 +5,30 @@
 process column holds all of ``H`` and a rank fetches only from the ``P/c`` ranks of its
 own column: the ids go out (``feature_request``), the feature rows and labels come back
 (``feature_fetch``). More replication means fewer, larger peers per column.
+
+Sparse features (CSR, :mod:`hpcgnn.kernels.sparse_input`) travel as their nonzeros: the
+column indices (``int32``) and the values of the rows asked for. The rows' lengths are
+known to every rank of the column (gathered once at set-up, like the sampler's row
+lengths), so a fetch sends no lengths and the cost model knows its bytes in advance.
 """
 
 from __future__ import annotations
 
+from typing import TypeAlias
+
 import numpy as np
+import scipy.sparse as sp
 
 from hpcgnn.comm.communicator import Comm
 from hpcgnn.layout.blocks import owner_of
 
 REQUEST = "feature_request"
 FETCH = "feature_fetch"
+#: Bytes of one column index of a sparse feature row on the wire.
+INDEX_BYTES = 4
+
+#: A block of features as held: dense rows, or CSR.
+Features: TypeAlias = np.ndarray | sp.csr_matrix
 
 
 class FeatureFetcher:
@@ -28,25 +41,44 @@ class FeatureFetcher:
     offsets
         Vertex offsets of the block rows.
     features
-        This block row's features (``n_i x f``).
+        This block row's features (``n_i x f``), dense or CSR.
     labels
         This block row's labels (``n_i``, int64).
 
+    Attributes
+    ----------
+    lengths
+        Sparse features: the nonzeros of every vertex's row (gathered over the column, one
+        ``control`` all-gather at set-up); ``None`` for dense features.
     """
 
     def __init__(
-        self, col: Comm, offsets: np.ndarray, features: np.ndarray, labels: np.ndarray
+        self, col: Comm, offsets: np.ndarray, features: Features, labels: np.ndarray
     ) -> None:
         self.col = col
         self.offsets = np.asarray(offsets, dtype=np.int64)
         self.lo = int(self.offsets[col.rank])
-        self.features = np.ascontiguousarray(features)
         self.labels = np.ascontiguousarray(labels, dtype=np.int64)
+        self.lengths: np.ndarray | None = None
+        self.features: Features
+        if sp.issparse(features):
+            csr = sp.csr_matrix(features)
+            csr.sort_indices()
+            self.features = csr
+            self.lengths = col.allgatherv(np.diff(csr.indptr).astype(np.int64), "control")
+        else:
+            self.features = np.ascontiguousarray(features)
 
-    def fetch(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Features and labels of the global vertices ``ids`` (any order), collectively.
+    @property
+    def sparse(self) -> bool:
+        """Whether the rows travel as CSR nonzeros."""
+        return self.lengths is not None
 
-        Every rank of the column must call it, with its own (possibly empty) ``ids``.
+    def fetch(self, ids: np.ndarray) -> tuple[Features, np.ndarray]:
+        """Features (dense, or CSR) and labels of the global vertices ``ids`` (any order).
+
+        Collective: every rank of the column must call it, with its own (possibly empty)
+        ``ids``.
         """
         ids = np.asarray(ids, dtype=np.int64)
         owner = owner_of(ids, self.offsets)
@@ -54,12 +86,34 @@ class FeatureFetcher:
         counts = np.bincount(owner, minlength=self.col.size).astype(np.int64)
         asked, asked_counts = self.col.alltoallv(ids[order], counts, REQUEST)
         local = asked - self.lo
-        x_in, _ = self.col.alltoallv(
-            np.ascontiguousarray(self.features[local]), asked_counts, FETCH, recvcounts=counts
-        )
+        if self.sparse:
+            x_in = self._fetch_rows(local, asked_counts, ids[order], owner[order])
+        else:
+            x_in, _ = self.col.alltoallv(
+                np.ascontiguousarray(self.features[local]), asked_counts, FETCH,
+                recvcounts=counts,
+            )
         y_in, _ = self.col.alltoallv(self.labels[local], asked_counts, FETCH, recvcounts=counts)
-        x = np.empty_like(x_in)
         y = np.empty_like(y_in)
-        x[order] = x_in
         y[order] = y_in
+        if self.sparse:
+            return x_in[np.argsort(order, kind="stable")], y
+        x = np.empty_like(x_in)
+        x[order] = x_in
         return x, y
+
+    def _fetch_rows(self, local: np.ndarray, asked_counts: np.ndarray, wanted: np.ndarray,
+                    owners: np.ndarray) -> sp.csr_matrix:
+        """The CSR rows ``wanted`` (grouped by their ``owners``) for the peers' ``local`` rows.
+
+        Two messages: the column indices, then the values; the lengths are known.
+        """
+        assert self.lengths is not None
+        rows = self.features[local]
+        send_nnz = np.diff(rows.indptr[np.concatenate([[0], np.cumsum(asked_counts)])])
+        lengths = self.lengths[wanted]
+        recv_nnz = np.bincount(owners, weights=lengths, minlength=self.col.size).astype(np.int64)
+        cols, _ = self.col.alltoallv(rows.indices.astype(np.int32), send_nnz, FETCH, recv_nnz)
+        vals, _ = self.col.alltoallv(rows.data, send_nnz, FETCH, recv_nnz)
+        indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        return sp.csr_matrix((vals, cols, indptr), shape=(len(wanted), self.features.shape[1]))

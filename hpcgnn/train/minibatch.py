@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 import torch
 from mpi4py import MPI
 
@@ -41,13 +42,13 @@ from hpcgnn.cost.minibatch import (
 )
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.io.reader import GraphFile
-from hpcgnn.kernels.dropout import rows_keep
+from hpcgnn.kernels.sparse_input import SparseFeatures
 from hpcgnn.layout.blocks import owner_of
 from hpcgnn.layout.order import layer_sizes
 from hpcgnn.layout.subnets import Subnet
 from hpcgnn.models.base import allreduce_gradients
-from hpcgnn.models.minibatch import MinibatchModel, sampled_weights
-from hpcgnn.models.share import read_vertex_data
+from hpcgnn.models.minibatch import BatchMasks, MinibatchModel, sampled_weights
+from hpcgnn.models.share import dense, input_features, read_vertex_arrays
 from hpcgnn.nn.gcn import cross_entropy_sum
 from hpcgnn.sampling.bulk import BulkSampler, my_share, read_train_ids
 from hpcgnn.sampling.fetch import FeatureFetcher
@@ -108,12 +109,14 @@ class MinibatchTrainer(WholeModel, SubModelHost):
         dev = grid.device
         with collective(grid.world), GraphFile(graph) as gf:
             self.meta = meta = gf.meta
-            # on the device for the full-graph evaluation; the fetcher serves the batches'
-            # rows from host copies (CPU: the same memory; cuda: one copy back, here)
-            self.x, self.y, self.masks = read_vertex_data(gf, (lo, hi), self.np_dtype, device=dev)
-        self.fetcher = FeatureFetcher(
-            grid.col, self.sampler.offsets, dev.to_host(self.x), dev.to_host(self.y)
-        )
+            raw, self.y, self.masks = read_vertex_arrays(
+                gf, (lo, hi), self.np_dtype, None, None, dev
+            )
+        # on the device for the full-graph evaluation (dense or CSR, decided over all
+        # ranks); the fetcher serves the batches' rows from the host arrays read
+        self.x = input_features(raw, cfg, grid.world, dev)
+        host = sp.csr_matrix(raw) if isinstance(self.x, SparseFeatures) else dense(raw)
+        self.fetcher = FeatureFetcher(grid.col, self.sampler.offsets, host, dev.to_host(self.y))
         self._eval_op: BlockRowAggregation | None = None  # built by the first evaluation
         widths = layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, spec.layers)
         if weights is None:
@@ -122,7 +125,12 @@ class MinibatchTrainer(WholeModel, SubModelHost):
             )
         self.model = MinibatchModel(spec.method.kind, widths, weights)
         self.weights = weights
-        self.feature_row_bytes = meta.num_features * np.dtype(self.np_dtype).itemsize
+        value_bytes = np.dtype(self.np_dtype).itemsize
+        #: Bytes of a fetched feature row (dense), or of one value (sparse: the row's
+        #: nonzeros are :attr:`FeatureFetcher.lengths`).
+        self.feature_row_bytes = value_bytes if self.fetcher.sparse else (
+            meta.num_features * value_bytes
+        )
         self.gradient_bytes = sum(w.numel() * w.element_size() for w in weights)
         self.optimizer = make_optimizer(weights, cfg)
         self.num_train = len(self.train_ids)
@@ -161,24 +169,21 @@ class MinibatchTrainer(WholeModel, SubModelHost):
         """
         with self.stats.phase("fetch"):
             ids = batch.input_ids if batch is not None else np.zeros(0, np.int64)
+            lengths = self.fetcher.lengths
             charge_fetch(self.traffic, self.col_members, owner_of(ids, self.fetcher.offsets),
-                         self.feature_row_bytes)
+                         self.feature_row_bytes, None if lengths is None else lengths[ids])
             x, y = self.fetcher.fetch(ids)
         loss_value = 0.0
         with self.stats.phase("propagate"):
             self.optimizer.zero_grad(set_to_none=False)
             if batch is not None:
-                xt = self.grid.device.from_numpy(x.astype(self.np_dtype, copy=False))
-                seed, p, b, net = self.cfg.seed, self.cfg.dropout, batch.batch, self.subnet
-                dev = self.world.device
-
-                def keep(layer: int, rows: np.ndarray, width: int) -> torch.Tensor:
-                    if net is None:
-                        return rows_keep(seed, epoch, b, layer, rows, width, p, dev)
-                    return rows_keep(
-                        seed, epoch, b, layer, rows, net.widths[layer], p, dev, net.ids[layer]
-                    )
-
+                dev, p, net = self.grid.device, self.cfg.dropout, self.subnet
+                xt = (
+                    SparseFeatures.from_matrix(x, dev) if sp.issparse(x)
+                    else dev.from_numpy(x.astype(self.np_dtype, copy=False))
+                )
+                keep = BatchMasks(self.cfg.seed, epoch, batch.batch, p, dev,
+                                  None if net is None else net.ids)
                 logits = self.model.forward_batch(batch, xt, p, keep)
                 labels = self.grid.device.from_numpy(y[_positions(ids, batch.seeds)])
                 loss = torch.nn.functional.cross_entropy(logits, labels)
@@ -297,6 +302,7 @@ class MinibatchTrainer(WholeModel, SubModelHost):
         predicted, comm = predicted_traffic(self.world, self.traffic, result.steps_run)
         sections = {
             "sampling": sampling, "comm": comm,
+            "features": {"sparse": isinstance(self.x, SparseFeatures)},
             "time": {"minibatch_phases": {p: phases.get(p, 0.0) for p in PHASES}},
         }
         line = (

@@ -32,6 +32,18 @@ def test_fetch_charges_the_owners_for_ids_and_this_rank_for_rows():
     assert t.received[CONTROL].tolist() == [0, 0, 0, 0, 16, 0, 0, 0]
 
 
+def test_a_sparse_fetch_charges_the_nonzeros_of_the_remote_rows():
+    col = Members(np.array([1, 4, 7]), 1)
+    t = Traffic(8)
+    # rows 2 and 3 are this rank's own: their 5 + 6 nonzeros do not travel
+    charge_fetch(t, col, np.array([0, 0, 1, 1, 2, 2]), row_bytes=4,
+                 nonzeros=np.array([3, 0, 5, 6, 1, 2]))
+    remote_nnz = 3 + 0 + 1 + 2
+    assert t.received[FEATURE_FETCH].tolist() == [0, 0, 0, 0, remote_nnz * (4 + 4) + 4 * 8,
+                                                  0, 0, 0]
+    assert t.messages[FEATURE_FETCH] == 3 * 2  # indices, values, labels from 2 peers
+
+
 def test_gradient_allreduce_rounds_like_the_stats():
     t = Traffic(3)
     charge_gradients(t, Members(np.arange(3), 2), 100)

@@ -39,7 +39,6 @@ class MinibatchMode(Mode[MinibatchTrainer]):
     """
 
     name: ClassVar[str] = "minibatch"
-    sparse_features: ClassVar[bool] = False  # the fetch moves dense rows
 
     spec: SamplerSpec
     graph_layout: str = LAYOUTS[0]
@@ -69,7 +68,6 @@ class MinibatchMode(Mode[MinibatchTrainer]):
 
     def resolve(self, cfg: TrainConfig, ranks: int) -> TrainConfig:
         """The sampler decides the layers: its kind and its number of hops."""
-        self.check_features(cfg)
         return replace(cfg, layers=self.spec.layers, model=resolve_model(None, self.spec.sampler))
 
     @property

@@ -20,6 +20,10 @@ Per epoch (forward with dropout, backward, gradient all-reduce), with layer inpu
 * GraphSAGE (two weights per layer): the chunk's own rows join its neighbour rows (they
   are in the loads), a cached layer keeps the own rows beside the aggregate (``2 n f_l s``
   more checkpoint traffic per layer), and both weights' gradients are all-reduced;
+* sparse input features: the first layer loads rows of ``X W`` (``f_1`` wide) and pushes
+  their gradients back like a hidden layer's (:func:`load_widths`); the CSR blocks of ``X``
+  and the rows of the products through the host are checkpoint traffic
+  (:func:`sparse_input_bytes`);
 * ``allreduce``: the weight gradients, as in :func:`hpcgnn.cost.halo.predict_halo`.
 """
 
@@ -34,9 +38,39 @@ from hpcgnn.planning.dedup import DedupVolumes
 LOADS = {"none": "v_ori", "inter": "v_p2p", "full": "v_ru"}
 
 
+def load_widths(widths: Sequence[int], sparse_input: bool) -> list[int]:
+    """Width of the rows each layer loads: its input's; ``f_1`` for the first on sparse ``X``.
+
+    Offload multiplies sparse input features first (``T = X W``,
+    :mod:`hpcgnn.models.offload_input`), so its first layer loads rows of ``T``.
+    """
+    w = list(widths)
+    return [w[1], *w[1:-1]] if sparse_input else w[:-1]
+
+
+def sparse_input_bytes(
+    n: int, f: tuple[int, int], itemsize: int, per: int, nnz: int, chunks: int,
+    first_cached: bool,
+) -> int:
+    """Checkpoint bytes of an epoch's first layer on sparse features (offload), all ranks.
+
+    ``f = (f_0, f_1)``; ``nnz`` nonzeros of ``X``, ``chunks`` the chunks with rows, ``per``
+    weights per layer. The CSR blocks go to the device twice: ``8 (n + chunks) + nnz (8 + s)``
+    forward, transposed ``8 chunks (f_0 + 1) + nnz (8 + s)`` backward (int64 indices).
+    Rows of ``f_1`` values through the host: ``T`` (GraphSAGE ``S`` too) written, and the
+    gradients ``dT`` (GraphSAGE ``dZ`` too) read back for the weight gradients; GraphSAGE
+    reads ``S`` in the forward, writes ``dZ`` in the backward, and reads ``S`` again when
+    the first layer recomputes its aggregate.
+    """
+    f0, f1 = f
+    blocks = 8 * (n + chunks) + 8 * chunks * (f0 + 1) + 2 * nnz * (8 + itemsize)
+    rows = 2 * per + (per - 1) * (2 + (0 if first_cached else 1))
+    return blocks + rows * n * f1 * itemsize
+
+
 def predict_offload(
     problem: Problem, ranks: int, volumes: DedupVolumes, remote: tuple[int, int], dedup: str,
-    cached: Sequence[bool] | None = None,
+    cached: Sequence[bool] | None = None, sparse_input: tuple[int, int] | None = None,
 ) -> Estimate:
     """Bytes of one offload training epoch per category, summed over ranks.
 
@@ -55,20 +89,29 @@ def predict_offload(
         ``none``, ``inter`` or ``full``.
     cached
         Per layer, whether it caches its aggregate (default: all do).
+    sparse_input
+        Sparse input features: ``(nnz, chunks)`` of ``X`` over all ranks (the first layer
+        loads ``f_1``-wide rows and pushes their gradients back,
+        :func:`sparse_input_bytes`); ``None``: dense.
     """
     s, w = problem.itemsize, problem.widths
-    cached = [True] * (len(w) - 1) if cached is None else list(cached)
-    recomputed = sum(f for f, c in zip(w[:-1], cached, strict=True) if not c)
+    w_in = load_widths(w, sparse_input is not None)
+    cached = [True] * len(w_in) if cached is None else list(cached)
+    recomputed = sum(f for f, c in zip(w_in, cached, strict=True) if not c)
     loads = getattr(volumes, LOADS[dedup])
-    f_all, f_bwd = (sum(w[:-1]) + recomputed) * s, sum(w[1:-1]) * s
+    pushed = w_in if sparse_input is not None else w_in[1:]  # layer 0: X needs no gradient
+    f_all, f_bwd = (sum(w_in) + recomputed) * s, sum(pushed) * s
     est = Estimate()
     msgs = 1 if ranks > 1 else 0
     est.add("offload_h2d", float(loads * f_all), 0.0, msgs)
     est.add("offload_d2h", float(loads * f_bwd), 0.0, msgs)
     est.add("offload_d2d", float(remote[0] * f_all + remote[1] * f_bwd), 0.0, msgs)
     per = problem.weights_per_layer  # a cached layer keeps one operand per weight
-    ckpt_width = per * (sum(w[:-1]) - recomputed) + sum(w[1:])
-    est.add("offload_ckpt", float(2 * problem.n * ckpt_width * s), 0.0, 0)
+    ckpt_width = per * (sum(w_in) - recomputed) + sum(w[1:])
+    ckpt = 2 * problem.n * ckpt_width * s
+    if sparse_input is not None:
+        ckpt += sparse_input_bytes(problem.n, (w[0], w[1]), s, per, *sparse_input, cached[0])
+    est.add("offload_ckpt", float(ckpt), 0.0, 0)
     for fin, fout in weight_shapes(w, per):
         allreduce_exact(est, "allreduce", fin * fout * s, ranks)
     return est

@@ -49,7 +49,7 @@ def _cost(
 
 def _load_widths(model: Any) -> list[int]:
     """Widths of an offload epoch's loads: every layer's input, again if it recomputes."""
-    inputs = model.widths[:-1]
+    inputs = model.load_widths
     return inputs + [f for f, c in zip(inputs, model.cached, strict=True) if not c]
 
 

@@ -28,7 +28,9 @@ same deduplicated load (and its gradient goes back with the neighbours'); a cach
 keeps the own rows beside the aggregate.
 
 The result equals the serial reference up to float rounding: the layer order is
-CAGNET's ``(Â^T H) W`` everywhere, and dropout masks are keyed by global row ids.
+CAGNET's ``(Â^T H) W`` everywhere (sparse input features: the first layer's is
+``Â^T (X W)``, :mod:`hpcgnn.models.offload_input`), and dropout masks are keyed by global
+row ids.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ import torch
 from hpcgnn.comm.collective import collective
 from hpcgnn.config import TrainConfig
 from hpcgnn.cost.estimate import Estimate
-from hpcgnn.cost.offload import predict_offload
+from hpcgnn.cost.offload import load_widths, predict_offload
 from hpcgnn.errors import ConfigError
 from hpcgnn.exchange.offload import (
     CKPT,
@@ -56,12 +58,13 @@ from hpcgnn.exchange.offload import (
 from hpcgnn.exchange.reorganize import reorganize_distributed
 from hpcgnn.exchange.staged import EXCHANGES
 from hpcgnn.grid.process_grid import ProcessGrid
-from hpcgnn.kernels.sparse_input import as_dense
+from hpcgnn.kernels.sparse_input import SparseFeatures
 from hpcgnn.kernels.spmm import spmm, to_torch_csr
 from hpcgnn.models.base import RowBlockModel
 from hpcgnn.models.exchange_report import offload_report
+from hpcgnn.models.offload_input import SparseInput
 from hpcgnn.models.share import RowShare
-from hpcgnn.nn.gcn import activate, block_dropout, dropout
+from hpcgnn.nn.gcn import BlockMasks, activate, block_dropout, dropout
 from hpcgnn.planning.dedup import (
     DedupVolumes,
     cached_layers,
@@ -139,7 +142,7 @@ class OffloadGCN(RowBlockModel):
     """
 
     follows_partition = True
-    x: torch.Tensor  # dense rows in the host tier
+    x: torch.Tensor | SparseFeatures  # the host tier's rows: dense, or CSR
     host_resident = True
     needs_a = False
 
@@ -155,8 +158,12 @@ class OffloadGCN(RowBlockModel):
             self.topology = topology if topology is not None else uniform_topology(grid.size)
         super().__init__(share, grid, cfg, weights)
         a_t = share.a_t
-        # the features join the host tier: page-locked, as the layers' host buffers
-        self.x = self.comm.device.pinned(as_dense(share.x))
+        # the features join the host tier: page-locked, as the layers' host buffers; or
+        # CSR, multiplied chunk by chunk on the device before the first sweep
+        self.input: SparseInput | None = None
+        self._self_rows: torch.Tensor | None = None  # sparse GraphSAGE: X W_self (host)
+        if not isinstance(share.x, SparseFeatures):
+            self.x = self.comm.device.pinned(share.x)
         self._setup(a_t)
 
     # -- set-up ------------------------------------------------------------------------
@@ -184,15 +191,16 @@ class OffloadGCN(RowBlockModel):
         with collective(grid.world):
             tables = build_tables(
                 comm, neigh, offsets, opts.dedup, self.topology,
-                self.exchange_width * self.x.element_size(),
+                self.exchange_width * self.cfg.itemsize,
             )
         self.exchange = OffloadExchange(comm, tables, offsets, opts.dedup)
         largest = int(np.diff(offsets).max())
         per = self.cfg.kind.weights_per_layer  # a cached layer keeps one operand per weight
         self.cached = cached_layers(
-            largest, [per * f for f in self.widths[:-1]], self.x.element_size(),
-            opts.cache_budget,
+            largest, [per * f for f in self.load_widths], self.cfg.itemsize, opts.cache_budget,
         )
+        if isinstance(self.x, SparseFeatures):
+            self.input = SparseInput(self.x, self.chunk_rows, comm)
         # the backward's reloads of recomputed layers keep their own reuse buffers
         self.reload = (
             None if all(self.cached)
@@ -249,9 +257,14 @@ class OffloadGCN(RowBlockModel):
         return DedupVolumes(int(mine[0]), int(mine[1]), int(mine[2]))
 
     @property
+    def load_widths(self) -> list[int]:
+        """Width of the rows each layer loads (:func:`~hpcgnn.cost.offload.load_widths`)."""
+        return load_widths(self.widths, isinstance(self.x, SparseFeatures))
+
+    @property
     def exchange_width(self) -> int:
         """Width of the widest rows fetched between ranks (the plans are made for them)."""
-        return max(self.widths[:-1])
+        return max(self.load_widths)
 
     def _count_transfers(self, tables: list) -> tuple[int, int]:
         """Rows sent between ranks' device buffers per layer, forward and backward.
@@ -275,9 +288,13 @@ class OffloadGCN(RowBlockModel):
 
     def predict_cost(self) -> Estimate | None:
         """Bytes of one offload epoch per tier (:func:`~hpcgnn.cost.offload.predict_offload`)."""
+        sparse = None
+        if self.input is not None:
+            counts = self.comm.allreduce(np.array([self.input.nnz, self.input.chunks]), SETUP)
+            sparse = (int(counts[0]), int(counts[1]))
         return predict_offload(
             self.problem(), self.comm.size, self.volumes, self.transfers, self.opts.dedup,
-            self.cached,
+            self.cached, sparse,
         )
 
     def exchange_report(
@@ -316,17 +333,16 @@ class OffloadGCN(RowBlockModel):
             keep = block_dropout(
                 self.cfg.seed, p, epoch, self.rows, self.widths, device=self.comm.device
             )
-        mask = keep(0) if keep is not None else None
-        self._masks.append(mask)
-        h = self.x if mask is None else dropout(self.x, self.comm.device.host_tensor(mask), p)
+        h = self._first_input(keep)
         last = len(self.weights) // self.cfg.kind.weights_per_layer - 1
         for layer in range(last + 1):
             ws = self._layer_weights(layer)
             w = ws[-1]
+            f_in = self.load_widths[layer]
             out = host.pinned_empty((n_own, w.shape[1]), h.dtype)
             agg_host = None
             if train and self.cached[layer]:
-                agg_host = host.pinned_empty((n_own, len(ws) * w.shape[0]), h.dtype)
+                agg_host = host.pinned_empty((n_own, len(ws) * f_in), h.dtype)
             elif train:
                 self._inputs[layer] = h
             mask = keep(layer + 1) if keep is not None and layer < last else None
@@ -334,11 +350,11 @@ class OffloadGCN(RowBlockModel):
                 neigh = self.exchange.load(h, j)
                 with stats.phase("local_spmm"):
                     agg = spmm(self._blocks[j][0], neigh)
-                own = self._own_rows(neigh, j)
+                own = self._own_rows(neigh, j, layer)
                 if agg_host is not None:
                     self._to_host(agg_host, a, b, agg if own is None else torch.cat([agg, own], 1))
                 with stats.phase("gemm"):
-                    z = self._update(agg, own, ws)
+                    z = self._update(agg, own, ws, layer)
                 z = activate(z, layer == last)
                 if mask is not None:
                     z = dropout(z, mask[a:b], p)
@@ -351,39 +367,83 @@ class OffloadGCN(RowBlockModel):
             h = out
         return h
 
+    def _first_input(self, keep: BlockMasks | None) -> torch.Tensor:
+        """The host rows the first layer loads: ``X`` after dropout, or ``X W`` (sparse).
+
+        Sparse features (:class:`~hpcgnn.models.offload_input.SparseInput`): ``T = X W``
+        (GraphSAGE ``X W_neigh``; the self term ``S = X W_self`` kept in :attr:`_self_rows`).
+        """
+        p = self.cfg.dropout
+        if self.input is None:
+            assert isinstance(self.x, torch.Tensor)
+            mask = keep(0) if keep is not None else None
+            self._masks.append(mask)
+            return self.x if mask is None else dropout(
+                self.x, self.comm.device.host_tensor(mask), p
+            )
+        self._masks.append(None)
+        ws = self._layer_weights(0)
+        n_own, dev = self.rows[1] - self.rows[0], self.comm.device
+        bufs = [dev.pinned_empty((n_own, w.shape[1]), ws[0].dtype) for w in ws]
+        self.input.transform(ws, keep, p, bufs)
+        self._self_rows = bufs[0] if len(bufs) > 1 else None
+        return bufs[-1]
+
     def _layer_weights(self, layer: int) -> list[torch.Tensor]:
         """The layer's weights, detached: ``[W]``, or GraphSAGE's ``[W_self, W_neigh]``."""
         per = self.cfg.kind.weights_per_layer
         return [w.detach() for w in self.weights[per * layer : per * (layer + 1)]]
 
-    def _own_rows(self, neigh: torch.Tensor, j: int) -> torch.Tensor | None:
-        """The chunk's own rows among its loaded rows (the self term's input), if any."""
-        own = self._own[j]
-        return None if own is None else neigh[own]
+    def _own_rows(self, neigh: torch.Tensor, j: int, layer: int) -> torch.Tensor | None:
+        """The self term's input rows of chunk ``j``, if any.
 
-    @staticmethod
+        The chunk's own rows among its loaded rows; the first layer on sparse features
+        reads its ``S = X W_self`` rows from the host instead.
+        """
+        own = self._own[j]
+        if own is None:
+            return None
+        if layer == 0 and self.input is not None:
+            a, b = self.chunk_rows[j]
+            assert self._self_rows is not None
+            return self._to_device(self._self_rows, a, b)
+        return neigh[own]
+
     def _update(
-        agg: torch.Tensor, own: torch.Tensor | None, ws: list[torch.Tensor]
+        self, agg: torch.Tensor, own: torch.Tensor | None, ws: list[torch.Tensor], layer: int
     ) -> torch.Tensor:
-        """``Z = A W`` (GraphSAGE: ``A W_neigh + H W_self``, the serial layer's order)."""
+        """``Z = A W`` (GraphSAGE: ``A W_neigh + H W_self``, the serial layer's order).
+
+        The first layer on sparse features has its products already: ``Z = A (+ S)``.
+        """
+        if layer == 0 and self.input is not None:
+            return agg if own is None else agg + own
         z = agg @ ws[-1]
         return z if own is None else z + own @ ws[0]
 
     def backward_pass(self, grad_logits: torch.Tensor) -> list[torch.Tensor]:
-        """Offloaded backward from the logits' gradient; returns the weight gradients."""
+        """Offloaded backward from the logits' gradient; returns the weight gradients.
+
+        The first layer on sparse features pushes ``dT = Â dZ`` like a hidden layer's input
+        gradient; its weight gradients are ``X^T dT`` (and ``X^T dZ``) after its sweep
+        (:meth:`~hpcgnn.models.offload_input.SparseInput.weight_grads`).
+        """
         stats = self.comm.stats
         n_own = self.rows[1] - self.rows[0]
         grads = [torch.zeros_like(w) for w in self.weights]
         g_out = grad_logits
         per = self.cfg.kind.weights_per_layer
         last = len(self.weights) // per - 1
+        host = self.comm.device
         for layer in range(last, -1, -1):
             ws = self._layer_weights(layer)
             w = ws[-1]
-            f = w.shape[0]
+            f = self.load_widths[layer]
+            products = layer == 0 and self.input is not None  # Z = Â^T T (+ S)
             g_in = None
-            if layer > 0:
-                g_in = self.comm.device.pinned_empty((n_own, f), w.dtype).zero_()
+            if layer > 0 or products:
+                g_in = host.pinned_empty((n_own, f), w.dtype).zero_()
+            g_z = host.pinned_empty((n_own, f), w.dtype) if products and per > 1 else None
             mask = self._masks[layer + 1] if layer < last else None
             for j, (a, b) in enumerate(self.chunk_rows):
                 g = self._to_device(g_out, a, b)
@@ -396,30 +456,36 @@ class OffloadGCN(RowBlockModel):
                     neigh = self.reload.load(self._inputs[layer], j)
                     with stats.phase("local_spmm"):
                         agg = spmm(self._blocks[j][0], neigh)
-                    own = self._own_rows(neigh, j)
+                    own = self._own_rows(neigh, j, layer)
                 with stats.phase("gemm"):
                     if layer < last:  # recompute Z for the ReLU mask
                         if mask is not None:
                             g = dropout(g, mask[a:b], self.cfg.dropout)
-                        g = g * (self._update(agg, own, ws) > 0).to(g.dtype)
-                    grads[per * layer + per - 1] += agg.T @ g
-                    if own is not None:
-                        grads[per * layer] += own.T @ g
+                        g = g * (self._update(agg, own, ws, layer) > 0).to(g.dtype)
+                    if not products:
+                        grads[per * layer + per - 1] += agg.T @ g
+                        if own is not None:
+                            grads[per * layer] += own.T @ g
+                if g_z is not None:  # dW_self = X^T dZ after the sweep
+                    self._to_host(g_z, a, b, g)
                 if g_in is None:
                     continue
                 with stats.phase("gemm"):
-                    g_agg = g @ w.T
+                    g_agg = g if products else g @ w.T
                 with stats.phase("local_spmm"):
                     g_neigh = spmm(self._blocks[j][1], g_agg)
                 own_pos = self._own[j]
-                if own_pos is not None:  # the self term's gradient goes back with its rows
-                    with stats.phase("gemm"):
+                if own_pos is not None and not products:  # the self term's gradient goes
+                    with stats.phase("gemm"):  # back with its rows
                         g_neigh[own_pos] += g @ ws[0].T
                 self.exchange.store(g_neigh, j, g_in)
             self.exchange.end_pass()
             if self.reload is not None:
                 self.reload.end_pass()
-            if g_in is not None:
+            if products:
+                assert self.input is not None and g_in is not None
+                self.input.weight_grads(grads[:per], [g_z, g_in] if g_z is not None else [g_in])
+            elif g_in is not None:
                 g_out = g_in
         self._aggregates, self._inputs, self._masks = {}, {}, []
         return grads

@@ -157,7 +157,5 @@ def load_rows(
         home = cpu() if host_resident else comm.device
         x, y, masks = read_vertex_arrays(gf, (lo, hi), dtype, None, None, home)
     # after the collective read: a rank whose block failed has told every rank
-    features = (
-        home.from_numpy(dense(x)) if host_resident else input_features(x, cfg, grid.world, home)
-    )
+    features = input_features(x, cfg, grid.world, home)
     return RowShare(meta, offsets, (lo, hi), a_t, a, features, y, masks)

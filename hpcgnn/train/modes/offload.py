@@ -47,7 +47,6 @@ class OffloadMode(Mode[FullBatchTrainer]):
     """
 
     name: ClassVar[str] = "offload"
-    sparse_features: ClassVar[bool] = False  # the host tier and the chunk loads are dense rows
 
     options: OffloadOptions = field(default_factory=OffloadOptions)
     topology: str | None = None

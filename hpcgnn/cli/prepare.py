@@ -149,8 +149,9 @@ def _add_edgelist(sources: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--edges", type=Path, required=True, metavar="FILE",
                    help="edge list: 'u v' per line, whitespace or comma separated")
-    p.add_argument("--features", type=Path, metavar="X.npy",
-                   help="float array of shape (n, F), one row per vertex")
+    p.add_argument("--features", type=Path, metavar="X.npy|X.npz",
+                   help="float array of shape (n, F), one row per vertex; or a SciPy sparse"
+                        " matrix (scipy.sparse.save_npz, .npz), stored sparse (CSR)")
     p.add_argument("--labels", type=Path, metavar="Y.npy",
                    help="integer array of shape (n,); negative values mean unlabelled")
     p.add_argument("--directed", action="store_true",

@@ -11,6 +11,10 @@ Vertices:
 - with ``num_nodes`` the ids are used as they are: every id must be below ``num_nodes``,
   and ids that occur in no edge become isolated vertices.
 
+Features are a dense ``.npy`` array, or a SciPy sparse matrix saved with
+``scipy.sparse.save_npz`` (``.npz``, e.g. bag-of-words rows): those are stored as CSR
+(``features_csr``), never made dense.
+
 Row ``k`` of ``features`` / entry ``k`` of ``labels`` belongs to vertex ``k``: the
 ``k``-th smallest original id, or id ``k`` itself with ``num_nodes`` (the two agree when
 the ids are ``0 .. n-1``).
@@ -31,10 +35,15 @@ from pathlib import Path
 from typing import cast
 
 import numpy as np
+import scipy.sparse as sp
 
 from hpcgnn.errors import ConfigError, InputError
 from hpcgnn.io.edges import EdgeSorter, sorted_unique
-from hpcgnn.prepare.features import array_feature_blocks, random_feature_blocks
+from hpcgnn.prepare.features import (
+    array_feature_blocks,
+    random_feature_blocks,
+    sparse_feature_blocks,
+)
 from hpcgnn.prepare.output import GraphParts, check_memory, write_graph
 from hpcgnn.prepare.splits import check_fractions, class_ids, random_split
 from hpcgnn.prepare.summary import PrepareSummary
@@ -84,10 +93,10 @@ def load_label_array(path: str | os.PathLike, num_nodes: int) -> np.ndarray:
     return class_ids(labels, path)
 
 
-def load_feature_array(path: str | os.PathLike, num_nodes: int) -> np.ndarray:
-    """Open ``X.npy`` memory-mapped and check it has one numeric row per vertex."""
+def load_feature_array(path: str | os.PathLike, num_nodes: int) -> np.ndarray | sp.csr_matrix:
+    """Open ``X.npy`` memory-mapped, or load the sparse ``X.npz``; one numeric row per vertex."""
     path = require_file(path, "feature array")
-    features = _load_npy(path)
+    features = _load_sparse(path) if path.suffix == ".npz" else _load_npy(path)
     if features.ndim != 2 or features.shape[0] != num_nodes or features.shape[1] == 0:
         raise InputError(
             f"{path}: features have shape {features.shape}, expected ({num_nodes}, F) with F > 0"
@@ -95,6 +104,17 @@ def load_feature_array(path: str | os.PathLike, num_nodes: int) -> np.ndarray:
     if features.dtype.kind not in "biuf":
         raise InputError(f"{path}: features have dtype {features.dtype}, expected numbers")
     return features
+
+
+def _load_sparse(path: Path) -> sp.csr_matrix:
+    """Load a SciPy sparse matrix saved with ``scipy.sparse.save_npz``, as CSR."""
+    try:
+        matrix = sp.load_npz(path)
+    except (OSError, ValueError, KeyError) as err:
+        raise InputError(
+            f"{path}: not a SciPy sparse matrix (scipy.sparse.save_npz): {err}"
+        ) from err
+    return sp.csr_matrix(matrix)
 
 
 def _load_npy(path: Path) -> np.ndarray:
@@ -139,7 +159,8 @@ def convert_edgelist(
     out
         Output ``.h5`` path.
     features, labels
-        Optional ``.npy`` arrays of shape ``(n, F)`` and ``(n,)``; see the module notes.
+        Optional ``.npy`` arrays of shape ``(n, F)`` and ``(n,)``; the features may be a
+        sparse ``.npz`` matrix (stored as CSR); see the module notes.
     directed
         Keep edge directions (``u -> v``) instead of symmetrising.
     num_nodes
@@ -203,14 +224,16 @@ def convert_edgelist(
                 num_features=x.shape[1] if x is not None else feature_dim,
                 num_classes=num_classes,
                 feature_blocks=(
-                    array_feature_blocks(x) if x is not None
-                    else random_feature_blocks(n, feature_dim, feature_rng)
+                    random_feature_blocks(n, feature_dim, feature_rng) if x is None
+                    else sparse_feature_blocks(x) if sp.issparse(x)
+                    else array_feature_blocks(x)
                 ),
                 labels=y,
                 masks=random_split(y, train_frac, val_frac, split_rng),
                 name=name or _default_name(table.path),
                 source=f"edgelist:{table.path}",
                 node_ids=node_ids,
+                sparse_features=x is not None and sp.issparse(x),
             )
             return write_graph(out, sorter, parts, started=started, show_progress=show_progress)
 

@@ -2,6 +2,7 @@ import gzip
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from hpcgnn.errors import ConfigError, InputError
 from hpcgnn.io import GraphFile
@@ -83,6 +84,30 @@ def test_directed_with_arrays(tmp_path):
     assert g["y"].tolist() == y.tolist() and g["meta"].num_classes == 3
     assert not (g["train"] | g["val"] | g["test"])[2]  # unlabelled
     assert (summary.train, summary.val, summary.test, summary.unlabelled) == (2, 1, 1, 1)
+
+
+def test_sparse_npz_features_are_stored_as_csr(tmp_path):
+    edges = write(tmp_path, SNAP)
+    x = sp.random(5, 40, density=0.1, random_state=2, format="coo", dtype=np.float64)
+    sp.save_npz(tmp_path / "x.npz", x)
+    convert_edgelist(edges, tmp_path / "g.h5", features=tmp_path / "x.npz", show_progress=False)
+    with GraphFile(tmp_path / "g.h5") as g:
+        assert g.meta.feature_nnz == x.nnz and g.meta.num_features == 40
+        stored = g.read_feature_csr(0, 5)
+    assert stored.dtype == np.float32
+    np.testing.assert_array_equal(stored.toarray(), x.toarray().astype(np.float32))
+
+
+def test_a_bad_npz_is_an_input_error(tmp_path):
+    edges = write(tmp_path, SNAP)
+    np.savez(tmp_path / "x.npz", a=np.zeros(3))
+    with pytest.raises(InputError, match=r"x\.npz: not a SciPy sparse matrix"):
+        convert_edgelist(edges, tmp_path / "g.h5", features=tmp_path / "x.npz",
+                         show_progress=False)
+    sp.save_npz(tmp_path / "x.npz", sp.random(4, 3, density=0.5, format="csr"))
+    with pytest.raises(InputError, match=r"features have shape \(4, 3\), expected \(5, F\)"):
+        convert_edgelist(edges, tmp_path / "g.h5", features=tmp_path / "x.npz",
+                         show_progress=False)
 
 
 def test_num_nodes_keeps_ids_and_isolated_vertices(tmp_path):

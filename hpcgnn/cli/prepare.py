@@ -118,11 +118,14 @@ def _add_ogb(sources: argparse._SubParsersAction) -> None:
     p = sources.add_parser(
         "ogb",
         parents=[_output_options()],
-        help="OGB node-property dataset (ogbn-arxiv, ogbn-products) from its raw CSV files",
+        help="OGB node-property dataset (ogbn-arxiv, ogbn-products, papers100M-bin) from its"
+             " raw files",
         description=(
-            "Convert DIR/raw/{edge,node-feat,node-label}.csv.gz with the split in "
-            "DIR/split/<split>/{train,valid,test}.csv.gz. Edges are made undirected unless "
-            "--directed."
+            "Convert DIR/raw/{edge,node-feat,node-label}.csv.gz, or the binary layout "
+            "DIR/raw/data.npz and DIR/raw/node-label.npz (e.g. ogbn-papers100M's "
+            "papers100M-bin: streamed from the archive in blocks, never loaded whole), with "
+            "the split in DIR/split/<split>/{train,valid,test}.csv.gz. Edges are made "
+            "undirected unless --directed."
         ),
     )
     p.add_argument("--root", type=Path, required=True, metavar="DIR",
@@ -130,7 +133,7 @@ def _add_ogb(sources: argparse._SubParsersAction) -> None:
     p.add_argument("--split", metavar="NAME",
                    help="sub-directory of split/ (needed only if there are several)")
     p.add_argument("--directed", action="store_true",
-                   help="keep the edge directions of edge.csv.gz (default: symmetrise)")
+                   help="keep the edge directions of the edge list (default: symmetrise)")
     p.add_argument("--name", help="dataset name stored in the file (default: directory name)")
     p.set_defaults(func=_ogb)
 

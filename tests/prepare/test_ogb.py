@@ -124,3 +124,71 @@ def test_missing_raw_file(tmp_path):
     (tmp_path / "d" / "raw" / "node-feat.csv.gz").unlink()
     with pytest.raises(InputError, match=r"node-feat\.csv\.gz: no such file"):
         convert_ogb(tmp_path / "d", tmp_path / "g.h5", show_progress=False)
+
+
+def fake_ogb_bin(root, x, fortran_edges=False, compressed=True, **extra):
+    """The binary layout (``raw/data.npz``, ``raw/node-label.npz``) of the same dataset."""
+    (root / "raw").mkdir(parents=True, exist_ok=True)
+    edge_index = EDGES.T.astype(np.int64)
+    if fortran_edges:
+        edge_index = np.asfortranarray(edge_index)
+    labels = np.array([float(v) for v in LABELS])[:, None]
+    save = np.savez_compressed if compressed else np.savez
+    arrays = dict(edge_index=edge_index, node_feat=x.astype(np.float32),
+                  num_nodes_list=np.array([N]), num_edges_list=np.array([len(EDGES)]))
+    save(root / "raw" / "data.npz", **{**arrays, **extra})
+    save(root / "raw" / "node-label.npz", node_label=labels)
+    for part, ids in SPLIT.items():
+        write_gz(root / "split" / "time" / f"{part}.csv.gz", map(str, ids))
+
+
+@pytest.mark.parametrize("fortran_edges, compressed", [(False, True), (True, False)])
+def test_binary_layout_converts_as_the_csv_layout(tmp_path, fortran_edges, compressed):
+    x = fake_ogb(tmp_path / "csv" / "ogbn_fake")
+    fake_ogb_bin(tmp_path / "bin" / "ogbn_fake", x, fortran_edges, compressed)
+    convert_ogb(tmp_path / "csv" / "ogbn_fake", tmp_path / "csv.h5", show_progress=False)
+    convert_ogb(tmp_path / "bin" / "ogbn_fake", tmp_path / "bin.h5", show_progress=False)
+    a, b = read_all(tmp_path / "csv.h5"), read_all(tmp_path / "bin.h5")
+    assert edge_set(a["a"]) == edge_set(b["a"])
+    for key in ("x", "y", "train", "val", "test"):
+        np.testing.assert_array_equal(a[key], b[key])
+    assert a["meta"].num_classes == b["meta"].num_classes
+
+
+def test_binary_layout_streams_in_blocks(tmp_path, monkeypatch):
+    import hpcgnn.prepare.npz as npz
+
+    monkeypatch.setattr(npz, "BLOCK_BYTES", 40)  # 5 edges, 3 feature rows per block
+    x = fake_ogb(tmp_path / "csv")
+    fake_ogb_bin(tmp_path / "bin", x)
+    convert_ogb(tmp_path / "csv", tmp_path / "csv.h5", show_progress=False)
+    convert_ogb(tmp_path / "bin", tmp_path / "bin.h5", show_progress=False)
+    a, b = read_all(tmp_path / "csv.h5"), read_all(tmp_path / "bin.h5")
+    assert edge_set(a["a"]) == edge_set(b["a"])
+    np.testing.assert_array_equal(a["x"], b["x"])
+
+
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        (dict(node_feat=np.zeros((N - 1, 3), np.float32)), r"node_feat has shape \(11, 3\)"),
+        (dict(num_nodes_list=np.array([N + 1])), r"12 labels but data\.npz num_nodes_list says 13"),
+        (dict(edge_index=np.zeros((3, 4), np.int64)), r"edge_index.*expected \(2, E\)"),
+    ],
+)
+def test_bad_binary_archives_are_input_errors(tmp_path, change, match):
+    x = fake_ogb(tmp_path / "csv")
+    fake_ogb_bin(tmp_path / "bin", x, **change)
+    with pytest.raises(InputError, match=match):
+        convert_ogb(tmp_path / "bin", tmp_path / "g.h5", show_progress=False)
+    assert not (tmp_path / "g.h5").exists()
+
+
+def test_an_archive_without_features_names_what_it_holds(tmp_path):
+    x = fake_ogb(tmp_path / "csv")
+    fake_ogb_bin(tmp_path / "bin", x)
+    data = dict(np.load(tmp_path / "bin" / "raw" / "data.npz"))
+    del data["node_feat"]
+    np.savez(tmp_path / "bin" / "raw" / "data.npz", **data)
+    with pytest.raises(InputError, match=r"no array 'node_feat' \(it holds: edge_index,"):
+        convert_ogb(tmp_path / "bin", tmp_path / "g.h5", show_progress=False)

@@ -76,6 +76,8 @@ def report_lines(report: GraphReport) -> list[str]:
     if meta.feature_nnz is not None:
         density = meta.feature_nnz / (meta.num_nodes * meta.num_features)
         layout = f", stored sparse: {meta.feature_nnz} nonzeros, {100 * density:.2f}%"
+    if meta.feature_normalization:
+        layout += f", {meta.feature_normalization}-normalised"
     lines.append(f"features:    {meta.num_features} ({meta.feature_dtype}{layout})")
     lines.append(f"classes:     {meta.num_classes}")
     for name in ("train", "val", "test"):

@@ -104,13 +104,17 @@ def _add_planetoid(sources: argparse._SubParsersAction) -> None:
         description=(
             "Convert the Planetoid files ind.NAME.{x,y,tx,ty,allx,ally,graph,test.index} "
             "with the standard split (train = range(len(y)), val = next 500, test = "
-            "test.index)."
+            "test.index). The feature rows are divided by their sums, as Kipf & Welling's "
+            "preprocessing does (recorded in the file; --no-normalize-features keeps them)."
         ),
     )
     p.add_argument("--root", type=Path, required=True, metavar="DIR",
                    help="directory with the ind.NAME.* files (or DIR/raw, DIR/NAME/raw)")
     p.add_argument("--name", required=True, metavar="NAME",
                    help="dataset name as in the file names: cora, citeseer or pubmed")
+    p.add_argument("--no-normalize-features", dest="normalize_features", action="store_false",
+                   help="store the feature values as the files give them (default: each row"
+                        " divided by its sum)")
     p.set_defaults(func=_planetoid)
 
 
@@ -202,7 +206,8 @@ def _synthetic(args: argparse.Namespace) -> int:
 
 def _planetoid(args: argparse.Namespace) -> int:
     return _report(args, lambda: convert_planetoid(
-        args.root, args.name, args.out, tmpdir=args.tmpdir, show_progress=not args.quiet
+        args.root, args.name, args.out, tmpdir=args.tmpdir, show_progress=not args.quiet,
+        normalize_features=args.normalize_features,
     ))
 
 

@@ -21,6 +21,11 @@ ATTR_NUM_CLASSES = "num_classes"
 ATTR_DIRECTED = "directed"
 ATTR_NAME = "name"
 ATTR_SOURCE = "source"
+#: How the stored features were normalised by ``prepare`` (``row``: every row sums to 1, as
+#: Kipf & Welling's preprocessing); absent or empty: as the input gave them.
+ATTR_FEATURE_NORMALIZATION = "feature_normalization"
+#: The values :data:`ATTR_FEATURE_NORMALIZATION` may take.
+FEATURE_NORMALIZATIONS = ("", "row")
 
 # Groups and datasets.
 ADJACENCY = "adjacency"  # CSR of A: row i lists the targets j of edges i -> j

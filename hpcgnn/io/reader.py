@@ -51,6 +51,8 @@ class GraphMeta:
     source: str = ""
     #: Stored nonzeros of features kept as CSR (``features_csr``); ``None``: dense.
     feature_nnz: int | None = None
+    #: How ``prepare`` normalised the features (``"row"``), or ``""``: as given.
+    feature_normalization: str = ""
 
 
 class GraphFile:
@@ -239,6 +241,9 @@ class GraphFile:
                 raise self._fail(f"partition offsets {off.tolist()[:8]} are not 0 <= ... <= {n}")
             offsets = tuple(int(x) for x in off)
             method = str(self._h5[fmt.PARTITION].attrs.get("method", ""))
+        normalization = self._attr(fmt.ATTR_FEATURE_NORMALIZATION, str, default="")
+        if normalization not in fmt.FEATURE_NORMALIZATIONS:
+            raise self._fail(f"unknown feature normalization {normalization[:20]!r} (known: row)")
         return GraphMeta(
             path=self.path,
             num_nodes=n,
@@ -253,6 +258,7 @@ class GraphFile:
             partition_method=method,
             source=self._attr(fmt.ATTR_SOURCE, str, default=""),
             feature_nnz=feature_nnz,
+            feature_normalization=normalization,
         )
 
     def _features_meta(self, n: int, f: int) -> tuple[h5py.Dataset, int | None]:

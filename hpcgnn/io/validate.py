@@ -193,6 +193,7 @@ class GraphReport:
             "features": meta.num_features,
             "feature_dtype": str(meta.feature_dtype),
             "feature_nonzeros": meta.feature_nnz,
+            "feature_normalization": meta.feature_normalization or None,
             "classes": meta.num_classes,
             "train": self.train,
             "val": self.val,

@@ -93,6 +93,7 @@ class GraphFileWriter:
         show_progress: bool = True,
         what: str = "--out",
         sparse_features: bool = False,
+        feature_normalization: str = "",
     ) -> None:
         self.path = Path(path)
         self.num_nodes = int(num_nodes)
@@ -121,13 +122,13 @@ class GraphFileWriter:
         self._out = H5Output(self.path, what)
         self._h5 = self._out.file
         try:
-            self._start(name, source)
+            self._start(name, source, feature_normalization)
         except BaseException:
             self.abort()
             raise
 
     @_writes
-    def _start(self, name: str, source: str) -> None:
+    def _start(self, name: str, source: str, feature_normalization: str) -> None:
         root = self._h5.attrs
         root[fmt.ATTR_FORMAT] = fmt.FORMAT_NAME
         root[fmt.ATTR_VERSION] = fmt.FORMAT_VERSION
@@ -137,6 +138,8 @@ class GraphFileWriter:
         root[fmt.ATTR_DIRECTED] = self.directed
         root[fmt.ATTR_NAME] = name
         root[fmt.ATTR_SOURCE] = source
+        if feature_normalization:
+            root[fmt.ATTR_FEATURE_NORMALIZATION] = feature_normalization
         root["created_by"] = f"hpcgnn {__version__}"
         self._features_rows = 0
         if self.sparse_features:

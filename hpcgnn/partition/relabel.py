@@ -247,6 +247,7 @@ def write_relabelled(
         feature_dtype=meta.feature_dtype,
         show_progress=show_progress,
         sparse_features=meta.feature_nnz is not None,  # the input's layout kept
+        feature_normalization=meta.feature_normalization,
     ) as writer:
         a = adjacency if adjacency is not None else src.read_csr(0, n)
         a_new = permute_csr(a, perm, inv)

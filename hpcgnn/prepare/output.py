@@ -88,6 +88,8 @@ class GraphParts:
         Original vertex ids, or ``None`` for ``0 .. num_nodes-1``.
     sparse_features
         Store the features as CSR (``features_csr``: bag-of-words features), else dense.
+    feature_normalization
+        How the features were normalised (``"row"``), recorded in the file; ``""``: as given.
 
     """
 
@@ -101,6 +103,7 @@ class GraphParts:
     source: str
     node_ids: np.ndarray | None = None
     sparse_features: bool = False
+    feature_normalization: str = ""
 
 
 def write_graph(
@@ -138,6 +141,7 @@ def write_graph(
         source=parts.source,
         show_progress=show_progress,
         sparse_features=parts.sparse_features,
+        feature_normalization=parts.feature_normalization,
     ) as writer:
         nnz = writer.write_adjacency(sorter)
         rows = 0

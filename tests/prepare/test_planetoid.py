@@ -65,9 +65,11 @@ def test_fake_files_use_legacy_module_paths(tmp_path):
 
 def test_citeseer_like_dataset_reproduces_gcn_load_data(tmp_path):
     raw = fake_planetoid(tmp_path / "raw")
-    summary = convert_planetoid(tmp_path, "CiteSeer", tmp_path / "g.h5", show_progress=False)
+    summary = convert_planetoid(tmp_path, "CiteSeer", tmp_path / "g.h5", show_progress=False,
+                                normalize_features=False)
     g = read_all(tmp_path / "g.h5")
     assert g["meta"].num_nodes == N and g["meta"].num_classes == N_CLASSES
+    assert g["meta"].feature_normalization == ""
     assert g["meta"].name == "citeseer" and not g["meta"].directed
     assert g["meta"].feature_nnz == np.count_nonzero(g["x"])  # stored sparse (features_csr)
 
@@ -90,6 +92,25 @@ def test_citeseer_like_dataset_reproduces_gcn_load_data(tmp_path):
     assert set(zip(*a.nonzero(), strict=True)) == expected
     assert summary.num_edges == len(expected) == 2 * len(EDGES)
     assert summary.edges_read == len(EDGES) + 2
+
+
+def test_features_are_row_normalised_as_kipfs_preprocessing_by_default(tmp_path):
+    raw = fake_planetoid(tmp_path)
+    convert_planetoid(tmp_path, "citeseer", tmp_path / "g.h5", show_progress=False)
+    g = read_all(tmp_path / "g.h5")
+    assert g["meta"].feature_normalization == "row"
+    x = np.zeros((N, raw["allx"].shape[1]))
+    x[:N_ALLX], x[TEST_IDS] = raw["allx"], raw["tx"]
+    sums = x.sum(1, keepdims=True)
+    want = np.divide(x, sums, out=np.zeros_like(x), where=sums != 0)  # zero rows stay zero
+    np.testing.assert_allclose(g["x"], want.astype(np.float32), rtol=1e-6)
+    sums = g["x"].sum(1)
+    assert np.allclose(sums[sums > 0], 1.0, atol=1e-5) and (sums[MISSING] == 0).all()
+    from hpcgnn.cli.main import main
+
+    assert main(["partition", str(tmp_path / "g.h5"), "--parts", "2", "--method", "block",
+                 "--out", str(tmp_path / "p.h5"), "--quiet"]) == 0
+    assert GraphFile(tmp_path / "p.h5").meta.feature_normalization == "row"  # kept
 
 
 def test_finds_pyg_layout_and_plain_directory(tmp_path):

@@ -58,6 +58,10 @@ def check_training_vertices(num_train: int) -> None:
         raise ConfigError("the graph has no training vertices (empty train mask)")
 
 
+#: Settings of ``--weight-decay-layers``: the first layer's weights only (Kipf & Welling's
+#: GCN, PyG's example), or every parameter.
+WEIGHT_DECAY_LAYERS = ("first", "all")
+
 #: Settings of ``--sparse-features``.
 SPARSE_FEATURES = ("auto", "on", "off")
 #: ``--sparse-features auto`` keeps features sparse below this density (nonzeros per
@@ -76,6 +80,8 @@ class TrainConfig:
     epochs: int = 100
     lr: float = 0.01
     weight_decay: float = 5e-4
+    #: Which parameters the L2 weight decay applies to (:data:`WEIGHT_DECAY_LAYERS`).
+    weight_decay_layers: str = "all"
     dropout: float = 0.5
     seed: int = 0
     eval_every: int = 1
@@ -84,6 +90,8 @@ class TrainConfig:
     #: Input features as CSR on each rank: ``"auto"`` (when their density is below
     #: :data:`SPARSE_FEATURE_DENSITY`), ``"on"`` or ``"off"``.
     sparse_features: str = "auto"
+    #: Stop when the validation loss has not improved for this many evaluations (0: never).
+    early_stopping: int = 0
 
     def __post_init__(self) -> None:
         check_layers(self.layers)
@@ -106,6 +114,14 @@ class TrainConfig:
             raise ConfigError(f"--eval-every must be >= 0, got {self.eval_every}")
         if self.dtype not in DTYPES:
             raise ConfigError(f"--dtype must be one of {sorted(DTYPES)}, got {self.dtype}")
+        if self.weight_decay_layers not in WEIGHT_DECAY_LAYERS:
+            raise ConfigError(f"--weight-decay-layers must be one of"
+                              f" {', '.join(WEIGHT_DECAY_LAYERS)}, got {self.weight_decay_layers}")
+        if not 0 <= self.early_stopping < 2**31:
+            raise ConfigError(f"--early-stopping must be in [0, 2^31), got {self.early_stopping}")
+        if self.early_stopping and not self.eval_every:
+            raise ConfigError("--early-stopping watches the validation loss: it needs"
+                              " --eval-every of at least 1")
         if self.sparse_features not in SPARSE_FEATURES:
             raise ConfigError(f"--sparse-features must be one of {', '.join(SPARSE_FEATURES)},"
                               f" got {self.sparse_features}")

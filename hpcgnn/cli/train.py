@@ -14,7 +14,13 @@ MAX_THREADS = 4096
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``train`` sub-command."""
-    from hpcgnn.config import ALGORITHMS, MODE_NAMES, MODELS, SPARSE_FEATURES
+    from hpcgnn.config import (
+        ALGORITHMS,
+        MODE_NAMES,
+        MODELS,
+        SPARSE_FEATURES,
+        WEIGHT_DECAY_LAYERS,
+    )
 
     p = sub.add_parser(
         "train",
@@ -44,20 +50,33 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "a self term; fullbatch (every --algo), offload and gist). "
                         "Minibatch: the sampler decides (sage: GraphSAGE, ladies: GCN); a "
                         "contradicting --model is refused")
-    m.add_argument("--hidden", type=int, default=16)
-    m.add_argument("--epochs", type=int, default=100)
-    m.add_argument("--lr", type=float, default=0.01)
-    m.add_argument("--weight-decay", type=float, default=5e-4)
-    m.add_argument("--dropout", type=float, default=0.5)
-    m.add_argument("--seed", type=int, default=0)
-    m.add_argument("--dtype", choices=["float32", "float64"], default="float32")
+    m.add_argument("--hidden", type=int, default=16,
+                   help="width of the hidden layers (default: 16)")
+    m.add_argument("--epochs", type=int, default=100,
+                   help="training epochs (gist: rounds; default: 100)")
+    m.add_argument("--lr", type=float, default=0.01, help="Adam's learning rate (default: 0.01)")
+    m.add_argument("--weight-decay", type=float, default=5e-4,
+                   help="L2 weight decay (default: 5e-4), on the layers of --weight-decay-layers")
+    m.add_argument("--weight-decay-layers", choices=WEIGHT_DECAY_LAYERS, default="all",
+                   help="the parameters the weight decay applies to: first (the first layer's,"
+                        " as Kipf & Welling's GCN and PyG's example) or all (default: all)")
+    m.add_argument("--dropout", type=float, default=0.5,
+                   help="drop probability of every layer's input (default: 0.5)")
+    m.add_argument("--seed", type=int, default=0,
+                   help="seed of the weights, dropout masks and samples (default: 0)")
+    m.add_argument("--dtype", choices=["float32", "float64"], default="float32",
+                   help="values of features, weights and activations (default: float32)")
+    m.add_argument("--early-stopping", type=int, default=0, metavar="PATIENCE",
+                   help="stop when the validation loss has not fallen for PATIENCE"
+                        " evaluations (default 0: train every epoch); the best-validation"
+                        " epoch is reported either way (metrics: best)")
     m.add_argument("--sparse-features", choices=SPARSE_FEATURES, nargs="?", const="on",
                    default="auto",
                    help="input features as CSR on each rank: the first layer's X W an SpMM, "
                         "dropout on the nonzeros only (Kipf's sparse dropout, the dense "
                         "mask's decisions). auto (default): when under 10%% of the entries "
-                        "are nonzero; on (the bare flag); off. Full-batch modes and GIST; "
-                        "offload and minibatch read dense rows")
+                        "are nonzero; on (the bare flag); off. Every mode (minibatch fetches"
+                        " the nonzeros; offload multiplies X W first)")
     o = p.add_argument_group("output")
     o.add_argument("--eval-every", type=int, default=1,
                    help="evaluate every K epochs (0: only at the end)")
@@ -129,7 +148,9 @@ def run(args: argparse.Namespace) -> int:
     mode = mode_from_args(args, MPI.COMM_WORLD.Get_size())
     cfg = TrainConfig(
         layers=2 if args.layers is None else args.layers, hidden=args.hidden,
-        epochs=args.epochs, lr=args.lr, weight_decay=args.weight_decay, dropout=args.dropout,
+        epochs=args.epochs, lr=args.lr, weight_decay=args.weight_decay,
+        weight_decay_layers=args.weight_decay_layers, early_stopping=args.early_stopping,
+        dropout=args.dropout,
         seed=args.seed, eval_every=args.eval_every, dtype=args.dtype,
         model=args.model or GCN.name, sparse_features=args.sparse_features,
     )

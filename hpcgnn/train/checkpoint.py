@@ -57,7 +57,7 @@ LEGACY = "checkpoint.pt"
 VERSION = 1
 HISTORY_KEYS = {"epoch", "loss", "train_acc", "val_acc", "time_s", "comm_s"}
 #: Keys a history record may have besides (checkpoints written before them lack them).
-OPTIONAL_HISTORY_KEYS = {"new_pages"}
+OPTIONAL_HISTORY_KEYS = {"new_pages", "val_loss", "test_acc"}
 #: The fingerprint's key of the graph's content fingerprint.
 GRAPH_CONTENT = "graph_content"
 #: The manifest's ``layout`` of a row-sharded (GIST) checkpoint; absent: replicated.

@@ -21,13 +21,19 @@ from hpcgnn.train.submodel import SubModelHost
 def global_counts(
     comm: Comm, logits: torch.Tensor, y: torch.Tensor, masks: dict[str, torch.Tensor]
 ) -> dict[str, float]:
-    """Accuracy on train/val/test of this rank's rows, with counts summed over ``comm``."""
+    """Accuracy on train/val/test and the validation loss, summed over ``comm``'s rows.
+
+    ``val_loss`` is the mean cross-entropy over every validation vertex (NaN without any).
+    """
     out = {}
     for name in ("train", "val", "test"):
         mask = masks[name]
         correct = comm.allreduce_scalar(correct_count(logits, y, mask))
         total = comm.allreduce_scalar(int(mask.sum()))
         out[f"{name}_acc"] = correct / total if total else float("nan")
+        if name == "val":
+            loss = comm.allreduce_scalar(float(cross_entropy_sum(logits, y, mask)))
+            out["val_loss"] = loss / total if total else float("nan")
     return out
 
 
@@ -57,7 +63,10 @@ class FullBatchTrainer(WholeModel, SubModelHost):
         self.model, self.cfg = model, cfg
         self.world = world
         self.weights = model.weights
-        self.optimizer = optimizer if optimizer is not None else make_optimizer(self.weights, cfg)
+        self.first_layer = cfg.kind.weights_per_layer
+        self.optimizer = optimizer if optimizer is not None else make_optimizer(
+            self.weights, cfg, self.first_layer
+        )
         self.num_train = model.comm.allreduce_scalar(int(model.masks["train"].sum()))
         check_training_vertices(self.num_train)  # the same global count on every rank
 

@@ -25,6 +25,7 @@ from hpcgnn.comm.stats import CommStats
 from hpcgnn.config import TrainConfig
 from hpcgnn.errors import HpcgnnError
 from hpcgnn.train.checkpoint import restore, save_checkpoint
+from hpcgnn.train.early_stopping import BestValidation
 from hpcgnn.utils.memory import minor_faults
 
 
@@ -83,13 +84,17 @@ class EpochRecord:
     #: faults, :func:`~hpcgnn.utils.memory.minor_faults`): after the first epoch about
     #: none when freed memory is reused (:func:`~hpcgnn.utils.memory.keep_freed_memory`).
     new_pages: int = 0
+    #: Mean cross-entropy over the validation vertices (without dropout), when evaluated.
+    val_loss: float | None = None
+    #: Test accuracy, when evaluated (the best-validation epoch reports it).
+    test_acc: float | None = None
 
     def as_dict(self) -> dict:
-        """JSON form (``{epoch, loss, train_acc, val_acc, time_s}``, communication time, pages)."""
+        """JSON form: the fields by name (``None`` where the epoch was not evaluated)."""
         return {
             "epoch": self.epoch, "loss": self.loss, "train_acc": self.train_acc,
             "val_acc": self.val_acc, "time_s": self.time_s, "comm_s": self.comm_s,
-            "new_pages": self.new_pages,
+            "new_pages": self.new_pages, "val_loss": self.val_loss, "test_acc": self.test_acc,
         }
 
 
@@ -107,6 +112,10 @@ class TrainResult:
     step_seconds: dict[str, float] = field(default_factory=dict)
     #: Training epochs run by this process (fewer than ``len(epochs)`` after a resume).
     steps_run: int = 0
+    #: The best-validation epoch and the early-stopping state (``--early-stopping``).
+    validation: BestValidation = field(default_factory=BestValidation)
+    #: Epochs trained when early stopping ended the run (``None``: it ran them all).
+    stopped_after: int | None = None
 
     def per_epoch(self, counters: dict[str, float]) -> dict[str, float]:
         """Divide counters accumulated over this process's epochs by their number."""
@@ -114,9 +123,23 @@ class TrainResult:
         return {c: v / k for c, v in counters.items()}
 
 
-def make_optimizer(weights: Sequence[torch.Tensor], cfg: TrainConfig) -> torch.optim.Adam:
-    """Adam with L2 weight decay on every parameter (Kipf & Welling's setting)."""
-    return torch.optim.Adam(weights, lr=cfg.lr, weight_decay=cfg.weight_decay)
+def make_optimizer(
+    weights: Sequence[torch.Tensor], cfg: TrainConfig, first_layer: int
+) -> torch.optim.Adam:
+    """Adam with L2 weight decay on the first layer's parameters, or on all of them.
+
+    ``weights`` are in layer order, the first layer's ``first_layer`` leading.
+    ``cfg.weight_decay_layers``: ``first`` (Kipf & Welling's GCN: the decay on ``W^1``
+    only) or ``all``. Parameter indices are ``weights``' order in both (the checkpoints'
+    optimizer state is keyed by them).
+    """
+    if cfg.weight_decay_layers == "all":
+        return torch.optim.Adam(weights, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    groups = [
+        {"params": list(weights[:first_layer]), "weight_decay": cfg.weight_decay},
+        {"params": list(weights[first_layer:]), "weight_decay": 0.0},
+    ]
+    return torch.optim.Adam([g for g in groups if g["params"]], lr=cfg.lr)
 
 
 def params_sha256(weights: Sequence[torch.Tensor]) -> str:
@@ -194,7 +217,8 @@ def run_epochs(
     start_epoch, history
         Resume point and the records of the epochs already run.
     after_epoch
-        Called on every rank as ``after_epoch(epochs_done, result)`` (checkpointing).
+        Called on every rank as ``after_epoch(epochs_done, result)`` (checkpointing);
+        ``result.stopped_after`` is set when early stopping ends the run there.
 
     Notes
     -----
@@ -204,7 +228,11 @@ def run_epochs(
     world = trainer.world
     stats = world.stats
     result = TrainResult(epochs=list(history or []))
+    result.validation = BestValidation.replay(cfg.early_stopping, result.epochs)
     for epoch in range(start_epoch, cfg.epochs):
+        if result.validation.stop:  # a resumed run that had stopped
+            result.stopped_after = epoch
+            break
         world.barrier()
         bytes0 = _bytes(stats)
         secs0 = stats.seconds_by_phase()
@@ -231,12 +259,18 @@ def run_epochs(
         record = EpochRecord(
             epoch=epoch, loss=loss, train_acc=accs.get("train_acc"),
             val_acc=accs.get("val_acc"), time_s=step_s, comm_s=comm_s, new_pages=new_pages,
+            val_loss=accs.get("val_loss"), test_acc=accs.get("test_acc"),
         )
         result.epochs.append(record)
+        result.validation.update(record)
+        if result.validation.stop and epoch + 1 < cfg.epochs:
+            result.stopped_after = epoch + 1
         if on_epoch is not None:
             on_epoch(record)
         if after_epoch is not None:
             after_epoch(epoch + 1, result)
+        if result.stopped_after is not None:
+            break
     with torch.no_grad():
         result.final = trainer.evaluate()
     result.params_sha256 = trainer.params_digest()

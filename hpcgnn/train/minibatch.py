@@ -132,7 +132,8 @@ class MinibatchTrainer(WholeModel, SubModelHost):
             meta.num_features * value_bytes
         )
         self.gradient_bytes = sum(w.numel() * w.element_size() for w in weights)
-        self.optimizer = make_optimizer(weights, cfg)
+        self.first_layer = spec.method.kind.weights_per_layer + 1  # and its bias
+        self.optimizer = make_optimizer(weights, cfg, self.first_layer)
         self.num_train = len(self.train_ids)
         self._num_batches = 1
         #: The GIST sub-network these weights are (its dropout masks are the global

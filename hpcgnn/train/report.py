@@ -156,6 +156,23 @@ def finish_run(
                     metrics=metrics, trace=trace, events=events)
 
 
+def validation_lines(result: TrainResult) -> list[str]:
+    """The best-validation epoch (1-based, as the epoch lines) and where training stopped."""
+    out = []
+    best = result.validation.best
+    if best is not None:
+        out.append(
+            f"best validation | epoch {best.epoch + 1} | val loss {best.val_loss:.4f}"
+            f" acc {best.val_acc:.4f} | test {best.test_acc:.4f}"
+        )
+    if result.stopped_after is not None:
+        out.append(
+            f"early stopping | stopped after epoch {result.stopped_after}: no lower validation"
+            f" loss in {result.validation.patience} evaluations"
+        )
+    return out
+
+
 def _report(
     result: TrainResult, *, config: dict[str, Any], meta: GraphMeta, world_size: int,
     measured: dict[str, float], phases: dict[str, float], predicted: dict[str, float],
@@ -169,6 +186,7 @@ def _report(
         f" val {f['val_acc']:.4f} test {f['test_acc']:.4f}"
         f" | params sha256 {result.params_sha256[:16]}"
     ]
+    out += validation_lines(result)
     if result.epochs:
         med = float(np.median([e.time_s for e in result.epochs]))
         comm = f"{sum(measured.values()) / 1e6:.3f} MB measured"
@@ -180,7 +198,10 @@ def _report(
         doc = build_metrics(
             result, world_size=world_size, config=config, measured_bytes=measured,
             predicted_bytes=predicted, phases=phases,
-            extra={**sections, "graph": graph_section(meta), "run": run_section()},
+            extra={**sections, "graph": graph_section(meta), "run": run_section(),
+                   "best": result.validation.as_dict(),
+                   "early_stopping": {"patience": result.validation.patience,
+                                      "stopped_after_epochs": result.stopped_after}},
         )
         write_json(metrics, doc)
         print(f"metrics written to {metrics}", file=sys.stderr)

@@ -109,7 +109,7 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
     )
     c = cfg.as_dict()
     # a resumed run may train longer, evaluate otherwise, hold its features otherwise
-    for key in ("epochs", "eval_every", "sparse_features"):
+    for key in ("epochs", "eval_every", "sparse_features", "early_stopping"):
         c.pop(key)
     fingerprint = {
         **c, "algo": mode.label, "grid": str(grid.shape), "num_nodes": meta.num_nodes,
@@ -137,7 +137,8 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
 
     def checkpoint(done: int, result: TrainResult) -> None:
         every, directory = opts.checkpoint_every, opts.checkpoint_dir
-        if directory and ((every and done % every == 0) or done == cfg.epochs):
+        last = done == cfg.epochs or done == result.stopped_after
+        if directory and ((every and done % every == 0) or last):
             history = [e.as_dict() for e in result.epochs]
             trainer.save_checkpoint(directory, done, history, fingerprint)
 

@@ -26,9 +26,11 @@ class SubModelHost:
     """``load``, ``train`` and ``unload`` of a trainer that trains injected sub-models.
 
     The trainer provides ``weights`` (the list its model computes with, filled in place),
-    ``optimizer``, ``cfg``, ``subnet`` and :meth:`train`.
+    ``optimizer``, ``cfg``, ``subnet``, ``first_layer`` and :meth:`train`.
     """
 
+    #: Parameters of the first layer, leading in ``weights`` (``--weight-decay-layers``).
+    first_layer: int
     weights: list[torch.Tensor]
     optimizer: torch.optim.Optimizer
     cfg: TrainConfig
@@ -47,7 +49,7 @@ class SubModelHost:
         the dropout masks are the global model's at its column ids.
         """
         self.weights[:] = params
-        opt = make_optimizer(self.weights, self.cfg)
+        opt = make_optimizer(self.weights, self.cfg, self.first_layer)
         opt.state.update({
             w: {
                 "step": torch.tensor(float(step), dtype=torch.float32),
@@ -88,4 +90,4 @@ class SubModelHost:
             for w in self.weights
         ]
         self.weights[:] = idle
-        self.optimizer = make_optimizer(idle, self.cfg)
+        self.optimizer = make_optimizer(idle, self.cfg, self.first_layer)

@@ -81,7 +81,7 @@ class TrainConfig:
     lr: float = 0.01
     weight_decay: float = 5e-4
     #: Which parameters the L2 weight decay applies to (:data:`WEIGHT_DECAY_LAYERS`).
-    weight_decay_layers: str = "all"
+    weight_decay_layers: str = "first"
     dropout: float = 0.5
     seed: int = 0
     eval_every: int = 1

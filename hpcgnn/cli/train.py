@@ -57,9 +57,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     m.add_argument("--lr", type=float, default=0.01, help="Adam's learning rate (default: 0.01)")
     m.add_argument("--weight-decay", type=float, default=5e-4,
                    help="L2 weight decay (default: 5e-4), on the layers of --weight-decay-layers")
-    m.add_argument("--weight-decay-layers", choices=WEIGHT_DECAY_LAYERS, default="all",
+    m.add_argument("--weight-decay-layers", choices=WEIGHT_DECAY_LAYERS, default="first",
                    help="the parameters the weight decay applies to: first (the first layer's,"
-                        " as Kipf & Welling's GCN and PyG's example) or all (default: all)")
+                        " as Kipf & Welling's GCN and PyG's example; default) or all")
     m.add_argument("--dropout", type=float, default=0.5,
                    help="drop probability of every layer's input (default: 0.5)")
     m.add_argument("--seed", type=int, default=0,

@@ -86,7 +86,10 @@ def pyg_gcn_step(path: str, cfg, device: str = "cpu") -> Callable[[], float]:
     convs = torch.nn.ModuleList(
         GCNConv(i, o, cached=True, bias=False) for i, o in zip(dims[:-1], dims[1:], strict=True)
     ).to(dev)
-    opt = torch.optim.Adam(convs.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    decayed = convs.parameters() if cfg.weight_decay_layers == "all" else convs[0].parameters()
+    rest = [] if cfg.weight_decay_layers == "all" else list(convs[1:].parameters())
+    opt = torch.optim.Adam([{"params": list(decayed), "weight_decay": cfg.weight_decay},
+                            {"params": rest, "weight_decay": 0.0}], lr=cfg.lr)
 
     def step() -> float:
         opt.zero_grad()

@@ -42,11 +42,11 @@ def hpcgnn_gcn_step(path: str, cfg) -> Callable[[], float]:
     from hpcgnn.grid import ProcessGrid
     from hpcgnn.models.block_row import BlockRowGCN
     from hpcgnn.nn.gcn import cross_entropy_sum
-    from hpcgnn.train.loop import make_optimizer
+    from hpcgnn.nn.optim import make_optimizer
 
     grid = ProcessGrid.create(MPI.COMM_WORLD, "1d")
     model = BlockRowGCN.read(path, grid, cfg)
-    opt = make_optimizer(model.weights, cfg)
+    opt = make_optimizer(model.weights, cfg, cfg.kind.weights_per_layer)
     n_train = int(model.masks["train"].sum())
     epoch = [0]
 

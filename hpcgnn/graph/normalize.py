@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from hpcgnn.kinds import LayerKind
+from hpcgnn.io.memory import GraphReader
+from hpcgnn.kinds import GCN, LayerKind
 
 
 def degrees_from_indptr(indptr: np.ndarray) -> np.ndarray:
@@ -132,3 +133,20 @@ def operator_block(
     row_deg = degrees_from_indptr(row_indptr)
     col_deg = degrees_from_indptr(col_indptr)
     return normalize_block(block, row_offset, row_deg, col_deg, dtype)
+
+
+def load_normalized(
+    gf: GraphReader, dtype: np.dtype | type, adjoint: bool = True, kind: LayerKind = GCN
+) -> tuple[sp.csr_matrix, sp.csr_matrix | None]:
+    """Read the whole graph and return ``(Â^T, Â)`` as SciPy CSR matrices.
+
+    ``adjoint=False`` (a forward pass only) skips ``Â`` and returns ``(Â^T, None)``;
+    a kind with the mean operator (GraphSAGE) returns the mean ``D_in^-1 A^T`` and its
+    adjoint instead (:func:`~hpcgnn.graph.normalize.operator_block`).
+    """
+    n = gf.meta.num_nodes
+    a = gf.read_csr(0, n)
+    a_t = gf.read_csr(0, n, transpose=True) if gf.meta.directed else a
+    norm_t = operator_block(a_t, 0, True, a_t.indptr, a.indptr, kind, dtype)
+    norm = operator_block(a, 0, False, a.indptr, a_t.indptr, kind, dtype) if adjoint else None
+    return norm_t, norm

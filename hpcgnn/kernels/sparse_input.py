@@ -129,6 +129,11 @@ class SparseFeatures:
         return _SparseInputMatmul.apply(w, self, stats)
 
 
+def dense(x: np.ndarray | sp.spmatrix) -> np.ndarray:
+    """A feature block as read (dense, or SciPy CSR) as a C-contiguous dense array."""
+    return np.ascontiguousarray(x if isinstance(x, np.ndarray) else x.toarray())
+
+
 def as_dense(x: torch.Tensor | SparseFeatures) -> torch.Tensor:
     """``x`` as a dense tensor (sparse features made dense, a dense tensor unchanged)."""
     return x.to_dense() if isinstance(x, SparseFeatures) else x

@@ -7,53 +7,17 @@ over all training vertices), same Adam steps.
 
 from __future__ import annotations
 
-import numpy as np
-import scipy.sparse as sp
 import torch
 from mpi4py import MPI
 
 from hpcgnn.comm.communicator import Comm
 from hpcgnn.config import TrainConfig
-from hpcgnn.graph.normalize import operator_block
-from hpcgnn.io.memory import GraphReader, GraphSource, open_graph
-from hpcgnn.kernels.spmm import spmm, to_torch_csr
-from hpcgnn.kinds import GCN, LayerKind
+from hpcgnn.graph.normalize import load_normalized
+from hpcgnn.io.memory import GraphSource, open_graph
+from hpcgnn.kernels.spmm import to_torch_csr
 from hpcgnn.models.base import GCNModel
 from hpcgnn.models.share import read_vertex_data
-from hpcgnn.nn.gcn import LayerOps
-
-
-class LocalAggregation:
-    """``Â^T H`` and ``Â G`` with both matrices held locally."""
-
-    def __init__(self, a_t: torch.Tensor, a: torch.Tensor) -> None:
-        self.a_t = a_t
-        self.a = a
-
-    def forward(self, h: torch.Tensor) -> torch.Tensor:
-        """Return ``Â^T h``."""
-        return spmm(self.a_t, h)
-
-    def backward(self, g: torch.Tensor) -> torch.Tensor:
-        """Return ``Â g``."""
-        return spmm(self.a, g)
-
-
-def load_normalized(
-    gf: GraphReader, dtype: np.dtype | type, adjoint: bool = True, kind: LayerKind = GCN
-) -> tuple[sp.csr_matrix, sp.csr_matrix | None]:
-    """Read the whole graph and return ``(Â^T, Â)`` as SciPy CSR matrices.
-
-    ``adjoint=False`` (a forward pass only) skips ``Â`` and returns ``(Â^T, None)``;
-    a kind with the mean operator (GraphSAGE) returns the mean ``D_in^-1 A^T`` and its
-    adjoint instead (:func:`~hpcgnn.graph.normalize.operator_block`).
-    """
-    n = gf.meta.num_nodes
-    a = gf.read_csr(0, n)
-    a_t = gf.read_csr(0, n, transpose=True) if gf.meta.directed else a
-    norm_t = operator_block(a_t, 0, True, a_t.indptr, a.indptr, kind, dtype)
-    norm = operator_block(a, 0, False, a.indptr, a_t.indptr, kind, dtype) if adjoint else None
-    return norm_t, norm
+from hpcgnn.nn.gcn import LayerOps, LocalAggregation
 
 
 class SerialGCN(GCNModel):

@@ -41,12 +41,12 @@ import torch
 from hpcgnn.comm.communicator import Comm
 from hpcgnn.config import TrainConfig
 from hpcgnn.exchange.subnets import EVAL
+from hpcgnn.graph.normalize import load_normalized
 from hpcgnn.io.reader import GraphFile
 from hpcgnn.kernels.gemm import matmul
 from hpcgnn.kernels.spmm import spmm, to_torch_csr
 from hpcgnn.layout.blocks import even_offsets
 from hpcgnn.layout.order import transform_first
-from hpcgnn.models.serial import load_normalized
 from hpcgnn.models.share import read_vertex_data
 from hpcgnn.sampling.rows import normalized_block, read_pattern
 from hpcgnn.sampling.samplers import sampler_named

@@ -25,7 +25,7 @@ from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.io.format import MASK_NAMES
 from hpcgnn.io.memory import GraphReader, GraphSource, open_graph
 from hpcgnn.io.reader import GraphMeta
-from hpcgnn.kernels.sparse_input import SparseFeatures
+from hpcgnn.kernels.sparse_input import SparseFeatures, dense
 from hpcgnn.layout.blocks import partition_fits, vertex_offsets
 
 
@@ -43,11 +43,6 @@ def input_features(
     if cfg.sparse_input(sum(c[0] for c in counts), sum(c[1] for c in counts)):
         return SparseFeatures.from_matrix(x, device)
     return device.from_numpy(dense(x))
-
-
-def dense(x: np.ndarray | sp.csr_matrix) -> np.ndarray:
-    """A feature block as a C-contiguous dense array."""
-    return np.ascontiguousarray(x if isinstance(x, np.ndarray) else x.toarray())
 
 
 def read_vertex_arrays(

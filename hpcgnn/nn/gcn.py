@@ -36,6 +36,7 @@ from hpcgnn.comm.stats import CommStats
 from hpcgnn.kernels.dropout import block_keep, keep_pairs
 from hpcgnn.kernels.gemm import matmul
 from hpcgnn.kernels.sparse_input import SparseFeatures, as_dense
+from hpcgnn.kernels.spmm import spmm
 from hpcgnn.kinds import GCN, LayerKind
 from hpcgnn.layout.order import transform_first
 from hpcgnn.rng import Columns, dropout_key
@@ -55,6 +56,22 @@ class Aggregation(Protocol):
 
     def backward(self, g: torch.Tensor) -> torch.Tensor:
         """Return this rank's block of ``Â G`` given its block of ``G``."""
+
+
+class LocalAggregation:
+    """``Â^T H`` and ``Â G`` with both matrices held locally."""
+
+    def __init__(self, a_t: torch.Tensor, a: torch.Tensor) -> None:
+        self.a_t = a_t
+        self.a = a
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        """Return ``Â^T h``."""
+        return spmm(self.a_t, h)
+
+    def backward(self, g: torch.Tensor) -> torch.Tensor:
+        """Return ``Â g``."""
+        return spmm(self.a, g)
 
 
 def _tagged(stats: CommStats | None, layer: int | None, direction: str) -> AbstractContextManager:

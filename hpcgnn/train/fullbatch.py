@@ -14,7 +14,8 @@ from hpcgnn.layout.subnets import Subnet
 from hpcgnn.models.base import GCNModel
 from hpcgnn.models.exchange_report import exchange_line
 from hpcgnn.nn.gcn import correct_count, cross_entropy_sum
-from hpcgnn.train.loop import TrainResult, WholeModel, make_optimizer, run_epochs
+from hpcgnn.nn.optim import make_optimizer
+from hpcgnn.train.loop import TrainResult, WholeModel, run_epochs
 from hpcgnn.train.submodel import SubModelHost
 
 

@@ -42,14 +42,15 @@ from hpcgnn.cost.minibatch import (
 )
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.io.reader import GraphFile
-from hpcgnn.kernels.sparse_input import SparseFeatures
+from hpcgnn.kernels.sparse_input import SparseFeatures, dense
 from hpcgnn.layout.blocks import owner_of
 from hpcgnn.layout.order import layer_sizes
 from hpcgnn.layout.subnets import Subnet
 from hpcgnn.models.base import allreduce_gradients
 from hpcgnn.models.minibatch import BatchMasks, MinibatchModel, sampled_weights
-from hpcgnn.models.share import dense, input_features, read_vertex_arrays
+from hpcgnn.models.share import input_features, read_vertex_arrays
 from hpcgnn.nn.gcn import cross_entropy_sum
+from hpcgnn.nn.optim import make_optimizer
 from hpcgnn.sampling.bulk import BulkSampler, my_share, read_train_ids
 from hpcgnn.sampling.fetch import FeatureFetcher
 from hpcgnn.sampling.rows import normalized_block
@@ -59,7 +60,7 @@ from hpcgnn.sampling.spec import SamplerSpec, fit_training_set, optimizer_steps
 from hpcgnn.sampling.spgemm_1p5d import byte_summary, members
 from hpcgnn.spmm.block_row import BlockRowAggregation
 from hpcgnn.train.fullbatch import global_counts
-from hpcgnn.train.loop import TrainResult, WholeModel, make_optimizer
+from hpcgnn.train.loop import TrainResult, WholeModel
 from hpcgnn.train.report import max_over_ranks, summed_over_ranks
 from hpcgnn.train.submodel import SubModelHost
 

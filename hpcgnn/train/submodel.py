@@ -16,7 +16,7 @@ import torch
 
 from hpcgnn.config import TrainConfig
 from hpcgnn.layout.subnets import Subnet
-from hpcgnn.train.loop import make_optimizer
+from hpcgnn.nn.optim import make_optimizer
 
 #: The tensors of a sub-model in the model's order: weights, Adam's ``exp_avg``, ``exp_avg_sq``.
 SubModel = tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]

@@ -10,8 +10,9 @@ import torch
 from hpcgnn.cli.main import main
 from hpcgnn.config import TrainConfig
 from hpcgnn.errors import ConfigError
+from hpcgnn.nn.optim import make_optimizer
 from hpcgnn.train.early_stopping import BestValidation
-from hpcgnn.train.loop import EpochRecord, make_optimizer
+from hpcgnn.train.loop import EpochRecord
 from tests.mpi import assert_all
 
 

@@ -1,0 +1,180 @@
+"""The Python API on one process: a graph in memory and the GCN as a ``torch.nn.Module``.
+
+For a script that trains on one process, as with PyG::
+
+    import torch
+    from hpcgnn.nn import GCN, Graph
+
+    g = Graph.read("inputs/cora.h5")
+    model = GCN(g.num_features, 16, g.num_classes)
+    opt = model.optimizer(lr=0.01, weight_decay=5e-4)  # decay on the first layer
+    for epoch in range(200):
+        model.train()
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(g)[g.train_mask], g.y[g.train_mask])
+        loss.backward()
+        opt.step()
+    model.eval()
+    with torch.no_grad():
+        pred = model(g).argmax(1)
+
+:class:`GCN` is the layer definition every mode of ``hpcgnn train`` uses
+(:func:`hpcgnn.nn.gcn.gcn_forward`), with the same Glorot weights from ``seed`` and the
+same counter-based dropout masks (keyed by the number of training forwards so far), so
+``N`` steps of the loop above train the model ``hpcgnn train --epochs N`` trains on one
+rank. ``model="sage"`` gives GraphSAGE-mean layers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+from hpcgnn.backend import cpu
+from hpcgnn.config import TrainConfig
+from hpcgnn.graph.normalize import load_normalized
+from hpcgnn.io.memory import GraphSource, open_graph
+from hpcgnn.kernels.sparse_input import SparseFeatures, dense
+from hpcgnn.kernels.spmm import to_torch_csr
+from hpcgnn.kinds import GCN as GCN_KIND
+from hpcgnn.kinds import layer_kind
+from hpcgnn.layout.order import layer_sizes
+from hpcgnn.nn.gcn import Input, LayerOps, LocalAggregation, block_dropout, gcn_forward
+from hpcgnn.nn.init import init_weights
+from hpcgnn.nn.optim import make_optimizer
+
+
+@dataclass(frozen=True)
+class Graph:
+    """A whole graph on one process: the layers' operator and the vertex data.
+
+    Attributes
+    ----------
+    aggregation
+        ``Â^T H`` and its adjoint (GCN's normalised ``A + I``, or GraphSAGE's mean).
+    x
+        Features: dense, or CSR (:class:`~hpcgnn.kernels.sparse_input.SparseFeatures`)
+        when they are mostly zero.
+    y
+        Labels (``-1``: unlabelled).
+    train_mask, val_mask, test_mask
+        Boolean masks of the split.
+    """
+
+    aggregation: LocalAggregation
+    x: Input
+    y: torch.Tensor
+    train_mask: torch.Tensor
+    val_mask: torch.Tensor
+    test_mask: torch.Tensor
+
+    @classmethod
+    def read(
+        cls, source: GraphSource, model: str = GCN_KIND.name,
+        dtype: str = "float32", sparse_features: str = "auto",
+    ) -> Graph:
+        """Read a graph file (or a :class:`~hpcgnn.io.memory.MemoryGraph`) whole.
+
+        ``model``: the layer kind whose operator to build (``gcn`` or ``sage``);
+        ``sparse_features``: ``auto`` (CSR under 10% nonzero), ``on`` or ``off``, as the
+        flag of ``hpcgnn train``.
+        """
+        cfg = TrainConfig(model=model, dtype=dtype, sparse_features=sparse_features)
+        with open_graph(source) as gf:
+            n = gf.meta.num_nodes
+            norm_t, norm = load_normalized(gf, cfg.numpy_dtype, kind=cfg.kind)
+            x: np.ndarray | sp.csr_matrix
+            if gf.meta.feature_nnz is None:
+                x = np.asarray(gf.read_features(0, n), dtype=cfg.numpy_dtype)
+            else:
+                x = gf.read_feature_csr(0, n).astype(cfg.numpy_dtype)
+            y = gf.read_labels(0, n)
+            masks = [gf.read_mask(m, 0, n) for m in ("train", "val", "test")]
+        assert norm is not None
+        nnz = int(np.count_nonzero(x)) if isinstance(x, np.ndarray) else x.nnz
+        features: Input = (
+            SparseFeatures.from_matrix(x, cpu()) if cfg.sparse_input(nnz, x.shape[0] * x.shape[1])
+            else torch.from_numpy(dense(x))
+        )
+        dt = cfg.torch_dtype
+        return cls(
+            aggregation=LocalAggregation(to_torch_csr(norm_t, dt), to_torch_csr(norm, dt)),
+            x=features, y=torch.from_numpy(np.asarray(y, dtype=np.int64)),
+            train_mask=torch.from_numpy(masks[0]), val_mask=torch.from_numpy(masks[1]),
+            test_mask=torch.from_numpy(masks[2]),
+        )
+
+    @property
+    def num_nodes(self) -> int:
+        """Vertices."""
+        return int(self.y.shape[0])
+
+    @property
+    def num_features(self) -> int:
+        """Input features per vertex."""
+        return int(self.x.shape[1])
+
+    @property
+    def num_classes(self) -> int:
+        """Classes (the largest label plus one)."""
+        return int(self.y.max()) + 1
+
+
+class GCN(torch.nn.Module):
+    """GCN (or GraphSAGE-mean) layers on a whole :class:`Graph`: the logits of every vertex.
+
+    Parameters
+    ----------
+    in_features, hidden, classes
+        Widths of the input, the hidden layers and the output.
+    layers
+        Number of layers (``>= 1``).
+    dropout
+        Drop probability of every layer's input while training.
+    model
+        ``gcn`` or ``sage``.
+    seed
+        Seed of the Glorot weights and of the dropout masks.
+    dtype
+        ``float32`` or ``float64``.
+    """
+
+    def __init__(
+        self, in_features: int, hidden: int, classes: int, layers: int = 2, dropout: float = 0.5,
+        model: str = GCN_KIND.name, seed: int = 0, dtype: str = "float32",
+    ) -> None:
+        super().__init__()
+        self.cfg = TrainConfig(layers=layers, hidden=hidden, dropout=dropout, model=model,
+                               seed=seed, dtype=dtype)
+        self.kind = layer_kind(model)
+        self.widths = layer_sizes(in_features, hidden, classes, layers)
+        self.weights = torch.nn.ParameterList(
+            torch.nn.Parameter(w.detach()) for w in
+            init_weights(self.widths, seed, self.cfg.numpy_dtype, self.kind)
+        )
+        #: Training forwards so far: the dropout masks of the next are this step's.
+        self.steps = 0
+
+    def forward(self, graph: Graph, x: Input | None = None) -> torch.Tensor:
+        """The logits of every vertex of ``graph`` (features ``x``, default ``graph.x``).
+
+        In training mode each call draws the next step's dropout masks.
+        """
+        x = graph.x if x is None else x
+        p = self.cfg.dropout
+        keep = None
+        if self.training:
+            keep = block_dropout(self.cfg.seed, p, self.steps, (0, graph.num_nodes), self.widths)
+            self.steps += 1
+        ops = [LayerOps(graph.aggregation)] * self.cfg.layers
+        return gcn_forward(x, list(self.weights), ops, p, keep, kind=self.kind)
+
+    def optimizer(self, lr: float = 0.01, weight_decay: float = 5e-4,
+                  weight_decay_layers: str = "first") -> torch.optim.Adam:
+        """Adam over the weights, the decay on the first layer's (or ``all``), as the CLI's."""
+        cfg = TrainConfig(lr=lr, weight_decay=weight_decay,
+                          weight_decay_layers=weight_decay_layers)
+        return make_optimizer(list(self.weights), cfg, self.kind.weights_per_layer)

@@ -28,7 +28,10 @@ from hpcgnn.errors import HpcgnnError
 from hpcgnn.utils.files import remove_temporaries
 from hpcgnn.utils.interrupts import Interrupted, interrupts_unwind
 
-SUBCOMMANDS = ("prepare", "partition", "info", "train", "model", "sample", "plan", "jobs", "report")
+SUBCOMMANDS = (
+    "prepare", "partition", "info", "train", "predict", "model", "sample", "plan", "jobs",
+    "report",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -14,6 +14,19 @@ MAX_THREADS = 4096
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``train`` sub-command."""
+    p = sub.add_parser(
+        "train",
+        help="train a GCN on a graph file (run under mpiexec/srun, one rank per GPU or core)",
+        description="Full-batch GCN training with a distributed SpMM algorithm (CAGNET), or "
+                    "minibatch GraphSAGE / LADIES training with matrix-based bulk sampling "
+                    "(--mode minibatch).",
+    )
+    add_run_arguments(p)
+    p.set_defaults(func=run)
+
+
+def add_run_arguments(p: argparse.ArgumentParser) -> None:
+    """Every flag of ``hpcgnn train`` (``hpcgnn predict`` takes the same command line)."""
     from hpcgnn.config import (
         ALGORITHMS,
         MODE_NAMES,
@@ -22,13 +35,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         WEIGHT_DECAY_LAYERS,
     )
 
-    p = sub.add_parser(
-        "train",
-        help="train a GCN on a graph file (run under mpiexec/srun, one rank per GPU or core)",
-        description="Full-batch GCN training with a distributed SpMM algorithm (CAGNET), or "
-                    "minibatch GraphSAGE / LADIES training with matrix-based bulk sampling "
-                    "(--mode minibatch).",
-    )
     p.add_argument("graph", help="graph file written by `hpcgnn prepare` / `hpcgnn partition`")
     p.add_argument("--mode", choices=MODE_NAMES, default=MODE_NAMES[0],
                    help="fullbatch: GCN with a distributed SpMM; minibatch: sampled GraphSAGE or "
@@ -123,11 +129,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_sampling_arguments(p)
     add_device_argument(p)
     p.add_argument("--threads", type=int, default=None, help="torch intra-op threads per rank")
-    p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run training; every rank returns the same status."""
+def run(args: argparse.Namespace, predict_out: str | None = None) -> int:
+    """Run training (or with ``predict_out`` the prediction of ``--resume``'s model)."""
     import torch
     from mpi4py import MPI
 
@@ -158,7 +163,7 @@ def run(args: argparse.Namespace) -> int:
         graph=args.graph, mode=mode, metrics=args.metrics, trace=args.trace,
         checkpoint_dir=args.checkpoint_dir, checkpoint_every=args.checkpoint_every,
         resume=args.resume, quiet=args.quiet, tier_gbps=parse_tiers(args.tier_gbps),
-        device=args.device,
+        device=args.device, predict_out=predict_out,
     )
     train(opts, cfg)
     return 0

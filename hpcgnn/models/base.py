@@ -67,7 +67,8 @@ class GCNModel:
     Attributes set by subclasses: ``grid``, ``cfg``, ``meta``, ``comm`` (the ranks whose
     rows together are every vertex once: loss and accuracy counts are summed over it),
     ``stats`` (where local GEMMs are timed, or ``None``), ``rows`` (this rank's global
-    rows), ``offsets`` (the block offsets the cost model needs), ``x``, ``y``, ``masks``
+    rows), ``row_ids`` (the global ids of the rows it scores, the logits' rows),
+    ``offsets`` (the block offsets the cost model needs), ``x``, ``y``, ``masks``
     (this rank's features and the labels and masks of the rows it scores), ``widths``,
     ``weights`` and ``layers`` (one :class:`~hpcgnn.nn.gcn.LayerOps` per layer).
     """
@@ -78,6 +79,7 @@ class GCNModel:
     comm: Comm
     stats: CommStats | None
     rows: tuple[int, int]
+    row_ids: np.ndarray
     offsets: np.ndarray | None
     x: torch.Tensor | SparseFeatures
     y: torch.Tensor

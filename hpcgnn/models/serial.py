@@ -7,6 +7,7 @@ over all training vertices), same Adam steps.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from mpi4py import MPI
 
@@ -55,6 +56,7 @@ class SerialGCN(GCNModel):
                 gf, (0, n), cfg.numpy_dtype, device=self.comm.device
             )
         self.rows = (0, n)
+        self.row_ids = np.arange(n)
         assert norm is not None
         ops = LayerOps(LocalAggregation(to_torch_csr(norm_t, dtype), to_torch_csr(norm, dtype)))
         self.layers = [ops] * cfg.layers

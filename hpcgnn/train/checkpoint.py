@@ -293,7 +293,8 @@ def restore_sharded(
 
 
 def load_checkpoint(
-    directory: str | os.PathLike, comm: Comm, fingerprint: dict[str, Any], epochs: int
+    directory: str | os.PathLike, comm: Comm, fingerprint: dict[str, Any], epochs: int | None,
+    ignore: tuple[str, ...] = (),
 ) -> dict:
     """Read a checkpoint on rank 0, broadcast it, and check it fits this run (collective).
 
@@ -307,6 +308,9 @@ def load_checkpoint(
         This run's settings; they must equal the checkpoint's.
     epochs
         This run's ``--epochs``; the checkpoint's epoch must leave something to train.
+        ``None``: the model is not trained further (``hpcgnn predict``).
+    ignore
+        Settings that need not match (``hpcgnn predict``: the optimiser's).
 
     Raises
     ------
@@ -335,11 +339,14 @@ def load_checkpoint(
             f"checkpoint in {directory} was written for a graph with other content"
             f" (graph content {theirs}; this graph's is {ours})"
         )
-    diff = sorted(k for k in set(saved) | set(fingerprint) if saved.get(k) != fingerprint.get(k))
+    diff = sorted(
+        k for k in set(saved) | set(fingerprint)
+        if saved.get(k) != fingerprint.get(k) and k not in ignore
+    )
     if diff:
         details = ", ".join(f"{k}: {saved.get(k)!r} -> {fingerprint.get(k)!r}" for k in diff)
         raise ConfigError(f"checkpoint in {directory} was written with other settings ({details})")
-    if not 1 <= state["epoch"] < epochs:
+    if epochs is not None and not 1 <= state["epoch"] < epochs:
         raise ConfigError(
             f"checkpoint in {directory} is after epoch {state['epoch']}: with --epochs {epochs}"
             " nothing is left to train"

@@ -16,6 +16,7 @@ from hpcgnn.models.exchange_report import exchange_line
 from hpcgnn.nn.gcn import correct_count, cross_entropy_sum
 from hpcgnn.nn.optim import make_optimizer
 from hpcgnn.train.loop import TrainResult, WholeModel, run_epochs
+from hpcgnn.train.predict import writer_rows
 from hpcgnn.train.submodel import SubModelHost
 
 
@@ -122,6 +123,13 @@ class FullBatchTrainer(WholeModel, SubModelHost):
             **global_counts(m.comm, logits, m.y, m.masks),
         }
 
+
+    def predictions(self) -> tuple[np.ndarray, torch.Tensor]:
+        """This rank's scored rows of the logits (no dropout), once over all ranks."""
+        m = self.model
+        with torch.no_grad():
+            logits = m.logits(None)
+        return writer_rows(m.comm, self.world, m.row_ids, logits)
 
     def summary(
         self, result: TrainResult, measured: dict[str, float], phases: dict[str, float],

@@ -354,6 +354,15 @@ class GistTrainer:
             **global_counts(self.world, block, y, masks),
         }
 
+    def predictions(self) -> tuple[np.ndarray, torch.Tensor]:
+        """An even block of the global model's logits per rank (as it scores them)."""
+        with torch.no_grad():
+            logits = self.global_logits()
+        assert self._forward is not None
+        off = even_offsets(self._forward.num_nodes, self.world.size)
+        lo, hi = int(off[self.world.rank]), int(off[self.world.rank + 1])
+        return np.arange(lo, hi, dtype=np.int64), logits[lo:hi]
+
     def summary(
         self, result: TrainResult, measured: dict[str, float], phases: dict[str, float],
         tier_gbps: dict[str, float] | None,

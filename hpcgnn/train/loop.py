@@ -63,6 +63,12 @@ class Trainer(Protocol):
     def evaluate(self) -> dict[str, float]:
         """Global ``loss``, ``train_acc``, ``val_acc``, ``test_acc`` (collective)."""
 
+    def predictions(self) -> tuple[np.ndarray, torch.Tensor]:
+        """The global ids of the rows this rank writes and their logits (collective).
+
+        Over all ranks every vertex once (:func:`hpcgnn.train.predict.writer_rows`).
+        """
+
     def summary(
         self, result: TrainResult, measured: dict[str, float], phases: dict[str, float],
         tier_gbps: dict[str, float] | None,

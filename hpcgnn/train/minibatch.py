@@ -61,6 +61,7 @@ from hpcgnn.sampling.spgemm_1p5d import byte_summary, members
 from hpcgnn.spmm.block_row import BlockRowAggregation
 from hpcgnn.train.fullbatch import global_counts
 from hpcgnn.train.loop import TrainResult, WholeModel
+from hpcgnn.train.predict import writer_rows
 from hpcgnn.train.report import max_over_ranks, summed_over_ranks
 from hpcgnn.train.submodel import SubModelHost
 
@@ -294,6 +295,13 @@ class MinibatchTrainer(WholeModel, SubModelHost):
             **global_counts(col, logits, self.y, self.masks),
         }
 
+
+    def predictions(self) -> tuple[np.ndarray, torch.Tensor]:
+        """This process row's block of the full-graph logits, once over the replicas."""
+        with torch.no_grad():
+            logits = self.model.forward_full(self.x, self.eval_operator().forward)
+        return writer_rows(self.grid.col, self.world, np.arange(*self.sampler.rows_range),
+                           logits)
 
     def summary(
         self, result: TrainResult, measured: dict[str, float], phases: dict[str, float],

@@ -27,6 +27,7 @@ from hpcgnn.train.checkpoint import GRAPH_CONTENT, load_checkpoint
 from hpcgnn.train.loop import EpochRecord, Trainer, TrainResult, run_epochs
 from hpcgnn.train.modes.base import Mode, Setup
 from hpcgnn.train.modes.fullbatch import FullBatchMode
+from hpcgnn.train.predict import TRAINING_ONLY, write_predictions
 from hpcgnn.train.report import finish_run, max_over_ranks, summed_over_ranks
 from hpcgnn.utils.files import check_directory, check_output
 
@@ -49,6 +50,9 @@ class RunOptions:
     quiet: bool = False
     tier_gbps: dict[str, float] | None = None
     device: str | None = None
+    #: ``hpcgnn predict``: write the logits of the model in ``resume`` here instead of
+    #: training (:mod:`hpcgnn.train.predict`).
+    predict_out: str | None = None
 
     def __post_init__(self) -> None:
         if self.checkpoint_every < 0:
@@ -58,7 +62,11 @@ class RunOptions:
 
 
 def train(opts: RunOptions, cfg: TrainConfig, comm: MPI.Comm = MPI.COMM_WORLD) -> TrainResult:
-    """Run one training job on ``comm``; every rank returns the same result."""
+    """Run one training job on ``comm``; every rank returns the same result.
+
+    With ``opts.predict_out`` the model of the checkpoint ``opts.resume`` writes its
+    logits there instead (``hpcgnn predict``), and the result holds no epochs.
+    """
     cfg = opts.mode.resolve(cfg, comm.Get_size())
     shape = opts.mode.grid_shape(comm.Get_size())
     grid = ProcessGrid(comm, shape, device=choose_device(comm, opts.device, prepare_kernels))
@@ -76,6 +84,8 @@ def _check_outputs(opts: RunOptions, grid: ProcessGrid) -> None:
                 check_output(path, flag)
     if opts.checkpoint_dir and (grid.rank == 0 or opts.mode.sharded_checkpoints):
         check_directory(opts.checkpoint_dir, "--checkpoint-dir")
+    if opts.predict_out and grid.rank == 0:
+        check_output(opts.predict_out, "--out")
 
 
 def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> TrainResult:
@@ -102,7 +112,8 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
     if grid.device.is_cuda or grid.wire.stage_host:  # how device buffers reach MPI, and why
         notes += f" | MPI buffers {grid.wire.path} ({grid.wire.reason})"
     say(
-        f"hpcgnn train: {meta.name or opts.graph}: {meta.num_nodes} vertices,"
+        f"hpcgnn {'predict' if opts.predict_out else 'train'}: {meta.name or opts.graph}:"
+        f" {meta.num_nodes} vertices,"
         f" {meta.num_edges} edges, {meta.num_features} features, {meta.num_classes} classes"
         f" | {mode.describe(setup, trainer)} grid {grid.shape}"
         f" on {grid.size} ranks ({grid.device.name}) | setup {setup_s:.2f} s{notes}"
@@ -117,11 +128,21 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
     }
     start_epoch, history = 0, []
     if opts.resume:
-        state = load_checkpoint(opts.resume, grid.world, fingerprint, cfg.epochs)
+        more = None if opts.predict_out else cfg.epochs
+        ignore = TRAINING_ONLY if opts.predict_out else ()
+        state = load_checkpoint(opts.resume, grid.world, fingerprint, more, ignore)
         trainer.restore_checkpoint(state, opts.resume)
         start_epoch = int(state["epoch"])
         history = [EpochRecord(**rec) for rec in state["history"]]
         say(f"resumed from {opts.resume} after epoch {start_epoch}")
+    if opts.predict_out:
+        try:
+            rows = write_predictions(opts.predict_out, grid.world, meta, *trainer.predictions())
+        finally:
+            trainer.free()
+        say(f"predictions of the model after epoch {start_epoch}: {rows} vertices x"
+            f" {meta.num_classes} logits written to {opts.predict_out}")
+        return TrainResult(epochs=history)
 
     def progress(rec: EpochRecord) -> None:
         if root and not opts.quiet:

@@ -235,7 +235,9 @@ class GraphFile:
         self.dataset(fmt.NODE_IDS, (n,), "iu")
         offsets = method = None
         if fmt.PARTITION in self._h5:
-            off = self.dataset(f"{fmt.PARTITION}/{fmt.PART_OFFSETS}", (None,), "iu")[()]
+            name = f"{fmt.PARTITION}/{fmt.PART_OFFSETS}"
+            self.dataset(name, (None,), "iu")
+            off = self._read(name, ())
             self.dataset(f"{fmt.PARTITION}/{fmt.PART_PERM}", (n,), "iu")
             if len(off) < 2 or off[0] != 0 or off[-1] != n or np.any(np.diff(off) < 0):
                 raise self._fail(f"partition offsets {off.tolist()[:8]} are not 0 <= ... <= {n}")

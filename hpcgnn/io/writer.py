@@ -20,7 +20,7 @@ from hpcgnn import __version__
 from hpcgnn.errors import InputError
 from hpcgnn.io import format as fmt
 from hpcgnn.io.edges import CsrRows, EdgeSorter
-from hpcgnn.io.output import H5Output, write_dataset
+from hpcgnn.io.output import CHECKSUM, H5Output, write_dataset
 from hpcgnn.utils.progress import Progress
 
 #: HDF5 refuses chunks of 4 GiB or more; a feature chunk holds at least one row.
@@ -36,6 +36,7 @@ def _dataset_options(shape: tuple[int, ...], chunks: tuple[int, ...]) -> dict:
         "compression": fmt.COMPRESSION,
         "compression_opts": fmt.COMPRESSION_LEVEL,
         "shuffle": True,
+        **CHECKSUM,
     }
 
 
@@ -170,7 +171,7 @@ class GraphFileWriter:
             g.create_dataset(
                 name, shape=(0,), maxshape=(None,), dtype=dtype, chunks=(fmt.CHUNK_ELEMENTS,),
                 compression=fmt.COMPRESSION, compression_opts=fmt.COMPRESSION_LEVEL,
-                shuffle=True,
+                shuffle=True, **CHECKSUM,
             )
             for name, dtype in ((fmt.INDICES, fmt.index_dtype(self.num_features)),
                                 (fmt.DATA, self.feature_dtype))
@@ -245,6 +246,7 @@ class GraphFileWriter:
             compression=fmt.COMPRESSION,
             compression_opts=fmt.COMPRESSION_LEVEL,
             shuffle=True,
+            **CHECKSUM,
         )
         indptr[0] = 0
         nnz = 0

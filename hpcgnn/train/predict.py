@@ -21,7 +21,7 @@ import torch
 from hpcgnn.comm.collective import collective
 from hpcgnn.comm.communicator import Comm
 from hpcgnn.errors import HpcgnnError
-from hpcgnn.io.output import H5Output
+from hpcgnn.io.output import CHECKSUM, H5Output
 from hpcgnn.io.reader import GraphMeta
 
 #: Settings of the training run that a prediction need not repeat (the optimiser's, the
@@ -61,8 +61,10 @@ def write_predictions(
     with collective(world):
         if world.rank == 0:
             out = H5Output(path, "--out")
-            out.file.create_dataset("logits", (n, classes), dtype=np.float32)
-            out.file.create_dataset("predictions", (n,), dtype=np.int64)
+            out.file.create_dataset("logits", (n, classes), dtype=np.float32, chunks=True,
+                                    **CHECKSUM)
+            out.file.create_dataset("predictions", (n,), dtype=np.int64, chunks=True,
+                                    **CHECKSUM)
     try:
         for a in range(0, n, chunk_rows):
             b = min(n, a + chunk_rows)

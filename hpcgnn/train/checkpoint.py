@@ -39,6 +39,7 @@ import io
 import json
 import os
 import re
+import zipfile
 from contextlib import suppress
 from pathlib import Path
 from typing import Any, TypeGuard
@@ -48,7 +49,9 @@ import torch
 
 from hpcgnn.comm.collective import collective
 from hpcgnn.comm.communicator import Comm
+from hpcgnn.config import TrainConfig
 from hpcgnn.errors import ConfigError, InputError
+from hpcgnn.layout.order import layer_sizes, weight_shapes
 from hpcgnn.utils.files import atomic_path, atomic_write
 
 ARRAYS = "checkpoint.npz"
@@ -99,8 +102,11 @@ def save_checkpoint(
     return d / MANIFEST
 
 
-def _read(directory: Path) -> dict[str, Any]:
-    """Read and check the pair of files (rank 0); raise ``ValueError`` with the reason."""
+def _read(directory: Path, max_bytes: int | None = None) -> dict[str, Any]:
+    """Read and check the pair of files (rank 0); raise ``ValueError`` with the reason.
+
+    ``max_bytes``: what the arrays may inflate to (this run's model and optimiser state).
+    """
     manifest_path, arrays_path = directory / MANIFEST, directory / ARRAYS
     if not manifest_path.exists():
         if (directory / LEGACY).exists():
@@ -109,6 +115,9 @@ def _read(directory: Path) -> dict[str, Any]:
                 " loaded (pickles can run code): restart the run to write a safe checkpoint"
             )
         raise FileNotFoundError(f"no checkpoint at {manifest_path}")
+    for path in (manifest_path, arrays_path):
+        if path.exists() and not path.is_file():  # a pipe would block the read
+            raise ValueError(f"{path} is not a regular file (a directory, pipe or device)")
     manifest = json.loads(manifest_path.read_text())
     if not isinstance(manifest, dict) or manifest.get("format") != "hpcgnn-checkpoint":
         raise ValueError(f"{manifest_path} is not an hpcgnn checkpoint manifest")
@@ -130,15 +139,55 @@ def _read(directory: Path) -> dict[str, Any]:
         blob = arrays_path.read_bytes()
         if hashlib.sha256(blob).hexdigest() != manifest.get("arrays_sha256"):
             raise ValueError(f"{arrays_path} does not belong to {manifest_path} (checksum differs)")
-        with np.load(io.BytesIO(blob), allow_pickle=False) as npz:
-            arrays = {k: npz[k] for k in npz.files}
+        arrays = _load_arrays(arrays_path, blob, max_bytes)
     history = manifest["history"]
     if len(history) != manifest["epoch"] or not all(
         isinstance(rec, dict) and HISTORY_KEYS <= set(rec) <= HISTORY_KEYS | OPTIONAL_HISTORY_KEYS
-        for rec in history
+        and rec["epoch"] == k and all(_is_number(v) or v is None for v in rec.values())
+        for k, rec in enumerate(history)
     ):
-        raise ValueError(f"{manifest_path}: the history does not hold one record per epoch")
+        raise ValueError(f"{manifest_path}: the history does not hold one record per epoch,"
+                         " of numbers")
     return {**manifest, "arrays": arrays}
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _load_arrays(path: Path, blob: bytes, max_bytes: int | None) -> dict[str, np.ndarray]:
+    """The ``.npy`` members of the archive ``blob``.
+
+    Other members are refused, and so, before anything is inflated, members that inflate
+    beyond ``max_bytes`` in all.
+    """
+    with zipfile.ZipFile(io.BytesIO(blob)) as z:
+        infos = z.infolist()
+        bad = [i.filename for i in infos if not i.filename.endswith(".npy")]
+        if bad:
+            raise ValueError(f"{path}: member {bad[0]!r} is not a .npy array")
+        inflated = sum(i.file_size for i in infos)
+        if max_bytes is not None and inflated > max_bytes:
+            raise ValueError(f"{path}: its arrays inflate to {inflated} bytes, more than this"
+                             f" run's model and optimiser state ({max_bytes} bytes at most)")
+    with np.load(io.BytesIO(blob), allow_pickle=False) as npz:
+        arrays = {k: npz[k] for k in npz.files}
+    for name, value in arrays.items():
+        if not isinstance(value, np.ndarray):  # NumPy hands a member without the magic as bytes
+            raise ValueError(f"{path}: member {name!r} is not a .npy array")
+    return arrays
+
+
+def state_bytes_bound(num_features: int, num_classes: int, cfg: TrainConfig) -> int:
+    """At most what a replicated checkpoint of this model holds.
+
+    Every weight and bias with Adam's two moments in float64, plus 1 MiB (the random
+    state, step counts, headers).
+    """
+    widths = layer_sizes(num_features, cfg.hidden, num_classes, cfg.layers)
+    per = cfg.kind.weights_per_layer
+    params = sum(fin * fout for fin, fout in weight_shapes(widths, per)) + sum(widths[1:])
+    return 3 * 8 * params + (1 << 20)
 
 
 def _is_int(value: Any) -> TypeGuard[int]:
@@ -262,9 +311,11 @@ def restore_sharded(
         if _file_sha256(path) != entry["sha256"]:
             raise InputError(f"{path} does not belong to {Path(directory) / MANIFEST}"
                              " (checksum differs)")
+        bound = len(SHARD_KINDS) * np.dtype(dtype).itemsize * sum(
+            int(np.prod(shape)) for shape in shapes
+        ) + (1 << 20)
         try:
-            with np.load(path, allow_pickle=False) as npz:
-                arrays = {k: npz[k] for k in npz.files}
+            arrays = _load_arrays(path, path.read_bytes(), bound)
         except Exception as err:  # a corrupt or hostile file
             raise InputError(f"cannot read checkpoint file {path}: {err}") from err
         for prefix in SHARD_KINDS:
@@ -294,7 +345,7 @@ def restore_sharded(
 
 def load_checkpoint(
     directory: str | os.PathLike, comm: Comm, fingerprint: dict[str, Any], epochs: int | None,
-    ignore: tuple[str, ...] = (),
+    ignore: tuple[str, ...] = (), max_bytes: int | None = None,
 ) -> dict:
     """Read a checkpoint on rank 0, broadcast it, and check it fits this run (collective).
 
@@ -311,6 +362,9 @@ def load_checkpoint(
         ``None``: the model is not trained further (``hpcgnn predict``).
     ignore
         Settings that need not match (``hpcgnn predict``: the optimiser's).
+    max_bytes
+        What a replicated checkpoint's arrays may inflate to (a bound of this run's model
+        and Adam state): a crafted archive is refused before it is inflated.
 
     Raises
     ------
@@ -323,7 +377,7 @@ def load_checkpoint(
     state: dict | str | None = None
     if comm.rank == 0:
         try:
-            state = _read(Path(directory))
+            state = _read(Path(directory), max_bytes)
         except FileNotFoundError as err:
             state = str(err) if str(err).startswith("no checkpoint") else f"no checkpoint: {err}"
         except Exception as err:  # a corrupt or hostile file, reported on every rank
@@ -395,7 +449,11 @@ def restore(state: dict, weights: list[torch.Tensor], optimizer: torch.optim.Opt
     for i, w in enumerate(weights):
         if f"step{i}" in arrays:
             like = w.detach()
-            step = float(array(f"step{i}", None, np.float64))
+            step_array = array(f"step{i}", None, np.float64)
+            if step_array.shape != ():
+                raise InputError(f"{where}: Adam step of weight {i} has shape"
+                                 f" {list(step_array.shape)}, not a number", collective=True)
+            step = float(step_array)
             if not (np.isfinite(step) and step >= 1):
                 raise InputError(f"{where}: Adam step of weight {i} is {step}", collective=True)
             opt_state[i] = {
@@ -404,6 +462,10 @@ def restore(state: dict, weights: list[torch.Tensor], optimizer: torch.optim.Opt
                 "exp_avg_sq": torch.from_numpy(array(f"exp_avg_sq{i}", like).copy()),
             }
     rng = array("torch_rng", None, np.uint8)
+    want_rng = torch.get_rng_state().numel()
+    if rng.shape != (want_rng,):
+        raise InputError(f"{where}: the random state holds {rng.size} bytes, this torch's"
+                         f" {want_rng}", collective=True)
     with torch.no_grad():
         for w, saved in zip(weights, new_weights, strict=True):
             w.copy_(torch.from_numpy(saved))

@@ -23,7 +23,7 @@ from hpcgnn.grid.device import choose_device
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.io.reader import GraphFile
 from hpcgnn.kernels.prepare import prepare_kernels
-from hpcgnn.train.checkpoint import GRAPH_CONTENT, load_checkpoint
+from hpcgnn.train.checkpoint import GRAPH_CONTENT, load_checkpoint, state_bytes_bound
 from hpcgnn.train.loop import EpochRecord, Trainer, TrainResult, run_epochs
 from hpcgnn.train.modes.base import Mode, Setup
 from hpcgnn.train.modes.fullbatch import FullBatchMode
@@ -130,7 +130,8 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
     if opts.resume:
         more = None if opts.predict_out else cfg.epochs
         ignore = TRAINING_ONLY if opts.predict_out else ()
-        state = load_checkpoint(opts.resume, grid.world, fingerprint, more, ignore)
+        bound = state_bytes_bound(meta.num_features, meta.num_classes, cfg)
+        state = load_checkpoint(opts.resume, grid.world, fingerprint, more, ignore, bound)
         trainer.restore_checkpoint(state, opts.resume)
         start_epoch = int(state["epoch"])
         history = [EpochRecord(**rec) for rec in state["history"]]

@@ -119,3 +119,62 @@ def test_a_saved_epoch_out_of_range_is_named(graph_file, shared_tmp, world, caps
         on_rank0(world, set_epoch, epoch)
         line = _resume_error(path, ckpt, world, capsys, "--epochs", str(10**7))
         assert_all(world, words in line, line)
+
+
+def _rebind(ckpt):
+    """Bind the manifest to the ``.npz`` as it is now (an attacker can do the same)."""
+    manifest = json.loads((ckpt / MANIFEST).read_text())
+    manifest["arrays_sha256"] = hashlib.sha256((ckpt / ARRAYS).read_bytes()).hexdigest()
+    (ckpt / MANIFEST).write_text(json.dumps(manifest))
+
+
+def _add_member(ckpt, name, data):
+    import zipfile
+
+    with zipfile.ZipFile(ckpt / ARRAYS, "a") as z:
+        z.writestr(name, data)
+    _rebind(ckpt)
+
+
+def _bomb(ckpt):
+    with np.load(ckpt / ARRAYS) as npz:
+        arrays = {k: npz[k] for k in npz.files}
+    np.savez_compressed(ckpt / ARRAYS, **{**arrays, "w0": np.zeros((4000, 5000), np.float32)})
+    _rebind(ckpt)
+
+
+def _history(ckpt):
+    manifest = json.loads((ckpt / MANIFEST).read_text())
+    manifest["history"] = [{k: "x" for k in rec} for rec in manifest["history"]]
+    (ckpt / MANIFEST).write_text(json.dumps(manifest))
+
+
+def _fifo(ckpt):
+    (ckpt / MANIFEST).unlink()
+    os.mkfifo(ckpt / MANIFEST)
+
+
+#: name -> (how the checkpoint is crafted, words of the one line)
+CRAFTED = {
+    "member-not-npy": (lambda c: _add_member(c, "w9.npy", b"no magic here"),
+                       "member 'w9' is not a .npy array"),
+    "member-not-an-array": (lambda c: _add_member(c, "notes.txt", b"hello"),
+                            "member 'notes.txt' is not a .npy array"),
+    "zip-bomb": (_bomb, "inflate to"),
+    "short-rng-state": (lambda c: _rewrite_arrays(
+        c, lambda a: {**a, "torch_rng": a["torch_rng"][:10]}), "random state holds 10 bytes"),
+    "step-array": (lambda c: _rewrite_arrays(c, lambda a: {**a, "step0": np.arange(5.0)}),
+                   "Adam step of weight 0 has shape [5]"),
+    "history-strings": (_history, "one record per epoch, of numbers"),
+    "fifo-manifest": (_fifo, "not a regular file"),
+}
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("name", sorted(CRAFTED))
+def test_crafted_checkpoints_are_one_line(graph_file, shared_tmp, world, capsys, name):
+    craft, words = CRAFTED[name]
+    path, ckpt = _checkpoint(graph_file, shared_tmp, world, f"crafted-{name}")
+    on_rank0(world, craft, ckpt)
+    line = _resume_error(path, ckpt, world, capsys, "--epochs", "4")
+    assert_all(world, words in line, line)

@@ -12,6 +12,10 @@ FORMAT_NAME = "hpcgnn-graph"
 FORMAT_VERSION = 1
 
 # Root attributes.
+#: Largest ``num_classes`` accepted (``2^31 - 1``): a label is a class id, and no data set
+#: has more classes than an int32 counts; a larger count is forged or corrupt.
+MAX_CLASSES = 2**31 - 1
+
 ATTR_FORMAT = "format"
 ATTR_VERSION = "format_version"
 ATTR_NUM_NODES = "num_nodes"

@@ -28,9 +28,7 @@ MAX_COMPRESSION = 1100
 SMALL_DATASET_BYTES = 1 << 16
 #: Deepest group nesting accepted (the format uses two levels).
 MAX_DEPTH = 8
-#: Largest ``num_classes`` accepted (``2^31 - 1``): a label is a class id, and no data set
-#: has more classes than an int32 counts; a larger count is forged or corrupt.
-MAX_CLASSES = 2**31 - 1
+MAX_CLASSES = fmt.MAX_CLASSES
 
 
 @dataclass(frozen=True)

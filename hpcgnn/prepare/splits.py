@@ -15,12 +15,17 @@ Masks = tuple[np.ndarray, np.ndarray, np.ndarray]
 def class_ids(values: np.ndarray, source: str | os.PathLike) -> np.ndarray:
     """Return numeric labels as int64 class ids, negative or NaN becoming ``-1`` (unlabelled).
 
-    Raises :class:`InputError` naming ``source`` if a known label is not an integer.
+    Raises :class:`InputError` naming ``source`` if a known label is not an integer, or
+    beyond the largest class id a graph file holds (``MAX_CLASSES - 1``).
     """
     known = np.isfinite(values) & (values >= 0)
     fraction = values[known] != np.round(values[known])
     if np.any(fraction):
         raise InputError(f"{source}: label {values[known][fraction][0]} is not an integer class id")
+    big = values[known] >= fmt.MAX_CLASSES
+    if np.any(big):
+        raise InputError(f"{source}: label {values[known][big][0]:.0f} is beyond the largest class"
+                         f" id ({fmt.MAX_CLASSES - 1}) a graph file holds")
     return np.where(known, values, fmt.UNLABELLED).astype(np.int64)
 
 

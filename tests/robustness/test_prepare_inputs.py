@@ -143,3 +143,38 @@ def test_ogb_declaring_a_huge_vertex_count(shared_tmp, world, capfd):
         "num-node-list.csv.gz says 1000000000000 vertices",
     )
 
+
+
+def _good_output(path: Path) -> None:
+    path.write_bytes(b"a previous good output")
+
+
+def _big_ogb_label(root: Path) -> None:
+    fake_ogb(root)
+    with gzip.open(root / "raw" / "node-label.csv.gz", "rt") as fh:
+        lines = fh.read().splitlines()
+    lines[0] = "1000000000000"
+    with gzip.open(root / "raw" / "node-label.csv.gz", "wt") as fh:
+        fh.write("\n".join(lines) + "\n")
+
+
+@pytest.mark.mpi
+def test_a_label_beyond_any_class_count_is_refused(shared_tmp, world, capfd):
+    # a file the reader would refuse (num_classes > 2^31 - 1) is never written, and the
+    # previous output stays
+    edges, labels, out = shared_tmp / "e.txt", shared_tmp / "y.npy", shared_tmp / "g.h5"
+    on_rank0(world, _edges, edges)
+    on_rank0(world, np.save, labels, np.array([0, 10**12, 1]))
+    on_rank0(world, _good_output, out)
+    expect_error_untouched(
+        world, capfd, [shared_tmp],
+        ["prepare", "edgelist", "--edges", edges, "--labels", labels, "--out", out],
+        "label 1000000000000 is beyond the largest class id",
+    )
+    root = shared_tmp / "ogbn_fake"
+    on_rank0(world, _big_ogb_label, root)
+    expect_error_untouched(
+        world, capfd, [shared_tmp],
+        ["prepare", "ogb", "--root", root, "--out", out, "--quiet"],
+        "label 1000000000000 is beyond the largest class id",
+    )

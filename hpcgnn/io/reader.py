@@ -18,6 +18,7 @@ import scipy.sparse as sp
 
 from hpcgnn.errors import InputError
 from hpcgnn.io import format as fmt
+from hpcgnn.utils.text import printable
 
 _Attr = TypeVar("_Attr")
 
@@ -215,7 +216,7 @@ class GraphFile:
         f = self._attr(fmt.ATTR_NUM_FEATURES, int)
         c = self._attr(fmt.ATTR_NUM_CLASSES, int)
         directed = self._attr(fmt.ATTR_DIRECTED, bool)
-        name = self._attr(fmt.ATTR_NAME, str, default="")
+        name = printable(self._attr(fmt.ATTR_NAME, str, default=""))
         if n <= 0 or nnz < 0 or f <= 0 or c <= 0:
             raise self._fail(
                 f"invalid sizes: num_nodes={n}, num_edges={nnz}, num_features={f}, num_classes={c}"
@@ -240,7 +241,7 @@ class GraphFile:
             if len(off) < 2 or off[0] != 0 or off[-1] != n or np.any(np.diff(off) < 0):
                 raise self._fail(f"partition offsets {off.tolist()[:8]} are not 0 <= ... <= {n}")
             offsets = tuple(int(x) for x in off)
-            method = str(self._h5[fmt.PARTITION].attrs.get("method", ""))
+            method = printable(str(self._h5[fmt.PARTITION].attrs.get("method", "")))
         normalization = self._attr(fmt.ATTR_FEATURE_NORMALIZATION, str, default="")
         if normalization not in fmt.FEATURE_NORMALIZATIONS:
             raise self._fail(f"unknown feature normalization {normalization[:20]!r} (known: row)")
@@ -256,7 +257,7 @@ class GraphFile:
             format_version=version,
             partition_offsets=offsets,
             partition_method=method,
-            source=self._attr(fmt.ATTR_SOURCE, str, default=""),
+            source=printable(self._attr(fmt.ATTR_SOURCE, str, default="")),
             feature_nnz=feature_nnz,
             feature_normalization=normalization,
         )

@@ -25,7 +25,7 @@ from typing import Any
 
 from hpcgnn.cost.ranking import fastest_per_algo
 from hpcgnn.errors import ConfigError
-from hpcgnn.utils.files import atomic_path, atomic_write, check_directory
+from hpcgnn.utils.files import atomic_path, atomic_write, check_directory, output_directory
 
 FORMATS = ("png", "svg")
 
@@ -135,27 +135,27 @@ def write_report(paths: list[str], out: str) -> list[Path]:
         ) from None
     runs, studies = load_inputs(paths)
     check_directory(out, "report directory")
-    outdir = Path(out)
-    outdir.mkdir(parents=True, exist_ok=True)
-    drawn = {}
-    panels: tuple[tuple[str, Callable[[Any, list[Any]], None], list[Any]], ...] = (
-        ("curves", _curves, runs),
-        ("phases", _phases, runs),
-        ("bytes", _bytes, [r for r in runs if _total(r, "measured_bytes")]),
-        ("exchange", _exchange, [r for r in runs if "V_ori" in r.doc.get("exchange", {})]),
-        ("scaling", _scaling, studies),
-    )
-    for name, draw, items in panels:
-        if not items:
-            continue
-        fig = Figure(figsize=(10, 4.8), layout="constrained")
-        draw(fig, items)
-        for fmt in FORMATS:
-            with atomic_path(outdir / f"{name}.{fmt}", "report figure") as tmp:
-                fig.savefig(tmp, format=fmt, dpi=110)
-            fig.set_layout_engine("none")  # keep the first layout: it costs a draw each time
-        drawn[name] = [outdir / f"{name}.{fmt}" for fmt in FORMATS]
-    index = atomic_write(outdir / "index.md", _index(runs, studies, list(drawn)), "report index")
+    with output_directory(out) as outdir:
+        drawn: dict[str, list[Path]] = {}
+        panels: tuple[tuple[str, Callable[[Any, list[Any]], None], list[Any]], ...] = (
+            ("curves", _curves, runs),
+            ("phases", _phases, runs),
+            ("bytes", _bytes, [r for r in runs if _total(r, "measured_bytes")]),
+            ("exchange", _exchange, [r for r in runs if "V_ori" in r.doc.get("exchange", {})]),
+            ("scaling", _scaling, studies),
+        )
+        for name, draw, items in panels:
+            if not items:
+                continue
+            fig = Figure(figsize=(10, 4.8), layout="constrained")
+            draw(fig, items)
+            for fmt in FORMATS:
+                with atomic_path(outdir / f"{name}.{fmt}", "report figure") as tmp:
+                    fig.savefig(tmp, format=fmt, dpi=110)
+                fig.set_layout_engine("none")  # keep the first layout: it costs a draw each time
+            drawn[name] = [outdir / f"{name}.{fmt}" for fmt in FORMATS]
+        text = _index(runs, studies, list(drawn))
+        index = atomic_write(outdir / "index.md", text, "report index")
     return [p for files in drawn.values() for p in files] + [index]
 
 

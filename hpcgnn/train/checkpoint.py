@@ -2,7 +2,8 @@
 
 A checkpoint directory holds two files, written by rank 0:
 
-- ``checkpoint.npz``: plain numeric arrays only (``w<i>`` the weights, ``exp_avg<i>``,
+- ``checkpoint-e<E>.npz`` (``checkpoint.npz`` before per-epoch names): plain numeric
+  arrays only (``w<i>`` the weights, ``exp_avg<i>``,
   ``exp_avg_sq<i>`` and ``step<i>`` the Adam state of weight ``i``, ``torch_rng`` the torch
   RNG state), read back with ``numpy.load(allow_pickle=False)``: nothing in it can run
   code;
@@ -12,7 +13,9 @@ A checkpoint directory holds two files, written by rank 0:
   and the SHA-256 of the ``.npz`` it belongs to. It is written last, so it commits the
   pair. The graph's content is its :func:`~hpcgnn.graph.check.check_graph` fingerprint
   (edges, features, labels, masks, node ids, partition), so a checkpoint of another graph
-  of the same size is refused.
+  of the same size is refused. It names its ``.npz`` (``arrays_file``); the arrays of an
+  older epoch are removed only once the new manifest is in place, so a failure while
+  writing (a full disk) leaves the previous pair as it was.
 
 GIST's global model is row-sharded over the ranks (:mod:`hpcgnn.exchange.subnets`) and is
 never gathered: its checkpoint (:func:`save_sharded_checkpoint`, manifest ``layout``
@@ -52,9 +55,12 @@ from hpcgnn.comm.communicator import Comm
 from hpcgnn.config import TrainConfig
 from hpcgnn.errors import ConfigError, InputError
 from hpcgnn.layout.order import layer_sizes, weight_shapes
-from hpcgnn.utils.files import atomic_path, atomic_write
+from hpcgnn.utils.files import atomic_path, atomic_write, output_directory
 
 ARRAYS = "checkpoint.npz"
+#: The arrays file of the checkpoint after epoch ``E`` (named by its manifest).
+EPOCH_ARRAYS = "checkpoint-e{epoch}.npz"
+_ARRAYS_NAME = re.compile(r"checkpoint(-e[0-9]+)?\.npz")
 MANIFEST = "checkpoint.json"
 LEGACY = "checkpoint.pt"
 VERSION = 1
@@ -77,28 +83,38 @@ def save_checkpoint(
     optimizer: torch.optim.Optimizer, history: list[dict], fingerprint: dict[str, Any],
 ) -> Path:
     """Write the state after ``epoch`` epochs (call on one rank only); returns the manifest."""
-    d = Path(directory)
-    d.mkdir(parents=True, exist_ok=True)
-    arrays: dict[str, np.ndarray] = {"torch_rng": torch.get_rng_state().numpy()}
-    state = optimizer.state_dict()["state"]
-    for i, w in enumerate(weights):
-        arrays[f"w{i}"] = w.detach().cpu().numpy()
-        s = state.get(i, {})
-        if s:
-            arrays[f"exp_avg{i}"] = s["exp_avg"].detach().cpu().numpy()
-            arrays[f"exp_avg_sq{i}"] = s["exp_avg_sq"].detach().cpu().numpy()
-            arrays[f"step{i}"] = np.asarray(float(s["step"]), dtype=np.float64)
-    buf = io.BytesIO()
-    # numpy's stubs: a ``**`` of arrays might name ``allow_pickle``
-    np.savez(buf, **arrays)  # type: ignore[arg-type]
-    blob = buf.getvalue()
-    atomic_write(d / ARRAYS, blob, "--checkpoint-dir")
-    manifest = {
-        "format": "hpcgnn-checkpoint", "version": VERSION, "epoch": int(epoch),
-        "num_weights": len(weights), "history": history, "fingerprint": fingerprint,
-        "arrays_sha256": hashlib.sha256(blob).hexdigest(),
-    }
-    atomic_write(d / MANIFEST, json.dumps(manifest, indent=1) + "\n", "--checkpoint-dir")
+    with output_directory(directory) as d:
+        arrays: dict[str, np.ndarray] = {"torch_rng": torch.get_rng_state().numpy()}
+        state = optimizer.state_dict()["state"]
+        for i, w in enumerate(weights):
+            arrays[f"w{i}"] = w.detach().cpu().numpy()
+            s = state.get(i, {})
+            if s:
+                arrays[f"exp_avg{i}"] = s["exp_avg"].detach().cpu().numpy()
+                arrays[f"exp_avg_sq{i}"] = s["exp_avg_sq"].detach().cpu().numpy()
+                arrays[f"step{i}"] = np.asarray(float(s["step"]), dtype=np.float64)
+        buf = io.BytesIO()
+        # numpy's stubs: a ``**`` of arrays might name ``allow_pickle``
+        np.savez(buf, **arrays)  # type: ignore[arg-type]
+        blob = buf.getvalue()
+        name = EPOCH_ARRAYS.format(epoch=int(epoch))
+        atomic_write(d / name, blob, "--checkpoint-dir")
+        manifest = {
+            "format": "hpcgnn-checkpoint", "version": VERSION, "epoch": int(epoch),
+            "num_weights": len(weights), "history": history, "fingerprint": fingerprint,
+            "arrays_file": name, "arrays_sha256": hashlib.sha256(blob).hexdigest(),
+        }
+        try:
+            atomic_write(d / MANIFEST, json.dumps(manifest, indent=1) + "\n", "--checkpoint-dir")
+        except BaseException:
+            with suppress(OSError):
+                (d / name).unlink()  # the previous manifest still names its own arrays
+            raise
+    # the new manifest is in place: arrays of other epochs are garbage now
+    for old in [*d.glob(EPOCH_ARRAYS.format(epoch="*")), d / ARRAYS]:
+        if old.name != name:
+            with suppress(OSError):
+                old.unlink()
     return d / MANIFEST
 
 
@@ -107,7 +123,7 @@ def _read(directory: Path, max_bytes: int | None = None) -> dict[str, Any]:
 
     ``max_bytes``: what the arrays may inflate to (this run's model and optimiser state).
     """
-    manifest_path, arrays_path = directory / MANIFEST, directory / ARRAYS
+    manifest_path = directory / MANIFEST
     if not manifest_path.exists():
         if (directory / LEGACY).exists():
             raise ValueError(
@@ -115,9 +131,7 @@ def _read(directory: Path, max_bytes: int | None = None) -> dict[str, Any]:
                 " loaded (pickles can run code): restart the run to write a safe checkpoint"
             )
         raise FileNotFoundError(f"no checkpoint at {manifest_path}")
-    for path in (manifest_path, arrays_path):
-        if path.exists() and not path.is_file():  # a pipe would block the read
-            raise ValueError(f"{path} is not a regular file (a directory, pipe or device)")
+    _check_regular(manifest_path)
     manifest = json.loads(manifest_path.read_text())
     if not isinstance(manifest, dict) or manifest.get("format") != "hpcgnn-checkpoint":
         raise ValueError(f"{manifest_path} is not an hpcgnn checkpoint manifest")
@@ -136,6 +150,11 @@ def _read(directory: Path, max_bytes: int | None = None) -> dict[str, Any]:
     elif layout is not None:
         raise ValueError(f"{manifest_path}: unknown layout {layout!r}")
     else:
+        arrays_name = manifest.get("arrays_file", ARRAYS)
+        if not isinstance(arrays_name, str) or not _ARRAYS_NAME.fullmatch(arrays_name):
+            raise ValueError(f"{manifest_path}: field 'arrays_file' is not a checkpoint-e<E>.npz")
+        arrays_path = directory / arrays_name
+        _check_regular(arrays_path)
         blob = arrays_path.read_bytes()
         if hashlib.sha256(blob).hexdigest() != manifest.get("arrays_sha256"):
             raise ValueError(f"{arrays_path} does not belong to {manifest_path} (checksum differs)")
@@ -149,6 +168,12 @@ def _read(directory: Path, max_bytes: int | None = None) -> dict[str, Any]:
         raise ValueError(f"{manifest_path}: the history does not hold one record per epoch,"
                          " of numbers")
     return {**manifest, "arrays": arrays}
+
+
+def _check_regular(path: Path) -> None:
+    """Refuse a path that exists and is no regular file (a pipe would block the read)."""
+    if path.exists() and not path.is_file():
+        raise ValueError(f"{path} is not a regular file (a directory, pipe or device)")
 
 
 def _is_number(value: Any) -> bool:

@@ -67,6 +67,29 @@ def check_directory(path: str | os.PathLike, what: str) -> None:
         raise ConfigError(f"{what} {p}: {base} is not a writable directory")
 
 
+@contextmanager
+def output_directory(path: str | os.PathLike) -> Iterator[Path]:
+    """``path`` as a directory, made with its missing parents.
+
+    A failure in the body removes the directories it made, with what the body wrote into
+    them (nothing else can be there): a full disk leaves no half-written directory behind.
+    An existing directory is left as it is.
+    """
+    p = Path(path)
+    top = None
+    q = p
+    while not q.exists() and q != q.parent:
+        top = q  # the outermost directory this call makes
+        q = q.parent
+    p.mkdir(parents=True, exist_ok=True)
+    try:
+        yield p
+    except BaseException:
+        if top is not None:
+            shutil.rmtree(top, ignore_errors=True)
+        raise
+
+
 def check_output(path: str | os.PathLike, what: str) -> None:
     """Raise :class:`ConfigError` unless ``path`` can be written by :func:`atomic_path`."""
     p = Path(path)

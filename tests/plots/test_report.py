@@ -59,3 +59,21 @@ def test_bad_inputs_fail_in_one_line(tmp_path, capsys, content, words):
     assert main(["report", str(path), "--out", str(tmp_path / "r")]) == 1
     err = capsys.readouterr().err
     assert words in err and len(err.splitlines()) == 1 and not (tmp_path / "r").exists()
+
+
+def test_a_full_disk_leaves_no_report_directory(tmp_path, capsys, monkeypatch):
+    import hpcgnn.plots.report as report
+    from hpcgnn.errors import OutputError
+
+    path = write_random_graph(tmp_path / "g.h5", n=30, seed=2)
+    metrics = tmp_path / "m.json"
+    assert main(["train", str(path), "--epochs", "1", "--quiet", "--metrics", str(metrics)]) == 0
+
+    def full(path, data, what="output"):
+        raise OutputError(f"{what} {path}: No space left on device")
+
+    monkeypatch.setattr(report, "atomic_write", full)
+    capsys.readouterr()
+    assert main(["report", str(metrics), "--out", str(tmp_path / "new" / "rep")]) == 1
+    assert "No space left on device" in capsys.readouterr().err
+    assert not (tmp_path / "new").exists()

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from hpcgnn.cli.main import main
-from hpcgnn.train.checkpoint import ARRAYS, LEGACY, MANIFEST
+from hpcgnn.train.checkpoint import LEGACY, MANIFEST
 from tests.mpi import assert_all, on_rank0
 
 TRAIN = ["--epochs", "3", "--hidden", "8", "--quiet", "--threads", "1"]
@@ -36,13 +36,18 @@ def _checkpoint(graph_file, shared_tmp, world, name):
     return path, ckpt
 
 
+def arrays_file(ckpt):
+    """The ``.npz`` the checkpoint's manifest names."""
+    return ckpt / json.loads((ckpt / MANIFEST).read_text())["arrays_file"]
+
+
 def _rewrite_arrays(ckpt, change):
     """Replace the ``.npz`` by ``change(arrays)`` and re-bind the manifest to it."""
-    with np.load(ckpt / ARRAYS) as npz:
+    with np.load(arrays_file(ckpt)) as npz:
         arrays = {k: npz[k] for k in npz.files}
     buf = io.BytesIO()
     np.savez(buf, **change(arrays))
-    (ckpt / ARRAYS).write_bytes(buf.getvalue())
+    (arrays_file(ckpt)).write_bytes(buf.getvalue())
     manifest = json.loads((ckpt / MANIFEST).read_text())
     manifest["arrays_sha256"] = hashlib.sha256(buf.getvalue()).hexdigest()
     (ckpt / MANIFEST).write_text(json.dumps(manifest))
@@ -94,7 +99,7 @@ def test_wrong_shapes_missing_arrays_and_foreign_files_are_named(
     on_rank0(world, _rewrite_arrays, ckpt, lambda a: {**a, "w1": a["w1"][:, :1]})
     line = _resume_error(path, ckpt, world, capsys)
     assert_all(world, "array 'w1' is float32[8, 1], this run needs float32[8, 3]" in line, line)
-    on_rank0(world, (ckpt / ARRAYS).write_bytes, b"not an npz at all")
+    on_rank0(world, (arrays_file(ckpt)).write_bytes, b"not an npz at all")
     line = _resume_error(path, ckpt, world, capsys)
     assert_all(world, "does not belong to" in line, line)
 
@@ -124,22 +129,22 @@ def test_a_saved_epoch_out_of_range_is_named(graph_file, shared_tmp, world, caps
 def _rebind(ckpt):
     """Bind the manifest to the ``.npz`` as it is now (an attacker can do the same)."""
     manifest = json.loads((ckpt / MANIFEST).read_text())
-    manifest["arrays_sha256"] = hashlib.sha256((ckpt / ARRAYS).read_bytes()).hexdigest()
+    manifest["arrays_sha256"] = hashlib.sha256((arrays_file(ckpt)).read_bytes()).hexdigest()
     (ckpt / MANIFEST).write_text(json.dumps(manifest))
 
 
 def _add_member(ckpt, name, data):
     import zipfile
 
-    with zipfile.ZipFile(ckpt / ARRAYS, "a") as z:
+    with zipfile.ZipFile(arrays_file(ckpt), "a") as z:
         z.writestr(name, data)
     _rebind(ckpt)
 
 
 def _bomb(ckpt):
-    with np.load(ckpt / ARRAYS) as npz:
+    with np.load(arrays_file(ckpt)) as npz:
         arrays = {k: npz[k] for k in npz.files}
-    np.savez_compressed(ckpt / ARRAYS, **{**arrays, "w0": np.zeros((4000, 5000), np.float32)})
+    np.savez_compressed(arrays_file(ckpt), **{**arrays, "w0": np.zeros((4000, 5000), np.float32)})
     _rebind(ckpt)
 
 
@@ -178,3 +183,40 @@ def test_crafted_checkpoints_are_one_line(graph_file, shared_tmp, world, capsys,
     on_rank0(world, craft, ckpt)
     line = _resume_error(path, ckpt, world, capsys, "--epochs", "4")
     assert_all(world, words in line, line)
+
+
+def _disk_full_at_manifest(monkeypatch):
+    """Every checkpoint manifest write fails as on a full disk (after its arrays were written)."""
+    import hpcgnn.train.checkpoint as ck
+    from hpcgnn.errors import OutputError
+
+    real = ck.atomic_write
+
+    def write(path, data, what="output"):
+        if str(path).endswith(MANIFEST):
+            raise OutputError(f"{what} {path}: No space left on device")
+        return real(path, data, what)
+
+    monkeypatch.setattr(ck, "atomic_write", write)
+
+
+@pytest.mark.mpi
+def test_a_full_disk_leaves_no_directory_and_keeps_the_previous_checkpoint(
+    graph_file, shared_tmp, world, capsys, monkeypatch
+):
+    path, ckpt = _checkpoint(graph_file, shared_tmp, world, "full")
+    before = {p.name: p.read_bytes() for p in sorted(ckpt.iterdir())}
+    _disk_full_at_manifest(monkeypatch)
+    fresh = shared_tmp / "fresh" / "ck"
+    rc = main(["train", str(path), *TRAIN, "--checkpoint-dir", str(fresh)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert_all(world, rc == 1 and len(err) == 1 and "No space left on device" in err[0], err)
+    assert_all(world, not (shared_tmp / "fresh").exists(), "an empty directory was left")
+    rc = main(["train", str(path), *TRAIN, "--epochs", "4", "--resume", str(ckpt),
+               "--checkpoint-dir", str(ckpt)])
+    capsys.readouterr()
+    after = {p.name: p.read_bytes() for p in sorted(ckpt.iterdir())}
+    assert_all(world, rc == 1 and after == before, f"the previous checkpoint changed: {after}")
+    monkeypatch.undo()
+    line = main(["train", str(path), *TRAIN, "--epochs", "4", "--resume", str(ckpt)])
+    assert_all(world, line == 0, "the previous checkpoint no longer resumes")

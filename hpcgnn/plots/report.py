@@ -66,7 +66,7 @@ def load_inputs(paths: list[str]) -> tuple[list[Run], list[Study]]:
             raise ConfigError(f"{path}: cannot read: {err.strerror or err}") from None
         except (json.JSONDecodeError, UnicodeDecodeError) as err:
             raise ConfigError(f"{path}: not valid JSON: {err}") from None
-        label = Path(path).stem
+        label = _stem(path, paths)
         if isinstance(doc, dict) and isinstance(doc.get("results"), list) and "machine" in doc:
             studies.append(_checked(path, Study(label, doc)))
         elif isinstance(doc, dict) and isinstance(doc.get("epochs"), list) and "comm" in doc:
@@ -112,6 +112,17 @@ def _checked(path: str, item: Any) -> Any:
             f"({type(err).__name__}: {err})"
         ) from None
     return item
+
+
+def _stem(path: str, paths: list[str]) -> str:
+    """The file's name without ``.json``, with its directory where another input shares it.
+
+    Job scripts write ``metrics.json`` in one directory per run.
+    """
+    p = Path(path)
+    if sum(Path(q).stem == p.stem for q in paths) > 1:
+        return f"{p.parent.name}/{p.stem}"
+    return p.stem
 
 
 def _run_label(stem: str, doc: dict[str, Any]) -> str:
@@ -183,23 +194,38 @@ def _curves(fig: Any, runs: list[Run]) -> None:
     acc.set(xlabel="epoch", ylabel="accuracy", title="Accuracy (solid: train, dashed: val)",
             ylim=(0, 1))
     loss.legend(fontsize="small")
-    acc.legend(fontsize="x-small", ncol=1 + len(runs) // 4)
+    handles, labels = acc.get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize="x-small", loc="outside right upper",
+               ncol=1 + len(runs) // 8)
+
+
+def phase_bars(doc: dict[str, Any]) -> dict[str, float]:
+    """Seconds per epoch of a run's phases that do not overlap, as the bars stack them.
+
+    Minibatch runs time their pipeline (``sample``, ``fetch``, ``propagate``), which holds
+    the communication categories and compute phases: those stages alone are drawn, so no
+    second is counted twice. Other runs' phases (communication categories, compute)
+    do not nest.
+    """
+    time = doc.get("time", {})
+    return dict(time.get("minibatch_phases") or time.get("phases", {}))
 
 
 def _phases(fig: Any, runs: list[Run]) -> None:
     ax = fig.subplots()
-    phases = sorted({p for r in runs for p in r.doc.get("time", {}).get("phases", {})})
+    bars = [phase_bars(r.doc) for r in runs]
+    phases = sorted({p for b in bars for p in b})
     bottom = [0.0] * len(runs)
     x = range(len(runs))
     colours = _colours(len(phases))
     for phase, colour in zip(phases, colours, strict=True):
-        ms = [1e3 * (r.doc["time"].get("phases", {}).get(phase) or 0.0) for r in runs]
+        ms = [1e3 * (b.get(phase) or 0.0) for b in bars]
         ax.bar(x, ms, bottom=bottom, label=phase, color=colour)
         bottom = [b + v for b, v in zip(bottom, ms, strict=True)]
     ax.set_xticks(list(x), [r.label for r in runs], rotation=20, ha="right", fontsize="small")
     ax.set(ylabel="milliseconds per epoch (mean over ranks)",
-           title="Time per epoch by phase (communication categories and compute)")
-    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
+           title="Time per epoch by phase (minibatch: its pipeline stages)")
+    fig.legend(fontsize="small", loc="outside right upper")
 
 
 def _bytes(fig: Any, runs: list[Run]) -> None:
@@ -274,10 +300,11 @@ def _scaling(fig: Any, studies: list[Study]) -> None:
 
 
 def _colours(n: int) -> list[Any]:
+    """``n`` colours, distinct up to 60 (tab20, then tab20b and tab20c), then repeating."""
     from matplotlib import colormaps
 
-    cmap = colormaps["tab20"]
-    return [cmap(i % 20) for i in range(n)]
+    palette = [colormaps[name](i) for name in ("tab20", "tab20b", "tab20c") for i in range(20)]
+    return [palette[i % len(palette)] for i in range(n)]
 
 
 def _fmt(value: Any, scale: float = 1.0, digits: int = 4) -> str:

@@ -77,3 +77,32 @@ def test_a_full_disk_leaves_no_report_directory(tmp_path, capsys, monkeypatch):
     assert main(["report", str(metrics), "--out", str(tmp_path / "new" / "rep")]) == 1
     assert "No space left on device" in capsys.readouterr().err
     assert not (tmp_path / "new").exists()
+
+
+@pytest.mark.parametrize("flags", [["--algo", "1d"], ["--mode", "minibatch", "--batch-size", "8"],
+                                   ["--mode", "offload", "--chunks", "2"]],
+                         ids=["1d", "minibatch", "offload"])
+def test_the_phase_bars_count_no_second_twice(tmp_path, flags):
+    from hpcgnn.plots.report import phase_bars
+
+    path = write_random_graph(tmp_path / "g.h5", n=48, seed=2)
+    out = tmp_path / "m.json"
+    assert main(["train", str(path), "--epochs", "3", "--quiet", "--metrics", str(out),
+                 *flags]) == 0
+    doc = json.loads(out.read_text())
+    step = sum(e["time_s"] for e in doc["epochs"]) / len(doc["epochs"])
+    assert 0 < sum(phase_bars(doc).values()) <= 1.02 * step  # one rank: the bars are its step
+
+
+def test_labels_and_colours_are_distinct(tmp_path):
+    from hpcgnn.plots.report import _colours, load_inputs
+
+    docs = []
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        doc = tmp_path / name / "metrics.json"
+        doc.write_text(json.dumps({"epochs": [], "comm": {}, "config": {"algo": "1d"}}))
+        docs.append(str(doc))
+    runs, _ = load_inputs(docs)
+    assert len({r.label for r in runs}) == 2 and runs[0].label.startswith("a/metrics")
+    assert len(set(_colours(24))) == 24

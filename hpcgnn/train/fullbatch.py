@@ -105,10 +105,13 @@ class FullBatchTrainer(WholeModel, SubModelHost):
         self.steps_done += k
         return float(np.mean(shares)) * self.model.comm.size / self.world.size
 
-    def predicted_bytes(self) -> dict[str, float]:
-        """The cost model's bytes per step, summed over ranks (collective)."""
+    def predicted_bytes(self, steps: int, rounds: int) -> dict[str, float]:
+        """The cost model's bytes of ``steps`` steps per round, summed over ranks (collective).
+
+        Every step of a full batch moves the same bytes.
+        """
         estimate = self.model.predict_cost()
-        return {} if estimate is None else dict(estimate.bytes_total)
+        return {} if estimate is None else {c: steps * v for c, v in estimate.bytes_total.items()}
 
     def reduce_loss(self, local: float) -> float:
         """Sum the per-rank shares over the model's ranks (each row counted once)."""

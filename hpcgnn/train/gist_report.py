@@ -33,11 +33,11 @@ def gist_report(
     """
     t, cfg, world = trainer, trainer.cfg, trainer.world
     k, rounds = t.opts.local_iters, max(1, len(t.predicted_rounds))
-    mine = t.inner.predicted_bytes()  # the group's model (collective in the group)
+    mine = t.inner.predicted_bytes(k, result.steps_run)  # collective in the group
     predicted: dict[str, float] = {}
     for part in world.allgather_obj(mine if t.group_grid.world.rank == 0 else {}):
         for c, v in part.items():
-            predicted[c] = predicted.get(c, 0.0) + k * v
+            predicted[c] = predicted.get(c, 0.0) + v
     cats = t.categories()
     for c in cats:
         predicted[c] = sum(r[c] for r in t.predicted_rounds) / rounds

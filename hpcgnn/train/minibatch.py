@@ -251,9 +251,17 @@ class MinibatchTrainer(WholeModel, SubModelHost):
         self._position = self.steps_done = self.steps_done + k
         return loss / batches
 
-    def predicted_bytes(self) -> dict[str, float]:
-        """Nothing ahead of the samples: the cost model is charged from them (:meth:`summary`)."""
-        return {}
+    def predicted_bytes(self, steps: int, rounds: int) -> dict[str, float]:
+        """What the cost model was charged from the samples so far, per round (collective).
+
+        Minibatch traffic depends on the samples, so it is known only as they are drawn:
+        the charges of every step this trainer ran (:class:`~hpcgnn.cost.minibatch.Traffic`),
+        summed over its ranks, divided by ``rounds``.
+        """
+        local = np.array([float(self.traffic.received[c].sum()) if c in self.traffic.received
+                          else 0.0 for c in CATEGORIES])
+        total = self.world.allreduce(local, "control")
+        return {c: float(v) / max(1, rounds) for c, v in zip(CATEGORIES, total, strict=True) if v}
 
     def sampling_section(self) -> dict[str, Any]:
         """The sampler, the graph's layout, the batches and the epochs the stream began."""

@@ -66,8 +66,11 @@ class SubModelHost:
         """
         raise NotImplementedError
 
-    def predicted_bytes(self) -> dict[str, float]:
-        """The model's predicted bytes per step, summed over its ranks (collective)."""
+    def predicted_bytes(self, steps: int, rounds: int) -> dict[str, float]:
+        """The model's predicted bytes per round, summed over its ranks (collective).
+
+        ``steps``: the local iterations of a round; ``rounds``: the rounds this process ran.
+        """
         raise NotImplementedError
 
     def sampling_section(self) -> dict[str, Any] | None:

@@ -59,10 +59,13 @@ def test_two_subnets_train_and_move_what_the_cost_model_says(
     assert section["submodel_bytes_per_round"]["measured"] == pytest.approx(
         section["submodel_bytes_per_round"]["predicted"], rel=1e-12
     )
+    # every category: the sub-model traffic and the groups' own minibatch traffic
     measured, predicted = doc["comm"]["measured_bytes"], doc["comm"]["predicted_bytes"]
-    assert set(predicted) == {"gist_scatter", "gist_gather", "gist_bias"}
-    for cat, value in predicted.items():
-        assert measured[cat] == pytest.approx(value, rel=1e-9), cat
+    assert {"gist_scatter", "gist_gather", "gist_bias"} <= set(predicted)
+    if world.size // 2 > 1:  # groups of several ranks fetch features and all-reduce
+        assert {"feature_fetch", "allreduce"} <= set(predicted)
+    for cat in set(measured) | set(predicted):
+        assert measured.get(cat, 0) == pytest.approx(predicted.get(cat, 0), rel=1e-9), cat
     assert doc["config"]["group_algo"] == "minibatch"
 
 

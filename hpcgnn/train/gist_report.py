@@ -94,10 +94,14 @@ def gist_report(
         f" {dp / 1e6:.3f} MB/round"
     ]
     full_est = t.estimates.get("full_model_estimate_bytes")
-    if full_est is not None:
+    gist_est = t.estimates.get("gist_estimate_bytes")
+    if full_est is not None and gist_est is not None:
+        # like with like: what the run added to each process against the model estimates
+        grew = max(p - s for p, s in zip(peaks, starts, strict=True))
         lines.append(
-            f"gist: peak memory {max(peaks) / 2**30:.3f} GiB per rank (largest of"
-            f" {len(peaks)}); ordinary training of the global model: about"
+            f"gist: memory added by the run {grew / 2**30:.3f} GiB per rank (largest of"
+            f" {len(peaks)}; process peak {max(peaks) / 2**30:.3f} GiB) | model estimate:"
+            f" GIST {gist_est / 2**30:.3f} GiB, ordinary training of the global model"
             f" {full_est / 2**30:.3f} GiB per rank"
         )
     return predicted, {"gist": section}, lines

@@ -123,6 +123,7 @@ def finish_run(
     grid: ProcessGrid, result: TrainResult, *, config: dict[str, Any], meta: GraphMeta,
     measured: dict[str, float], phases: dict[str, float], predicted: dict[str, float],
     sections: dict[str, Any], lines: list[str], metrics: str | None, trace: str | None,
+    step_name: str = "epoch",
 ) -> None:
     """Print the summary on rank 0, write the metrics and the trace (collective).
 
@@ -147,28 +148,30 @@ def finish_run(
         The mode's own summary lines.
     metrics, trace
         Output paths (rank 0 writes them), or ``None``.
+    step_name
+        What a step of the loop is called (GIST: ``round``).
     """
     events = gather_trace(grid.world, grid.stats) if trace else None
     with collective(grid.world):  # a full disk on rank 0 is the same line on every rank
         if grid.rank == 0:
             _report(result, config=config, meta=meta, world_size=grid.size, measured=measured,
                     phases=phases, predicted=predicted, sections=sections, lines=lines,
-                    metrics=metrics, trace=trace, events=events)
+                    metrics=metrics, trace=trace, events=events, step_name=step_name)
 
 
-def validation_lines(result: TrainResult) -> list[str]:
-    """The best-validation epoch (1-based, as the epoch lines) and where training stopped."""
+def validation_lines(result: TrainResult, step_name: str = "epoch") -> list[str]:
+    """The best-validation step (1-based, as the progress lines) and where training stopped."""
     out = []
     best = result.validation.best
     if best is not None:
         out.append(
-            f"best validation | epoch {best.epoch + 1} | val loss {best.val_loss:.4f}"
+            f"best validation | {step_name} {best.epoch + 1} | val loss {best.val_loss:.4f}"
             f" acc {best.val_acc:.4f} | test {best.test_acc:.4f}"
         )
     if result.stopped_after is not None:
         out.append(
-            f"early stopping | stopped after epoch {result.stopped_after}: no lower validation"
-            f" loss in {result.validation.patience} evaluations"
+            f"early stopping | stopped after {step_name} {result.stopped_after}: no lower"
+            f" validation loss in {result.validation.patience} evaluations"
         )
     return out
 
@@ -177,7 +180,7 @@ def _report(
     result: TrainResult, *, config: dict[str, Any], meta: GraphMeta, world_size: int,
     measured: dict[str, float], phases: dict[str, float], predicted: dict[str, float],
     sections: dict[str, Any], lines: list[str], metrics: str | None, trace: str | None,
-    events: list[dict] | None,
+    events: list[dict] | None, step_name: str = "epoch",
 ) -> None:
     """Rank 0's part of :func:`finish_run`: the summary lines and the files."""
     f = result.final
@@ -186,13 +189,13 @@ def _report(
         f" val {f['val_acc']:.4f} test {f['test_acc']:.4f}"
         f" | params sha256 {result.params_sha256[:16]}"
     ]
-    out += validation_lines(result)
+    out += validation_lines(result, step_name)
     if result.epochs:
         med = float(np.median([e.time_s for e in result.epochs]))
         comm = f"{sum(measured.values()) / 1e6:.3f} MB measured"
         if predicted:
             comm += f", {sum(predicted.values()) / 1e6:.3f} MB predicted"
-        out.append(f"epoch median {med * 1e3:.1f} ms | comm per epoch {comm}")
+        out.append(f"{step_name} median {med * 1e3:.1f} ms | comm per {step_name} {comm}")
     print("\n".join(out + lines), flush=True)
     if metrics:
         doc = build_metrics(

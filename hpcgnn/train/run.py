@@ -152,7 +152,8 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
                 acc = f" | train {rec.train_acc:.4f} val {rec.val_acc:.4f}"
             share = 100.0 * rec.comm_s / rec.time_s if rec.time_s > 0 else 0.0
             print(
-                f"epoch {rec.epoch + 1:5d} | loss {rec.loss:.4f}{acc} | {rec.time_s * 1e3:9.1f} ms"
+                f"{mode.step_name} {rec.epoch + 1:5d} | loss {rec.loss:.4f}{acc}"
+                f" | {rec.time_s * 1e3:9.1f} ms"
                 f" | comm {share:4.1f}%",
                 flush=True,
             )
@@ -229,5 +230,5 @@ def _report(opts: RunOptions, setup: Setup, trainer: Trainer, result: TrainResul
     finish_run(
         grid, result, config=config, meta=setup.meta, measured=measured, phases=phases,
         predicted=predicted, sections=sections, lines=lines, metrics=opts.metrics,
-        trace=opts.trace,
+        trace=opts.trace, step_name=mode.step_name,
     )

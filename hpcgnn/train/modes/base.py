@@ -108,6 +108,8 @@ class Mode(ABC, Generic[T]):
     sharded_checkpoints: ClassVar[bool] = False
     #: Whether the mode's models take sparse input features (``--sparse-features``).
     sparse_features: ClassVar[bool] = True
+    #: What one step of the loop is called on the console (GIST: a round).
+    step_name: ClassVar[str] = "epoch"
 
     @classmethod
     @abstractmethod

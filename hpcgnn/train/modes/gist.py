@@ -78,6 +78,7 @@ class GistMode(Mode[GistTrainer]):
 
     name: ClassVar[str] = "gist"
     sharded_checkpoints: ClassVar[bool] = True
+    step_name: ClassVar[str] = "round"
 
     options: GistOptions
     group: GroupMode

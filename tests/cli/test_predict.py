@@ -56,7 +56,7 @@ def test_predictions_are_the_trained_models(graph_file, shared_tmp, world, name)
         model = "sage" if name == "sage" else "gcn"
         g = Graph.read(path, model=model)
         net = GCN(g.num_features, 8, g.num_classes, model=model).eval()
-        arrays = np.load(ck / "checkpoint.npz")
+        arrays = np.load(ck / json.loads((ck / "checkpoint.json").read_text())["arrays_file"])
         with torch.no_grad():
             for k, w in enumerate(net.weights):
                 w.copy_(torch.from_numpy(arrays[f"w{k}"]))

@@ -110,12 +110,18 @@ def write_json(path: str | os.PathLike, doc: dict[str, Any]) -> None:
     atomic_write(path, text + "\n", "--metrics")
 
 
-def graph_section(meta: GraphMeta) -> dict[str, Any]:
-    """The ``graph`` section: sizes and direction of the input."""
+def graph_section(meta: GraphMeta, content: str | None = None) -> dict[str, Any]:
+    """The ``graph`` section: the input's name, sizes, direction and content fingerprint.
+
+    ``content``: :func:`hpcgnn.graph.check.check_graph`'s fingerprint of the edges,
+    features, labels, masks, node ids and partition (the same for any number of ranks), so
+    two runs can be told to be on the same data.
+    """
     return {
-        "num_nodes": meta.num_nodes, "num_edges": meta.num_edges,
+        "name": meta.name, "num_nodes": meta.num_nodes, "num_edges": meta.num_edges,
         "num_features": meta.num_features, "num_classes": meta.num_classes,
-        "directed": meta.directed,
+        "directed": meta.directed, "feature_normalization": meta.feature_normalization or None,
+        "content_fingerprint": content,
     }
 
 
@@ -123,7 +129,7 @@ def finish_run(
     grid: ProcessGrid, result: TrainResult, *, config: dict[str, Any], meta: GraphMeta,
     measured: dict[str, float], phases: dict[str, float], predicted: dict[str, float],
     sections: dict[str, Any], lines: list[str], metrics: str | None, trace: str | None,
-    step_name: str = "epoch",
+    step_name: str = "epoch", content: str | None = None,
 ) -> None:
     """Print the summary on rank 0, write the metrics and the trace (collective).
 
@@ -150,13 +156,16 @@ def finish_run(
         Output paths (rank 0 writes them), or ``None``.
     step_name
         What a step of the loop is called (GIST: ``round``).
+    content
+        The graph's content fingerprint (``graph`` section).
     """
     events = gather_trace(grid.world, grid.stats) if trace else None
     with collective(grid.world):  # a full disk on rank 0 is the same line on every rank
         if grid.rank == 0:
             _report(result, config=config, meta=meta, world_size=grid.size, measured=measured,
                     phases=phases, predicted=predicted, sections=sections, lines=lines,
-                    metrics=metrics, trace=trace, events=events, step_name=step_name)
+                    metrics=metrics, trace=trace, events=events, step_name=step_name,
+                    content=content)
 
 
 def validation_lines(result: TrainResult, step_name: str = "epoch") -> list[str]:
@@ -180,7 +189,7 @@ def _report(
     result: TrainResult, *, config: dict[str, Any], meta: GraphMeta, world_size: int,
     measured: dict[str, float], phases: dict[str, float], predicted: dict[str, float],
     sections: dict[str, Any], lines: list[str], metrics: str | None, trace: str | None,
-    events: list[dict] | None, step_name: str = "epoch",
+    events: list[dict] | None, step_name: str = "epoch", content: str | None = None,
 ) -> None:
     """Rank 0's part of :func:`finish_run`: the summary lines and the files."""
     f = result.final
@@ -201,7 +210,7 @@ def _report(
         doc = build_metrics(
             result, world_size=world_size, config=config, measured_bytes=measured,
             predicted_bytes=predicted, phases=phases,
-            extra={**sections, "graph": graph_section(meta), "run": run_section(),
+            extra={**sections, "graph": graph_section(meta, content), "run": run_section(),
                    "best": result.validation.as_dict(),
                    "early_stopping": {"patience": result.validation.patience,
                                       "stopped_after_epochs": result.stopped_after}},

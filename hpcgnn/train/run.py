@@ -96,8 +96,9 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
             meta = gf.meta
         _check_outputs(opts, grid)
         mode.check_graph(meta)
-    # the file's structure before any model; its content only for checkpoints
-    content = check_graph(grid.world, opts.graph, bool(opts.checkpoint_dir or opts.resume))
+    # the file's structure before any model, and its content fingerprint (checkpoints are
+    # bound to it; the metrics record it): each rank reads 1/P of the file
+    content = check_graph(grid.world, opts.graph, True)
     need = mode.memory(cfg, meta, grid.shape)
     check_memory(grid.world, need.bytes, (
         f"{mode.label} on grid {need.shape} ({meta.num_features} features, hidden"
@@ -173,7 +174,7 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
             trainer, cfg, progress, start_epoch=start_epoch, history=history,
             after_epoch=checkpoint,
         )
-        _report(opts, setup, trainer, result)
+        _report(opts, setup, trainer, result, content)
     finally:
         trainer.free()
     return result
@@ -210,7 +211,9 @@ def wire_section(grid: ProcessGrid) -> dict:
     }
 
 
-def _report(opts: RunOptions, setup: Setup, trainer: Trainer, result: TrainResult) -> None:
+def _report(
+    opts: RunOptions, setup: Setup, trainer: Trainer, result: TrainResult, content: str | None,
+) -> None:
     """Ask the trainer for its prediction and sections, then write the report (collective)."""
     grid, cfg, mode = setup.grid, setup.cfg, opts.mode
     measured = summed_over_ranks(grid.world, result.per_epoch(result.step_bytes))
@@ -230,5 +233,5 @@ def _report(opts: RunOptions, setup: Setup, trainer: Trainer, result: TrainResul
     finish_run(
         grid, result, config=config, meta=setup.meta, measured=measured, phases=phases,
         predicted=predicted, sections=sections, lines=lines, metrics=opts.metrics,
-        trace=opts.trace, step_name=mode.step_name,
+        trace=opts.trace, step_name=mode.step_name, content=content,
     )

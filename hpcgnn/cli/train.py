@@ -88,6 +88,9 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="evaluate every K epochs (0: only at the end)")
     o.add_argument("--metrics", default=None, help="write the metrics JSON here (rank 0)")
     o.add_argument("--trace", default=None, help="write a Chrome/Perfetto trace here (rank 0)")
+    o.add_argument("--trace-epochs", default=None, metavar="A:B",
+                   help="with --trace: record epochs A to B only (1-based, inclusive; A: or :B"
+                        " open-ended, A one epoch; default: every epoch)")
     o.add_argument("--quiet", action="store_true", help="no per-epoch lines")
     c = p.add_argument_group("checkpoint/restart")
     c.add_argument("--checkpoint-dir", default=None,
@@ -161,12 +164,32 @@ def run(args: argparse.Namespace, predict_out: str | None = None) -> int:
     )
     opts = RunOptions(
         graph=args.graph, mode=mode, metrics=args.metrics, trace=args.trace,
+        trace_epochs=parse_epoch_range(args.trace_epochs, bool(args.trace)),
         checkpoint_dir=args.checkpoint_dir, checkpoint_every=args.checkpoint_every,
         resume=args.resume, quiet=args.quiet, tier_gbps=parse_tiers(args.tier_gbps),
         device=args.device, predict_out=predict_out,
     )
     train(opts, cfg)
     return 0
+
+
+def parse_epoch_range(text: str | None, tracing: bool) -> tuple[int, int] | None:
+    """``"A:B"`` -> ``(A, B)`` (1-based, inclusive); ``"A:"``, ``":B"``, ``"A"`` too."""
+    if text is None:
+        return None
+    if not tracing:
+        raise ConfigError("--trace-epochs needs --trace")
+    first, sep, last = text.partition(":")
+    if not (first.strip() or last.strip()):
+        first = "0"  # nothing given: refused below
+    try:
+        a = int(first) if first.strip() else 1
+        b = (int(last) if last.strip() else 2**63 - 1) if sep else a
+    except ValueError:
+        a = b = 0
+    if not 1 <= a <= b < 2**63:
+        raise ConfigError(f"--trace-epochs: expected A:B with 1 <= A <= B, got {text!r}")
+    return a, b
 
 
 def parse_tiers(text: str | None) -> dict[str, float] | None:

@@ -190,6 +190,7 @@ def run_epochs(
     start_epoch: int = 0,
     history: list[EpochRecord] | None = None,
     after_epoch: Callable[[int, TrainResult], None] | None = None,
+    before_epoch: Callable[[int], None] | None = None,
 ) -> TrainResult:
     """Train for epochs ``start_epoch .. cfg.epochs - 1``, evaluating every ``cfg.eval_every``.
 
@@ -206,6 +207,9 @@ def run_epochs(
     after_epoch
         Called on every rank as ``after_epoch(epochs_done, result)`` (checkpointing);
         ``result.stopped_after`` is set when early stopping ends the run there.
+    before_epoch
+        Called on every rank with the epoch (0-based) before it starts (which epochs the
+        trace records).
 
     Notes
     -----
@@ -220,6 +224,8 @@ def run_epochs(
         if result.validation.stop:  # a resumed run that had stopped
             result.stopped_after = epoch
             break
+        if before_epoch is not None:
+            before_epoch(epoch)
         world.barrier()
         bytes0 = _bytes(stats)
         secs0 = stats.seconds_by_phase()

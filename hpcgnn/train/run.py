@@ -50,6 +50,9 @@ class RunOptions:
     quiet: bool = False
     tier_gbps: dict[str, float] | None = None
     device: str | None = None
+    #: ``--trace-epochs``: the 1-based epochs ``(first, last)`` the trace records (``None``:
+    #: every epoch).
+    trace_epochs: tuple[int, int] | None = None
     #: ``hpcgnn predict``: write the logits of the model in ``resume`` here instead of
     #: training (:mod:`hpcgnn.train.predict`).
     predict_out: str | None = None
@@ -169,10 +172,15 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
     grid.world.barrier()
     grid.stats.reset()
     grid.stats.tracing = bool(opts.trace)
+
+    def trace_window(epoch: int) -> None:
+        window = opts.trace_epochs
+        if opts.trace and window is not None:
+            grid.stats.tracing = window[0] <= epoch + 1 <= window[1]
     try:
         result = run_epochs(
             trainer, cfg, progress, start_epoch=start_epoch, history=history,
-            after_epoch=checkpoint,
+            after_epoch=checkpoint, before_epoch=trace_window,
         )
         _report(opts, setup, trainer, result, content)
     finally:

@@ -365,3 +365,23 @@ def test_a_checkpoint_dir_alone_keeps_the_last_epoch(graph_file, shared_tmp, wor
     resumed = main(["train", str(path), "--epochs", "5", "--hidden", "8", "--quiet",
                     "--resume", str(ckpt)])
     assert_all(world, resumed == 0)
+
+
+@pytest.mark.mpi
+def test_the_trace_records_the_epochs_asked_for(graph_file, shared_tmp, world, capsys):
+    path = graph_file("trace.h5", n=40, seed=2)
+    trace = shared_tmp / "t.json"
+    rc = main(["train", str(path), "--epochs", "6", "--quiet", "--trace", str(trace),
+               "--trace-epochs", "2:3"])
+    assert_all(world, rc == 0)
+    events = json.loads(trace.read_text())["traceEvents"]
+    epochs = {e["name"] for e in events if e.get("name", "").startswith("epoch ")}
+    assert epochs == {"epoch 2", "epoch 3"}
+    capsys.readouterr()
+    for bad in ("3:2", "0:1", "x", ""):
+        rc = main(["train", str(path), "--trace", str(trace), "--trace-epochs", bad])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert_all(world, rc == 1 and len(err) == 1 and "--trace-epochs" in err[0], err)
+    rc = main(["train", str(path), "--trace-epochs", "1:2"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert_all(world, rc == 1 and "--trace-epochs needs --trace" in err[0], err)

@@ -53,8 +53,8 @@ endif
 setup: $(VENV)/.installed-$(MPI)
 
 $(GRAPH): | setup
-	$(VENV)/bin/hpcgnn prepare synthetic --generator sbm --nodes 20000 --avg-degree 16 \
-		--features 64 --classes 8 --seed 0 --out $(GRAPH)
+	$(VENV)/bin/hpcgnn prepare synthetic --generator sbm --num-nodes 20000 --avg-degree 16 \
+		--feature-dim 64 --classes 8 --seed 0 --out $(GRAPH)
 
 run: setup $(GRAPH)
 	mkdir -p $(RUNDIR)

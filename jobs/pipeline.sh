@@ -11,8 +11,8 @@ mkdir -p "$RUN_DIR" "$(dirname "$GRAPH")"
 #    Steps 1 and 2 run on the batch node alone: for a large graph, prepare and partition it
 #    in a small job first, so this allocation trains from the start.
 if [ ! -f "$GRAPH" ]; then
-    "${HPCGNN[@]}" prepare synthetic --generator sbm --nodes {{prepare_nodes}} --avg-degree 16 \
-        --features 64 --classes 8 --seed 0 --quiet --out "$GRAPH"
+    "${HPCGNN[@]}" prepare synthetic --generator sbm --num-nodes {{prepare_nodes}} --avg-degree 16 \
+        --feature-dim 64 --classes 8 --seed 0 --quiet --out "$GRAPH"
 fi
 
 # 2. partition: only the partitioned models (--algo halo, --mode offload) use it; METIS

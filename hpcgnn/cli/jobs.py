@@ -52,10 +52,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--nodes", type=int, default=1, help="nodes (default: 1)")
     r.add_argument("--ranks-per-node", type=int, required=True,
                    help="ranks per node, one per GPU")
-    r.add_argument("--algo", choices=ALGORITHMS, default="1d", help="--algo of train")
+    r.add_argument("--algo", choices=ALGORITHMS, default="1d",
+                   help="--algo of train (default: 1d)")
     r.add_argument("--mode", choices=["fullbatch", "minibatch", "offload", "gist"],
-                   default="fullbatch", help="--mode of train")
-    r.add_argument("--epochs", type=int, default=100)
+                   default="fullbatch", help="--mode of train (default: fullbatch)")
+    r.add_argument("--epochs", type=int, default=100, help="--epochs of train (default: 100)")
     r.add_argument("--graph", default="inputs/sbm-20k.h5",
                    help="graph file; generated with `prepare synthetic` when missing "
                         "(default: inputs/sbm-20k.h5)")
@@ -65,7 +66,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="metrics and partitioned graph go here (default: runs/MODE-ALGO-pP)")
     r.add_argument("--train-args", default="",
                    help="more train flags, e.g. \"--hidden 64 --layers 3\" (checked against "
-                        "train's flags; flags and values only, no shell syntax)")
+                        "train's flags; flags and values only, no shell syntax; default: none)")
     r.add_argument("--minutes", type=int, default=30, help="wall-clock limit (default: 30)")
     r.add_argument("--account", default=None, help="project/account to charge")
     r.add_argument("--template", default=None,

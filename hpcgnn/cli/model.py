@@ -54,9 +54,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(GraphSAGE-mean: the aggregation moves the same layer input over A "
                         "without self loops; two weights per layer, so the gradient "
                         "all-reduce and SUMMA's dense steps double) (default: gcn)")
-    p.add_argument("--layers", type=int, default=2)
-    p.add_argument("--hidden", type=int, default=16)
-    p.add_argument("--dtype", choices=["float32", "float64"], default="float32")
+    p.add_argument("--layers", type=int, default=2, help="layers of the model (default: 2)")
+    p.add_argument("--hidden", type=int, default=16,
+                   help="width of the hidden layers (default: 16)")
+    p.add_argument("--dtype", choices=["float32", "float64"], default="float32",
+                   help="bytes per value of the traffic (default: float32)")
     p.add_argument("--top", type=int, default=15,
                    help="rows to print per P (default 15; 0: none, --out keeps all)")
     p.add_argument("--out", "--json", dest="out", default=None,

@@ -27,7 +27,8 @@ def register(sub: argparse._SubParsersAction) -> None:
             "--write-topology write a generated (rail) topology file."
         ),
     )
-    p.add_argument("graph", nargs="?")
+    p.add_argument("graph", nargs="?",
+                   help="graph file to plan for (not with --calibrate or --write-topology)")
     p.add_argument("--parts", type=int, default=None, help="number of parts = topology ranks")
     p.add_argument("--topology", default=None, help="topology JSON (see docs/planning.md)")
     p.add_argument("--calibrate", action="store_true",
@@ -38,11 +39,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "rail:NODESxGPUS[,key=value...] with keys nvlink_gbps, net_gbps, "
                         "nic_gbps, nvlink_us, net_us, stage_us, endpoint_us "
                         "(see docs/planning.md)")
-    p.add_argument("--feature-dim", type=int, default=128, help="embedding width (float32)")
+    p.add_argument("--feature-dim", type=int, default=128,
+                   help="embedding width (float32; default: 128)")
     p.add_argument("--seed", type=int, default=0, help="seed of the vertex order")
     p.add_argument(
         "--chunks", type=int, default=64,
-        help="chunks per (source, destinations) group; 0 = plan every vertex alone",
+        help="chunks per (source, destinations) group; 0 = plan every vertex alone"
+             " (default: 64)",
     )
     p.add_argument("--max-stages", type=int, default=None, help="deepest stage (default K-1)")
     p.add_argument("--out", default=None, help="write the plan summary to this JSON file")

@@ -77,13 +77,13 @@ def _add_synthetic(sources: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--generator", choices=GENERATORS, default="sbm",
                    help="sbm: classes are blocks; rmat: Graph500 Kronecker (default: sbm)")
-    p.add_argument("--nodes", type=int, default=20000, metavar="N",
-                   help="number of vertices (default: 20000)")
+    p.add_argument("--num-nodes", "--nodes", dest="nodes", type=int, default=20000, metavar="N",
+                   help="number of vertices (default: 20000; --nodes is the same)")
     p.add_argument("--avg-degree", type=float, default=16.0, metavar="D",
                    help="mean degree asked for: N*D/2 undirected or N*D directed edges are "
                         "generated before duplicates are dropped (default: 16)")
-    p.add_argument("--features", type=int, default=64, metavar="F",
-                   help="feature width (default: 64)")
+    p.add_argument("--feature-dim", "--features", dest="features", type=int, default=64,
+                   metavar="F", help="feature width (default: 64; --features is the same)")
     p.add_argument("--classes", type=int, default=8, metavar="C",
                    help="number of classes (default: 8)")
     p.add_argument("--directed", action="store_true", help="generate a directed graph")

@@ -85,7 +85,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                         " the nonzeros; offload multiplies X W first)")
     o = p.add_argument_group("output")
     o.add_argument("--eval-every", type=int, default=1,
-                   help="evaluate every K epochs (0: only at the end)")
+                   help="evaluate every K epochs (0: only at the end; default: 1)")
     o.add_argument("--metrics", default=None, help="write the metrics JSON here (rank 0)")
     o.add_argument("--trace", default=None, help="write a Chrome/Perfetto trace here (rank 0)")
     o.add_argument("--trace-epochs", default=None, metavar="A:B",

@@ -89,3 +89,38 @@ def test_a_reader_that_stops_early_is_no_traceback(tmp_path):
     proc.stdout.close()  # as head does after its line
     err = proc.stderr.read()
     assert proc.wait(timeout=120) == 1 and err == "", err
+
+
+def test_every_flag_has_help_that_shows_its_default():
+    import argparse
+
+    from hpcgnn.cli.main import build_parser
+
+    missing = []
+
+    def walk(parser, prefix):
+        for a in parser._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                for name, sub in a.choices.items():
+                    walk(sub, [*prefix, name])
+            elif isinstance(a, argparse._HelpAction | argparse._VersionAction):
+                continue
+            elif not a.help or (
+                a.option_strings and a.default not in (None, False) and "default" not in a.help
+                and not isinstance(a, argparse._StoreTrueAction)
+            ):
+                missing.append(f"{' '.join(prefix)} {a.option_strings or a.dest}")
+
+    walk(build_parser(), ["hpcgnn"])
+    assert missing == []
+
+
+def test_one_name_per_concept_with_the_old_names_kept():
+    from hpcgnn.cli.main import build_parser
+
+    p = build_parser()
+    new = p.parse_args(["prepare", "synthetic", "--num-nodes", "10", "--feature-dim", "3",
+                        "--out", "g.h5"])
+    old = p.parse_args(["prepare", "synthetic", "--nodes", "10", "--features", "3",
+                        "--out", "g.h5"])
+    assert (new.nodes, new.features) == (old.nodes, old.features) == (10, 3)

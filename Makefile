@@ -9,6 +9,8 @@
 #   make nvrtc               compile every cuda/*.cu through CuPy's NVRTC path, CUDA 12 and 13
 #                            (no GPU or driver needed; builds build/nvrtc12, build/nvrtc13)
 #   make gpu-wheels PY=3.12  the wheels a GPU node without a package index may lack
+#   make wheel-check         the built wheel, installed outside the checkout, runs model,
+#                            jobs render and a 2-rank train
 #   make gpu-check           prove the GPU path on one GPU node (jobs/gpu_check.py; a table in
 #                            perf/results/gpu-<date>.md); HPCGNN_EMULATE_CUDA=1 on the emulated GPU
 #   make test-emulated       the model, exchange, spmm and wire tests on the emulated GPU
@@ -198,3 +200,22 @@ test-emulated: setup
 		HPCGNN_TEST_DEVICE=cuda HPCGNN_EMULATE_CUDA=1 $(MPIEXEC) -n $$n $(PY) -m mpi4py \
 			-m pytest --only-mpi $(PYTEST_ARGS) $(EMULATED_TESTS); \
 	done
+
+# The installed tool, not the checkout: build the wheel, install it (no dependencies: the
+# venv's) into a folder outside the checkout, and from a directory outside it run
+# `hpcgnn model` (machine files), `jobs render` (job templates) and a 2-rank `train`.
+WHEEL_DIR ?= build/wheel
+.PHONY: wheel-check
+wheel-check: setup
+	rm -rf $(WHEEL_DIR) && mkdir -p $(WHEEL_DIR)
+	$(PY) -m pip wheel -q --no-deps --no-build-isolation . -w $(WHEEL_DIR)/dist
+	$(PY) -m pip install -q --no-deps --target $(WHEEL_DIR)/site $(WHEEL_DIR)/dist/hpcgnn-*.whl
+	set -e; site=$(abspath $(WHEEL_DIR)/site); py=$(abspath $(PY)); \
+	mpiexec=$(abspath $(MPIEXEC)); work=$$(mktemp -d); cd $$work; \
+	export PYTHONPATH=$$site; \
+	$$py -c "import hpcgnn, sys; assert hpcgnn.__file__.startswith('$$site'), hpcgnn.__file__"; \
+	$$py -m hpcgnn model --shape 20000,320000,64,8 --procs 4 --machine laptop --top 3; \
+	$$py -m hpcgnn jobs render --system local --nodes 1 --ranks-per-node 2 --out job.sh; \
+	$$py -m hpcgnn prepare synthetic --num-nodes 400 --feature-dim 8 --out g.h5 --quiet; \
+	$$mpiexec -n 2 $$py -m hpcgnn train g.h5 --epochs 2 --quiet; \
+	cd /; rm -rf $$work; echo "wheel-check: the installed wheel works outside the checkout"

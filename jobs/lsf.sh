@@ -2,7 +2,7 @@
 # hpcgnn on an LSF/jsrun GPU machine like OLCF Summit (6 V100 per node, 2 sockets x 21 cores):
 # {{nodes}} node(s) x {{ranks_per_node}} rank(s), one rank per GPU. Rendered by
 #   {{command}}
-#BSUB -J hpcgnn-{{mode}}-{{algo}}
+#BSUB -J hpcgnn-{{mode}}-{{algo}}{{job_suffix}}
 #BSUB -nnodes {{nodes}}
 #BSUB -W {{minutes}}
 #BSUB -P {{account}}

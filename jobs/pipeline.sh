@@ -4,26 +4,38 @@ read -r -a HPCGNN <<< "${HPCGNN:-hpcgnn}"
 GRAPH={{graph}}
 RUN_DIR={{run_dir}}
 PARTITION={{partition}}
+# STEPS: all (this script prepares, partitions and trains), prepare (a single-node job that
+# prepares and partitions only) or train (the job that depends on it: the inputs must exist)
+STEPS={{steps}}
 mkdir -p "$RUN_DIR" "$(dirname "$GRAPH")"
+PARTED="$RUN_DIR/graph-p{{ranks}}.h5"
 
-# 1. prepare: reuse the graph file if it exists, else generate a synthetic one (for a real
-#    data set, run `hpcgnn prepare ogb|planetoid|edgelist ... --out "$GRAPH"` once instead).
-#    Steps 1 and 2 run on the batch node alone: for a large graph, prepare and partition it
-#    in a small job first, so this allocation trains from the start.
-if [ ! -f "$GRAPH" ]; then
-    "${HPCGNN[@]}" prepare synthetic --generator sbm --num-nodes {{prepare_nodes}} --avg-degree 16 \
-        --feature-dim 64 --classes 8 --seed 0 --quiet --out "$GRAPH"
-fi
-
-# 2. partition: only the partitioned models (--algo halo, --mode offload) use it; METIS
-#    into one part per rank, once.
-if [ "$PARTITION" = yes ]; then
-    PARTED="$RUN_DIR/graph-p{{ranks}}.h5"
-    if [ ! -f "$PARTED" ]; then
+if [ "$STEPS" != train ]; then
+    # 1. prepare: reuse the graph file if it exists, else generate a synthetic one (for a
+    #    real data set, run `hpcgnn prepare ogb|planetoid|edgelist ... --out "$GRAPH"` once).
+    #    With STEPS=all steps 1 and 2 run on the batch node alone while the others wait:
+    #    for a large graph render with --prepare-job, which runs them in a one-node job.
+    if [ ! -f "$GRAPH" ]; then
+        "${HPCGNN[@]}" prepare synthetic --generator sbm --num-nodes {{prepare_nodes}} \
+            --avg-degree 16 --feature-dim 64 --classes 8 --seed 0 --quiet --out "$GRAPH"
+    fi
+    # 2. partition: only the partitioned models (--algo halo, --mode offload) use it; METIS
+    #    into one part per rank of the training job, once.
+    if [ "$PARTITION" = yes ] && [ ! -f "$PARTED" ]; then
         "${HPCGNN[@]}" partition "$GRAPH" --parts {{ranks}} --method metis --quiet \
             --out "$PARTED"
     fi
+fi
+if [ "$PARTITION" = yes ]; then
     GRAPH=$PARTED
+fi
+if [ "$STEPS" = prepare ]; then
+    echo "prepared: $GRAPH"
+    exit 0
+fi
+if [ ! -f "$GRAPH" ]; then
+    echo "hpcgnn job: $GRAPH is missing: run the prepare job first" >&2
+    exit 1
 fi
 
 # 3. train, one rank per GPU (rank 0's first line says the device and how its buffers reach

@@ -2,7 +2,7 @@
 # hpcgnn on a Slurm GPU machine like NERSC Perlmutter (4 A100 per node, Slingshot 11):
 # {{nodes}} node(s) x {{ranks_per_node}} rank(s), one rank per GPU. Rendered by
 #   {{command}}
-#SBATCH --job-name=hpcgnn-{{mode}}-{{algo}}
+#SBATCH --job-name=hpcgnn-{{mode}}-{{algo}}{{job_suffix}}
 #SBATCH --nodes={{nodes}}
 #SBATCH --ntasks-per-node={{ranks_per_node}}
 #SBATCH --gpus-per-task=1

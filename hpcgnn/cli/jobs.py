@@ -72,6 +72,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--template", default=None,
                    help="use this template instead of jobs/SYSTEM.sh")
     r.add_argument("--out", required=True, help="the script to write")
+    r.add_argument("--prepare-job", action="store_true",
+                   help="slurm, lsf: prepare and partition in a separate one-node job (written"
+                        " beside --out as NAME-prepare.sh) that the training job depends on,"
+                        " so the training allocation does not wait on one node")
     r.set_defaults(func=run)
 
 
@@ -93,6 +97,9 @@ def _render_to_file(args: argparse.Namespace) -> None:
             raise ConfigError(f"{flag} must be >= 1, got {value}")
     if args.system == "local" and args.nodes != 1:
         raise ConfigError(f"--system local runs on one node, got --nodes {args.nodes}")
+    if args.prepare_job and args.system not in GPU_SYSTEMS:
+        raise ConfigError("--prepare-job is for batch systems (slurm, lsf): a local run"
+                          " prepares in the same script")
     ranks = args.nodes * args.ranks_per_node
     train_words = _train_words(args.train_args)
     # sampled minibatches (minibatch, gist --sampler) run no full-batch algorithm
@@ -113,6 +120,8 @@ def _render_to_file(args: argparse.Namespace) -> None:
         "algo_args": "" if sampled else f"--algo {args.algo} ",
         "device_args": "--device cuda " if args.system in GPU_SYSTEMS else "",
         "account": "" if args.account is None else shlex.quote(args.account),
+        "steps": "train" if args.prepare_job else "all",
+        "job_suffix": "",
         "command": shlex.join([
             "hpcgnn", "jobs", "render", "--system", args.system, "--nodes", str(args.nodes),
             "--ranks-per-node", str(args.ranks_per_node), "--mode", args.mode,
@@ -120,11 +129,28 @@ def _render_to_file(args: argparse.Namespace) -> None:
         ]),
     }
     template = Path(args.template) if args.template else JOBS_DIR / f"{args.system}.sh"
-    script = render(_read(template), _read(JOBS_DIR / "pipeline.sh"), values)
-    check_commands(script)
-    out = atomic_write(args.out, script, "job script")
-    out.chmod(0o755)
-    print(f"{args.system} job: {args.nodes} node(s) x {args.ranks_per_node} rank(s) -> {out}")
+    text, pipeline = _read(template), _read(JOBS_DIR / "pipeline.sh")
+    scripts = {Path(args.out): render(text, pipeline, values)}
+    if args.prepare_job:  # one node, one task: prepare and partition for the training job
+        prep = {**values, "nodes": "1", "ranks_per_node": "1", "steps": "prepare",
+                "job_suffix": "-prepare"}
+        out = Path(args.out)
+        scripts = {out.with_name(f"{out.stem}-prepare{out.suffix}"): render(text, pipeline, prep),
+                   **scripts}
+    for script in scripts.values():
+        check_commands(script)
+    for path, script in scripts.items():
+        atomic_write(path, script, "job script").chmod(0o755)
+    print(f"{args.system} job: {args.nodes} node(s) x {args.ranks_per_node} rank(s) -> {args.out}")
+    if args.prepare_job:
+        prep_path, train_path = (shlex.quote(str(p)) for p in scripts)
+        name = f"hpcgnn-{args.mode}-{args.algo}-prepare"
+        submit = (
+            f"jid=$(sbatch --parsable {prep_path}) && sbatch --dependency=afterok:$jid"
+            f" {train_path}" if args.system == "slurm"
+            else f"bsub < {prep_path} && bsub -w 'done({name})' < {train_path}"
+        )
+        print(f"prepare job (1 node) -> {prep_path}; submit both with: {submit}")
 
 
 def _train_words(text: str) -> list[str]:

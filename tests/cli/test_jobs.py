@@ -102,3 +102,36 @@ def test_sampled_modes_run_no_full_batch_algorithm(tmp_path, mode, extra, algo):
     rc, out = render(tmp_path, "--mode", mode, "--algo", "1.5d", "--train-args", extra)
     train = next(ln for ln in out.read_text().splitlines() if 'train "$GRAPH"' in ln)
     assert rc == 0 and ("--algo 1.5d" in train) == algo
+
+
+@pytest.mark.parametrize("system", ["slurm", "lsf"])
+def test_a_prepare_job_prepares_and_the_training_job_waits_for_it(tmp_path, capsys, system):
+    graph, run = tmp_path / "g.h5", tmp_path / "run"
+    rc = main(["jobs", "render", "--system", system, "--nodes", "2", "--ranks-per-node", "2",
+               "--algo", "halo", "--prepare-nodes", "200", "--graph", str(graph),
+               "--run-dir", str(run), "--prepare-job", "--out", str(tmp_path / "job.sh")])
+    assert rc == 0
+    printed = capsys.readouterr().out
+    prep, train = tmp_path / "job-prepare.sh", tmp_path / "job.sh"
+    assert ("--dependency=afterok" if system == "slurm" else "done(hpcgnn-") in printed
+    assert "#SBATCH --nodes=1" in prep.read_text() or "#BSUB -nnodes 1" in prep.read_text()
+    shellcheck = shutil.which("shellcheck") or shutil.which(
+        "shellcheck", path=str(Path(sys.executable).parent))
+    if shellcheck is not None:
+        done = subprocess.run([shellcheck, str(prep), str(train)], capture_output=True,
+                              text=True)
+        assert done.returncode == 0, done.stdout
+    env = dict(os.environ, HPCGNN=f"{sys.executable} -m hpcgnn", PYTHONPATH=str(REPO))
+    early = subprocess.run(["bash", str(train)], env=env, capture_output=True, text=True,
+                           timeout=120, cwd=tmp_path)
+    assert early.returncode == 1 and "run the prepare job first" in early.stderr
+    done = subprocess.run(["bash", str(prep)], env=env, capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert graph.exists() and (run / "graph-p4.h5").exists()  # the training job's 4 parts
+
+
+def test_a_local_run_prepares_in_its_own_script(tmp_path, capsys):
+    rc = main(["jobs", "render", "--system", "local", "--prepare-job", "--ranks-per-node", "2",
+               "--out", str(tmp_path / "job.sh")])
+    assert rc == 1 and "--prepare-job is for batch systems" in capsys.readouterr().err

@@ -88,6 +88,9 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="evaluate every K epochs (0: only at the end; default: 1)")
     o.add_argument("--metrics", default=None, help="write the metrics JSON here (rank 0)")
     o.add_argument("--trace", default=None, help="write a Chrome/Perfetto trace here (rank 0)")
+    o.add_argument("--log-csv", default=None, metavar="LOG.csv",
+                   help="write one CSV row per epoch as training runs (rank 0; the metrics'"
+                        " epochs fields)")
     o.add_argument("--trace-epochs", default=None, metavar="A:B",
                    help="with --trace: record epochs A to B only (1-based, inclusive; A: or :B"
                         " open-ended, A one epoch; default: every epoch)")
@@ -150,7 +153,7 @@ def run(args: argparse.Namespace, predict_out: str | None = None) -> int:
         if not 1 <= args.threads <= MAX_THREADS:
             raise ConfigError(f"--threads must be in [1, {MAX_THREADS}], got {args.threads}")
         torch.set_num_threads(args.threads)
-    for flag in ("metrics", "trace", "checkpoint_dir", "resume"):
+    for flag in ("metrics", "trace", "checkpoint_dir", "resume", "log_csv"):
         if getattr(args, flag) == "":  # a path left empty by a script's unset variable
             raise ConfigError(f"--{flag.replace('_', '-')}: an empty path")
     mode = mode_from_args(args, MPI.COMM_WORLD.Get_size())
@@ -164,6 +167,7 @@ def run(args: argparse.Namespace, predict_out: str | None = None) -> int:
     )
     opts = RunOptions(
         graph=args.graph, mode=mode, metrics=args.metrics, trace=args.trace,
+        log_csv=args.log_csv,
         trace_epochs=parse_epoch_range(args.trace_epochs, bool(args.trace)),
         checkpoint_dir=args.checkpoint_dir, checkpoint_every=args.checkpoint_every,
         resume=args.resume, quiet=args.quiet, tier_gbps=parse_tiers(args.tier_gbps),

@@ -24,6 +24,7 @@ from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.io.reader import GraphFile
 from hpcgnn.kernels.prepare import prepare_kernels
 from hpcgnn.train.checkpoint import GRAPH_CONTENT, load_checkpoint, state_bytes_bound
+from hpcgnn.train.csv_log import CsvLog
 from hpcgnn.train.loop import EpochRecord, Trainer, TrainResult, run_epochs
 from hpcgnn.train.modes.base import Mode, Setup
 from hpcgnn.train.modes.fullbatch import FullBatchMode
@@ -50,6 +51,8 @@ class RunOptions:
     quiet: bool = False
     tier_gbps: dict[str, float] | None = None
     device: str | None = None
+    #: ``--log-csv``: one CSV row per epoch, appended as training runs (rank 0).
+    log_csv: str | None = None
     #: ``--trace-epochs``: the 1-based epochs ``(first, last)`` the trace records (``None``:
     #: every epoch).
     trace_epochs: tuple[int, int] | None = None
@@ -82,7 +85,8 @@ def train(opts: RunOptions, cfg: TrainConfig, comm: MPI.Comm = MPI.COMM_WORLD) -
 def _check_outputs(opts: RunOptions, grid: ProcessGrid) -> None:
     """Outputs fail now, not after training (rank 0's; every rank's sharded checkpoints)."""
     if grid.rank == 0:
-        for flag, path in (("--metrics", opts.metrics), ("--trace", opts.trace)):
+        for flag, path in (("--metrics", opts.metrics), ("--trace", opts.trace),
+                           ("--log-csv", opts.log_csv)):
             if path:
                 check_output(path, flag)
     if opts.checkpoint_dir and (grid.rank == 0 or opts.mode.sharded_checkpoints):
@@ -162,7 +166,17 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
                 flush=True,
             )
 
+    log: CsvLog | None = None
+    if opts.log_csv:
+        with collective(grid.world):
+            if root:
+                log = CsvLog(opts.log_csv, history)
+
     def checkpoint(done: int, result: TrainResult) -> None:
+        if opts.log_csv:
+            with collective(grid.world):  # a full disk on rank 0 stops every rank
+                if log is not None:
+                    log.write(result.epochs[-1])
         every, directory = opts.checkpoint_every, opts.checkpoint_dir
         last = done == cfg.epochs or done == result.stopped_after
         if directory and ((every and done % every == 0) or last):
@@ -185,6 +199,8 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
         _report(opts, setup, trainer, result, content)
     finally:
         trainer.free()
+        if log is not None:
+            log.close()
     return result
 
 

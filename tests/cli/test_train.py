@@ -385,3 +385,23 @@ def test_the_trace_records_the_epochs_asked_for(graph_file, shared_tmp, world, c
     rc = main(["train", str(path), "--trace-epochs", "1:2"])
     err = capsys.readouterr().err.strip().splitlines()
     assert_all(world, rc == 1 and "--trace-epochs needs --trace" in err[0], err)
+
+
+@pytest.mark.mpi
+def test_the_csv_log_follows_the_epochs(graph_file, shared_tmp, world):
+    import csv
+
+    path = graph_file("csv.h5", n=40, seed=2)
+    log, metrics, ck = shared_tmp / "log.csv", shared_tmp / "m.json", shared_tmp / "ck"
+    rc = main(["train", str(path), "--epochs", "3", "--eval-every", "2", "--quiet",
+               "--log-csv", str(log), "--checkpoint-dir", str(ck)])
+    assert_all(world, rc == 0)
+    rc = main(["train", str(path), "--epochs", "4", "--eval-every", "2", "--quiet",
+               "--log-csv", str(log), "--resume", str(ck), "--metrics", str(metrics)])
+    assert_all(world, rc == 0)
+    rows = list(csv.DictReader(log.open()))
+    epochs = json.loads(metrics.read_text())["epochs"]
+    assert [int(r["epoch"]) for r in rows] == [e["epoch"] for e in epochs] == [0, 1, 2, 3]
+    for row, rec in zip(rows, epochs, strict=True):
+        assert float(row["loss"]) == rec["loss"]
+        assert (row["val_acc"] == "") == (rec["val_acc"] is None)

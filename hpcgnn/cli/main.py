@@ -24,6 +24,7 @@ from contextlib import suppress
 from pathlib import Path
 
 from hpcgnn import __version__
+from hpcgnn.cli.config_file import with_config
 from hpcgnn.errors import HpcgnnError
 from hpcgnn.utils.files import remove_temporaries
 from hpcgnn.utils.interrupts import Interrupted, interrupts_unwind
@@ -130,8 +131,8 @@ def _run(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``hpcgnn`` with ``argv`` (default: ``sys.argv[1:]``); return the exit status."""
     parser = build_parser()
-    args = parser.parse_args(argv)
     try:
+        args = parser.parse_args(with_config(sys.argv[1:] if argv is None else argv))
         return _run(args)
     except HpcgnnError as err:
         # One write per line, so lines of different ranks never interleave.

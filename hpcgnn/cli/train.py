@@ -36,6 +36,9 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     )
 
     p.add_argument("graph", help="graph file written by `hpcgnn prepare` / `hpcgnn partition`")
+    p.add_argument("--config", metavar="RUN.toml",
+                   help="flags from a TOML file (key = flag name without dashes); flags on the"
+                        " command line win (hpcgnn/cli/config_file.py)")
     p.add_argument("--mode", choices=MODE_NAMES, default=MODE_NAMES[0],
                    help="fullbatch: GCN with a distributed SpMM; minibatch: sampled GraphSAGE or "
                         "LADIES on a (P/c) x c grid; offload: HongTu partition x chunk GCN with "

@@ -124,3 +124,30 @@ def test_one_name_per_concept_with_the_old_names_kept():
     old = p.parse_args(["prepare", "synthetic", "--nodes", "10", "--features", "3",
                         "--out", "g.h5"])
     assert (new.nodes, new.features) == (old.nodes, old.features) == (10, 3)
+
+
+def test_a_config_file_gives_flags_the_command_line_overrides(tmp_path, capsys):
+    import json
+
+    from tests.graphs import write_random_graph
+
+    path = write_random_graph(tmp_path / "g.h5", n=40, seed=1)
+    run = tmp_path / "run.toml"
+    run.write_text('epochs = 3\nhidden = 8\nquiet = true\nweight_decay = 1e-3\n'
+                   'mode = "minibatch"\nfanout = [3, 2]\nbatch-size = 8\n')
+    out = tmp_path / "m.json"
+    assert main(["train", str(path), "--config", str(run), "--epochs", "2",
+                 "--metrics", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    cfg = doc["config"]
+    assert (cfg["epochs"], cfg["hidden"], cfg["weight_decay"], cfg["mode"]) == (
+        2, 8, 1e-3, "minibatch")
+    assert doc["sampling"]["sizes"] == [3, 2] and len(doc["epochs"]) == 2
+    capsys.readouterr()
+    for text, words in (("epoch = 3\n", "'epoch' is no flag of hpcgnn train"),
+                        ("epochs =\n", "not valid TOML"), ("quiet = 3\n", "is a switch"),
+                        ("epochs = true\n", "takes a value")):
+        run.write_text(text)
+        rc = main(["train", str(path), f"--config={run}"])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert rc == 1 and len(err) == 1 and words in err[0], err

@@ -1,0 +1,92 @@
+"""``--config run.toml``: the flags of ``train`` (and ``predict``) from a TOML file.
+
+Each key is a flag's name without the dashes (``epochs``, ``weight_decay`` or
+``weight-decay``); a value is a number, a string, a list (joined by commas, as
+``--fanout 10,5``) or a boolean (``true`` gives a switch such as ``quiet``). The file's
+flags go before the command line's, so a flag given on the command line wins. The graph
+stays on the command line; an unknown key is one line naming it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from hpcgnn.errors import ConfigError
+
+#: The sub-commands that take ``--config``.
+COMMANDS = ("train", "predict")
+
+
+def with_config(argv: Sequence[str]) -> list[str]:
+    """``argv`` with its ``--config FILE`` replaced by the file's flags.
+
+    Other commands' ``argv`` are returned as given.
+    """
+    argv = list(argv)
+    if not argv or argv[0] not in COMMANDS:
+        return argv
+    rest, path = [], None
+    words = iter(argv[1:])
+    for word in words:
+        if word == "--config":
+            path = next(words, None)
+            if path is None:
+                raise ConfigError("--config needs a file")
+        elif word.startswith("--config="):
+            path = word.split("=", 1)[1]
+        else:
+            rest.append(word)
+    if path is None:
+        return argv
+    return [argv[0], *_flags(Path(path), argv[0]), *rest]
+
+
+def _load(path: Path) -> dict[str, Any]:
+    toml: Any = None
+    for name in ("tomllib", "tomli"):  # the standard library's from Python 3.11
+        try:
+            toml = importlib.import_module(name)
+            break
+        except ImportError:
+            continue
+    if toml is None:
+        raise ConfigError("--config needs Python 3.11 or the tomli package")
+    try:
+        with open(path, "rb") as fh:
+            return dict(toml.load(fh))
+    except OSError as err:
+        raise ConfigError(f"--config {path}: {err.strerror or err}") from None
+    except (toml.TOMLDecodeError, UnicodeDecodeError) as err:
+        raise ConfigError(f"--config {path}: not valid TOML: {err}") from None
+
+
+def _flags(path: Path, command: str) -> list[str]:
+    from hpcgnn.cli.train import add_run_arguments
+
+    parser = argparse.ArgumentParser()
+    add_run_arguments(parser)
+    switches = {s for a in parser._actions if isinstance(a, argparse._StoreTrueAction)
+                for s in a.option_strings}
+    known = {s for a in parser._actions for s in a.option_strings} - {"-h", "--help"}
+    tokens: list[str] = []
+    for key, value in _load(path).items():
+        flag = "--" + key.replace("_", "-")
+        if flag not in known or flag == "--config":
+            raise ConfigError(f"--config {path}: {key!r} is no flag of hpcgnn {command}")
+        if flag in switches and not isinstance(value, bool):
+            raise ConfigError(f"--config {path}: {key} is a switch: true or false")
+        if isinstance(value, bool):
+            if flag not in switches:
+                raise ConfigError(f"--config {path}: {key} takes a value, not {value}")
+            tokens += [flag] if value else []
+        elif isinstance(value, list) and all(isinstance(v, int | float | str) for v in value):
+            tokens += [flag, ",".join(str(v) for v in value)]
+        elif isinstance(value, int | float | str):
+            tokens += [flag, str(value)]
+        else:
+            raise ConfigError(f"--config {path}: {key} = {value!r} is no flag value")
+    return tokens

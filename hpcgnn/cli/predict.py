@@ -16,7 +16,7 @@ from hpcgnn.errors import ConfigError
 #: Flags of ``hpcgnn train`` that steer training only (the checkpoint's values hold).
 TRAINING_ONLY = ("epochs", "lr", "weight_decay", "weight_decay_layers", "dropout", "seed",
                  "early_stopping", "eval_every", "metrics", "trace", "checkpoint_dir",
-                 "checkpoint_every", "resume", "trace_epochs", "log_csv")
+                 "checkpoint_every", "resume", "trace_epochs", "log_csv", "finetune")
 
 
 def register(sub: argparse._SubParsersAction) -> None:

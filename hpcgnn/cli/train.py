@@ -105,6 +105,10 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="checkpoint every K epochs and after the last (default 0: with "
                         "--checkpoint-dir, after the last epoch only)")
     c.add_argument("--resume", default=None, help="resume from the checkpoint in this directory")
+    c.add_argument("--finetune", default=None, metavar="DIR",
+                   help="start from the weights of the checkpoint in DIR (other settings,"
+                        " epochs, learning rate or graph allowed; the weights' shapes must"
+                        " match) with a new optimiser, from epoch 1")
     x = p.add_argument_group("partitioned exchange (--algo halo, --mode offload)")
     x.add_argument("--exchange", choices=["p2p", "planned"], default=None,
                    help="halo: p2p all-to-allv, or a DGCL SPST plan on --topology run in stages; "
@@ -156,7 +160,7 @@ def run(args: argparse.Namespace, predict_out: str | None = None) -> int:
         if not 1 <= args.threads <= MAX_THREADS:
             raise ConfigError(f"--threads must be in [1, {MAX_THREADS}], got {args.threads}")
         torch.set_num_threads(args.threads)
-    for flag in ("metrics", "trace", "checkpoint_dir", "resume", "log_csv"):
+    for flag in ("metrics", "trace", "checkpoint_dir", "resume", "log_csv", "finetune"):
         if getattr(args, flag) == "":  # a path left empty by a script's unset variable
             raise ConfigError(f"--{flag.replace('_', '-')}: an empty path")
     mode = mode_from_args(args, MPI.COMM_WORLD.Get_size())
@@ -170,7 +174,7 @@ def run(args: argparse.Namespace, predict_out: str | None = None) -> int:
     )
     opts = RunOptions(
         graph=args.graph, mode=mode, metrics=args.metrics, trace=args.trace,
-        log_csv=args.log_csv,
+        log_csv=args.log_csv, finetune=args.finetune,
         trace_epochs=parse_epoch_range(args.trace_epochs, bool(args.trace)),
         checkpoint_dir=args.checkpoint_dir, checkpoint_every=args.checkpoint_every,
         resume=args.resume, quiet=args.quiet, tier_gbps=parse_tiers(args.tier_gbps),

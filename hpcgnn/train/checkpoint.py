@@ -369,7 +369,8 @@ def restore_sharded(
 
 
 def load_checkpoint(
-    directory: str | os.PathLike, comm: Comm, fingerprint: dict[str, Any], epochs: int | None,
+    directory: str | os.PathLike, comm: Comm, fingerprint: dict[str, Any] | None,
+    epochs: int | None,
     ignore: tuple[str, ...] = (), max_bytes: int | None = None,
 ) -> dict:
     """Read a checkpoint on rank 0, broadcast it, and check it fits this run (collective).
@@ -381,7 +382,9 @@ def load_checkpoint(
     comm
         All ranks.
     fingerprint
-        This run's settings; they must equal the checkpoint's.
+        This run's settings; they must equal the checkpoint's. ``None``: any settings
+        (``--finetune`` takes the weights alone; their shapes are checked as they are
+        copied).
     epochs
         This run's ``--epochs``; the checkpoint's epoch must leave something to train.
         ``None``: the model is not trained further (``hpcgnn predict``).
@@ -411,6 +414,8 @@ def load_checkpoint(
     if isinstance(state, str):
         raise InputError(state, collective=True)
     assert isinstance(state, dict)
+    if fingerprint is None:
+        return state
     saved = state["fingerprint"]
     theirs, ours = saved.get(GRAPH_CONTENT), fingerprint.get(GRAPH_CONTENT)
     if theirs != ours:
@@ -433,6 +438,55 @@ def load_checkpoint(
     return state
 
 
+def _array(arrays: dict[str, np.ndarray], name: str, like: torch.Tensor | None,
+           dtype: Any = None) -> np.ndarray:
+    """The checkpoint's array ``name``, of ``like``'s shape and dtype (or ``dtype``)."""
+    where = "checkpoint"
+    a = arrays.get(name)
+    if a is None:
+        raise InputError(f"{where}: array {name!r} is missing", collective=True)
+    want_shape = tuple(like.shape) if like is not None else a.shape
+    if dtype is None:  # the weight's (which may live on a GPU)
+        assert like is not None, "an array without a weight to match names its dtype"
+        dtype = torch.empty(0, dtype=like.dtype).numpy().dtype
+    want_dtype = np.dtype(dtype)
+    if a.shape != want_shape or a.dtype != want_dtype:
+        raise InputError(
+            f"{where}: array {name!r} is {a.dtype}{list(a.shape)}, this run needs"
+            f" {want_dtype}{list(want_shape)}", collective=True,
+        )
+    return a
+
+
+def _replicated_arrays(state: dict, weights: list[torch.Tensor]) -> dict[str, np.ndarray]:
+    arrays = state["arrays"]
+    if arrays is None:
+        raise InputError(
+            "checkpoint holds a row-sharded (GIST) model, not a replicated one", collective=True
+        )
+    if state["num_weights"] != len(weights):
+        raise InputError(
+            f"checkpoint holds {state['num_weights']} weights, this run has {len(weights)}",
+            collective=True,
+        )
+    return arrays
+
+
+def restore_weights(state: dict, weights: list[torch.Tensor]) -> None:
+    """Copy the checkpoint's weights into ``weights`` (``--finetune``: nothing else).
+
+    Raises
+    ------
+    InputError
+        If a weight is missing or has another shape or dtype (every rank).
+    """
+    arrays = _replicated_arrays(state, weights)
+    saved = [_array(arrays, f"w{i}", w.detach()) for i, w in enumerate(weights)]
+    with torch.no_grad():
+        for w, a in zip(weights, saved, strict=True):
+            w.copy_(torch.from_numpy(a))
+
+
 def restore(state: dict, weights: list[torch.Tensor], optimizer: torch.optim.Optimizer) -> None:
     """Validate the checkpointed arrays against this run, then copy them in (every rank).
 
@@ -442,39 +496,14 @@ def restore(state: dict, weights: list[torch.Tensor], optimizer: torch.optim.Opt
         If an array is missing or has another shape or dtype than this run's (every rank
         holds the same broadcast state, so every rank raises the same error).
     """
-    arrays, where = state["arrays"], "checkpoint"
-    if arrays is None:
-        raise InputError(
-            f"{where} holds a row-sharded (GIST) model, not a replicated one", collective=True
-        )
-
-    def array(name: str, like: torch.Tensor | None, dtype: Any = None) -> np.ndarray:
-        a = arrays.get(name)
-        if a is None:
-            raise InputError(f"{where}: array {name!r} is missing", collective=True)
-        want_shape = tuple(like.shape) if like is not None else a.shape
-        if dtype is None:  # the weight's (which may live on a GPU)
-            assert like is not None, "an array without a weight to match names its dtype"
-            dtype = torch.empty(0, dtype=like.dtype).numpy().dtype
-        want_dtype = np.dtype(dtype)
-        if a.shape != want_shape or a.dtype != want_dtype:
-            raise InputError(
-                f"{where}: array {name!r} is {a.dtype}{list(a.shape)}, this run needs"
-                f" {want_dtype}{list(want_shape)}", collective=True,
-            )
-        return a
-
-    if state["num_weights"] != len(weights):
-        raise InputError(
-            f"{where} holds {state['num_weights']} weights, this run has {len(weights)}",
-            collective=True,
-        )
+    arrays, where = _replicated_arrays(state, weights), "checkpoint"
+    for i, w in enumerate(weights):  # every array checked before anything is copied
+        _array(arrays, f"w{i}", w.detach())
     opt_state = {}
-    new_weights = [array(f"w{i}", w.detach()) for i, w in enumerate(weights)]
     for i, w in enumerate(weights):
         if f"step{i}" in arrays:
             like = w.detach()
-            step_array = array(f"step{i}", None, np.float64)
+            step_array = _array(arrays, f"step{i}", None, np.float64)
             if step_array.shape != ():
                 raise InputError(f"{where}: Adam step of weight {i} has shape"
                                  f" {list(step_array.shape)}, not a number", collective=True)
@@ -483,17 +512,15 @@ def restore(state: dict, weights: list[torch.Tensor], optimizer: torch.optim.Opt
                 raise InputError(f"{where}: Adam step of weight {i} is {step}", collective=True)
             opt_state[i] = {
                 "step": torch.tensor(step, dtype=torch.float32),
-                "exp_avg": torch.from_numpy(array(f"exp_avg{i}", like).copy()),
-                "exp_avg_sq": torch.from_numpy(array(f"exp_avg_sq{i}", like).copy()),
+                "exp_avg": torch.from_numpy(_array(arrays, f"exp_avg{i}", like).copy()),
+                "exp_avg_sq": torch.from_numpy(_array(arrays, f"exp_avg_sq{i}", like).copy()),
             }
-    rng = array("torch_rng", None, np.uint8)
+    rng = _array(arrays, "torch_rng", None, np.uint8)
     want_rng = torch.get_rng_state().numel()
     if rng.shape != (want_rng,):
         raise InputError(f"{where}: the random state holds {rng.size} bytes, this torch's"
                          f" {want_rng}", collective=True)
-    with torch.no_grad():
-        for w, saved in zip(weights, new_weights, strict=True):
-            w.copy_(torch.from_numpy(saved))
+    restore_weights(state, weights)
     groups = optimizer.state_dict()["param_groups"]
     optimizer.load_state_dict({"state": opt_state, "param_groups": groups})
     torch.set_rng_state(torch.from_numpy(rng.copy()))

@@ -262,6 +262,13 @@ class GistTrainer:
             self.biases.values = [kind[n:] for kind in kinds]
         self.steps_done = want  # a sampled group's batch stream goes on from its step
 
+    def load_weights(self, state: dict, directory: str | os.PathLike) -> None:
+        """Not yet: a GIST model starts from its own Glorot shards."""
+        raise ConfigError(
+            "--finetune is not available with --mode gist yet (its model is row-sharded;"
+            " --resume continues a GIST run)", collective=True,
+        )
+
     def step(self, epoch: int) -> float:
         """One round, the paper's four steps; this rank's share of the round's loss.
 

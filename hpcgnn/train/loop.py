@@ -24,7 +24,7 @@ from hpcgnn.comm.communicator import Comm
 from hpcgnn.comm.stats import CommStats
 from hpcgnn.config import TrainConfig
 from hpcgnn.errors import HpcgnnError
-from hpcgnn.train.checkpoint import restore, save_checkpoint
+from hpcgnn.train.checkpoint import restore, restore_weights, save_checkpoint
 from hpcgnn.train.early_stopping import BestValidation
 from hpcgnn.utils.memory import minor_faults
 
@@ -50,6 +50,9 @@ class Trainer(Protocol):
 
     def restore_checkpoint(self, state: dict, directory: str | os.PathLike) -> None:
         """Take the state a checkpoint holds (collective)."""
+
+    def load_weights(self, state: dict, directory: str | os.PathLike) -> None:
+        """Start from a checkpoint's weights alone (``--finetune``; collective)."""
 
     def free(self) -> None:
         """Free what the trainer built (communicators); the last call on it."""
@@ -166,6 +169,10 @@ class WholeModel:
     def restore_checkpoint(self, state: dict, directory: str | os.PathLike) -> None:
         """The weights and Adam's state of ``state``."""
         restore(state, self.weights, self.optimizer)
+
+    def load_weights(self, state: dict, directory: str | os.PathLike) -> None:
+        """The weights of ``state``; Adam starts afresh."""
+        restore_weights(state, self.weights)
 
     def free(self) -> None:
         """Nothing to free: the grid's communicators are the run's."""

@@ -51,6 +51,8 @@ class RunOptions:
     quiet: bool = False
     tier_gbps: dict[str, float] | None = None
     device: str | None = None
+    #: ``--finetune``: start from this checkpoint's weights (any settings; a new optimiser).
+    finetune: str | None = None
     #: ``--log-csv``: one CSV row per epoch, appended as training runs (rank 0).
     log_csv: str | None = None
     #: ``--trace-epochs``: the 1-based epochs ``(first, last)`` the trace records (``None``:
@@ -61,6 +63,9 @@ class RunOptions:
     predict_out: str | None = None
 
     def __post_init__(self) -> None:
+        if self.finetune and self.resume:
+            raise ConfigError("--finetune starts a new run from a checkpoint's weights;"
+                              " --resume continues one: give one of them")
         if self.checkpoint_every < 0:
             raise ConfigError(f"--checkpoint-every must be >= 0, got {self.checkpoint_every}")
         if self.checkpoint_every and not self.checkpoint_dir:
@@ -144,6 +149,12 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
         start_epoch = int(state["epoch"])
         history = [EpochRecord(**rec) for rec in state["history"]]
         say(f"resumed from {opts.resume} after epoch {start_epoch}")
+    if opts.finetune:
+        bound = state_bytes_bound(meta.num_features, meta.num_classes, cfg)
+        state = load_checkpoint(opts.finetune, grid.world, None, None, max_bytes=bound)
+        trainer.load_weights(state, opts.finetune)
+        say(f"fine-tuning the weights of {opts.finetune} (after its epoch {state['epoch']})"
+            " with a new optimiser")
     if opts.predict_out:
         try:
             rows = write_predictions(opts.predict_out, grid.world, meta, *trainer.predictions())

@@ -220,3 +220,29 @@ def test_a_full_disk_leaves_no_directory_and_keeps_the_previous_checkpoint(
     monkeypatch.undo()
     line = main(["train", str(path), *TRAIN, "--epochs", "4", "--resume", str(ckpt)])
     assert_all(world, line == 0, "the previous checkpoint no longer resumes")
+
+
+@pytest.mark.mpi
+def test_finetune_starts_from_the_weights_with_any_settings(graph_file, shared_tmp, world,
+                                                            capsys):
+    path, ckpt = _checkpoint(graph_file, shared_tmp, world, "tune")
+    base = shared_tmp / "base.json"
+    assert_all(world, main(["train", str(path), *TRAIN, "--epochs", "2",
+                            "--metrics", str(base)]) == 0)
+    out = shared_tmp / "tuned.json"
+    # lr 0: the weights stay the checkpoint's, so the digests agree; another seed, dropout
+    # and number of epochs are allowed
+    rc = main(["train", str(path), *TRAIN, "--epochs", "1", "--lr", "0", "--seed", "9",
+               "--dropout", "0.1", "--finetune", str(ckpt), "--metrics", str(out)])
+    assert_all(world, rc == 0)
+    assert json.loads(out.read_text())["params_sha256"] == json.loads(
+        base.read_text())["params_sha256"]
+    other = graph_file("other.h5", n=60, seed=11)  # another graph of the same widths
+    assert_all(world, main(["train", str(other), *TRAIN, "--finetune", str(ckpt)]) == 0)
+    capsys.readouterr()
+    for extra, words in ((["--hidden", "5"], "array 'w0' is float32[6, 8], this run needs"),
+                         (["--resume", str(ckpt)], "give one of them"),
+                         (["--mode", "gist"], "not available with --mode gist")):
+        rc = main(["train", str(path), *TRAIN, "--finetune", str(ckpt), *extra])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert_all(world, rc == 1 and len(err) == 1 and words in err[0], err)

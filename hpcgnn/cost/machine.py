@@ -11,12 +11,12 @@ Every file names the source of its numbers in ``comment`` and per link in ``sour
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
 from hpcgnn.errors import ConfigError
+from hpcgnn.utils.json_text import read_json
 from hpcgnn.utils.shipped import shipped_dir
 
 #: The machine files (``configs/machines`` of a source checkout, or a wheel's copy).
@@ -90,11 +90,9 @@ def load_machine(name: str) -> Machine:
             " or pass a .json file)"
         )
     try:
-        doc = json.loads(path.read_text())
-    except OSError as err:
-        raise ConfigError(f"machine file {path}: cannot read: {err.strerror or err}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ConfigError(f"machine file {path}: not valid JSON: {err}") from None
+        doc = read_json(path)
+    except ValueError as err:
+        raise ConfigError(f"machine file {path}: {err}") from None
     return parse_machine(doc, str(path))
 
 

@@ -35,7 +35,6 @@ over ``C`` cores. Absent, the endpoint costs nothing (DGCL's model). ``hpcgnn pl
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from dataclasses import dataclass, field
@@ -47,6 +46,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order
 
 from hpcgnn.errors import ConfigError, InputError
+from hpcgnn.utils.json_text import read_json
 
 #: Latency of one message on a link whose kind has no ``alpha_us`` (microseconds): about a
 #: GPU peer copy or an MPI message between processes of one node.
@@ -247,12 +247,9 @@ def load_topology(path: str | os.PathLike, ranks: int | None = None) -> Topology
     """
     p = os.fspath(path)
     try:
-        with open(p) as fh:
-            doc = json.load(fh)
-    except OSError as err:
-        raise _bad(p, f"cannot read: {err.strerror}") from err
-    except json.JSONDecodeError as err:
-        raise _bad(p, f"not valid JSON: {err.msg} at line {err.lineno}") from err
+        doc = read_json(p)
+    except ValueError as err:
+        raise _bad(p, str(err)) from None
     return parse_topology(doc, p, ranks)
 
 

@@ -16,7 +16,6 @@ Figures are drawn with :class:`matplotlib.figure.Figure` (no pyplot state, no di
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from typing import Any
 from hpcgnn.cost.ranking import fastest_per_algo
 from hpcgnn.errors import ConfigError
 from hpcgnn.utils.files import atomic_path, atomic_write, check_directory, output_directory
+from hpcgnn.utils.json_text import read_json
 
 FORMATS = ("png", "svg")
 
@@ -61,11 +61,9 @@ def load_inputs(paths: list[str]) -> tuple[list[Run], list[Study]]:
     runs, studies = [], []
     for path in paths:
         try:
-            doc = json.loads(Path(path).read_text())
-        except OSError as err:
-            raise ConfigError(f"{path}: cannot read: {err.strerror or err}") from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            raise ConfigError(f"{path}: not valid JSON: {err}") from None
+            doc = read_json(path)
+        except ValueError as err:
+            raise ConfigError(f"{path}: {err}") from None
         label = _stem(path, paths)
         if isinstance(doc, dict) and isinstance(doc.get("results"), list) and "machine" in doc:
             studies.append(_checked(path, Study(label, doc)))

@@ -56,6 +56,7 @@ from hpcgnn.config import TrainConfig
 from hpcgnn.errors import ConfigError, InputError
 from hpcgnn.layout.order import layer_sizes, weight_shapes
 from hpcgnn.utils.files import atomic_path, atomic_write, output_directory
+from hpcgnn.utils.json_text import read_json
 
 ARRAYS = "checkpoint.npz"
 #: The arrays file of the checkpoint after epoch ``E`` (named by its manifest).
@@ -131,8 +132,7 @@ def _read(directory: Path, max_bytes: int | None = None) -> dict[str, Any]:
                 " loaded (pickles can run code): restart the run to write a safe checkpoint"
             )
         raise FileNotFoundError(f"no checkpoint at {manifest_path}")
-    _check_regular(manifest_path)
-    manifest = json.loads(manifest_path.read_text())
+    manifest = read_json(manifest_path)
     if not isinstance(manifest, dict) or manifest.get("format") != "hpcgnn-checkpoint":
         raise ValueError(f"{manifest_path} is not an hpcgnn checkpoint manifest")
     if manifest.get("version") != VERSION:

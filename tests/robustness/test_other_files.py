@@ -13,7 +13,7 @@ import pytest
 
 from tests.graphs import write_random_graph
 from tests.mpi import on_rank0
-from tests.robustness.harness import expect_error_untouched
+from tests.robustness.harness import expect_error, expect_error_untouched
 
 TRAIN = ["--epochs", "1", "--hidden", "4", "--quiet", "--threads", "1"]
 
@@ -73,3 +73,36 @@ def test_a_file_reaching_another_is_refused_unread(world, shared_tmp, capfd, kin
     on_rank0(world, write)
     command, *flags = (a.format(out=out) for a in argv)
     expect_error_untouched(world, capfd, [out], [command, path, *flags], words)
+
+
+def _fifo(path):
+    import os
+
+    os.mkfifo(path)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("kind", ["fifo", "device", "deep", "digits", "latin1"])
+def test_json_inputs_that_would_hang_or_crash_are_one_line(world, shared_tmp, capfd, kind):
+    path = shared_tmp / f"{kind}.json"
+    writers = {
+        "fifo": lambda: _fifo(path),
+        "deep": lambda: path.write_text("[" * 100000 + "]" * 100000),
+        "digits": lambda: path.write_text('{"ranks": 1' + "0" * 5000 + "}"),
+        "latin1": lambda: path.write_bytes(b'{"name": "\xe9"}'),
+    }
+    if kind == "device":
+        path = "/dev/zero"
+    else:
+        on_rank0(world, writers[kind])
+    graph = shared_tmp / "g.h5"
+    on_rank0(world, write_random_graph, graph, n=40, seed=1)
+    words = {"fifo": "not a regular file", "device": "not a regular file",
+             "deep": "nested too deeply", "digits": "digits", "latin1": "not UTF-8"}[kind]
+    for argv in (["train", graph, "--algo", "halo", "--exchange", "planned", "--topology", path,
+                  "--epochs", "1", "--quiet"],
+                 ["model", "--shape", "1000,8000,16,4", "--procs", "4", "--machine",
+                  path if str(path).endswith(".json") else f"{kind}.json"]):
+        if argv[0] == "model" and kind == "device":
+            continue
+        expect_error(world, capfd, argv, words)

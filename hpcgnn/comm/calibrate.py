@@ -34,6 +34,7 @@ import torch
 from mpi4py import MPI
 
 from hpcgnn.comm.communicator import Comm
+from hpcgnn.errors import HpcgnnError
 
 CATEGORY = "calibrate"
 #: Row size of the exchange-like all-to-alls: 64 float32, a typical hidden width.
@@ -110,6 +111,7 @@ def calibrate(
     small = np.zeros(small_bytes, dtype=np.uint8)
     large = np.zeros(large_bytes, dtype=np.uint8)
     mine: dict[tuple[int, int], tuple[float, float]] = {}
+    slower: list[str] = []  # pairs whose large message timed no slower than the small one
     for a in range(comm.size):
         for b in range(a + 1, comm.size):
             comm.barrier(CATEGORY)
@@ -118,6 +120,9 @@ def calibrate(
             t_small = _round_trip(comm, a, b, small, repeats) / 2
             t_large = _round_trip(comm, a, b, large, repeats) / 2
             if comm.rank == a:
+                if t_large <= t_small:
+                    slower.append(f"ranks {a}-{b}: {large_bytes} B in {t_large:.3g} s,"
+                                  f" {small_bytes} B in {t_small:.3g} s")
                 beta = max(t_large - t_small, 1e-12) / (large_bytes - small_bytes)
                 mine[(a, b)] = (t_small, beta)
     runs = 5 * repeats  # an all-to-all is short and noisier than a ping-pong: more runs
@@ -129,9 +134,20 @@ def calibrate(
         t_small = _all_to_all(comm, small_bytes, 1, runs)
         t_large = _all_to_all(comm, ROW_BYTES, rows, runs)
         messages = 2 * (comm.size - 1)
+        if t_large <= t_small and comm.rank == 0:
+            slower.append(f"all-to-all: {large_bytes} B per rank in {t_large:.3g} s,"
+                          f" {small_bytes} B in {t_small:.3g} s")
         endpoint = (
             max(t_small - stage, 0.0) / messages,
             max(t_large - t_small, 1e-12) / (messages * max(per_peer - small_bytes, 1)),
+        )
+    inconsistent = [s for part in comm.allgather_obj(slower, CATEGORY) for s in part]
+    if inconsistent:  # no bandwidth fits: refuse rather than write a clamped beta
+        raise HpcgnnError(
+            f"calibration: the large messages timed no slower than the small ones"
+            f" ({'; '.join(inconsistent[:3])}{' ...' if len(inconsistent) > 3 else ''}):"
+            " the machine is too busy or the messages too small to fit a bandwidth; rerun"
+            " on idle nodes", collective=True,
         )
     pairs: dict[tuple[int, int], tuple[float, float]] = {}
     for part in comm.allgather_obj(mine, CATEGORY):

@@ -120,3 +120,19 @@ def test_plan_lists_the_slowest_links_of_a_busy_stage(tmp_path, capsys):
     busy = int(stage1.split(" links:")[0].rsplit(" ", 1)[1])
     assert busy > SHOWN_LINKS and stage1.endswith(f" ... {busy - SHOWN_LINKS} more")
     assert len(stage1.split(" links: ")[1].split()) == SHOWN_LINKS + 3
+
+
+@pytest.mark.mpi
+def test_calibration_refuses_a_bandwidth_it_cannot_fit(shared_tmp, world, capsys, monkeypatch):
+    import hpcgnn.comm.calibrate as cal
+
+    if world.size < 2:
+        pytest.skip("no pair of ranks to time")
+    # the 1 MiB ping-pong timed no slower than the 8-byte one (a busy machine): the fit
+    # used to clamp beta to 10^-12 s/B, i.e. 10^9 GB/s
+    monkeypatch.setattr(cal, "_round_trip", lambda comm, a, b, buf, repeats: 1e-3)
+    out = shared_tmp / "cal.json"
+    rc = main(["plan", "--calibrate", "--out", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert_all(world, rc == 1 and len(err) == 1 and "timed no slower" in err[0], err)
+    assert_all(world, not out.exists(), "a calibration was written")

@@ -8,6 +8,7 @@ checked against them as ``--resume`` does); the flags that only steer training
 from __future__ import annotations
 
 import argparse
+from functools import partial
 
 from hpcgnn.cli.train import add_run_arguments
 from hpcgnn.cli.train import run as run_train
@@ -34,14 +35,17 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the checkpoint directory of the training run")
     p.add_argument("--out", required=True, metavar="P.h5",
                    help="the HDF5 file to write (replaced when complete)")
-    p.set_defaults(func=run)
+    defaults = {name: p.get_default(name) for name in TRAINING_ONLY}
+    p.set_defaults(func=partial(run, defaults=defaults))
 
 
-def run(args: argparse.Namespace) -> int:
-    """Predict; every rank returns the same status."""
+def run(args: argparse.Namespace, defaults: dict[str, object]) -> int:
+    """Predict; every rank returns the same status.
+
+    ``defaults``: the parser's defaults of the :data:`TRAINING_ONLY` flags.
+    """
     for name in TRAINING_ONLY:
-        default = _DEFAULTS.get(name)
-        if getattr(args, name) != default:
+        if getattr(args, name) != defaults[name]:
             raise ConfigError(
                 f"--{name.replace('_', '-')}: predict does not train (the model is the"
                 " checkpoint's; drop the flag)"
@@ -50,12 +54,3 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("--out and --checkpoint need a path")
     args.resume = args.checkpoint
     return run_train(args, predict_out=args.out)
-
-
-def _defaults() -> dict[str, object]:
-    parser = argparse.ArgumentParser()
-    add_run_arguments(parser)
-    return {name: parser.get_default(name) for name in TRAINING_ONLY}
-
-
-_DEFAULTS = _defaults()

@@ -77,6 +77,21 @@ def record_copy(comm: Comm, category: str, rows: int, row_bytes: int, t0: Mark |
         comm.stats.record(category, rows * row_bytes, since=t0)
 
 
+def rows_to_host(comm: Comm, host: torch.Tensor, a: int, b: int, rows: torch.Tensor) -> None:
+    """Write device ``rows`` into rows ``[a, b)`` of a host buffer (counted as ``offload_ckpt``)."""
+    t0 = comm.stats.mark()
+    host[a:b] = rows
+    record_copy(comm, CKPT, b - a, rows.shape[1] * rows.element_size(), t0)
+
+
+def rows_to_device(comm: Comm, host: torch.Tensor, a: int, b: int) -> torch.Tensor:
+    """Rows ``[a, b)`` of a host buffer copied to the device (counted as ``offload_ckpt``)."""
+    t0 = comm.stats.mark()
+    rows = host[a:b].to(comm.device.torch_device, copy=True)
+    record_copy(comm, CKPT, b - a, rows.shape[1] * rows.element_size(), t0)
+    return rows
+
+
 @dataclass
 class RowTable:
     """Rows one rank requests from the owners, and the rows it serves to the others.

@@ -116,6 +116,15 @@ GraphSource = str | os.PathLike | MemoryGraph
 GraphReader = GraphFile | MemoryGraph
 
 
+def read_feature_block(
+    gf: GraphReader, lo: int, hi: int, dtype: np.dtype | type
+) -> np.ndarray | sp.csr_matrix:
+    """Feature rows ``[lo, hi)`` as the graph stores them (dense, or CSR), values as ``dtype``."""
+    if gf.meta.feature_nnz is None:
+        return np.ascontiguousarray(gf.read_features(lo, hi), dtype=dtype)
+    return gf.read_feature_csr(lo, hi).astype(dtype)
+
+
 def open_graph(source: GraphSource) -> AbstractContextManager[GraphReader]:
     """Open ``source`` for block reads: a :class:`GraphFile`, or the in-memory graph itself."""
     if isinstance(source, MemoryGraph):

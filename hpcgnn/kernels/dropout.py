@@ -89,6 +89,13 @@ def keep_matrix(
     return out
 
 
+def global_columns(sel: Columns, cols: torch.Tensor) -> torch.Tensor:
+    """The global ids of the local columns ``cols`` of a selection ``sel`` (range or ids)."""
+    if isinstance(sel, tuple):
+        return cols + sel[0]
+    return torch.from_numpy(np.asarray(sel, dtype=np.int64)).to(cols.device)[cols]
+
+
 def keep_pairs(
     key: np.uint64, rows: torch.Tensor, cols: torch.Tensor, p: float,
 ) -> torch.Tensor:

@@ -134,6 +134,17 @@ def dense(x: np.ndarray | sp.spmatrix) -> np.ndarray:
     return np.ascontiguousarray(x if isinstance(x, np.ndarray) else x.toarray())
 
 
+def nonzeros(x: np.ndarray | sp.spmatrix) -> int:
+    """Nonzero entries of a feature block as read (dense, or SciPy CSR)."""
+    return int(np.count_nonzero(x)) if isinstance(x, np.ndarray) else int(x.nnz)
+
+
+def held_features(x: np.ndarray | sp.spmatrix, sparse: bool, device: Device
+                  ) -> torch.Tensor | SparseFeatures:
+    """A feature block as read, held on ``device`` as CSR (``sparse``) or dense."""
+    return SparseFeatures.from_matrix(x, device) if sparse else device.from_numpy(dense(x))
+
+
 def as_dense(x: torch.Tensor | SparseFeatures) -> torch.Tensor:
     """``x`` as a dense tensor (sparse features made dense, a dense tensor unchanged)."""
     return x.to_dense() if isinstance(x, SparseFeatures) else x

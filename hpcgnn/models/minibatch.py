@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from hpcgnn.backend import Device
-from hpcgnn.kernels.dropout import keep_pairs, rows_keep
+from hpcgnn.kernels.dropout import global_columns, keep_pairs, rows_keep
 from hpcgnn.kernels.sparse_input import SparseFeatures, as_dense
 from hpcgnn.kernels.spmm import sparse_matmul
 from hpcgnn.kinds import LayerKind
@@ -61,7 +61,7 @@ class BatchMasks:
     def entries(self, layer: int, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
         """The keep decisions of the entries ``(rows[k], cols[k])``: global row, local column."""
         if self.columns is not None:
-            cols = torch.from_numpy(np.asarray(self.columns[layer], np.int64)).to(cols.device)[cols]
+            cols = global_columns(self.columns[layer], cols)
         key = dropout_key(self.seed, self.epoch, layer, self.batch)
         return keep_pairs(key, rows, cols, self.p)
 

@@ -48,12 +48,12 @@ from hpcgnn.cost.estimate import Estimate
 from hpcgnn.cost.offload import load_widths, predict_offload
 from hpcgnn.errors import ConfigError
 from hpcgnn.exchange.offload import (
-    CKPT,
     DEDUP_LEVELS,
     SETUP,
     OffloadExchange,
     build_tables,
-    record_copy,
+    rows_to_device,
+    rows_to_host,
 )
 from hpcgnn.exchange.reorganize import reorganize_distributed
 from hpcgnn.exchange.staged import EXCHANGES
@@ -305,17 +305,6 @@ class OffloadGCN(RowBlockModel):
         return offload_report(self, measured, predicted, tier_gbps)
 
     # -- passes ------------------------------------------------------------------------
-    def _to_host(self, host: torch.Tensor, a: int, b: int, rows: torch.Tensor) -> None:
-        t0 = self.comm.stats.mark()
-        host[a:b] = rows
-        record_copy(self.comm, CKPT, b - a, rows.shape[1] * rows.element_size(), t0)
-
-    def _to_device(self, host: torch.Tensor, a: int, b: int) -> torch.Tensor:
-        t0 = self.comm.stats.mark()
-        rows = host[a:b].to(self.comm.device.torch_device, copy=True)
-        record_copy(self.comm, CKPT, b - a, rows.shape[1] * rows.element_size(), t0)
-        return rows
-
     def forward_pass(self, epoch: int | None) -> torch.Tensor:
         """Offloaded forward; with an epoch it applies dropout and keeps the checkpoints."""
         train = epoch is not None
@@ -352,13 +341,14 @@ class OffloadGCN(RowBlockModel):
                     agg = spmm(self._blocks[j][0], neigh)
                 own = self._own_rows(neigh, j, layer)
                 if agg_host is not None:
-                    self._to_host(agg_host, a, b, agg if own is None else torch.cat([agg, own], 1))
+                    kept = agg if own is None else torch.cat([agg, own], 1)
+                    rows_to_host(self.comm, agg_host, a, b, kept)
                 with stats.phase("gemm"):
                     z = self._update(agg, own, ws, layer)
                 z = activate(z, layer == last)
                 if mask is not None:
                     z = dropout(z, mask[a:b], p)
-                self._to_host(out, a, b, z)
+                rows_to_host(self.comm, out, a, b, z)
             self.exchange.end_pass()
             if agg_host is not None:
                 self._aggregates[layer] = agg_host
@@ -406,7 +396,7 @@ class OffloadGCN(RowBlockModel):
         if layer == 0 and self.input is not None:
             a, b = self.chunk_rows[j]
             assert self._self_rows is not None
-            return self._to_device(self._self_rows, a, b)
+            return rows_to_device(self.comm, self._self_rows, a, b)
         return neigh[own]
 
     def _update(
@@ -446,10 +436,10 @@ class OffloadGCN(RowBlockModel):
             g_z = host.pinned_empty((n_own, f), w.dtype) if products and per > 1 else None
             mask = self._masks[layer + 1] if layer < last else None
             for j, (a, b) in enumerate(self.chunk_rows):
-                g = self._to_device(g_out, a, b)
+                g = rows_to_device(self.comm, g_out, a, b)
                 own: torch.Tensor | None
                 if self.cached[layer]:
-                    kept = self._to_device(self._aggregates[layer], a, b)
+                    kept = rows_to_device(self.comm, self._aggregates[layer], a, b)
                     agg, own = (kept, None) if per == 1 else (kept[:, :f], kept[:, f:])
                 else:  # recompute A = Â^T D from the reloaded neighbour rows
                     assert self.reload is not None
@@ -467,7 +457,7 @@ class OffloadGCN(RowBlockModel):
                         if own is not None:
                             grads[per * layer] += own.T @ g
                 if g_z is not None:  # dW_self = X^T dZ after the sweep
-                    self._to_host(g_z, a, b, g)
+                    rows_to_host(self.comm, g_z, a, b, g)
                 if g_in is None:
                     continue
                 with stats.phase("gemm"):

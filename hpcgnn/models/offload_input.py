@@ -26,7 +26,7 @@ import torch
 
 from hpcgnn.backend import cpu
 from hpcgnn.comm.communicator import Comm
-from hpcgnn.exchange.offload import CKPT
+from hpcgnn.exchange.offload import CKPT, rows_to_device, rows_to_host
 from hpcgnn.kernels.sparse_input import SparseFeatures
 from hpcgnn.kernels.spmm import spmm
 from hpcgnn.nn.gcn import BlockMasks
@@ -56,7 +56,6 @@ class SparseInput:
         csr = _scipy(x)
         self.comm = comm
         self.chunk_rows = chunk_rows
-        self.shape = x.shape
         self.blocks = [SparseFeatures.from_matrix(csr[a:b], cpu()) for a, b in chunk_rows]
         self._dropped = self.blocks
 
@@ -101,25 +100,18 @@ class SparseInput:
                 continue
             x = self._upload(blk.crow, blk.col, blk.values, blk.shape)
             for w, out in zip(ws, host, strict=True):
-                rows = spmm(x, w)
-                t0 = self.comm.stats.mark()
-                out[a:b] = rows
-                self.comm.stats.record(CKPT, rows.numel() * rows.element_size(), since=t0)
+                rows_to_host(self.comm, out, a, b, spmm(x, w))
 
     def weight_grads(self, grads: list[torch.Tensor], host: list[torch.Tensor]) -> None:
         """``grads[k] += X^T host[k]`` chunk by chunk, ``X`` as dropped in :meth:`transform`.
 
         ``host``: per weight the gradient of its product (``dT``; GraphSAGE ``dZ, dT``).
         """
-        dev = self.comm.device
         for blk, (a, b) in zip(self._dropped, self.chunk_rows, strict=True):
             if b == a:
                 continue
             xt = self._upload(blk.t_crow, blk.t_col, blk.values[blk.t_order],
                               (blk.shape[1], blk.shape[0]))
             for g, buf in zip(grads, host, strict=True):
-                t0 = self.comm.stats.mark()
-                rows = dev.to_device(buf[a:b])
-                self.comm.stats.record(CKPT, rows.numel() * rows.element_size(), since=t0)
-                g += spmm(xt, rows)
+                g += spmm(xt, rows_to_device(self.comm, buf, a, b))
         self._dropped = self.blocks

@@ -23,9 +23,9 @@ from hpcgnn.errors import InputError
 from hpcgnn.graph.blocks import normalized_rows
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.io.format import MASK_NAMES
-from hpcgnn.io.memory import GraphReader, GraphSource, open_graph
+from hpcgnn.io.memory import GraphReader, GraphSource, open_graph, read_feature_block
 from hpcgnn.io.reader import GraphMeta
-from hpcgnn.kernels.sparse_input import SparseFeatures, dense
+from hpcgnn.kernels.sparse_input import SparseFeatures, dense, held_features, nonzeros
 from hpcgnn.layout.blocks import partition_fits, vertex_offsets
 
 
@@ -38,11 +38,9 @@ def input_features(
     Collective over ``world``: ``--sparse-features auto`` decides on the density of the
     blocks of every rank together, so every rank takes the same path.
     """
-    nnz = np.count_nonzero(x) if isinstance(x, np.ndarray) else x.nnz
-    counts = world.allgather_obj((int(nnz), int(x.shape[0]) * int(x.shape[1])))
-    if cfg.sparse_input(sum(c[0] for c in counts), sum(c[1] for c in counts)):
-        return SparseFeatures.from_matrix(x, device)
-    return device.from_numpy(dense(x))
+    counts = world.allgather_obj((nonzeros(x), int(x.shape[0]) * int(x.shape[1])))
+    return held_features(x, cfg.sparse_input(sum(c[0] for c in counts),
+                                              sum(c[1] for c in counts)), device)
 
 
 def read_vertex_arrays(
@@ -54,12 +52,7 @@ def read_vertex_arrays(
     A full-batch loader makes them dense or CSR with :func:`input_features` once every rank
     has read its block (outside the collective read: that decision is a collective too).
     """
-    lo, hi = rows
-    x: np.ndarray | sp.csr_matrix
-    if gf.meta.feature_nnz is None:
-        x = np.ascontiguousarray(gf.read_features(lo, hi), dtype=dtype)
-    else:
-        x = gf.read_feature_csr(lo, hi).astype(dtype)
+    x = read_feature_block(gf, *rows, dtype)
     if columns is not None:
         x = x[:, columns[0] : columns[1]]
         x = np.ascontiguousarray(x) if isinstance(x, np.ndarray) else x.tocsr()

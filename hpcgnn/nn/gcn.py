@@ -33,7 +33,7 @@ import torch
 
 from hpcgnn.backend import Device
 from hpcgnn.comm.stats import CommStats
-from hpcgnn.kernels.dropout import block_keep, keep_pairs
+from hpcgnn.kernels.dropout import block_keep, global_columns, keep_pairs
 from hpcgnn.kernels.gemm import matmul
 from hpcgnn.kernels.sparse_input import SparseFeatures, as_dense
 from hpcgnn.kernels.spmm import spmm
@@ -164,13 +164,9 @@ class BlockMasks:
 
     def entries(self, layer: int, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
         """The keep decisions of the block's entries ``(rows[k], cols[k])`` (block indices)."""
-        sel = self._cols(layer)
-        if isinstance(sel, tuple):
-            global_cols = cols + sel[0]
-        else:
-            global_cols = torch.from_numpy(np.asarray(sel, dtype=np.int64)).to(cols.device)[cols]
         key = dropout_key(self.seed, self.epoch, layer)
-        return keep_pairs(key, rows + self.rows[0], global_cols, self.p)
+        return keep_pairs(key, rows + self.rows[0], global_columns(self._cols(layer), cols),
+                          self.p)
 
 
 def block_dropout(

@@ -30,14 +30,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
 import torch
 
 from hpcgnn.backend import cpu
 from hpcgnn.config import TrainConfig
 from hpcgnn.graph.normalize import load_normalized
-from hpcgnn.io.memory import GraphSource, open_graph
-from hpcgnn.kernels.sparse_input import SparseFeatures, dense
+from hpcgnn.io.memory import GraphSource, open_graph, read_feature_block
+from hpcgnn.kernels.sparse_input import held_features, nonzeros
 from hpcgnn.kernels.spmm import to_torch_csr
 from hpcgnn.kinds import GCN as GCN_KIND
 from hpcgnn.kinds import layer_kind
@@ -86,19 +85,12 @@ class Graph:
         with open_graph(source) as gf:
             n = gf.meta.num_nodes
             norm_t, norm = load_normalized(gf, cfg.numpy_dtype, kind=cfg.kind)
-            x: np.ndarray | sp.csr_matrix
-            if gf.meta.feature_nnz is None:
-                x = np.asarray(gf.read_features(0, n), dtype=cfg.numpy_dtype)
-            else:
-                x = gf.read_feature_csr(0, n).astype(cfg.numpy_dtype)
+            x = read_feature_block(gf, 0, n, cfg.numpy_dtype)
             y = gf.read_labels(0, n)
             masks = [gf.read_mask(m, 0, n) for m in ("train", "val", "test")]
         assert norm is not None
-        nnz = int(np.count_nonzero(x)) if isinstance(x, np.ndarray) else x.nnz
-        features: Input = (
-            SparseFeatures.from_matrix(x, cpu()) if cfg.sparse_input(nnz, x.shape[0] * x.shape[1])
-            else torch.from_numpy(dense(x))
-        )
+        sparse = cfg.sparse_input(nonzeros(x), x.shape[0] * x.shape[1])
+        features = held_features(x, sparse, cpu())
         dt = cfg.torch_dtype
         return cls(
             aggregation=LocalAggregation(to_torch_csr(norm_t, dt), to_torch_csr(norm, dt)),

@@ -480,8 +480,16 @@ def restore_weights(state: dict, weights: list[torch.Tensor]) -> None:
     InputError
         If a weight is missing or has another shape or dtype (every rank).
     """
-    arrays = _replicated_arrays(state, weights)
-    saved = [_array(arrays, f"w{i}", w.detach()) for i, w in enumerate(weights)]
+    _copy_weights(weights, _checked_weights(_replicated_arrays(state, weights), weights))
+
+
+def _checked_weights(arrays: dict[str, np.ndarray], weights: list[torch.Tensor]
+                     ) -> list[np.ndarray]:
+    """The arrays ``w<i>``, each of its weight's shape and dtype."""
+    return [_array(arrays, f"w{i}", w.detach()) for i, w in enumerate(weights)]
+
+
+def _copy_weights(weights: list[torch.Tensor], saved: list[np.ndarray]) -> None:
     with torch.no_grad():
         for w, a in zip(weights, saved, strict=True):
             w.copy_(torch.from_numpy(a))
@@ -497,8 +505,7 @@ def restore(state: dict, weights: list[torch.Tensor], optimizer: torch.optim.Opt
         holds the same broadcast state, so every rank raises the same error).
     """
     arrays, where = _replicated_arrays(state, weights), "checkpoint"
-    for i, w in enumerate(weights):  # every array checked before anything is copied
-        _array(arrays, f"w{i}", w.detach())
+    saved = _checked_weights(arrays, weights)  # every array checked before anything is copied
     opt_state = {}
     for i, w in enumerate(weights):
         if f"step{i}" in arrays:
@@ -520,7 +527,7 @@ def restore(state: dict, weights: list[torch.Tensor], optimizer: torch.optim.Opt
     if rng.shape != (want_rng,):
         raise InputError(f"{where}: the random state holds {rng.size} bytes, this torch's"
                          f" {want_rng}", collective=True)
-    restore_weights(state, weights)
+    _copy_weights(weights, saved)
     groups = optimizer.state_dict()["param_groups"]
     optimizer.load_state_dict({"state": opt_state, "param_groups": groups})
     torch.set_rng_state(torch.from_numpy(rng.copy()))

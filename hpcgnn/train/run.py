@@ -140,17 +140,16 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
         "num_edges": meta.num_edges, GRAPH_CONTENT: content, **mode.fingerprint(setup),
     }
     start_epoch, history = 0, []
+    bound = state_bytes_bound(meta.num_features, meta.num_classes, cfg)  # a checkpoint's
     if opts.resume:
         more = None if opts.predict_out else cfg.epochs
         ignore = TRAINING_ONLY if opts.predict_out else ()
-        bound = state_bytes_bound(meta.num_features, meta.num_classes, cfg)
         state = load_checkpoint(opts.resume, grid.world, fingerprint, more, ignore, bound)
         trainer.restore_checkpoint(state, opts.resume)
         start_epoch = int(state["epoch"])
         history = [EpochRecord(**rec) for rec in state["history"]]
         say(f"resumed from {opts.resume} after epoch {start_epoch}")
     if opts.finetune:
-        bound = state_bytes_bound(meta.num_features, meta.num_classes, cfg)
         state = load_checkpoint(opts.finetune, grid.world, None, None, max_bytes=bound)
         trainer.load_weights(state, opts.finetune)
         say(f"fine-tuning the weights of {opts.finetune} (after its epoch {state['epoch']})"

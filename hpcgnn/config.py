@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -70,6 +70,10 @@ SPARSE_FEATURES = ("auto", "on", "off")
 #: nonzeros, which on the CPU is below one tenth of the dense product's work at 10%.
 SPARSE_FEATURE_DENSITY = 0.1
 
+#: The largest ``|--gin-eps|``: the self term's weight ``1 + eps`` stays a number a float32
+#: activation can carry through many layers.
+MAX_GIN_EPS = 1e3
+
 
 @dataclass(frozen=True)
 class TrainConfig:
@@ -92,6 +96,8 @@ class TrainConfig:
     sparse_features: str = "auto"
     #: Stop when the validation loss has not improved for this many evaluations (0: never).
     early_stopping: int = 0
+    #: GIN's fixed ``eps`` (``--gin-eps``): the self term ``(1 + eps) h_i``.
+    gin_eps: float = 0.0
 
     def __post_init__(self) -> None:
         check_layers(self.layers)
@@ -122,6 +128,11 @@ class TrainConfig:
         if self.early_stopping and not self.eval_every:
             raise ConfigError("--early-stopping watches the validation loss: it needs"
                               " --eval-every of at least 1")
+        if not (math.isfinite(self.gin_eps) and abs(self.gin_eps) <= MAX_GIN_EPS):
+            raise ConfigError(f"--gin-eps must be finite with |eps| <= {MAX_GIN_EPS:g},"
+                              f" got {self.gin_eps}")
+        if self.gin_eps and not self.kind.summed:
+            raise ConfigError(f"--gin-eps is GIN's (--model gin), not {self.model}'s")
         if self.sparse_features not in SPARSE_FEATURES:
             raise ConfigError(f"--sparse-features must be one of {', '.join(SPARSE_FEATURES)},"
                               f" got {self.sparse_features}")
@@ -151,8 +162,9 @@ class TrainConfig:
 
     @property
     def kind(self) -> LayerKind:
-        """The layer kind of ``model`` (:mod:`hpcgnn.kinds`)."""
-        return KINDS[self.model]
+        """The layer kind of ``model`` (:mod:`hpcgnn.kinds`); GIN's with ``gin_eps``."""
+        kind = KINDS[self.model]
+        return replace(kind, eps=self.gin_eps) if kind.summed else kind
 
     @property
     def weights_per_layer(self) -> int:

@@ -59,6 +59,9 @@ TABLE: dict[str, tuple[int, bool, list[str]]] = {
     ]),
     "sage-1d": (4, False, ["--algo", "1d", "--model", "sage"]),
     "sage-2d-2x2": (4, False, ["--algo", "2d", "--model", "sage"]),
+    # added with GIN (issue 22)
+    "gin-2d-2x2": (4, False, ["--algo", "2d", "--model", "gin", "--gin-eps", "0.25"]),
+    "gin-halo": (4, False, ["--algo", "halo", "--model", "gin"]),
 }
 
 #: params_sha256 of each run by numerics fingerprint (see the module's docstring).
@@ -82,6 +85,8 @@ RECORDED: dict[str, dict[str, str]] = {
         "2d-directed-1x3": "dc193477f670590536202fd700a8301afd5fff40113595325940965b5ada45fc",
         "3d-2x2x2": "4101fe66bf5bf41834b79256f55659e95903b65a99535196943d4fa149074dd6",
         "gist-m2": "9517e4823702e9f030ba7820ae839336f5ef64d7a91449f105058188c35d7ee2",
+        "gin-2d-2x2": "a175cf628d02ed99e4fa193df59bc48a1c7e00c2b58b53dff0b2288ea40e2442",
+        "gin-halo": "d0ae9b6bcece19da1a0cadb9e42454aef2277d1d8d69bd1efe6e15bdc1bfb703",
         "gist-sampler-sage": "cf7b5dcda664cd3d1e68b95b4bf8e2b1e219d46c330395d61561027fa9cd84e1",
         "halo-p2p": "3cad1b37b43c2d1dda28700124a9f83c0a06193ede3d1800a846d92c0fbeb3ce",
         "halo-planned": "3ac9f96a303e41eddb8df7ffc723caed116dee580acfec9e7d3f118a3e27963e",

@@ -53,7 +53,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="layer type, as train's --model: gcn (A+I normalised) or sage "
                         "(GraphSAGE-mean: the aggregation moves the same layer input over A "
                         "without self loops; two weights per layer, so the gradient "
-                        "all-reduce and SUMMA's dense steps double) (default: gcn)")
+                        "all-reduce and SUMMA's dense steps double) or gin (A+I unnormalised, "
+                        "a second dense step W_2 of f_out x f_out per layer) (default: gcn)")
     p.add_argument("--layers", type=int, default=2, help="layers of the model (default: 2)")
     p.add_argument("--hidden", type=int, default=16,
                    help="width of the hidden layers (default: 16)")

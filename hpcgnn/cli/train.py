@@ -55,12 +55,16 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     m.add_argument("--layers", type=int, default=None,
                    help="GCN/GNN layers (default: 2; minibatch: from --fanout / --layer-size)")
     m.add_argument("--model", choices=MODELS, default=None,
-                   help="layers: gcn (default) or sage (GraphSAGE, mean over in-neighbours plus "
-                        "a self term; fullbatch (every --algo), offload and gist). "
+                   help="layers: gcn (default), sage (GraphSAGE, mean over in-neighbours plus "
+                        "a self term; fullbatch (every --algo), offload and gist) or gin (GIN: "
+                        "sum over in-neighbours plus (1 + eps) times the self, then a two-layer "
+                        "MLP; fullbatch, every --algo). "
                         "Minibatch: the sampler decides (sage: GraphSAGE, ladies: GCN); a "
                         "contradicting --model is refused")
     m.add_argument("--hidden", type=int, default=16,
                    help="width of the hidden layers (default: 16)")
+    m.add_argument("--gin-eps", type=float, default=0.0,
+                   help="GIN's fixed eps: the self term (1 + eps) h_i (--model gin; default: 0)")
     m.add_argument("--epochs", type=int, default=100,
                    help="training epochs (gist: rounds; default: 100)")
     m.add_argument("--lr", type=float, default=0.01, help="Adam's learning rate (default: 0.01)")
@@ -171,6 +175,7 @@ def run(args: argparse.Namespace, predict_out: str | None = None) -> int:
         dropout=args.dropout,
         seed=args.seed, eval_every=args.eval_every, dtype=args.dtype,
         model=args.model or GCN.name, sparse_features=args.sparse_features,
+        gin_eps=args.gin_eps,
     )
     opts = RunOptions(
         graph=args.graph, mode=mode, metrics=args.metrics, trace=args.trace,

@@ -9,7 +9,7 @@ import numpy as np
 
 from hpcgnn.cost.estimate import Estimate, Problem, allreduce_share
 from hpcgnn.layout.blocks import stage_chunks, vertex_offsets
-from hpcgnn.layout.order import aggregation_widths, weight_shapes
+from hpcgnn.layout.order import aggregation_widths
 from hpcgnn.layout.shapes import GridShape
 
 
@@ -44,7 +44,7 @@ def predict_block_row(problem: Problem, shape: GridShape) -> Estimate:
                 per["allreduce"] += allreduce_share(sizes * f * s, c)[:, None]
                 messages += 2 * math.ceil(math.log2(c))
     if q > 1:
-        for fin, fout in weight_shapes(problem.widths, problem.weights_per_layer):
+        for fin, fout in problem.weight_shapes:
             per["allreduce"] += allreduce_share(fin * fout * s, q)
             messages += 2 * math.ceil(math.log2(q))
     return Estimate.from_per_rank(per, messages)

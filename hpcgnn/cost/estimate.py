@@ -18,6 +18,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from hpcgnn.kinds import GCN, LayerKind
+from hpcgnn.layout.order import weight_shapes
+
 
 @dataclass(frozen=True)
 class Problem:
@@ -35,9 +38,10 @@ class Problem:
         Bytes per value (4 for float32, 8 for float64).
     row_offsets
         Vertex block offsets when the file's partition is used; ``None`` = even split.
-    weights_per_layer
-        Weight matrices per layer: 1 (GCN), 2 (GraphSAGE's ``W_self``, ``W_neigh``; its
-        mean operator has no self loops, so ``nnz`` is then the edges alone).
+    kind
+        The layer kind: GCN (one weight per layer), GraphSAGE (``W_self``, ``W_neigh``; its
+        mean operator has no self loops, so ``nnz`` is then the edges alone) or GIN
+        (``W_1``, ``W_2``: a second dense step per layer).
 
     """
 
@@ -46,7 +50,17 @@ class Problem:
     widths: tuple[int, ...]
     itemsize: int = 4
     row_offsets: tuple[int, ...] | None = None
-    weights_per_layer: int = 1
+    kind: LayerKind = GCN
+
+    @property
+    def weights_per_layer(self) -> int:
+        """Weight matrices per layer (:attr:`LayerKind.weights_per_layer`)."""
+        return self.kind.weights_per_layer
+
+    @property
+    def weight_shapes(self) -> list[tuple[int, int]]:
+        """The shapes of every weight, in the model's order."""
+        return weight_shapes(self.widths, self.kind)
 
 
 @dataclass

@@ -16,7 +16,7 @@ import numpy as np
 from hpcgnn.cost.estimate import Estimate, Problem, allreduce_exact
 from hpcgnn.io.reader import GraphFile
 from hpcgnn.layout.blocks import owner_of
-from hpcgnn.layout.order import aggregation_widths, weight_shapes
+from hpcgnn.layout.order import aggregation_widths
 from hpcgnn.layout.shapes import GridShape
 
 
@@ -125,6 +125,6 @@ def predict_halo(
     est = Estimate()
     est.add("halo", float(per_rank.sum()), float(per_rank.max(initial=0)),
             msgs * (len(steps) + sum(1 for _, has_backward in steps if has_backward)))
-    for fin, fout in weight_shapes(problem.widths, problem.weights_per_layer):
+    for fin, fout in problem.weight_shapes:
         allreduce_exact(est, "allreduce", fin * fout * s, p)
     return est

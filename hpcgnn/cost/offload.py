@@ -32,7 +32,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from hpcgnn.cost.estimate import Estimate, Problem, allreduce_exact
-from hpcgnn.layout.order import weight_shapes
 from hpcgnn.planning.dedup import DedupVolumes
 
 LOADS = {"none": "v_ori", "inter": "v_p2p", "full": "v_ru"}
@@ -112,6 +111,6 @@ def predict_offload(
     if sparse_input is not None:
         ckpt += sparse_input_bytes(problem.n, (w[0], w[1]), s, per, *sparse_input, cached[0])
     est.add("offload_ckpt", float(ckpt), 0.0, 0)
-    for fin, fout in weight_shapes(w, per):
+    for fin, fout in problem.weight_shapes:
         allreduce_exact(est, "allreduce", fin * fout * s, ranks)
     return est

@@ -37,7 +37,7 @@ def cost_problem(
         widths,
         cfg.itemsize,
         offsets,
-        cfg.weights_per_layer,
+        cfg.kind,
     )
 
 

@@ -60,7 +60,6 @@ import scipy.sparse as sp
 from hpcgnn.cost.estimate import Estimate, Problem, allreduce_share
 from hpcgnn.graph.normalize import mean_block, normalize_block
 from hpcgnn.kinds import GCN, LayerKind
-from hpcgnn.layout.order import weight_entries
 from hpcgnn.layout.shapes import GridShape
 from hpcgnn.layout.summa import (
     ALLGATHER,
@@ -312,7 +311,7 @@ def predict_summa(
     messages = 0
     stages = layout.num_stages()
     widths = problem.widths
-    for t, plan in enumerate(layer_plans(widths, pc)):
+    for t, plan in enumerate(layer_plans(widths, pc, problem.kind.mlp)):
         # SpMM on plan.spmm_width columns, forward and (when needed) backward
         w_sp = np.diff(layout.cols(plan.spmm_width)).astype(np.float64)
         for direction in ("fwd", "bwd") if plan.spmm_backward else ("fwd",):
@@ -326,14 +325,16 @@ def predict_summa(
             messages += stages * (int(pr > 1) + int(pc > 1)) + _log2(pl)
         if pc == 1:
             continue
-        for _ in range(problem.weights_per_layer):  # GraphSAGE: the self term's too
+        for _ in range(1 + int(problem.kind.self_weight)):  # GraphSAGE: the self term's too
             messages += _dense_step(per, plan, t > 0, layout, fine, s)
+        if plan.mlp is not None:  # GIN: U W_2, U needs its gradient
+            messages += _dense_step(per, plan.second_step(), True, layout, fine, s)
         if plan.gather_logits:
             w_c = np.diff(layout.cols(plan.f_out)).astype(np.float64)
             per["gather"][:, 0, :] += fine * (plan.f_out - w_c[0]) * s
             per["scatter"][:, 1:, :] += fine[:, None, :] * w_c[None, 1:, None] * s
             messages += 2 * _log2(pc)
-    m = s * weight_entries(widths) * problem.weights_per_layer
+    m = s * sum(a * b for a, b in problem.weight_shapes)
     if p > 1:
         per["allreduce"] += allreduce_share(m, p)
         messages += 2 * _log2(p)

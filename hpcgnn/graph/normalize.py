@@ -67,6 +67,30 @@ def normalize_block(
     return a
 
 
+def sum_block(
+    block: sp.csr_matrix, row_offset: int, self_weight: float,
+    dtype: np.dtype | type = np.float32,
+) -> sp.csr_matrix:
+    """``block + self_weight I_block``, unnormalised: GIN's ``A^T + (1 + eps) I`` (and ``A + ..``).
+
+    Every edge counts 1 (a repeated edge as often as it appears, as PyG's sum over
+    ``edge_index``); the block's diagonal entries (global ids ``row_offset + r``) get
+    ``self_weight``. Columns sorted, duplicates summed.
+    """
+    rows = block.shape[0]
+    coo = block.tocoo()
+    diag = np.arange(rows)
+    a = sp.csr_matrix(  # built from triplets: an explicit 0 diagonal (eps = -1) is kept
+        (np.concatenate([np.ones(coo.nnz), np.full(rows, self_weight)]),
+         (np.concatenate([coo.row, diag]), np.concatenate([coo.col, diag + row_offset]))),
+        shape=block.shape,
+    )
+    a.sum_duplicates()
+    a.sort_indices()
+    a.data = a.data.astype(dtype)
+    return a
+
+
 def _inverse(deg: np.ndarray | None, size: int) -> np.ndarray:
     """``1 / deg`` with ``1 / 0`` read as 0 (``None``: ones of length ``size``)."""
     if deg is None:
@@ -106,7 +130,7 @@ def operator_block(
     kind: LayerKind,
     dtype: np.dtype | type = np.float32,
 ) -> sp.csr_matrix:
-    """A block of rows of the layers' operator: ``Â^T`` / ``Â`` (gcn) or the mean (sage).
+    """A block of rows of the layers' operator: ``Â^T`` / ``Â`` (gcn), mean (sage) or sum (gin).
 
     Parameters
     ----------
@@ -122,10 +146,13 @@ def operator_block(
         CSR ``indptr`` of all ``n`` rows of the other matrix (the column side's degrees).
     kind
         The layer kind: :func:`normalize_block`, or for the mean operator (GraphSAGE)
-        ``D_in^-1 A^T`` and its adjoint ``A D_in^-1`` (:func:`mean_block`).
+        ``D_in^-1 A^T`` and its adjoint ``A D_in^-1`` (:func:`mean_block`), or GIN's sum
+        ``A^T + (1 + eps) I`` and its adjoint (:func:`sum_block`).
     dtype
         Value dtype of the result.
     """
+    if kind.summed:
+        return sum_block(block, row_offset, 1.0 + kind.eps, dtype)
     if kind.mean:
         if transpose:
             return mean_block(block, np.diff(row_indptr), None, dtype)

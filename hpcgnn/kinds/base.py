@@ -1,9 +1,10 @@
 """What a layer kind is: the facts about a GNN layer that every mode and model reads.
 
 A kind is data, not code: the layer computation itself is :func:`hpcgnn.nn.gcn.propagate`
-(``Â^T H W`` plus an optional self term ``H W_self``) on the operator the kind names. The
-kinds are defined one per module beside this one and registered in
-:mod:`hpcgnn.kinds`; nothing else compares a layer's name.
+(``Â^T H W`` plus an optional self term ``H W_self``) on the operator the kind names,
+followed for an MLP kind (GIN) by a second dense step. The kinds are defined one per
+module beside this one and registered in :mod:`hpcgnn.kinds`; nothing else compares a
+layer's name.
 """
 
 from __future__ import annotations
@@ -28,10 +29,20 @@ class LayerKind:
     mean
         The neighbour operator is the mean ``D_in^-1 A^T`` (not symmetric, even on an
         undirected graph) instead of GCN's ``D^-1/2 (A + I) D^-1/2``.
+    summed
+        The operator is the unnormalised sum ``A^T + (1 + eps) I`` (GIN) instead of
+        GCN's normalised ``A + I``.
     self_loops
         The operator has ``A + I``'s pattern (every diagonal entry), else ``A``'s.
     modes
         The run labels (``--algo`` of full-batch, or the mode) that train this kind.
+    mlp
+        The layer is a two-layer MLP on the aggregate (GIN):
+        ``act(ReLU(Â^T H W_1) W_2)`` with ``W_1`` of shape ``(f_in, f_out)`` and ``W_2`` of
+        ``(f_out, f_out)`` (PyG's ``GIN``: ``MLP([f_in, f_out, f_out])``), ``W_2`` from the
+        stream of ``seed + 1``.
+    eps
+        GIN's ``eps`` (``--gin-eps``): the self term's weight is ``1 + eps``.
 
     """
 
@@ -41,11 +52,20 @@ class LayerKind:
     mean: bool
     self_loops: bool
     modes: frozenset[str]
+    summed: bool = False
+    mlp: bool = False
+    eps: float = 0.0
 
     @property
     def weights_per_layer(self) -> int:
-        """Weight matrices per layer: ``W`` alone, or ``W_self, W_neigh``."""
-        return 2 if self.self_weight else 1
+        """Weight matrices per layer: ``W`` alone, ``W_self, W_neigh`` or ``W_1, W_2``."""
+        return 2 if self.self_weight or self.mlp else 1
+
+    def layer_shapes(self, f_in: int, f_out: int) -> list[tuple[int, int]]:
+        """Shapes of one layer's weights, in the model's order."""
+        if self.mlp:
+            return [(f_in, f_out), (f_out, f_out)]
+        return [(f_in, f_out)] * self.weights_per_layer
 
     def __str__(self) -> str:
         return self.name

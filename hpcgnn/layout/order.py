@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from hpcgnn.kinds import GCN, LayerKind
+
 
 def layer_sizes(num_features: int, hidden: int, num_classes: int, layers: int) -> list[int]:
     """Feature widths ``[f_0, ..., f_L]`` of an ``layers``-layer GCN."""
@@ -24,14 +26,16 @@ def weight_entries(widths: Sequence[int]) -> int:
 
 
 def weight_shapes(
-    widths: list[int] | tuple[int, ...], per_layer: int = 1
+    widths: list[int] | tuple[int, ...], kind: LayerKind = GCN
 ) -> list[tuple[int, int]]:
-    """Shapes of the weights in the model's order: ``per_layer`` of ``(f_{l-1}, f_l)`` per layer.
+    """Shapes of the weights in the model's order, each layer's by :meth:`LayerKind.layer_shapes`.
 
-    ``per_layer = 1`` for GCN's ``W^l``, 2 for GraphSAGE's ``W_self^l, W_neigh^l``.
+    GCN's ``W^l`` ``(f_{l-1}, f_l)``; GraphSAGE's ``W_self^l, W_neigh^l`` both of that shape;
+    GIN's ``W_1^l`` of that shape and ``W_2^l`` ``(f_l, f_l)``.
     """
     return [
-        (a, b) for a, b in zip(widths[:-1], widths[1:], strict=True) for _ in range(per_layer)
+        shape for a, b in zip(widths[:-1], widths[1:], strict=True)
+        for shape in kind.layer_shapes(a, b)
     ]
 
 

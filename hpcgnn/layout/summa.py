@@ -45,7 +45,7 @@ block ``(k, l)``: the textbook SUMMA of CAGNET.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import scipy.sparse as sp
@@ -452,6 +452,10 @@ class LayerPlan:
     gather_logits
         Final layer in ``transform_first`` order: the SpMM result (the logits, split by
         columns) is gathered to process column 0 (backward: scattered).
+    mlp
+        An MLP kind's (GIN's) second dense step ``U W_2`` (``f_out x f_out``): its
+        variant, final on the last layer (whose first step and SpMM then stay in the
+        layout of ``H``); ``None``: no second step.
 
     """
 
@@ -462,10 +466,23 @@ class LayerPlan:
     spmm_backward: bool
     dense: str
     gather_logits: bool
+    mlp: str | None = None
+
+    def second_step(self) -> LayerPlan:
+        """The plan of the MLP's second dense step ``U W_2`` (``f_out`` to ``f_out``)."""
+        if self.mlp is None:
+            raise ValueError("the layer has no second dense step")
+        return replace(self, f_in=self.f_out, dense=self.mlp)
 
 
-def layer_plans(widths: list[int] | tuple[int, ...], pc: int) -> list[LayerPlan]:
-    """The :class:`LayerPlan` of every layer of a GCN with widths ``f_0 .. f_L``."""
+def layer_plans(
+    widths: list[int] | tuple[int, ...], pc: int, mlp: bool = False
+) -> list[LayerPlan]:
+    """The :class:`LayerPlan` of every layer of a GCN with widths ``f_0 .. f_L``.
+
+    ``mlp``: layers of an MLP kind (GIN), a second dense step after the SpMM; it, not the
+    aggregation, delivers the last layer's logits.
+    """
     layers = len(widths) - 1
     out = []
     for t, (f_in, f_out) in enumerate(zip(widths[:-1], widths[1:], strict=True)):
@@ -474,7 +491,8 @@ def layer_plans(widths: list[int] | tuple[int, ...], pc: int) -> list[LayerPlan]
         out.append(LayerPlan(
             f_in=int(f_in), f_out=int(f_out), transform_first=tf,
             spmm_width=int(f_out if tf else f_in), spmm_backward=tf or t > 0,
-            dense=dense_variant(t > 0, last and not tf, f_in, f_out, pc),
-            gather_logits=last and tf,
+            dense=dense_variant(t > 0, last and not tf and not mlp, f_in, f_out, pc),
+            gather_logits=last and tf and not mlp,
+            mlp=dense_variant(True, last, f_out, f_out, pc) if mlp else None,
         ))
     return out

@@ -183,13 +183,15 @@ class GridGCN(GCNModel):
             bwd = SummaSpMM(layout, sgrid, share.bwd_blocks, dtype)
         self.aggregation = SummaAggregation(fwd, bwd)
         self._init_weights(weights)
-        self.plans = layer_plans(self.widths, layout.pc)
+        self.plans = layer_plans(self.widths, layout.pc, cfg.kind.mlp)
         self.layers = [
             LayerOps(
                 self.aggregation,
                 DenseStep(sgrid.row, layout.cols(p.f_in), layout.cols(p.f_out), p.dense),
                 partial(gather_rows, row=sgrid.row, cols=layout.cols(p.f_out))
                 if p.gather_logits else None,
+                None if p.mlp is None
+                else DenseStep(sgrid.row, layout.cols(p.f_out), layout.cols(p.f_out), p.mlp),
             )
             for p in self.plans
         ]

@@ -119,11 +119,16 @@ class LayerOps:
     finish
         Applied to the SpMM result when the SpMM comes last (order ``Â^T (H W)``), e.g.
         gathering the logit rows of a SUMMA grid to their scorers; ``None``: nothing.
+    mlp
+        An MLP kind's (GIN's) second dense step ``U W_2`` on this rank's block of ``U``
+        (after it, the layer's output is where ``finish`` would put it); ``None``: a local
+        GEMM.
     """
 
     aggregation: Aggregation
     dense: Dense | None = None
     finish: Callable[[torch.Tensor], torch.Tensor] | None = None
+    mlp: Dense | None = None
 
 
 def dropout(h: torch.Tensor, keep: torch.Tensor | np.ndarray, p: float) -> torch.Tensor:
@@ -205,10 +210,10 @@ def select_columns(ids: np.ndarray, local: Columns | None) -> np.ndarray:
     return ids[np.asarray(local)]
 
 
-def _dense(ops: LayerOps, stats: CommStats | None) -> Dense:
+def _dense(step: Dense | None, stats: CommStats | None) -> Dense:
     """The layout's dense step, or a local GEMM (timed as ``gemm``)."""
-    if ops.dense is not None:
-        return ops.dense
+    if step is not None:
+        return step
 
     def dense(t: Input, wt: torch.Tensor) -> torch.Tensor:
         return matmul(t, wt, stats)
@@ -227,7 +232,7 @@ def propagate(
     shape on the layer's input; in the order ``Â^T (H W)`` it is added before
     ``ops.finish``, so a SUMMA grid gathers the sum once.
     """
-    dense = _dense(ops, stats)
+    dense = _dense(ops.dense, stats)
     if transform_first(layer, w.shape[0], w.shape[1]):
         z = aggregate(dense(h, w), ops.aggregation, stats, layer)
         if w_self is not None:
@@ -262,6 +267,25 @@ def sage_layer(
     return activate(propagate(h, w_neigh, layer, ops, stats, w_self), last)
 
 
+def gin_layer(
+    h: Input, w_1: torch.Tensor, w_2: torch.Tensor, layer: int, last: bool, ops: LayerOps,
+    stats: CommStats | None = None,
+) -> torch.Tensor:
+    """One GIN layer ``act(ReLU((A^T + (1 + eps) I) H W_1) W_2)`` on this rank's block.
+
+    ``ops.aggregation`` is the sum operator with ``1 + eps`` on its diagonal, so the
+    aggregation and the first linear layer are :func:`propagate` (the order by ``W_1``'s
+    shape); the layout's ``finish`` moves the output after ``ops.mlp``, the second linear
+    layer, not after the SpMM. No biases, as the GCN layers have none.
+    """
+    inner = LayerOps(ops.aggregation, ops.dense)
+    u = torch.relu(propagate(h, w_1, layer, inner, stats))
+    z = _dense(ops.mlp, stats)(u, w_2)
+    if ops.finish is not None:
+        z = ops.finish(z)
+    return activate(z, last)
+
+
 def gcn_forward(
     h0: Input,
     weights: Sequence[torch.Tensor],
@@ -280,7 +304,7 @@ def gcn_forward(
         :func:`sparse_input`).
     weights
         ``W^1 .. W^L`` (injected: replicated, or sub-weights); sage: per layer
-        ``W_self^l, W_neigh^l``.
+        ``W_self^l, W_neigh^l``; gin: per layer ``W_1^l, W_2^l``.
     layers
         One :class:`LayerOps` per layer.
     p
@@ -291,7 +315,8 @@ def gcn_forward(
     stats
         Where to time local dense products (phase ``gemm``), if given.
     kind
-        The layer kind: :func:`gcn_layer`, or with a self weight :func:`sage_layer`.
+        The layer kind: :func:`gcn_layer`, with a self weight :func:`sage_layer`, an MLP
+        kind :func:`gin_layer`.
     """
     h = h0
     last = len(layers) - 1
@@ -300,11 +325,13 @@ def gcn_forward(
         raise ValueError(f"{kind}: {len(weights)} weights for {len(layers)} layers")
     for layer, ops in enumerate(layers):
         w = weights[per * layer : per * (layer + 1)]
-        if isinstance(h, SparseFeatures):
-            h = sparse_input(h, w[-1], p, keep)
+        if isinstance(h, SparseFeatures):  # the order follows the aggregated weight's shape
+            h = sparse_input(h, w[0] if kind.mlp else w[-1], p, keep)
         elif keep is not None and p > 0.0:
             h = dropout(h, keep(layer), p)
-        if kind.self_weight:
+        if kind.mlp:
+            h = gin_layer(h, w[0], w[1], layer, layer == last, ops, stats)
+        elif kind.self_weight:
             h = sage_layer(h, w[0], w[1], layer, layer == last, ops, stats)
         else:
             h = gcn_layer(h, w[0], layer, layer == last, ops, stats)

@@ -32,10 +32,26 @@ def glorot_weights(
 ) -> list[np.ndarray]:
     """Glorot-uniform weight matrices ``W^l`` of shape ``(sizes[l-1], sizes[l])``.
 
-    Drawn in layer order from one PCG64 stream seeded by ``seed`` (:func:`glorot_rows`),
-    so every rank (and the serial reference) gets bit-identical weights.
+    Drawn in layer order from one PCG64 stream seeded by ``seed`` (the draws
+    :func:`glorot_rows` takes a block of), so every rank (and the serial reference) gets
+    bit-identical weights.
     """
-    return [glorot_rows(sizes, seed, i, 0, sizes[i], dtype) for i in range(len(sizes) - 1)]
+    return glorot_shapes(list(zip(sizes[:-1], sizes[1:], strict=True)), seed, dtype)
+
+
+def glorot_shapes(
+    shapes: list[tuple[int, int]], seed: int, dtype: np.dtype | type = np.float32
+) -> list[np.ndarray]:
+    """Glorot-uniform matrices of the given shapes, drawn in order from one PCG64 stream.
+
+    The same draws as :func:`glorot_weights` when the shapes chain (``(f_0, f_1), (f_1, f_2)
+    ...``): one 64-bit draw per entry, row by row.
+    """
+    gen = np.random.Generator(np.random.PCG64(seed))
+    return [
+        gen.uniform(-np.sqrt(6.0 / (a + b)), np.sqrt(6.0 / (a + b)), size=(a, b)).astype(dtype)
+        for a, b in shapes
+    ]
 
 
 def init_weights(
@@ -46,12 +62,16 @@ def init_weights(
 
     ``W^1 .. W^L``; a kind with a self weight (GraphSAGE): per layer ``W_self^l,
     W_neigh^l``, the ``W_self`` drawn from ``seed`` and the ``W_neigh`` from ``seed + 1``
-    (as the sampled GraphSAGE of :func:`hpcgnn.models.minibatch.sampled_weights`).
+    (as the sampled GraphSAGE of :func:`hpcgnn.models.minibatch.sampled_weights`); an MLP
+    kind (GIN): per layer ``W_1^l`` (``f_{l-1} x f_l``, from ``seed``) and ``W_2^l``
+    (``f_l x f_l``, from ``seed + 1``).
     """
     dev = get_device(device)
     streams = [glorot_weights(widths, seed, dtype)]
     if kind.self_weight:
         streams.append(glorot_weights(widths, seed + 1, dtype))
+    elif kind.mlp:
+        streams.append(glorot_shapes([(f, f) for f in widths[1:]], seed + 1, dtype))
     return [
         dev.from_numpy(m[layer]).requires_grad_(True)
         for layer in range(len(widths) - 1)

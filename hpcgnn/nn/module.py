@@ -22,7 +22,8 @@ For a script that trains on one process, as with PyG::
 (:func:`hpcgnn.nn.gcn.gcn_forward`), with the same Glorot weights from ``seed`` and the
 same counter-based dropout masks (keyed by the number of training forwards so far), so
 ``N`` steps of the loop above train the model ``hpcgnn train --epochs N`` trains on one
-rank. ``model="sage"`` gives GraphSAGE-mean layers.
+rank. ``model="sage"`` gives GraphSAGE-mean layers, ``model="gin"`` GIN layers (with
+``Graph.read(..., model="gin", gin_eps=...)``).
 """
 
 from __future__ import annotations
@@ -73,15 +74,17 @@ class Graph:
     @classmethod
     def read(
         cls, source: GraphSource, model: str = GCN_KIND.name,
-        dtype: str = "float32", sparse_features: str = "auto",
+        dtype: str = "float32", sparse_features: str = "auto", gin_eps: float = 0.0,
     ) -> Graph:
         """Read a graph file (or a :class:`~hpcgnn.io.memory.MemoryGraph`) whole.
 
-        ``model``: the layer kind whose operator to build (``gcn`` or ``sage``);
+        ``model``: the layer kind whose operator to build (``gcn``, ``sage`` or ``gin``,
+        whose sum operator carries ``1 + gin_eps`` on its diagonal);
         ``sparse_features``: ``auto`` (CSR under 10% nonzero), ``on`` or ``off``, as the
         flag of ``hpcgnn train``.
         """
-        cfg = TrainConfig(model=model, dtype=dtype, sparse_features=sparse_features)
+        cfg = TrainConfig(model=model, dtype=dtype, sparse_features=sparse_features,
+                          gin_eps=gin_eps)
         with open_graph(source) as gf:
             n = gf.meta.num_nodes
             norm_t, norm = load_normalized(gf, cfg.numpy_dtype, kind=cfg.kind)

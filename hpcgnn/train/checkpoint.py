@@ -210,8 +210,7 @@ def state_bytes_bound(num_features: int, num_classes: int, cfg: TrainConfig) -> 
     state, step counts, headers).
     """
     widths = layer_sizes(num_features, cfg.hidden, num_classes, cfg.layers)
-    per = cfg.kind.weights_per_layer
-    params = sum(fin * fout for fin, fout in weight_shapes(widths, per)) + sum(widths[1:])
+    params = sum(fin * fout for fin, fout in weight_shapes(widths, cfg.kind)) + sum(widths[1:])
     return 3 * 8 * params + (1 << 20)
 
 

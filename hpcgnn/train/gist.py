@@ -168,7 +168,7 @@ class GistTrainer:
         order = self.shards.order
         zeros = _tensors(order.with_biases(
             [np.zeros(shape, dtype=cfg.numpy_dtype)
-             for shape in weight_shapes(sub_widths, cfg.weights_per_layer)],
+             for shape in weight_shapes(sub_widths, cfg.kind)],
             None if sampler is None else [np.zeros(f, cfg.numpy_dtype) for f in sub_widths[1:]],
         ), True, self.group_grid.device)
         self.inner: GroupTrainer = make_trainer(self.group_grid, self.sub_cfg, zeros)

@@ -9,13 +9,14 @@ import pytest
 from hpcgnn import kinds
 from hpcgnn.config import MODELS, TrainConfig
 from hpcgnn.errors import ConfigError
-from hpcgnn.kinds import GCN, KINDS, SAGE, layer_kind
+from hpcgnn.kinds import GCN, GIN, KINDS, SAGE, layer_kind
+from hpcgnn.layout.order import weight_shapes
 
 
 def test_the_registry_names_every_kind_once_in_the_cli_order():
-    assert MODELS == ("gcn", "sage") and KINDS == {"gcn": GCN, "sage": SAGE}
+    assert MODELS == ("gcn", "sage", "gin") and KINDS == {"gcn": GCN, "sage": SAGE, "gin": GIN}
     assert layer_kind("sage") is SAGE and str(GCN) == "gcn"
-    with pytest.raises(ConfigError, match="--model must be one of gcn, sage, got gat"):
+    with pytest.raises(ConfigError, match="--model must be one of gcn, sage, gin, got gat"):
         layer_kind("gat")
 
 
@@ -23,8 +24,17 @@ def test_facts_of_gcn_and_graphsage():
     assert (GCN.weights_per_layer, GCN.self_loops, GCN.mean) == (1, True, False)
     assert (SAGE.weights_per_layer, SAGE.self_loops, SAGE.mean) == (2, False, True)
     assert TrainConfig(model="sage").kind is SAGE and TrainConfig().weights_per_layer == 1
-    for kind in KINDS.values():  # every mode trains both today
+    for kind in (GCN, SAGE):  # every mode trains both
         assert {"1d", "1.5d", "2d", "3d", "halo", "offload", "minibatch", "gist"} <= kind.modes
+
+
+def test_gin_is_an_mlp_on_the_unnormalised_sum():
+    assert (GIN.weights_per_layer, GIN.self_loops, GIN.summed, GIN.mlp) == (2, True, True, True)
+    assert GIN.modes == {"1d", "1.5d", "2d", "3d", "halo"}  # every full-batch algorithm
+    assert weight_shapes([7, 5, 3], GIN) == [(7, 5), (5, 5), (5, 3), (3, 3)]
+    assert weight_shapes([7, 5, 3], SAGE) == [(7, 5), (7, 5), (5, 3), (5, 3)]
+    assert weight_shapes([7, 5, 3]) == [(7, 5), (5, 3)]
+    assert TrainConfig(model="gin", gin_eps=0.5).kind == replace(GIN, eps=0.5)
 
 
 def test_a_mode_a_kind_lacks_is_refused_in_one_line(monkeypatch):

@@ -16,6 +16,10 @@ from hpcgnn.models.serial import SerialGCN
 from hpcgnn.train.fullbatch import train_fullbatch
 from tests.mpi import assert_all, assert_close_all, assert_same_on_all_ranks
 
+#: The layer kinds besides GCN with their settings (GIN's ``eps`` not 0), as ``TrainConfig``
+#: keywords.
+KINDS = {"sage": {"model": "sage"}, "gin": {"model": "gin", "gin_eps": 0.5}}
+
 
 def first_step(model, cfg: TrainConfig, num_train: int):
     """Forward with dropout (epoch 0), backward, reduced gradients."""

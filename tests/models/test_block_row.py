@@ -5,7 +5,7 @@ from hpcgnn.config import TrainConfig
 from hpcgnn.grid import ProcessGrid
 from hpcgnn.layout.shapes import admissible_shapes
 from hpcgnn.models.block_row import BlockRowGCN
-from tests.models.reference import check_cost_model, compare_with_serial, problem_of
+from tests.models.reference import KINDS, check_cost_model, compare_with_serial, problem_of
 
 
 @pytest.mark.mpi
@@ -34,11 +34,12 @@ def test_1p5d_every_replication_matches_serial(graph_file, world, device, direct
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("directed", [False, True])
-def test_sage_every_block_row_grid_matches_serial_and_cost_model(
-    graph_file, world, device, directed
+@pytest.mark.parametrize("model", list(KINDS))
+def test_kind_every_block_row_grid_matches_serial_and_cost_model(
+    graph_file, world, device, directed, model
 ):
     path = graph_file(n=47, avg_degree=2.0, directed=directed, seed=9, features=6, classes=3)
-    cfg = TrainConfig(layers=3, hidden=5, dropout=0.3, dtype="float64", seed=4, model="sage")
+    cfg = TrainConfig(layers=3, hidden=5, dropout=0.3, dtype="float64", seed=4, **KINDS[model])
     for kind in ("1d", "1.5d"):
         for shape in admissible_shapes(kind, world.size):
             with ProcessGrid(MPI.COMM_WORLD, shape, device=device) as grid:

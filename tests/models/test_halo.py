@@ -8,7 +8,7 @@ from hpcgnn.grid import ProcessGrid
 from hpcgnn.models.halo import HaloGCN
 from hpcgnn.train.fullbatch import train_fullbatch
 from hpcgnn.train.report import summed_over_ranks
-from tests.models.reference import compare_with_serial, metis_graph, problem_of
+from tests.models.reference import KINDS, compare_with_serial, metis_graph, problem_of
 from tests.mpi import assert_all
 
 EXCLUDED = {"control", "halo_setup"}
@@ -170,11 +170,14 @@ def test_planned_halo_matches_serial_and_cost_model(
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("exchange", ["p2p", "planned"])
-def test_halo_sage_matches_serial_and_cost_model(graph_file, shared_tmp, world, device, exchange):
+@pytest.mark.parametrize("model", list(KINDS))
+def test_halo_kind_matches_serial_and_cost_model(
+    graph_file, shared_tmp, world, device, exchange, model
+):
     path = metis_graph(graph_file, shared_tmp, world, n=53, directed=True, seed=2,
                        features=9, classes=3)
-    # widths 9 -> 4 -> 3: the mean of X W_neigh on layer 0 runs a backward exchange too
-    cfg = TrainConfig(layers=2, hidden=4, dropout=0.2, dtype="float64", seed=6, model="sage")
+    # widths 9 -> 4 -> 3: the aggregate of X W on layer 0 runs a backward exchange too
+    cfg = TrainConfig(layers=2, hidden=4, dropout=0.2, dtype="float64", seed=6, **KINDS[model])
     with ProcessGrid.create(MPI.COMM_WORLD, "1d", device=device) as grid:
         models = []
 

@@ -5,7 +5,7 @@ included), on directed and undirected graphs, in float32 and float64; the measur
 traffic per category must equal the cost model with the exact block nonzeros.
 """
 
-from dataclasses import asdict
+from dataclasses import fields
 
 import numpy as np
 import pytest
@@ -22,7 +22,7 @@ from hpcgnn.grid import ProcessGrid
 from hpcgnn.io import GraphFile
 from hpcgnn.layout.shapes import GridShape, admissible_shapes, choose_shape
 from hpcgnn.models.summa import GridGCN
-from tests.models.reference import check_cost_model, compare_with_serial
+from tests.models.reference import KINDS, check_cost_model, compare_with_serial
 from tests.models.reference import problem_of as cost_problem_of
 from tests.mpi import assert_all
 
@@ -32,7 +32,7 @@ def problem_of(path, cfg: TrainConfig, dims=None) -> SummaProblem:
         offsets = gf.meta.partition_offsets
     base = cost_problem_of(path, cfg, offsets)
     nnz = summa_block_nnz(path, dims, cfg.kind) if dims is not None else None
-    return SummaProblem(**asdict(base), block_nnz=nnz)
+    return SummaProblem(**{f.name: getattr(base, f.name) for f in fields(base)}, block_nnz=nnz)
 
 
 def check_interface(model: GridGCN, world, n: int) -> None:
@@ -83,11 +83,12 @@ def test_every_grid_shape_matches_serial_and_cost_model(
 
 
 @pytest.mark.mpi
-def test_sage_every_grid_shape_matches_serial_and_cost_model(graph_file, world, device):
-    # directed: the mean operator's forward and transposed blocks differ
+@pytest.mark.parametrize("model", list(KINDS))
+def test_kind_every_grid_shape_matches_serial_and_cost_model(graph_file, world, device, model):
+    # directed: the operator's forward and transposed blocks differ
     path = graph_file(n=41, avg_degree=2.0, directed=True, seed=8, features=5, classes=3)
     cfg = TrainConfig(
-        layers=3, hidden=5, dropout=0.3, dtype="float64", seed=2, eval_every=0, model="sage"
+        layers=3, hidden=5, dropout=0.3, dtype="float64", seed=2, eval_every=0, **KINDS[model]
     )
     for kind in ("2d", "3d"):
         for shape in admissible_shapes(kind, world.size):
@@ -95,7 +96,7 @@ def test_sage_every_grid_shape_matches_serial_and_cost_model(graph_file, world, 
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("model", ["gcn", "sage"])
+@pytest.mark.parametrize("model", ["gcn", *KINDS])
 @pytest.mark.parametrize(
     "layers,hidden",
     [(3, 2), (2, 12), (1, 4)],
@@ -107,7 +108,8 @@ def test_layer_orders_and_dense_steps(graph_file, world, device, layers, hidden,
     # the SpMM; (1, 4): a single layer whose SpMM has no backward
     path = graph_file(n=31, directed=True, seed=3, features=5, classes=3)
     cfg = TrainConfig(
-        layers=layers, hidden=hidden, dropout=0.4, dtype="float64", seed=5, model=model
+        layers=layers, hidden=hidden, dropout=0.4, dtype="float64", seed=5,
+        **KINDS.get(model, {"model": model}),
     )
     shapes = [s for k in ("2d", "3d") for s in admissible_shapes(k, world.size)]
     wide = [s for s in shapes if s.dims[1] > 1] or shapes[:1]

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from hpcgnn.kinds import SAGE
+from hpcgnn.kinds import GIN, SAGE
 from hpcgnn.nn.gcn import LayerOps, block_dropout, dropout, gcn_forward, gcn_layer
 from hpcgnn.rng import dropout_keep, dropout_key
 
@@ -71,7 +71,7 @@ def test_sage_forward_takes_two_weights_per_layer():
         gcn_forward(x, ws[:2], [LayerOps(Dense(m))] * 2, 0.0, None, kind=SAGE)
 
 
-@pytest.mark.parametrize("kind", [None, SAGE])
+@pytest.mark.parametrize("kind", [None, SAGE, GIN])
 @pytest.mark.parametrize("f_in", [20, 3])  # wide: X W an SpMM; narrow: made dense
 def test_sparse_input_trains_as_the_dense_input(kind, f_in):
     from hpcgnn.backend import cpu
@@ -83,9 +83,9 @@ def test_sparse_input_trains_as_the_dense_input(kind, f_in):
     a = torch.from_numpy(rng.random((6, 6)))
     x = rng.standard_normal((6, f_in))
     x[rng.random(x.shape) < 0.7] = 0.0
-    shapes = [(f_in, 4), (4, 2)]
-    per = kind.weights_per_layer
-    base = [torch.from_numpy(rng.standard_normal(s)) for s in shapes for _ in range(per)]
+    from hpcgnn.layout.order import weight_shapes
+
+    base = [torch.from_numpy(rng.standard_normal(s)) for s in weight_shapes([f_in, 4, 2], kind)]
     outs, grads = [], []
     for h0 in (torch.from_numpy(x), SparseFeatures.from_matrix(x, cpu())):
         ws = [w.clone().requires_grad_(True) for w in base]
@@ -97,3 +97,18 @@ def test_sparse_input_trains_as_the_dense_input(kind, f_in):
     assert torch.allclose(outs[0], outs[1], atol=1e-12)
     for g_dense, g_sparse in zip(*grads, strict=True):
         assert torch.allclose(g_dense, g_sparse, atol=1e-12)
+
+
+def test_gin_layer_is_an_mlp_on_the_aggregate_in_either_order():
+    from hpcgnn.nn.gcn import gin_layer
+
+    rng = np.random.default_rng(6)
+    s = torch.from_numpy(rng.random((6, 6)))  # stands for A^T + (1 + eps) I
+    h = torch.from_numpy(rng.random((6, 8)))
+    for f_out in (2, 12):  # narrow: A^T (H W_1); wide: (A^T H) W_1
+        w_1 = torch.from_numpy(rng.standard_normal((8, f_out)))
+        w_2 = torch.from_numpy(rng.standard_normal((f_out, f_out)))
+        want = torch.relu(s.T @ h @ w_1) @ w_2
+        assert torch.allclose(gin_layer(h, w_1, w_2, 1, True, LayerOps(Dense(s))), want)
+        got = gin_layer(h, w_1, w_2, 1, False, LayerOps(Dense(s)))
+        assert torch.allclose(got, torch.relu(want))

@@ -30,7 +30,7 @@ def train_script(path, model, epochs, sparse):
     return net, acc
 
 
-@pytest.mark.parametrize("model", ["gcn", "sage"])
+@pytest.mark.parametrize("model", ["gcn", "sage", "gin"])
 @pytest.mark.parametrize("sparse", ["off", "on"])
 def test_a_script_trains_what_the_cli_trains(tmp_path, model, sparse):
     path = tmp_path / "g.h5"

@@ -54,7 +54,8 @@ def sparse_input_bytes(
     """Checkpoint bytes of an epoch's first layer on sparse features (offload), all ranks.
 
     ``f = (f_0, f_1)``; ``nnz`` nonzeros of ``X``, ``chunks`` the chunks with rows, ``per``
-    weights per layer. The CSR blocks go to the device twice: ``8 (n + chunks) + nnz (8 + s)``
+    the weights that multiply ``X`` (:attr:`~hpcgnn.kinds.LayerKind.operands`).
+    The CSR blocks go to the device twice: ``8 (n + chunks) + nnz (8 + s)``
     forward, transposed ``8 chunks (f_0 + 1) + nnz (8 + s)`` backward (int64 indices).
     Rows of ``f_1`` values through the host: ``T`` (GraphSAGE ``S`` too) written, and the
     gradients ``dT`` (GraphSAGE ``dZ`` too) read back for the weight gradients; GraphSAGE
@@ -105,7 +106,7 @@ def predict_offload(
     est.add("offload_h2d", float(loads * f_all), 0.0, msgs)
     est.add("offload_d2h", float(loads * f_bwd), 0.0, msgs)
     est.add("offload_d2d", float(remote[0] * f_all + remote[1] * f_bwd), 0.0, msgs)
-    per = problem.weights_per_layer  # a cached layer keeps one operand per weight
+    per = problem.kind.operands  # a cached layer keeps the aggregate (and the own rows)
     ckpt_width = per * (sum(w_in) - recomputed) + sum(w[1:])
     ckpt = 2 * problem.n * ckpt_width * s
     if sparse_input is not None:

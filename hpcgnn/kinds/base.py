@@ -61,6 +61,15 @@ class LayerKind:
         """Weight matrices per layer: ``W`` alone, ``W_self, W_neigh`` or ``W_1, W_2``."""
         return 2 if self.self_weight or self.mlp else 1
 
+    @property
+    def operands(self) -> int:
+        """Row blocks a layer's update reads: the aggregate, and a self term's own rows.
+
+        Also the weights that multiply the layer input itself (the first ``operands`` of a
+        layer's weights): ``W``; GraphSAGE's ``W_self, W_neigh``; GIN's ``W_1``.
+        """
+        return 2 if self.self_weight else 1
+
     def layer_shapes(self, f_in: int, f_out: int) -> list[tuple[int, int]]:
         """Shapes of one layer's weights, in the model's order."""
         if self.mlp:

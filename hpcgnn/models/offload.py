@@ -25,7 +25,9 @@ exchange.
 GraphSAGE (``--model sage``, a kind with a self weight): the operator is the mean, and a
 chunk's own rows join its neighbour rows, so the self term ``H W_self`` reads them from the
 same deduplicated load (and its gradient goes back with the neighbours'); a cached layer
-keeps the own rows beside the aggregate.
+keeps the own rows beside the aggregate. GIN (``--model gin``, an MLP kind): the operator
+is the sum ``A^T + (1 + eps) I`` and the update ``ReLU(A W_1) W_2`` runs on the chunk's
+rows, recomputed from the cached aggregate in the backward like GCN's ``A W``.
 
 The result equals the serial reference up to float rounding: the layer order is
 CAGNET's ``(Â^T H) W`` everywhere (sparse input features: the first layer's is
@@ -195,7 +197,7 @@ class OffloadGCN(RowBlockModel):
             )
         self.exchange = OffloadExchange(comm, tables, offsets, opts.dedup)
         largest = int(np.diff(offsets).max())
-        per = self.cfg.kind.weights_per_layer  # a cached layer keeps one operand per weight
+        per = self.cfg.kind.operands  # a cached layer keeps the aggregate (and own rows)
         self.cached = cached_layers(
             largest, [per * f for f in self.load_widths], self.cfg.itemsize, opts.cache_budget,
         )
@@ -331,7 +333,7 @@ class OffloadGCN(RowBlockModel):
             out = host.pinned_empty((n_own, w.shape[1]), h.dtype)
             agg_host = None
             if train and self.cached[layer]:
-                agg_host = host.pinned_empty((n_own, len(ws) * f_in), h.dtype)
+                agg_host = host.pinned_empty((n_own, self.cfg.kind.operands * f_in), h.dtype)
             elif train:
                 self._inputs[layer] = h
             mask = keep(layer + 1) if keep is not None and layer < last else None
@@ -372,7 +374,7 @@ class OffloadGCN(RowBlockModel):
                 self.x, self.comm.device.host_tensor(mask), p
             )
         self._masks.append(None)
-        ws = self._layer_weights(0)
+        ws = self._layer_weights(0)[: self.cfg.kind.operands]  # the weights X multiplies
         n_own, dev = self.rows[1] - self.rows[0], self.comm.device
         bufs = [dev.pinned_empty((n_own, w.shape[1]), ws[0].dtype) for w in ws]
         self.input.transform(ws, keep, p, bufs)
@@ -380,9 +382,14 @@ class OffloadGCN(RowBlockModel):
         return bufs[-1]
 
     def _layer_weights(self, layer: int) -> list[torch.Tensor]:
-        """The layer's weights, detached: ``[W]``, or GraphSAGE's ``[W_self, W_neigh]``."""
+        """The layer's weights, detached: ``[W]``, ``[W_self, W_neigh]`` or ``[W_1, W_2]``."""
         per = self.cfg.kind.weights_per_layer
         return [w.detach() for w in self.weights[per * layer : per * (layer + 1)]]
+
+    @property
+    def _aggregated(self) -> int:
+        """Index in a layer's weights of the one that multiplies the aggregate."""
+        return 0 if self.cfg.kind.mlp else self.cfg.kind.weights_per_layer - 1
 
     def _own_rows(self, neigh: torch.Tensor, j: int, layer: int) -> torch.Tensor | None:
         """The self term's input rows of chunk ``j``, if any.
@@ -402,13 +409,21 @@ class OffloadGCN(RowBlockModel):
     def _update(
         self, agg: torch.Tensor, own: torch.Tensor | None, ws: list[torch.Tensor], layer: int
     ) -> torch.Tensor:
-        """``Z = A W`` (GraphSAGE: ``A W_neigh + H W_self``, the serial layer's order).
+        """``Z = A W``; GraphSAGE ``A W_neigh + H W_self``; GIN ``ReLU(A W_1) W_2``.
 
-        The first layer on sparse features has its products already: ``Z = A (+ S)``.
+        In the serial layer's order. The first layer on sparse features has its products
+        already: ``A (+ S)``.
         """
+        z = self._product(agg, own, ws, layer)
+        return torch.relu(z) @ ws[1] if self.cfg.kind.mlp else z
+
+    def _product(
+        self, agg: torch.Tensor, own: torch.Tensor | None, ws: list[torch.Tensor], layer: int
+    ) -> torch.Tensor:
+        """``A W`` (GraphSAGE: ``+ H W_self``): the update before an MLP's second layer."""
         if layer == 0 and self.input is not None:
             return agg if own is None else agg + own
-        z = agg @ ws[-1]
+        z = agg @ ws[self._aggregated]
         return z if own is None else z + own @ ws[0]
 
     def backward_pass(self, grad_logits: torch.Tensor) -> list[torch.Tensor]:
@@ -425,22 +440,23 @@ class OffloadGCN(RowBlockModel):
         per = self.cfg.kind.weights_per_layer
         last = len(self.weights) // per - 1
         host = self.comm.device
+        operands, mlp = self.cfg.kind.operands, self.cfg.kind.mlp
         for layer in range(last, -1, -1):
             ws = self._layer_weights(layer)
-            w = ws[-1]
+            w = ws[self._aggregated]
             f = self.load_widths[layer]
             products = layer == 0 and self.input is not None  # Z = Â^T T (+ S)
             g_in = None
             if layer > 0 or products:
                 g_in = host.pinned_empty((n_own, f), w.dtype).zero_()
-            g_z = host.pinned_empty((n_own, f), w.dtype) if products and per > 1 else None
+            g_z = host.pinned_empty((n_own, f), w.dtype) if products and operands > 1 else None
             mask = self._masks[layer + 1] if layer < last else None
             for j, (a, b) in enumerate(self.chunk_rows):
                 g = rows_to_device(self.comm, g_out, a, b)
                 own: torch.Tensor | None
                 if self.cached[layer]:
                     kept = rows_to_device(self.comm, self._aggregates[layer], a, b)
-                    agg, own = (kept, None) if per == 1 else (kept[:, :f], kept[:, f:])
+                    agg, own = (kept, None) if operands == 1 else (kept[:, :f], kept[:, f:])
                 else:  # recompute A = Â^T D from the reloaded neighbour rows
                     assert self.reload is not None
                     neigh = self.reload.load(self._inputs[layer], j)
@@ -452,8 +468,12 @@ class OffloadGCN(RowBlockModel):
                         if mask is not None:
                             g = dropout(g, mask[a:b], self.cfg.dropout)
                         g = g * (self._update(agg, own, ws, layer) > 0).to(g.dtype)
+                    if mlp:  # through W_2 and the inner ReLU: dZ becomes d(A W_1)
+                        inner = self._product(agg, own, ws, layer)
+                        grads[per * layer + 1] += torch.relu(inner).T @ g
+                        g = (g @ ws[1].T) * (inner > 0).to(g.dtype)
                     if not products:
-                        grads[per * layer + per - 1] += agg.T @ g
+                        grads[per * layer + self._aggregated] += agg.T @ g
                         if own is not None:
                             grads[per * layer] += own.T @ g
                 if g_z is not None:  # dW_self = X^T dZ after the sweep
@@ -474,7 +494,9 @@ class OffloadGCN(RowBlockModel):
                 self.reload.end_pass()
             if products:
                 assert self.input is not None and g_in is not None
-                self.input.weight_grads(grads[:per], [g_z, g_in] if g_z is not None else [g_in])
+                self.input.weight_grads(
+                    grads[:operands], [g_z, g_in] if g_z is not None else [g_in]
+                )
             elif g_in is not None:
                 g_out = g_in
         self._aggregates, self._inputs, self._masks = {}, {}, []

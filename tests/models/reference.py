@@ -21,6 +21,11 @@ from tests.mpi import assert_all, assert_close_all, assert_same_on_all_ranks
 KINDS = {"sage": {"model": "sage"}, "gin": {"model": "gin", "gin_eps": 0.5}}
 
 
+def kind_settings(model: str) -> dict:
+    """``TrainConfig`` keywords of ``model`` (GCN's, or :data:`KINDS`')."""
+    return KINDS.get(model, {"model": model})
+
+
 def first_step(model, cfg: TrainConfig, num_train: int):
     """Forward with dropout (epoch 0), backward, reduced gradients."""
     for w in model.weights:

@@ -10,7 +10,7 @@ from hpcgnn.models.offload import OffloadGCN, OffloadOptions
 from hpcgnn.planning.dedup import dedup_volumes, remote_rows
 from hpcgnn.train.fullbatch import train_fullbatch
 from hpcgnn.train.report import summed_over_ranks
-from tests.models.reference import compare_with_serial, metis_graph, problem_of
+from tests.models.reference import compare_with_serial, kind_settings, metis_graph, problem_of
 from tests.mpi import assert_all
 
 LEVELS = ("none", "inter", "full")
@@ -27,6 +27,9 @@ LEVELS = ("none", "inter", "full")
         ("none", False, "float64", True, "all", "sage"),
         ("full", True, "float64", False, "one", "sage"),
         ("inter", False, "float64", True, "none", "sage"),
+        ("none", False, "float64", False, "all", "gin"),
+        ("full", True, "float64", True, "one", "gin"),
+        ("inter", False, "float32", True, "none", "gin"),
     ],
 )
 def test_offload_matches_serial(
@@ -36,14 +39,14 @@ def test_offload_matches_serial(
     # or none (all recompute in the backward); GraphSAGE keeps its own rows beside it
     path = metis_graph(graph_file, shared_tmp, world, n=90, directed=directed, seed=4,
                        features=7, classes=3)
-    cfg = TrainConfig(layers=3, hidden=6, dropout=0.3, dtype=dtype, seed=3, model=model)
+    cfg = TrainConfig(layers=3, hidden=6, dropout=0.3, dtype=dtype, seed=3, **kind_settings(model))
 
     def make(grid):
         model = OffloadGCN.read(path, grid, cfg, OffloadOptions(3, dedup, reorganize))
         if cache == "all":
             return model
         rows = int(np.diff(model.offsets).max())
-        per = cfg.weights_per_layer
+        per = cfg.kind.operands
         budget = rows * 6 * per * model.x.element_size() if cache == "one" else 0
         model = OffloadGCN.read(path, grid, cfg, OffloadOptions(3, dedup, reorganize, budget))
         assert sum(model.cached) == (1 if cache == "one" else 0), model.cached
@@ -65,7 +68,7 @@ def formulas(model, world):
 @pytest.mark.mpi
 @pytest.mark.parametrize(
     ("reorganize", "budget", "model"),
-    [(False, None, "gcn"), (True, 0, "gcn"), (True, None, "sage")],
+    [(False, None, "gcn"), (True, 0, "gcn"), (True, None, "sage"), (False, 0, "gin")],
 )
 def test_counted_transfers_equal_set_formulas(
     graph_file, shared_tmp, world, device, reorganize, budget, model
@@ -73,7 +76,7 @@ def test_counted_transfers_equal_set_formulas(
     path = metis_graph(graph_file, shared_tmp, world, n=120, directed=True, seed=8,
                        features=6, classes=4)
     cfg = TrainConfig(layers=3, hidden=5, dropout=0.2, dtype="float32", seed=1, epochs=2,
-                      model=model)
+                      **kind_settings(model))
     host = {}
     with ProcessGrid.create(MPI.COMM_WORLD, "1d", device=device) as grid:
         for dedup in LEVELS:

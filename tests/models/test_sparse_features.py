@@ -22,6 +22,7 @@ RUNS = {
     "sage-2d": ["--algo", "2d", "--model", "sage"],
     "gin-2d": ["--algo", "2d", "--model", "gin", "--gin-eps", "0.5"],
     "gin-halo": ["--algo", "halo", "--model", "gin"],
+    "offload-gin": ["--mode", "offload", "--chunks", "3", "--model", "gin"],
     "gist": ["--mode", "gist", "--subnets", "1", "--local-iters", "2"],
     "minibatch-sage": ["--mode", "minibatch", "--batch-size", "8"],
     "minibatch-ladies": ["--mode", "minibatch", "--sampler", "ladies", "--layer-size", "20,20",

@@ -22,7 +22,7 @@ from hpcgnn.grid import ProcessGrid
 from hpcgnn.io import GraphFile
 from hpcgnn.layout.shapes import GridShape, admissible_shapes, choose_shape
 from hpcgnn.models.summa import GridGCN
-from tests.models.reference import KINDS, check_cost_model, compare_with_serial
+from tests.models.reference import KINDS, check_cost_model, compare_with_serial, kind_settings
 from tests.models.reference import problem_of as cost_problem_of
 from tests.mpi import assert_all
 
@@ -109,7 +109,7 @@ def test_layer_orders_and_dense_steps(graph_file, world, device, layers, hidden,
     path = graph_file(n=31, directed=True, seed=3, features=5, classes=3)
     cfg = TrainConfig(
         layers=layers, hidden=hidden, dropout=0.4, dtype="float64", seed=5,
-        **KINDS.get(model, {"model": model}),
+        **kind_settings(model),
     )
     shapes = [s for k in ("2d", "3d") for s in admissible_shapes(k, world.size)]
     wide = [s for s in shapes if s.dims[1] > 1] or shapes[:1]

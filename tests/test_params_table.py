@@ -76,6 +76,29 @@ TABLE: dict[str, tuple[int, bool, list[str]]] = {
 #: before fingerprints existed, were of the old stream and are gone: a machine without a
 #: table skips these runs until a session records its table.
 RECORDED: dict[str, dict[str, str]] = {
+    # 3c57b3b450b3d2d1: the x86-64 machine of the 2026-11-28 session (2 cores), recorded on
+    # main at 8feb769 (GIN in offload) before any change of that session.
+    "3c57b3b450b3d2d1": {
+        "1.5d-2x2": "a87caef247b887430db42ba6b79938313357c7ac92bb5d703173d20b9a8b8042",
+        "1.5d-directed-2x2": "5ab3d4ad2ebca3e8228620a4503b03b31715e78c81c0124919dd92397eef5509",
+        "1d-p1": "6bdfc6163563388791038f7808d5c78e31da26ae73fe7542506cd26cd34af615",
+        "1d-p4": "d69870f6c84e3c04c9bf9695cedee53c5cb5596d5511c90b94614fc2f4539497",
+        "2d-2x2": "a87caef247b887430db42ba6b79938313357c7ac92bb5d703173d20b9a8b8042",
+        "2d-directed-1x3": "4706aeabae9d05bf6b34afc1cd7d941e6d751b660a07857e67d6ce161bb9719c",
+        "3d-2x2x2": "28a31dbebf45230c187b9a162e613befc07311f37caee4b124002a5d87c6e697",
+        "gin-2d-2x2": "ebb526e1eb2bdcda120e54da89a7c1fc2e14f3801043cb77614bdec9e3fd4568",
+        "gin-halo": "530f0f9f91c2ee484524618b70f5764b0f3f900e839ac57f3e656ee686328848",
+        "gist-m2": "0c2d4d4d7096505b8d73824f9dcca23694eabf8780bdd0063820160bc8323bc4",
+        "gist-sampler-sage": "6617d52dc255ba01c11b6437ffc074b286694563828019f84b6da0bfc65c5aa6",
+        "halo-p2p": "66f2a65444959d17b843de3f9d64e78d8db17ca8e37647736d34339db5471225",
+        "halo-planned": "cdd1447b88c39923a378ff3ade38743c72267a568201d7093adc2bafdc532658",
+        "ladies": "7e734de65bd69531938c7374773eba237abfbfd3e11b781090bad06aa77bb2f3",
+        "offload-full-reorg": "cdc56576b9726ed0de99a2c1ab3c780d9624bf7b38d23e5dbe70681cd67b5542",
+        "offload-none": "181d1bb9db64b25471b4a009b4d7dc53664fc862781a70b8b9e51da46e946eaf",
+        "sage": "8badf0a3443dffbd4035fa643b013287cd2a8ecdf062249b6d84e53e3ab433fc",
+        "sage-1d": "c3e35145591eb0060119b0ba14eb33d461dab876d4237b4342b22186cf841393",
+        "sage-2d-2x2": "f2b48b47ae9f3928ebc75e9c9e967597f02bece5fad191f731c305f4a161aa85",
+    },
     "dc5a67f88deb9538": {
         "1.5d-2x2": "78462f03e8b0edfeec7fe190976978109035a743f8a7146ebfe403ec690fc142",
         "1.5d-directed-2x2": "470a8249e7fdbe5ea944b649737e85e10b40c7d9663264538d8eb03909c063cc",

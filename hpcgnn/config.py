@@ -74,6 +74,9 @@ SPARSE_FEATURE_DENSITY = 0.1
 #: activation can carry through many layers.
 MAX_GIN_EPS = 1e3
 
+#: The most attention heads of a GAT layer (``--heads``, ``--output-heads``).
+MAX_HEADS = 64
+
 
 @dataclass(frozen=True)
 class TrainConfig:
@@ -98,6 +101,13 @@ class TrainConfig:
     early_stopping: int = 0
     #: GIN's fixed ``eps`` (``--gin-eps``): the self term ``(1 + eps) h_i``.
     gin_eps: float = 0.0
+    #: GAT's attention heads of the hidden layers (``--heads``; concatenated).
+    heads: int = 1
+    #: GAT's attention heads of the last layer (``--output-heads``; averaged).
+    output_heads: int = 1
+    #: GAT's drop probability of the attention coefficients (``--attention-dropout``);
+    #: ``None``: ``dropout``'s, as the paper.
+    attention_dropout: float | None = None
 
     def __post_init__(self) -> None:
         check_layers(self.layers)
@@ -133,9 +143,31 @@ class TrainConfig:
                               f" got {self.gin_eps}")
         if self.gin_eps and not self.kind.summed:
             raise ConfigError(f"--gin-eps is GIN's (--model gin), not {self.model}'s")
+        self._check_attention()
         if self.sparse_features not in SPARSE_FEATURES:
             raise ConfigError(f"--sparse-features must be one of {', '.join(SPARSE_FEATURES)},"
                               f" got {self.sparse_features}")
+
+    def _check_attention(self) -> None:
+        """Refuse GAT's settings out of range, or given to a kind without attention."""
+        for flag, heads in (("--heads", self.heads), ("--output-heads", self.output_heads)):
+            if not 1 <= heads <= MAX_HEADS:
+                raise ConfigError(f"{flag} must be in [1, {MAX_HEADS}], got {heads}")
+        p = self.attention_dropout
+        if p is not None and not 0.0 <= p < 1.0:
+            raise ConfigError(f"--attention-dropout must be in [0, 1), got {p}")
+        if not KINDS[self.model].attention:
+            if self.heads != 1 or self.output_heads != 1 or p is not None:
+                raise ConfigError(f"--heads, --output-heads and --attention-dropout are GAT's"
+                                  f" (--model gat), not {self.model}'s")
+        elif self.hidden % self.heads:
+            raise ConfigError(f"--hidden {self.hidden} is the width of --heads {self.heads}"
+                              f" concatenated heads: it must be a multiple of it")
+
+    @property
+    def attention_p(self) -> float:
+        """The drop probability of GAT's attention coefficients."""
+        return self.dropout if self.attention_dropout is None else self.attention_dropout
 
     def sparse_input(self, nonzeros: int, entries: int) -> bool:
         """Whether input features with ``nonzeros`` of ``entries`` stay sparse (CSR)."""
@@ -162,8 +194,10 @@ class TrainConfig:
 
     @property
     def kind(self) -> LayerKind:
-        """The layer kind of ``model`` (:mod:`hpcgnn.kinds`); GIN's with ``gin_eps``."""
+        """The layer kind of ``model`` (:mod:`hpcgnn.kinds`): GIN's ``gin_eps``, GAT's heads."""
         kind = KINDS[self.model]
+        if kind.attention:
+            return replace(kind, heads=self.heads, output_heads=self.output_heads)
         return replace(kind, eps=self.gin_eps) if kind.summed else kind
 
     @property

@@ -40,6 +40,7 @@ TAG_SAGE = 0x5A6E  # GraphSAGE draws
 TAG_LADIES = 0x1AD1E5  # LADIES draws
 TAG_DROPOUT = 0xD50B  # minibatch dropout masks
 TAG_GIST = 0x6157  # GIST partitions of the hidden dimensions
+TAG_ATTENTION = 0xA77E  # GAT's attention dropout
 
 #: The column words' key is the row words' key mixed with this word.
 COLUMN_WORD = 0xC01

@@ -53,11 +53,17 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="layer type, as train's --model: gcn (A+I normalised) or sage "
                         "(GraphSAGE-mean: the aggregation moves the same layer input over A "
                         "without self loops; two weights per layer, so the gradient "
-                        "all-reduce and SUMMA's dense steps double) or gin (A+I unnormalised, "
-                        "a second dense step W_2 of f_out x f_out per layer) (default: gcn)")
+                        "all-reduce and SUMMA's dense steps double), gin (A+I unnormalised, "
+                        "a second dense step W_2 of f_out x f_out per layer) or gat (attention "
+                        "over A+I: the rows move with one score column per head; 1d and halo) "
+                        "(default: gcn)")
     p.add_argument("--layers", type=int, default=2, help="layers of the model (default: 2)")
     p.add_argument("--hidden", type=int, default=16,
                    help="width of the hidden layers (default: 16)")
+    p.add_argument("--heads", type=int, default=1,
+                   help="GAT's heads of the hidden layers, as train's (default: 1)")
+    p.add_argument("--output-heads", type=int, default=1,
+                   help="GAT's heads of the last layer, as train's (default: 1)")
     p.add_argument("--dtype", choices=["float32", "float64"], default="float32",
                    help="bytes per value of the traffic (default: float32)")
     p.add_argument("--top", type=int, default=15,
@@ -119,7 +125,8 @@ def run(args: argparse.Namespace) -> int:
     if (args.graph is None) == (args.shape is None):
         raise ConfigError("give a graph file or --shape n,nnz,f, not both")
     machine = load_machine(args.machine)
-    cfg = TrainConfig(layers=args.layers, hidden=args.hidden, dtype=args.dtype, model=args.model)
+    cfg = TrainConfig(layers=args.layers, hidden=args.hidden, dtype=args.dtype, model=args.model,
+                      heads=args.heads, output_heads=args.output_heads)
     if args.out:
         check_output(args.out, "model output")
     counter = None

@@ -58,13 +58,24 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="layers: gcn (default), sage (GraphSAGE, mean over in-neighbours plus "
                         "a self term; fullbatch (every --algo), offload and gist) or gin (GIN: "
                         "sum over in-neighbours plus (1 + eps) times the self, then a two-layer "
-                        "MLP; fullbatch, every --algo). "
+                        "MLP; fullbatch, every --algo, and offload) or gat (GAT: attention over "
+                        "the in-neighbours and the self, --heads heads; fullbatch --algo 1d and "
+                        "halo). "
                         "Minibatch: the sampler decides (sage: GraphSAGE, ladies: GCN); a "
                         "contradicting --model is refused")
     m.add_argument("--hidden", type=int, default=16,
                    help="width of the hidden layers (default: 16)")
     m.add_argument("--gin-eps", type=float, default=0.0,
                    help="GIN's fixed eps: the self term (1 + eps) h_i (--model gin; default: 0)")
+    m.add_argument("--heads", type=int, default=1,
+                   help="GAT's attention heads of the hidden layers, concatenated: --hidden is "
+                        "their total width (--model gat; default: 1)")
+    m.add_argument("--output-heads", type=int, default=1,
+                   help="GAT's attention heads of the last layer, averaged (--model gat; "
+                        "default: 1)")
+    m.add_argument("--attention-dropout", type=float, default=None,
+                   help="GAT's drop probability of the attention coefficients (--model gat; "
+                        "default: --dropout's, as the paper)")
     m.add_argument("--epochs", type=int, default=100,
                    help="training epochs (gist: rounds; default: 100)")
     m.add_argument("--lr", type=float, default=0.01, help="Adam's learning rate (default: 0.01)")
@@ -175,7 +186,8 @@ def run(args: argparse.Namespace, predict_out: str | None = None) -> int:
         dropout=args.dropout,
         seed=args.seed, eval_every=args.eval_every, dtype=args.dtype,
         model=args.model or GCN.name, sparse_features=args.sparse_features,
-        gin_eps=args.gin_eps,
+        gin_eps=args.gin_eps, heads=args.heads, output_heads=args.output_heads,
+        attention_dropout=args.attention_dropout,
     )
     opts = RunOptions(
         graph=args.graph, mode=mode, metrics=args.metrics, trace=args.trace,

@@ -265,3 +265,13 @@ class CommStats:
     def total_seconds(self) -> float:
         """Communication seconds over all categories."""
         return sum(v.seconds for v in self.categories.values())
+
+
+@contextmanager
+def layer_span(stats: CommStats | None, layer: int | None, direction: str) -> Iterator[None]:
+    """Tag the spans recorded inside with ``layer`` and ``direction`` (nothing without both)."""
+    if stats is None or layer is None:
+        yield
+        return
+    with stats.tagged(layer=layer, direction=direction):
+        yield

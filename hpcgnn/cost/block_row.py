@@ -25,6 +25,11 @@ def predict_block_row(problem: Problem, shape: GridShape) -> Estimate:
     ``n_i x f`` partial sums adds ``2 n_i f (c-1)/c`` per rank, ``2 n f (c - 1)`` in
     total. Weight gradients are all-reduced over the process column (``P/c`` ranks), one
     all-reduce per weight. ``bytes_max_rank`` is the largest of these per-rank sums.
+
+    GAT (an attention kind, 1D only) all-gathers the rows of ``[z | s_src]`` of every
+    layer (category ``dense_allgather``: ``(n - n_i) (K f' + K)`` words on rank ``i``, the
+    words of the broadcasts) and reduce-scatters their gradients (``reduce_scatter``, the
+    same).
     """
     q, c = (shape.dims[0], 1) if shape.kind == "1d" else shape.dims
     off = vertex_offsets(problem.n, q, problem.row_offsets)  # as the model splits them
@@ -36,7 +41,13 @@ def predict_block_row(problem: Problem, shape: GridShape) -> Estimate:
     s = problem.itemsize
     per: dict[str, np.ndarray] = defaultdict(lambda: np.zeros((q, c)))
     messages = 0
-    for f, backward in aggregation_widths(problem.widths):
+    attention = problem.kind.attention
+    for f, backward in aggregation_widths(problem.widths, problem.kind):
+        if attention:
+            per["dense_allgather"] += bcast_rows * f * s
+            per["reduce_scatter"] += bcast_rows * f * s
+            messages += 2
+            continue
         for _ in range(2 if backward else 1):
             per["dense_bcast"] += bcast_rows * f * s
             messages += int(np.diff(chunks).max())

@@ -109,7 +109,10 @@ def predict_halo(
     :func:`choose_backward`. Then ``W^l`` gradients
     (``f_{l-1} f_l s`` bytes each) are all-reduced over the ``P`` ranks,
     ``P round(2 m (P - 1) / P)`` bytes in total each
-    (see :func:`~hpcgnn.cost.estimate.allreduce_exact`).
+    (see :func:`~hpcgnn.cost.estimate.allreduce_exact`). GAT (an attention kind) gathers
+    the rows of ``[z | s_src]`` and pushes their gradients back on every layer
+    (:func:`~hpcgnn.layout.order.aggregation_widths` of the kind), and its score vectors
+    are all-reduced with the ``W^l``.
     """
     p = shape.size
     s = problem.itemsize
@@ -117,7 +120,7 @@ def predict_halo(
         backward = choose_backward(volumes.fwd_pairs, volumes.bwd_pairs)
     back = volumes.fwd_send if backward == "push" else volumes.bwd_recv
     msgs = 1 if p > 1 else 0
-    steps = aggregation_widths(problem.widths)
+    steps = aggregation_widths(problem.widths, problem.kind)
     f_fwd = sum(f for f, _ in steps) * s
     f_bwd = sum(f for f, has_backward in steps if has_backward) * s
     # what each rank receives over the epoch: the busiest rank is the maximum of the sums

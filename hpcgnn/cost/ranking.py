@@ -21,7 +21,7 @@ from hpcgnn.cost.estimate import Estimate, Problem
 from hpcgnn.cost.predict import PREDICTORS, predict
 from hpcgnn.cost.summa import SummaBlockNnz, predict_summa
 from hpcgnn.io.reader import GraphMeta
-from hpcgnn.layout.order import layer_sizes
+from hpcgnn.layout.order import aggregation_widths, layer_sizes
 from hpcgnn.layout.shapes import GridShape, admissible_shapes
 
 
@@ -58,7 +58,9 @@ def memory_estimate(meta: GraphMeta, cfg: TrainConfig, shape: GridShape) -> floa
 
     Sparse blocks of ``Â^T`` and ``Â`` are held as 64-bit-index CSR (about 20 bytes per
     nonzero, twice during loading); every layer keeps its input, output and gradient;
-    the weights are counted by :func:`weight_bytes`.
+    the weights are counted by :func:`weight_bytes`. GAT (an attention kind) also keeps,
+    per layer, four values per stored edge and head (scores, coefficients, their dropped
+    copy, a gradient) and the gathered rows of ``[z | s_src]``, at most every vertex's.
     """
     blocks = shape.dims[0] if shape.kind in ("1d", "1.5d") else shape.size
     itemsize = cfg.itemsize
@@ -67,6 +69,11 @@ def memory_estimate(meta: GraphMeta, cfg: TrainConfig, shape: GridShape) -> floa
     widths = layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, cfg.layers)
     dense = rows * sum(widths) * itemsize * 4 + rows * max(widths) * itemsize * 2
     weights = weight_bytes(meta, cfg, cfg.weights_per_layer)
+    if cfg.kind.attention:
+        kind, last = cfg.kind, cfg.layers - 1
+        heads = sum(kind.layer_heads(layer == last) for layer in range(cfg.layers))
+        gathered = sum(f for f, _ in aggregation_widths(widths, kind))
+        dense += itemsize * (4 * nnz * heads + 2 * meta.num_nodes * gathered)
     return 2 * 2 * 20 * nnz + dense + 8 * meta.num_nodes * 2 + weights
 
 
@@ -89,7 +96,7 @@ def rank_choices(
     meta: GraphMeta, cfg: TrainConfig, procs: int, alpha: float, beta: float,
     block_nnz: Callable[[tuple[int, ...]], SummaBlockNnz | None] | None = None,
 ) -> list[dict[str, Any]]:
-    """Every (algorithm, grid) with its modelled epoch communication, fastest first.
+    """Every (algorithm, grid) that trains ``cfg``'s layers, fastest modelled epoch first.
 
     Parameters
     ----------
@@ -112,6 +119,8 @@ def rank_choices(
     problem = cost_problem(meta, cfg, meta.partition_offsets)
     rows = []
     for algo in PREDICTORS:
+        if algo not in cfg.kind.modes:
+            continue
         for shape in admissible_shapes(algo, procs):
             exact = None
             sparse = algo in ("2d", "3d") and shape.dims[1] > 1

@@ -151,7 +151,7 @@ def operator_block(
     dtype
         Value dtype of the result.
     """
-    if kind.summed:
+    if kind.summed or kind.attention:  # GAT: the pattern of A^T + I (ones)
         return sum_block(block, row_offset, 1.0 + kind.eps, dtype)
     if kind.mean:
         if transpose:

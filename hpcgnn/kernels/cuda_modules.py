@@ -60,6 +60,8 @@ NAME_EXPRESSIONS: dict[str, tuple[str, ...]] = {
         *(f"scatter_add_segments<{t}>" for t in _FLOATS),
     ),
     "csr.cu": tuple(f"gather_ranges<{i}>" for i in _INDICES),
+    "attention.cu": tuple(f"{k}<{t}>" for k in ("edge_softmax", "edge_softmax_backward",
+                                                 "edge_dot") for t in _FLOATS),
 }
 
 #: C type of each array dtype the kernels take, by dtype name (torch and NumPy/CuPy alike).

@@ -6,12 +6,13 @@ Pure: imports only :mod:`hpcgnn.errors`.
 
 from hpcgnn.errors import ConfigError
 from hpcgnn.kinds.base import LayerKind
+from hpcgnn.kinds.gat import GAT
 from hpcgnn.kinds.gcn import GCN
 from hpcgnn.kinds.gin import GIN
 from hpcgnn.kinds.sage import SAGE
 
 #: Every layer kind, by name (the ``--model`` choices, in this order).
-KINDS: dict[str, LayerKind] = {kind.name: kind for kind in (GCN, SAGE, GIN)}
+KINDS: dict[str, LayerKind] = {kind.name: kind for kind in (GCN, SAGE, GIN, GAT)}
 
 
 def layer_kind(name: str) -> LayerKind:
@@ -28,4 +29,4 @@ def layer_kind(name: str) -> LayerKind:
     return kind
 
 
-__all__ = ["GCN", "GIN", "KINDS", "SAGE", "LayerKind", "layer_kind"]
+__all__ = ["GAT", "GCN", "GIN", "KINDS", "SAGE", "LayerKind", "layer_kind"]

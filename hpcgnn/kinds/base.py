@@ -43,6 +43,16 @@ class LayerKind:
         stream of ``seed + 1``.
     eps
         GIN's ``eps`` (``--gin-eps``): the self term's weight is ``1 + eps``.
+    attention
+        The layer weighs each in-edge by a learned attention coefficient (GAT): per layer
+        ``W`` (``f_in x heads * f'``) and the score vectors ``a_src, a_dst`` (``heads x
+        f'``), the operator only the pattern of ``A^T + I`` (:mod:`hpcgnn.nn.gat`).
+    heads
+        Attention heads of the hidden layers (``--heads``), concatenated: each has
+        ``f_out / heads`` units.
+    output_heads
+        Attention heads of the last layer (``--output-heads``), averaged: each has
+        ``f_out`` units.
 
     """
 
@@ -55,11 +65,22 @@ class LayerKind:
     summed: bool = False
     mlp: bool = False
     eps: float = 0.0
+    attention: bool = False
+    heads: int = 1
+    output_heads: int = 1
 
     @property
     def weights_per_layer(self) -> int:
-        """Weight matrices per layer: ``W`` alone, ``W_self, W_neigh`` or ``W_1, W_2``."""
+        """Weights per layer: ``W``; ``W_self, W_neigh``; ``W_1, W_2``; ``W, a_src, a_dst``."""
+        if self.attention:
+            return 3
         return 2 if self.self_weight or self.mlp else 1
+
+    def layer_heads(self, last: bool) -> int:
+        """Attention heads of a layer (1 for a kind without attention)."""
+        if not self.attention:
+            return 1
+        return self.output_heads if last else self.heads
 
     @property
     def operands(self) -> int:
@@ -70,8 +91,12 @@ class LayerKind:
         """
         return 2 if self.self_weight else 1
 
-    def layer_shapes(self, f_in: int, f_out: int) -> list[tuple[int, int]]:
-        """Shapes of one layer's weights, in the model's order."""
+    def layer_shapes(self, f_in: int, f_out: int, last: bool = False) -> list[tuple[int, int]]:
+        """Shapes of one layer's weights, in the model's order (``last``: the output layer)."""
+        if self.attention:
+            heads = self.layer_heads(last)
+            per_head = f_out if last else f_out // heads
+            return [(f_in, heads * per_head), (heads, per_head), (heads, per_head)]
         if self.mlp:
             return [(f_in, f_out), (f_out, f_out)]
         return [(f_in, f_out)] * self.weights_per_layer

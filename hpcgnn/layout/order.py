@@ -31,11 +31,13 @@ def weight_shapes(
     """Shapes of the weights in the model's order, each layer's by :meth:`LayerKind.layer_shapes`.
 
     GCN's ``W^l`` ``(f_{l-1}, f_l)``; GraphSAGE's ``W_self^l, W_neigh^l`` both of that shape;
-    GIN's ``W_1^l`` of that shape and ``W_2^l`` ``(f_l, f_l)``.
+    GIN's ``W_1^l`` of that shape and ``W_2^l`` ``(f_l, f_l)``; GAT's ``W^l`` (``f_{l-1} x
+    heads * f'``) and ``a_src^l, a_dst^l`` (``heads x f'``).
     """
+    last = len(widths) - 2
     return [
-        shape for a, b in zip(widths[:-1], widths[1:], strict=True)
-        for shape in kind.layer_shapes(a, b)
+        shape for layer, (a, b) in enumerate(zip(widths[:-1], widths[1:], strict=True))
+        for shape in kind.layer_shapes(a, b, layer == last)
     ]
 
 
@@ -50,12 +52,22 @@ def transform_first(layer: int, f_in: int, f_out: int) -> bool:
     return 2 * f_out < f_in if layer == 0 else f_out < f_in
 
 
-def aggregation_widths(widths: list[int] | tuple[int, ...]) -> list[tuple[int, bool]]:
+def aggregation_widths(
+    widths: list[int] | tuple[int, ...], kind: LayerKind = GCN
+) -> list[tuple[int, bool]]:
     """For each layer, the SpMM width and whether a backward SpMM runs.
 
-    Follows :func:`transform_first` and :func:`hpcgnn.nn.gcn.gcn_forward`; used by the cost models.
+    Follows :func:`transform_first` and :func:`hpcgnn.nn.gcn.gcn_forward`; used by the cost
+    models. An attention kind (GAT) exchanges the rows of ``[z | s_src]``, ``K f' + K``
+    wide, on every layer and both ways (``W``'s gradient needs the gathered rows').
     """
     out = []
+    if kind.attention:
+        last = len(widths) - 2
+        for layer, (f_in, f_out) in enumerate(zip(widths[:-1], widths[1:], strict=True)):
+            (_, cols), (heads, _), _ = kind.layer_shapes(f_in, f_out, layer == last)
+            out.append((cols + heads, True))
+        return out
     for layer, (f_in, f_out) in enumerate(zip(widths[:-1], widths[1:], strict=True)):
         if transform_first(layer, f_in, f_out):
             out.append((f_out, True))

@@ -133,7 +133,8 @@ class GCNModel:
                 device=self.comm.device,
             )
         return gcn_forward(
-            self.x, self.weights, self.layers, self.cfg.dropout, keep, self.stats, self.cfg.kind
+            self.x, self.weights, self.layers, self.cfg.dropout, keep, self.stats, self.cfg.kind,
+            self.cfg.attention_p,
         )
 
     def reduce_gradients(self) -> None:

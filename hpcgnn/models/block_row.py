@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import scipy.sparse as sp
 import torch
 
@@ -11,8 +13,9 @@ from hpcgnn.cost.estimate import Estimate
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.models.base import RowBlockModel
 from hpcgnn.models.share import RowShare
+from hpcgnn.nn.gat import Neighbourhood
 from hpcgnn.nn.gcn import Aggregation, LayerOps
-from hpcgnn.spmm.block_row import BlockRowAggregation
+from hpcgnn.spmm.block_row import AllGatherNeighbourhood, BlockRowAggregation
 
 
 class BlockRowGCN(RowBlockModel):
@@ -45,7 +48,17 @@ class BlockRowGCN(RowBlockModel):
         if share.a is None:
             raise ValueError("a block-row model needs the rows of Â (load_rows(with_a=True))")
         ops = LayerOps(self._aggregation(share.a_t, share.a))
+        if cfg.kind.attention:
+            ops = replace(ops, neighbourhood=self._neighbourhood(share.a_t))
         self.layers = [ops] * cfg.layers
+
+    def _neighbourhood(self, a_t: sp.csr_matrix) -> Neighbourhood:
+        """GAT's source rows of this rank's edges: every block row, all-gathered (1D)."""
+        grid, offsets = self.grid, self.offsets
+        assert grid is not None and offsets is not None
+        if grid.row.size > 1:
+            raise ValueError(f"{self.cfg.kind} trains on the 1d grid, not on 1.5d")
+        return AllGatherNeighbourhood(grid.col, a_t, offsets, self.cfg.torch_dtype)
 
     def _aggregation(self, a_t: sp.csr_matrix, a: sp.csr_matrix) -> Aggregation:
         """The layers' ``Â^T H`` operator from this rank's rows of ``Â^T`` and ``Â``."""

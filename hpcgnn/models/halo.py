@@ -11,12 +11,14 @@ import torch
 from hpcgnn.config import TrainConfig
 from hpcgnn.cost.estimate import Estimate
 from hpcgnn.cost.halo import HaloVolumes, planned_volumes, predict_halo
+from hpcgnn.errors import ConfigError
 from hpcgnn.exchange.staged import StagedExchange
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.layout.order import aggregation_widths
 from hpcgnn.models.block_row import BlockRowGCN
 from hpcgnn.models.exchange_report import halo_report
 from hpcgnn.models.share import RowShare
+from hpcgnn.nn.gat import Neighbourhood
 from hpcgnn.planning.topology import Topology, uniform_topology
 from hpcgnn.spmm.halo import HaloAggregation
 
@@ -63,6 +65,11 @@ class HaloGCN(BlockRowGCN):
     ) -> None:
         if grid.kind != "1d":
             raise ValueError(f"the halo algorithm needs a 1d grid, not {grid.kind!r}")
+        if cfg.kind.attention:  # the adjoint of GAT's gather is the push
+            if backward == "pull":
+                raise ConfigError(f"--model {cfg.kind}: the halo backward pushes the gathered"
+                                  " rows' gradients back (backward push or auto, not pull)")
+            backward = "push"
         self._backward = backward
         self._exchange = exchange
         self.topology = topology if topology is not None else uniform_topology(grid.size)
@@ -78,10 +85,14 @@ class HaloGCN(BlockRowGCN):
         )
         return self.aggregation
 
+    def _neighbourhood(self, a_t: sp.csr_matrix) -> Neighbourhood:
+        """GAT's source rows: the owned rows and the halo, by the model's exchange."""
+        return self.aggregation.neighbourhood()
+
     @property
     def exchange_width(self) -> int:
         """Width of the widest rows the exchange moves (the plan is made for them)."""
-        return max(f for f, _ in aggregation_widths(self.widths))
+        return max(f for f, _ in aggregation_widths(self.widths, self.cfg.kind))
 
     def predict_cost(self) -> Estimate | None:
         """Halo bytes of one epoch from every rank's halo sizes (collective)."""

@@ -15,9 +15,11 @@ from hpcgnn.comm.communicator import Comm
 from hpcgnn.config import TrainConfig
 from hpcgnn.graph.normalize import load_normalized
 from hpcgnn.io.memory import GraphSource, open_graph
+from hpcgnn.kernels.attention import edge_pattern
 from hpcgnn.kernels.spmm import to_torch_csr
 from hpcgnn.models.base import GCNModel
 from hpcgnn.models.share import read_vertex_data
+from hpcgnn.nn.gat import LocalNeighbourhood
 from hpcgnn.nn.gcn import LayerOps, LocalAggregation
 
 
@@ -58,7 +60,12 @@ class SerialGCN(GCNModel):
         self.rows = (0, n)
         self.row_ids = np.arange(n)
         assert norm is not None
-        ops = LayerOps(LocalAggregation(to_torch_csr(norm_t, dtype), to_torch_csr(norm, dtype)))
+        nbh = None
+        if cfg.kind.attention:  # GAT's edges: the pattern of A^T + I, every row local
+            ids = np.arange(n)
+            nbh = LocalNeighbourhood(edge_pattern(norm_t, ids, ids, "cpu", dtype))
+        ops = LayerOps(LocalAggregation(to_torch_csr(norm_t, dtype), to_torch_csr(norm, dtype)),
+                       neighbourhood=nbh)
         self.layers = [ops] * cfg.layers
         self._init_weights(weights)
 

@@ -24,7 +24,6 @@ exactly the serial run's mask for the block it holds.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -32,13 +31,14 @@ import numpy as np
 import torch
 
 from hpcgnn.backend import Device
-from hpcgnn.comm.stats import CommStats
+from hpcgnn.comm.stats import CommStats, layer_span
 from hpcgnn.kernels.dropout import block_keep, global_columns, keep_pairs
 from hpcgnn.kernels.gemm import matmul
 from hpcgnn.kernels.sparse_input import SparseFeatures, as_dense
 from hpcgnn.kernels.spmm import spmm
 from hpcgnn.kinds import GCN, LayerKind
 from hpcgnn.layout.order import transform_first
+from hpcgnn.nn.gat import AttentionDrop, Neighbourhood, gat_layer
 from hpcgnn.rng import Columns, dropout_key
 
 #: A layer input: dense, or the sparse input features.
@@ -74,24 +74,18 @@ class LocalAggregation:
         return spmm(self.a, g)
 
 
-def _tagged(stats: CommStats | None, layer: int | None, direction: str) -> AbstractContextManager:
-    if stats is None or layer is None:
-        return nullcontext()
-    return stats.tagged(layer=layer, direction=direction)
-
-
 class _Aggregate(torch.autograd.Function):
     @staticmethod
     def forward(
         ctx, h: torch.Tensor, op: Aggregation, stats: CommStats | None, layer: int | None
     ) -> torch.Tensor:
         ctx.op, ctx.stats, ctx.layer = op, stats, layer
-        with _tagged(stats, layer, "forward"):
+        with layer_span(stats, layer, "forward"):
             return op.forward(h.detach())
 
     @staticmethod
     def backward(ctx, g: torch.Tensor) -> tuple[torch.Tensor, None, None, None]:
-        with _tagged(ctx.stats, ctx.layer, "backward"):
+        with layer_span(ctx.stats, ctx.layer, "backward"):
             return ctx.op.backward(g.contiguous()), None, None, None
 
 
@@ -123,12 +117,17 @@ class LayerOps:
         An MLP kind's (GIN's) second dense step ``U W_2`` on this rank's block of ``U``
         (after it, the layer's output is where ``finish`` would put it); ``None``: a local
         GEMM.
+    neighbourhood
+        An attention kind's (GAT's) source rows of this rank's edges
+        (:class:`hpcgnn.nn.gat.Neighbourhood`), which the layer reads instead of
+        ``aggregation``.
     """
 
     aggregation: Aggregation
     dense: Dense | None = None
     finish: Callable[[torch.Tensor], torch.Tensor] | None = None
     mlp: Dense | None = None
+    neighbourhood: Neighbourhood | None = None
 
 
 def dropout(h: torch.Tensor, keep: torch.Tensor | np.ndarray, p: float) -> torch.Tensor:
@@ -294,8 +293,9 @@ def gcn_forward(
     keep: BlockMasks | None,
     stats: CommStats | None = None,
     kind: LayerKind = GCN,
+    attention_p: float = 0.0,
 ) -> torch.Tensor:
-    """Run the GCN (or GraphSAGE-mean) forward on this rank's block; its block of the logits.
+    """Run the GCN (GraphSAGE-mean, GIN, GAT) forward on this rank's block; its logits.
 
     Parameters
     ----------
@@ -316,20 +316,31 @@ def gcn_forward(
         Where to time local dense products (phase ``gemm``), if given.
     kind
         The layer kind: :func:`gcn_layer`, with a self weight :func:`sage_layer`, an MLP
-        kind :func:`gin_layer`.
+        kind :func:`gin_layer`, an attention kind :func:`hpcgnn.nn.gat.gat_layer` (per
+        layer ``W^l, a_src^l, a_dst^l``).
+    attention_p
+        Drop probability of the attention coefficients, applied when ``keep`` is given.
     """
     h = h0
     last = len(layers) - 1
     per = kind.weights_per_layer
     if len(weights) != per * len(layers):
         raise ValueError(f"{kind}: {len(weights)} weights for {len(layers)} layers")
+    drop = None
+    if keep is not None and attention_p > 0.0:
+        drop = AttentionDrop(attention_p, keep.seed, keep.epoch)
     for layer, ops in enumerate(layers):
         w = weights[per * layer : per * (layer + 1)]
         if isinstance(h, SparseFeatures):  # the order follows the aggregated weight's shape
-            h = sparse_input(h, w[0] if kind.mlp else w[-1], p, keep)
+            h = sparse_input(h, w[0] if kind.mlp or kind.attention else w[-1], p, keep)
         elif keep is not None and p > 0.0:
             h = dropout(h, keep(layer), p)
-        if kind.mlp:
+        if kind.attention:
+            if ops.neighbourhood is None:
+                raise ValueError(f"{kind}: layer {layer} has no neighbourhood")
+            h = gat_layer(h, w[0], w[1], w[2], layer, layer == last, ops.neighbourhood,
+                          _dense(ops.dense, stats), drop, stats)
+        elif kind.mlp:
             h = gin_layer(h, w[0], w[1], layer, layer == last, ops, stats)
         elif kind.self_weight:
             h = sage_layer(h, w[0], w[1], layer, layer == last, ops, stats)

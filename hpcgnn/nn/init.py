@@ -7,7 +7,7 @@ import torch
 
 from hpcgnn.backend import Device, get_device
 from hpcgnn.kinds import GCN, LayerKind
-from hpcgnn.layout.order import weight_entries
+from hpcgnn.layout.order import weight_entries, weight_shapes
 
 
 def glorot_rows(
@@ -64,9 +64,16 @@ def init_weights(
     W_neigh^l``, the ``W_self`` drawn from ``seed`` and the ``W_neigh`` from ``seed + 1``
     (as the sampled GraphSAGE of :func:`hpcgnn.models.minibatch.sampled_weights`); an MLP
     kind (GIN): per layer ``W_1^l`` (``f_{l-1} x f_l``, from ``seed``) and ``W_2^l``
-    (``f_l x f_l``, from ``seed + 1``).
+    (``f_l x f_l``, from ``seed + 1``); an attention kind (GAT): per layer ``W^l`` (from
+    ``seed``), then ``a_src^l, a_dst^l`` (from ``seed + 1``, in that order).
     """
     dev = get_device(device)
+    if kind.attention:
+        shapes = weight_shapes(widths, kind)
+        w = glorot_shapes(shapes[0::3], seed, dtype)
+        att = glorot_shapes([s for i, s in enumerate(shapes) if i % 3], seed + 1, dtype)
+        ordered = [m for layer, wl in enumerate(w) for m in (wl, *att[2 * layer : 2 * layer + 2])]
+        return [dev.from_numpy(m).requires_grad_(True) for m in ordered]
     streams = [glorot_weights(widths, seed, dtype)]
     if kind.self_weight:
         streams.append(glorot_weights(widths, seed + 1, dtype))

@@ -23,6 +23,7 @@ import scipy.sparse as sp
 import torch
 
 from hpcgnn.comm.communicator import Comm
+from hpcgnn.kernels.attention import edge_pattern
 from hpcgnn.kernels.spmm import spmm, to_torch_csr
 from hpcgnn.layout.blocks import split_columns, stage_chunks
 
@@ -120,3 +121,47 @@ class BlockRowAggregation:
         if self._bwd is None:
             raise RuntimeError("a forward-only aggregation has no backward")
         return self._reduce(self._bwd(g))
+
+
+DENSE_ALLGATHER = "dense_allgather"
+GRAD_REDUCE_SCATTER = "reduce_scatter"
+
+
+class AllGatherNeighbourhood:
+    """GAT's source rows in 1D: every block row, all-gathered; the adjoint reduce-scatters.
+
+    CAGNET 1D broadcasts every block row ``H_k`` to every rank at each layer; the
+    attention needs each destination row's scores over all its sources before the sum, so
+    the blocks of ``[z | s_src]`` are all-gathered at once (the same words per rank as the
+    ``P`` broadcasts) and the gradients of the gathered rows reduce-scattered back to their
+    owners (the same again). The rank's edges are its block row of ``A^T + I`` with global
+    columns (:class:`hpcgnn.nn.gat.Neighbourhood`).
+
+    Parameters
+    ----------
+    comm
+        The process column: ``P`` ranks, rank ``i`` holding block row ``i``.
+    a_t_rows
+        This rank's rows of ``A^T + I`` (all ``n`` columns; values unused).
+    offsets
+        Vertex offsets of the block rows.
+    dtype
+        Torch dtype of the rows.
+    """
+
+    def __init__(
+        self, comm: Comm, a_t_rows: sp.csr_matrix, offsets: np.ndarray, dtype: torch.dtype
+    ) -> None:
+        self.comm = comm
+        self.counts = [int(c) for c in np.diff(offsets)]
+        lo, hi = int(offsets[comm.rank]), int(offsets[comm.rank + 1])
+        self.pattern = edge_pattern(a_t_rows, np.arange(lo, hi), np.arange(int(offsets[-1])),
+                                    comm.device.torch_device, dtype)
+
+    def gather(self, x: torch.Tensor) -> torch.Tensor:
+        """Every block row of ``x``, in order."""
+        return self.comm.allgatherv(x, DENSE_ALLGATHER, self.counts)
+
+    def scatter(self, g: torch.Tensor) -> torch.Tensor:
+        """This rank's rows of the sum over ranks of ``g``."""
+        return self.comm.reduce_scatter(g, self.counts, GRAD_REDUCE_SCATTER)

@@ -32,6 +32,7 @@ from hpcgnn.comm.communicator import Comm
 from hpcgnn.cost.halo import choose_backward
 from hpcgnn.exchange.halo import HALO_SETUP, HaloExchange, halo_sets, local_matrix
 from hpcgnn.exchange.staged import EXCHANGES, StagedExchange
+from hpcgnn.kernels.attention import EdgePattern, edge_pattern
 from hpcgnn.kernels.spmm import spmm, to_torch_csr
 from hpcgnn.planning.spst import DEFAULT_BYTES_PER_VERTEX
 from hpcgnn.planning.topology import Topology, uniform_topology
@@ -98,6 +99,7 @@ class HaloAggregation:
             self._fwd_x = HaloExchange(comm, fwd)
         dev = comm.device.torch_device
         a_t_loc = local_matrix(a_t_rows, lo, hi, fwd.halo)
+        self._a_t_loc, self._lo = a_t_loc, lo
         self._a_t = to_torch_csr(a_t_loc, dtype, dev)
         self._bwd_x: HaloExchange | StagedExchange
         if backward == "push":
@@ -128,3 +130,38 @@ class HaloAggregation:
             full = spmm(self._a_bwd, g)
         out = full[: self.owned].clone()
         return self._bwd_x.scatter_add(full[self.owned :], out)
+
+    def neighbourhood(self) -> HaloNeighbourhood:
+        """GAT's source rows on this partition: the owned rows and the forward halo."""
+        if self.mode != "push":
+            raise ValueError("GAT's gather has one adjoint, the push backward")
+        return HaloNeighbourhood(self)
+
+
+class HaloNeighbourhood:
+    """GAT's source rows on a partition: ``[owned | halo]`` of ``[z | s_src]``; push back.
+
+    The rank's edges are its rows of ``A^T + I`` compressed to the columns ``[owned |
+    halo]`` of the forward exchange (:class:`hpcgnn.nn.gat.Neighbourhood`); the halo rows
+    come by the forward exchange (p2p or planned) and their gradients go back by its
+    push, scatter-added at their owners, so each layer moves ``|halo| (K f' + K)`` words
+    each way.
+    """
+
+    def __init__(self, agg: HaloAggregation) -> None:
+        self.agg = agg
+        halo = agg.fwd_sets.halo
+        owned = np.arange(agg._lo, agg._lo + agg.owned)
+        self.pattern: EdgePattern = edge_pattern(
+            agg._a_t_loc, owned, np.concatenate([owned, np.asarray(halo, dtype=np.int64)]),
+            agg.comm.device.torch_device, agg.dtype,
+        )
+
+    def gather(self, x: torch.Tensor) -> torch.Tensor:
+        """This rank's rows of ``x`` followed by its halo rows."""
+        return torch.cat([x, self.agg.fwd_exchange.gather(x)])
+
+    def scatter(self, g: torch.Tensor) -> torch.Tensor:
+        """The owned rows of ``g`` plus the halo rows' gradients pushed back by their users."""
+        owned = self.agg.owned
+        return self.agg.fwd_exchange.scatter_add(g[owned:].contiguous(), g[:owned].clone())

@@ -9,15 +9,16 @@ import pytest
 from hpcgnn import kinds
 from hpcgnn.config import MODELS, TrainConfig
 from hpcgnn.errors import ConfigError
-from hpcgnn.kinds import GCN, GIN, KINDS, SAGE, layer_kind
-from hpcgnn.layout.order import weight_shapes
+from hpcgnn.kinds import GAT, GCN, GIN, KINDS, SAGE, layer_kind
+from hpcgnn.layout.order import aggregation_widths, weight_shapes
 
 
 def test_the_registry_names_every_kind_once_in_the_cli_order():
-    assert MODELS == ("gcn", "sage", "gin") and KINDS == {"gcn": GCN, "sage": SAGE, "gin": GIN}
+    assert MODELS == ("gcn", "sage", "gin", "gat")
+    assert KINDS == {"gcn": GCN, "sage": SAGE, "gin": GIN, "gat": GAT}
     assert layer_kind("sage") is SAGE and str(GCN) == "gcn"
-    with pytest.raises(ConfigError, match="--model must be one of gcn, sage, gin, got gat"):
-        layer_kind("gat")
+    with pytest.raises(ConfigError, match="--model must be one of gcn, sage, gin, gat, got gin2"):
+        layer_kind("gin2")
 
 
 def test_facts_of_gcn_and_graphsage():
@@ -35,6 +36,16 @@ def test_gin_is_an_mlp_on_the_unnormalised_sum():
     assert weight_shapes([7, 5, 3], SAGE) == [(7, 5), (7, 5), (5, 3), (5, 3)]
     assert weight_shapes([7, 5, 3]) == [(7, 5), (5, 3)]
     assert TrainConfig(model="gin", gin_eps=0.5).kind == replace(GIN, eps=0.5)
+
+
+def test_gat_weights_are_w_and_the_score_vectors_per_head():
+    assert (GAT.weights_per_layer, GAT.self_loops, GAT.attention) == (3, True, True)
+    assert GAT.modes == {"1d", "halo"}
+    kind = TrainConfig(model="gat", hidden=8, heads=4, output_heads=2).kind
+    assert kind == replace(GAT, heads=4, output_heads=2)
+    assert weight_shapes([7, 8, 8, 3], kind) == [(7, 8), (4, 2), (4, 2), (8, 8), (4, 2), (4, 2),
+                                                 (8, 6), (2, 3), (2, 3)]
+    assert aggregation_widths([7, 8, 3], kind) == [(8 + 4, True), (6 + 2, True)]
 
 
 def test_a_mode_a_kind_lacks_is_refused_in_one_line(monkeypatch):

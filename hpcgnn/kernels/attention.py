@@ -1,0 +1,210 @@
+"""GAT's edge kernels on a CSR pattern: scores and row softmax, their backward, the SDDMM.
+
+The pattern (:class:`EdgePattern`) is a rank's destination rows of ``A^T + I`` with
+columns indexing the source rows it holds (its own and the gathered ones); ``K`` heads
+per edge. CUDA: ``cuda/attention.cu`` (float/double, one thread per row and head for the
+softmax, per edge and head for the SDDMM); the torch code here is the CPU twin with the
+same contract, and what any other dtype runs. A row's sums are formed in edge order on
+both, so the results do not depend on thread counts:
+
+- :func:`edge_softmax`: ``t = s_dst[i] + s_src[j]``, ``e = LeakyReLU(t)``, ``alpha`` the
+  softmax of ``e`` over each row (the row maximum subtracted first);
+- :func:`edge_softmax_backward`: given ``d alpha``, ``dt = alpha (d alpha - sum_row alpha
+  d alpha) LeakyReLU'(t)``;
+- :func:`edge_dot`: the SDDMM ``out[e, k] = a[i, k, :] . b[j, k, :]`` over the edges;
+- :func:`segment_sum`: per-row sums of edge values, in the pattern's or the transposed
+  order (an SpMM with a pattern of ones: the same deterministic product on every device).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+from hpcgnn.kernels import cuda_modules as cm
+from hpcgnn.kernels.spmm import spmm
+
+#: Edges per chunk of :func:`edge_dot` (times the width of a head: the temporary's size).
+DOT_CHUNK = 1 << 22
+
+
+@dataclass(frozen=True)
+class EdgePattern:
+    """A CSR pattern with its row of every edge and its transposed order.
+
+    Attributes
+    ----------
+    crow, col, row
+        CSR row pointers, column of each edge, row of each edge (int64, on the device).
+    perm
+        The edges in column order (a stable argsort of ``col``).
+    sums, sums_t
+        Patterns of ones ``rows x edges`` and ``cols x edges`` (CSR tensors): their
+        products with edge values are the per-row and per-column sums.
+    shape
+        ``(rows, cols)``.
+    row_ids, col_ids
+        Global vertex ids of the rows and of the columns (int64, on the device; the
+        attention dropout's keys).
+    """
+
+    crow: torch.Tensor
+    col: torch.Tensor
+    row: torch.Tensor
+    perm: torch.Tensor
+    sums: torch.Tensor
+    sums_t: torch.Tensor
+    shape: tuple[int, int]
+    row_ids: torch.Tensor
+    col_ids: torch.Tensor
+
+    @property
+    def edges(self) -> int:
+        """Stored edges."""
+        return int(self.col.numel())
+
+    def matrix(self, values: torch.Tensor) -> torch.Tensor:
+        """The pattern with one value per edge, a CSR tensor ``rows x cols``."""
+        return torch.sparse_csr_tensor(self.crow, self.col, values, size=self.shape,
+                                       check_invariants=False)
+
+    def transposed(self, values: torch.Tensor) -> torch.Tensor:
+        """The transposed pattern with the edges' values (in edge order), ``cols x rows``."""
+        return torch.sparse_csr_tensor(self.sums_t.crow_indices(), self.row[self.perm],
+                                       values[self.perm], size=(self.shape[1], self.shape[0]),
+                                       check_invariants=False)
+
+
+def edge_pattern(
+    a: sp.csr_matrix, row_ids: np.ndarray, col_ids: np.ndarray, device: torch.device | str,
+    dtype: torch.dtype,
+) -> EdgePattern:
+    """The :class:`EdgePattern` of a SciPy CSR matrix (its values are ignored).
+
+    ``dtype``: of the patterns of ones (the values they sum).
+    """
+    a = a.tocsr()
+    a.sort_indices()
+    rows, cols = a.shape
+    counts = np.diff(a.indptr)
+    row = np.repeat(np.arange(rows, dtype=np.int64), counts)
+    col = a.indices.astype(np.int64)
+    perm = np.argsort(col, kind="stable")
+    crow_t = np.zeros(cols + 1, dtype=np.int64)
+    np.cumsum(np.bincount(col, minlength=cols), out=crow_t[1:])
+    edges = np.arange(len(col), dtype=np.int64)
+
+    def on(x: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(x).to(device)
+
+    ones = torch.ones(len(col), dtype=dtype, device=device)
+    sums = torch.sparse_csr_tensor(on(a.indptr.astype(np.int64)), on(edges), ones,
+                                   size=(rows, len(col)), check_invariants=False)
+    sums_t = torch.sparse_csr_tensor(on(crow_t), on(perm), ones, size=(cols, len(col)),
+                                     check_invariants=False)
+    return EdgePattern(
+        crow=on(a.indptr.astype(np.int64)), col=on(col), row=on(row), perm=on(perm),
+        sums=sums, sums_t=sums_t, shape=(rows, cols),
+        row_ids=on(np.asarray(row_ids, dtype=np.int64)),
+        col_ids=on(np.asarray(col_ids, dtype=np.int64)),
+    )
+
+
+def segment_sum(
+    pattern: EdgePattern, values: torch.Tensor, transposed: bool = False
+) -> torch.Tensor:
+    """Per-row (``transposed``: per-column) sums of edge values ``E x K``."""
+    return spmm(pattern.sums_t if transposed else pattern.sums, values)
+
+
+def _on_gpu(x: torch.Tensor) -> bool:
+    """Whether ``x`` runs the CUDA kernels (a float32/float64 tensor on a CUDA device)."""
+    return x.is_cuda and x.dtype in (torch.float32, torch.float64)
+
+
+def _launch(kernel: str, like: torch.Tensor, work: int, *args: object) -> None:
+    """Run ``kernel<T>`` of ``attention.cu`` (``T`` of ``like``) on ``work`` threads' worth."""
+    name = f"{kernel}<{cm.c_type(like.dtype)}>"
+    cast = [cm.as_cupy(a.contiguous()) if isinstance(a, torch.Tensor) else a for a in args]
+    cm.launch("attention.cu", name, cm.device_index(like.device), cm.blocks(work), tuple(cast))
+
+
+def _scalar(like: torch.Tensor, value: float) -> np.floating:
+    """``value`` as the C type of ``like``'s values."""
+    return np.float32(value) if like.dtype == torch.float32 else np.float64(value)
+
+
+def leaky_relu(t: torch.Tensor, slope: float) -> torch.Tensor:
+    """``t`` where positive, else ``slope t``."""
+    return torch.where(t > 0, t, t * slope)
+
+
+def edge_softmax(
+    pattern: EdgePattern, s_dst: torch.Tensor, s_src: torch.Tensor, slope: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Attention coefficients ``alpha`` (``E x K``) and the raw scores ``t`` they came from.
+
+    Parameters
+    ----------
+    pattern
+        The edges.
+    s_dst
+        ``rows x K``: the destination terms ``a_dst . z_i``.
+    s_src
+        ``cols x K``: the source terms ``a_src . z_j``.
+    slope
+        LeakyReLU's negative slope.
+    """
+    if _on_gpu(s_dst):
+        rows, heads = pattern.shape[0], s_dst.shape[1]
+        alpha = s_dst.new_empty((pattern.edges, heads))
+        t = torch.empty_like(alpha)
+        if alpha.numel():
+            _launch("edge_softmax", s_dst, rows * heads, pattern.crow, pattern.col, s_dst,
+                    s_src, np.int64(rows), np.int64(heads), _scalar(s_dst, slope), alpha, t)
+        return alpha, t
+    t = s_dst[pattern.row] + s_src[pattern.col]
+    e = leaky_relu(t, slope)
+    heads = e.shape[1]
+    top = torch.full((pattern.shape[0], heads), -torch.inf, dtype=e.dtype, device=e.device)
+    top = top.scatter_reduce(0, pattern.row[:, None].expand(-1, heads), e, "amax")
+    top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))  # rows without edges
+    p = torch.exp(e - top[pattern.row])
+    total = segment_sum(pattern, p)
+    return p / total[pattern.row], t
+
+
+def edge_softmax_backward(
+    pattern: EdgePattern, alpha: torch.Tensor, t: torch.Tensor, d_alpha: torch.Tensor,
+    slope: float,
+) -> torch.Tensor:
+    """The gradient of the raw scores ``t`` given that of ``alpha`` (both ``E x K``)."""
+    if _on_gpu(alpha):
+        rows, heads = pattern.shape[0], alpha.shape[1]
+        dt = torch.empty_like(alpha)
+        if dt.numel():
+            _launch("edge_softmax_backward", alpha, rows * heads, pattern.crow, alpha, t,
+                    d_alpha, np.int64(rows), np.int64(heads), _scalar(alpha, slope), dt)
+        return dt
+    delta = segment_sum(pattern, alpha * d_alpha)
+    de = alpha * (d_alpha - delta[pattern.row])
+    return torch.where(t > 0, de, de * slope)
+
+
+def edge_dot(pattern: EdgePattern, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``out[e, k] = a[row[e], k, :] . b[col[e], k, :]`` for ``a``, ``b`` of ``n x K x f``."""
+    heads, width = a.shape[1], a.shape[2]
+    out = torch.empty((pattern.edges, heads), dtype=a.dtype, device=a.device)
+    if _on_gpu(a):
+        if out.numel():
+            _launch("edge_dot", a, pattern.edges * heads, pattern.row, pattern.col, a, b,
+                    np.int64(pattern.edges), np.int64(heads), np.int64(width), out)
+        return out
+    step = max(1, DOT_CHUNK // max(1, heads * width))
+    for lo in range(0, pattern.edges, step):
+        hi = min(lo + step, pattern.edges)
+        out[lo:hi] = (a[pattern.row[lo:hi]] * b[pattern.col[lo:hi]]).sum(dim=2)
+    return out

@@ -1,0 +1,181 @@
+"""The GAT layer (Veličković et al.) on a rank's rows: the one definition every mode uses.
+
+Per layer and head ``k``: ``z = H W`` (``K`` heads of ``f'`` columns), the per-vertex
+score terms ``s_src = z a_src``, ``s_dst = z a_dst``, and over the edges ``j -> i`` of
+``A^T + I``::
+
+    alpha_ij = softmax_j LeakyReLU(s_dst_i + s_src_j)      h'_i = sum_j alpha_ij z_j
+
+the heads concatenated with ELU on hidden layers, averaged on the last (PyG's ``GATConv``
+with ``concat`` and without bias, the paper's model). Dropout acts on each layer's input
+(the masks of :mod:`hpcgnn.nn.gcn`) and on the coefficients (``--attention-dropout``,
+one decision per global edge and head, from its own counter-based stream, so every layout
+drops the serial run's coefficients).
+
+A layout supplies a :class:`Neighbourhood`: the rows of ``[z | s_src]`` its edges read
+(its own and the gathered ones: every row in 1D, the halo rows on a partition) and the
+adjoint that returns their gradients to their owners. The per-vertex score terms thus
+travel with the feature rows they belong to, ``K`` more columns, both ways. The edge
+computation is local (:mod:`hpcgnn.kernels.attention`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+
+from hpcgnn.comm.stats import CommStats, layer_span
+from hpcgnn.kernels.attention import (
+    EdgePattern,
+    edge_dot,
+    edge_softmax,
+    edge_softmax_backward,
+    segment_sum,
+)
+from hpcgnn.kernels.dropout import keep_pairs
+from hpcgnn.kernels.sparse_input import SparseFeatures
+from hpcgnn.kernels.spmm import spmm
+from hpcgnn.rng import TAG_ATTENTION, stream_key
+
+#: ``dense(t, w)``: this rank's rows of ``T W`` (``T`` dense or the sparse input).
+Dense = Callable[[torch.Tensor | SparseFeatures, torch.Tensor], torch.Tensor]
+
+#: LeakyReLU's negative slope in the scores (the paper's and PyG's 0.2).
+NEGATIVE_SLOPE = 0.2
+
+
+class Neighbourhood(Protocol):
+    """The source rows a rank's GAT edges read, and the way back for their gradients."""
+
+    pattern: EdgePattern
+
+    def gather(self, x: torch.Tensor) -> torch.Tensor:
+        """The rows of the pattern's columns given this rank's own rows of ``x``."""
+
+    def scatter(self, g: torch.Tensor) -> torch.Tensor:
+        """The gradient of this rank's own rows given that of the pattern's columns."""
+
+
+class LocalNeighbourhood:
+    """Every source row is local (the serial reference): gather is the identity."""
+
+    def __init__(self, pattern: EdgePattern) -> None:
+        self.pattern = pattern
+
+    def gather(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` itself."""
+        return x
+
+    def scatter(self, g: torch.Tensor) -> torch.Tensor:
+        """``g`` itself."""
+        return g
+
+
+class _Gather(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, nbh: Neighbourhood, stats: CommStats | None,
+                layer: int) -> torch.Tensor:
+        ctx.nbh, ctx.stats, ctx.layer = nbh, stats, layer
+        with layer_span(stats, layer, "forward"):
+            return nbh.gather(x.detach().contiguous())
+
+    @staticmethod
+    def backward(ctx, g: torch.Tensor) -> tuple[torch.Tensor, None, None, None]:
+        with layer_span(ctx.stats, ctx.layer, "backward"):
+            return ctx.nbh.scatter(g.contiguous()), None, None, None
+
+
+@dataclass(frozen=True)
+class AttentionDrop:
+    """The attention dropout of one step: drop probability and stream key per layer."""
+
+    p: float
+    seed: int
+    epoch: int
+
+    def keep(self, layer: int, pattern: EdgePattern, heads: int) -> torch.Tensor:
+        """Keep decisions ``E x K`` of the pattern's edges, keyed by global ``(i, j, k)``."""
+        key = stream_key(self.seed, TAG_ATTENTION, self.epoch, layer)
+        rows = pattern.row_ids[pattern.row]
+        cols = pattern.col_ids[pattern.col]
+        k = torch.arange(heads, dtype=torch.int64, device=cols.device)
+        pairs_r = rows[:, None].expand(-1, heads).reshape(-1)
+        pairs_c = (cols[:, None] * heads + k).reshape(-1)
+        return keep_pairs(key, pairs_r, pairs_c, self.p).reshape(-1, heads)
+
+
+class _Attend(torch.autograd.Function):
+    """``out[i, k] = sum_j alpha_ijk z[j, k]`` with ``alpha`` from the score terms."""
+
+    @staticmethod
+    def forward(ctx, z: torch.Tensor, s_dst: torch.Tensor, s_src: torch.Tensor,
+                pattern: EdgePattern, keep: torch.Tensor | None, p: float) -> torch.Tensor:
+        alpha, t = edge_softmax(pattern, s_dst.detach(), s_src.detach(), NEGATIVE_SLOPE)
+        used = alpha if keep is None else alpha * keep / (1.0 - p)
+        z = z.detach()
+        heads, width = z.shape[1], z.shape[2]
+        out = z.new_empty((pattern.shape[0], heads, width))
+        for k in range(heads):
+            out[:, k] = spmm(pattern.matrix(used[:, k].contiguous()), z[:, k].contiguous())
+        ctx.save_for_backward(z, alpha, t, used)
+        ctx.pattern, ctx.keep, ctx.p = pattern, keep, p
+        return out
+
+    @staticmethod
+    def backward(ctx, g: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        z, alpha, t, used = ctx.saved_tensors
+        pattern: EdgePattern = ctx.pattern
+        g = g.contiguous()
+        dz = torch.empty_like(z)
+        for k in range(z.shape[1]):
+            dz[:, k] = spmm(pattern.transposed(used[:, k].contiguous()), g[:, k].contiguous())
+        d_alpha = edge_dot(pattern, g, z)
+        if ctx.keep is not None:
+            d_alpha = d_alpha * ctx.keep / (1.0 - ctx.p)
+        dt = edge_softmax_backward(pattern, alpha, t, d_alpha, NEGATIVE_SLOPE)
+        return (dz, segment_sum(pattern, dt), segment_sum(pattern, dt, transposed=True),
+                None, None, None)
+
+
+def gat_layer(
+    h: torch.Tensor | SparseFeatures, w: torch.Tensor, a_src: torch.Tensor,
+    a_dst: torch.Tensor, layer: int, last: bool, nbh: Neighbourhood, dense: Dense,
+    drop: AttentionDrop | None,
+    stats: CommStats | None = None,
+) -> torch.Tensor:
+    """One GAT layer on this rank's rows (no input dropout; see :func:`hpcgnn.nn.gcn.dropout`).
+
+    Parameters
+    ----------
+    h
+        This rank's rows of the layer input.
+    w, a_src, a_dst
+        ``W`` (``f_in x K f'``) and the score vectors (``K x f'``).
+    layer, last
+        The layer's index and whether it is the output layer (mean of the heads, no
+        activation).
+    nbh
+        The source rows of this rank's edges.
+    dense
+        ``T W`` on this rank's rows.
+    drop
+        The step's attention dropout, or ``None`` (evaluation, or probability 0).
+    stats
+        Where the gathers' trace spans are tagged with the layer.
+    """
+    heads, width = a_src.shape
+    z = dense(h, w).view(-1, heads, width)
+    s_src = (z * a_src).sum(dim=2)
+    s_dst = (z * a_dst).sum(dim=2)
+    rows = _Gather.apply(torch.cat([z.reshape(-1, heads * width), s_src], dim=1), nbh, stats,
+                         layer)
+    z_all = rows[:, : heads * width].view(-1, heads, width)
+    keep = None if drop is None else drop.keep(layer, nbh.pattern, heads)
+    p = 0.0 if drop is None else drop.p
+    out = _Attend.apply(z_all, s_dst, rows[:, heads * width :], nbh.pattern, keep, p)
+    if last:
+        return out.mean(dim=1)
+    return torch.nn.functional.elu(out.reshape(-1, heads * width))

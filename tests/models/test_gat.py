@@ -1,0 +1,58 @@
+"""GAT on every mode that trains it equals the serial GAT: 1D (all-gathered rows) and halo
+(p2p and planned), directed and undirected graphs, several heads, attention dropout;
+measured bytes equal the cost models'."""
+
+import pytest
+from mpi4py import MPI
+
+from hpcgnn.config import TrainConfig
+from hpcgnn.grid import ProcessGrid
+from hpcgnn.models.block_row import BlockRowGCN
+from hpcgnn.models.halo import HaloGCN
+from tests.models.reference import check_cost_model, compare_with_serial, metis_graph, problem_of
+from tests.models.test_halo import check_halo_cost
+
+#: Heads of the hidden and the last layers, attention dropout.
+SETTINGS = {
+    "one-head": {"heads": 1, "output_heads": 1, "attention_dropout": 0.0},
+    "heads": {"heads": 3, "output_heads": 2, "attention_dropout": 0.4},
+}
+
+
+def gat_config(setting: str, dtype: str = "float64", **kw) -> TrainConfig:
+    return TrainConfig(layers=3, hidden=6, dropout=0.3, dtype=dtype, seed=4, model="gat",
+                       **SETTINGS[setting], **kw)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("directed", [False, True])
+@pytest.mark.parametrize("setting", list(SETTINGS))
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_gat_1d_matches_serial_and_cost_model(graph_file, world, device, directed, setting,
+                                              dtype):
+    path = graph_file(n=47, avg_degree=2.0, directed=directed, seed=9, features=6, classes=3)
+    cfg = gat_config(setting, dtype)
+    with ProcessGrid.create(MPI.COMM_WORLD, "1d", device=device) as grid:
+        res, _ = compare_with_serial(lambda: BlockRowGCN.read(path, grid, cfg), path, cfg, world)
+        check_cost_model("1d", res, problem_of(path, cfg), grid.shape, world)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("exchange", ["p2p", "planned"])
+@pytest.mark.parametrize("directed", [False, True])
+@pytest.mark.parametrize("setting", list(SETTINGS))
+def test_gat_halo_matches_serial_and_cost_model(graph_file, shared_tmp, world, device,
+                                                exchange, directed, setting):
+    path = metis_graph(graph_file, shared_tmp, world, n=53, directed=directed, seed=2,
+                       features=9, classes=3)
+    cfg = gat_config(setting)
+    with ProcessGrid.create(MPI.COMM_WORLD, "1d", device=device) as grid:
+        models = []
+
+        def make():
+            models.append(HaloGCN.read(path, grid, cfg, exchange=exchange))
+            return models[-1]
+
+        res, _ = compare_with_serial(make, path, cfg, world)
+        if exchange == "p2p":
+            check_halo_cost(res, models[-1], path, cfg, grid, world, backward="push")

@@ -66,9 +66,19 @@ MATRIX: dict[str, object] = {
     ],
     "model-sage-1d": ["--algo", "1d", "--model", "sage"],
     "model-sage-2d": ["--algo", "2d", "--model", "sage"],
+    "model-gin-2d": ["--algo", "2d", "--model", "gin", "--gin-eps", "0.5"],
+    "model-gat-1d": ["--algo", "1d", "--model", "gat", "--heads", "2", "--output-heads", "2"],
+    "model-gat-halo": ["--algo", "halo", "--model", "gat", "--heads", "4"],
     "float64-1d": ["--algo", "1d", "--dtype", "float64"],
     "float64-halo": ["--algo", "halo", "--dtype", "float64"],
 }
+
+#: Entries whose cuda run rounds apart from the CPU's even on the emulated GPU, and why: GAT's
+#: edge softmax takes ``exp`` on the device (``expf`` of the host build's libm) where the
+#: CPU twin takes torch's vectorised ``exp``; both are correctly rounded to within an ulp, not
+#: bit for bit. They are held to the real GPU's tolerance.
+ROUNDS_APART = {"model-gat-1d", "model-gat-halo"}
+
 
 def flags_of(name: str, size: int) -> list[str]:
     """The ``hpcgnn train`` flags of entry ``name`` at ``size`` ranks."""
@@ -118,7 +128,9 @@ def _record(world, row: dict) -> None:
 def check_row(row: dict) -> None:
     """The matrix's acceptance of one row (emulated: bit-identical; GPU: close, repeatable)."""
     assert row["same_bytes"], f"{row['entry']}: measured bytes differ between cpu and cuda"
-    if row["emulated"]:
+    if row["emulated"] and row["entry"] in ROUNDS_APART:
+        assert row["loss_rel_diff"] <= 1e-4, f"{row['entry']}: losses differ by {row}"
+    elif row["emulated"]:
         assert row["same_params"], f"{row['entry']}: params_sha256 differs on the emulated GPU"
     else:
         assert row["loss_rel_diff"] <= 1e-4, f"{row['entry']}: losses differ by {row}"

@@ -141,11 +141,11 @@ def hpcgnn_epoch(path: str, cfg, device: str) -> dict:
 
 
 def pyg_epoch(path: str, cfg, device: str) -> dict:
-    """PyG ``GCNConv`` on the same graph and device (:func:`bench_pyg.pyg_gcn_step`)."""
+    """PyG ``GCNConv`` on the same graph and device (:func:`bench_pyg.pyg_step`)."""
     try:
-        from bench_pyg import pyg_gcn_step
+        from bench_pyg import pyg_step
         t0 = time.perf_counter()
-        step = pyg_gcn_step(path, cfg, device)
+        step = pyg_step(path, cfg, device)
     except ImportError as exc:
         return {"error": f"PyG not installed ({exc})"}
     out: dict = {"setup_s": time.perf_counter() - t0,

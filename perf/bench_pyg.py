@@ -35,8 +35,11 @@ import torch
 from tables import hpcgnn, markdown, prepare, save
 
 
-def hpcgnn_gcn_step(path: str, cfg) -> Callable[[], float]:
-    """One full-batch epoch of hpcgnn's 1D model on one rank (what ``hpcgnn train`` runs)."""
+def hpcgnn_step(path: str, cfg) -> Callable[[], float]:
+    """One full-batch epoch of hpcgnn's 1D model on one rank (what ``hpcgnn train`` runs).
+
+    The layers of ``cfg.model`` (GCN, GraphSAGE, GIN or GAT).
+    """
     from mpi4py import MPI
 
     from hpcgnn.grid import ProcessGrid
@@ -62,13 +65,39 @@ def hpcgnn_gcn_step(path: str, cfg) -> Callable[[], float]:
     return step
 
 
-def pyg_gcn_step(path: str, cfg, device: str = "cpu") -> Callable[[], float]:
-    """One full-batch epoch of PyG ``GCNConv`` layers (cached normalisation, no bias).
+def pyg_layers(cfg, dims: list[int]) -> torch.nn.ModuleList:
+    """PyG's layers of ``cfg.model`` without bias, as hpcgnn's: ``GCNConv`` (cached
+    normalisation), ``SAGEConv`` (mean, root weight), ``GINConv`` (``Linear, ReLU, Linear``,
+    ``cfg.gin_eps``) or ``GATConv`` (``cfg.heads`` concatenated, ``cfg.output_heads``
+    averaged on the last layer, ``cfg.attention_p`` on the coefficients)."""
+    from torch_geometric import nn as pyg
 
-    The same graph, layers, hidden size, dropout and Adam as hpcgnn's; returns the loss.
+    last = len(dims) - 2
+    pairs = list(zip(dims[:-1], dims[1:], strict=True))
+
+    def layer(k: int, i: int, o: int) -> torch.nn.Module:
+        if cfg.model == "sage":
+            return pyg.SAGEConv(i, o, aggr="mean", bias=False)
+        if cfg.model == "gin":
+            mlp = torch.nn.Sequential(torch.nn.Linear(i, o, bias=False), torch.nn.ReLU(),
+                                      torch.nn.Linear(o, o, bias=False))
+            return pyg.GINConv(mlp, eps=cfg.gin_eps)
+        if cfg.model == "gat":
+            heads = cfg.output_heads if k == last else cfg.heads
+            width = o if k == last else o // heads
+            return pyg.GATConv(i, width, heads=heads, concat=k != last, bias=False,
+                               dropout=cfg.attention_p)
+        return pyg.GCNConv(i, o, cached=True, bias=False)
+
+    return torch.nn.ModuleList(layer(k, i, o) for k, (i, o) in enumerate(pairs))
+
+
+def pyg_step(path: str, cfg, device: str = "cpu") -> Callable[[], float]:
+    """One full-batch epoch of PyG's layers of ``cfg.model`` (:func:`pyg_layers`).
+
+    The same graph, layers, hidden size, dropout, activations (ReLU; GAT: ELU) and Adam as
+    hpcgnn's; returns the loss.
     """
-    from torch_geometric.nn import GCNConv
-
     from hpcgnn.io import GraphFile
 
     dev = torch.device(device)
@@ -83,9 +112,8 @@ def pyg_gcn_step(path: str, cfg, device: str = "cpu") -> Callable[[], float]:
     edge_index = torch.from_numpy(np.vstack([a.row, a.col]).astype(np.int64)).to(dev)
     del a
     dims = [f] + [cfg.hidden] * (cfg.layers - 1) + [c]
-    convs = torch.nn.ModuleList(
-        GCNConv(i, o, cached=True, bias=False) for i, o in zip(dims[:-1], dims[1:], strict=True)
-    ).to(dev)
+    convs = pyg_layers(cfg, dims).to(dev)
+    act = torch.nn.functional.elu if cfg.model == "gat" else torch.relu
     decayed = convs.parameters() if cfg.weight_decay_layers == "all" else convs[0].parameters()
     rest = [] if cfg.weight_decay_layers == "all" else list(convs[1:].parameters())
     opt = torch.optim.Adam([{"params": list(decayed), "weight_decay": cfg.weight_decay},
@@ -98,7 +126,7 @@ def pyg_gcn_step(path: str, cfg, device: str = "cpu") -> Callable[[], float]:
             h = torch.nn.functional.dropout(h, cfg.dropout, training=True)
             h = conv(h, edge_index)
             if i < len(convs) - 1:
-                h = torch.relu(h)
+                h = act(h)
         loss = torch.nn.functional.cross_entropy(h[train], y[train])
         loss.backward()
         opt.step()
@@ -118,7 +146,7 @@ def _worker(side: str, path: str, cfg, threads: int, conn) -> None:
         else:
             keep_freed_memory()  # as hpcgnn train does
     t0 = time.perf_counter()
-    step = hpcgnn_gcn_step(path, cfg) if side == "hpcgnn" else pyg_gcn_step(path, cfg)
+    step = hpcgnn_step(path, cfg) if side == "hpcgnn" else pyg_step(path, cfg)
     conn.send(time.perf_counter() - t0)
     while conn.recv() is not None:
         t0 = time.perf_counter()

@@ -31,6 +31,8 @@ BENCHMARKS: dict[str, tuple[int | None, list[str], list[str]]] = {
     "bench_pyg": (None, ["--planetoid-like", "cora,citeseer", "--sbm", "20000", "--rmat",
                          "100000", "--threads", "2"],
                   ["--planetoid-like", "cora", "--epochs", "2", "--repeats", "1"]),
+    "bench_models": (None, ["--sbm", "20000", "--procs", "4", "--threads", "2"],
+                     ["--sbm", "2000", "--procs", "2", "--epochs", "2", "--repeats", "1"]),
     "bench_spmm": (None, ["--nodes", "200000", "--threads", "2"],
                    ["--nodes", "5000", "--repeats", "2"]),
     "bench_algorithms": (None, ["--nodes", "100000", "--procs", "4", "--epochs", "5"],

@@ -39,8 +39,9 @@ class EdgePattern:
     ----------
     crow, col, row
         CSR row pointers, column of each edge, row of each edge (int64, on the device).
-    perm
-        The edges in column order (a stable argsort of ``col``).
+    perm, row_t
+        The edges in column order (a stable argsort of ``col``) and their rows: the column
+        indices of the transposed pattern.
     sums, sums_t
         Patterns of ones ``rows x edges`` and ``cols x edges`` (CSR tensors): their
         products with edge values are the per-row and per-column sums.
@@ -55,6 +56,7 @@ class EdgePattern:
     col: torch.Tensor
     row: torch.Tensor
     perm: torch.Tensor
+    row_t: torch.Tensor
     sums: torch.Tensor
     sums_t: torch.Tensor
     shape: tuple[int, int]
@@ -73,9 +75,18 @@ class EdgePattern:
 
     def transposed(self, values: torch.Tensor) -> torch.Tensor:
         """The transposed pattern with the edges' values (in edge order), ``cols x rows``."""
-        return torch.sparse_csr_tensor(self.sums_t.crow_indices(), self.row[self.perm],
-                                       values[self.perm], size=(self.shape[1], self.shape[0]),
+        return torch.sparse_csr_tensor(self.sums_t.crow_indices(), self.row_t,
+                                       values.index_select(0, self.perm),
+                                       size=(self.shape[1], self.shape[0]),
                                        check_invariants=False)
+
+    def at_rows(self, x: torch.Tensor) -> torch.Tensor:
+        """``x[row[e]]`` for every edge ``e`` (rows of a per-row array)."""
+        return x.index_select(0, self.row)
+
+    def at_cols(self, x: torch.Tensor) -> torch.Tensor:
+        """``x[col[e]]`` for every edge ``e`` (rows of a per-column array)."""
+        return x.index_select(0, self.col)
 
 
 def edge_pattern(
@@ -107,6 +118,7 @@ def edge_pattern(
                                      check_invariants=False)
     return EdgePattern(
         crow=on(a.indptr.astype(np.int64)), col=on(col), row=on(row), perm=on(perm),
+        row_t=on(row[perm]),
         sums=sums, sums_t=sums_t, shape=(rows, cols),
         row_ids=on(np.asarray(row_ids, dtype=np.int64)),
         col_ids=on(np.asarray(col_ids, dtype=np.int64)),
@@ -166,15 +178,15 @@ def edge_softmax(
             _launch("edge_softmax", s_dst, rows * heads, pattern.crow, pattern.col, s_dst,
                     s_src, np.int64(rows), np.int64(heads), _scalar(s_dst, slope), alpha, t)
         return alpha, t
-    t = s_dst[pattern.row] + s_src[pattern.col]
+    t = pattern.at_rows(s_dst) + pattern.at_cols(s_src)
     e = leaky_relu(t, slope)
     heads = e.shape[1]
     top = torch.full((pattern.shape[0], heads), -torch.inf, dtype=e.dtype, device=e.device)
     top = top.scatter_reduce(0, pattern.row[:, None].expand(-1, heads), e, "amax")
     top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))  # rows without edges
-    p = torch.exp(e - top[pattern.row])
+    p = torch.exp(e - pattern.at_rows(top))
     total = segment_sum(pattern, p)
-    return p / total[pattern.row], t
+    return p / pattern.at_rows(total), t
 
 
 def edge_softmax_backward(
@@ -190,7 +202,7 @@ def edge_softmax_backward(
                     d_alpha, np.int64(rows), np.int64(heads), _scalar(alpha, slope), dt)
         return dt
     delta = segment_sum(pattern, alpha * d_alpha)
-    de = alpha * (d_alpha - delta[pattern.row])
+    de = alpha * (d_alpha - pattern.at_rows(delta))
     return torch.where(t > 0, de, de * slope)
 
 
@@ -206,5 +218,6 @@ def edge_dot(pattern: EdgePattern, a: torch.Tensor, b: torch.Tensor) -> torch.Te
     step = max(1, DOT_CHUNK // max(1, heads * width))
     for lo in range(0, pattern.edges, step):
         hi = min(lo + step, pattern.edges)
-        out[lo:hi] = (a[pattern.row[lo:hi]] * b[pattern.col[lo:hi]]).sum(dim=2)
+        rows, cols = pattern.row[lo:hi], pattern.col[lo:hi]
+        out[lo:hi] = (a.index_select(0, rows) * b.index_select(0, cols)).sum(dim=2)
     return out

@@ -99,8 +99,8 @@ class AttentionDrop:
     def keep(self, layer: int, pattern: EdgePattern, heads: int) -> torch.Tensor:
         """Keep decisions ``E x K`` of the pattern's edges, keyed by global ``(i, j, k)``."""
         key = stream_key(self.seed, TAG_ATTENTION, self.epoch, layer)
-        rows = pattern.row_ids[pattern.row]
-        cols = pattern.col_ids[pattern.col]
+        rows = pattern.at_rows(pattern.row_ids)
+        cols = pattern.at_cols(pattern.col_ids)
         k = torch.arange(heads, dtype=torch.int64, device=cols.device)
         pairs_r = rows[:, None].expand(-1, heads).reshape(-1)
         pairs_c = (cols[:, None] * heads + k).reshape(-1)

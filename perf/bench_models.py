@@ -1,0 +1,147 @@
+"""Every model, side by side: hpcgnn's epoch vs PyG's layer, and GAT's and GIN's bytes.
+
+1. **Epoch time** of each model of ``--models`` (gcn, sage, gin, gat), one rank: hpcgnn's
+   1D model vs PyG's layer of the same kind (``GCNConv``, ``SAGEConv``, ``GINConv``,
+   ``GATConv``; :func:`bench_pyg.pyg_layers`) on the same graph, widths, dropout, Adam and
+   threads, each side in its own process and interleaved epoch by epoch
+   (:func:`bench_pyg.interleaved`), ``--repeats`` times; the median ratio and its range.
+2. **Bytes per epoch** of GAT and GIN (``--bytes-models``) at ``--procs`` ranks on every
+   algorithm that trains them: ``hpcgnn train`` measured vs the cost model's prediction
+   (summed over ranks), from the metrics file.
+
+The ratio table is printed last. Writes ``perf/results/NAME.{json,md}``. Needs the ``perf``
+extra (``torch_geometric``).
+
+    python perf/bench_models.py --sbm 20000 --heads 4 --procs 4
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import torch
+from bench_pyg import interleaved
+from tables import hpcgnn, markdown, mpiexec, prepare, save
+
+#: The algorithms whose bytes are measured, per model (those its layer kind trains).
+ALGORITHMS = ("1d", "1.5d", "2d", "3d", "halo")
+
+
+def config(model: str, args: argparse.Namespace):
+    """The training settings of ``model`` (GAT: ``--heads``, mean of one output head)."""
+    from hpcgnn.config import TrainConfig
+
+    extra = {"heads": args.heads} if model == "gat" else {}
+    return TrainConfig(layers=args.layers, hidden=args.hidden, dropout=0.5, model=model,
+                       **extra)
+
+
+def model_flags(cfg) -> list[str]:
+    """``hpcgnn train`` flags of ``cfg``'s model."""
+    flags = ["--model", cfg.model, "--layers", str(cfg.layers), "--hidden", str(cfg.hidden)]
+    return flags + (["--heads", str(cfg.heads)] if cfg.model == "gat" else [])
+
+
+def bytes_per_epoch(path: str, cfg, algo: str, grid: str, procs: int, tmp: Path) -> dict:
+    """Measured and predicted bytes of one epoch (summed over ranks) of one run."""
+    out = tmp / f"{cfg.model}-{algo}.json"
+    cmd = [mpiexec(), "-n", str(procs), *hpcgnn("train", path, "--algo", algo, "--grid", grid,
+                                                *model_flags(cfg),
+                                                "--epochs", "3", "--eval-every", "0", "--quiet",
+                                                "--threads", "1", "--metrics", str(out))]
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    doc = json.loads(out.read_text())
+    comm = doc["comm"]
+    return {"model": cfg.model, "algo": algo, "grid": doc["config"].get("grid", ""),
+            "measured": sum(comm["measured_bytes"].values()),
+            "predicted": sum((comm.get("predicted_bytes") or {}).values()),
+            "measured_by_category": comm["measured_bytes"],
+            "predicted_by_category": comm.get("predicted_bytes")}
+
+
+def grid_of(algo: str, procs: int) -> str | None:
+    """The grid ``hpcgnn train`` chooses for ``algo`` on ``procs`` ranks; 3D where it
+    chooses none (every dimension >= 2 impossible): the most balanced; ``None``: no grid."""
+    from hpcgnn.errors import GridError
+    from hpcgnn.layout.shapes import admissible_shapes, choose_shape
+
+    kind = "1d" if algo == "halo" else algo
+    try:
+        return str(choose_shape(kind, procs))
+    except GridError:
+        shapes = admissible_shapes(kind, procs)
+        return str(min(shapes, key=lambda s: max(s.dims) / min(s.dims))) if shapes else None
+
+
+def main() -> None:
+    from hpcgnn.kinds import KINDS
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sbm", type=int, default=20000, help="SBM graph: vertices")
+    p.add_argument("--features", type=int, default=64)
+    p.add_argument("--models", default="gcn,sage,gin,gat")
+    p.add_argument("--bytes-models", default="gat,gin")
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--hidden", type=int, default=16)
+    p.add_argument("--heads", type=int, default=4, help="GAT's heads of the hidden layers")
+    p.add_argument("--epochs", type=int, default=10, help="timed epochs per repetition")
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--threads", type=int, default=torch.get_num_threads())
+    p.add_argument("--procs", type=int, default=4, help="ranks of the byte runs")
+    p.add_argument("--name", default="bench_models", help="results name in perf/results")
+    args = p.parse_args()
+    models = [m for m in args.models.split(",") if m]
+    times, traffic = [], []
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        path = str(prepare(tmp / "g.h5", "sbm", args.sbm, features=args.features,
+                           parts=args.procs))
+        for model in models:
+            r = interleaved(path, config(model, args), args.threads, args.epochs, args.warmup,
+                            args.repeats)
+            times.append({"model": model, **r})
+            print(f"{model}: hpcgnn / PyG {r['ratio_median']:.3f}", file=sys.stderr, flush=True)
+        for model in (m for m in args.bytes_models.split(",") if m):
+            cfg = config(model, args)
+            for algo in ALGORITHMS:
+                grid = grid_of(algo, args.procs)
+                if algo in KINDS[model].modes and grid is not None:
+                    traffic.append(bytes_per_epoch(path, cfg, algo, grid, args.procs, tmp))
+    doc = {"graph": f"SBM-{args.sbm // 1000}k", "features": args.features,
+           "layers": args.layers, "hidden": args.hidden, "heads": args.heads,
+           "threads": args.threads, "procs": args.procs, "epochs": args.epochs,
+           "repeats": args.repeats, "times": times, "bytes": traffic,
+           "numpy": np.__version__, "torch": torch.__version__}
+    byte_table = markdown(
+        f"Bytes per epoch at {args.procs} ranks (summed over ranks), measured vs predicted",
+        ["model", "algo", "grid", "measured MB", "predicted MB", "measured / predicted"],
+        [[t["model"], t["algo"], t["grid"], t["measured"] / 1e6, t["predicted"] / 1e6,
+          t["measured"] / t["predicted"] if t["predicted"] else "-"] for t in traffic],
+    )
+    time_table = markdown(
+        f"Full-batch epoch, one rank, SBM-{args.sbm // 1000}k ({args.features} features):"
+        f" hpcgnn vs PyG's layer ({args.layers} layers, hidden {args.hidden}, GAT"
+        f" {args.heads} heads; {args.threads} thread(s), interleaved, {args.repeats} x"
+        f" {args.epochs} epochs)",
+        ["model", "PyG layer", "hpcgnn ms", "PyG ms", "hpcgnn / PyG (median)", "range"],
+        [[t["model"], LAYERS[t["model"]], 1e3 * t["hpcgnn_epoch_median_s"],
+          1e3 * t["pyg_epoch_median_s"], t["ratio_median"],
+          f"{t['ratio_min']:.3f}-{t['ratio_max']:.3f}"] for t in times],
+        ["< 1 means hpcgnn is faster. Medians of per-repetition epoch medians."],
+    )
+    save(args.name, doc, byte_table + "\n" + time_table)
+
+
+#: PyG's layer of each model.
+LAYERS = {"gcn": "GCNConv", "sage": "SAGEConv", "gin": "GINConv", "gat": "GATConv"}
+
+
+if __name__ == "__main__":
+    main()

@@ -12,16 +12,16 @@
 //       t[e, k] = s_dst[i, k] + s_src[col[e], k] for the edges e of row i,
 //       alpha[e, k] = softmax over the row's edges of LeakyReLU(t) (slope below 0): the
 //       row maximum subtracted, exp, the row sum in edge order, then one division each.
-//   edge_softmax_backward<T>(crow, alpha, t, d_alpha, rows, K, slope, dt)
-//       delta = sum over the row's edges of alpha d_alpha (in edge order);
-//       dt[e, k] = alpha (d_alpha - delta), times slope where t <= 0.
+//   edge_softmax_backward<T>(row, alpha, t, d_alpha, delta, E, K, slope, dt)
+//       dt[e, k] = alpha (d_alpha - delta[row[e], k]), times slope where t <= 0; delta
+//       (rows x K) is each row's sum of alpha d_alpha, which the caller has.
 //   edge_dot<T>(row, col, a, b, E, K, f, out)
 //       out[e, k] = sum_c a[row[e], k, c] b[col[e], k, c] (a, b: n x K x f), c in order.
 // Floating point: IEEE adds that keep subnormals (hpcgnn_add of grid.cuh), no FMA
 // (--fmad=false); exp is the device's (expf / exp), within an ulp or two of the CPU's, so
 // the GPU results equal the CPU twins' to rounding, not bit for bit.
-// Geometry: one thread per (row, head) for the softmax kernels, per (edge, head) for
-// edge_dot, grid-stride (any grid size works). No synchronisation, no atomics.
+// Geometry: one thread per (row, head) for edge_softmax, per (edge, head) for the others,
+// grid-stride (any grid size works). No synchronisation, no atomics.
 #include "grid.cuh"
 
 __device__ __forceinline__ float hpcgnn_exp(float x) { return expf(x); }
@@ -62,24 +62,17 @@ __global__ void edge_softmax(const long long* __restrict__ crow,
 }
 
 template <typename T>
-__global__ void edge_softmax_backward(const long long* __restrict__ crow,
+__global__ void edge_softmax_backward(const long long* __restrict__ row,
                                       const T* __restrict__ alpha, const T* __restrict__ t,
-                                      const T* __restrict__ d_alpha, long long rows,
+                                      const T* __restrict__ d_alpha,
+                                      const T* __restrict__ delta, long long edges,
                                       long long heads, T slope, T* __restrict__ dt) {
-    const long long total = rows * heads;
-    for (long long w = hpcgnn_thread(); w < total; w += hpcgnn_threads()) {
-        const long long i = w / heads;
-        const long long k = w - i * heads;
-        const long long lo = crow[i], hi = crow[i + 1];
-        T delta = T(0);
-        for (long long e = lo; e < hi; ++e) {
-            delta = hpcgnn_add(delta, alpha[e * heads + k] * d_alpha[e * heads + k]);
-        }
-        for (long long e = lo; e < hi; ++e) {
-            const long long q = e * heads + k;
-            const T de = alpha[q] * hpcgnn_add(d_alpha[q], -delta);
-            dt[q] = t[q] > T(0) ? de : de * slope;
-        }
+    const long long total = edges * heads;
+    for (long long q = hpcgnn_thread(); q < total; q += hpcgnn_threads()) {
+        const long long e = q / heads;
+        const long long k = q - e * heads;
+        const T de = alpha[q] * hpcgnn_add(d_alpha[q], -delta[row[e] * heads + k]);
+        dt[q] = t[q] > T(0) ? de : de * slope;
     }
 }
 
@@ -104,8 +97,8 @@ __global__ void edge_dot(const long long* __restrict__ row, const long long* __r
     template __global__ void edge_softmax<T>(const long long*, const long long*, const T*,  \
                                              const T*, long long, long long, T, T*, T*);    \
     template __global__ void edge_softmax_backward<T>(const long long*, const T*, const T*, \
-                                                      const T*, long long, long long, T,    \
-                                                      T*);                                  \
+                                                      const T*, const T*, long long,        \
+                                                      long long, T, T*);                    \
     template __global__ void edge_dot<T>(const long long*, const long long*, const T*,      \
                                          const T*, long long, long long, long long, T*);
 HPCGNN_ATTENTION(float)

@@ -168,6 +168,20 @@ class Comm:
             self.mpi.Allreduce(MPI.IN_PLACE, t.update(buf), op)
         return buf
 
+    def reduce(self, buf: Buffer, root: int, category: str, op: MPI.Op = MPI.SUM) -> Buffer:
+        """Reduce ``buf`` onto ``root`` in place (the other ranks' ``buf`` is unchanged).
+
+        The adjoint of :meth:`bcast`: records ``buf``'s bytes on every rank but the root
+        (what it sends), so a broadcast and its reduction count alike.
+        """
+        nbytes = 0 if self.rank == root else _nbytes(buf)
+        with self._call(category, nbytes) as t:
+            if self.rank == root:
+                self.mpi.Reduce(MPI.IN_PLACE, t.update(buf), op, root)
+            else:
+                self.mpi.Reduce(t.read(buf), None, op, root)
+        return buf
+
     def reduce_scatter(
         self, sendbuf: Buffer, counts: Sequence[int] | np.ndarray, category: str
     ) -> Buffer:

@@ -12,6 +12,10 @@ from hpcgnn.layout.blocks import stage_chunks, vertex_offsets
 from hpcgnn.layout.order import aggregation_widths
 from hpcgnn.layout.shapes import GridShape
 
+#: The category of 1.5D GAT's gradient reductions onto the blocks' owners
+#: (:data:`hpcgnn.spmm.block_row.DENSE_REDUCE`).
+DENSE_REDUCE = "dense_reduce"
+
 
 def predict_block_row(problem: Problem, shape: GridShape) -> Estimate:
     """CAGNET 1D (``c = 1``) and 1.5D on a ``(P/c) x c`` grid, every rank exactly.
@@ -26,10 +30,14 @@ def predict_block_row(problem: Problem, shape: GridShape) -> Estimate:
     total. Weight gradients are all-reduced over the process column (``P/c`` ranks), one
     all-reduce per weight. ``bytes_max_rank`` is the largest of these per-rank sums.
 
-    GAT (an attention kind, 1D only) all-gathers the rows of ``[z | s_src]`` of every
-    layer (category ``dense_allgather``: ``(n - n_i) (K f' + K)`` words on rank ``i``, the
-    words of the broadcasts) and reduce-scatters their gradients (``reduce_scatter``, the
-    same).
+    GAT (an attention kind) moves the rows of ``[z | s_src]`` of every layer, ``w = K f' +
+    K`` columns: in 1D all-gathered (category ``dense_allgather``: ``(n - n_i) w`` words on
+    rank ``i``, the words of the broadcasts) and their gradients reduce-scattered
+    (``reduce_scatter``, the same); in 1.5D broadcast by stage as GCN's rows and their
+    gradients reduced onto the owners (``dense_reduce``, the same words), plus row
+    all-reduces of the block row's ``n_i`` rows: the score maximum and sum (``K`` each),
+    the partial outputs (``K f'``), in the backward the score gradient (``K``) and the
+    owners' gradients (``w``).
     """
     q, c = (shape.dims[0], 1) if shape.kind == "1d" else shape.dims
     off = vertex_offsets(problem.n, q, problem.row_offsets)  # as the model splits them
@@ -42,11 +50,20 @@ def predict_block_row(problem: Problem, shape: GridShape) -> Estimate:
     per: dict[str, np.ndarray] = defaultdict(lambda: np.zeros((q, c)))
     messages = 0
     attention = problem.kind.attention
-    for f, backward in aggregation_widths(problem.widths, problem.kind):
-        if attention:
+    for layer, (f, backward) in enumerate(aggregation_widths(problem.widths, problem.kind)):
+        if attention and c == 1:
             per["dense_allgather"] += bcast_rows * f * s
             per["reduce_scatter"] += bcast_rows * f * s
             messages += 2
+            continue
+        if attention:
+            heads = problem.kind.layer_heads(layer == len(problem.widths) - 2)
+            per["dense_bcast"] += bcast_rows * f * s
+            per[DENSE_REDUCE] += bcast_rows * f * s
+            messages += 2 * int(np.diff(chunks).max())
+            for width in (heads, heads, f - heads, heads, f):  # max, sum, out; d s_dst, rows
+                per["allreduce"] += allreduce_share(sizes * width * s, c)[:, None]
+                messages += 2 * math.ceil(math.log2(c))
             continue
         for _ in range(2 if backward else 1):
             per["dense_bcast"] += bcast_rows * f * s

@@ -8,9 +8,11 @@ same contract, and what any other dtype runs. A row's sums are formed in edge or
 both, so the results do not depend on thread counts:
 
 - :func:`edge_softmax`: ``t = s_dst[i] + s_src[j]``, ``e = LeakyReLU(t)``, ``alpha`` the
-  softmax of ``e`` over each row (the row maximum subtracted first);
-- :func:`edge_softmax_backward`: given ``d alpha``, ``dt = alpha (d alpha - sum_row alpha
-  d alpha) LeakyReLU'(t)``;
+  softmax of ``e`` over each row (the row maximum subtracted first). Where a row's sources
+  are split over ranks (1.5D), a :class:`RowReduce` makes the maximum and the sum the
+  whole row's (then the torch code runs on every device);
+- :func:`edge_softmax_backward`: given ``d alpha`` and each row's ``delta = sum_j alpha
+  d alpha``, ``dt = alpha (d alpha - delta) LeakyReLU'(t)``;
 - :func:`edge_dot`: the SDDMM ``out[e, k] = a[i, k, :] . b[j, k, :]`` over the edges;
 - :func:`segment_sum`: per-row sums of edge values, in the pattern's or the transposed
   order (an SpMM with a pattern of ones: the same deterministic product on every device).
@@ -19,6 +21,7 @@ both, so the results do not depend on thread counts:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import scipy.sparse as sp
@@ -29,6 +32,16 @@ from hpcgnn.kernels.spmm import spmm
 
 #: Edges per chunk of :func:`edge_dot` (times the width of a head: the temporary's size).
 DOT_CHUNK = 1 << 22
+
+
+class RowReduce(Protocol):
+    """Reductions over the ranks that share a row's sources (in place, ``rows x K``)."""
+
+    def max(self, t: torch.Tensor) -> torch.Tensor:
+        """The element-wise maximum over the ranks."""
+
+    def sum(self, t: torch.Tensor) -> torch.Tensor:
+        """The element-wise sum over the ranks."""
 
 
 @dataclass(frozen=True)
@@ -155,7 +168,8 @@ def leaky_relu(t: torch.Tensor, slope: float) -> torch.Tensor:
 
 
 def edge_softmax(
-    pattern: EdgePattern, s_dst: torch.Tensor, s_src: torch.Tensor, slope: float
+    pattern: EdgePattern, s_dst: torch.Tensor, s_src: torch.Tensor, slope: float,
+    split: RowReduce | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Attention coefficients ``alpha`` (``E x K``) and the raw scores ``t`` they came from.
 
@@ -169,8 +183,11 @@ def edge_softmax(
         ``cols x K``: the source terms ``a_src . z_j``.
     slope
         LeakyReLU's negative slope.
+    split
+        Where the rows' sources are split over ranks: the reductions that make each row's
+        maximum and sum the whole row's (``None``: every source is here).
     """
-    if _on_gpu(s_dst):
+    if _on_gpu(s_dst) and split is None:
         rows, heads = pattern.shape[0], s_dst.shape[1]
         alpha = s_dst.new_empty((pattern.edges, heads))
         t = torch.empty_like(alpha)
@@ -183,25 +200,33 @@ def edge_softmax(
     heads = e.shape[1]
     top = torch.full((pattern.shape[0], heads), -torch.inf, dtype=e.dtype, device=e.device)
     top = top.scatter_reduce(0, pattern.row[:, None].expand(-1, heads), e, "amax")
+    if split is not None:
+        top = split.max(top)
     top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))  # rows without edges
     p = torch.exp(e - pattern.at_rows(top))
     total = segment_sum(pattern, p)
+    if split is not None:
+        total = split.sum(total)
     return p / pattern.at_rows(total), t
 
 
 def edge_softmax_backward(
     pattern: EdgePattern, alpha: torch.Tensor, t: torch.Tensor, d_alpha: torch.Tensor,
-    slope: float,
+    delta: torch.Tensor, slope: float,
 ) -> torch.Tensor:
-    """The gradient of the raw scores ``t`` given that of ``alpha`` (both ``E x K``)."""
+    """The gradient of the raw scores ``t`` (``E x K``) given that of ``alpha``.
+
+    ``delta`` (``rows x K``): each row's ``sum_j alpha_ij d alpha_ij``, the whole row's
+    (the GAT layer has it as ``dout_i . out_i``, without a reduction over split sources).
+    """
     if _on_gpu(alpha):
-        rows, heads = pattern.shape[0], alpha.shape[1]
+        edges, heads = alpha.shape
         dt = torch.empty_like(alpha)
         if dt.numel():
-            _launch("edge_softmax_backward", alpha, rows * heads, pattern.crow, alpha, t,
-                    d_alpha, np.int64(rows), np.int64(heads), _scalar(alpha, slope), dt)
+            _launch("edge_softmax_backward", alpha, edges * heads, pattern.row, alpha, t,
+                    d_alpha, delta, np.int64(edges), np.int64(heads), _scalar(alpha, slope),
+                    dt)
         return dt
-    delta = segment_sum(pattern, alpha * d_alpha)
     de = alpha * (d_alpha - pattern.at_rows(delta))
     return torch.where(t > 0, de, de * slope)
 

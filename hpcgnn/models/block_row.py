@@ -15,7 +15,11 @@ from hpcgnn.models.base import RowBlockModel
 from hpcgnn.models.share import RowShare
 from hpcgnn.nn.gat import Neighbourhood
 from hpcgnn.nn.gcn import Aggregation, LayerOps
-from hpcgnn.spmm.block_row import AllGatherNeighbourhood, BlockRowAggregation
+from hpcgnn.spmm.block_row import (
+    AllGatherNeighbourhood,
+    BlockRowAggregation,
+    StagedNeighbourhood,
+)
 
 
 class BlockRowGCN(RowBlockModel):
@@ -53,11 +57,15 @@ class BlockRowGCN(RowBlockModel):
         self.layers = [ops] * cfg.layers
 
     def _neighbourhood(self, a_t: sp.csr_matrix) -> Neighbourhood:
-        """GAT's source rows of this rank's edges: every block row, all-gathered (1D)."""
+        """GAT's source rows of this rank's edges.
+
+        Every block row all-gathered (1D), or the blocks of this process column's stage
+        chunk, the rows' sources split along the process row (1.5D).
+        """
         grid, offsets = self.grid, self.offsets
         assert grid is not None and offsets is not None
         if grid.row.size > 1:
-            raise ValueError(f"{self.cfg.kind} trains on the 1d grid, not on 1.5d")
+            return StagedNeighbourhood(grid.col, grid.row, a_t, offsets, self.cfg.torch_dtype)
         return AllGatherNeighbourhood(grid.col, a_t, offsets, self.cfg.torch_dtype)
 
     def _aggregation(self, a_t: sp.csr_matrix, a: sp.csr_matrix) -> Aggregation:

@@ -13,10 +13,16 @@ one decision per global edge and head, from its own counter-based stream, so eve
 drops the serial run's coefficients).
 
 A layout supplies a :class:`Neighbourhood`: the rows of ``[z | s_src]`` its edges read
-(its own and the gathered ones: every row in 1D, the halo rows on a partition) and the
-adjoint that returns their gradients to their owners. The per-vertex score terms thus
-travel with the feature rows they belong to, ``K`` more columns, both ways. The edge
-computation is local (:mod:`hpcgnn.kernels.attention`).
+(its own and the gathered ones: every row in 1D, the halo rows on a partition, the blocks
+of its stage chunk in 1.5D) and the adjoint that returns their gradients to their owners.
+The per-vertex score terms thus travel with the feature rows they belong to, ``K`` more
+columns, both ways. The edge computation is local (:mod:`hpcgnn.kernels.attention`).
+Where a row's sources are split over ranks (1.5D: the ``c`` replicas of a block row each
+hold a chunk of the stages), ``split`` reduces along them: each row's score maximum and
+exponential sum (so every rank computes the whole row's coefficients for its edges), the
+partial outputs, and in the backward the score terms' gradient ``d s_dst``; the row term
+``delta_i = sum_j alpha_ij d alpha_ij`` of the softmax backward is ``dout_i . out_i``,
+which needs no reduction.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import torch
 from hpcgnn.comm.stats import CommStats, layer_span
 from hpcgnn.kernels.attention import (
     EdgePattern,
+    RowReduce,
     edge_dot,
     edge_softmax,
     edge_softmax_backward,
@@ -48,9 +55,13 @@ NEGATIVE_SLOPE = 0.2
 
 
 class Neighbourhood(Protocol):
-    """The source rows a rank's GAT edges read, and the way back for their gradients."""
+    """The source rows a rank's GAT edges read, and the way back for their gradients.
+
+    ``split``: the reductions over the ranks that share its rows' sources, or ``None``.
+    """
 
     pattern: EdgePattern
+    split: RowReduce | None
 
     def gather(self, x: torch.Tensor) -> torch.Tensor:
         """The rows of the pattern's columns given this rank's own rows of ``x``."""
@@ -64,6 +75,7 @@ class LocalNeighbourhood:
 
     def __init__(self, pattern: EdgePattern) -> None:
         self.pattern = pattern
+        self.split: RowReduce | None = None
 
     def gather(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` itself."""
@@ -112,22 +124,25 @@ class _Attend(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, z: torch.Tensor, s_dst: torch.Tensor, s_src: torch.Tensor,
-                pattern: EdgePattern, keep: torch.Tensor | None, p: float) -> torch.Tensor:
-        alpha, t = edge_softmax(pattern, s_dst.detach(), s_src.detach(), NEGATIVE_SLOPE)
+                nbh: Neighbourhood, keep: torch.Tensor | None, p: float) -> torch.Tensor:
+        pattern, split = nbh.pattern, nbh.split
+        alpha, t = edge_softmax(pattern, s_dst.detach(), s_src.detach(), NEGATIVE_SLOPE, split)
         used = alpha if keep is None else alpha * keep / (1.0 - p)
         z = z.detach()
         heads, width = z.shape[1], z.shape[2]
         out = z.new_empty((pattern.shape[0], heads, width))
         for k in range(heads):
             out[:, k] = spmm(pattern.matrix(used[:, k].contiguous()), z[:, k].contiguous())
-        ctx.save_for_backward(z, alpha, t, used)
-        ctx.pattern, ctx.keep, ctx.p = pattern, keep, p
+        if split is not None:  # the partial sums of the row's sources
+            out = split.sum(out)
+        ctx.save_for_backward(z, alpha, t, used, out)
+        ctx.nbh, ctx.keep, ctx.p = nbh, keep, p
         return out
 
     @staticmethod
     def backward(ctx, g: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        z, alpha, t, used = ctx.saved_tensors
-        pattern: EdgePattern = ctx.pattern
+        z, alpha, t, used, out = ctx.saved_tensors
+        pattern: EdgePattern = ctx.nbh.pattern
         g = g.contiguous()
         dz = torch.empty_like(z)
         for k in range(z.shape[1]):
@@ -135,9 +150,12 @@ class _Attend(torch.autograd.Function):
         d_alpha = edge_dot(pattern, g, z)
         if ctx.keep is not None:
             d_alpha = d_alpha * ctx.keep / (1.0 - ctx.p)
-        dt = edge_softmax_backward(pattern, alpha, t, d_alpha, NEGATIVE_SLOPE)
-        return (dz, segment_sum(pattern, dt), segment_sum(pattern, dt, transposed=True),
-                None, None, None)
+        delta = (g * out).sum(dim=2)  # sum_j alpha_ij d alpha_ij, the whole row's
+        dt = edge_softmax_backward(pattern, alpha, t, d_alpha, delta, NEGATIVE_SLOPE)
+        ds_dst = segment_sum(pattern, dt)
+        if ctx.nbh.split is not None:
+            ds_dst = ctx.nbh.split.sum(ds_dst)
+        return dz, ds_dst, segment_sum(pattern, dt, transposed=True), None, None, None
 
 
 def gat_layer(
@@ -175,7 +193,7 @@ def gat_layer(
     z_all = rows[:, : heads * width].view(-1, heads, width)
     keep = None if drop is None else drop.keep(layer, nbh.pattern, heads)
     p = 0.0 if drop is None else drop.p
-    out = _Attend.apply(z_all, s_dst, rows[:, heads * width :], nbh.pattern, keep, p)
+    out = _Attend.apply(z_all, s_dst, rows[:, heads * width :], nbh, keep, p)
     if last:
         return out.mean(dim=1)
     return torch.nn.functional.elu(out.reshape(-1, heads * width))

@@ -21,9 +21,10 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 import torch
+from mpi4py import MPI
 
 from hpcgnn.comm.communicator import Comm
-from hpcgnn.kernels.attention import edge_pattern
+from hpcgnn.kernels.attention import RowReduce, edge_pattern
 from hpcgnn.kernels.spmm import spmm, to_torch_csr
 from hpcgnn.layout.blocks import split_columns, stage_chunks
 
@@ -153,6 +154,7 @@ class AllGatherNeighbourhood:
         self, comm: Comm, a_t_rows: sp.csr_matrix, offsets: np.ndarray, dtype: torch.dtype
     ) -> None:
         self.comm = comm
+        self.split: RowReduce | None = None
         self.counts = [int(c) for c in np.diff(offsets)]
         lo, hi = int(offsets[comm.rank]), int(offsets[comm.rank + 1])
         self.pattern = edge_pattern(a_t_rows, np.arange(lo, hi), np.arange(int(offsets[-1])),
@@ -165,3 +167,91 @@ class AllGatherNeighbourhood:
     def scatter(self, g: torch.Tensor) -> torch.Tensor:
         """This rank's rows of the sum over ranks of ``g``."""
         return self.comm.reduce_scatter(g, self.counts, GRAD_REDUCE_SCATTER)
+
+
+DENSE_REDUCE = "dense_reduce"
+
+
+class RowSplit:
+    """Reductions along the process row, in place: the replicas that split a row's sources."""
+
+    def __init__(self, row: Comm) -> None:
+        self.row = row
+
+    def max(self, t: torch.Tensor) -> torch.Tensor:
+        """The element-wise maximum over the process row."""
+        return self.row.allreduce(t.contiguous(), ROW_ALLREDUCE, MPI.MAX)
+
+    def sum(self, t: torch.Tensor) -> torch.Tensor:
+        """The element-wise sum over the process row."""
+        return self.row.allreduce(t.contiguous(), ROW_ALLREDUCE)
+
+
+class StagedNeighbourhood:
+    """GAT's source rows in 1.5D: the blocks of this process column's stage chunk.
+
+    On a ``(P/c) x c`` grid process column ``j`` handles the consecutive stages of chunk
+    ``j`` (as CAGNET's Algorithm 2 and :class:`BlockRowAggregation`): for each, the
+    block's owner ``P(k, j)`` broadcasts its rows of ``[z | s_src]`` down the column, so
+    ``P(i, j)`` holds the sources of chunk ``j`` for its block row's edges, whose
+    coefficients need the whole row's maximum and sum: ``split`` reduces them (and the
+    partial outputs) along the process row. The adjoint reduces each block's gradient
+    onto its owner in the column (``dense_reduce``, the broadcasts' words), then sums the
+    owners' gradients along the process row, so every replica of a block row holds the
+    whole gradient of its rows.
+
+    Parameters
+    ----------
+    col, row
+        The process column (``P/c`` ranks, rank ``i`` holding block row ``i``) and row
+        (the ``c`` replicas).
+    a_t_rows
+        This process row's rows of ``A^T + I`` (all ``n`` columns; values unused).
+    offsets
+        Vertex offsets of the block rows.
+    dtype
+        Torch dtype of the rows.
+    """
+
+    def __init__(
+        self, col: Comm, row: Comm, a_t_rows: sp.csr_matrix, offsets: np.ndarray,
+        dtype: torch.dtype,
+    ) -> None:
+        chunks = stage_chunks(col.size, row.size)
+        self.stages = range(int(chunks[row.rank]), int(chunks[row.rank + 1]))
+        self.col, self.row, self.offsets = col, row, offsets
+        self.split: RowReduce | None = RowSplit(row)
+        c0 = int(offsets[self.stages.start])
+        c1 = int(offsets[self.stages.stop])
+        self.first = c0
+        lo, hi = int(offsets[col.rank]), int(offsets[col.rank + 1])
+        self.owned = hi - lo
+        self.pattern = edge_pattern(a_t_rows.tocsc()[:, c0:c1].tocsr(), np.arange(lo, hi),
+                                    np.arange(c0, c1), col.device.torch_device, dtype)
+
+    def _block(self, x: torch.Tensor, k: int) -> torch.Tensor:
+        """Block ``k``'s rows of the chunk's rows ``x`` (a view)."""
+        lo = int(self.offsets[k]) - self.first
+        return x[lo : lo + int(self.offsets[k + 1] - self.offsets[k])]
+
+    def gather(self, x: torch.Tensor) -> torch.Tensor:
+        """The rows of the chunk's blocks, each broadcast by its owner."""
+        out = x.new_empty((self.pattern.shape[1], x.shape[1]))
+        for k in self.stages:
+            block = self._block(out, k)
+            if k == self.col.rank:
+                block.copy_(x)
+            self.col.bcast(block, k, DENSE_BCAST)
+        return out
+
+    def scatter(self, g: torch.Tensor) -> torch.Tensor:
+        """This block row's gradient: each block's reduced onto its owner, summed on the row."""
+        own = g.new_zeros((self.owned, g.shape[1]))
+        for k in self.stages:
+            block = self._block(g, k).clone()
+            self.col.reduce(block, k, DENSE_REDUCE)
+            if k == self.col.rank:
+                own += block
+        if self.row.size > 1:
+            self.row.allreduce(own, ROW_ALLREDUCE)
+        return own

@@ -32,7 +32,7 @@ from hpcgnn.comm.communicator import Comm
 from hpcgnn.cost.halo import choose_backward
 from hpcgnn.exchange.halo import HALO_SETUP, HaloExchange, halo_sets, local_matrix
 from hpcgnn.exchange.staged import EXCHANGES, StagedExchange
-from hpcgnn.kernels.attention import EdgePattern, edge_pattern
+from hpcgnn.kernels.attention import EdgePattern, RowReduce, edge_pattern
 from hpcgnn.kernels.spmm import spmm, to_torch_csr
 from hpcgnn.planning.spst import DEFAULT_BYTES_PER_VERTEX
 from hpcgnn.planning.topology import Topology, uniform_topology
@@ -150,6 +150,7 @@ class HaloNeighbourhood:
 
     def __init__(self, agg: HaloAggregation) -> None:
         self.agg = agg
+        self.split: RowReduce | None = None
         halo = agg.fwd_sets.halo
         owned = np.arange(agg._lo, agg._lo + agg.owned)
         self.pattern: EdgePattern = edge_pattern(

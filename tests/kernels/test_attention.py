@@ -34,7 +34,7 @@ def _case(dtype: torch.dtype, seed: int = 0):
 
 def _run(pattern, s_dst, s_src, d_alpha, za, zb):
     alpha, t = edge_softmax(pattern, s_dst, s_src, 0.2)
-    dt = edge_softmax_backward(pattern, alpha, t, d_alpha, 0.2)
+    dt = edge_softmax_backward(pattern, alpha, t, d_alpha, s_dst.flip(0), 0.2)
     return alpha, t, dt, edge_dot(pattern, za, zb)
 
 

@@ -1,12 +1,14 @@
-"""GAT on every mode that trains it equals the serial GAT: 1D (all-gathered rows) and halo
-(p2p and planned), directed and undirected graphs, several heads, attention dropout;
-measured bytes equal the cost models'."""
+"""GAT on every mode that trains it equals the serial GAT: 1D (all-gathered rows), 1.5D
+(stage chunks, the rows' softmax reduced along the process row) and halo (p2p and
+planned), directed and undirected graphs, several heads, attention dropout; measured bytes
+equal the cost models'."""
 
 import pytest
 from mpi4py import MPI
 
 from hpcgnn.config import TrainConfig
 from hpcgnn.grid import ProcessGrid
+from hpcgnn.layout.shapes import admissible_shapes
 from hpcgnn.models.block_row import BlockRowGCN
 from hpcgnn.models.halo import HaloGCN
 from tests.models.reference import check_cost_model, compare_with_serial, metis_graph, problem_of
@@ -35,6 +37,21 @@ def test_gat_1d_matches_serial_and_cost_model(graph_file, world, device, directe
     with ProcessGrid.create(MPI.COMM_WORLD, "1d", device=device) as grid:
         res, _ = compare_with_serial(lambda: BlockRowGCN.read(path, grid, cfg), path, cfg, world)
         check_cost_model("1d", res, problem_of(path, cfg), grid.shape, world)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("directed", [False, True])
+@pytest.mark.parametrize("setting", list(SETTINGS))
+def test_gat_every_1p5d_grid_matches_serial_and_cost_model(graph_file, world, device,
+                                                           directed, setting):
+    path = graph_file(n=47, avg_degree=2.0, directed=directed, seed=9, features=6, classes=3)
+    cfg = gat_config(setting)
+    for shape in admissible_shapes("1.5d", world.size):
+        with ProcessGrid(MPI.COMM_WORLD, shape, device=device) as grid:
+            res, _ = compare_with_serial(
+                lambda g=grid: BlockRowGCN.read(path, g, cfg), path, cfg, world
+            )
+            check_cost_model("1.5d", res, problem_of(path, cfg), grid.shape, world)
 
 
 @pytest.mark.mpi

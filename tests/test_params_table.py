@@ -62,9 +62,11 @@ TABLE: dict[str, tuple[int, bool, list[str]]] = {
     # added with GIN (issue 22)
     "gin-2d-2x2": (4, False, ["--algo", "2d", "--model", "gin", "--gin-eps", "0.25"]),
     "gin-halo": (4, False, ["--algo", "halo", "--model", "gin"]),
-    # added with GAT (issue 22): 1D, as GAT has no 2D yet
+    # added with GAT (issue 22): 1D and 1.5D, as GAT has no 2D yet
     "gat-1d": (4, False, ["--algo", "1d", "--model", "gat", "--heads", "2", "--output-heads",
                           "2"]),
+    "gat-1.5d-2x2": (4, False, ["--algo", "1.5d", "--replication", "2", "--model", "gat",
+                                "--heads", "2"]),
     "gat-halo": (4, True, ["--algo", "halo", "--model", "gat", "--heads", "4"]),
 }
 
@@ -83,8 +85,11 @@ RECORDED: dict[str, dict[str, str]] = {
     # 3c57b3b450b3d2d1: the x86-64 machine of the 2026-11-28 session (2 cores), recorded on
     # main at 8feb769 (GIN in offload) before any change of that session.
     "3c57b3b450b3d2d1": {
-        "gat-1d": "07ba3db349f2233e9766361239c86bd330342add7fe08feeb14cf66557a86e4b",
-        "gat-halo": "8bd5d3b7cc21184799f99f21be21f09e979f70bc8b2887e7daa63365bed3994c",
+        # gat rows re-recorded when the softmax backward took delta_i = dout_i . out_i
+        # (be4ecb9, GAT on 1.5D) instead of the row sum of alpha d alpha
+        "gat-1.5d-2x2": "690872ee85bf7811c07bc22e7be59d1cbfb57171485a5059373cc10a52afedfe",
+        "gat-1d": "bffbc75950ef0b7750079cde1318cd623f36d89bcd1017f368772bfc59e2e320",
+        "gat-halo": "3b04f449b3191ae34e38cc4c7e0479636c34ee7b8d667e765d7cc11b97c046ea",
         "1.5d-2x2": "a87caef247b887430db42ba6b79938313357c7ac92bb5d703173d20b9a8b8042",
         "1.5d-directed-2x2": "5ab3d4ad2ebca3e8228620a4503b03b31715e78c81c0124919dd92397eef5509",
         "1d-p1": "6bdfc6163563388791038f7808d5c78e31da26ae73fe7542506cd26cd34af615",

@@ -55,7 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "without self loops; two weights per layer, so the gradient "
                         "all-reduce and SUMMA's dense steps double), gin (A+I unnormalised, "
                         "a second dense step W_2 of f_out x f_out per layer) or gat (attention "
-                        "over A+I: the rows move with one score column per head; 1d and halo) "
+                        "over A+I: the rows move with one score column per head; 1d, 1.5d, halo) "
                         "(default: gcn)")
     p.add_argument("--layers", type=int, default=2, help="layers of the model (default: 2)")
     p.add_argument("--hidden", type=int, default=16,

@@ -59,8 +59,8 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                         "a self term; fullbatch (every --algo), offload and gist) or gin (GIN: "
                         "sum over in-neighbours plus (1 + eps) times the self, then a two-layer "
                         "MLP; fullbatch, every --algo, and offload) or gat (GAT: attention over "
-                        "the in-neighbours and the self, --heads heads; fullbatch --algo 1d and "
-                        "halo). "
+                        "the in-neighbours and the self, --heads heads; fullbatch --algo 1d, 1.5d "
+                        "and halo). "
                         "Minibatch: the sampler decides (sage: GraphSAGE, ladies: GCN); a "
                         "contradicting --model is refused")
     m.add_argument("--hidden", type=int, default=16,

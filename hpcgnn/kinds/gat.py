@@ -6,8 +6,9 @@ ELU(||_k sum_j alpha_ij z_j)`` (the mean of the heads, no activation, on the las
 as PyG's ``GATConv`` without bias. The operator is a pattern only: its values are unused
 (:func:`hpcgnn.graph.normalize.operator_block` gives the ones of ``A^T + I``). The layer
 is :mod:`hpcgnn.nn.gat`; it needs each row's whole neighbourhood on the rank that owns
-the row, which the block-row layouts with a gather of rows give (``1d``: every row,
-``halo``: the halo rows).
+the row or a reduction along the ranks that split its sources: the block-row layouts
+with a gather of rows (``1d``: every row, ``halo``: the halo rows; ``1.5d``: the stage
+chunk's rows, each row's softmax reduced along the process row).
 """
 
 from hpcgnn.kinds.base import LayerKind

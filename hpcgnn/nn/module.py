@@ -23,7 +23,8 @@ For a script that trains on one process, as with PyG::
 same counter-based dropout masks (keyed by the number of training forwards so far), so
 ``N`` steps of the loop above train the model ``hpcgnn train --epochs N`` trains on one
 rank. ``model="sage"`` gives GraphSAGE-mean layers, ``model="gin"`` GIN layers (with
-``Graph.read(..., model="gin", gin_eps=...)``).
+``Graph.read(..., model="gin", gin_eps=...)``), ``model="gat"`` GAT layers (with
+``Graph.read(..., model="gat")`` and ``GCN(..., heads=K)``).
 """
 
 from __future__ import annotations
@@ -37,11 +38,12 @@ from hpcgnn.backend import cpu
 from hpcgnn.config import TrainConfig
 from hpcgnn.graph.normalize import load_normalized
 from hpcgnn.io.memory import GraphSource, open_graph, read_feature_block
+from hpcgnn.kernels.attention import edge_pattern
 from hpcgnn.kernels.sparse_input import held_features, nonzeros
 from hpcgnn.kernels.spmm import to_torch_csr
 from hpcgnn.kinds import GCN as GCN_KIND
-from hpcgnn.kinds import layer_kind
 from hpcgnn.layout.order import layer_sizes
+from hpcgnn.nn.gat import LocalNeighbourhood
 from hpcgnn.nn.gcn import Input, LayerOps, LocalAggregation, block_dropout, gcn_forward
 from hpcgnn.nn.init import init_weights
 from hpcgnn.nn.optim import make_optimizer
@@ -55,6 +57,8 @@ class Graph:
     ----------
     aggregation
         ``Â^T H`` and its adjoint (GCN's normalised ``A + I``, or GraphSAGE's mean).
+    neighbourhood
+        GAT's edges (the pattern of ``A^T + I``), read for ``model="gat"``; else ``None``.
     x
         Features: dense, or CSR (:class:`~hpcgnn.kernels.sparse_input.SparseFeatures`)
         when they are mostly zero.
@@ -70,6 +74,7 @@ class Graph:
     train_mask: torch.Tensor
     val_mask: torch.Tensor
     test_mask: torch.Tensor
+    neighbourhood: LocalNeighbourhood | None = None
 
     @classmethod
     def read(
@@ -78,8 +83,9 @@ class Graph:
     ) -> Graph:
         """Read a graph file (or a :class:`~hpcgnn.io.memory.MemoryGraph`) whole.
 
-        ``model``: the layer kind whose operator to build (``gcn``, ``sage`` or ``gin``,
-        whose sum operator carries ``1 + gin_eps`` on its diagonal);
+        ``model``: the layer kind whose operator to build (``gcn``, ``sage``, ``gin``,
+        whose sum operator carries ``1 + gin_eps`` on its diagonal, or ``gat``, whose
+        edges are the pattern of ``A^T + I``);
         ``sparse_features``: ``auto`` (CSR under 10% nonzero), ``on`` or ``off``, as the
         flag of ``hpcgnn train``.
         """
@@ -95,11 +101,14 @@ class Graph:
         sparse = cfg.sparse_input(nonzeros(x), x.shape[0] * x.shape[1])
         features = held_features(x, sparse, cpu())
         dt = cfg.torch_dtype
+        ids = np.arange(n)
+        nbh = LocalNeighbourhood(edge_pattern(norm_t, ids, ids, "cpu", dt)) if (
+            cfg.kind.attention) else None
         return cls(
             aggregation=LocalAggregation(to_torch_csr(norm_t, dt), to_torch_csr(norm, dt)),
             x=features, y=torch.from_numpy(np.asarray(y, dtype=np.int64)),
             train_mask=torch.from_numpy(masks[0]), val_mask=torch.from_numpy(masks[1]),
-            test_mask=torch.from_numpy(masks[2]),
+            test_mask=torch.from_numpy(masks[2]), neighbourhood=nbh,
         )
 
     @property
@@ -119,7 +128,7 @@ class Graph:
 
 
 class GCN(torch.nn.Module):
-    """GCN (or GraphSAGE-mean) layers on a whole :class:`Graph`: the logits of every vertex.
+    """GCN (GraphSAGE-mean, GIN, GAT) layers on a whole :class:`Graph`: every vertex's logits.
 
     Parameters
     ----------
@@ -130,21 +139,27 @@ class GCN(torch.nn.Module):
     dropout
         Drop probability of every layer's input while training.
     model
-        ``gcn`` or ``sage``.
+        ``gcn``, ``sage``, ``gin`` or ``gat``.
     seed
         Seed of the Glorot weights and of the dropout masks.
     dtype
         ``float32`` or ``float64``.
+    heads, output_heads, attention_dropout
+        GAT's heads of the hidden layers (concatenated: ``hidden`` is their total width)
+        and of the last (averaged), and the coefficients' drop probability (``None``:
+        ``dropout``'s), as ``hpcgnn train``'s flags.
     """
 
     def __init__(
         self, in_features: int, hidden: int, classes: int, layers: int = 2, dropout: float = 0.5,
-        model: str = GCN_KIND.name, seed: int = 0, dtype: str = "float32",
+        model: str = GCN_KIND.name, seed: int = 0, dtype: str = "float32", heads: int = 1,
+        output_heads: int = 1, attention_dropout: float | None = None,
     ) -> None:
         super().__init__()
         self.cfg = TrainConfig(layers=layers, hidden=hidden, dropout=dropout, model=model,
-                               seed=seed, dtype=dtype)
-        self.kind = layer_kind(model)
+                               seed=seed, dtype=dtype, heads=heads, output_heads=output_heads,
+                               attention_dropout=attention_dropout)
+        self.kind = self.cfg.kind
         self.widths = layer_sizes(in_features, hidden, classes, layers)
         self.weights = torch.nn.ParameterList(
             torch.nn.Parameter(w.detach()) for w in
@@ -164,8 +179,11 @@ class GCN(torch.nn.Module):
         if self.training:
             keep = block_dropout(self.cfg.seed, p, self.steps, (0, graph.num_nodes), self.widths)
             self.steps += 1
-        ops = [LayerOps(graph.aggregation)] * self.cfg.layers
-        return gcn_forward(x, list(self.weights), ops, p, keep, kind=self.kind)
+        if self.kind.attention and graph.neighbourhood is None:
+            raise ValueError("a GAT reads the graph's edges: Graph.read(..., model='gat')")
+        ops = [LayerOps(graph.aggregation, neighbourhood=graph.neighbourhood)] * self.cfg.layers
+        return gcn_forward(x, list(self.weights), ops, p, keep, kind=self.kind,
+                           attention_p=self.cfg.attention_p)
 
     def optimizer(self, lr: float = 0.01, weight_decay: float = 5e-4,
                   weight_decay_layers: str = "first") -> torch.optim.Adam:

@@ -11,11 +11,15 @@ from hpcgnn.nn.gcn import cross_entropy_sum
 from hpcgnn.train.loop import params_sha256
 from tests.graphs import write_random_graph
 
+#: Each model's settings beyond the layer kind, as GCN's keywords and as CLI flags.
+EXTRA = {"gat": ({"heads": 2, "output_heads": 2}, ["--heads", "2", "--output-heads", "2"])}
+
 
 def train_script(path, model, epochs, sparse):
     """What a user's script does (the module docstring's loop, with the CLI's loss sum)."""
     g = Graph.read(path, model=model, sparse_features=sparse)
-    net = GCN(g.num_features, 8, g.num_classes, model=model, seed=2)
+    net = GCN(g.num_features, 8, g.num_classes, model=model, seed=2,
+              **EXTRA.get(model, ({}, []))[0])
     opt = net.optimizer(lr=0.01, weight_decay=5e-4)
     n_train = int(g.train_mask.sum())
     for _ in range(epochs):
@@ -30,7 +34,7 @@ def train_script(path, model, epochs, sparse):
     return net, acc
 
 
-@pytest.mark.parametrize("model", ["gcn", "sage", "gin"])
+@pytest.mark.parametrize("model", ["gcn", "sage", "gin", "gat"])
 @pytest.mark.parametrize("sparse", ["off", "on"])
 def test_a_script_trains_what_the_cli_trains(tmp_path, model, sparse):
     path = tmp_path / "g.h5"
@@ -39,7 +43,7 @@ def test_a_script_trains_what_the_cli_trains(tmp_path, model, sparse):
     out = tmp_path / "m.json"
     assert main(["train", str(path), "--epochs", "5", "--hidden", "8", "--seed", "2",
                  "--model", model, "--sparse-features", sparse, "--quiet", "--eval-every", "0",
-                 "--metrics", str(out)]) == 0
+                 "--metrics", str(out), *EXTRA.get(model, ({}, []))[1]]) == 0
     doc = json.loads(out.read_text())
     assert params_sha256(list(net.weights)) == doc["params_sha256"]
     assert acc == pytest.approx(doc["final"]["test_acc"])

@@ -88,7 +88,7 @@ def run_ours(graph: Path, procs: int, seed: int, args: argparse.Namespace, out: 
     doc = json.loads(metrics.read_text())
     epoch_s = statistics.median(e["time_s"] for e in doc["epochs"])
     steps = doc["sampling"]["optimizer_steps_per_epoch"]
-    curve = {e["epoch"] + 1: e["val_acc"] for e in doc["epochs"] if e["val_acc"] is not None}
+    curve = {e["epoch"]: e["val_acc"] for e in doc["epochs"] if e["val_acc"] is not None}
     return {"test_acc": doc["final"]["test_acc"], "val_acc": doc["final"]["val_acc"],
             "epoch_s": epoch_s, "steps_per_epoch": steps, "steps_per_s": steps / epoch_s,
             "batches_per_epoch": doc["sampling"]["batches_per_epoch"],

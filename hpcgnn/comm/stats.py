@@ -109,7 +109,7 @@ class CommStats:
 
     With tracing on, every span carries ``args`` for the trace viewer: a communication
     call its ``bytes`` and communicator (``comm``), and every span the tags of the
-    :meth:`tagged` blocks it runs in (``layer``, ``pass``, ``stage``, ``step``...).
+    :meth:`tagged` blocks it runs in (``epoch``, ``layer``, ``pass``, ``stage``, ``step``...).
     """
 
     tracing: bool = False

@@ -5,7 +5,8 @@ Inputs are JSON documents of two kinds, told apart by their keys: the metrics of
 (``hpcgnn model --out``). Each figure is written as PNG and SVG; a figure is left out
 when no input has what it shows:
 
-- ``curves``: loss and accuracy per epoch of every run;
+- ``curves``: loss and accuracy per epoch of every run (epochs counted from 1, in the
+  files of every schema: :func:`epoch_numbers`);
 - ``phases``: seconds per epoch of each phase, stacked, one bar per run (CAGNET's figures);
 - ``bytes``: measured and predicted bytes per epoch of every run, with their ratio;
 - ``exchange``: ``V_ori``, ``V_p2p``, ``V_ru`` of the runs of partitioned models;
@@ -48,6 +49,9 @@ class Study:
 
 #: The HongTu volumes of the exchange figure.
 EXCHANGE_VOLUMES = ("V_ori", "V_p2p", "V_ru")
+#: The metrics ``run.schema_version`` from which ``epochs[].epoch`` counts from 1; files
+#: of earlier schemas (or without a ``run`` section) counted from 0.
+ONE_BASED_SCHEMA = 2
 
 
 def load_inputs(paths: list[str]) -> tuple[list[Run], list[Study]]:
@@ -93,8 +97,8 @@ def _checked(path: str, item: Any) -> Any:
             doc = item.doc
             for key in ("measured_bytes", "predicted_bytes"):
                 _total(item, key)
+            epoch_numbers(doc)
             for e in doc["epochs"]:
-                float(e["epoch"])
                 for key in ("loss", "train_acc", "val_acc"):
                     _fmt(e.get(key))
             time = doc.get("time", {})
@@ -172,15 +176,23 @@ def _total(run: Run, key: str) -> float:
     return float(sum(v or 0.0 for v in run.doc.get("comm", {}).get(key, {}).values()))
 
 
+def epoch_numbers(doc: dict[str, Any]) -> list[float]:
+    """The 1-based number of each of a metrics document's ``epochs``, whatever its schema."""
+    run = doc.get("run")
+    schema = run.get("schema_version") if isinstance(run, dict) else None
+    shift = 0 if isinstance(schema, int) and schema >= ONE_BASED_SCHEMA else 1
+    return [float(e["epoch"]) + shift for e in doc["epochs"]]
+
+
 def _curves(fig: Any, runs: list[Run]) -> None:
     loss, acc = fig.subplots(1, 2)
     for i, run in enumerate(runs):
-        epochs = run.doc["epochs"]
+        epochs, numbers = run.doc["epochs"], epoch_numbers(run.doc)
         colour = f"C{i % 10}"
-        loss.plot([e["epoch"] for e in epochs], [e.get("loss") for e in epochs],
-                  color=colour, label=run.label)
+        loss.plot(numbers, [e.get("loss") for e in epochs], color=colour, label=run.label)
         for key, style in (("train_acc", "-"), ("val_acc", "--")):
-            points = [(e["epoch"], e[key]) for e in epochs if e.get(key) is not None]
+            points = [(n, e[key]) for n, e in zip(numbers, epochs, strict=True)
+                      if e.get(key) is not None]
             if points:
                 acc.plot(*zip(*points, strict=True), style, color=colour,
                          label=f"{run.label} ({key.removesuffix('_acc')})")

@@ -7,9 +7,12 @@ A checkpoint directory holds two files, written by rank 0:
   ``exp_avg_sq<i>`` and ``step<i>`` the Adam state of weight ``i``, ``torch_rng`` the torch
   RNG state), read back with ``numpy.load(allow_pickle=False)``: nothing in it can run
   code;
-- ``checkpoint.json``: the format version, the next epoch, the history so far, the
-  fingerprint of everything that must not change across a restart (graph size and
-  content, algorithm, grid, model and optimiser settings; the number of epochs may grow)
+- ``checkpoint.json``: the format version, the epochs done (``epoch``: the number of the
+  last, counted from 1 as everywhere the user sees one; the ``E`` of the file names), the
+  history so far (records numbered from 1; version 1 numbered them from 0 and is still
+  read, its numbers shifted), the fingerprint of everything that must not change across a
+  restart (graph size and content, algorithm, grid, model and optimiser settings; the
+  number of epochs may grow)
   and the SHA-256 of the ``.npz`` it belongs to. It is written last, so it commits the
   pair. The graph's content is its :func:`~hpcgnn.graph.check.check_graph` fingerprint
   (edges, features, labels, masks, node ids, partition), so a checkpoint of another graph
@@ -64,7 +67,9 @@ EPOCH_ARRAYS = "checkpoint-e{epoch}.npz"
 _ARRAYS_NAME = re.compile(r"checkpoint(-e[0-9]+)?\.npz")
 MANIFEST = "checkpoint.json"
 LEGACY = "checkpoint.pt"
-VERSION = 1
+VERSION = 2
+#: The format version whose history numbered the epochs from 0 (read, and shifted by one).
+ZERO_BASED_VERSION = 1
 HISTORY_KEYS = {"epoch", "loss", "train_acc", "val_acc", "time_s", "comm_s"}
 #: Keys a history record may have besides (checkpoints written before them lack them).
 OPTIONAL_HISTORY_KEYS = {"new_pages", "val_loss", "test_acc"}
@@ -135,7 +140,7 @@ def _read(directory: Path, max_bytes: int | None = None) -> dict[str, Any]:
     manifest = read_json(manifest_path)
     if not isinstance(manifest, dict) or manifest.get("format") != "hpcgnn-checkpoint":
         raise ValueError(f"{manifest_path} is not an hpcgnn checkpoint manifest")
-    if manifest.get("version") != VERSION:
+    if manifest.get("version") not in (ZERO_BASED_VERSION, VERSION):
         raise ValueError(f"{manifest_path} has format version {manifest.get('version')!r}")
     for key, kind in (("epoch", int), ("num_weights", int), ("history", list),
                       ("fingerprint", dict)):
@@ -159,15 +164,20 @@ def _read(directory: Path, max_bytes: int | None = None) -> dict[str, Any]:
         if hashlib.sha256(blob).hexdigest() != manifest.get("arrays_sha256"):
             raise ValueError(f"{arrays_path} does not belong to {manifest_path} (checksum differs)")
         arrays = _load_arrays(arrays_path, blob, max_bytes)
+    return {**manifest, "history": _history(manifest, manifest_path), "arrays": arrays}
+
+
+def _history(manifest: dict[str, Any], where: Path) -> list[dict[str, Any]]:
+    """The manifest's history, checked, with its epochs numbered from 1."""
     history = manifest["history"]
+    first = 0 if manifest["version"] == ZERO_BASED_VERSION else 1
     if len(history) != manifest["epoch"] or not all(
         isinstance(rec, dict) and HISTORY_KEYS <= set(rec) <= HISTORY_KEYS | OPTIONAL_HISTORY_KEYS
-        and rec["epoch"] == k and all(_is_number(v) or v is None for v in rec.values())
+        and rec["epoch"] == first + k and all(_is_number(v) or v is None for v in rec.values())
         for k, rec in enumerate(history)
     ):
-        raise ValueError(f"{manifest_path}: the history does not hold one record per epoch,"
-                         " of numbers")
-    return {**manifest, "arrays": arrays}
+        raise ValueError(f"{where}: the history does not hold one record per epoch, of numbers")
+    return [{**rec, "epoch": rec["epoch"] + 1 - first} for rec in history]
 
 
 def _check_regular(path: Path) -> None:

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 class Evaluated(Protocol):
     """An epoch's record as the tracker reads it."""
 
-    epoch: int
+    epoch: int  # 1-based
     val_loss: float | None
     val_acc: float | None
     test_acc: float | None
@@ -69,7 +69,7 @@ class BestValidation:
         return self.patience > 0 and self.waited >= self.patience
 
     def as_dict(self) -> dict[str, Any] | None:
-        """The metrics' ``best`` section: the epoch (0-based) and its validation scores."""
+        """The metrics' ``best`` section: the epoch (1-based) and its validation scores."""
         b = self.best
         if b is None:
             return None

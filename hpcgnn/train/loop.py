@@ -58,7 +58,11 @@ class Trainer(Protocol):
         """Free what the trainer built (communicators); the last call on it."""
 
     def step(self, epoch: int) -> float:
-        """Train one epoch; return this rank's share of the epoch's loss."""
+        """Train one epoch; return this rank's share of the epoch's loss.
+
+        ``epoch`` is the 0-based step index that keys the random streams (dropout masks,
+        shuffles, GIST's partitions); what is shown to the user counts from 1.
+        """
 
     def reduce_loss(self, local: float) -> float:
         """The epoch's global loss from every rank's share (collective)."""
@@ -83,6 +87,8 @@ class Trainer(Protocol):
 class EpochRecord:
     """One line of the training history."""
 
+    #: The epoch's number, counted from 1 as the console, the CSV log, the metrics and the
+    #: checkpoints show it (the random streams are keyed by ``epoch - 1``).
     epoch: int
     loss: float
     train_acc: float | None
@@ -189,6 +195,45 @@ def _add_delta(into: dict[str, float], before: dict[str, float], after: dict[str
             into[key] = into.get(key, 0.0) + delta
 
 
+def _train_epoch(trainer: Trainer, cfg: TrainConfig, epoch: int, result: TrainResult
+                 ) -> EpochRecord:
+    """Train epoch ``epoch`` (the 0-based step index), evaluate when due; return its record.
+
+    Adds the step's bytes and seconds to ``result``. Every span recorded meanwhile carries
+    the epoch's 1-based number (``epoch`` in its trace ``args``).
+    """
+    world, stats, number = trainer.world, trainer.world.stats, epoch + 1
+    with stats.tagged(epoch=number):
+        world.barrier()
+        bytes0 = _bytes(stats)
+        secs0 = stats.seconds_by_phase()
+        comm0 = stats.total_seconds()
+        t0, faults0 = stats.clock(), minor_faults()
+        with stats.phase(f"epoch {number}", kind="epoch"):
+            local_loss = trainer.step(epoch)
+        step_s = stats.clock() - t0
+        new_pages = minor_faults() - faults0
+        _add_delta(result.step_bytes, bytes0, _bytes(stats))
+        _add_delta(result.step_seconds, secs0, stats.seconds_by_phase())
+        comm_s = stats.total_seconds() - comm0
+        result.steps_run += 1
+        loss = trainer.reduce_loss(local_loss)
+        if not math.isfinite(loss):  # the same global value on every rank
+            raise HpcgnnError(
+                f"the training loss is {loss} in epoch {number}: training diverged"
+                " (try a smaller --lr)", collective=True,
+            )
+        accs: dict[str, float] = {}
+        if cfg.eval_every and (number % cfg.eval_every == 0 or number == cfg.epochs):
+            with torch.no_grad(), stats.phase("evaluate", kind="epoch"):
+                accs = trainer.evaluate()
+    return EpochRecord(
+        epoch=number, loss=loss, train_acc=accs.get("train_acc"),
+        val_acc=accs.get("val_acc"), time_s=step_s, comm_s=comm_s, new_pages=new_pages,
+        val_loss=accs.get("val_loss"), test_acc=accs.get("test_acc"),
+    )
+
+
 def run_epochs(
     trainer: Trainer,
     cfg: TrainConfig,
@@ -210,21 +255,21 @@ def run_epochs(
     on_epoch
         Called with each epoch's record (e.g. to print progress on rank 0).
     start_epoch, history
-        Resume point and the records of the epochs already run.
+        Resume point (the epochs done) and the records of the epochs already run.
     after_epoch
         Called on every rank as ``after_epoch(epochs_done, result)`` (checkpointing);
         ``result.stopped_after`` is set when early stopping ends the run there.
     before_epoch
-        Called on every rank with the epoch (0-based) before it starts (which epochs the
-        trace records).
+        Called on every rank with the epoch's number (1-based) before it starts (which
+        epochs the trace records).
 
     Notes
     -----
+    ``trainer.step`` takes the 0-based step index, which keys the random streams; records,
+    callbacks, trace spans and messages take the epoch's 1-based number (the index + 1).
     ``EpochRecord.time_s`` is the training step (forward, backward, gradient reduction,
     optimiser), started after a barrier; evaluation is timed separately.
     """
-    world = trainer.world
-    stats = world.stats
     result = TrainResult(epochs=list(history or []))
     result.validation = BestValidation.replay(cfg.early_stopping, result.epochs)
     for epoch in range(start_epoch, cfg.epochs):
@@ -232,43 +277,16 @@ def run_epochs(
             result.stopped_after = epoch
             break
         if before_epoch is not None:
-            before_epoch(epoch)
-        world.barrier()
-        bytes0 = _bytes(stats)
-        secs0 = stats.seconds_by_phase()
-        comm0 = stats.total_seconds()
-        t0, faults0 = stats.clock(), minor_faults()
-        with stats.phase(f"epoch {epoch + 1}", kind="epoch"):
-            local_loss = trainer.step(epoch)
-        step_s = stats.clock() - t0
-        new_pages = minor_faults() - faults0
-        _add_delta(result.step_bytes, bytes0, _bytes(stats))
-        _add_delta(result.step_seconds, secs0, stats.seconds_by_phase())
-        comm_s = stats.total_seconds() - comm0
-        result.steps_run += 1
-        loss = trainer.reduce_loss(local_loss)
-        if not math.isfinite(loss):  # the same global value on every rank
-            raise HpcgnnError(
-                f"the training loss is {loss} in epoch {epoch + 1}: training diverged"
-                " (try a smaller --lr)", collective=True,
-            )
-        accs: dict[str, float] = {}
-        if cfg.eval_every and ((epoch + 1) % cfg.eval_every == 0 or epoch + 1 == cfg.epochs):
-            with torch.no_grad(), stats.phase("evaluate", kind="epoch"):
-                accs = trainer.evaluate()
-        record = EpochRecord(
-            epoch=epoch, loss=loss, train_acc=accs.get("train_acc"),
-            val_acc=accs.get("val_acc"), time_s=step_s, comm_s=comm_s, new_pages=new_pages,
-            val_loss=accs.get("val_loss"), test_acc=accs.get("test_acc"),
-        )
+            before_epoch(epoch + 1)
+        record = _train_epoch(trainer, cfg, epoch, result)
         result.epochs.append(record)
         result.validation.update(record)
-        if result.validation.stop and epoch + 1 < cfg.epochs:
-            result.stopped_after = epoch + 1
+        if result.validation.stop and record.epoch < cfg.epochs:
+            result.stopped_after = record.epoch
         if on_epoch is not None:
             on_epoch(record)
         if after_epoch is not None:
-            after_epoch(epoch + 1, result)
+            after_epoch(record.epoch, result)
         if result.stopped_after is not None:
             break
     with torch.no_grad():

@@ -81,8 +81,9 @@ def build_metrics(
 
 
 #: Version of the metrics document's layout (``run.schema_version``); raised when a key
-#: changes meaning or goes away, not when one is added.
-METRICS_SCHEMA = 1
+#: changes meaning or goes away, not when one is added. 2: ``epochs[].epoch``,
+#: ``best.epoch`` and ``gist.per_round[].round`` count from 1 (0-based in 1).
+METRICS_SCHEMA = 2
 
 
 def run_section() -> dict[str, Any]:
@@ -174,7 +175,7 @@ def validation_lines(result: TrainResult, step_name: str = "epoch") -> list[str]
     best = result.validation.best
     if best is not None:
         out.append(
-            f"best validation | {step_name} {best.epoch + 1} | val loss {best.val_loss:.4f}"
+            f"best validation | {step_name} {best.epoch} | val loss {best.val_loss:.4f}"
             f" acc {best.val_acc:.4f} | test {best.test_acc:.4f}"
         )
     if result.stopped_after is not None:

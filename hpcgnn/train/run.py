@@ -170,7 +170,7 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
                 acc = f" | train {rec.train_acc:.4f} val {rec.val_acc:.4f}"
             share = 100.0 * rec.comm_s / rec.time_s if rec.time_s > 0 else 0.0
             print(
-                f"{mode.step_name} {rec.epoch + 1:5d} | loss {rec.loss:.4f}{acc}"
+                f"{mode.step_name} {rec.epoch:5d} | loss {rec.loss:.4f}{acc}"
                 f" | {rec.time_s * 1e3:9.1f} ms"
                 f" | comm {share:4.1f}%",
                 flush=True,
@@ -197,10 +197,10 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
     grid.stats.reset()
     grid.stats.tracing = bool(opts.trace)
 
-    def trace_window(epoch: int) -> None:
+    def trace_window(number: int) -> None:
         window = opts.trace_epochs
         if opts.trace and window is not None:
-            grid.stats.tracing = window[0] <= epoch + 1 <= window[1]
+            grid.stats.tracing = window[0] <= number <= window[1]
     try:
         result = run_epochs(
             trainer, cfg, progress, start_epoch=start_epoch, history=history,

@@ -96,9 +96,14 @@ def test_resume_gives_identical_parameters(graph_file, shared_tmp, world, model)
         == 0,
     )
     world.mpi.Barrier()
+    manifest = json.loads((ckpt / "checkpoint.json").read_text())  # after epoch 3 of 1..3
+    assert (manifest["epoch"], manifest["arrays_file"]) == (3, "checkpoint-e3.npz")
+    assert [r["epoch"] for r in manifest["history"]] == [1, 2, 3]
     a, b = json.loads(full.read_text()), json.loads(resumed.read_text())
     assert a["params_sha256"] == b["params_sha256"]
     assert [e["loss"] for e in a["epochs"]] == [e["loss"] for e in b["epochs"]]
+    assert [e["epoch"] for e in a["epochs"]] == [e["epoch"] for e in b["epochs"]] == [
+        1, 2, 3, 4, 5, 6]  # the resumed run went on with epoch 4
     other = "gcn" if model == "sage" else "sage"  # the fingerprint holds the model
     rc = main(["train", str(path), *args[:-1], other, "--quiet", "--resume", str(ckpt)])
     assert_all(world, rc == 1)
@@ -349,7 +354,7 @@ def test_metrics_are_strict_json_when_a_split_is_empty(graph_file, shared_tmp, w
     doc = json.loads(out.read_text(), parse_constant=no_constants)
     assert doc["final"]["val_acc"] is None and doc["final"]["train_acc"] is not None
     run = doc["run"]  # what wrote it, where and when
-    assert run["schema_version"] == 1 and run["hpcgnn"] and run["torch"] and run["mpi"]
+    assert run["schema_version"] == 2 and run["hpcgnn"] and run["torch"] and run["mpi"]
     assert run["date"].endswith("+00:00") and run["host"] and isinstance(run["command"], str)
 
 
@@ -377,6 +382,12 @@ def test_the_trace_records_the_epochs_asked_for(graph_file, shared_tmp, world, c
     events = json.loads(trace.read_text())["traceEvents"]
     epochs = {e["name"] for e in events if e.get("name", "").startswith("epoch ")}
     assert epochs == {"epoch 2", "epoch 3"}
+    # every span of the window carries its epoch's 1-based number, the epoch's own too
+    spans = [e for e in events if e.get("ph") == "X"]
+    assert {e["args"]["epoch"] for e in spans} == {2, 3}
+    assert all(e["name"] == f"epoch {e['args']['epoch']}" for e in spans
+               if e["name"].startswith("epoch "))
+    assert {e["args"]["epoch"] for e in spans if e["name"] == "evaluate"} == {2, 3}
     capsys.readouterr()
     for bad in ("3:2", "0:1", "x", ""):
         rc = main(["train", str(path), "--trace", str(trace), "--trace-epochs", bad])
@@ -401,7 +412,7 @@ def test_the_csv_log_follows_the_epochs(graph_file, shared_tmp, world):
     assert_all(world, rc == 0)
     rows = list(csv.DictReader(log.open()))
     epochs = json.loads(metrics.read_text())["epochs"]
-    assert [int(r["epoch"]) for r in rows] == [e["epoch"] for e in epochs] == [0, 1, 2, 3]
+    assert [int(r["epoch"]) for r in rows] == [e["epoch"] for e in epochs] == [1, 2, 3, 4]
     for row, rec in zip(rows, epochs, strict=True):
         assert float(row["loss"]) == rec["loss"]
         assert (row["val_acc"] == "") == (rec["val_acc"] is None)

@@ -38,6 +38,19 @@ def test_report_draws_the_metrics_of_every_mode(tmp_path, capsys):
     index = (rep / "index.md").read_text()
     assert index.count("| fullbatch |") == 2 and "| minibatch |" in index
     assert "## Scaling study: scaling on laptop" in index and "![scaling](scaling.png)" in index
+    for metrics in inputs:  # this hpcgnn's files count from 1, as the curves' x axes
+        doc = json.loads(open(metrics).read())
+        assert [e["epoch"] for e in doc["epochs"]] == [1, 2], metrics
+
+
+def test_the_curves_count_epochs_from_1_in_files_of_every_schema():
+    from hpcgnn.plots.report import epoch_numbers
+
+    zero_based = [{"epoch": 0}, {"epoch": 1}]
+    assert epoch_numbers({"epochs": zero_based}) == [1, 2]  # no ``run``: before schemas
+    assert epoch_numbers({"epochs": zero_based, "run": {"schema_version": 1}}) == [1, 2]
+    one_based = {"epochs": [{"epoch": 1}, {"epoch": 2}], "run": {"schema_version": 2}}
+    assert epoch_numbers(one_based) == [1, 2]
 
 
 @pytest.mark.parametrize("content, words", [

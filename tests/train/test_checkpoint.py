@@ -112,6 +112,30 @@ def test_nothing_left_to_train_is_an_error(graph_file, shared_tmp, world, capsys
 
 
 @pytest.mark.mpi
+def test_a_version_1_checkpoint_resumes_renumbered(graph_file, shared_tmp, world):
+    """Version 1 numbered its history from 0: read as 1-based, and the run goes on bit for bit."""
+    path, ckpt = _checkpoint(graph_file, shared_tmp, world, "version-1")
+
+    def downgrade():
+        manifest = json.loads((ckpt / MANIFEST).read_text())
+        assert manifest["version"] == 2 and [r["epoch"] for r in manifest["history"]] == [1, 2]
+        history = [{**r, "epoch": r["epoch"] - 1} for r in manifest["history"]]
+        (ckpt / MANIFEST).write_text(json.dumps({**manifest, "version": 1, "history": history}))
+
+    on_rank0(world, downgrade)
+    straight, resumed = shared_tmp / "v1-straight.json", shared_tmp / "v1-resumed.json"
+    assert_all(world, main(["train", str(path), *TRAIN, "--epochs", "4",
+                            "--metrics", str(straight)]) == 0)
+    assert_all(world, main(["train", str(path), *TRAIN, "--epochs", "4", "--resume", str(ckpt),
+                            "--metrics", str(resumed)]) == 0)
+    a, b = (json.loads(p.read_text()) for p in (straight, resumed))
+    assert_all(world, a["params_sha256"] == b["params_sha256"])
+    assert [(e["epoch"], e["loss"]) for e in a["epochs"]] == [
+        (e["epoch"], e["loss"]) for e in b["epochs"]]
+    assert [e["epoch"] for e in b["epochs"]] == [1, 2, 3, 4]
+
+
+@pytest.mark.mpi
 def test_a_saved_epoch_out_of_range_is_named(graph_file, shared_tmp, world, capsys):
     path, ckpt = _checkpoint(graph_file, shared_tmp, world, "epochs")
 

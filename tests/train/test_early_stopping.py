@@ -23,16 +23,16 @@ def rec(epoch, val_loss, acc=0.5):
 
 def test_patience_counts_evaluations_without_a_lower_loss():
     t = BestValidation(patience=2)
-    for e, loss in enumerate([1.0, 0.8, 0.9, None, 0.8]):  # None: not evaluated
+    for e, loss in enumerate([1.0, 0.8, 0.9, None, 0.8], start=1):  # None: not evaluated
         t.update(rec(e, loss))
-    assert t.best.epoch == 1 and t.waited == 2 and t.stop  # an equal loss is no progress
-    assert BestValidation.replay(2, [rec(0, 1.0), rec(1, 0.5)]).as_dict()["epoch"] == 1
+    assert t.best.epoch == 2 and t.waited == 2 and t.stop  # an equal loss is no progress
+    assert BestValidation.replay(2, [rec(1, 1.0), rec(2, 0.5)]).as_dict()["epoch"] == 2
     assert not BestValidation(patience=0, waited=10).stop  # 0: never stop
 
 
 def test_a_nan_validation_loss_is_never_best():
     t = BestValidation(patience=3)
-    for e in range(2):
+    for e in (1, 2):
         t.update(rec(e, math.nan))
     assert t.best is None and t.as_dict() is None and t.waited == 2
 
@@ -67,11 +67,12 @@ def test_a_run_stops_where_the_serial_run_stops(graph_file, shared_tmp, world, m
     doc = json.loads(out.read_text())
     stopped = doc["early_stopping"]["stopped_after_epochs"]
     assert_all(world, stopped is not None and len(doc["epochs"]) == stopped < 120, stopped)
-    best = doc["best"]
+    best = doc["best"]  # epochs count from 1
+    assert [e["epoch"] for e in doc["epochs"]] == list(range(1, stopped + 1))
     losses = [e["val_loss"] for e in doc["epochs"]]
-    assert best["val_loss"] == min(losses) and losses.index(min(losses)) == best["epoch"]
-    assert stopped == best["epoch"] + 1 + 4  # four evaluations without a lower loss
-    assert best["test_acc"] == doc["epochs"][best["epoch"]]["test_acc"]
+    assert best["val_loss"] == min(losses) and losses.index(min(losses)) + 1 == best["epoch"]
+    assert stopped == best["epoch"] + 4  # four evaluations without a lower loss
+    assert best["test_acc"] == doc["epochs"][best["epoch"] - 1]["test_acc"]
 
 
 @pytest.mark.mpi

@@ -58,9 +58,9 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="layers: gcn (default), sage (GraphSAGE, mean over in-neighbours plus "
                         "a self term; fullbatch (every --algo), offload and gist) or gin (GIN: "
                         "sum over in-neighbours plus (1 + eps) times the self, then a two-layer "
-                        "MLP; fullbatch, every --algo, and offload) or gat (GAT: attention over "
-                        "the in-neighbours and the self, --heads heads; fullbatch --algo 1d, 1.5d "
-                        "and halo). "
+                        "MLP; fullbatch, every --algo, offload and gist) or gat (GAT: attention "
+                        "over the in-neighbours and the self, --heads heads; fullbatch --algo 1d, "
+                        "1.5d and halo). "
                         "Minibatch: the sampler decides (sage: GraphSAGE, ladies: GCN); a "
                         "contradicting --model is refused")
     m.add_argument("--hidden", type=int, default=16,

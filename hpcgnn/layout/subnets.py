@@ -20,6 +20,7 @@ from typing import TypeVar
 
 import numpy as np
 
+from hpcgnn.kinds import LayerKind
 from hpcgnn.rng import TAG_GIST, stream_key
 
 
@@ -116,6 +117,29 @@ def subnets(
         Subnet(tuple(widths), tuple(per_layer[i][m] for i in range(len(widths))))
         for m in range(groups)
     ]
+
+
+def weight_chain(widths: Sequence[int], kind: LayerKind) -> tuple[list[int], int]:
+    """The widths whose consecutive pairs are the model's weight shapes, and weights per pair.
+
+    GIST shards, splits and exchanges the weights along this chain. GCN: ``widths`` and
+    one; GraphSAGE: ``widths`` and two (``W_self``, ``W_neigh``, of one shape); GIN (an MLP
+    kind): ``f_0, f_1, f_1, f_2, f_2, .., f_L, f_L`` and one, the pairs ``W_1^l`` (``f_{l-1}
+    x f_l``) and ``W_2^l`` (``f_l x f_l``) in the model's order, so both MLP layers split by
+    the layer's groups (:func:`chain_subnet`).
+    """
+    if not kind.mlp:
+        return [int(f) for f in widths], kind.weights_per_layer
+    return [int(widths[0]), *(int(f) for f in widths[1:] for _ in range(2))], 1
+
+
+def chain_subnet(net: Subnet, kind: LayerKind) -> Subnet:
+    """``net`` along :func:`weight_chain`: GIN's ``W_2^l`` keeps layer ``l``'s group twice."""
+    if not kind.mlp:
+        return net
+    chain, _ = weight_chain(net.widths, kind)
+    ids = (net.ids[0], *(i for group in net.ids[1:] for i in (group, group)))
+    return Subnet(tuple(chain), ids)
 
 
 #: What GIST keeps per weight entry: the weight and Adam's two moments.

@@ -25,6 +25,11 @@ GraphSAGE (``cfg.kind.self_weight``): ``Â^T`` is the mean ``D_in^-1 A^T`` and e
 is ``(Â^T H) W_neigh + H W_self``, always in that order: both partial products of a rank
 come from its own rows and are summed before the one reduction, so the traffic is GCN's.
 
+GIN (``cfg.kind.mlp``): the shards follow :func:`~hpcgnn.layout.subnets.weight_chain`, one
+step per weight: ``W_1^l`` as a GCN layer on the sum operator (always ReLU: the MLP's inner
+activation), then ``W_2^l`` as a product without aggregation, reduced like any other
+(the last one all-reduced), so the traffic is that of a GCN of the chain's widths.
+
 GIST with ``--sampler`` evaluates the sampled models as minibatch mode does: the operator
 is the sampler's full-graph one (``D^-1 A^T`` for sage, ``D^-1 (A^T + I)`` for ladies)
 and every layer adds its bias (replicated on every rank, so the traffic is unchanged).
@@ -64,7 +69,8 @@ class ShardedForward:
     cfg
         ``dtype`` (and ``layers``).
     widths
-        Global widths ``f_0 .. f_L``.
+        Global widths ``f_0 .. f_L`` (GIN: the chain of its weights,
+        :func:`~hpcgnn.layout.subnets.weight_chain`).
     offsets
         ``offsets[l]``: row offsets of ``W^{l+1}``'s shards over the ranks (length ``P + 1``).
     sampler
@@ -83,6 +89,7 @@ class ShardedForward:
         offsets: Sequence[np.ndarray], sampler: str | None = None,
     ) -> None:
         self.world, self.widths = world, tuple(int(f) for f in widths)
+        self.mlp = cfg.kind.mlp
         self.offsets = [np.asarray(o, dtype=np.int64) for o in offsets]
         self.dtype = cfg.torch_dtype
         r = world.rank
@@ -121,10 +128,11 @@ class ShardedForward:
             w_self = None
             if self_shards is not None:
                 w_self = self.world.device.from_numpy(np.ascontiguousarray(self_shards[layer]))
+            second = self.mlp and layer % 2 == 1  # GIN's U W_2: no aggregation
             first = w_self is None and transform_first(
-                layer, self.widths[layer], self.widths[layer + 1]
+                layer // 2 if self.mlp else layer, self.widths[layer], self.widths[layer + 1]
             )
-            t = h if first else spmm(self.a_t, h)
+            t = h if first or second else spmm(self.a_t, h)
             if layer == last:
                 z = matmul(t, w, stats)
                 if w_self is not None:
@@ -133,7 +141,7 @@ class ShardedForward:
                 self.world.allreduce(z, EVAL)
             else:
                 z = self._reduce_scatter(t, w, self.offsets[layer + 1], h, w_self)
-            if first:
+            if first and not second:
                 z = spmm(self.a_t, z)
             if biases is not None:
                 b = biases[layer]

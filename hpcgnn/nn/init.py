@@ -7,7 +7,7 @@ import torch
 
 from hpcgnn.backend import Device, get_device
 from hpcgnn.kinds import GCN, LayerKind
-from hpcgnn.layout.order import weight_entries, weight_shapes
+from hpcgnn.layout.order import weight_shapes
 
 
 def glorot_rows(
@@ -19,10 +19,21 @@ def glorot_rows(
     ``seed`` (one 64-bit draw per entry); the stream is advanced to the first entry of the
     block, so a rank can draw its rows of a huge weight without the others'.
     """
-    fin, fout = sizes[layer], sizes[layer + 1]
-    before = weight_entries(sizes[: layer + 1])
+    return glorot_shape_rows(list(zip(sizes[:-1], sizes[1:], strict=True)), seed, layer, lo,
+                             hi, dtype)
+
+
+def glorot_shape_rows(
+    shapes: list[tuple[int, int]], seed: int, index: int, lo: int, hi: int,
+    dtype: np.dtype | type = np.float32,
+) -> np.ndarray:
+    """Rows ``[lo, hi)`` of matrix ``index`` of :func:`glorot_shapes` ``(shapes, seed)``.
+
+    The stream is advanced past the matrices before it and the block's first row.
+    """
+    fin, fout = shapes[index]
     bits = np.random.PCG64(seed)
-    bits.advance(before + lo * fout)
+    bits.advance(sum(a * b for a, b in shapes[:index]) + lo * fout)
     bound = np.sqrt(6.0 / (fin + fout))
     return np.random.Generator(bits).uniform(-bound, bound, size=(hi - lo, fout)).astype(dtype)
 

@@ -57,10 +57,17 @@ from hpcgnn.io.reader import GraphMeta
 from hpcgnn.layout.blocks import even_offsets
 from hpcgnn.layout.order import layer_sizes, weight_shapes
 from hpcgnn.layout.shapes import GridShape
-from hpcgnn.layout.subnets import PARAM_KINDS, Subnet, group_sizes, subnets
+from hpcgnn.layout.subnets import (
+    PARAM_KINDS,
+    Subnet,
+    chain_subnet,
+    group_sizes,
+    subnets,
+    weight_chain,
+)
 from hpcgnn.models.sharded import ShardedForward
 from hpcgnn.nn.gcn import cross_entropy_sum
-from hpcgnn.nn.init import glorot_rows
+from hpcgnn.nn.init import glorot_rows, glorot_shape_rows
 from hpcgnn.train.checkpoint import restore_sharded, save_sharded_checkpoint
 from hpcgnn.train.fullbatch import FullBatchTrainer, global_counts
 from hpcgnn.train.gist_report import gist_report
@@ -150,6 +157,8 @@ class GistTrainer:
         self.index = world.rank // size
         self.roots = [g * size for g in range(m)]
         self.widths = layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, cfg.layers)
+        #: The widths the shards follow and weights per pair (GIN: W_1, W_2 as two steps).
+        self.chain, self.per_chain = weight_chain(self.widths, cfg.kind)
         self.hidden = group_sizes(cfg.hidden, m)
         split = world.mpi.Split(self.index, world.rank)
         try:
@@ -187,25 +196,35 @@ class GistTrainer:
 
         Drawn in chunks of rows (:data:`INIT_CHUNK` entries), so the float64 draw never
         doubles a wide weight's memory. GraphSAGE: ``W_self`` from ``seed``, ``W_neigh``
-        from ``seed + 1`` (:func:`hpcgnn.nn.init.init_weights`).
+        from ``seed + 1``; GIN: ``W_1`` from ``seed``, ``W_2`` from ``seed + 1``'s stream
+        of square matrices (:func:`hpcgnn.nn.init.init_weights`).
         """
-        cfg, widths = self.cfg, self.widths
-        offsets = SubnetShards.offsets_of(widths, self.world.size)
+        cfg, widths, chain = self.cfg, self.widths, self.chain
+        offsets = SubnetShards.offsets_of(chain, self.world.size)
+        squares = [(f, f) for f in widths[1:]]
         r = self.world.rank
+
+        def draw(seed: int, i: int, a: int, b: int) -> np.ndarray:
+            if not cfg.kind.mlp:
+                return glorot_rows(widths, seed, i, a, b, cfg.numpy_dtype)
+            if i % 2 == 0:
+                return glorot_rows(widths, seed, i // 2, a, b, cfg.numpy_dtype)
+            return glorot_shape_rows(squares, seed + 1, i // 2, a, b, cfg.numpy_dtype)
+
         kinds = []
-        for seed in range(cfg.seed, cfg.seed + cfg.weights_per_layer):
+        for seed in range(cfg.seed, cfg.seed + self.per_chain):
             w = []
             for i, off in enumerate(offsets):
                 lo, hi = int(off[r]), int(off[r + 1])
-                rows = np.empty((hi - lo, widths[i + 1]), dtype=cfg.numpy_dtype)
-                step = max(1, INIT_CHUNK // max(1, widths[i + 1]))
+                rows = np.empty((hi - lo, chain[i + 1]), dtype=cfg.numpy_dtype)
+                step = max(1, INIT_CHUNK // max(1, chain[i + 1]))
                 for a in range(lo, hi, step):
                     b = min(hi, a + step)
-                    rows[a - lo : b - lo] = glorot_rows(widths, seed, i, a, b, cfg.numpy_dtype)
+                    rows[a - lo : b - lo] = draw(seed, i, a, b)
                 w.append(rows)
             kinds.append(w)
         moments = [[np.zeros_like(a) for a in w] for _ in PARAM_KINDS[1:] for w in kinds]
-        return SubnetShards(self.world, widths, [*kinds, *moments])
+        return SubnetShards(self.world, chain, [*kinds, *moments])
 
     @property
     def weights(self) -> list[torch.Tensor]:
@@ -279,8 +298,9 @@ class GistTrainer:
         # 1. every hidden dimension split at random into M disjoint groups
         nets = subnets(cfg.seed, epoch, self.widths, m)
         net, group = nets[self.index], self.group_grid.world
+        chained = [chain_subnet(n, cfg.kind) for n in nets]  # GIN: W_2 by the same groups
         # 2. the owners of the global rows send each sub-model to its group
-        sub = self.shards.scatter(nets, self.roots, group, self.index)
+        sub = self.shards.scatter(chained, self.roots, group, self.index)
         bias = None if self.biases is None else self.biases.select(net)
         order, dev = self.shards.order, self.group_grid.device
         buffers = [  # weights, exp_avg, exp_avg_sq in the model's order, trained in place
@@ -299,22 +319,22 @@ class GistTrainer:
                 np.copyto(buf, dev.to_host(t))
         del trained
         # 4. the roots send the trained sub-models back to the owners
-        flat = self.shards.pack_trained(nets, self.roots, sub if group.rank == 0 else None)
+        flat = self.shards.pack_trained(chained, self.roots, sub if group.rank == 0 else None)
         del sub, buffers
-        self.shards.write_back(nets, self.roots, flat)
+        self.shards.write_back(chained, self.roots, flat)
         del flat
         if self.biases is not None:
             self.biases.write_back(m, net, bias if group.rank == 0 else None)
         self.steps_done += k
-        self._account(nets, before)
+        self._account(chained, before)
         return share
 
     def _account(self, nets: list[Subnet], before: dict[str, float]) -> None:
-        """The round's predicted and measured sub-model bytes."""
+        """The round's predicted and measured sub-model bytes (``nets`` along the chain)."""
         cfg = self.cfg
         predicted = round_bytes(
             nets, self.shards.offsets, self.roots, self.group_size, cfg.itemsize,
-            cfg.weights_per_layer,
+            self.per_chain,
         )
         if self.biases is not None:
             predicted[BIAS] = bias_bytes(self.widths, self.world.size, cfg.itemsize)
@@ -330,7 +350,7 @@ class GistTrainer:
         """Logits of every vertex from the row shards, model-parallel (collective)."""
         if self._forward is None:
             self._forward = ShardedForward(
-                self.meta.path, self.world, self.cfg, self.widths, self.shards.offsets,
+                self.meta.path, self.world, self.cfg, self.chain, self.shards.offsets,
                 self.sampler,
             )
         shards = self.shards.shards

@@ -57,11 +57,10 @@ def gist_report(
     sub_measured = sum(measured.get(c, 0.0) for c in cats)
     sub_predicted = sum(predicted[c] for c in cats)
     dp = data_parallel_bytes(
-        t.widths, world.size, cfg.itemsize, k, cfg.weights_per_layer,
-        biases=t.biases is not None,
+        t.chain, world.size, cfg.itemsize, k, t.per_chain, biases=t.biases is not None,
     )
     evals = world.allreduce_scalar(float(sum(t.eval_measured)))
-    eval_predicted = eval_bytes(t.widths, t.meta.num_nodes, world.size, cfg.itemsize)
+    eval_predicted = eval_bytes(t.chain, t.meta.num_nodes, world.size, cfg.itemsize)
     peaks = [int(v) for v in world.allgather_obj(peak_rss_bytes())]
     starts = [int(v) for v in world.allgather_obj(t.memory_at_start)]
     section: dict[str, Any] = {
@@ -69,7 +68,7 @@ def gist_report(
         "local_iters": k, "group_size": t.group_size,
         "group_grid": str(t.group_grid.shape),
         "hidden": cfg.hidden, "subnet_hidden": t.hidden,
-        "full_model_bytes": weight_entries(t.widths) * cfg.weights_per_layer * cfg.itemsize,
+        "full_model_bytes": weight_entries(t.chain) * t.per_chain * cfg.itemsize,
         "submodel_bytes_per_round": {"measured": sub_measured, "predicted": sub_predicted},
         "data_parallel_allreduce_bytes_per_round": dp,
         "eval_bytes_per_evaluation": {

@@ -95,6 +95,8 @@ def test_every_source_compiles_and_has_its_kernels(tmp_path):
             assert name in entries, (src.name, name)
         templates = NAME_EXPRESSIONS.get(src.name, ())
         for name in {t.split("<")[0] for t in templates}:
-            assert sum(name in e for e in entries) == sum(
+            mangled = f"{len(name)}{name}I"  # the name as Itanium mangling spells it (edge_softmax
+            # is no match for edge_softmax_backward's entries)
+            assert sum(mangled in e for e in entries) == sum(
                 t.startswith(name + "<") for t in templates
             ), (src.name, name)

@@ -87,3 +87,31 @@ def test_sage_logits_from_the_shards_equal_the_serial_model(
     err = float((got - want).abs().max() / max(1.0, float(want.abs().max())))
     assert_all(world, err < 1e-11, f"rank {world.rank}: logits differ by {err:.3g} (relative)")
     assert sent == pytest.approx(eval_bytes(widths, n, world.size, cfg.itemsize), rel=1e-12)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize(("features", "layers"), [(6, 3), (40, 2)])
+def test_gin_logits_from_the_shards_equal_the_serial_model(
+    graph_file, world, device, features, layers
+):
+    """GIN's shards follow the chain of its weights (W_1^l, W_2^l), one product each."""
+    from hpcgnn.layout.subnets import weight_chain
+
+    n = 31
+    path = graph_file(n=n, features=features, directed=True, avg_degree=1.5, seed=12)
+    cfg = TrainConfig(layers=layers, hidden=8, dtype="float64", seed=3, model="gin",
+                      gin_eps=0.5)
+    chain, per = weight_chain(layer_sizes(features, 8, 3, layers), cfg.kind)
+    assert per == 1 and len(chain) == 2 * layers + 1
+    rng = np.random.default_rng(7)
+    full = [rng.normal(size=shape) / 3 for shape in zip(chain[:-1], chain[1:], strict=True)]
+    offsets = SubnetShards.offsets_of(chain, world.size)
+    with device_world(device) as comm:
+        fwd = ShardedForward(path, comm, cfg, chain, offsets)
+        before = _eval_bytes(comm)
+        got = torch.from_numpy(device.to_host(fwd.logits(_shards(full, offsets, comm.rank))))
+        sent = comm.allreduce_scalar(_eval_bytes(comm) - before)
+    want = SerialGCN(path, cfg, weights=[torch.from_numpy(w) for w in full]).logits(None)
+    err = float((got - want).abs().max() / max(1.0, float(want.abs().max())))
+    assert_all(world, err < 1e-11, f"rank {world.rank}: logits differ by {err:.3g} (relative)")
+    assert sent == pytest.approx(eval_bytes(chain, n, world.size, cfg.itemsize), rel=1e-12)

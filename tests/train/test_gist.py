@@ -25,7 +25,7 @@ def _train(world, path, metrics, *flags, base=BASE):
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("model", ["gcn", "sage"])
+@pytest.mark.parametrize("model", ["gcn", "sage", "gin"])
 @pytest.mark.parametrize("algo", ["1d", "2d"])
 def test_one_subnet_one_iteration_is_full_batch_training_step_for_step(
     graph_file, shared_tmp, world, algo, model
@@ -45,7 +45,7 @@ def _subnets(size):
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("model", ["gcn", "sage"])
+@pytest.mark.parametrize("model", ["gcn", "sage", "gin"])
 def test_a_round_with_learning_rate_zero_changes_nothing(graph_file, shared_tmp, world, model):
     path = graph_file(n=50, seed=5)
     m = _subnets(world.size)
@@ -57,7 +57,7 @@ def test_a_round_with_learning_rate_zero_changes_nothing(graph_file, shared_tmp,
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("model", ["gcn", "sage"])
+@pytest.mark.parametrize("model", ["gcn", "sage", "gin"])
 def test_sub_model_traffic_equals_the_cost_model_every_round(
     graph_file, shared_tmp, world, model
 ):

@@ -19,6 +19,7 @@ from hpcgnn.errors import ConfigError, HpcgnnError
 from hpcgnn.io.reader import GraphMeta
 from hpcgnn.layout.order import layer_sizes
 from hpcgnn.layout.shapes import GridShape, choose_shape
+from hpcgnn.layout.subnets import weight_chain
 from hpcgnn.train.gist import GistOptions, GistTrainer, GroupTrainer, check_gist
 from hpcgnn.train.modes.base import Estimate, Mode, Setup, flag, given, refuse_others
 from hpcgnn.train.modes.fullbatch import FullBatchMode
@@ -141,9 +142,10 @@ class GistMode(Mode[GistTrainer]):
         group_shape = self.group_shape(ranks)
         widths = layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, cfg.layers)
         sub = layer_sizes(meta.num_features, sub_cfg.hidden, meta.num_classes, cfg.layers)
+        chain, per = weight_chain(widths, cfg.kind)  # GIN: W_1, W_2 as two steps
         extra = memory_bytes(
-            widths, sub, meta.num_nodes, meta.num_edges, ranks, cfg.itemsize,
-            cfg.weights_per_layer,
+            chain, weight_chain(sub, cfg.kind)[0], meta.num_nodes, meta.num_edges, ranks,
+            cfg.itemsize, per,
         )
         group = self.group.memory(sub_cfg, meta, group_shape).bytes
         return Estimate(group_shape, f"{sub_cfg.hidden} of {cfg.hidden}", group + extra)

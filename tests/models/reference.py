@@ -106,3 +106,21 @@ def metis_graph(graph_file, shared_tmp, world, name="g.h5", **kwargs):
     assert_all(world, rc == 0, "partition failed")
     world.mpi.Barrier()
     return dst
+
+
+def block_row_every_grid(path, cfg: TrainConfig, world: Comm, device, kinds=("1.5d",)) -> None:
+    """On every grid of ``kinds`` at this rank count, the block-row model equals the serial
+    run and measures the bytes its cost model predicts."""
+    from mpi4py import MPI
+
+    from hpcgnn.grid import ProcessGrid
+    from hpcgnn.layout.shapes import admissible_shapes
+    from hpcgnn.models.block_row import BlockRowGCN
+
+    for kind in kinds:
+        for shape in admissible_shapes(kind, world.size):
+            with ProcessGrid(MPI.COMM_WORLD, shape, device=device) as grid:
+                res, _ = compare_with_serial(
+                    lambda g=grid: BlockRowGCN.read(path, g, cfg), path, cfg, world
+                )
+                check_cost_model(kind, res, problem_of(path, cfg), grid.shape, world)

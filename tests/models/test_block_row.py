@@ -3,9 +3,14 @@ from mpi4py import MPI
 
 from hpcgnn.config import TrainConfig
 from hpcgnn.grid import ProcessGrid
-from hpcgnn.layout.shapes import admissible_shapes
 from hpcgnn.models.block_row import BlockRowGCN
-from tests.models.reference import KINDS, check_cost_model, compare_with_serial, problem_of
+from tests.models.reference import (
+    KINDS,
+    block_row_every_grid,
+    check_cost_model,
+    compare_with_serial,
+    problem_of,
+)
 
 
 @pytest.mark.mpi
@@ -24,12 +29,7 @@ def test_1d_matches_serial_and_cost_model(graph_file, world, device, directed, d
 def test_1p5d_every_replication_matches_serial(graph_file, world, device, directed):
     path = graph_file(n=53, directed=directed, seed=5, features=4, classes=3)
     cfg = TrainConfig(layers=3, hidden=5, dropout=0.2, dtype="float64", seed=3)
-    for shape in admissible_shapes("1.5d", world.size):
-        with ProcessGrid(MPI.COMM_WORLD, shape, device=device) as grid:
-            res, _ = compare_with_serial(
-                lambda g=grid: BlockRowGCN.read(path, g, cfg), path, cfg, world
-            )
-            check_cost_model("1.5d", res, problem_of(path, cfg), grid.shape, world)
+    block_row_every_grid(path, cfg, world, device)
 
 
 @pytest.mark.mpi
@@ -40,10 +40,4 @@ def test_kind_every_block_row_grid_matches_serial_and_cost_model(
 ):
     path = graph_file(n=47, avg_degree=2.0, directed=directed, seed=9, features=6, classes=3)
     cfg = TrainConfig(layers=3, hidden=5, dropout=0.3, dtype="float64", seed=4, **KINDS[model])
-    for kind in ("1d", "1.5d"):
-        for shape in admissible_shapes(kind, world.size):
-            with ProcessGrid(MPI.COMM_WORLD, shape, device=device) as grid:
-                res, _ = compare_with_serial(
-                    lambda g=grid: BlockRowGCN.read(path, g, cfg), path, cfg, world
-                )
-                check_cost_model(kind, res, problem_of(path, cfg), grid.shape, world)
+    block_row_every_grid(path, cfg, world, device, ("1d", "1.5d"))

@@ -8,11 +8,15 @@ from mpi4py import MPI
 
 from hpcgnn.config import TrainConfig
 from hpcgnn.grid import ProcessGrid
-from hpcgnn.layout.shapes import admissible_shapes
 from hpcgnn.models.block_row import BlockRowGCN
-from hpcgnn.models.halo import HaloGCN
-from tests.models.reference import check_cost_model, compare_with_serial, metis_graph, problem_of
-from tests.models.test_halo import check_halo_cost
+from tests.models.reference import (
+    block_row_every_grid,
+    check_cost_model,
+    compare_with_serial,
+    metis_graph,
+    problem_of,
+)
+from tests.models.test_halo import halo_against_serial
 
 #: Heads of the hidden and the last layers, attention dropout.
 SETTINGS = {
@@ -45,13 +49,7 @@ def test_gat_1d_matches_serial_and_cost_model(graph_file, world, device, directe
 def test_gat_every_1p5d_grid_matches_serial_and_cost_model(graph_file, world, device,
                                                            directed, setting):
     path = graph_file(n=47, avg_degree=2.0, directed=directed, seed=9, features=6, classes=3)
-    cfg = gat_config(setting)
-    for shape in admissible_shapes("1.5d", world.size):
-        with ProcessGrid(MPI.COMM_WORLD, shape, device=device) as grid:
-            res, _ = compare_with_serial(
-                lambda g=grid: BlockRowGCN.read(path, g, cfg), path, cfg, world
-            )
-            check_cost_model("1.5d", res, problem_of(path, cfg), grid.shape, world)
+    block_row_every_grid(path, gat_config(setting), world, device)
 
 
 @pytest.mark.mpi
@@ -62,14 +60,4 @@ def test_gat_halo_matches_serial_and_cost_model(graph_file, shared_tmp, world, d
                                                 exchange, directed, setting):
     path = metis_graph(graph_file, shared_tmp, world, n=53, directed=directed, seed=2,
                        features=9, classes=3)
-    cfg = gat_config(setting)
-    with ProcessGrid.create(MPI.COMM_WORLD, "1d", device=device) as grid:
-        models = []
-
-        def make():
-            models.append(HaloGCN.read(path, grid, cfg, exchange=exchange))
-            return models[-1]
-
-        res, _ = compare_with_serial(make, path, cfg, world)
-        if exchange == "p2p":
-            check_halo_cost(res, models[-1], path, cfg, grid, world, backward="push")
+    halo_against_serial(path, gat_config(setting), world, device, exchange, backward="push")

@@ -61,8 +61,8 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                         "MLP; fullbatch, every --algo, offload and gist) or gat (GAT: attention "
                         "over the in-neighbours and the self, --heads heads; fullbatch --algo 1d, "
                         "1.5d and halo). "
-                        "Minibatch: the sampler decides (sage: GraphSAGE, ladies: GCN); a "
-                        "contradicting --model is refused")
+                        "Minibatch: the sampler's layers (sage: GraphSAGE, or gin / gat on its "
+                        "node-wise blocks; ladies: GCN); another --model is refused")
     m.add_argument("--hidden", type=int, default=16,
                    help="width of the hidden layers (default: 16)")
     m.add_argument("--gin-eps", type=float, default=0.0,

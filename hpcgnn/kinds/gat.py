@@ -19,6 +19,6 @@ GAT = LayerKind(
     self_weight=False,
     mean=False,
     self_loops=True,
-    modes=frozenset({"1d", "1.5d", "halo"}),
+    modes=frozenset({"1d", "1.5d", "halo", "minibatch"}),
     attention=True,
 )

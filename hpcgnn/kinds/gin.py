@@ -13,7 +13,7 @@ GIN = LayerKind(
     self_weight=False,
     mean=False,
     self_loops=True,
-    modes=frozenset({"1d", "1.5d", "2d", "3d", "halo", "offload", "gist"}),
+    modes=frozenset({"1d", "1.5d", "2d", "3d", "halo", "offload", "gist", "minibatch"}),
     summed=True,
     mlp=True,
 )

@@ -1,9 +1,13 @@
-"""The sampled models of ``--mode minibatch``: GraphSAGE (mean) and LADIES, parameters replicated.
+"""The sampled models of ``--mode minibatch``: GraphSAGE (mean), LADIES, GIN and GAT.
 
-Hop ``L-1`` of a sampled batch is applied first. Evaluation is full-graph, layer by
-layer, with the operator the sampled one estimates (the full-neighbourhood mean
-``D^{-1} A^T`` for sage, ``D^{-1}(A^T + I)`` for ladies) distributed 1.5D by CAGNET's
-staged broadcast SpMM (:class:`~hpcgnn.spmm.block_row.BlockRowAggregation`, forward only).
+Parameters are replicated. Hop ``L-1`` of a sampled batch is applied first. Evaluation is
+full-graph, layer by layer, with the operator the sampled one estimates (the
+full-neighbourhood mean ``D^{-1} A^T`` for sage, ``D^{-1}(A^T + I)`` for ladies, GIN's sum
+``A^T + (1 + eps) I``) distributed 1.5D by CAGNET's staged broadcast SpMM
+(:class:`~hpcgnn.spmm.block_row.BlockRowAggregation`, forward only), or for GAT over all
+of every vertex's in-edges (the 1D / 1.5D neighbourhoods of :mod:`hpcgnn.spmm.block_row`).
+GIN and GAT read the node-wise sampler's blocks: the sum, or the attention, over a seed's
+sampled in-neighbours and itself (the seeds lead a block's input rows).
 """
 
 from __future__ import annotations
@@ -13,18 +17,23 @@ from dataclasses import dataclass
 from functools import partial
 
 import numpy as np
+import scipy.sparse as sp
 import torch
 
 from hpcgnn.backend import Device
+from hpcgnn.graph.normalize import sum_block
+from hpcgnn.kernels.attention import edge_pattern
 from hpcgnn.kernels.dropout import global_columns, keep_pairs, rows_keep
+from hpcgnn.kernels.gemm import matmul
 from hpcgnn.kernels.sparse_input import SparseFeatures, as_dense
 from hpcgnn.kernels.spmm import sparse_matmul
 from hpcgnn.kinds import LayerKind
+from hpcgnn.nn.gat import AttentionDrop, LocalNeighbourhood, Neighbourhood, gat_layer
 from hpcgnn.nn.gcn import Input, dropout
 from hpcgnn.nn.init import init_weights
-from hpcgnn.nn.sampled import Agg, ladies_layer, sage_layer
+from hpcgnn.nn.sampled import Agg, gin_layer, ladies_layer, sage_layer
 from hpcgnn.rng import dropout_key
-from hpcgnn.sampling.sampled import SampledBatch
+from hpcgnn.sampling.sampled import SampledBatch, SampledHop
 
 
 @dataclass(frozen=True)
@@ -82,27 +91,39 @@ def sampled_weights(
     return out
 
 
+#: What a layer reads its input rows through: an aggregation ``H -> S H`` or GAT's edges.
+Reader = Agg | Neighbourhood
+
+
 class MinibatchModel:
-    """GraphSAGE (mean) or LADIES GCN on sampled batches.
+    """GraphSAGE (mean), LADIES GCN, GIN or GAT layers on sampled batches.
 
     Parameters
     ----------
     kind
-        The layers the sampler trains (:attr:`hpcgnn.sampling.samplers.Sampler.kind`):
-        GraphSAGE's with a self weight, else LADIES' GCN layers.
+        The layers (``cfg.kind``): GraphSAGE's with a self weight, GIN's (an MLP kind),
+        GAT's (attention), else LADIES' GCN layers.
     widths
         Layer widths ``f_0 .. f_L``.
     weights
-        Per layer ``W_self, W_neigh, b`` (sage) or ``W, b`` (ladies); see
+        Per layer the kind's weights and a bias: ``W_self, W_neigh, b`` (sage), ``W, b``
+        (ladies), ``W_1, W_2, b`` (gin), ``W, a_src, a_dst, b`` (gat); see
         :func:`sampled_weights`.
+    attention_p
+        GAT's drop probability of the attention coefficients while training.
     """
 
-    def __init__(self, kind: LayerKind, widths: list[int], weights: list[torch.Tensor]) -> None:
+    def __init__(self, kind: LayerKind, widths: list[int], weights: list[torch.Tensor],
+                 attention_p: float = 0.0) -> None:
         self.kind = kind
         self.layers = len(widths) - 1
         self.weights = weights
+        self.attention_p = attention_p
 
-    def _layer(self, layer: int, agg: Agg, h: Input, seeds: int | None = None) -> torch.Tensor:
+    def _layer(
+        self, layer: int, read: Reader, h: Input, seeds: int | None = None,
+        drop: AttentionDrop | None = None,
+    ) -> torch.Tensor:
         """Layer ``layer`` on the input rows ``h``: the first ``seeds`` rows' outputs.
 
         ``seeds`` ``None``: every row's (evaluation). A self weight multiplies those rows.
@@ -110,12 +131,19 @@ class MinibatchModel:
         per = self.kind.weights_per_layer + 1  # and a bias
         params = self.weights[per * layer : per * (layer + 1)]
         last = layer == self.layers - 1
+        if self.kind.attention:  # the reader is its edges (:meth:`_reader`)
+            assert not callable(read)
+            w, a_src, a_dst, b = params
+            return gat_layer(h, w, a_src, a_dst, layer, last, read, matmul, drop, bias=b)
+        assert callable(read)
+        if self.kind.mlp:
+            return gin_layer(h, read, params, last)
         if self.kind.self_weight:
             h_self = h if seeds is None else (
                 h.head(seeds) if isinstance(h, SparseFeatures) else h[:seeds]
             )
-            return sage_layer(h_self, h, agg, params, last)
-        return ladies_layer(h, agg, params, last)
+            return sage_layer(h_self, h, read, params, last)
+        return ladies_layer(h, read, params, last)
 
     def forward_batch(
         self, batch: SampledBatch, x: Input, p: float, keep: BatchMasks | None,
@@ -126,19 +154,34 @@ class MinibatchModel:
         then dropout acts on its nonzeros, with the dense mask's decisions.
         """
         h: Input = x
+        drop = None
+        if keep is not None and self.attention_p > 0.0:
+            drop = AttentionDrop(self.attention_p, keep.seed, keep.epoch, keep.batch)
         for layer in range(self.layers):
             hop = batch.hops[self.layers - 1 - layer]
-            dtype = np.float32 if h.dtype == torch.float32 else np.float64
             if keep is not None and p > 0.0:
                 h = _dropout(h, keep, layer, hop.cols, p)
-            h = self._layer(layer, partial(sparse_matmul, hop.matrix(dtype)), h, len(hop.rows))
+            h = self._layer(layer, self._reader(hop, h), h, len(hop.rows), drop)
         return as_dense(h)
 
-    def forward_full(self, x: Input, op: Agg) -> torch.Tensor:
+    def _reader(self, hop: SampledHop, h: Input) -> Reader:
+        """How the layer reads the hop's block: its matrix, GIN's sum, GAT's edges."""
+        dtype = np.float32 if h.dtype == torch.float32 else np.float64
+        if not (self.kind.mlp or self.kind.attention):
+            return partial(sparse_matmul, hop.matrix(dtype))
+        ones = sp.csr_matrix((np.ones(hop.nnz, dtype), hop.indices, hop.indptr),
+                             shape=(len(hop.rows), len(hop.cols)))
+        block = sum_block(ones, 0, 1.0 + self.kind.eps, dtype)  # the seeds lead the columns
+        if self.kind.mlp:
+            return partial(sparse_matmul, block)
+        device = h.nz_rows.device if isinstance(h, SparseFeatures) else h.device
+        return LocalNeighbourhood(edge_pattern(block, hop.rows, hop.cols, device, h.dtype))
+
+    def forward_full(self, x: Input, op: Reader) -> torch.Tensor:
         """This process row's block of the full-graph logits (evaluation, no dropout).
 
         ``op``: ``H -> E H`` on this process row's block (the forward of a
-        :class:`~hpcgnn.spmm.block_row.BlockRowAggregation`).
+        :class:`~hpcgnn.spmm.block_row.BlockRowAggregation`), or GAT's neighbourhood of it.
         """
         h: Input = x
         for layer in range(self.layers):

@@ -102,15 +102,21 @@ class _Gather(torch.autograd.Function):
 
 @dataclass(frozen=True)
 class AttentionDrop:
-    """The attention dropout of one step: drop probability and stream key per layer."""
+    """The attention dropout of one step: drop probability and stream key per layer.
+
+    Full-batch steps are keyed ``(seed, epoch, layer)``, a minibatch's ``(seed, epoch,
+    batch, layer)``.
+    """
 
     p: float
     seed: int
     epoch: int
+    batch: int | None = None
 
     def keep(self, layer: int, pattern: EdgePattern, heads: int) -> torch.Tensor:
         """Keep decisions ``E x K`` of the pattern's edges, keyed by global ``(i, j, k)``."""
-        key = stream_key(self.seed, TAG_ATTENTION, self.epoch, layer)
+        step = (self.epoch,) if self.batch is None else (self.epoch, self.batch)
+        key = stream_key(self.seed, TAG_ATTENTION, *step, layer)
         rows = pattern.at_rows(pattern.row_ids)
         cols = pattern.at_cols(pattern.col_ids)
         k = torch.arange(heads, dtype=torch.int64, device=cols.device)
@@ -162,14 +168,16 @@ def gat_layer(
     h: torch.Tensor | SparseFeatures, w: torch.Tensor, a_src: torch.Tensor,
     a_dst: torch.Tensor, layer: int, last: bool, nbh: Neighbourhood, dense: Dense,
     drop: AttentionDrop | None,
-    stats: CommStats | None = None,
+    stats: CommStats | None = None, bias: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """One GAT layer on this rank's rows (no input dropout; see :func:`hpcgnn.nn.gcn.dropout`).
 
     Parameters
     ----------
     h
-        This rank's rows of the layer input.
+        This rank's rows of the layer input. The edges' destinations are its first
+        ``nbh.pattern.shape[0]`` rows (all of them in full-batch layouts; a sampled block's
+        seeds, which lead its input rows).
     w, a_src, a_dst
         ``W`` (``f_in x K f'``) and the score vectors (``K x f'``).
     layer, last
@@ -183,17 +191,20 @@ def gat_layer(
         The step's attention dropout, or ``None`` (evaluation, or probability 0).
     stats
         Where the gathers' trace spans are tagged with the layer.
+    bias
+        Added to the output before the activation (the sampled models' layers have one).
     """
     heads, width = a_src.shape
     z = dense(h, w).view(-1, heads, width)
     s_src = (z * a_src).sum(dim=2)
-    s_dst = (z * a_dst).sum(dim=2)
+    s_dst = (z[: nbh.pattern.shape[0]] * a_dst).sum(dim=2)
     rows = _Gather.apply(torch.cat([z.reshape(-1, heads * width), s_src], dim=1), nbh, stats,
                          layer)
     z_all = rows[:, : heads * width].view(-1, heads, width)
     keep = None if drop is None else drop.keep(layer, nbh.pattern, heads)
     p = 0.0 if drop is None else drop.p
     out = _Attend.apply(z_all, s_dst, rows[:, heads * width :], nbh, keep, p)
-    if last:
-        return out.mean(dim=1)
-    return torch.nn.functional.elu(out.reshape(-1, heads * width))
+    out = out.mean(dim=1) if last else out.reshape(-1, heads * width)
+    if bias is not None:
+        out = out + bias
+    return out if last else torch.nn.functional.elu(out)

@@ -2,7 +2,11 @@
 
 - GraphSAGE with the mean aggregator:
   ``h_v' = act(W_self^T h_v + W_neigh^T mean_{u in N_s(v)} h_u + b)``;
-- LADIES' GCN layer: ``H' = act(Â_s H W + b)`` with ``Â_s`` the sampled, rescaled block.
+- LADIES' GCN layer: ``H' = act(Â_s H W + b)`` with ``Â_s`` the sampled, rescaled block;
+- GIN on a node-wise block: ``h_v' = act(ReLU(((1 + eps) h_v + sum_{u in N_s(v)} h_u) W_1)
+  W_2 + b)``, the sum and the self term one operator (as full-batch GIN's);
+- GAT on a node-wise block: :func:`hpcgnn.nn.gat.gat_layer` over the sampled in-edges and
+  the self loop, with a bias.
 
 ``act`` is ReLU except on the last layer (:func:`hpcgnn.nn.gcn.activate`); ``agg`` is the
 layer's aggregation (a sampled hop matrix, or the full-graph operator in evaluation).
@@ -32,6 +36,17 @@ def sage_layer(
     w_self, w_neigh, b = params
     neigh = agg(matmul(h, w_neigh)) if isinstance(h, SparseFeatures) else agg(h) @ w_neigh
     return activate(matmul(h_self, w_self) + neigh + b, last)
+
+
+def gin_layer(h: Input, agg: Agg, params: list[torch.Tensor], last: bool) -> torch.Tensor:
+    """GIN ``act(ReLU(agg(h) W_1) W_2 + b)``; params ``W_1, W_2, b``.
+
+    ``agg``: the sampled sum with ``1 + eps`` on the seeds' own columns. Sparse input
+    features: ``agg(h W_1)``, the product associated the other way.
+    """
+    w_1, w_2, b = params
+    u = agg(matmul(h, w_1)) if isinstance(h, SparseFeatures) else agg(h) @ w_1
+    return activate(torch.relu(u) @ w_2 + b, last)
 
 
 def ladies_layer(h: Input, agg: Agg, params: list[torch.Tensor], last: bool) -> torch.Tensor:

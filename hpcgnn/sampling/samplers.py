@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hpcgnn.errors import ConfigError
-from hpcgnn.kinds import GCN, SAGE, LayerKind, layer_kind
+from hpcgnn.kinds import GAT, GCN, GIN, SAGE, LayerKind, layer_kind
 from hpcgnn.rng import TAG_LADIES, TAG_SAGE
 
 
@@ -23,7 +23,11 @@ class Sampler:
     name
         The ``--sampler`` choice (the metrics' ``sampling.sampler``).
     kind
-        The layer kind its samples train.
+        The layer kind its samples train by default (and what ``S`` is drawn for).
+    others
+        The other kinds its samples can train (``--model``): a node-wise block serves any
+        layer that reads a vertex's sampled in-neighbours and itself (GIN's sum, GAT's
+        attention); LADIES' rescaled layer-wise matrix is GCN's alone.
     node_wise
         Per-vertex fan-outs (``--fanout``, GraphSAGE) rather than per-layer vertex sets
         drawn by importance (``--layer-size``, LADIES).
@@ -38,6 +42,7 @@ class Sampler:
     node_wise: bool
     row_normalised: bool
     tag: int
+    others: frozenset[str] = frozenset()
 
     @property
     def self_loops(self) -> bool:
@@ -50,7 +55,8 @@ class Sampler:
 
 #: GraphSAGE's node-wise sampler, named after the layers it trains: ``S = A^T``.
 NODE_WISE = Sampler(
-    name=SAGE.name, kind=SAGE, node_wise=True, row_normalised=False, tag=TAG_SAGE
+    name=SAGE.name, kind=SAGE, node_wise=True, row_normalised=False, tag=TAG_SAGE,
+    others=frozenset({GIN.name, GAT.name}),
 )
 #: LADIES' layer-wise importance sampler of GCN layers: ``S = D^-1 (A^T + I)``.
 LAYER_WISE = Sampler(
@@ -70,16 +76,21 @@ def sampler_named(name: str) -> Sampler:
 
 
 def resolve_model(model: str | None, sampler: str) -> str:
-    """The layer kind a minibatch run trains: the sampler's; a contradicting ``model`` is refused.
+    """The layer kind a minibatch run trains: ``model``, else the sampler's own.
 
-    ``model``: ``--model`` if given.
+    ``model`` (``--model`` if given) must be a kind the sampler's samples train
+    (:attr:`Sampler.kind` or :attr:`Sampler.others`); another is refused in one line.
     """
-    implied = sampler_named(sampler).kind.name
-    if model is not None and layer_kind(model).name != implied:
-        others = [s.name for s in SAMPLERS.values() if s.kind.name == model]
-        hint = f"; use --sampler {others[0]} for {model}" if others else ""
-        raise ConfigError(
-            f"--model {model} does not exist with --sampler {sampler} (it trains {implied}"
-            f" layers){hint}"
-        )
-    return implied
+    method = sampler_named(sampler)
+    implied = method.kind.name
+    if model is None or layer_kind(model).name == implied:
+        return implied
+    if model in method.others:
+        return model
+    others = [s.name for s in SAMPLERS.values() if model in (s.kind.name, *s.others)]
+    hint = f"; use --sampler {others[0]} for {model}" if others else ""
+    trains = ", ".join([implied, *sorted(method.others)])
+    raise ConfigError(
+        f"--model {model} does not exist with --sampler {sampler} (it trains {trains}"
+        f" layers){hint}"
+    )

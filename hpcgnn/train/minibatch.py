@@ -40,6 +40,7 @@ from hpcgnn.cost.minibatch import (
     charge_gradients,
     seconds,
 )
+from hpcgnn.graph.normalize import sum_block
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.io.reader import GraphFile
 from hpcgnn.kernels.sparse_input import SparseFeatures, dense
@@ -47,7 +48,7 @@ from hpcgnn.layout.blocks import owner_of
 from hpcgnn.layout.order import layer_sizes
 from hpcgnn.layout.subnets import Subnet
 from hpcgnn.models.base import allreduce_gradients
-from hpcgnn.models.minibatch import BatchMasks, MinibatchModel, sampled_weights
+from hpcgnn.models.minibatch import BatchMasks, MinibatchModel, Reader, sampled_weights
 from hpcgnn.models.share import input_features, read_vertex_arrays
 from hpcgnn.nn.gcn import cross_entropy_sum
 from hpcgnn.nn.optim import make_optimizer
@@ -55,10 +56,15 @@ from hpcgnn.sampling.bulk import BulkSampler, my_share, read_train_ids
 from hpcgnn.sampling.fetch import FeatureFetcher
 from hpcgnn.sampling.rows import normalized_block
 from hpcgnn.sampling.sampled import SampledBatch
+from hpcgnn.sampling.samplers import resolve_model
 from hpcgnn.sampling.shuffle import minibatches
 from hpcgnn.sampling.spec import SamplerSpec, fit_training_set, optimizer_steps
 from hpcgnn.sampling.spgemm_1p5d import byte_summary, members
-from hpcgnn.spmm.block_row import BlockRowAggregation
+from hpcgnn.spmm.block_row import (
+    AllGatherNeighbourhood,
+    BlockRowAggregation,
+    StagedNeighbourhood,
+)
 from hpcgnn.train.fullbatch import global_counts
 from hpcgnn.train.loop import TrainResult, WholeModel
 from hpcgnn.train.predict import writer_rows
@@ -119,13 +125,13 @@ class MinibatchTrainer(WholeModel, SubModelHost):
         self.x = input_features(raw, cfg, grid.world, dev)
         host = sp.csr_matrix(raw) if isinstance(self.x, SparseFeatures) else dense(raw)
         self.fetcher = FeatureFetcher(grid.col, self.sampler.offsets, host, dev.to_host(self.y))
-        self._eval_op: BlockRowAggregation | None = None  # built by the first evaluation
+        self._eval_op: Reader | None = None  # built by the first evaluation
         widths = layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, spec.layers)
+        resolve_model(cfg.model, spec.sampler)  # a kind the sampler's blocks cannot train
+        kind = cfg.kind
         if weights is None:
-            weights = sampled_weights(
-                spec.method.kind, widths, cfg.seed, self.np_dtype, grid.device
-            )
-        self.model = MinibatchModel(spec.method.kind, widths, weights)
+            weights = sampled_weights(kind, widths, cfg.seed, self.np_dtype, grid.device)
+        self.model = MinibatchModel(kind, widths, weights, cfg.attention_p)
         self.weights = weights
         value_bytes = np.dtype(self.np_dtype).itemsize
         #: Bytes of a fetched feature row (dense), or of one value (sparse: the row's
@@ -134,7 +140,7 @@ class MinibatchTrainer(WholeModel, SubModelHost):
             meta.num_features * value_bytes
         )
         self.gradient_bytes = sum(w.numel() * w.element_size() for w in weights)
-        self.first_layer = spec.method.kind.weights_per_layer + 1  # and its bias
+        self.first_layer = kind.weights_per_layer + 1  # and its bias
         self.optimizer = make_optimizer(weights, cfg, self.first_layer)
         self.num_train = len(self.train_ids)
         self._num_batches = 1
@@ -278,24 +284,38 @@ class MinibatchTrainer(WholeModel, SubModelHost):
         """The mean batch loss of the epoch (global)."""
         return self.world.allreduce_scalar(local) / self._num_batches
 
-    def eval_operator(self) -> BlockRowAggregation:
-        """The full graph's normalised operator for evaluation, built on first use.
+    def eval_operator(self) -> Reader:
+        """The full graph's operator for evaluation (``H -> E H``), built on first use.
 
-        Collective over the grid, like the evaluation that asks for it; GIST's groups never
-        evaluate their sub-models, so they never hold it.
+        The sampler's normalised ``S`` (sage's mean, ladies' ``S``), GIN's sum ``A^T + (1 +
+        eps) I``, or GAT's edges of ``A^T + I`` (every block row all-gathered, or the stage
+        chunks of a 1.5D grid). Collective over the grid, like the evaluation that asks for
+        it; GIST's groups never evaluate their sub-models, so they never hold it.
         """
         if self._eval_op is None:
             lo, hi = self.sampler.rows_range
-            block = normalized_block(self.sampler.block, lo, hi, self.np_dtype)
-            grid = self.grid
-            self._eval_op = BlockRowAggregation(
-                grid.col, grid.row, block, None, self.sampler.offsets, self.cfg.torch_dtype
-            )
+            kind, grid, dt = self.cfg.kind, self.grid, self.cfg.torch_dtype
+            offsets = self.sampler.offsets
+            if kind.mlp or kind.attention:
+                ptr, idx = self.sampler.block.take(np.arange(lo, hi, dtype=np.int64))
+                ones = sp.csr_matrix((np.ones(len(idx), self.np_dtype), idx, ptr),
+                                     shape=(hi - lo, self.meta.num_nodes))
+                block = sum_block(ones, lo, 1.0 + kind.eps, self.np_dtype)
+            else:
+                block = normalized_block(self.sampler.block, lo, hi, self.np_dtype)
+            if kind.attention and grid.row.size > 1:
+                self._eval_op = StagedNeighbourhood(grid.col, grid.row, block, offsets, dt)
+            elif kind.attention:
+                self._eval_op = AllGatherNeighbourhood(grid.col, block, offsets, dt)
+            else:
+                self._eval_op = BlockRowAggregation(
+                    grid.col, grid.row, block, None, offsets, dt
+                ).forward
         return self._eval_op
 
     def evaluate(self) -> dict[str, float]:
         """Full-graph loss and accuracies with counts summed over the process column."""
-        logits = self.model.forward_full(self.x, self.eval_operator().forward)
+        logits = self.model.forward_full(self.x, self.eval_operator())
         col = self.grid.col
         loss = float(cross_entropy_sum(logits, self.y, self.masks["train"]))
         return {
@@ -307,7 +327,7 @@ class MinibatchTrainer(WholeModel, SubModelHost):
     def predictions(self) -> tuple[np.ndarray, torch.Tensor]:
         """This process row's block of the full-graph logits, once over the replicas."""
         with torch.no_grad():
-            logits = self.model.forward_full(self.x, self.eval_operator().forward)
+            logits = self.model.forward_full(self.x, self.eval_operator())
         return writer_rows(self.grid.col, self.world, np.arange(*self.sampler.rows_range),
                            logits)
 

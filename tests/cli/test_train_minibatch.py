@@ -194,9 +194,14 @@ def test_measured_bytes_equal_the_cost_model_in_every_category(graph_file, share
     # (ladies: at P = 4 the 2 x 2 grid, where both the stage loop and the row all-reduce run)
     runs = [("sage", "replicated", reps[-1]), ("ladies", "partitioned", reps[len(reps) // 2])]
     runs += [("sage", "partitioned", c) for c in sorted({reps[0], reps[-1]})]
-    for sampler, layout, c in runs:
+    # GIN's and GAT's layers on the node-wise blocks: their gradients all-reduce
+    runs += [("sage-gin", "replicated", reps[0]), ("sage-gat", "partitioned", reps[-1])]
+    models = {"sage-gin": ["--model", "gin"], "sage-gat": ["--model", "gat", "--heads", "2"]}
+    for name, layout, c in runs:
+        sampler = name.split("-")[0]
         flags = ["--fanout", "4,3"] if sampler == "sage" else ["--layer-size", "20,10"]
-        where = f"{layout} {sampler} at c={c}"
+        flags += models.get(name, [])
+        where = f"{layout} {name} at c={c}"
         rc, out = train_metrics(
             path, shared_tmp / "mb.json", "--mode", "minibatch", "--sampler", sampler, *flags,
             "--batch-size", "9", "--bulk", "3", "--epochs", "2", "--graph-layout", layout,

@@ -103,6 +103,7 @@ def test_flags_that_contradict_the_sampler_give_one_line(graph_file, shared_tmp,
     cases = [
         ([*SAGE, "--algo", "2d"], "--algo 2d names a full-batch algorithm"),
         ([*SAGE, "--model", "gcn"], "--model gcn does not exist with --sampler sage"),
+        ([*SAGE, "--model", "gin"], "--model gin is not available with --mode gist --sampler"),
         (["--fanout", "4,3"], "--fanout needs --sampler"),
     ]
     for flags, words in cases:

@@ -17,6 +17,7 @@ from hpcgnn.config import GRID_KIND, TrainConfig
 from hpcgnn.cost.gist import memory_bytes
 from hpcgnn.errors import ConfigError, HpcgnnError
 from hpcgnn.io.reader import GraphMeta
+from hpcgnn.kinds import GCN, SAGE
 from hpcgnn.layout.order import layer_sizes
 from hpcgnn.layout.shapes import GridShape, choose_shape
 from hpcgnn.layout.subnets import weight_chain
@@ -115,6 +116,12 @@ class GistMode(Mode[GistTrainer]):
     def resolve(self, cfg: TrainConfig, ranks: int) -> TrainConfig:
         """The group's layers, a kind GIST trains, ``M`` groups that fit; ``R`` rounds."""
         cfg = super().resolve(self.group.resolve(cfg, ranks), ranks)
+        if self.group.sampler is not None and cfg.kind.name not in (GCN.name, SAGE.name):
+            raise ConfigError(  # a sampled model's biases follow each layer, not GIN's chain
+                f"--model {cfg.kind} is not available with --mode gist --sampler yet (its"
+                " sampled groups train sage or ladies layers; drop --sampler for full-batch"
+                " groups)"
+            )
         check_gist(self.options, cfg, ranks)
         return cfg if self.rounds is None else replace(cfg, epochs=self.rounds)
 

@@ -42,6 +42,8 @@ class MinibatchMode(Mode[MinibatchTrainer]):
 
     spec: SamplerSpec
     graph_layout: str = LAYOUTS[0]
+    #: The layer kind (``--model``, or the sampler's own: :func:`resolve_model`).
+    model: str | None = None
     grid: str | None = None
     replication: int | None = None
 
@@ -60,15 +62,16 @@ class MinibatchMode(Mode[MinibatchTrainer]):
     def of(cls, args: argparse.Namespace, ranks: int) -> MinibatchMode:
         """The mode of the sampling flags, ``--global-batch`` a step over ``ranks``."""
         spec = spec_from_args(args, ranks)
-        resolve_model(args.model, spec.sampler)  # a --model that contradicts the sampler
         return cls(
             spec=spec, graph_layout=args.graph_layout or LAYOUTS[0], grid=args.grid,
-            replication=args.replication,
+            replication=args.replication, model=resolve_model(args.model, spec.sampler),
         )
 
     def resolve(self, cfg: TrainConfig, ranks: int) -> TrainConfig:
-        """The sampler decides the layers: its kind and its number of hops."""
-        return replace(cfg, layers=self.spec.layers, model=resolve_model(None, self.spec.sampler))
+        """The layers: the sampler's number of hops, and ``--model`` or the sampler's kind."""
+        model = resolve_model(self.model, self.spec.sampler)
+        cfg = replace(cfg, layers=self.spec.layers, model=model)
+        return super().resolve(cfg, ranks)
 
     @property
     def group_algo(self) -> str:

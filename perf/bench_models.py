@@ -6,8 +6,9 @@
    threads, each side in its own process and interleaved epoch by epoch
    (:func:`bench_pyg.interleaved`), ``--repeats`` times; the median ratio and its range.
 2. **Bytes per epoch** of GAT and GIN (``--bytes-models``) at ``--procs`` ranks on every
-   algorithm that trains them: ``hpcgnn train`` measured vs the cost model's prediction
-   (summed over ranks), from the metrics file.
+   full-batch algorithm that trains them (each on the grid ``hpcgnn train`` chooses) and in
+   minibatch mode (node-wise blocks): ``hpcgnn train`` measured vs the cost model's
+   prediction (summed over ranks), from the metrics file.
 
 The ratio table is printed last. Writes ``perf/results/NAME.{json,md}``. Needs the ``perf``
 extra (``torch_geometric``).
@@ -30,7 +31,7 @@ from bench_pyg import interleaved
 from tables import hpcgnn, markdown, mpiexec, prepare, save
 
 #: The algorithms whose bytes are measured, per model (those its layer kind trains).
-ALGORITHMS = ("1d", "1.5d", "2d", "3d", "halo")
+ALGORITHMS = ("1d", "1.5d", "2d", "3d", "halo", "minibatch")
 
 
 def config(model: str, args: argparse.Namespace):
@@ -42,17 +43,21 @@ def config(model: str, args: argparse.Namespace):
                        **extra)
 
 
-def model_flags(cfg) -> list[str]:
-    """``hpcgnn train`` flags of ``cfg``'s model."""
-    flags = ["--model", cfg.model, "--layers", str(cfg.layers), "--hidden", str(cfg.hidden)]
+def model_flags(cfg, layers: bool = True) -> list[str]:
+    """``hpcgnn train`` flags of ``cfg``'s model (``layers``: with ``--layers``)."""
+    flags = ["--model", cfg.model, "--hidden", str(cfg.hidden)]
+    flags += ["--layers", str(cfg.layers)] if layers else []
     return flags + (["--heads", str(cfg.heads)] if cfg.model == "gat" else [])
 
 
 def bytes_per_epoch(path: str, cfg, algo: str, grid: str, procs: int, tmp: Path) -> dict:
     """Measured and predicted bytes of one epoch (summed over ranks) of one run."""
     out = tmp / f"{cfg.model}-{algo}.json"
-    cmd = [mpiexec(), "-n", str(procs), *hpcgnn("train", path, "--algo", algo, "--grid", grid,
-                                                *model_flags(cfg),
+    sampled = algo == "minibatch"  # the fan-outs give the layers
+    how = (["--mode", "minibatch", "--fanout", ",".join(["10"] * cfg.layers),
+            "--batch-size", "256"] if sampled else ["--algo", algo])
+    flags = model_flags(cfg, layers=not sampled)
+    cmd = [mpiexec(), "-n", str(procs), *hpcgnn("train", path, *how, "--grid", grid, *flags,
                                                 "--epochs", "3", "--eval-every", "0", "--quiet",
                                                 "--threads", "1", "--metrics", str(out))]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
@@ -71,7 +76,7 @@ def grid_of(algo: str, procs: int) -> str | None:
     from hpcgnn.errors import GridError
     from hpcgnn.layout.shapes import admissible_shapes, choose_shape
 
-    kind = "1d" if algo == "halo" else algo
+    kind = {"halo": "1d", "minibatch": "1.5d"}.get(algo, algo)
     try:
         return str(choose_shape(kind, procs))
     except GridError:

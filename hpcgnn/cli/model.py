@@ -60,6 +60,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--layers", type=int, default=2, help="layers of the model (default: 2)")
     p.add_argument("--hidden", type=int, default=16,
                    help="width of the hidden layers (default: 16)")
+    p.add_argument("--formulas", choices=("ours", "paper"), default="ours",
+                   help="paper: after each ranking, CAGNET's closed-form volume per process "
+                        "(the paper's 1D/1.5D/2D/3D formulas, hpcgnn/cost/paper.py) beside "
+                        "ours for the same grids (default: ours only)")
     p.add_argument("--heads", type=int, default=1,
                    help="GAT's heads of the hidden layers, as train's (default: 1)")
     p.add_argument("--output-heads", type=int, default=1,
@@ -155,6 +159,8 @@ def run(args: argparse.Namespace) -> int:
         beta = link.beta if args.beta is None else args.beta
         rows = rank_choices(meta, cfg, p, alpha, beta, counter)
         _print_ranking(rows[: args.top], p, machine.link_kind(p), alpha, beta)
+        if args.formulas == "paper":
+            _print_paper(rows[: args.top])
         results.append({"procs": p, "link": machine.link_kind(p), "alpha": alpha, "beta": beta,
                         "choices": rows})
     if len(procs) > 1:
@@ -185,6 +191,21 @@ def _print_ranking(rows: list[dict], procs: int, link: str, alpha: float, beta: 
             f" {r['messages']:>6} {r['memory_per_rank_bytes'] / 2**30:>11.3f}  {phases}"
             + (f" | note: {r['note']}" if r["note"] else "")
         )
+
+
+def _print_paper(rows: list[dict]) -> None:
+    """CAGNET's closed-form bytes per process beside ours (busiest rank) for each grid."""
+    print("paper: CAGNET's closed forms (per process, words x bytes per value) beside ours"
+          " (busiest rank), per epoch; docs/communication.md explains the differences")
+    print(f"{'algo':>9} {'grid':>10} {'ours MB/rank':>13} {'paper MB/rank':>14}"
+          f" {'ours/paper':>11}")
+    for r in rows:
+        paper = r["paper_bytes_per_rank"]
+        if paper is None:
+            continue
+        ratio = r["max_rank_bytes"] / paper if paper else float("nan")
+        print(f"{r['algo']:>9} {r['grid']:>10} {r['max_rank_bytes'] / 1e6:>13.3f}"
+              f" {paper / 1e6:>14.3f} {ratio:>11.3f}")
 
 
 def _print_scaling(results: list[dict]) -> None:

@@ -18,6 +18,7 @@ import numpy as np
 from hpcgnn.config import TrainConfig
 from hpcgnn.cost.block_row import replication_note
 from hpcgnn.cost.estimate import Estimate, Problem
+from hpcgnn.cost.paper import PAPER_ALGORITHMS, paper_words
 from hpcgnn.cost.predict import PREDICTORS, predict
 from hpcgnn.cost.summa import SummaBlockNnz, predict_summa
 from hpcgnn.io.reader import GraphMeta
@@ -117,6 +118,7 @@ def rank_choices(
         ``sparse_blocks`` (``"exact"``, ``"uniform"``, or ``""`` with no sparse traffic).
     """
     problem = cost_problem(meta, cfg, meta.partition_offsets)
+    widths = layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, cfg.layers)
     rows = []
     for algo in PREDICTORS:
         if algo not in cfg.kind.modes:
@@ -143,6 +145,10 @@ def rank_choices(
                     "time_by_phase_s": phase_times(est, alpha, beta),
                     "sparse_blocks": ("uniform" if exact is None else "exact") if sparse else "",
                     "note": replication_note(problem, shape),
+                    "paper_bytes_per_rank": None if algo not in PAPER_ALGORITHMS else (
+                        cfg.itemsize * paper_words(algo, shape.dims, meta.num_nodes,
+                                                   meta.num_edges + meta.num_nodes, widths)
+                    ),
                 }
             )
     rows.sort(key=lambda r: (r["time_s"], r["algo"], r["grid"]))

@@ -148,7 +148,7 @@ class MinibatchTrainer(WholeModel, SubModelHost):
         #: model's at its column ids); ``None``: the weights are the whole model.
         self.subnet: Subnet | None = None
         #: GIST: the stream of steps over epochs (:meth:`train`), at step ``_position``.
-        self._stream: Iterator[tuple[float, int]] | None = None
+        self._stream: Iterator[tuple[torch.Tensor, int]] | None = None
         self._position = 0
         #: GIST: the epoch of the training set the stream is in.
         self.batch_epoch = 0
@@ -170,8 +170,11 @@ class MinibatchTrainer(WholeModel, SubModelHost):
 
     def _step(
         self, epoch: int, batch: SampledBatch | None, in_step: int, step_seeds: int
-    ) -> float:
+    ) -> torch.Tensor:
         """Fetch, forward, backward, gradient all-reduce and update; returns the batch loss.
+
+        The loss stays a 0-d tensor on the device (0 without a batch): the epoch reads the
+        sum of its steps' once, so the host never waits for a step's loss.
 
         ``in_step`` batches of ``step_seeds`` seeds in all are trained over the ranks; the
         gradient is that of the mean loss over those seeds (see the module docstring).
@@ -182,7 +185,8 @@ class MinibatchTrainer(WholeModel, SubModelHost):
             charge_fetch(self.traffic, self.col_members, owner_of(ids, self.fetcher.offsets),
                          self.feature_row_bytes, None if lengths is None else lengths[ids])
             x, y = self.fetcher.fetch(ids)
-        loss_value = 0.0
+        loss_value = torch.zeros((), dtype=self.cfg.torch_dtype,
+                                 device=self.grid.device.torch_device)
         with self.stats.phase("propagate"):
             self.optimizer.zero_grad(set_to_none=False)
             if batch is not None:
@@ -200,13 +204,13 @@ class MinibatchTrainer(WholeModel, SubModelHost):
                 # seeds; the share is exactly 1.0 when the step's batches are equal
                 share = len(batch.seeds) * in_step / step_seeds
                 (loss * share).backward()
-                loss_value = float(loss.detach())
+                loss_value = loss.detach()
             charge_gradients(self.traffic, self.world_members, self.gradient_bytes)
             allreduce_gradients(self.world, self.weights, fused=True, divide_by=in_step)
             self.optimizer.step()
         return loss_value
 
-    def steps(self, epoch: int, start: int = 0) -> Iterator[tuple[float, int]]:
+    def steps(self, epoch: int, start: int = 0) -> Iterator[tuple[torch.Tensor, int]]:
         """The optimizer steps of one pass over the training set, run one per ``next``.
 
         Yields this rank's batch loss (0 without a batch) and the number of batches the
@@ -230,7 +234,7 @@ class MinibatchTrainer(WholeModel, SubModelHost):
                 batch = mine[t] if t < len(mine) else None
                 yield self._step(epoch, batch, len(trained), sum(trained)), len(trained)
 
-    def stream(self, start: int = 0) -> Iterator[tuple[float, int]]:
+    def stream(self, start: int = 0) -> Iterator[tuple[torch.Tensor, int]]:
         """The optimizer steps from step ``start`` of an endless stream of epochs.
 
         Epoch after epoch of the shuffled training set; every epoch has the same number of
@@ -249,13 +253,13 @@ class MinibatchTrainer(WholeModel, SubModelHost):
         """
         if self._stream is None or self._position != self.steps_done:
             self._stream = self.stream(self.steps_done)
-        loss, batches = 0.0, 0
+        losses, batches = [], 0
         for _ in range(k):
             value, trained = next(self._stream)
-            loss += value
+            losses.append(value)
             batches += trained
         self._position = self.steps_done = self.steps_done + k
-        return loss / batches
+        return float(torch.stack(losses).double().sum()) / batches  # one read of the device
 
     def predicted_bytes(self, steps: int, rounds: int) -> dict[str, float]:
         """What the cost model was charged from the samples so far, per round (collective).
@@ -278,7 +282,8 @@ class MinibatchTrainer(WholeModel, SubModelHost):
 
     def step(self, epoch: int) -> float:
         """One pass over the training set; returns this rank's sum of batch losses."""
-        return sum(loss for loss, _ in self.steps(epoch))
+        losses = [loss for loss, _ in self.steps(epoch)]
+        return float(torch.stack(losses).double().sum()) if losses else 0.0  # one device read
 
     def reduce_loss(self, local: float) -> float:
         """The mean batch loss of the epoch (global)."""

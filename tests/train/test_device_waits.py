@@ -50,3 +50,32 @@ def test_waits_per_epoch_are_few_and_do_not_grow_with_phases(world, device, shar
     two, four = (_waits_per_epoch(world, graph, algo, layers) for layers in (2, 4))
     assert_all(world, two == four <= MAX_WAITS_PER_EPOCH,
                f"{algo}: {two} waits per epoch with 2 layers, {four} with 4")
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("model", ["sage", "gat"])
+def test_minibatch_waits_per_epoch_do_not_grow_with_its_steps(world, device, shared_tmp, model):
+    """The batch losses stay on the device: the epoch reads their sum once."""
+    from hpcgnn.sampling.spec import SamplerSpec
+    from hpcgnn.train.modes import MinibatchMode
+
+    if not (device.is_cuda and device.emulated):
+        pytest.skip("counted by the emulated GPU (HPCGNN_EMULATE_CUDA=1)")
+    graph = str(shared_tmp / "g.h5")
+    if world.rank == 0:
+        write_random_graph(graph, n=200, seed=3)
+    world.barrier()
+    per_epoch = []
+    for batch in (40, 20):  # 2 and 3 (1 rank: 3 and 5) steps an epoch
+        counts = []
+        for epochs in (1, 2, 4):
+            before = emulation.synchronisations()
+            spec = SamplerSpec("sage", (4, 3), batch_size=batch, bulk=2, seed=0)
+            cfg = TrainConfig(epochs=epochs, hidden=8, eval_every=0, model=model,
+                              **({"heads": 2} if model == "gat" else {}))
+            train(RunOptions(graph=graph, mode=MinibatchMode(spec=spec, model=model),
+                             device="cuda", quiet=True), cfg, world.mpi)
+            counts.append(emulation.synchronisations() - before)
+        per_epoch.append((counts[2] - counts[1]) / 2)
+    assert_all(world, per_epoch[0] == per_epoch[1] <= MAX_WAITS_PER_EPOCH,
+               f"minibatch {model}: {per_epoch} waits per epoch with more steps")

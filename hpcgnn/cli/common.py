@@ -20,6 +20,16 @@ def add_device_argument(p: argparse.ArgumentParser) -> None:
                         "else cuda when a GPU and CuPy are visible, else cpu")
 
 
+def add_head_arguments(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """GAT's ``--heads`` and ``--output-heads`` (``train``, ``predict`` and ``model``)."""
+    p.add_argument("--heads", type=int, default=1,
+                   help="GAT's attention heads of the hidden layers, concatenated: --hidden is "
+                        "their total width (--model gat; default: 1)")
+    p.add_argument("--output-heads", type=int, default=1,
+                   help="GAT's attention heads of the last layer, averaged (--model gat; "
+                        "default: 1)")
+
+
 def launched_by_mpi() -> bool:
     """Whether this process was started by an MPI launcher (mpiexec, mpirun, srun)."""
     return any(v in os.environ for v in _LAUNCHER_VARS)

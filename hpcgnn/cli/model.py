@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from hpcgnn.cli.common import add_head_arguments
 from hpcgnn.config import MODELS
 from hpcgnn.errors import ConfigError
 from hpcgnn.layout.shapes import MAX_PROCS
@@ -64,10 +65,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="paper: after each ranking, CAGNET's closed-form volume per process "
                         "(the paper's 1D/1.5D/2D/3D formulas, hpcgnn/cost/paper.py) beside "
                         "ours for the same grids (default: ours only)")
-    p.add_argument("--heads", type=int, default=1,
-                   help="GAT's heads of the hidden layers, as train's (default: 1)")
-    p.add_argument("--output-heads", type=int, default=1,
-                   help="GAT's heads of the last layer, as train's (default: 1)")
+    add_head_arguments(p)
     p.add_argument("--dtype", choices=["float32", "float64"], default="float32",
                    help="bytes per value of the traffic (default: float32)")
     p.add_argument("--top", type=int, default=15,

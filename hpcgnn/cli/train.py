@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from hpcgnn.cli.common import add_device_argument
+from hpcgnn.cli.common import add_device_argument, add_head_arguments
 from hpcgnn.cli.sample import add_sampling_arguments
 from hpcgnn.errors import ConfigError
 
@@ -67,12 +67,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="width of the hidden layers (default: 16)")
     m.add_argument("--gin-eps", type=float, default=0.0,
                    help="GIN's fixed eps: the self term (1 + eps) h_i (--model gin; default: 0)")
-    m.add_argument("--heads", type=int, default=1,
-                   help="GAT's attention heads of the hidden layers, concatenated: --hidden is "
-                        "their total width (--model gat; default: 1)")
-    m.add_argument("--output-heads", type=int, default=1,
-                   help="GAT's attention heads of the last layer, averaged (--model gat; "
-                        "default: 1)")
+    add_head_arguments(m)
     m.add_argument("--attention-dropout", type=float, default=None,
                    help="GAT's drop probability of the attention coefficients (--model gat; "
                         "default: --dropout's, as the paper)")

@@ -119,19 +119,19 @@ def edge_pattern(
     perm = np.argsort(col, kind="stable")
     crow_t = np.zeros(cols + 1, dtype=np.int64)
     np.cumsum(np.bincount(col, minlength=cols), out=crow_t[1:])
-    edges = np.arange(len(col), dtype=np.int64)
 
     def on(x: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(x).to(device)
 
+    crow, perm_d = on(a.indptr.astype(np.int64)), on(perm)
     ones = torch.ones(len(col), dtype=dtype, device=device)
-    sums = torch.sparse_csr_tensor(on(a.indptr.astype(np.int64)), on(edges), ones,
-                                   size=(rows, len(col)), check_invariants=False)
-    sums_t = torch.sparse_csr_tensor(on(crow_t), on(perm), ones, size=(cols, len(col)),
+    edges = torch.arange(len(col), dtype=torch.int64, device=device)
+    sums = torch.sparse_csr_tensor(crow, edges, ones, size=(rows, len(col)),
+                                   check_invariants=False)
+    sums_t = torch.sparse_csr_tensor(on(crow_t), perm_d, ones, size=(cols, len(col)),
                                      check_invariants=False)
     return EdgePattern(
-        crow=on(a.indptr.astype(np.int64)), col=on(col), row=on(row), perm=on(perm),
-        row_t=on(row[perm]),
+        crow=crow, col=on(col), row=on(row), perm=perm_d, row_t=on(row[perm]),
         sums=sums, sums_t=sums_t, shape=(rows, cols),
         row_ids=on(np.asarray(row_ids, dtype=np.int64)),
         col_ids=on(np.asarray(col_ids, dtype=np.int64)),

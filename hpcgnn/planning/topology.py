@@ -53,6 +53,12 @@ from hpcgnn.utils.json_text import read_json
 DEFAULT_LINK_ALPHA_US = 0.0
 #: Fixed cost of one stage (microseconds): the peers' ready/done handshake of a stage.
 DEFAULT_STAGE_ALPHA_US = 0.0
+#: Latency of one message on the links of the default topology (:func:`uniform_topology`,
+#: microseconds): the intra-node ``alpha`` of ``configs/machines/laptop.json``, the machine
+#: ``hpcgnn model`` assumes by default. With it a plan forwards a row through another rank
+#: only where the model says the extra stage pays; without latency SPST would forward rows
+#: to balance the links' bytes even where sending them directly moves fewer.
+UNIFORM_ALPHA_US = 2.0
 
 
 @dataclass(frozen=True)
@@ -414,6 +420,7 @@ def uniform_topology(num_ranks: int, bandwidth_gbps: float = 25.0) -> Topology:
     """All ranks on one node, a direct link of ``bandwidth_gbps`` between every pair.
 
     The default when no topology file is given; one rank gives a topology without links.
+    Every link has the latency :data:`UNIFORM_ALPHA_US`.
     """
     return parse_topology(
         {
@@ -421,7 +428,8 @@ def uniform_topology(num_ranks: int, bandwidth_gbps: float = 25.0) -> Topology:
             "ranks": num_ranks,
             "nodes": [{"name": "node0", "ranks": list(range(num_ranks))}],
             "links": [
-                {"a": a, "b": b, "bandwidth_gbps": bandwidth_gbps, "kind": "uniform"}
+                {"a": a, "b": b, "bandwidth_gbps": bandwidth_gbps, "kind": "uniform",
+                 "alpha_us": UNIFORM_ALPHA_US}
                 for a in range(num_ranks)
                 for b in range(a + 1, num_ranks)
             ],

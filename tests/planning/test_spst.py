@@ -337,8 +337,8 @@ def test_zero_latency_gives_the_plans_of_the_bandwidth_model():
     rel = random_relation(600, 8, 1500, 4)
     assert plan_digest(plan_spst(dgx1, rel, chunks=8, seed=3)) == "bc8e1f0694b2dc9d"
     rel = random_relation(90, 4, 200, 4)
-    assert plan_digest(plan_spst(uniform_topology(4), rel, chunks=8, seed=3)) == (
-        "54f1566327c2a657")
+    uniform = zero_latency(uniform_topology(4))  # the default topology has latency since
+    assert plan_digest(plan_spst(uniform, rel, chunks=8, seed=3)) == ("54f1566327c2a657")
     topo = random_topology(6, 2)
     rel = random_relation(120, 6, 400, 2)
     assert plan_digest(plan_spst(topo, rel, chunks=None, seed=3)) == "a233d807501b87b9"
@@ -372,3 +372,21 @@ def test_array_and_list_relaxation_give_the_same_plans(doc, monkeypatch):
         digests.append([plan_digest(plan_spst(topo, rel, seed=s, chunks=c, bytes_per_vertex=BPV))
                         for s, c in ((0, None), (1, 4))])
     assert digests[0] == digests[1]
+
+
+def test_the_default_topology_never_forwards_what_direct_sends_cheaper():
+    """Without --topology (the uniform mesh with the laptop's 2 us links) the plan moves no
+    more rows than p2p on a skewed relation where the zero-latency model forwards some."""
+    from hpcgnn.cost.machine import load_machine
+    from hpcgnn.planning.topology import UNIFORM_ALPHA_US
+
+    assert UNIFORM_ALPHA_US * 1e-6 == load_machine("laptop").link(8).alpha
+    topo = uniform_topology(8)
+    rel = random_relation(2000, 8, 6000, 9)
+    direct = plan_cost(topo, plan_p2p(topo, rel), BPV)
+    plan = plan_spst(topo, rel, chunks=8, bytes_per_vertex=BPV)
+    check_plan(plan, rel)
+    assert sum(plan.counts().values()) <= sum(plan_p2p(topo, rel).counts().values())
+    assert plan_cost(topo, plan, BPV).time_s <= direct.time_s * (1 + 1e-9)
+    raw = plan_spst(zero_latency(topo), rel, chunks=8, bytes_per_vertex=BPV)
+    assert sum(raw.counts().values()) > sum(plan.counts().values())  # it would forward

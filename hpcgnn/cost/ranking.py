@@ -144,7 +144,7 @@ def rank_choices(
                     "max_rank_bytes_by_category": est.bytes_max_rank,
                     "time_by_phase_s": phase_times(est, alpha, beta),
                     "sparse_blocks": ("uniform" if exact is None else "exact") if sparse else "",
-                    "note": replication_note(problem, shape),
+                    "note": grid_note(problem, shape),
                     "paper_bytes_per_rank": None if algo not in PAPER_ALGORITHMS else (
                         cfg.itemsize * paper_words(algo, shape.dims, meta.num_nodes,
                                                    meta.num_edges + meta.num_nodes, widths)
@@ -172,3 +172,19 @@ def fastest_per_algo(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     for row in rows:
         best.setdefault(row["algo"], row)
     return best
+
+
+def grid_note(problem: Problem, shape: GridShape) -> str:
+    """What to know about running ``shape`` ('' when nothing).
+
+    A 1.5D replication that does not suit the grid
+    (:func:`~hpcgnn.cost.block_row.replication_note`), or a 3D grid without a layer
+    dimension, ``Pr x Pc x 1``: it is 2D ``Pr x Pc`` (the cost models give the same bytes
+    in every category, and the runs measure what they predict).
+    """
+    if shape.kind == "3d":
+        pr, pc, pl = shape.dims
+        if pl == 1 and pr * pc > 1:
+            return f"3d {shape} has no layer dimension: it moves what 2d {pr}x{pc} moves"
+        return ""
+    return replication_note(problem, shape)

@@ -15,8 +15,7 @@ from mpi4py import MPI
 from hpcgnn.comm.collective import collective
 from hpcgnn.comm.memory import check_memory
 from hpcgnn.config import TrainConfig
-from hpcgnn.cost.block_row import replication_note
-from hpcgnn.cost.ranking import cost_problem
+from hpcgnn.cost.ranking import cost_problem, grid_note
 from hpcgnn.errors import ConfigError
 from hpcgnn.graph.check import check_graph
 from hpcgnn.grid.device import choose_device
@@ -120,7 +119,7 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
     t0 = grid.stats.clock()
     trainer = mode.build(setup)
     setup_s = grid.stats.clock() - t0
-    note = replication_note(cost_problem(meta, cfg, meta.partition_offsets), grid.shape)
+    note = grid_note(cost_problem(meta, cfg, meta.partition_offsets), grid.shape)
     notes = f" | note: {note}" if note else ""
     if grid.device.is_cuda or grid.wire.stage_host:  # how device buffers reach MPI, and why
         notes += f" | MPI buffers {grid.wire.path} ({grid.wire.reason})"

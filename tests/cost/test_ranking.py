@@ -98,3 +98,22 @@ def test_phase_times_sum_to_the_time():
     row = next(r for r in reddit_on_summit(64) if (r["algo"], r["grid"]) == ("2d", "8x8"))
     assert sum(row["time_by_phase_s"].values()) == pytest.approx(row["time_s"])
     assert {"dense_bcast", "sparse_bcast", "latency"} <= set(row["time_by_phase_s"])
+
+
+def test_a_3d_grid_with_a_dimension_of_1_is_named_as_what_it_moves():
+    """3d Pr x Pc x 1 moves 2d Pr x Pc's bytes in every category, and the note says so."""
+    from hpcgnn.cli.model import shape_meta
+    from hpcgnn.config import TrainConfig
+    from hpcgnn.cost.ranking import cost_problem, grid_note
+    from hpcgnn.cost.summa import predict_summa
+    from hpcgnn.layout.shapes import GridShape
+
+    meta = shape_meta("5000,80000,40,6")
+    for model in ("gcn", "sage", "gin"):
+        problem = cost_problem(meta, TrainConfig(layers=3, hidden=16, model=model), None)
+        for pr, pc in ((2, 4), (4, 2), (3, 4), (1, 8), (8, 1)):
+            flat = predict_summa(problem, (pr, pc, 1))
+            assert flat.bytes_max_rank == predict_summa(problem, (pr, pc)).bytes_max_rank
+            assert flat.bytes_total == predict_summa(problem, (pr, pc)).bytes_total
+            assert f"2d {pr}x{pc}" in grid_note(problem, GridShape("3d", (pr, pc, 1)))
+        assert grid_note(problem, GridShape("3d", (2, 1, 3))) == ""

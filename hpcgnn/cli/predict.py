@@ -1,23 +1,36 @@
 """``hpcgnn predict G.h5 --checkpoint D --out P.h5 [train's flags]``: a trained model's logits.
 
-Run it like the training run (the same ranks, mode and model flags: the checkpoint is
-checked against them as ``--resume`` does); the flags that only steer training
-(:data:`TRAINING_ONLY`) are refused, the model being the checkpoint's.
+Run it on the ranks of the training run. The model's settings (:data:`MODEL_SETTINGS`:
+layers, widths, kind and its options, dtype; a full-batch run's ``--algo`` and ``--grid``)
+come from the checkpoint where the command line does not give them; the other flags of
+another mode (``--mode offload``, a sampler's) are given as for training. The checkpoint is
+checked against the whole command line as ``--resume`` does; the flags that only steer
+training (:data:`TRAINING_ONLY`) are refused, the model being the checkpoint's.
 """
 
 from __future__ import annotations
 
 import argparse
 from functools import partial
+from pathlib import Path
+from typing import Any
 
 from hpcgnn.cli.train import add_run_arguments
 from hpcgnn.cli.train import run as run_train
+from hpcgnn.config import ALGORITHMS, MODE_NAMES
 from hpcgnn.errors import ConfigError
+from hpcgnn.utils.json_text import read_json
 
 #: Flags of ``hpcgnn train`` that steer training only (the checkpoint's values hold).
 TRAINING_ONLY = ("epochs", "lr", "weight_decay", "weight_decay_layers", "dropout", "seed",
                  "early_stopping", "eval_every", "metrics", "trace", "checkpoint_dir",
                  "checkpoint_every", "resume", "trace_epochs", "log_csv", "finetune")
+
+
+#: Settings the checkpoint's fingerprint gives the prediction when the command line does
+#: not (each the flag's ``dest`` and the fingerprint's key alike).
+MODEL_SETTINGS = ("layers", "hidden", "model", "gin_eps", "heads", "output_heads", "dtype",
+                  "algo", "grid")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -35,7 +48,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the checkpoint directory of the training run")
     p.add_argument("--out", required=True, metavar="P.h5",
                    help="the HDF5 file to write (replaced when complete)")
-    defaults = {name: p.get_default(name) for name in TRAINING_ONLY}
+    defaults = {name: p.get_default(name) for name in (*TRAINING_ONLY, *MODEL_SETTINGS)}
+    p.set_defaults(**{name: None for name in MODEL_SETTINGS})  # None: the checkpoint's
     p.set_defaults(func=partial(run, defaults=defaults))
 
 
@@ -52,5 +66,38 @@ def run(args: argparse.Namespace, defaults: dict[str, object]) -> int:
             )
     if args.out == "" or args.checkpoint == "":
         raise ConfigError("--out and --checkpoint need a path")
+    saved = checkpoint_settings(args.checkpoint)
+    full_batch = args.mode in (None, MODE_NAMES[0]) and saved.get("algo") in ALGORITHMS
+    for name in MODEL_SETTINGS:
+        if getattr(args, name) is not None:
+            continue
+        if name in saved and (full_batch or name not in ("algo", "grid")):
+            setattr(args, name, saved[name])
+        else:  # not in the checkpoint (or another mode's): train's default
+            setattr(args, name, defaults[name])
     args.resume = args.checkpoint
     return run_train(args, predict_out=args.out)
+
+
+def checkpoint_settings(directory: str) -> dict[str, Any]:
+    """The fingerprint of the checkpoint in ``directory`` (collective: rank 0 reads it).
+
+    Empty when it cannot be read: the run that follows reports why, on every rank.
+    """
+    from hpcgnn.comm.communicator import Comm
+    from hpcgnn.train.checkpoint import MANIFEST
+
+    saved: dict[str, Any] = {}
+    comm = Comm.world()
+    try:
+        if comm.rank == 0:
+            try:
+                doc = read_json(Path(directory) / MANIFEST)
+                fingerprint = doc.get("fingerprint") if isinstance(doc, dict) else None
+                if isinstance(fingerprint, dict):
+                    saved = {k: v for k, v in fingerprint.items() if k in MODEL_SETTINGS}
+            except Exception:  # the run reports a bad checkpoint, in one line on every rank
+                saved = {}
+        return dict(comm.bcast_obj(saved, 0, "checkpoint"))
+    finally:
+        comm.free()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 
 from hpcgnn.cli.common import add_device_argument
+from hpcgnn.errors import ConfigError
 from hpcgnn.sampling.samplers import SAMPLERS
 from hpcgnn.sampling.spec import LAYOUTS, spec_from_args
 
@@ -60,8 +61,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--layers", type=int, default=None,
                    help="number of hops (default: from --fanout / --layer-size)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
-    p.add_argument("--epoch", type=int, default=0,
-                   help="epoch whose shuffle is sampled (default: 0)")
+    p.add_argument("--epoch", type=int, default=1,
+                   help="the training epoch whose shuffle is sampled, counted from 1 as train "
+                        "counts them (default: 1)")
     p.add_argument("--batches", type=int, default=None,
                    help="sample only the first N minibatches of the epoch (default: all)")
     p.add_argument("--replication", type=int, default=None,
@@ -81,12 +83,14 @@ def run(args: argparse.Namespace) -> int:
     from hpcgnn.kernels.prepare import prepare_kernels
     from hpcgnn.sampling.epoch_file import sample_to_file
 
+    if not 1 <= args.epoch < 2**63:  # the same on every rank
+        raise ConfigError(f"--epoch must be in [1, 2^63), got {args.epoch}")
     spec = spec_from_args(args, MPI.COMM_WORLD.Get_size())
     layout = args.graph_layout or LAYOUTS[0]
     comm = MPI.COMM_WORLD
     device = choose_device(comm, args.device, prepare_kernels)  # refuses it on every rank
     summary = sample_to_file(
-        comm, args.graph, spec, args.out, graph_layout=layout, epoch=args.epoch,
+        comm, args.graph, spec, args.out, graph_layout=layout, epoch=args.epoch - 1,
         batches=args.batches, grid=args.grid, replication=args.replication, device=device,
     )
     if comm.Get_rank() == 0 and not args.quiet:

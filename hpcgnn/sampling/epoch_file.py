@@ -82,7 +82,9 @@ def sample_to_file(
     graph_layout : {"replicated", "partitioned"}, optional
         Whether every rank holds the whole graph or block rows of it.
     epoch : int, optional
-        Epoch whose shuffle is sampled.
+        The 0-based index of the epoch whose shuffle is sampled (the training loop's step
+        index, which keys the shuffle); the file records its number, ``epoch + 1``, as
+        training counts epochs.
     batches : int, optional
         Sample only the first ``batches`` minibatches of the epoch (default: all).
     grid : str, optional
@@ -131,7 +133,7 @@ def sample_to_file(
             mine += sampler.sample(epoch, epoch_batches[first : first + spec.bulk], first)
         seconds = world.allreduce_scalar(pgrid.stats.clock() - t0, MPI.MAX)
         gathered = world.gather_obj(mine, 0, "sample_gather")
-        attrs = {**spec.as_dict(), "layers": spec.layers, "epoch": epoch,
+        attrs = {**spec.as_dict(), "layers": spec.layers, "epoch": epoch + 1,
                  "num_nodes": sampler.meta.num_nodes, "num_batches": len(epoch_batches),
                  "graph": str(graph), "graph_layout": graph_layout,
                  "world_size": pgrid.size, "grid": str(pgrid.shape)}

@@ -3,7 +3,8 @@
 ::
 
     /                      attrs: format="hpcgnn-samples", format_version, sampler, sizes,
-                           layers, batch_size, bulk, seed, epoch, num_nodes, num_batches,
+                           layers, batch_size, bulk, seed, epoch (counted from 1, as
+                           training counts them; version 1 counted from 0), num_nodes, num_batches,
                            graph, graph_layout, world_size, grid
     /batches/<b>/seeds     int64 (B_b,)   seed vertices of batch b, in batch order
     /batches/<b>/hop<h>/   attrs: nnz
@@ -29,7 +30,8 @@ from hpcgnn.io.output import H5Output, write_dataset
 from hpcgnn.sampling.sampled import SampledBatch, SampledHop
 
 FORMAT = "hpcgnn-samples"
-VERSION = 1
+#: 2: ``epoch`` counts from 1 (it counted from 0 in version 1).
+VERSION = 2
 
 
 def write_samples(

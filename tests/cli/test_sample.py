@@ -29,14 +29,15 @@ def test_output_is_the_serial_reference_at_any_p(graph_file, shared_tmp, world, 
     path = graph_file(n=120, avg_degree=5, directed=True, seed=8)
     out = shared_tmp / f"s-{layout}-{spec.sampler}.h5"
     rc = main(["sample", str(path), *flags, "--batch-size", "6", "--bulk", "4", "--seed", "7",
-               "--epoch", "2", "--graph-layout", layout, "--out", str(out), "--quiet"])
+               "--epoch", "3", "--graph-layout", layout, "--out", str(out), "--quiet"])
     assert_all(world, rc == 0)
     world.mpi.Barrier()
     attrs, got = read_samples(out)
-    expected = reference(path, spec, epoch=2)  # bulk 1 here: the file must not depend on it
+    expected = reference(path, spec, epoch=2)  # --epoch 3: training's third, index 2; bulk 1
+    # here: the file must not depend on it
     assert_all(world, same_batches(got, expected))
     assert attrs["num_batches"] == len(expected) == 10 and attrs["world_size"] == world.size
-    assert attrs["sampler"] == spec.sampler and attrs["layers"] == 2
+    assert attrs["sampler"] == spec.sampler and attrs["layers"] == 2 and attrs["epoch"] == 3
     b = got[3]
     assert np.array_equal(b.hops[0].rows, b.seeds)
 

@@ -65,7 +65,7 @@ def test_sample_refuses_a_huge_epoch(graph_file, shared_tmp, world, capfd):
     expect_error_untouched(
         world, capfd, [shared_tmp],
         ["sample", path, "--batch-size", "8", "--epoch", HUGE, "--out", shared_tmp / "s.h5"],
-        "--epoch must be in [0, 2^63)",
+        "--epoch must be in [1, 2^63)",
     )
 
 

@@ -15,11 +15,7 @@ from hpcgnn.models.base import RowBlockModel
 from hpcgnn.models.share import RowShare
 from hpcgnn.nn.gat import Neighbourhood
 from hpcgnn.nn.gcn import Aggregation, LayerOps
-from hpcgnn.spmm.block_row import (
-    AllGatherNeighbourhood,
-    BlockRowAggregation,
-    StagedNeighbourhood,
-)
+from hpcgnn.spmm.block_row import BlockRowAggregation, block_row_neighbourhood
 
 
 class BlockRowGCN(RowBlockModel):
@@ -64,9 +60,7 @@ class BlockRowGCN(RowBlockModel):
         """
         grid, offsets = self.grid, self.offsets
         assert grid is not None and offsets is not None
-        if grid.row.size > 1:
-            return StagedNeighbourhood(grid.col, grid.row, a_t, offsets, self.cfg.torch_dtype)
-        return AllGatherNeighbourhood(grid.col, a_t, offsets, self.cfg.torch_dtype)
+        return block_row_neighbourhood(grid.col, grid.row, a_t, offsets, self.cfg.torch_dtype)
 
     def _aggregation(self, a_t: sp.csr_matrix, a: sp.csr_matrix) -> Aggregation:
         """The layers' ``Â^T H`` operator from this rank's rows of ``Â^T`` and ``Â``."""

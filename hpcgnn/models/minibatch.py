@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from functools import partial
 
 import numpy as np
-import scipy.sparse as sp
 import torch
 
 from hpcgnn.backend import Device
@@ -169,9 +168,8 @@ class MinibatchModel:
         dtype = np.float32 if h.dtype == torch.float32 else np.float64
         if not (self.kind.mlp or self.kind.attention):
             return partial(sparse_matmul, hop.matrix(dtype))
-        ones = sp.csr_matrix((np.ones(hop.nnz, dtype), hop.indices, hop.indptr),
-                             shape=(len(hop.rows), len(hop.cols)))
-        block = sum_block(ones, 0, 1.0 + self.kind.eps, dtype)  # the seeds lead the columns
+        # sum_block counts every sampled edge as 1; the seeds lead the columns
+        block = sum_block(hop.matrix(dtype), 0, 1.0 + self.kind.eps, dtype)
         if self.kind.mlp:
             return partial(sparse_matmul, block)
         device = h.nz_rows.device if isinstance(h, SparseFeatures) else h.device

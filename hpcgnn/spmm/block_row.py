@@ -255,3 +255,16 @@ class StagedNeighbourhood:
         if self.row.size > 1:
             self.row.allreduce(own, ROW_ALLREDUCE)
         return own
+
+
+def block_row_neighbourhood(
+    col: Comm, row: Comm, a_t_rows: sp.csr_matrix, offsets: np.ndarray, dtype: torch.dtype,
+) -> AllGatherNeighbourhood | StagedNeighbourhood:
+    """GAT's source rows on a ``(P/c) x c`` grid.
+
+    All-gathered in 1D (``c = 1``), else the stage chunks of 1.5D, the rows' sources split
+    along the process row.
+    """
+    if row.size > 1:
+        return StagedNeighbourhood(col, row, a_t_rows, offsets, dtype)
+    return AllGatherNeighbourhood(col, a_t_rows, offsets, dtype)

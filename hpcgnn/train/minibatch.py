@@ -60,11 +60,7 @@ from hpcgnn.sampling.samplers import resolve_model
 from hpcgnn.sampling.shuffle import minibatches
 from hpcgnn.sampling.spec import SamplerSpec, fit_training_set, optimizer_steps
 from hpcgnn.sampling.spgemm_1p5d import byte_summary, members
-from hpcgnn.spmm.block_row import (
-    AllGatherNeighbourhood,
-    BlockRowAggregation,
-    StagedNeighbourhood,
-)
+from hpcgnn.spmm.block_row import BlockRowAggregation, block_row_neighbourhood
 from hpcgnn.train.fullbatch import global_counts
 from hpcgnn.train.loop import TrainResult, WholeModel
 from hpcgnn.train.predict import writer_rows
@@ -301,17 +297,13 @@ class MinibatchTrainer(WholeModel, SubModelHost):
             lo, hi = self.sampler.rows_range
             kind, grid, dt = self.cfg.kind, self.grid, self.cfg.torch_dtype
             offsets = self.sampler.offsets
-            if kind.mlp or kind.attention:
-                ptr, idx = self.sampler.block.take(np.arange(lo, hi, dtype=np.int64))
-                ones = sp.csr_matrix((np.ones(len(idx), self.np_dtype), idx, ptr),
-                                     shape=(hi - lo, self.meta.num_nodes))
-                block = sum_block(ones, lo, 1.0 + kind.eps, self.np_dtype)
+            if kind.mlp or kind.attention:  # sum_block counts every stored entry as 1
+                rows = self.sampler.block.matrix(np.arange(lo, hi), self.spec.method)
+                block = sum_block(rows, lo, 1.0 + kind.eps, self.np_dtype)
             else:
                 block = normalized_block(self.sampler.block, lo, hi, self.np_dtype)
-            if kind.attention and grid.row.size > 1:
-                self._eval_op = StagedNeighbourhood(grid.col, grid.row, block, offsets, dt)
-            elif kind.attention:
-                self._eval_op = AllGatherNeighbourhood(grid.col, block, offsets, dt)
+            if kind.attention:
+                self._eval_op = block_row_neighbourhood(grid.col, grid.row, block, offsets, dt)
             else:
                 self._eval_op = BlockRowAggregation(
                     grid.col, grid.row, block, None, offsets, dt

@@ -1,8 +1,17 @@
-// sampling.cu: one round of inverse transform sampling (ITS) for the bulk samplers.
+// sampling.cu: the kernels of the bulk samplers that decide a draw: the rounds of inverse
+// transform sampling (ITS), the rows' random-stream keys and the rows' prefix sums.
 //
-// CPU twins: hpcgnn/kernels/sampling.py (its_round, uniform_round), called by
-// hpcgnn/sampling/its.py once per round; the host keeps the rounds, the acceptance of
-// distinct hits and the bookkeeping.
+// CPU twins: hpcgnn/kernels/sampling.py (its_round, uniform_round, row_keys,
+// segment_cumsum), called through hpcgnn/sampling/arrays.py by the samplers
+// (hpcgnn/sampling/its.py keeps the rounds, the acceptance of distinct hits and the
+// bookkeeping). Every result is bit-identical to the twin's.
+//
+// row_keys: out[i] = chain(chain(chain(key, batch[i]), hop), vertex[i]) (rng.chain(key,
+// batch, hop, vertex)); with_vertex == 0 leaves out the last word (vertex is not read).
+//
+// segment_cumsum: out[e] = w[ptr[r]] + ... + w[e] for the entries e of row r, summed in
+// order by one thread per row (as NumPy's cumsum along a row: no parallel scan, whose
+// rounding would differ), double adds without contraction (--fmad=false).
 //
 // Common to both kernels: `rows` active rows; active row a draws need[a] numbers, draw t
 // of round rnd using u = uniform(chain(chain(keys[a], rnd), t)) (rng.chain(key, rnd, t)),
@@ -19,9 +28,10 @@
 // the result is the rank min(floor(u * remaining[a]), remaining[a] - 1) of the entry
 // drawn among them (the closed form of the search).
 //
-// Geometry: one thread per active row (need[a] is at most the fanout), grid-stride: the
-// dispatch launches ceil(rows / 256) blocks of 256, capped at MAX_BLOCKS, and the threads
-// loop over the rows past the grid, so any grid gives every row's draws.
+// Geometry (all four): one thread per row (row_keys: per element; ITS: need[a] is at most
+// the fanout), grid-stride: the dispatch launches ceil(rows / 256) blocks of 256, capped
+// at MAX_BLOCKS, and the threads loop over the rows past the grid, so any grid gives
+// every row its result.
 #include "grid.cuh"
 #include "hash.cuh"
 
@@ -56,6 +66,28 @@ extern "C" __global__ void uniform_round(
         for (long long t = 0; t < need[a]; ++t) {
             const long long r = (long long)(hpcgnn_uniform(hpcgnn_chain(key, t)) * (double)m);
             out[draw_off[a] + t] = r < m - 1 ? r : m - 1;
+        }
+    }
+}
+
+extern "C" __global__ void row_keys(
+    unsigned long long key, long long n, const long long* __restrict__ batch, long long hop,
+    const long long* __restrict__ vertex, long long with_vertex,
+    unsigned long long* __restrict__ out) {
+    for (long long i = hpcgnn_thread(); i < n; i += hpcgnn_threads()) {
+        const unsigned long long k = hpcgnn_chain(hpcgnn_chain(key, batch[i]), hop);
+        out[i] = with_vertex ? hpcgnn_chain(k, vertex[i]) : k;
+    }
+}
+
+extern "C" __global__ void segment_cumsum(
+    const long long* __restrict__ ptr, long long rows, const double* __restrict__ w,
+    double* __restrict__ out) {
+    for (long long r = hpcgnn_thread(); r < rows; r += hpcgnn_threads()) {
+        double s = 0.0;
+        for (long long e = ptr[r]; e < ptr[r + 1]; ++e) {
+            s += w[e];
+            out[e] = s;
         }
     }
 }

@@ -153,6 +153,9 @@ def test_cuda_trains_like_the_cpu(name, world, shared_tmp, matrix_graph):
         repeat = _train(world, matrix_graph, shared_tmp / "again.json", argv, "cuda")[
             "params_sha256"]
     check_row(_row(world, name, docs, time.perf_counter() - t0, repeat))
+    if "sampling" in docs["cuda"]:  # minibatch: the hops were sampled on the GPU
+        assert docs["cuda"]["sampling"]["device"] == "cuda"
+        assert docs["cpu"]["sampling"]["device"] == "cpu"
 
 
 @pytest.mark.mpi
@@ -180,26 +183,31 @@ def test_checkpoint_and_resume_on_cuda(world, shared_tmp, matrix_graph):
 @pytest.mark.gpu
 @pytest.mark.ranks(1, 2, 4)
 @pytest.mark.parametrize("layout", ["replicated", "partitioned"])
-def test_sample_writes_the_same_file_on_cuda(world, shared_tmp, matrix_graph, layout):
+@pytest.mark.parametrize("sampler", ["sage", "ladies"])
+def test_sample_writes_the_same_file_on_cuda(world, shared_tmp, matrix_graph, layout, sampler):
+    """``hpcgnn sample`` on the GPU (the hops sampled there) writes the CPU's samples."""
+    from hpcgnn.sampling.sample_file import read_samples
+
     t0 = time.perf_counter()
     digests = {}
     for device in ("cpu", "cuda"):
         out = shared_tmp / f"s-{device}.h5"
-        rc = main(["sample", str(matrix_graph), *SAGE, "--batch-size", "12", "--bulk", "2",
-                   "--graph-layout", layout, "--device", device, "--out", str(out), "--quiet"])
+        rc = main(["sample", str(matrix_graph), *(SAGE if sampler == "sage" else LADIES),
+                   "--batch-size", "12", "--bulk", "2", "--graph-layout", layout,
+                   "--device", device, "--out", str(out), "--quiet"])
         assert_all(world, rc == 0, f"hpcgnn sample --device {device}: exit {rc}")
         world.mpi.Barrier()
-        from hpcgnn.sampling.sample_file import read_samples
-
         _, batches = read_samples(out)
         h = hashlib.sha256()
         for b in batches:
             h.update(np.asarray(b.seeds).tobytes())
             for hop in b.hops:
-                h.update(np.asarray(hop.rows).tobytes())
+                for a in (hop.rows, hop.cols, hop.indptr, hop.indices, hop.values):
+                    h.update(np.asarray(a).tobytes())
         digests[device] = h.hexdigest()
     _record(world, {
-        "entry": f"sample-{layout}", "ranks": world.size, "emulated": emulation.requested(),
+        "entry": f"sample-{sampler}-{layout}", "ranks": world.size,
+        "emulated": emulation.requested(),
         "same_params": digests["cpu"] == digests["cuda"], "same_bytes": True,
         "loss_rel_diff": 0.0, "repeat_identical": None,
         "seconds": round(time.perf_counter() - t0, 2),

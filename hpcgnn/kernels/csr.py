@@ -1,8 +1,9 @@
 """Extraction of CSR rows by position: the rows ``S_U`` of a sampling hop.
 
-CUDA: ``cuda/csr.cu`` (``gather_ranges<I>``, int32/int64 column ids), for CuPy arrays;
-NumPy arrays run the CPU reference, which the samplers use
-(:meth:`hpcgnn.sampling.rows.RowStore.take` and ``merge``).
+CUDA: ``cuda/csr.cu`` (``gather_ranges<I>``, int32/int64 column ids), for tensors on the
+sampling device (a GPU, or the emulated device's host build); NumPy arrays run the CPU
+reference. The samplers use both (:meth:`hpcgnn.sampling.rows.RowStore.take` and
+``merge``).
 """
 
 from __future__ import annotations
@@ -35,9 +36,9 @@ def gather_ranges(indptr: Any, indices: Any, pos: Any) -> tuple[Any, Any]:
     -------
     (indptr, indices)
         ``indptr`` int64 with ``len(pos) + 1`` entries, ``indices`` of the input dtype;
-        CuPy arrays for CuPy inputs, else NumPy.
+        tensors on the inputs' device for tensors, else NumPy.
     """
-    if cm.is_cupy(indices):
+    if type(indices).__module__.split(".")[0] == "torch":
         return _gather_ranges_cuda(indptr, indices, pos)
     pos = np.asarray(pos, dtype=np.int64)
     starts = indptr[pos]
@@ -48,17 +49,18 @@ def gather_ranges(indptr: Any, indices: Any, pos: Any) -> tuple[Any, Any]:
 
 
 def _gather_ranges_cuda(indptr: Any, indices: Any, pos: Any) -> tuple[Any, Any]:
-    import cupy
+    import torch
 
-    indptr = cupy.ascontiguousarray(indptr, dtype=cupy.int64)
-    pos = cupy.ascontiguousarray(pos, dtype=cupy.int64)
-    indices = cupy.ascontiguousarray(indices)
+    indptr = indptr.to(torch.int64).contiguous()
+    pos = pos.to(torch.int64).contiguous()
+    indices = indices.contiguous()
     lens = indptr[pos + 1] - indptr[pos]
-    out_ptr = cupy.zeros(len(pos) + 1, dtype=cupy.int64)
-    cupy.cumsum(lens, out=out_ptr[1:])
-    out = cupy.empty(int(out_ptr[-1]), dtype=indices.dtype)
+    out_ptr = torch.zeros(len(pos) + 1, dtype=torch.int64, device=indices.device)
+    torch.cumsum(lens, 0, out=out_ptr[1:])
+    out = torch.empty(int(out_ptr[-1]), dtype=indices.dtype, device=indices.device)
     rows = min(len(pos), ROW_BLOCKS) if len(out) else 0
     name = f"gather_ranges<{cm.c_type(indices.dtype)}>"
-    args = (indptr, indices, pos, out_ptr, np.int64(len(pos)), out)
-    cm.launch("csr.cu", name, indices.device.id, rows, args, block=ROW_BLOCK, torch_stream=False)
+    args = tuple(cm.as_cupy(a) for a in (indptr, indices, pos, out_ptr))
+    args = (*args, np.int64(len(pos)), cm.as_cupy(out))
+    cm.launch("csr.cu", name, cm.device_index(indices.device), rows, args, block=ROW_BLOCK)
     return out_ptr, out

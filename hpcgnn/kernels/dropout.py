@@ -72,12 +72,17 @@ def _device_ids(sel: Columns | torch.Tensor, tdev: torch.device) -> torch.Tensor
 
 
 def keep_matrix(
-    key: np.uint64, rows: Columns, cols: Columns, p: float, device: Device | None = None,
+    key: np.uint64, rows: Columns | torch.Tensor, cols: Columns, p: float,
+    device: Device | None = None,
 ) -> torch.Tensor:
-    """:func:`hpcgnn.rng.dropout_keep` as a boolean tensor on ``device`` (default: CPU)."""
+    """:func:`hpcgnn.rng.dropout_keep` as a boolean tensor on ``device`` (default: CPU).
+
+    ``rows``: ids on the host, or a tensor of them on ``device`` (a hop sampled there).
+    """
     device = get_device(device)
     if device.kind != "cuda":
-        return _cpu_keep(key, rows, cols, p)
+        return _cpu_keep(key, rows.cpu().numpy() if isinstance(rows, torch.Tensor) else rows,
+                         cols, p)
     tdev = device.torch_device
     r, c = _device_ids(rows, tdev), _device_ids(cols, tdev)
     out = torch.empty((len(r), len(c)), dtype=torch.bool, device=tdev)
@@ -125,7 +130,8 @@ def block_keep(
 
 
 def rows_keep(
-    seed: int, epoch: int, batch: int, layer: int, row_ids: np.ndarray, width: int, p: float,
+    seed: int, epoch: int, batch: int, layer: int, row_ids: np.ndarray | torch.Tensor,
+    width: int, p: float,
     device: Device | None = None, cols: np.ndarray | None = None,
 ) -> torch.Tensor:
     """The minibatch keep-mask of the rows ``row_ids`` of a batch's layer input.

@@ -1,17 +1,24 @@
-"""One round of inverse transform sampling: the draws of the bulk samplers.
+"""The kernels that decide the bulk samplers' draws: ITS rounds, stream keys, prefix sums.
 
-CUDA: ``cuda/sampling.cu`` (for CuPy arrays); NumPy arrays run the CPU references, which
-:mod:`hpcgnn.sampling.its` calls once per round. Both functions take the ``rows`` rows
-still short of their sample (*active* rows), row ``a`` drawing ``need[a]`` numbers in
-round ``rnd``: draw ``t`` uses ``u = to_uniform(chain(keys[a], rnd, t))``. Results come
-per draw, the rows' draws concatenated in row order (draw ``t`` of row ``a`` at
-``draw_off[a] + t``, :func:`draw_rows` gives each draw's row).
+CUDA: ``cuda/sampling.cu``, for tensors on the sampling device (a GPU, or the emulated
+device's host build); NumPy arrays run the CPU references. The samplers reach them
+through :mod:`hpcgnn.sampling.arrays`, so a sample drawn on a GPU is the host's, bit for
+bit. The two rounds take the ``rows`` rows still short of their sample (*active* rows),
+row ``a`` drawing ``need[a]`` numbers in round ``rnd``: draw ``t`` uses
+``u = to_uniform(chain(keys[a], rnd, t))``. Results come per draw, the rows' draws
+concatenated in row order (draw ``t`` of row ``a`` at ``draw_off[a] + t``,
+:func:`draw_rows` gives each draw's row).
 
 - :func:`its_round`: weighted rows; the position hit in the rows' concatenated prefix
   sums (the first ``i`` of the row's range with ``cum[i] > min(u T_a, T_a^-)``, ``T_a``
   the row total and ``T_a^-`` the double below it);
 - :func:`uniform_round`: rows of equal weights; the rank ``min(floor(u m_a), m_a - 1)``
-  of the entry drawn among the row's ``m_a`` remaining ones.
+  of the entry drawn among the row's ``m_a`` remaining ones;
+- :func:`row_keys`: the rows' stream keys ``chain(key, batch, hop[, vertex])``;
+- :func:`segment_cumsum`: each row's inclusive prefix sums, summed sequentially.
+
+Keys travel as ``uint64`` NumPy arrays or as ``int64`` tensors holding the same bits
+(torch has no ``uint64`` indexing; the kernels read them unsigned).
 """
 
 from __future__ import annotations
@@ -77,7 +84,7 @@ def its_round(
     int64 array
         One position per draw (NumPy, or CuPy for CuPy inputs).
     """
-    if cm.is_cupy(cum):
+    if _is_tensor(cum):
         return _round_cuda("its_round", keys, need, rnd, cum, sub_ptr, total)
     row, u = _uniforms(keys, need, rnd)
     tot = total[row]
@@ -91,26 +98,93 @@ def uniform_round(keys: Any, need: Any, rnd: int, remaining: Any) -> Any:
     ``keys``, ``need``, ``rnd`` as for :func:`its_round`; ``remaining`` (int64, ``>= 1``)
     counts each active row's entries not chosen yet. One int64 rank per draw.
     """
-    if cm.is_cupy(remaining):
+    if _is_tensor(remaining):
         return _round_cuda("uniform_round", keys, need, rnd, remaining)
     row, u = _uniforms(keys, need, rnd)
     return np.minimum((u * remaining[row]).astype(np.int64), remaining[row] - 1)
 
 
+def row_keys(key: np.uint64, batch: Any, hop: int, vertex: Any | None = None) -> Any:
+    """The stream key ``chain(key, batch[i], hop, vertex[i])`` of every element.
+
+    ``vertex`` ``None``: ``chain(key, batch[i], hop)``. ``uint64`` NumPy keys for NumPy
+    ``batch``; for a device tensor, an ``int64`` tensor of the same bits.
+    """
+    if not _is_tensor(batch):
+        words = (batch, hop) if vertex is None else (batch, hop, vertex)
+        return chain(np.uint64(key), *words)
+    import torch
+
+    n = len(batch)
+    out = torch.empty(n, dtype=torch.int64, device=batch.device)
+    batch = batch.to(torch.int64).contiguous()
+    vert = batch if vertex is None else vertex.to(torch.int64).contiguous()
+    args = (np.uint64(key), np.int64(n), batch, np.int64(hop), vert,
+            np.int64(vertex is not None), out)
+    _launch("row_keys", batch, n, args)
+    return out
+
+
+def segment_cumsum(indptr: Any, weights: Any) -> Any:
+    """Inclusive prefix sums of ``weights`` restarted at every row of ``indptr`` (float64).
+
+    Each row's prefix sums are a sequential sum of that row's own entries only, on both
+    paths (no cancellation against other rows' offsets, no parallel scan's rounding).
+    NumPy: rows are grouped by length into power-of-two buckets and each bucket is summed
+    as a dense 2D array along its rows; tensors: the ``segment_cumsum`` kernel.
+    """
+    if _is_tensor(weights):
+        import torch
+
+        wt = weights.to(torch.float64).contiguous()
+        res = torch.empty_like(wt)
+        rows = len(indptr) - 1
+        _launch("segment_cumsum", wt, rows, (indptr.contiguous(), np.int64(rows), wt, res))
+        return res
+    indptr = np.asarray(indptr, dtype=np.int64)
+    w = np.asarray(weights, dtype=np.float64)
+    out = np.empty_like(w)
+    lens = np.diff(indptr)
+    nonempty = np.flatnonzero(lens)
+    if len(nonempty) == 0:
+        return out
+    bucket = np.ceil(np.log2(lens[nonempty])).astype(np.int64)
+    for b in np.unique(bucket):
+        rows = nonempty[bucket == b]
+        starts = indptr[rows]
+        rl = indptr[rows + 1] - starts
+        pos = np.arange(int(rl.sum()), dtype=np.int64) - np.repeat(np.cumsum(rl) - rl, rl)
+        entry = np.repeat(starts, rl) + pos
+        owner = np.repeat(np.arange(len(rows), dtype=np.int64), rl)
+        dense = np.zeros((len(rows), 1 << int(b)), dtype=np.float64)
+        dense[owner, pos] = w[entry]
+        np.cumsum(dense, axis=1, out=dense)
+        out[entry] = dense[owner, pos]
+    return out
+
+
+def _is_tensor(a: Any) -> bool:
+    """Whether ``a`` is a torch tensor (a device's: the kernels run), without importing torch."""
+    return type(a).__module__.split(".")[0] == "torch"
+
+
+def _launch(kernel: str, like: Any, work: int, args: tuple) -> None:
+    """Launch ``kernel`` of ``sampling.cu`` on ``like``'s device, one thread per work item."""
+    cast = tuple(cm.as_cupy(a) if _is_tensor(a) else a for a in args)
+    cm.launch("sampling.cu", kernel, cm.device_index(like.device), cm.blocks(work), cast)
+
+
 def _round_cuda(kernel: str, keys: Any, need: Any, rnd: int, *rest: Any) -> Any:
     """Launch ``kernel`` of ``sampling.cu``: one thread per active row."""
-    import cupy
+    import torch
 
-    keys = cupy.ascontiguousarray(keys, dtype=cupy.uint64)
-    need = cupy.ascontiguousarray(need, dtype=cupy.int64)
-    off = cupy.cumsum(need) - need
-    out = cupy.empty(int(need.sum()), dtype=cupy.int64)
-    typed = [
-        cupy.ascontiguousarray(a, dtype=cupy.float64 if a.dtype.kind == "f" else cupy.int64)
-        for a in rest
-    ]
+    need = need.to(torch.int64).contiguous()
+    off = torch.cumsum(need, 0) - need
+    total = int(off[-1] + need[-1]) if len(need) else 0
+    out = torch.empty(total, dtype=torch.int64, device=need.device)
+    typed = [a.to(torch.float64 if a.is_floating_point() else torch.int64) for a in rest]
     rows = len(keys)
-    args = (keys, need, off, np.int64(rows), np.int64(rnd), *typed, out)
-    grid = cm.blocks(rows) if len(out) else 0
-    cm.launch("sampling.cu", kernel, keys.device.id, grid, args, torch_stream=False)
+    args = (keys.to(torch.int64), need, off, np.int64(rows), np.int64(rnd), *typed, out)
+    if total:
+        _launch(kernel, need, rows, args)
     return out

@@ -57,27 +57,51 @@ def spmm(a: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
 
 
 class _SparseMatmul(torch.autograd.Function):
-    """``A H`` for a constant SciPy CSR ``A``; backward ``A^T G``.
+    """``A H`` for a constant SciPy CSR ``A`` (or CSR tensor on ``H``'s device); backward ``A^T G``.
 
     One code path on every device: ``A`` becomes a CSR tensor on ``H``'s device for the
-    forward, ``A^T`` (transposed on the host) once more for the backward, and both products
+    forward, ``A^T`` (transposed on the host, or by :func:`transposed_csr` for a tensor)
+    once more for the backward, and both products
     are :func:`spmm` (``torch.sparse.mm``; cuSPARSE on a GPU), so the host run and the GPU
     run (or the emulated one, bit for bit) compute the same sums.
     """
 
     @staticmethod
-    def forward(ctx, h: torch.Tensor, a: sp.csr_matrix) -> torch.Tensor:
+    def forward(ctx, h: torch.Tensor, a: sp.csr_matrix | torch.Tensor) -> torch.Tensor:
         ctx.a = a
+        if isinstance(a, torch.Tensor):
+            return spmm(a.to(h.dtype), h.detach())
         return spmm(to_torch_csr(a, h.dtype, h.device), h.detach())
 
     @staticmethod
     def backward(ctx, g: torch.Tensor) -> tuple[torch.Tensor, None]:
-        return spmm(to_torch_csr(ctx.a.T.tocsr(), g.dtype, g.device), g.contiguous()), None
+        a = ctx.a
+        if isinstance(a, torch.Tensor):
+            return spmm(transposed_csr(a).to(g.dtype), g.contiguous()), None
+        return spmm(to_torch_csr(a.T.tocsr(), g.dtype, g.device), g.contiguous()), None
 
 
-def sparse_matmul(a: sp.csr_matrix, h: torch.Tensor) -> torch.Tensor:
+def sparse_matmul(a: sp.csr_matrix | torch.Tensor, h: torch.Tensor) -> torch.Tensor:
     """Differentiable (in ``h``) product of a sampled hop matrix with dense rows.
 
-    The result lives on ``h``'s device (``torch.sparse.mm`` on a CSR copy of ``a`` there).
+    ``a``: a SciPy CSR matrix (copied to ``h``'s device), or a ``torch.sparse_csr`` tensor
+    already on it (a hop sampled on the GPU). The result lives on ``h``'s device.
     """
     return _SparseMatmul.apply(h, a)
+
+
+def transposed_csr(a: torch.Tensor) -> torch.Tensor:
+    """``A^T`` of a ``torch.sparse_csr`` tensor, on its device, as SciPy's ``A.T.tocsr()``.
+
+    Each row of ``A^T`` lists its entries by ascending column (a stable sort of the
+    entries by ``(column, row)``), the order SciPy's conversion gives, so the SpMM of the
+    backward sums in the same order whichever way the matrix came.
+    """
+    rows, cols = a.shape
+    crow, col, val = a.crow_indices(), a.col_indices(), a.values()
+    row = torch.repeat_interleave(torch.arange(rows, device=col.device), torch.diff(crow))
+    order = torch.argsort(col * rows + row, stable=True)
+    t_crow = torch.zeros(cols + 1, dtype=torch.int64, device=col.device)
+    torch.cumsum(torch.bincount(col, minlength=cols), 0, out=t_crow[1:])
+    return torch.sparse_csr_tensor(t_crow, row[order], val[order], size=(cols, rows),
+                                   check_invariants=False)

@@ -60,8 +60,8 @@ class BatchMasks:
     device: Device
     columns: Sequence[np.ndarray] | None = None
 
-    def __call__(self, layer: int, rows: np.ndarray, width: int) -> torch.Tensor:
-        """The boolean keep-mask of the rows ``rows`` of layer ``layer``'s input."""
+    def __call__(self, layer: int, rows: np.ndarray | torch.Tensor, width: int) -> torch.Tensor:
+        """The boolean keep-mask of the rows ``rows`` (host ids, or on the device)."""
         cols = None if self.columns is None else self.columns[layer]
         return rows_keep(self.seed, self.epoch, self.batch, layer, rows, width, self.p,
                          self.device, cols)
@@ -167,8 +167,10 @@ class MinibatchModel:
         """How the layer reads the hop's block: its matrix, GIN's sum, GAT's edges."""
         dtype = np.float32 if h.dtype == torch.float32 else np.float64
         if not (self.kind.mlp or self.kind.attention):
-            return partial(sparse_matmul, hop.matrix(dtype))
-        # sum_block counts every sampled edge as 1; the seeds lead the columns
+            return partial(sparse_matmul, hop.matrix(dtype))  # on the GPU if sampled there
+        # sum_block counts every sampled edge as 1; the seeds lead the columns (a host
+        # block: a hop sampled on the GPU is copied back for GIN's and GAT's layers)
+        hop = hop.on_host()
         block = sum_block(hop.matrix(dtype), 0, 1.0 + self.kind.eps, dtype)
         if self.kind.mlp:
             return partial(sparse_matmul, block)
@@ -187,9 +189,15 @@ class MinibatchModel:
         return as_dense(h)
 
 
-def _dropout(h: Input, keep: BatchMasks, layer: int, ids: np.ndarray, p: float) -> Input:
-    """Dropout of a layer input whose rows are the vertices ``ids`` (dense or sparse)."""
+def _dropout(
+    h: Input, keep: BatchMasks, layer: int, ids: np.ndarray | torch.Tensor, p: float
+) -> Input:
+    """Dropout of a layer input whose rows are the vertices ``ids`` (dense or sparse).
+
+    ``ids``: host ids, or a tensor on the device (a hop sampled there).
+    """
     if not isinstance(h, SparseFeatures):
         return dropout(h, keep(layer, ids, h.shape[1]), p)
-    rows = torch.from_numpy(np.asarray(ids, np.int64)).to(h.nz_rows.device)[h.nz_rows]
+    t = ids if isinstance(ids, torch.Tensor) else torch.from_numpy(np.asarray(ids, np.int64))
+    rows = t.to(h.nz_rows.device)[h.nz_rows]
     return h.dropout(keep.entries(layer, rows, h.col), p)

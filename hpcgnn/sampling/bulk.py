@@ -49,6 +49,7 @@ from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.io.reader import GraphFile
 from hpcgnn.layout.blocks import even_offsets, vertex_offsets
 from hpcgnn.sampling import ladies, sage, setops
+from hpcgnn.sampling.arrays import HOST, Array, HostOps
 from hpcgnn.sampling.lazy import LazyShare
 from hpcgnn.sampling.rows import RowStore, read_pattern
 from hpcgnn.sampling.sampled import SampledBatch, SampledHop, split_stacked
@@ -65,15 +66,15 @@ RowSource = Callable[[np.ndarray], RowStore]
 MAX_STACK_ENTRIES = 1 << 18
 
 
-def stack_entries(fr_ptr: np.ndarray, fr_ids: np.ndarray, store: RowStore) -> np.ndarray:
+def stack_entries(fr_ptr: Array, fr_ids: Array, store: RowStore) -> np.ndarray:
     """Cumulative entries per stacked batch: its frontier rows plus their nonzeros of ``S``.
 
     The size of the batch's share of ``P = Q S`` (sage) or of the row extraction ``R S``
-    (ladies), the largest temporaries of a hop; a pointer for :func:`chunk_batches`.
+    (ladies), the largest temporaries of a hop; a pointer for :func:`chunk_batches`, on
+    the host.
     """
-    per_row = 1 + store.lengths(fr_ids)
-    cum = np.concatenate([[0], np.cumsum(per_row)]).astype(np.int64)
-    return cum[fr_ptr]
+    xp = store.xp
+    return xp.to_host(xp.ptr(1 + store.lengths(fr_ids))[fr_ptr])
 
 
 def chunk_batches(ptr: np.ndarray, limit: int | None = None) -> list[tuple[int, int]]:
@@ -102,9 +103,8 @@ def stack(arrays: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
 
 def _chunk_hop(
     spec: SamplerSpec, key: np.uint64, hop: int, span: tuple[int, int],
-    bids: np.ndarray, seeds: tuple[np.ndarray, np.ndarray], frontier: tuple[np.ndarray, np.ndarray],
-    store: RowStore,
-) -> tuple[list[SampledHop], np.ndarray, np.ndarray]:
+    bids: Array, seeds: tuple[Array, Array], frontier: tuple[Array, Array], store: RowStore,
+) -> tuple[list[SampledHop], Array, Array]:
     """Hop ``hop`` of the stacked batches ``span = (lo, hi)``: per batch, and the next frontier.
 
     ``seeds`` and ``frontier`` are the whole stack's ``(ptr, ids)``; returns the batches'
@@ -129,12 +129,17 @@ def _chunk_hop(
 def _start(
     spec: SamplerSpec, epoch: int, batch_ids: list[int], seeds: list[np.ndarray]
 ) -> tuple[np.uint64, np.ndarray, list[np.ndarray]]:
-    """The epoch key, the batch ids and the seeds as int64 arrays."""
+    """The epoch key, the batch ids and the seeds as int64 arrays (on the host)."""
     purpose = spec.method.tag
     arrays = [np.asarray(s, dtype=np.int64) for s in seeds]
     if len(arrays) != len(batch_ids):
         raise ValueError(f"{len(batch_ids)} batch ids for {len(arrays)} seed arrays")
     return epoch_key(spec.seed, purpose, epoch), np.asarray(batch_ids, dtype=np.int64), arrays
+
+
+def _on(xp: HostOps, ptr_ids: tuple[np.ndarray, np.ndarray]) -> tuple[Array, Array]:
+    """A stack's ``(ptr, ids)`` where ``xp`` computes."""
+    return xp.asarray(ptr_ids[0]), xp.asarray(ptr_ids[1])
 
 
 def sample_stack(
@@ -146,7 +151,8 @@ def sample_stack(
     ``rows(ids)`` must return a :class:`RowStore` holding the rows ``ids`` of ``S`` (the
     stacked frontier: repeated and unsorted ids); it is called exactly ``spec.layers``
     times, also when there is no batch (so a collective source stays in step on every
-    rank).
+    rank). The hops are sampled where the stores' arrays are (the host, or the sampling
+    device: then the hops' arrays are tensors there).
     """
     key, bids, arrays = _start(spec, epoch, batch_ids, seeds)
     out = [SampledBatch(int(b), s) for b, s in zip(bids, arrays, strict=True)]
@@ -156,6 +162,10 @@ def sample_stack(
         store = rows(fr_ids)
         if not out:
             continue
+        if hop == 0:  # the stack where the store is
+            xp = store.xp
+            seed, bids = _on(xp, seed), xp.asarray(bids)
+            fr_ptr, fr_ids = seed
         next_fr = []
         for span in chunk_batches(stack_entries(fr_ptr, fr_ids, store)):
             hops, col_ptr, cols = _chunk_hop(spec, key, hop, span, bids, seed,
@@ -166,9 +176,8 @@ def sample_stack(
         if len(next_fr) == 1:  # one chunk: its next frontier is the stack's
             fr_ptr, fr_ids = next_fr[0]
         elif hop + 1 < spec.layers:  # the last hop's columns are no frontier
-            sizes = np.concatenate([np.diff(ptr) for ptr, _ in next_fr])
-            fr_ptr = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-            fr_ids = np.concatenate([cols for _, cols in next_fr])
+            fr_ptr = xp.ptr(xp.concat([xp.diff(ptr) for ptr, _ in next_fr]))
+            fr_ids = xp.concat([cols for _, cols in next_fr])
     return out
 
 
@@ -186,18 +195,21 @@ def sample_depth_first(
     whole stack's.
     """
     key, bids, arrays = _start(spec, epoch, batch_ids, seeds)
-    seed = stack(arrays)
-    yield from _descend(spec, key, 0, bids, arrays, seed, seed, [[] for _ in arrays], store)
+    xp = store.xp
+    seed = _on(xp, stack(arrays))
+    yield from _descend(spec, key, 0, xp.asarray(bids), arrays, seed, seed,
+                        [[] for _ in arrays], store)
 
 
 def _descend(
-    spec: SamplerSpec, key: np.uint64, hop: int, bids: np.ndarray, seeds: list[np.ndarray],
-    seed: tuple[np.ndarray, np.ndarray], frontier: tuple[np.ndarray, np.ndarray],
+    spec: SamplerSpec, key: np.uint64, hop: int, bids: Array, seeds: list[np.ndarray],
+    seed: tuple[Array, Array], frontier: tuple[Array, Array],
     done: list[list[SampledHop]], store: RowStore,
 ) -> Iterator[list[SampledBatch]]:
     """Hops ``hop, hop+1, ...`` of a stack whose hops before ``hop`` are ``done``."""
     if hop == spec.layers:
-        yield [SampledBatch(int(b), s, d) for b, s, d in zip(bids, seeds, done, strict=True)]
+        ids = store.xp.to_host(bids)
+        yield [SampledBatch(int(b), s, d) for b, s, d in zip(ids, seeds, done, strict=True)]
         return
     seed_ptr, seed_ids = seed
     for lo, hi in chunk_batches(stack_entries(*frontier, store)):
@@ -253,6 +265,12 @@ class BulkSampler:
         Where the partitioned layout's SpGEMM charges its bytes before moving them
         (:mod:`hpcgnn.cost.minibatch`); the replicated layout samples without messages.
 
+    On a grid whose device is a GPU the hops are sampled there (:attr:`device` ``cuda``):
+    the replicated layout keeps the whole pattern of ``S`` on the GPU, the partitioned
+    one fetches its rows on the host (the 1.5D SpGEMM's messages) and samples each hop on
+    the GPU; the sampled batches' arrays are tensors there. The samples are the host's
+    bit for bit (:mod:`hpcgnn.sampling.arrays`).
+
     Attributes
     ----------
     offsets
@@ -261,6 +279,8 @@ class BulkSampler:
         This process row's rows ``[offsets[i], offsets[i+1])`` of ``S``.
     edges_sampled
         Sampled edges (all hops) of the batches this rank sampled so far.
+    device
+        Where the hops are sampled: ``cuda`` or ``cpu`` (the metrics' ``sampling.device``).
 
     """
 
@@ -271,6 +291,9 @@ class BulkSampler:
         if layout not in LAYOUTS:
             raise ValueError(f"unknown layout {layout!r}")
         self.spec, self.grid, self.layout = spec, grid, layout
+        #: Where the hops are sampled: ``cuda`` (the grid's GPU) or ``cpu`` (the host).
+        self.device = "cuda" if grid.device.is_cuda else "cpu"
+        where = grid.device.torch_device if grid.device.is_cuda else None
         col = grid.col
         self.full: RowStore | None = None
         with collective(grid.world), GraphFile(path) as gf:
@@ -278,13 +301,16 @@ class BulkSampler:
             self.offsets = vertex_offsets(meta.num_nodes, col.size, meta.partition_offsets)
             lo, hi = (int(v) for v in self.offsets[col.rank : col.rank + 2])
             if layout == "replicated":
-                self.full = read_pattern(gf, 0, meta.num_nodes, spec.method)
+                full = read_pattern(gf, 0, meta.num_nodes, spec.method)
                 ids = np.arange(lo, hi, dtype=np.int64)
-                self.block = RowStore(ids, *self.full.take(ids), meta.num_nodes)
+                self.block = RowStore(ids, *full.take(ids), meta.num_nodes)
+                self.full = full.on(where)  # the whole pattern where sampling runs
+                del full
             else:
                 self.block = read_pattern(gf, lo, hi, spec.method)
         self.rows_range = (lo, hi)
         self.aware = None
+        self._where = where
         if layout == "partitioned":
             self.aware = SparsityAwareRows(
                 col, grid.row, self.block, self.offsets, grid.rank, traffic
@@ -318,11 +344,13 @@ class BulkSampler:
         share = my_share(len(batches), self.grid.size, self.grid.rank)
         ids, seeds = [first + i for i in share], [batches[i] for i in share]
         if self.aware is not None:
-            aware = self.aware
+            aware, where = self.aware, self._where
+
+            def rows(frontier: Array) -> RowStore:  # fetched on the host, sampled where
+                return aware(setops.unique(HOST.to_host(frontier))).on(where)
+
             with self.grid.stats.phase("sample"):
-                out = sample_stack(
-                    self.spec, epoch, ids, seeds, lambda f: aware(setops.unique(f))
-                )
+                out = sample_stack(self.spec, epoch, ids, seeds, rows)
             self._count(out)
             return out
         full = self.full

@@ -130,7 +130,8 @@ def sample_to_file(
         t0 = pgrid.stats.clock()
         mine: list[SampledBatch] = []
         for first in range(0, len(epoch_batches), spec.bulk):
-            mine += sampler.sample(epoch, epoch_batches[first : first + spec.bulk], first)
+            share = sampler.sample(epoch, epoch_batches[first : first + spec.bulk], first)
+            mine += [b.on_host() for b in share]  # from the GPU if sampled there
         seconds = world.allreduce_scalar(pgrid.stats.clock() - t0, MPI.MAX)
         gathered = world.gather_obj(mine, 0, "sample_gather")
         attrs = {**spec.as_dict(), "layers": spec.layers, "epoch": epoch + 1,

@@ -10,6 +10,12 @@ Sparse features (CSR, :mod:`hpcgnn.kernels.sparse_input`) travel as their nonzer
 column indices (``int32``) and the values of the rows asked for. The rows' lengths are
 known to every rank of the column (gathered once at set-up, like the sampler's row
 lengths), so a fetch sends no lengths and the cost model knows its bytes in advance.
+
+On a GPU the dense rows are gathered from the block held on the device (the copy the
+full-graph evaluation reads), travel through the communicator's wire (device buffers
+to a CUDA-aware MPI, else staged through pinned host buffers) and arrive on the device:
+the batch's features never pass through pageable host memory. Labels and sparse rows
+are served from the host arrays.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from typing import TypeAlias
 
 import numpy as np
 import scipy.sparse as sp
+import torch
 
 from hpcgnn.comm.communicator import Comm
 from hpcgnn.layout.blocks import owner_of
@@ -44,6 +51,8 @@ class FeatureFetcher:
         This block row's features (``n_i x f``), dense or CSR.
     labels
         This block row's labels (``n_i``, int64).
+    on_device
+        The same dense block on the GPU (``None``: fetch from ``features`` on the host).
 
     Attributes
     ----------
@@ -53,9 +62,11 @@ class FeatureFetcher:
     """
 
     def __init__(
-        self, col: Comm, offsets: np.ndarray, features: Features, labels: np.ndarray
+        self, col: Comm, offsets: np.ndarray, features: Features, labels: np.ndarray,
+        on_device: torch.Tensor | None = None,
     ) -> None:
         self.col = col
+        self.on_device = None if sp.issparse(features) else on_device
         self.offsets = np.asarray(offsets, dtype=np.int64)
         self.lo = int(self.offsets[col.rank])
         self.labels = np.ascontiguousarray(labels, dtype=np.int64)
@@ -74,11 +85,16 @@ class FeatureFetcher:
         """Whether the rows travel as CSR nonzeros."""
         return self.lengths is not None
 
-    def fetch(self, ids: np.ndarray) -> tuple[Features, np.ndarray]:
+    @property
+    def device(self) -> str:
+        """Where the features are gathered: ``cuda`` or ``cpu`` (``sampling.feature_device``)."""
+        return "cpu" if self.on_device is None else "cuda"
+
+    def fetch(self, ids: np.ndarray) -> tuple[Features | torch.Tensor, np.ndarray]:
         """Features (dense, or CSR) and labels of the global vertices ``ids`` (any order).
 
         Collective: every rank of the column must call it, with its own (possibly empty)
-        ``ids``.
+        ``ids``. The dense rows are a tensor on the GPU when :attr:`on_device` is set.
         """
         ids = np.asarray(ids, dtype=np.int64)
         owner = owner_of(ids, self.offsets)
@@ -86,6 +102,9 @@ class FeatureFetcher:
         counts = np.bincount(owner, minlength=self.col.size).astype(np.int64)
         asked, asked_counts = self.col.alltoallv(ids[order], counts, REQUEST)
         local = asked - self.lo
+        if self.on_device is not None:
+            return self._fetch_on_device(local, asked_counts, counts, order), self._labels(
+                local, asked_counts, counts, order)
         if self.sparse:
             x_in = self._fetch_rows(local, asked_counts, ids[order], owner[order])
         else:
@@ -93,14 +112,31 @@ class FeatureFetcher:
                 np.ascontiguousarray(self.features[local]), asked_counts, FETCH,
                 recvcounts=counts,
             )
-        y_in, _ = self.col.alltoallv(self.labels[local], asked_counts, FETCH, recvcounts=counts)
-        y = np.empty_like(y_in)
-        y[order] = y_in
+        y = self._labels(local, asked_counts, counts, order)
         if self.sparse:
             return x_in[np.argsort(order, kind="stable")], y
         x = np.empty_like(x_in)
         x[order] = x_in
         return x, y
+
+    def _labels(self, local: np.ndarray, asked_counts: np.ndarray, counts: np.ndarray,
+                order: np.ndarray) -> np.ndarray:
+        """The labels of the peers' ``local`` rows, back in the order of the ids asked for."""
+        y_in, _ = self.col.alltoallv(self.labels[local], asked_counts, FETCH, recvcounts=counts)
+        y = np.empty_like(y_in)
+        y[order] = y_in
+        return y
+
+    def _fetch_on_device(self, local: np.ndarray, asked_counts: np.ndarray, counts: np.ndarray,
+                         order: np.ndarray) -> torch.Tensor:
+        """The dense rows, gathered, exchanged and put in order on the GPU."""
+        assert self.on_device is not None
+        dev = self.on_device.device
+        rows = self.on_device[torch.as_tensor(local, device=dev)]
+        x_in, _ = self.col.alltoallv(rows, asked_counts, FETCH, recvcounts=counts)
+        x = torch.empty_like(x_in)
+        x[torch.as_tensor(order, device=dev)] = x_in
+        return x
 
     def _fetch_rows(self, local: np.ndarray, asked_counts: np.ndarray, wanted: np.ndarray,
                     owners: np.ndarray) -> sp.csr_matrix:

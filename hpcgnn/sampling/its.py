@@ -32,118 +32,105 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from hpcgnn.kernels.sampling import draw_rows, its_round, uniform_round
+from hpcgnn.kernels.sampling import its_round, uniform_round
+from hpcgnn.sampling.arrays import Array, HostOps, ops
 from hpcgnn.sampling.setops import unique
 
 
-def _segments(indptr: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _segments(xp: HostOps, indptr: Array, rows: Array) -> tuple[Array, Array, Array]:
     """Entry ids, row position (within ``rows``) and in-row offset of the entries of ``rows``."""
     starts = indptr[rows]
     lens = indptr[rows + 1] - starts
     total = int(lens.sum())
-    first = np.cumsum(lens) - lens
-    pos = np.arange(total, dtype=np.int64) - np.repeat(first, lens)
-    entry = np.repeat(starts, lens) + pos
-    owner = np.repeat(np.arange(len(rows), dtype=np.int64), lens)
+    first = xp.cumsum(lens) - lens
+    pos = xp.arange(total) - xp.repeat(first, lens)
+    entry = xp.repeat(starts, lens) + pos
+    owner = xp.repeat(xp.arange(len(rows)), lens)
     return entry, owner, pos
 
 
-def segment_cumsum(indptr: np.ndarray, weights: np.ndarray) -> np.ndarray:
+def segment_cumsum(indptr: Array, weights: Array) -> Array:
     """Inclusive prefix sums of ``weights`` restarted at every row of ``indptr``.
 
-    Rows are grouped by length into power-of-two buckets and each bucket is summed as a
-    dense 2D array along its rows, so every row's prefix sums are a sequential sum of
-    that row's own entries only (no cancellation against other rows' offsets).
+    Sequential per row, on the host and on a device alike
+    (:func:`hpcgnn.kernels.sampling.segment_cumsum`).
     """
-    indptr = np.asarray(indptr, dtype=np.int64)
-    w = np.asarray(weights, dtype=np.float64)
-    out = np.empty_like(w)
-    lens = np.diff(indptr)
-    nonempty = np.flatnonzero(lens)
-    if len(nonempty) == 0:
-        return out
-    bucket = np.ceil(np.log2(lens[nonempty])).astype(np.int64)
-    for b in np.unique(bucket):
-        rows = nonempty[bucket == b]
-        entry, owner, pos = _segments(indptr, rows)
-        dense = np.zeros((len(rows), 1 << int(b)), dtype=np.float64)
-        dense[owner, pos] = w[entry]
-        np.cumsum(dense, axis=1, out=dense)
-        out[entry] = dense[owner, pos]
-    return out
+    return ops(weights).segment_cumsum(indptr, weights)
 
 
-def row_totals(indptr: np.ndarray, cum: np.ndarray) -> np.ndarray:
+def row_totals(indptr: Array, cum: Array) -> Array:
     """Row sums from the output of :func:`segment_cumsum` (0 for empty rows)."""
-    indptr = np.asarray(indptr, dtype=np.int64)
-    out = np.zeros(len(indptr) - 1, dtype=np.float64)
+    xp = ops(cum)
+    out = xp.zeros(len(indptr) - 1, "float64")
     ends = indptr[1:]
     nonempty = ends > indptr[:-1]
     out[nonempty] = cum[ends[nonempty] - 1]
     return out
 
 
-def _rounds(have: np.ndarray, target: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
+def _rounds(xp: HostOps, have: Array, target: Array) -> Iterator[tuple[int, Array]]:
     """Yield ``(round, rows still short of target)`` until every row has its target.
 
     The caller adds each round's accepted entries to ``have`` in place.
     """
     rnd = 0
-    while len(active := np.flatnonzero(have < target)):
+    while len(active := xp.flatnonzero(have < target)):
         yield rnd, active
         rnd += 1
 
 
-def sample_rows(
-    indptr: np.ndarray, weights: np.ndarray, counts: int | np.ndarray, row_keys: np.ndarray
-) -> np.ndarray:
+def _targets(xp: HostOps, counts: int | Array, available: Array) -> Array:
+    """``min(counts, available)`` per row (``counts`` a scalar or one per row)."""
+    if isinstance(counts, (int, np.integer)):
+        return xp.minimum(available, int(counts))
+    return xp.minimum(xp.int64(xp.asarray(counts)), available)
+
+
+def sample_rows(indptr: Array, weights: Array, counts: int | Array, row_keys: Array) -> Array:
     """Select distinct entries per row with probability proportional to their weights.
 
     Parameters
     ----------
     indptr
-        CSR row pointer of the probability matrix (``R + 1`` entries).
+        CSR row pointer of the probability matrix (``R + 1`` entries, int64).
     weights
-        Its values; entries ``<= 0`` are never selected.
+        Its values (float64); entries ``<= 0`` are never selected.
     counts
         Entries wanted per row (scalar or length ``R``); a row with fewer positive
         entries gets all of them.
     row_keys
-        ``uint64`` key of each row's random stream (length ``R``).
+        Key of each row's random stream (length ``R``; ``uint64``, or on a device int64
+        tensors of the same bits).
 
     Returns
     -------
-    numpy.ndarray
-        Boolean mask over the entries: ``True`` where selected.
+    array
+        Boolean mask over the entries: ``True`` where selected (on the inputs' device).
 
     """
-    indptr = np.asarray(indptr, dtype=np.int64)
+    xp = ops(weights)
     nrows = len(indptr) - 1
-    w = np.asarray(weights, dtype=np.float64)
-    w = np.where(w > 0.0, w, 0.0)
-    row_of = np.repeat(np.arange(nrows, dtype=np.int64), np.diff(indptr))
-    positive = np.bincount(row_of[w > 0.0], minlength=nrows)
-    target = np.minimum(np.broadcast_to(np.asarray(counts, dtype=np.int64), (nrows,)), positive)
-    have = np.zeros(nrows, dtype=np.int64)
-    selected = np.zeros(len(w), dtype=bool)
-    keys = np.asarray(row_keys, dtype=np.uint64)
-    for rnd, active in _rounds(have, target):
-        entry, owner, _ = _segments(indptr, active)
-        lens = indptr[active + 1] - indptr[active]
-        sub_ptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+    w = xp.float64(weights)
+    w = xp.where(w > 0.0, w, 0.0)
+    row_of = xp.repeat(xp.arange(nrows), xp.diff(indptr))
+    target = _targets(xp, counts, xp.bincount(row_of[w > 0.0], nrows))
+    have = xp.zeros(nrows)
+    selected = xp.zeros(len(w), "bool")
+    for rnd, active in _rounds(xp, have, target):
+        entry, owner, _ = _segments(xp, indptr, active)
+        sub_ptr = xp.ptr(indptr[active + 1] - indptr[active])
         cum = segment_cumsum(sub_ptr, w[entry])
         total = row_totals(sub_ptr, cum)
-        hit = its_round(keys[active], target[active] - have[active], rnd, cum, sub_ptr, total)
+        hit = its_round(row_keys[active], target[active] - have[active], rnd, cum, sub_ptr,
+                        total)
         hit = unique(hit)
         selected[entry[hit]] = True
         w[entry[hit]] = 0.0
-        have[active] += np.bincount(owner[hit], minlength=len(active))
+        have[active] += xp.bincount(owner[hit], len(active))
     return selected
 
 
-def sample_uniform_rows(
-    indptr: np.ndarray, counts: int | np.ndarray, row_keys: np.ndarray
-) -> np.ndarray:
+def sample_uniform_rows(indptr: Array, counts: int | Array, row_keys: Array) -> Array:
     """:func:`sample_rows` for rows whose entries all have the same weight.
 
     With equal weights the prefix sum of the ``m`` entries not chosen yet is their rank,
@@ -153,31 +140,29 @@ def sample_uniform_rows(
     few rows that drew a repeat, rank the remaining entries with an integer prefix sum
     (exact). Rows with ``d_r <= s_r`` take every entry without drawing.
     """
-    indptr = np.asarray(indptr, dtype=np.int64)
-    nrows = len(indptr) - 1
-    lens = np.diff(indptr)
-    target = np.minimum(np.broadcast_to(np.asarray(counts, dtype=np.int64), (nrows,)), lens)
-    selected = np.zeros(int(indptr[-1]), dtype=bool)
+    xp = ops(indptr)
+    lens = xp.diff(indptr)
+    target = _targets(xp, counts, lens)
+    selected = xp.zeros(int(indptr[-1]), "bool")
     whole = (target == lens) & (lens > 0)
-    selected[_segments(indptr, np.flatnonzero(whole))[0]] = True
-    have = np.where(whole, lens, 0)
-    keys = np.asarray(row_keys, dtype=np.uint64)
-    for rnd, active in _rounds(have, target):
+    selected[_segments(xp, indptr, xp.flatnonzero(whole))[0]] = True
+    have = xp.where(whole, lens, 0)
+    for rnd, active in _rounds(xp, have, target):
         remaining = lens[active] - have[active]
         need = target[active] - have[active]
-        draw_row = draw_rows(need)
-        rank = uniform_round(keys[active], need, rnd, remaining)
+        draw_row = xp.repeat(xp.arange(len(need)), need)
+        rank = uniform_round(row_keys[active], need, rnd, remaining)
         if rnd == 0:
             hit = indptr[active][draw_row] + rank
         else:
-            entry, _, _ = _segments(indptr, active)
-            left = np.cumsum(~selected[entry])  # integer prefix sums: exact
-            sub_start = np.cumsum(lens[active]) - lens[active]
-            base = np.where(sub_start > 0, left[np.maximum(sub_start - 1, 0)], 0)
-            hit = entry[np.searchsorted(left, base[draw_row] + rank + 1)]
+            entry, _, _ = _segments(xp, indptr, active)
+            left = xp.cumsum(~selected[entry])  # integer prefix sums: exact
+            sub_start = xp.cumsum(lens[active]) - lens[active]
+            base = xp.where(sub_start > 0, left[xp.maximum(sub_start - 1, 0)], 0)
+            hit = entry[xp.searchsorted(left, base[draw_row] + rank + 1)]
         hit = unique(hit)
         selected[hit] = True
-        have[active] += np.bincount(
-            np.searchsorted(indptr[active], hit, side="right") - 1, minlength=len(active)
+        have[active] += xp.bincount(
+            xp.searchsorted(indptr[active], hit, right=True) - 1, len(active)
         )
     return selected

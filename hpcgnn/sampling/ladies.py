@@ -23,34 +23,35 @@ Random numbers of batch ``b`` are keyed by ``(seed, epoch, batch id, hop)``.
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as sp
 
-from hpcgnn.rng import chain
+from hpcgnn.sampling.arrays import Array, ops
 from hpcgnn.sampling.its import row_totals, sample_rows, segment_cumsum
-from hpcgnn.sampling.matrices import StackedHop, compressed_rows, selection, spgemm
+from hpcgnn.sampling.matrices import Csr, StackedHop, compressed_rows, selection, spgemm
 from hpcgnn.sampling.rows import RowStore
 from hpcgnn.sampling.samplers import LAYER_WISE
 from hpcgnn.sampling.setops import contains, unique
 
 
-def probabilities(p: sp.csr_matrix) -> np.ndarray:
-    """Each entry of ``P`` divided by its row sum (exact per-row sums)."""
-    totals = row_totals(p.indptr, segment_cumsum(p.indptr, p.data))
-    entry_row = np.repeat(np.arange(p.shape[0], dtype=np.int64), np.diff(p.indptr))
-    return p.data / totals[entry_row]
-
-
-def normalize_rows(m: sp.csr_matrix) -> np.ndarray:
-    """Values of ``m`` divided by their row sums (rows of zeros stay zero)."""
+def _row_sums(m: Csr) -> Array:
+    """Each row's sum (exact per row), repeated over the row's entries."""
+    xp = ops(m.data)
     totals = row_totals(m.indptr, segment_cumsum(m.indptr, m.data))
-    entry_row = np.repeat(np.arange(m.shape[0], dtype=np.int64), np.diff(m.indptr))
-    denom = totals[entry_row]
-    return np.divide(m.data, denom, out=np.zeros_like(m.data), where=denom > 0)
+    return totals[xp.repeat(xp.arange(m.shape[0]), xp.diff(m.indptr))]
+
+
+def probabilities(p: Csr) -> Array:
+    """Each entry of ``P`` divided by its row sum (exact per-row sums)."""
+    return p.data / _row_sums(p)
+
+
+def normalize_rows(m: Csr) -> Array:
+    """Values of ``m`` divided by their row sums (rows of zeros stay zero)."""
+    return ops(m.data).ratio(m.data, _row_sums(m))
 
 
 def sample_hop(
-    fr_ptr: np.ndarray, fr_ids: np.ndarray, seed_ptr: np.ndarray, seed_ids: np.ndarray,
-    batch_ids: np.ndarray, hop: int, size: int, store: RowStore, key: np.uint64,
+    fr_ptr: Array, fr_ids: Array, seed_ptr: Array, seed_ids: Array,
+    batch_ids: Array, hop: int, size: int, store: RowStore, key: np.uint64,
 ) -> StackedHop:
     """Sample hop ``hop`` of every batch of the stack (see the module docstring).
 
@@ -71,36 +72,35 @@ def sample_hop(
     key
         Epoch key of the sampler.
 
+    The arrays are NumPy arrays, or tensors on the store's device; so is the result.
     """
-    n = np.int64(store.num_nodes)
+    xp = ops(fr_ids)
+    n = int(store.num_nodes)
     nb = len(batch_ids)
     nfr = len(fr_ids)
     s_u, inv = compressed_rows(fr_ids, store, LAYER_WISE)
-    p = spgemm(selection(fr_ptr, inv, s_u.shape[0]), s_u.multiply(s_u).tocsr())
-    sel = sample_rows(p.indptr, p.data, size, chain(key, np.asarray(batch_ids, np.int64), hop))
+    p = spgemm(selection(fr_ptr, inv, s_u.shape[0]), s_u.squared())
+    sel = sample_rows(p.indptr, p.data, size, xp.row_keys(key, batch_ids, hop, None))
     prob = probabilities(p)
-    p_key = np.repeat(np.arange(nb, dtype=np.int64), np.diff(p.indptr)) * n + p.indices
-    seed_batch = np.repeat(np.arange(nb, dtype=np.int64), np.diff(seed_ptr))
-    after_key = unique(np.concatenate([p_key[sel], seed_batch * n + seed_ids]))
+    p_key = xp.repeat(xp.arange(nb), xp.diff(p.indptr)) * n + p.indices
+    seed_batch = xp.repeat(xp.arange(nb), xp.diff(seed_ptr))
+    after_key = unique(xp.concat([p_key[sel], seed_batch * n + seed_ids]))
     after_batch = after_key // n
-    col_ptr = np.concatenate([[0], np.cumsum(np.bincount(after_batch, minlength=nb))])
-    p_after = prob[np.searchsorted(p_key, after_key)]
+    col_ptr = xp.ptr(xp.bincount(after_batch, nb))
+    p_after = prob[xp.searchsorted(p_key, after_key)]
     # row extraction: R S, one selection row per vertex of every F_b
-    x = spgemm(selection(np.arange(nfr + 1, dtype=np.int64), inv, s_u.shape[0]), s_u)
+    x = spgemm(selection(xp.arange(nfr + 1), inv, s_u.shape[0]), s_u)
     # column extraction: block-diagonal selection, compressed to its nonzero rows
-    row_batch = np.repeat(np.arange(nb, dtype=np.int64), np.diff(fr_ptr))
-    x_row = np.repeat(np.arange(nfr, dtype=np.int64), np.diff(x.indptr))
+    row_batch = xp.repeat(xp.arange(nb), xp.diff(fr_ptr))
+    x_row = xp.repeat(xp.arange(nfr), xp.diff(x.indptr))
     x_key = row_batch[x_row] * n + x.indices
     hit = contains(after_key, x_key)
-    pos = np.searchsorted(after_key, x_key)
-    x_ptr = np.concatenate([[0], np.cumsum(np.bincount(x_row[hit], minlength=nfr))])
-    xc = sp.csr_matrix((x.data[hit], pos[hit], x_ptr), shape=(nfr, len(after_key)))
+    pos = xp.searchsorted(after_key, x_key)
+    x_ptr = xp.ptr(xp.bincount(x_row[hit], nfr))
     m = len(after_key)
-    c = sp.csr_matrix((1.0 / p_after, np.arange(m), np.arange(m + 1)), shape=(m, m))
+    xc = Csr(x_ptr, pos[hit], x.data[hit], (nfr, m))
+    c = Csr(xp.arange(m + 1), xp.arange(m), 1.0 / p_after, (m, m))
     y = spgemm(xc, c)
-    y_row = np.repeat(np.arange(nfr, dtype=np.int64), np.diff(y.indptr))
-    local = y.indices.astype(np.int64) - col_ptr[row_batch[y_row]]
-    return StackedHop(
-        fr_ptr, fr_ids, col_ptr.astype(np.int64), after_key % n, y.indptr.astype(np.int64),
-        local, normalize_rows(y),
-    )
+    y_row = xp.repeat(xp.arange(nfr), xp.diff(y.indptr))
+    local = y.indices - col_ptr[row_batch[y_row]]
+    return StackedHop(fr_ptr, fr_ids, col_ptr, after_key % n, y.indptr, local, normalize_rows(y))

@@ -1,6 +1,9 @@
 """The matrices of one sampling hop: selections, compressed row blocks and SpGEMM.
 
-Shared by :mod:`hpcgnn.sampling.sage` and :mod:`hpcgnn.sampling.ladies`.
+Shared by :mod:`hpcgnn.sampling.sage` and :mod:`hpcgnn.sampling.ladies`. A matrix is a
+:class:`Csr` of NumPy arrays (the host) or of tensors on the sampling device; its
+products are SciPy's on the host and :func:`esc_spgemm` on a device, which sums every
+output entry in SciPy's order, so both give the same values bit for bit.
 """
 
 from __future__ import annotations
@@ -10,6 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from hpcgnn.kernels.csr import gather_ranges
+from hpcgnn.sampling.arrays import HOST, Array, ops
 from hpcgnn.sampling.rows import RowStore
 from hpcgnn.sampling.samplers import Sampler
 from hpcgnn.sampling.setops import unique_inverse
@@ -22,29 +27,49 @@ class StackedHop:
     ``indices`` are batch-local column positions into ``cols[col_ptr[b]:col_ptr[b+1]]``.
     """
 
-    row_ptr: np.ndarray
-    rows: np.ndarray
-    col_ptr: np.ndarray
-    cols: np.ndarray
-    indptr: np.ndarray
-    indices: np.ndarray
-    values: np.ndarray
+    row_ptr: Array
+    rows: Array
+    col_ptr: Array
+    cols: Array
+    indptr: Array
+    indices: Array
+    values: Array
 
 
-def selection(q_ptr: np.ndarray, cols: np.ndarray, num_cols: int) -> sp.csr_matrix:
+@dataclass
+class Csr:
+    """A CSR matrix of NumPy arrays or device tensors (int64 ``indptr`` and ``indices``)."""
+
+    indptr: Array
+    indices: Array
+    data: Array
+    shape: tuple[int, int]
+
+    def squared(self) -> Csr:
+        """The elementwise square ``A .* A`` (same pattern)."""
+        return Csr(self.indptr, self.indices, self.data * self.data, self.shape)
+
+    def scipy(self) -> sp.csr_matrix:
+        """The host matrix (NumPy arrays only)."""
+        return sp.csr_matrix((self.data, self.indices, self.indptr), shape=self.shape)
+
+    @classmethod
+    def of_scipy(cls, m: sp.csr_matrix) -> Csr:
+        """A SciPy matrix's arrays (int64 indices)."""
+        return cls(m.indptr.astype(np.int64, copy=False), m.indices.astype(np.int64, copy=False),
+                   m.data, m.shape)
+
+
+def selection(q_ptr: Array, cols: Array, num_cols: int) -> Csr:
     """0/1 matrix whose row ``i`` has ones at ``cols[q_ptr[i]:q_ptr[i+1]]`` (sorted per row)."""
+    xp = ops(cols)
     nrows = len(q_ptr) - 1
-    q = sp.csr_matrix(
-        (np.ones(len(cols)), np.asarray(cols, dtype=np.int64), np.asarray(q_ptr, dtype=np.int64)),
-        shape=(nrows, num_cols),
-    )
-    q.sort_indices()
-    return q
+    row = xp.repeat(xp.arange(nrows), xp.diff(q_ptr))
+    return Csr(q_ptr, xp.sort(row * num_cols + cols) - row * num_cols, xp.ones(len(cols)),
+               (nrows, num_cols))
 
 
-def compressed_rows(
-    ids: np.ndarray, store: RowStore, sampler: Sampler
-) -> tuple[sp.csr_matrix, np.ndarray]:
+def compressed_rows(ids: Array, store: RowStore, sampler: Sampler) -> tuple[Csr, Array]:
     """``S_U`` (the rows of ``S`` at the distinct vertices ``U`` of ``ids``), and ``ids`` in ``U``.
 
     ``Q S = Q_U S_U`` exactly when ``Q``'s columns are compressed to ``U``; each output
@@ -55,8 +80,39 @@ def compressed_rows(
     return store.matrix(uniq, sampler), inv
 
 
-def spgemm(q: sp.csr_matrix, s: sp.csr_matrix) -> sp.csr_matrix:
-    """Sparse x sparse product with sorted column indices."""
-    p = (q @ s).tocsr()
+def spgemm(q: Csr, s: Csr) -> Csr:
+    """Sparse x sparse product with sorted column indices (SciPy's, or :func:`esc_spgemm`)."""
+    if ops(s.indices) is not HOST:
+        return esc_spgemm(q, s)
+    p = (q.scipy() @ s.scipy()).tocsr()
     p.sort_indices()
-    return p
+    return Csr.of_scipy(p)
+
+
+def esc_spgemm(q: Csr, s: Csr) -> Csr:
+    """``Q S`` by expansion, sort and compression (the GPU SpGEMM), summed as SciPy sums.
+
+    Every entry ``(i, k)`` of ``Q`` expands to the products ``Q_ik S_kj`` of row ``k`` of
+    ``S``; a stable sort by ``(i, j)`` keeps each output entry's products in the order of
+    ``Q``'s row, and each entry is their sequential sum
+    (:func:`hpcgnn.kernels.sampling.segment_cumsum`): SciPy's ``csr_matmat`` order, so the
+    values are SciPy's bit for bit. Zero sums are dropped, as SciPy drops them.
+    """
+    xp = ops(s.indices)
+    nrows, ncols = q.shape[0], s.shape[1]
+    q_row = xp.repeat(xp.arange(nrows), xp.diff(q.indptr))
+    ptr, entry = gather_ranges(s.indptr, xp.arange(len(s.indices)), q.indices)
+    lens = xp.diff(ptr)
+    key = xp.repeat(q_row, lens) * ncols + s.indices[entry]
+    prod = xp.repeat(q.data, lens) * s.data[entry]
+    order = xp.argsort(key)
+    key, prod = key[order], prod[order]
+    last = xp.ones(len(key), "bool")
+    last[:-1] = key[1:] != key[:-1]
+    group_ptr = xp.ptr(xp.bincount(xp.cumsum(last) - xp.int64(last), int(last.sum())))
+    sums = xp.segment_cumsum(group_ptr, prod)[last]
+    key = key[last]
+    keep = sums != 0.0
+    key, sums = key[keep], sums[keep]
+    indptr = xp.ptr(xp.bincount(key // ncols, nrows))
+    return Csr(indptr, key % ncols, sums, (nrows, ncols))

@@ -12,31 +12,38 @@ What a sampler's ``S`` is comes from the :class:`~hpcgnn.sampling.samplers.Sampl
 Both are stored as a pattern (``indptr``, ``indices``); values are a function of the row
 length (:func:`row_values`), so a rank fetching a row of ``S`` from another one receives
 only its column ids. A :class:`RowStore` holds any subset of rows (all of them in the
-graph-replicated layout; a block row plus fetched rows in the graph-partitioned one).
+graph-replicated layout; a block row plus fetched rows in the graph-partitioned one), in
+NumPy arrays or in tensors on the sampling device (:meth:`RowStore.on`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import scipy.sparse as sp
 
 from hpcgnn.io.reader import GraphFile
 from hpcgnn.kernels.csr import gather_ranges
+from hpcgnn.sampling.arrays import Array, HostOps, ops, ops_on
 from hpcgnn.sampling.samplers import Sampler
 
+if TYPE_CHECKING:
+    from hpcgnn.sampling.matrices import Csr
 
-def row_values(normalised: bool, indptr: np.ndarray) -> np.ndarray:
+
+def row_values(normalised: bool, indptr: Array) -> Array:
     """Values of the entries of the rows ``indptr`` describes (float64).
 
     ``normalised``: ``1 / |row|`` (the mean over the row), else ones.
     """
-    lens: np.ndarray = np.diff(np.asarray(indptr, dtype=np.int64))
+    xp = ops(indptr)
+    lens = xp.diff(indptr)
     if not normalised:
-        return np.ones(int(lens.sum()), dtype=np.float64)
-    per_row = 1.0 / np.maximum(lens, 1).astype(np.float64)
-    return np.repeat(per_row, lens)
+        return xp.ones(int(lens.sum()))
+    per_row = 1.0 / xp.float64(xp.maximum(lens, 1))
+    return xp.repeat(per_row, lens)
 
 
 @dataclass
@@ -54,44 +61,57 @@ class RowStore:
 
     """
 
-    ids: np.ndarray
-    indptr: np.ndarray
-    indices: np.ndarray
+    ids: Array
+    indptr: Array
+    indices: Array
     num_nodes: int
+
+    @property
+    def xp(self) -> HostOps:
+        """The array operations of the store's arrays (host or device)."""
+        return ops(self.indices)
+
+    def on(self, device: Any | None) -> RowStore:
+        """The store with its arrays on ``device`` (a ``torch.device``; ``None``: the host)."""
+        xp = ops_on(device)
+        return RowStore(xp.asarray(self.ids), xp.asarray(self.indptr),
+                        xp.asarray(self.indices), self.num_nodes)
 
     @property
     def nnz(self) -> int:
         """Stored nonzeros."""
         return len(self.indices)
 
-    def positions(self, ids: np.ndarray) -> np.ndarray:
+    def positions(self, ids: Array) -> Array:
         """Positions of ``ids`` among the stored rows; raises ``KeyError`` if one is absent."""
-        ids = np.asarray(ids, dtype=np.int64)
+        xp = self.xp
+        ids = xp.int64(ids)
         if len(self.ids) == self.num_nodes:  # every row: ids is arange(n)
-            if len(ids) and (ids.min() < 0 or ids.max() >= self.num_nodes):
+            if len(ids) and bool((ids.min() < 0) | (ids.max() >= self.num_nodes)):
                 raise KeyError("row id out of range")
             return ids
-        pos = np.searchsorted(self.ids, ids)
-        ok = pos < len(self.ids)
-        ok[ok] = self.ids[pos[ok]] == ids[ok]
-        if not ok.all():
+        pos = xp.minimum(xp.searchsorted(self.ids, ids), max(len(self.ids) - 1, 0))
+        ok = self.ids[pos] == ids if len(self.ids) else xp.zeros(len(ids), "bool")
+        if not bool(ok.all()):
             raise KeyError(f"row {int(ids[~ok][0])} of S is not held here")
         return pos
 
-    def lengths(self, ids: np.ndarray) -> np.ndarray:
+    def lengths(self, ids: Array) -> Array:
         """Lengths of rows ``ids`` (int64)."""
         pos = self.positions(ids)
         return self.indptr[pos + 1] - self.indptr[pos]
 
-    def take(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def take(self, ids: Array) -> tuple[Array, Array]:
         """The pattern ``(indptr, indices)`` of rows ``ids`` in the given order."""
         return gather_ranges(self.indptr, self.indices, self.positions(ids))
 
-    def matrix(self, ids: np.ndarray, sampler: Sampler) -> sp.csr_matrix:
+    def matrix(self, ids: Array, sampler: Sampler) -> Csr:
         """Rows ``ids`` of ``S`` with the sampler's values: ``len(ids) x num_nodes`` CSR."""
+        from hpcgnn.sampling.matrices import Csr
+
         ptr, idx = self.take(ids)
         values = row_values(sampler.row_normalised, ptr)
-        return sp.csr_matrix((values, idx, ptr), shape=(len(ptr) - 1, self.num_nodes))
+        return Csr(ptr, idx, values, (len(ptr) - 1, self.num_nodes))
 
     @classmethod
     def merge(cls, parts: list[RowStore], num_nodes: int) -> RowStore:
@@ -100,12 +120,11 @@ class RowStore:
         if not parts:
             empty = np.zeros(0, np.int64)
             return cls(empty, np.zeros(1, np.int64), empty, num_nodes)
-        ids = np.concatenate([p.ids for p in parts])
-        lens = np.concatenate([np.diff(p.indptr) for p in parts])
-        flat = np.concatenate([p.indices for p in parts])
-        ptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
-        order = np.argsort(ids, kind="stable")
-        out_ptr, out_idx = gather_ranges(ptr, flat, order)
+        xp = parts[0].xp
+        ids = xp.concat([p.ids for p in parts])
+        ptr = xp.ptr(xp.concat([xp.diff(p.indptr) for p in parts]))
+        order = xp.argsort(ids)
+        out_ptr, out_idx = gather_ranges(ptr, xp.concat([p.indices for p in parts]), order)
         return cls(ids[order], out_ptr, out_idx, num_nodes)
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hpcgnn.rng import chain
+from hpcgnn.sampling.arrays import Array, ops
 from hpcgnn.sampling.its import sample_uniform_rows
 from hpcgnn.sampling.matrices import StackedHop, compressed_rows, selection, spgemm
 from hpcgnn.sampling.rows import RowStore
@@ -29,9 +29,8 @@ from hpcgnn.sampling.samplers import NODE_WISE
 
 
 def next_frontier(
-    fr_ptr: np.ndarray, fr_ids: np.ndarray, sel_batch: np.ndarray, sel_ids: np.ndarray,
-    num_nodes: int,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    fr_ptr: Array, fr_ids: Array, sel_batch: Array, sel_ids: Array, num_nodes: int,
+) -> tuple[Array, Array, Array]:
     """Per batch, the current frontier followed by the new sampled vertices (sorted).
 
     Returns ``(col_ptr, cols, sel_local)``: the stacked next frontier and the batch-local
@@ -40,40 +39,41 @@ def next_frontier(
     vertex's frontier entry leads its group) gives the distinct sampled vertices, which
     of them are new, and each selection's column: linear work besides that sort.
     """
+    xp = ops(fr_ids)
     nb = len(fr_ptr) - 1
-    n = np.int64(num_nodes)
+    n = int(num_nodes)
     nfr = len(fr_ids)
-    fr_len = np.diff(fr_ptr)
-    fr_batch = np.repeat(np.arange(nb, dtype=np.int64), fr_len)
-    fr_local = np.arange(nfr, dtype=np.int64) - fr_ptr[fr_batch]
-    keys = np.concatenate([(fr_batch * n + fr_ids) * 2, (sel_batch * n + sel_ids) * 2 + 1])
-    order = np.argsort(keys)
-    head = np.empty(len(keys), dtype=bool)  # first entry of each distinct vertex of a batch
+    fr_len = xp.diff(fr_ptr)
+    fr_batch = xp.repeat(xp.arange(nb), fr_len)
+    fr_local = xp.arange(nfr) - fr_ptr[fr_batch]
+    keys = xp.concat([(fr_batch * n + fr_ids) * 2, (sel_batch * n + sel_ids) * 2 + 1])
+    order = xp.argsort(keys)
+    head = xp.zeros(len(keys), "bool")  # first entry of each distinct vertex of a batch
     if len(keys):
         s = keys[order] >> 1
         head[0] = True
-        np.not_equal(s[1:], s[:-1], out=head[1:])
-    group = np.cumsum(head) - 1
+        head[1:] = s[1:] != s[:-1]
+    group = xp.cumsum(head) - 1
     first = order[head]  # a frontier entry (< nfr) whenever the vertex is in the frontier
     new = first >= nfr
     new_key = keys[first[new]] >> 1
     new_batch = new_key // n
-    new_count = np.bincount(new_batch, minlength=nb)
-    col_ptr = np.concatenate([[0], np.cumsum(fr_len + new_count)]).astype(np.int64)
-    new_first = np.concatenate([[0], np.cumsum(new_count)])[:-1]
-    local = np.empty(len(first), dtype=np.int64)
+    new_count = xp.bincount(new_batch, nb)
+    col_ptr = xp.ptr(fr_len + new_count)
+    new_first = xp.cumsum(new_count) - new_count
+    local = xp.zeros(len(first))
     local[~new] = fr_local[first[~new]]
-    local[new] = fr_len[new_batch] + np.arange(len(new_key), dtype=np.int64) - new_first[new_batch]
-    cols = np.empty(int(col_ptr[-1]), dtype=np.int64)
+    local[new] = fr_len[new_batch] + xp.arange(len(new_key)) - new_first[new_batch]
+    cols = xp.zeros(int(col_ptr[-1]))
     cols[col_ptr[fr_batch] + fr_local] = fr_ids
     cols[col_ptr[new_batch] + local[new]] = new_key % n
-    entry_local = np.empty(len(keys), dtype=np.int64)
+    entry_local = xp.zeros(len(keys))
     entry_local[order] = local[group]
     return col_ptr, cols, entry_local[nfr:]
 
 
 def sample_hop(
-    fr_ptr: np.ndarray, fr_ids: np.ndarray, batch_ids: np.ndarray, hop: int, fanout: int,
+    fr_ptr: Array, fr_ids: Array, batch_ids: Array, hop: int, fanout: int,
     store: RowStore, key: np.uint64,
 ) -> StackedHop:
     """Sample hop ``hop`` for every batch of the stack (see the module docstring).
@@ -94,23 +94,24 @@ def sample_hop(
     key
         Epoch key of the sampler (:func:`hpcgnn.sampling.shuffle.epoch_key`).
 
+    The arrays are NumPy arrays, or tensors on the store's device; so is the result.
     """
+    xp = ops(fr_ids)
     n = store.num_nodes
     nrows = len(fr_ids)
-    row_batch = np.repeat(np.arange(len(batch_ids), dtype=np.int64), np.diff(fr_ptr))
+    row_batch = xp.repeat(xp.arange(len(batch_ids)), xp.diff(fr_ptr))
     s_u, inv = compressed_rows(fr_ids, store, NODE_WISE)
-    q = selection(np.arange(nrows + 1, dtype=np.int64), inv, s_u.shape[0])
+    q = selection(xp.arange(nrows + 1), inv, s_u.shape[0])
     p = spgemm(q, s_u)
-    row_keys = chain(key, np.asarray(batch_ids, dtype=np.int64)[row_batch], hop, fr_ids)
+    row_keys = xp.row_keys(key, batch_ids[row_batch], hop, fr_ids)
     sel = sample_uniform_rows(p.indptr, fanout, row_keys)
-    taken = np.concatenate([[0], np.cumsum(sel)])
+    taken = xp.ptr(sel)
     per_row = taken[p.indptr[1:]] - taken[p.indptr[:-1]]
-    sel_rows = np.repeat(np.arange(nrows, dtype=np.int64), per_row)
-    sel_ids = p.indices[sel].astype(np.int64)
+    sel_rows = xp.repeat(xp.arange(nrows), per_row)
+    sel_ids = p.indices[sel]
     col_ptr, cols, sel_local = next_frontier(fr_ptr, fr_ids, row_batch[sel_rows], sel_ids, n)
     # each row's columns in ascending order: one sort of (row, column) keys
-    width = np.int64(max(int(np.diff(col_ptr).max(initial=0)), 1))
-    sel_local = np.sort(sel_rows * width + sel_local) - sel_rows * width
-    indptr = np.concatenate([[0], np.cumsum(per_row)]).astype(np.int64)
-    values = 1.0 / np.repeat(np.maximum(per_row, 1), per_row).astype(np.float64)
-    return StackedHop(fr_ptr, fr_ids, col_ptr, cols, indptr, sel_local, values)
+    width = max(int(xp.diff(col_ptr).max()) if nrows else 0, 1)
+    sel_local = xp.sort(sel_rows * width + sel_local) - sel_rows * width
+    values = 1.0 / xp.float64(xp.repeat(xp.maximum(per_row, 1), per_row))
+    return StackedHop(fr_ptr, fr_ids, col_ptr, cols, xp.ptr(per_row), sel_local, values)

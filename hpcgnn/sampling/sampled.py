@@ -4,14 +4,21 @@ Hop ``h`` of a batch is a ``len(rows) x len(cols)`` CSR matrix. Hop 0's rows are
 batch's seed vertices; hop ``h + 1``'s rows are hop ``h``'s columns. A model of ``L``
 layers applies hop ``L - 1`` first (to the features of hop ``L - 1``'s columns, the
 *input vertices*) and hop 0 last (producing the seeds' outputs).
+
+A hop sampled on a device keeps its arrays there (tensors): :meth:`SampledHop.matrix`
+is then a CSR tensor on that device, ready for the layer's SpMM, and
+:meth:`SampledBatch.on_host` copies the batch to the host where NumPy is needed.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
+
+from hpcgnn.sampling.arrays import HOST, Array, is_tensor, ops
 
 
 @dataclass
@@ -28,23 +35,45 @@ class SampledHop:
 
     """
 
-    rows: np.ndarray
-    cols: np.ndarray
-    indptr: np.ndarray
-    indices: np.ndarray
-    values: np.ndarray
+    rows: Array
+    cols: Array
+    indptr: Array
+    indices: Array
+    values: Array
 
     @property
     def nnz(self) -> int:
         """Sampled edges."""
         return len(self.indices)
 
-    def matrix(self, dtype: np.dtype | type = np.float64) -> sp.csr_matrix:
-        """The hop as a local ``len(rows) x len(cols)`` CSR matrix."""
-        return sp.csr_matrix(
-            (self.values.astype(dtype), self.indices, self.indptr),
-            shape=(len(self.rows), len(self.cols)),
-        )
+    @property
+    def on_device(self) -> bool:
+        """Whether the hop's arrays are tensors on the sampling device."""
+        return is_tensor(self.indices)
+
+    def on_host(self) -> SampledHop:
+        """The hop with NumPy arrays (copied from the device if it is there)."""
+        if not self.on_device:
+            return self
+        return SampledHop(*(HOST.to_host(a) for a in (self.rows, self.cols, self.indptr,
+                                                     self.indices, self.values)))
+
+    def matrix(self, dtype: np.dtype | type = np.float64) -> Any:
+        """The hop as a local ``len(rows) x len(cols)`` CSR matrix.
+
+        SciPy's for a hop on the host; a ``torch.sparse_csr`` tensor on the device for a
+        hop sampled there (``dtype`` a NumPy dtype either way).
+        """
+        shape = (len(self.rows), len(self.cols))
+        if self.on_device:
+            import torch
+
+            values = self.values.to(torch.float32 if np.dtype(dtype) == np.float32
+                                    else torch.float64)
+            return torch.sparse_csr_tensor(self.indptr, self.indices, values, size=shape,
+                                           check_invariants=False)
+        return sp.csr_matrix((self.values.astype(dtype), self.indices, self.indptr),
+                             shape=shape)
 
     def global_edges(self) -> tuple[np.ndarray, np.ndarray]:
         """``(dst, src)``: global row and column vertex id of every sampled edge."""
@@ -61,9 +90,13 @@ class SampledBatch:
     hops: list[SampledHop] = field(default_factory=list)
 
     @property
-    def input_ids(self) -> np.ndarray:
+    def input_ids(self) -> Array:
         """Vertices whose features the first layer reads (the last hop's columns)."""
         return self.hops[-1].cols if self.hops else self.seeds
+
+    def on_host(self) -> SampledBatch:
+        """The batch with every hop's arrays on the host."""
+        return SampledBatch(self.batch, self.seeds, [h.on_host() for h in self.hops])
 
     @property
     def nnz(self) -> int:
@@ -72,18 +105,22 @@ class SampledBatch:
 
 
 def split_stacked(
-    row_ptr: np.ndarray, rows: np.ndarray, col_ptr: np.ndarray, cols: np.ndarray,
-    indptr: np.ndarray, indices: np.ndarray, values: np.ndarray,
+    row_ptr: Array, rows: Array, col_ptr: Array, cols: Array,
+    indptr: Array, indices: Array, values: Array,
 ) -> list[SampledHop]:
     """Cut a stacked (bulk) hop into one :class:`SampledHop` per batch.
 
     ``row_ptr``/``col_ptr`` delimit each batch's rows and columns; ``indices`` are
-    batch-local column positions.
+    batch-local column positions. On a device the pointers are read once (three copies to
+    the host), the hops are views of the stacked tensors.
     """
+    xp = ops(indices)
+    row_ptr, col_ptr = xp.to_host(row_ptr), xp.to_host(col_ptr)
+    edge_ptr = xp.to_host(indptr[xp.asarray(row_ptr)])
     out = []
     for b in range(len(row_ptr) - 1):
         r0, r1 = int(row_ptr[b]), int(row_ptr[b + 1])
-        e0, e1 = int(indptr[r0]), int(indptr[r1])
+        e0, e1 = int(edge_ptr[b]), int(edge_ptr[b + 1])
         out.append(SampledHop(
             rows=rows[r0:r1], cols=cols[int(col_ptr[b]) : int(col_ptr[b + 1])],
             indptr=indptr[r0 : r1 + 1] - e0, indices=indices[e0:e1], values=values[e0:e1],

@@ -1,44 +1,46 @@
-"""Sort-based set operations on integer id arrays.
+"""Sort-based set operations on integer id arrays (NumPy arrays or device tensors).
 
 NumPy 2's ``np.unique`` hashes, which is slow on the large, mostly sorted key arrays of a
 bulk (frontier ids, draws grouped by row); a stable sort (timsort: linear on sorted
-runs) followed by adjacent comparison is several times faster there.
+runs) followed by adjacent comparison is several times faster there. On a device the
+same steps are torch's sort and comparisons (:mod:`hpcgnn.sampling.arrays`).
 """
 
 from __future__ import annotations
 
-import numpy as np
+from hpcgnn.sampling.arrays import Array, HostOps, ops
 
 
-def _first_flags(s: np.ndarray) -> np.ndarray:
-    flags = np.empty(len(s), dtype=bool)
+def _first_flags(xp: HostOps, s: Array) -> Array:
+    flags = xp.zeros(len(s), "bool")
     if len(s):
         flags[0] = True
-        np.not_equal(s[1:], s[:-1], out=flags[1:])
+        flags[1:] = s[1:] != s[:-1]
     return flags
 
 
-def unique(x: np.ndarray) -> np.ndarray:
+def unique(x: Array) -> Array:
     """Sorted distinct values of ``x``."""
-    s = np.sort(np.asarray(x), kind="stable")
-    return s[_first_flags(s)]
+    xp = ops(x)
+    s = xp.sort(x)
+    return s[_first_flags(xp, s)]
 
 
-def unique_inverse(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def unique_inverse(x: Array) -> tuple[Array, Array]:
     """Sorted distinct values of ``x`` and the position of each element of ``x`` among them."""
-    x = np.asarray(x)
-    order = np.argsort(x, kind="stable")
+    xp = ops(x)
+    order = xp.argsort(x)
     s = x[order]
-    flags = _first_flags(s)
-    inverse = np.empty(len(x), dtype=np.int64)
-    inverse[order] = np.cumsum(flags) - 1
+    flags = _first_flags(xp, s)
+    inverse = xp.zeros(len(x))
+    inverse[order] = xp.cumsum(flags) - 1
     return s[flags], inverse
 
 
-def contains(sorted_set: np.ndarray, x: np.ndarray) -> np.ndarray:
+def contains(sorted_set: Array, x: Array) -> Array:
     """Boolean mask: which elements of ``x`` are in the sorted array ``sorted_set``."""
-    x = np.asarray(x)
+    xp = ops(x)
     if len(sorted_set) == 0:
-        return np.zeros(len(x), dtype=bool)
-    pos = np.minimum(np.searchsorted(sorted_set, x), len(sorted_set) - 1)
+        return xp.zeros(len(x), "bool")
+    pos = xp.minimum(xp.searchsorted(sorted_set, x), len(sorted_set) - 1)
     return sorted_set[pos] == x

@@ -52,6 +52,7 @@ from hpcgnn.models.minibatch import BatchMasks, MinibatchModel, Reader, sampled_
 from hpcgnn.models.share import input_features, read_vertex_arrays
 from hpcgnn.nn.gcn import cross_entropy_sum
 from hpcgnn.nn.optim import make_optimizer
+from hpcgnn.sampling.arrays import HOST
 from hpcgnn.sampling.bulk import BulkSampler, my_share, read_train_ids
 from hpcgnn.sampling.fetch import FeatureFetcher
 from hpcgnn.sampling.rows import normalized_block
@@ -117,10 +118,13 @@ class MinibatchTrainer(WholeModel, SubModelHost):
                 gf, (lo, hi), self.np_dtype, None, None, dev
             )
         # on the device for the full-graph evaluation (dense or CSR, decided over all
-        # ranks); the fetcher serves the batches' rows from the host arrays read
+        # ranks); the fetcher serves the batches' dense rows from it on a GPU, else (and
+        # sparse rows) from the host arrays read
         self.x = input_features(raw, cfg, grid.world, dev)
         host = sp.csr_matrix(raw) if isinstance(self.x, SparseFeatures) else dense(raw)
-        self.fetcher = FeatureFetcher(grid.col, self.sampler.offsets, host, dev.to_host(self.y))
+        on_gpu = self.x if dev.is_cuda and isinstance(self.x, torch.Tensor) else None
+        self.fetcher = FeatureFetcher(grid.col, self.sampler.offsets, host, dev.to_host(self.y),
+                                      on_gpu)
         self._eval_op: Reader | None = None  # built by the first evaluation
         widths = layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, spec.layers)
         resolve_model(cfg.model, spec.sampler)  # a kind the sampler's blocks cannot train
@@ -176,7 +180,7 @@ class MinibatchTrainer(WholeModel, SubModelHost):
         gradient is that of the mean loss over those seeds (see the module docstring).
         """
         with self.stats.phase("fetch"):
-            ids = batch.input_ids if batch is not None else np.zeros(0, np.int64)
+            ids = HOST.to_host(batch.input_ids) if batch is not None else np.zeros(0, np.int64)
             lengths = self.fetcher.lengths
             charge_fetch(self.traffic, self.col_members, owner_of(ids, self.fetcher.offsets),
                          self.feature_row_bytes, None if lengths is None else lengths[ids])
@@ -188,7 +192,8 @@ class MinibatchTrainer(WholeModel, SubModelHost):
             if batch is not None:
                 dev, p, net = self.grid.device, self.cfg.dropout, self.subnet
                 xt = (
-                    SparseFeatures.from_matrix(x, dev) if sp.issparse(x)
+                    x if isinstance(x, torch.Tensor)  # gathered on the GPU
+                    else SparseFeatures.from_matrix(x, dev) if sp.issparse(x)
                     else dev.from_numpy(x.astype(self.np_dtype, copy=False))
                 )
                 keep = BatchMasks(self.cfg.seed, epoch, batch.batch, p, dev,
@@ -298,7 +303,7 @@ class MinibatchTrainer(WholeModel, SubModelHost):
             kind, grid, dt = self.cfg.kind, self.grid, self.cfg.torch_dtype
             offsets = self.sampler.offsets
             if kind.mlp or kind.attention:  # sum_block counts every stored entry as 1
-                rows = self.sampler.block.matrix(np.arange(lo, hi), self.spec.method)
+                rows = self.sampler.block.matrix(np.arange(lo, hi), self.spec.method).scipy()
                 block = sum_block(rows, lo, 1.0 + kind.eps, self.np_dtype)
             else:
                 block = normalized_block(self.sampler.block, lo, hi, self.np_dtype)
@@ -380,7 +385,8 @@ def sampling_summary(trainer: MinibatchTrainer, result: TrainResult) -> dict[str
     sample_s = world.allreduce_scalar(float(result.step_seconds.get("sample", 0.0)), MPI.MAX)
     return {
         "sampler": trainer.spec.sampler, "sizes": list(trainer.spec.sizes),
-        "graph_layout": trainer.layout, **trainer.batching(),
+        "graph_layout": trainer.layout, "device": trainer.sampler.device,
+        "feature_device": trainer.fetcher.device, **trainer.batching(),
         "edges_sampled": int(edges), "sample_time_s": sample_s,
         **byte_summary(world, trainer.stats, trainer.sampler.bytes_oblivious,
                        trainer.sampler.bytes_control),

@@ -18,7 +18,7 @@ from hpcgnn.kernels.cuda_modules import (
 #: The ``extern "C"`` kernels the dispatch launches by name.
 EXTERN_C = {
     "dropout.cu": ("hash_keep", "hash_pair_keep"),
-    "sampling.cu": ("its_round", "uniform_round"),
+    "sampling.cu": ("its_round", "uniform_round", "row_keys", "segment_cumsum"),
 }
 
 

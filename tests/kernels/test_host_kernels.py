@@ -15,7 +15,7 @@ import torch
 from hpcgnn.kernels import cuda_modules as cm
 from hpcgnn.kernels.csr import ROW_BLOCK, ROW_BLOCKS, gather_ranges
 from hpcgnn.kernels.rows import scatter_map
-from hpcgnn.kernels.sampling import its_round, uniform_round
+from hpcgnn.kernels.sampling import its_round, row_keys, uniform_round
 from hpcgnn.rng import (
     chain,
     column_key,
@@ -198,6 +198,29 @@ def test_uniform_round(settings, rows):
     keys = chain(np.uint64(9), np.arange(rows))
     got = _round("uniform_round", keys, need, 1, remaining)
     assert same_bytes(got, uniform_round(keys, need, 1, remaining))
+
+
+@pytest.mark.parametrize("vertex", [True, False])
+def test_row_keys(settings, vertex):
+    batch = _rng(18).integers(0, 40, 700).astype(np.int64)
+    ids = _rng(19).integers(0, 10**12, 700).astype(np.int64)
+    key = np.uint64(0xDEADBEEF12345678)
+    want = row_keys(key, batch, 3, ids if vertex else None)
+    out = poisoned(700, np.uint64)
+    _launch("sampling.cu", "row_keys", 700,
+            (key, np.int64(700), batch, np.int64(3), ids, np.int64(vertex), out))
+    assert same_bytes(out, want)
+    assert same_bytes(want, chain(key, batch, 3, *([ids] if vertex else [])))
+
+
+@pytest.mark.parametrize("rows", [600, 2])
+def test_segment_cumsum(settings, rows):
+    ptr, w, *_ = _weighted_rows(rows, fanout=5)
+    ptr[1:] = np.cumsum(np.diff(ptr) * (np.arange(rows) % 3 != 1))  # empty rows among them
+    w = w[: ptr[-1]]
+    out = poisoned(len(w), np.float64)
+    _launch("sampling.cu", "segment_cumsum", rows, (ptr, np.int64(rows), w, out))
+    assert same_bytes(out, segment_cumsum(ptr, w))
 
 
 # csr.cu ------------------------------------------------------------------------------------

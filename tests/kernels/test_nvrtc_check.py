@@ -53,7 +53,7 @@ def test_extern_c_kernels_of_the_sources():
     """The kernels the dispatch launches by their C name are found in the loader's text."""
     folder = cm.cuda_dir()
     launched = {"dropout.cu": {"hash_keep", "hash_pair_keep"},
-                "sampling.cu": {"its_round", "uniform_round"}}
+                "sampling.cu": {"its_round", "uniform_round", "row_keys", "segment_cumsum"}}
     for source, names in launched.items():
         assert names <= set(nc.extern_c_kernels(cm.source_text(folder, source))), source
     for source in cm.NAME_EXPRESSIONS:  # template-only sources

@@ -1,7 +1,8 @@
 import numpy as np
 import pytest
+import torch
 
-from hpcgnn.kernels.sampling import draw_rows, its_round, uniform_round
+from hpcgnn.kernels.sampling import draw_rows, its_round, row_keys, uniform_round
 from hpcgnn.rng import chain
 from hpcgnn.sampling.its import row_totals, sample_rows, sample_uniform_rows, segment_cumsum
 
@@ -59,15 +60,24 @@ def test_rows_shorter_than_the_fanout_and_empty_rows_take_what_they_have():
 
 
 @pytest.mark.gpu
-@pytest.mark.cupy
-def test_cuda_rounds_equal_the_cpu_rounds():
-    import cupy
+def test_cuda_kernels_equal_the_cpu_twins():
+    from hpcgnn.backend import get_device
 
-    ptr, _, cum, total = _weighted()
+    dev = get_device("cuda").torch_device
+
+    def on(a):
+        return torch.from_numpy(a.view(np.int64) if a.dtype == np.uint64 else a).to(dev)
+
+    ptr, w, cum, total = _weighted()
     need = np.array([3, 2, 0, 5], dtype=np.int64)
-    args = (KEYS, need, 2, cum, ptr, total)
-    got = its_round(*(cupy.asarray(a) if isinstance(a, np.ndarray) else a for a in args))
-    assert np.array_equal(cupy.asnumpy(got), its_round(*args))
+    got = its_round(on(KEYS), on(need), 2, on(cum), on(ptr), on(total))
+    assert got.device.type == "cuda"
+    assert np.array_equal(got.cpu().numpy(), its_round(KEYS, need, 2, cum, ptr, total))
     remaining = np.array([5, 3, 1, 2**40], dtype=np.int64)
-    got = uniform_round(cupy.asarray(KEYS), cupy.asarray(need), 1, cupy.asarray(remaining))
-    assert np.array_equal(cupy.asnumpy(got), uniform_round(KEYS, need, 1, remaining))
+    got = uniform_round(on(KEYS), on(need), 1, on(remaining))
+    assert np.array_equal(got.cpu().numpy(), uniform_round(KEYS, need, 1, remaining))
+    assert np.array_equal(segment_cumsum(on(ptr), on(w)).cpu().numpy(), cum)
+    ids = np.array([0, 7, 2**40], dtype=np.int64)
+    for vertex in (None, ids):
+        got = row_keys(np.uint64(5), on(ids), 3, None if vertex is None else on(vertex))
+        assert np.array_equal(got.cpu().numpy().view(np.uint64), row_keys(5, ids, 3, vertex))

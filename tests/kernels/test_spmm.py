@@ -3,7 +3,7 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from hpcgnn.kernels.spmm import sparse_matmul, to_torch_csr
+from hpcgnn.kernels.spmm import sparse_matmul, to_torch_csr, transposed_csr
 
 
 def _hop(rows=5, cols=7, seed=0):
@@ -42,3 +42,15 @@ def test_sparse_matmul_on_the_device_matches_the_host(dtype):
         out_h.sum().backward()
         out_d.sum().backward()
         torch.testing.assert_close(dev.grad.cpu(), host.grad)
+
+
+def test_transposed_csr_is_scipys_transpose():
+    a = sp.random(30, 20, 0.2, format="csr", random_state=3)
+    a.sort_indices()
+    got = transposed_csr(to_torch_csr(a, torch.float64))
+    want = a.T.tocsr()
+    want.sort_indices()
+    assert np.array_equal(got.crow_indices().numpy(), want.indptr)
+    assert np.array_equal(got.col_indices().numpy(), want.indices)
+    assert np.array_equal(got.values().numpy(), want.data)
+    assert tuple(got.shape) == (20, 30)

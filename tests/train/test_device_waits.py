@@ -52,15 +52,45 @@ def test_waits_per_epoch_are_few_and_do_not_grow_with_phases(world, device, shar
                f"{algo}: {two} waits per epoch with 2 layers, {four} with 4")
 
 
+#: Waits of the sampler per hop of a stack on the GPU: the sizes of its data-dependent
+#: outputs (the hop's rows, each ITS round's draws, the columns, the split into batches).
+MAX_SAMPLER_WAITS_PER_HOP = 40
+
+
 @pytest.mark.mpi
 @pytest.mark.parametrize("model", ["sage", "gat"])
-def test_minibatch_waits_per_epoch_do_not_grow_with_its_steps(world, device, shared_tmp, model):
-    """The batch losses stay on the device: the epoch reads their sum once."""
+def test_minibatch_waits_per_epoch_do_not_grow_with_its_steps(
+    world, device, shared_tmp, model, monkeypatch
+):
+    """The batch losses stay on the device: the epoch reads their sum once.
+
+    The hops are sampled on the GPU, which waits for the sizes of its outputs a bounded
+    number of times per hop of a stack, never per step or message; those waits (counted
+    around each sampled group) are bounded apart, the training's are as few as before.
+    """
+    from hpcgnn.sampling import bulk as bulk_module
     from hpcgnn.sampling.spec import SamplerSpec
     from hpcgnn.train.modes import MinibatchMode
 
     if not (device.is_cuda and device.emulated):
         pytest.skip("counted by the emulated GPU (HPCGNN_EMULATE_CUDA=1)")
+    sampler_waits, per_stack = [0], []
+    depth_first = bulk_module.sample_depth_first
+
+    def counted(*args, **kwargs):  # one stack: a rank's share of a bulk
+        it = depth_first(*args, **kwargs)
+        per_stack.append(0)
+        while True:
+            before = emulation.synchronisations()
+            group = next(it, None)
+            waited = emulation.synchronisations() - before
+            sampler_waits[0] += waited
+            per_stack[-1] += waited
+            if group is None:
+                return
+            yield group
+
+    monkeypatch.setattr(bulk_module, "sample_depth_first", counted)
     graph = str(shared_tmp / "g.h5")
     if world.rank == 0:
         write_random_graph(graph, n=200, seed=3)
@@ -69,13 +99,16 @@ def test_minibatch_waits_per_epoch_do_not_grow_with_its_steps(world, device, sha
     for batch in (40, 20):  # 2 and 3 (1 rank: 3 and 5) steps an epoch
         counts = []
         for epochs in (1, 2, 4):
-            before = emulation.synchronisations()
+            before = emulation.synchronisations() - sampler_waits[0]
             spec = SamplerSpec("sage", (4, 3), batch_size=batch, bulk=2, seed=0)
             cfg = TrainConfig(epochs=epochs, hidden=8, eval_every=0, model=model,
                               **({"heads": 2} if model == "gat" else {}))
             train(RunOptions(graph=graph, mode=MinibatchMode(spec=spec, model=model),
                              device="cuda", quiet=True), cfg, world.mpi)
-            counts.append(emulation.synchronisations() - before)
+            counts.append(emulation.synchronisations() - sampler_waits[0] - before)
         per_epoch.append((counts[2] - counts[1]) / 2)
     assert_all(world, per_epoch[0] == per_epoch[1] <= MAX_WAITS_PER_EPOCH,
                f"minibatch {model}: {per_epoch} waits per epoch with more steps")
+    most = max(per_stack, default=0)  # a rank without a batch samples no stack
+    assert_all(world, all(per_stack) and most <= 2 * MAX_SAMPLER_WAITS_PER_HOP,
+               f"minibatch {model}: the sampler waited {per_stack} times (per stack)")

@@ -156,6 +156,9 @@ def test_cuda_trains_like_the_cpu(name, world, shared_tmp, matrix_graph):
     if "sampling" in docs["cuda"]:  # minibatch: the hops were sampled on the GPU
         assert docs["cuda"]["sampling"]["device"] == "cuda"
         assert docs["cpu"]["sampling"]["device"] == "cpu"
+        paths = docs["cuda"]["comm"].get("paths", {})
+        # the partitioned layout's row fetch and combine carry device buffers
+        assert all(p != "direct" for c, p in paths.items() if c.startswith("sample_")), paths
 
 
 @pytest.mark.mpi

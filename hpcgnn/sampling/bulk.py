@@ -49,7 +49,7 @@ from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.io.reader import GraphFile
 from hpcgnn.layout.blocks import even_offsets, vertex_offsets
 from hpcgnn.sampling import ladies, sage, setops
-from hpcgnn.sampling.arrays import HOST, Array, HostOps
+from hpcgnn.sampling.arrays import Array, HostOps
 from hpcgnn.sampling.lazy import LazyShare
 from hpcgnn.sampling.rows import RowStore, read_pattern
 from hpcgnn.sampling.sampled import SampledBatch, SampledHop, split_stacked
@@ -266,10 +266,10 @@ class BulkSampler:
         (:mod:`hpcgnn.cost.minibatch`); the replicated layout samples without messages.
 
     On a grid whose device is a GPU the hops are sampled there (:attr:`device` ``cuda``):
-    the replicated layout keeps the whole pattern of ``S`` on the GPU, the partitioned
-    one fetches its rows on the host (the 1.5D SpGEMM's messages) and samples each hop on
-    the GPU; the sampled batches' arrays are tensors there. The samples are the host's
-    bit for bit (:mod:`hpcgnn.sampling.arrays`).
+    the replicated layout keeps the whole pattern of ``S`` on the GPU, the partitioned one
+    its block row, whose 1.5D SpGEMM serves and combines rows in device buffers through
+    the communicator's wire; the sampled batches' arrays are tensors there. The samples
+    are the host's bit for bit (:mod:`hpcgnn.sampling.arrays`).
 
     Attributes
     ----------
@@ -310,10 +310,9 @@ class BulkSampler:
                 self.block = read_pattern(gf, lo, hi, spec.method)
         self.rows_range = (lo, hi)
         self.aware = None
-        self._where = where
-        if layout == "partitioned":
+        if layout == "partitioned":  # its rows fetched and combined where sampling runs
             self.aware = SparsityAwareRows(
-                col, grid.row, self.block, self.offsets, grid.rank, traffic
+                col, grid.row, self.block.on(where), self.offsets, grid.rank, traffic
             )
         self.edges_sampled = 0
 
@@ -344,13 +343,11 @@ class BulkSampler:
         share = my_share(len(batches), self.grid.size, self.grid.rank)
         ids, seeds = [first + i for i in share], [batches[i] for i in share]
         if self.aware is not None:
-            aware, where = self.aware, self._where
-
-            def rows(frontier: Array) -> RowStore:  # fetched on the host, sampled where
-                return aware(setops.unique(HOST.to_host(frontier))).on(where)
-
+            aware = self.aware
             with self.grid.stats.phase("sample"):
-                out = sample_stack(self.spec, epoch, ids, seeds, rows)
+                out = sample_stack(
+                    self.spec, epoch, ids, seeds, lambda f: aware(setops.unique(f))
+                )
             self._count(out)
             return out
         full = self.full

@@ -114,13 +114,16 @@ class RowStore:
         return Csr(ptr, idx, values, (len(ptr) - 1, self.num_nodes))
 
     @classmethod
-    def merge(cls, parts: list[RowStore], num_nodes: int) -> RowStore:
-        """One store holding the rows of several stores with disjoint ids."""
+    def merge(cls, parts: list[RowStore], num_nodes: int, xp: HostOps | None = None
+              ) -> RowStore:
+        """One store holding the rows of several stores with disjoint ids.
+
+        Where the parts are, or ``xp``'s (the host by default) when there is none.
+        """
+        xp = parts[0].xp if parts else (xp or ops_on(None))
         parts = [p for p in parts if len(p.ids)]
         if not parts:
-            empty = np.zeros(0, np.int64)
-            return cls(empty, np.zeros(1, np.int64), empty, num_nodes)
-        xp = parts[0].xp
+            return cls(xp.zeros(0), xp.zeros(1), xp.zeros(0), num_nodes)
         ids = xp.concat([p.ids for p in parts])
         ptr = xp.ptr(xp.concat([xp.diff(p.indptr) for p in parts]))
         order = xp.argsort(ids)

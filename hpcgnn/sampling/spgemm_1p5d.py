@@ -39,7 +39,8 @@ from hpcgnn.cost.minibatch import SAMPLE_COMBINE as COMBINE
 from hpcgnn.cost.minibatch import SAMPLE_FRONTIER as FRONTIER
 from hpcgnn.cost.minibatch import SAMPLE_REQUEST as REQUEST
 from hpcgnn.cost.minibatch import SAMPLE_ROWS as ROWS
-from hpcgnn.layout.blocks import owner_of, stage_chunks
+from hpcgnn.layout.blocks import stage_chunks
+from hpcgnn.sampling.arrays import HOST, Array, ops
 from hpcgnn.sampling.rows import RowStore
 from hpcgnn.sampling.setops import unique
 
@@ -84,13 +85,10 @@ def members(comm: Comm, world_rank: int) -> Members:
     return Members(np.asarray(comm.allgather_obj(int(world_rank)), dtype=np.int64), comm.rank)
 
 
-def _ptr(lens: np.ndarray) -> np.ndarray:
-    return np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
-
-
-def _segment_sums(ptr: np.ndarray, counts: np.ndarray) -> np.ndarray:
+def _segment_sums(ptr: Array, counts: np.ndarray) -> Array:
     """Nonzeros of consecutive groups of ``counts`` rows of the CSR pointer ``ptr``."""
-    bounds = _ptr(counts)
+    xp = ops(ptr)
+    bounds = xp.asarray(HOST.ptr(counts))
     return ptr[bounds[1:]] - ptr[bounds[:-1]]
 
 
@@ -104,7 +102,8 @@ class SparsityAwareRows:
     row
         Process row (the ``c`` replicas of this block row).
     block
-        This process row's rows of ``S``.
+        This process row's rows of ``S``, on the host or on the sampling GPU (the calls
+        compute there, and their messages carry its buffers).
     offsets
         Vertex offsets of the ``P/c`` block rows.
     world_rank
@@ -133,8 +132,10 @@ class SparsityAwareRows:
         self.col, self.row, self.block = col, row, block
         self.col_members, self.row_members = members(col, world_rank), members(row, world_rank)
         self.traffic = traffic if traffic is not None else Traffic(col.size * row.size)
-        self.lengths = col.allgatherv(np.diff(block.indptr), "control")
+        xp = block.xp
+        self.lengths = col.allgatherv(HOST.to_host(xp.diff(block.indptr)), "control")
         self.offsets = np.asarray(offsets, dtype=np.int64)
+        self._lengths, self._offsets = xp.asarray(self.lengths), xp.asarray(self.offsets)
         self.chunks = chunks = stage_chunks(col.size, row.size)
         me = col.rank
         self.stages = [  # the blocks of each replica's partial product (block i is local)
@@ -153,69 +154,104 @@ class SparsityAwareRows:
         entry = self.col.stats.categories.get(CONTROL)
         return 0 if entry is None else int(entry.bytes)
 
-    def __call__(self, own_ids: np.ndarray) -> RowStore:
-        """Rows of ``S`` at ``own_ids`` (sorted, distinct) on this rank."""
-        own_ids = np.asarray(own_ids, dtype=np.int64)
-        n = self.block.num_nodes
+    def __call__(self, own_ids: Array) -> RowStore:
+        """Rows of ``S`` at ``own_ids`` (sorted, distinct) on this rank.
+
+        Computes where :attr:`block` is: on the host, or on the sampling GPU, whose
+        buffers then go through the communicator's wire (CUDA-aware, or staged). The
+        sizes every message needs are known on the host before it (one copy of the
+        union's block bounds per call, and one of each served stage's sizes at its root).
+        """
+        xp = self.block.xp
+        own_ids = xp.int64(xp.asarray(own_ids))
         control = self._control_bytes()
         counts = self.row.allgather_obj(len(own_ids), "control")
         union = unique(self.row.allgatherv(own_ids, FRONTIER, counts))
-        owner = owner_of(union, self.offsets)
-        parts = [union[np.isin(owner, self.stages[q])] for q in range(self.row.size)]
-        stages = self._stage_requests(union, owner)
+        # the union is sorted, so each block's ids are a slice: the blocks' bounds in it,
+        # and the nonzeros of the union's rows before each bound, on the host
+        bounds_x = xp.searchsorted(union, self._offsets)
+        bounds = xp.to_host(bounds_x)
+        nnz_before = xp.to_host(xp.ptr(self._lengths[union])[bounds_x])
+        stages = self._stage_requests(bounds, nnz_before)
+        parts = [self._part(q, bounds, nnz_before) for q in range(self.row.size)]
         charge_sampling(
             self.traffic, self.col_members, self.row_members, len(own_ids),
-            [(k, len(ids), int(self.lengths[ids].sum())) for k, ids in stages],
-            [(len(ids), int(self.lengths[ids].sum())) for ids in parts],
+            [(k, hi - lo, nnz) for k, (lo, hi), nnz in stages],
+            [(sum(hi - lo for lo, hi in spans), nnz) for spans, nnz in parts],
         )
-        mine = RowStore.merge([self._stage(k, ids) for k, ids in stages], n)
-        combined = self._sparse_allreduce(mine, parts)
+        n = self.block.num_nodes
+        mine = RowStore.merge(
+            [self._stage(k, union[lo:hi], nnz) for k, (lo, hi), nnz in stages], n, xp
+        )
+        combined = self._sparse_allreduce(mine, union, parts)
         self.bytes_oblivious += self.oblivious_per_call
         self.bytes_control += self._control_bytes() - control
-        local_ids = own_ids[owner_of(own_ids, self.offsets) == self.col.rank]
+        lo, hi = (int(v) for v in self.offsets[self.col.rank : self.col.rank + 2])
+        local_ids = own_ids[(own_ids >= lo) & (own_ids < hi)]
         local = RowStore(local_ids, *self.block.take(local_ids), n)
         return RowStore.merge([local, combined], n)
 
-    def _stage_requests(self, union: np.ndarray, owner: np.ndarray
-                        ) -> list[tuple[int, np.ndarray]]:
-        """Per stage ``k`` of this process column's chunk, the ids of ``union`` in block ``k``.
+    def _stage_requests(self, bounds: np.ndarray, nnz_before: np.ndarray
+                        ) -> list[tuple[int, tuple[int, int], int]]:
+        """Per stage ``k`` of this process column's chunk: the union's slice in block ``k``.
 
-        Nothing at the stage whose root this rank is (its own block is local).
+        ``(k, (lo, hi), nonzeros)``; nothing at the stage whose root this rank is (its own
+        block is local).
         """
-        j, empty = self.row.rank, np.zeros(0, np.int64)
-        return [
-            (k, union[owner == k] if k != self.col.rank else empty)
-            for k in range(int(self.chunks[j]), int(self.chunks[j + 1]))
-        ]
+        j, me = self.row.rank, self.col.rank
+        out = []
+        for k in range(int(self.chunks[j]), int(self.chunks[j + 1])):
+            if k == me:
+                out.append((k, (0, 0), 0))
+            else:
+                out.append((k, (int(bounds[k]), int(bounds[k + 1])),
+                            int(nnz_before[k + 1] - nnz_before[k])))
+        return out
 
-    def _stage(self, k: int, want: np.ndarray) -> RowStore:
+    def _part(self, q: int, bounds: np.ndarray, nnz_before: np.ndarray
+              ) -> tuple[list[tuple[int, int]], int]:
+        """Replica ``q``'s partial product: the union's slices of its stages and their nonzeros.
+
+        Its stages are the blocks of chunk ``q`` but this process row's own.
+        """
+        me = self.col.rank
+        first, last = int(self.chunks[q]), int(self.chunks[q + 1])
+        blocks = [(first, me), (me + 1, last)] if first <= me < last else [(first, last)]
+        blocks = [(a, b) for a, b in blocks if a < b]
+        spans = [(int(bounds[a]), int(bounds[b])) for a, b in blocks]
+        return spans, sum(int(nnz_before[b] - nnz_before[a]) for a, b in blocks)
+
+    def _stage(self, k: int, want: Array, nnz: int) -> RowStore:
         """Stage ``k``: column rank ``k`` serves the rows of its block that its peers want."""
         with self.col.stats.tagged(stage=k):  # the trace names the stage
-            return self._serve(k, want)
+            return self._serve(k, want, nnz)
 
-    def _serve(self, k: int, want: np.ndarray) -> RowStore:
-        """The messages of stage ``k`` (:meth:`_stage`)."""
-        n, empty = self.block.num_nodes, np.zeros(0, np.int64)
+    def _serve(self, k: int, want: Array, nnz: int) -> RowStore:
+        """The messages of stage ``k`` (:meth:`_stage`); ``nnz``: the nonzeros of ``want``."""
+        xp = self.block.xp
+        n, empty = self.block.num_nodes, xp.zeros(0)
         asked, counts = self.col.gatherv(want, k, REQUEST)
         if asked is None:
             lens = self.col.scatterv(empty, None, len(want), k, ROWS)
-            idx = self.col.scatterv(empty, None, int(lens.sum()), k, ROWS)
-            return RowStore(want, _ptr(lens), idx, n)
+            idx = self.col.scatterv(empty, None, nnz, k, ROWS)
+            return RowStore(want, xp.ptr(lens), idx, n)
         assert counts is not None
         ptr, idx = self.block.take(asked)
-        self.col.scatterv(np.diff(ptr), counts, 0, k, ROWS)
-        self.col.scatterv(idx, _segment_sums(ptr, counts), 0, k, ROWS)
-        return RowStore(empty, np.zeros(1, np.int64), empty, n)
+        self.col.scatterv(xp.diff(ptr), counts, 0, k, ROWS)
+        self.col.scatterv(idx, xp.to_host(_segment_sums(ptr, counts)), 0, k, ROWS)
+        return RowStore(empty, xp.zeros(1), empty, n)
 
-    def _sparse_allreduce(self, mine: RowStore, parts: list[np.ndarray]) -> RowStore:
+    def _sparse_allreduce(self, mine: RowStore, union: Array,
+                          parts: list[tuple[list[tuple[int, int]], int]]) -> RowStore:
         """Sum the replicas' partial products over the process row: their nonzero rows.
 
-        ``parts[q]`` are the row ids of replica ``q``'s partial product (every replica
-        knows them), so only the row lengths and column ids travel.
+        ``parts[q]`` gives the row ids of replica ``q``'s partial product as slices of the
+        process row's ``union`` (every replica knows them) and their nonzeros, so only the
+        row lengths and column ids travel.
         """
-        n = self.block.num_nodes
-        sizes = np.array([len(p) for p in parts], dtype=np.int64)
-        ptr = _ptr(self.row.allgatherv(np.diff(mine.indptr), COMBINE, sizes.tolist()))
-        idx = self.row.allgatherv(mine.indices, COMBINE, _segment_sums(ptr, sizes).tolist())
-        ids = np.concatenate([np.zeros(0, np.int64), *parts])
+        xp, n = self.block.xp, self.block.num_nodes
+        sizes = [sum(hi - lo for lo, hi in spans) for spans, _ in parts]
+        ptr = xp.ptr(self.row.allgatherv(xp.diff(mine.indptr), COMBINE, sizes))
+        idx = self.row.allgatherv(mine.indices, COMBINE, [nnz for _, nnz in parts])
+        ids = xp.concat([xp.zeros(0)] + [union[lo:hi] for spans, _ in parts for lo, hi in spans])
         return RowStore.merge([RowStore(ids, ptr, idx, n)], n)

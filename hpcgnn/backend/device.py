@@ -124,6 +124,10 @@ class CudaRuntime:
         """A new timing event (recorded on the current stream)."""
         return torch.cuda.Event(enable_timing=True)
 
+    def free_bytes(self, index: int) -> int:
+        """Bytes of GPU ``index``'s memory free now (``cudaMemGetInfo``)."""
+        return int(torch.cuda.mem_get_info(index)[0])
+
 
 _RUNTIMES: dict[bool, Any] = {False: CudaRuntime(), True: emulation.EmulatedRuntime()}
 
@@ -271,6 +275,10 @@ class Device:
     def runtime(self) -> Any:
         """The CUDA runtime calls of this device (:class:`CudaRuntime` or the emulation's)."""
         return _RUNTIMES[self.emulated]
+
+    def free_bytes(self) -> int | None:
+        """The GPU's free memory now (the emulated one's: the host's); ``None`` on the CPU."""
+        return self.runtime.free_bytes(self.index) if self.is_cuda else None
 
     # -- allocation ------------------------------------------------------------------------
     def empty(self, shape: Shape, dtype: torch.dtype) -> torch.Tensor:

@@ -45,6 +45,8 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
+from hpcgnn.utils.memory import available_bytes
+
 #: Environment variable that turns the emulated CUDA device on (``1``).
 EMULATE_ENV = "HPCGNN_EMULATE_CUDA"
 #: Name of the emulated GPU (``Device.name``, the metrics' ``device`` section).
@@ -411,6 +413,11 @@ class EmulatedRuntime:
     def synchronize(self, index: int) -> None:
         """Nothing is queued (counted in :data:`COUNTS`)."""
         COUNTS["synchronize"] += 1
+
+    def free_bytes(self, index: int) -> int | None:
+        """The host's available memory: the emulated GPU's memory is the host's."""
+        avail = available_bytes()
+        return None if avail is None else int(avail)
 
     def event(self) -> EmulatedEvent:
         """A new :class:`EmulatedEvent`."""

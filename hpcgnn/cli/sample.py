@@ -13,7 +13,7 @@ import argparse
 from hpcgnn.cli.common import add_device_argument
 from hpcgnn.errors import ConfigError
 from hpcgnn.sampling.samplers import SAMPLERS
-from hpcgnn.sampling.spec import LAYOUTS, spec_from_args
+from hpcgnn.sampling.spec import LAYOUTS, sample_memory, spec_from_args
 
 
 def add_sampling_arguments(p: argparse.ArgumentParser) -> argparse._ArgumentGroup:
@@ -45,6 +45,11 @@ def add_sampling_arguments(p: argparse.ArgumentParser) -> argparse._ArgumentGrou
     g.add_argument("--graph-layout", choices=LAYOUTS, default=None,
                    help="replicated: every rank holds the whole graph; partitioned: block rows "
                         "on a (P/c) x c grid, sparsity-aware 1.5D SpGEMM (default: replicated)")
+    g.add_argument("--sample-memory", default=None, metavar="BYTES",
+                   help="memory a hop's local SpGEMM and draws may take (e.g. 2G): a bulk whose "
+                        "hop needs more is sampled in chunks of whole batches, the same samples "
+                        "(default: a quarter of the GPU's free memory with --device cuda, else "
+                        "32M, a stack that stays in the CPU's caches)")
     return g
 
 
@@ -92,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
     summary = sample_to_file(
         comm, args.graph, spec, args.out, graph_layout=layout, epoch=args.epoch - 1,
         batches=args.batches, grid=args.grid, replication=args.replication, device=device,
+        memory=sample_memory(args),
     )
     if comm.Get_rank() == 0 and not args.quiet:
         print(f"hpcgnn sample: {summary.num_batches} minibatches, {summary.edges} sampled edges, "

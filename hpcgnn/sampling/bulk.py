@@ -16,15 +16,17 @@ Random numbers depend on (seed, epoch, batch id, hop, vertex), never on the rank
 bulk or the layout, so every batch's sample is the same in every configuration.
 
 The rows of ``S`` are fetched once per hop for the whole stack, but the local SpGEMM,
-sampling and extraction run on chunks of whole batches of at most
-:data:`MAX_STACK_ENTRIES` frontier rows plus nonzeros of their rows of ``S`` (the size of
-``P = Q S`` and of every temporary of a hop, see :func:`stack_entries`). Beyond that the
+sampling and extraction run on chunks of whole batches whose entries (frontier rows plus
+nonzeros of their rows of ``S``: the size of ``P = Q S`` and of every temporary of a
+hop, see :func:`stack_entries`) fit a memory budget (:class:`Chunking`,
+``--sample-memory``): on the host :data:`MAX_STACK_ENTRIES` entries, beyond which the
 temporaries are fresh memory every hop (page faults on first touch, then cache misses):
 on a 100K-vertex graph, batch 1024, fanout 10,5, an unchunked bulk 32 sampled at 0.70x
 of bulk 1's rate, and at 1.0x with ``MALLOC_MMAP_THRESHOLD_`` keeping freed memory in the
-process, so the slowdown was the working set, not the arithmetic. Chunking caps the
-working set whatever the graph's degrees and the batch size; it changes no sample and
-no message (the rows are still fetched once per hop for the whole stack).
+process, so the slowdown was the working set, not the arithmetic; on a GPU a share of its
+free memory, so a bulk is one SpGEMM per hop wherever it fits. Chunking caps the working
+set whatever the graph's degrees and the batch size; it changes no sample and no message
+(the rows are still fetched once per hop for the whole stack).
 
 With every row at hand (the replicated layout), :func:`sample_depth_first` takes each
 chunk down to the last hop before sampling the hop's next chunk, and
@@ -40,6 +42,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -64,6 +67,53 @@ RowSource = Callable[[np.ndarray], RowStore]
 #: allocator reuses (see the module docstring; 2^18 was faster than 2^16 and 2^20 at
 #: batch 64 and 1024 here).
 MAX_STACK_ENTRIES = 1 << 18
+#: Bytes a hop's temporaries take per stacked entry, for a memory budget (about sixteen
+#: 8-byte arrays of the entries' size alive at once: ``P``'s pattern and values, the
+#: selection, the draws, the sort keys and permutations of the columns' union).
+BYTES_PER_ENTRY = 128
+#: Share of the GPU's free memory (after the pattern of ``S`` is there) that a hop's
+#: temporaries may take when ``--sample-memory`` is not given.
+DEVICE_SHARE = 0.25
+
+
+def default_budget(free_bytes: int | None) -> float:
+    """``--sample-memory``'s default: a share of a GPU's free bytes, else the cache-sized stack.
+
+    On the host (``free_bytes`` ``None``) it is :data:`MAX_STACK_ENTRIES` entries, the
+    working set that keeps a hop in the caches; on a GPU, :data:`DEVICE_SHARE` of its free
+    memory, so a bulk is one SpGEMM per hop wherever it fits.
+    """
+    if free_bytes is None:
+        return float(MAX_STACK_ENTRIES * BYTES_PER_ENTRY)
+    return DEVICE_SHARE * free_bytes
+
+
+@dataclass
+class Chunking:
+    """How a stack's hops are cut into local SpGEMMs, and how many there were.
+
+    ``budget``: bytes of a hop's temporaries (``--sample-memory``), ``None`` for the
+    :data:`MAX_STACK_ENTRIES` entries of the host. Counts the hops of stacks
+    (:attr:`hops`) and the chunks they were sampled in (:attr:`chunks`).
+    """
+
+    budget: float | None = None
+    hops: int = 0
+    chunks: int = 0
+
+    @property
+    def limit(self) -> int:
+        """Most entries of one chunk (:func:`chunk_batches`)."""
+        if self.budget is None:
+            return MAX_STACK_ENTRIES
+        return max(1, int(self.budget // BYTES_PER_ENTRY))
+
+    def spans(self, ptr: np.ndarray) -> list[tuple[int, int]]:
+        """:func:`chunk_batches` of ``ptr`` under :attr:`limit`, counted."""
+        out = chunk_batches(ptr, self.limit)
+        self.hops += 1
+        self.chunks += len(out)
+        return out
 
 
 def stack_entries(fr_ptr: Array, fr_ids: Array, store: RowStore) -> np.ndarray:
@@ -144,7 +194,7 @@ def _on(xp: HostOps, ptr_ids: tuple[np.ndarray, np.ndarray]) -> tuple[Array, Arr
 
 def sample_stack(
     spec: SamplerSpec, epoch: int, batch_ids: list[int], seeds: list[np.ndarray],
-    rows: RowSource,
+    rows: RowSource, chunking: Chunking | None = None,
 ) -> list[SampledBatch]:
     """Sample the batches ``batch_ids`` (seed vertices ``seeds``) together, hop by hop.
 
@@ -152,8 +202,9 @@ def sample_stack(
     stacked frontier: repeated and unsorted ids); it is called exactly ``spec.layers``
     times, also when there is no batch (so a collective source stays in step on every
     rank). The hops are sampled where the stores' arrays are (the host, or the sampling
-    device: then the hops' arrays are tensors there).
+    device: then the hops' arrays are tensors there), in chunks of ``chunking``'s size.
     """
+    chunking = Chunking() if chunking is None else chunking
     key, bids, arrays = _start(spec, epoch, batch_ids, seeds)
     out = [SampledBatch(int(b), s) for b, s in zip(bids, arrays, strict=True)]
     seed = stack(arrays)
@@ -167,7 +218,7 @@ def sample_stack(
             seed, bids = _on(xp, seed), xp.asarray(bids)
             fr_ptr, fr_ids = seed
         next_fr = []
-        for span in chunk_batches(stack_entries(fr_ptr, fr_ids, store)):
+        for span in chunking.spans(stack_entries(fr_ptr, fr_ids, store)):
             hops, col_ptr, cols = _chunk_hop(spec, key, hop, span, bids, seed,
                                              (fr_ptr, fr_ids), store)
             for batch, h in zip(out[span[0] : span[1]], hops, strict=True):
@@ -183,7 +234,7 @@ def sample_stack(
 
 def sample_depth_first(
     spec: SamplerSpec, epoch: int, batch_ids: list[int], seeds: list[np.ndarray],
-    store: RowStore,
+    store: RowStore, chunking: Chunking | None = None,
 ) -> Iterator[list[SampledBatch]]:
     """:func:`sample_stack` with every row of ``S`` at hand, finishing a chunk before the next.
 
@@ -198,13 +249,13 @@ def sample_depth_first(
     xp = store.xp
     seed = _on(xp, stack(arrays))
     yield from _descend(spec, key, 0, xp.asarray(bids), arrays, seed, seed,
-                        [[] for _ in arrays], store)
+                        [[] for _ in arrays], store, Chunking() if chunking is None else chunking)
 
 
 def _descend(
     spec: SamplerSpec, key: np.uint64, hop: int, bids: Array, seeds: list[np.ndarray],
     seed: tuple[Array, Array], frontier: tuple[Array, Array],
-    done: list[list[SampledHop]], store: RowStore,
+    done: list[list[SampledHop]], store: RowStore, chunking: Chunking,
 ) -> Iterator[list[SampledBatch]]:
     """Hops ``hop, hop+1, ...`` of a stack whose hops before ``hop`` are ``done``."""
     if hop == spec.layers:
@@ -212,13 +263,13 @@ def _descend(
         yield [SampledBatch(int(b), s, d) for b, s, d in zip(ids, seeds, done, strict=True)]
         return
     seed_ptr, seed_ids = seed
-    for lo, hi in chunk_batches(stack_entries(*frontier, store)):
+    for lo, hi in chunking.spans(stack_entries(*frontier, store)):
         hops, col_ptr, cols = _chunk_hop(spec, key, hop, (lo, hi), bids, seed, frontier, store)
         s0, s1 = seed_ptr[lo], seed_ptr[hi]
         yield from _descend(
             spec, key, hop + 1, bids[lo:hi], seeds[lo:hi],
             (seed_ptr[lo : hi + 1] - s0, seed_ids[s0:s1]), (col_ptr, cols),
-            [[*d, h] for d, h in zip(done[lo:hi], hops, strict=True)], store,
+            [[*d, h] for d, h in zip(done[lo:hi], hops, strict=True)], store, chunking,
         )
         del hops, col_ptr, cols  # this chunk's samples go before the next is sampled
 
@@ -264,6 +315,11 @@ class BulkSampler:
     traffic
         Where the partitioned layout's SpGEMM charges its bytes before moving them
         (:mod:`hpcgnn.cost.minibatch`); the replicated layout samples without messages.
+    memory
+        Bytes a hop's local temporaries may take (``--sample-memory``): a stack whose hop
+        needs more is sampled in chunks of whole batches (:class:`Chunking`); default
+        :func:`default_budget` (a share of the GPU's free memory, or the host's
+        cache-sized stack).
 
     On a grid whose device is a GPU the hops are sampled there (:attr:`device` ``cuda``):
     the replicated layout keeps the whole pattern of ``S`` on the GPU, the partitioned one
@@ -281,12 +337,14 @@ class BulkSampler:
         Sampled edges (all hops) of the batches this rank sampled so far.
     device
         Where the hops are sampled: ``cuda`` or ``cpu`` (the metrics' ``sampling.device``).
+    chunking
+        The budget of a hop's temporaries, and the hops and chunks sampled so far.
 
     """
 
     def __init__(
         self, spec: SamplerSpec, grid: ProcessGrid, path: str | os.PathLike, layout: str,
-        traffic: Traffic | None = None,
+        traffic: Traffic | None = None, memory: float | None = None,
     ) -> None:
         if layout not in LAYOUTS:
             raise ValueError(f"unknown layout {layout!r}")
@@ -309,6 +367,8 @@ class BulkSampler:
             else:
                 self.block = read_pattern(gf, lo, hi, spec.method)
         self.rows_range = (lo, hi)
+        free = grid.device.free_bytes() if grid.device.is_cuda else None
+        self.chunking = Chunking(default_budget(free) if memory is None else float(memory))
         self.aware = None
         if layout == "partitioned":  # its rows fetched and combined where sampling runs
             self.aware = SparsityAwareRows(
@@ -346,7 +406,8 @@ class BulkSampler:
             aware = self.aware
             with self.grid.stats.phase("sample"):
                 out = sample_stack(
-                    self.spec, epoch, ids, seeds, lambda f: aware(setops.unique(f))
+                    self.spec, epoch, ids, seeds, lambda f: aware(setops.unique(f)),
+                    self.chunking,
                 )
             self._count(out)
             return out
@@ -354,7 +415,8 @@ class BulkSampler:
         assert full is not None
 
         def groups(start: int) -> Iterator[list[SampledBatch]]:
-            it = sample_depth_first(self.spec, epoch, ids[start:], seeds[start:], full)
+            it = sample_depth_first(self.spec, epoch, ids[start:], seeds[start:], full,
+                                    self.chunking)
             while True:
                 with self.grid.stats.phase("sample"):
                     group = next(it, None)

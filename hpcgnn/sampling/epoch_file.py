@@ -66,6 +66,7 @@ def sample_to_file(
     grid: str | None = None,
     replication: int | None = None,
     device: Device | None = None,
+    memory: float | None = None,
 ) -> SampleSummary:
     """Sample the minibatches of one epoch and write them to ``out`` (collective).
 
@@ -93,8 +94,11 @@ def sample_to_file(
         Replication factor ``c`` of the ``(P/c) x c`` grid.
     device : Device, optional
         The rank's device (:func:`hpcgnn.grid.device.choose_device`), stored on the grid:
-        its clock times the sampling loop. The samplers themselves compute in NumPy on the
-        host whatever the device (see ``docs/sampling.md``, "Where sampling runs").
+        its clock times the sampling loop, and a GPU samples the hops (see
+        ``docs/sampling.md``, "Where sampling runs"); the file is the same either way.
+    memory : float, optional
+        Bytes a hop's local temporaries may take (``--sample-memory``; see
+        :class:`~hpcgnn.sampling.bulk.BulkSampler`).
 
     Returns
     -------
@@ -124,7 +128,7 @@ def sample_to_file(
             spec = fit_training_set(spec, len(train_ids))
             if world.rank == 0:  # the output fails now, not after sampling
                 check_output(out, "--out")
-        sampler = BulkSampler(spec, pgrid, graph, graph_layout)
+        sampler = BulkSampler(spec, pgrid, graph, graph_layout, memory=memory)
         epoch_batches = minibatches(train_ids, spec.batch_size, spec.seed, epoch)[:batches]
         world.barrier()
         t0 = pgrid.stats.clock()

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, replace
 from hpcgnn.config import MAX_LAYERS, check_layers, check_random_key, check_training_vertices
 from hpcgnn.errors import ConfigError
 from hpcgnn.sampling.samplers import LAYER_WISE, NODE_WISE, Sampler, sampler_named
+from hpcgnn.utils.memory import parse_bytes
 
 LAYOUTS = ("replicated", "partitioned")
 DEFAULT_FANOUT = 10
@@ -65,6 +66,13 @@ class SamplerSpec:
         d = asdict(self)
         d["sizes"] = list(self.sizes)
         return d
+
+
+def sample_memory(args: argparse.Namespace) -> float | None:
+    """``--sample-memory`` in bytes (``None``: not given, the default budget)."""
+    if getattr(args, "sample_memory", None) is None:
+        return None
+    return parse_bytes(args.sample_memory, "--sample-memory")
 
 
 def _parse_list(flag: str, text: str) -> tuple[int, ...]:

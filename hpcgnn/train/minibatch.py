@@ -94,11 +94,13 @@ class MinibatchTrainer(WholeModel, SubModelHost):
     weights
         Parameters to train (default: :func:`~hpcgnn.models.minibatch.sampled_weights`);
         GIST injects a sub-model's.
+    sample_memory
+        ``--sample-memory``: bytes a hop's local SpGEMM may take (``None``: the default).
     """
 
     def __init__(
         self, graph: str, spec: SamplerSpec, layout: str, cfg: TrainConfig, grid: ProcessGrid,
-        weights: list[torch.Tensor] | None = None,
+        weights: list[torch.Tensor] | None = None, sample_memory: float | None = None,
     ) -> None:
         self.cfg, self.grid, self.layout = cfg, grid, layout
         self.world = grid.world
@@ -107,7 +109,7 @@ class MinibatchTrainer(WholeModel, SubModelHost):
             self.train_ids = read_train_ids(graph)
             self.spec = spec = fit_training_set(spec, len(self.train_ids))
         self.traffic = Traffic(grid.size)
-        self.sampler = BulkSampler(spec, grid, graph, layout, self.traffic)
+        self.sampler = BulkSampler(spec, grid, graph, layout, self.traffic, sample_memory)
         self.col_members = members(grid.col, grid.rank)
         self.world_members = Members(np.arange(grid.size, dtype=np.int64), grid.rank)
         lo, hi = self.sampler.rows_range
@@ -378,6 +380,20 @@ def predicted_traffic(
     return summed_over_ranks(world, mine), extra
 
 
+def chunk_summary(world: Comm, sampler: BulkSampler) -> dict[str, Any]:
+    """The hop budget and the local SpGEMMs per stacked hop, over all ranks (collective).
+
+    ``sample_memory_bytes``: the budget (the smallest over ranks); ``spgemm_chunks_per_hop``:
+    local SpGEMMs per stacked hop (1.0: every stack's hop was one SpGEMM), ``None``
+    before any stack.
+    """
+    c = sampler.chunking
+    hops = world.allreduce_scalar(int(c.hops))
+    chunks = world.allreduce_scalar(int(c.chunks))
+    budget = world.allreduce_scalar(float(c.budget or 0.0), MPI.MIN)
+    return {"sample_memory_bytes": budget, "spgemm_chunks_per_hop": chunks / hops if hops else None}
+
+
 def sampling_summary(trainer: MinibatchTrainer, result: TrainResult) -> dict[str, Any]:
     """The ``sampling`` section of the metrics: volumes summed over ranks (collective)."""
     world = trainer.grid.world
@@ -386,7 +402,8 @@ def sampling_summary(trainer: MinibatchTrainer, result: TrainResult) -> dict[str
     return {
         "sampler": trainer.spec.sampler, "sizes": list(trainer.spec.sizes),
         "graph_layout": trainer.layout, "device": trainer.sampler.device,
-        "feature_device": trainer.fetcher.device, **trainer.batching(),
+        "feature_device": trainer.fetcher.device, **chunk_summary(world, trainer.sampler),
+        **trainer.batching(),
         "edges_sampled": int(edges), "sample_time_s": sample_s,
         **byte_summary(world, trainer.stats, trainer.sampler.bytes_oblivious,
                        trainer.sampler.bytes_control),

@@ -228,3 +228,20 @@ def test_cuda_trains_like_the_cpu(graph_file, shared_tmp, world, flags):
     assert_same_training(docs, ("feature_fetch", "allreduce"))
     np.testing.assert_allclose(docs["cuda"]["final"]["loss"], docs["cpu"]["final"]["loss"],
                                rtol=1e-4)
+
+
+@pytest.mark.mpi
+def test_sample_memory_sets_the_chunks_and_changes_no_sample(graph_file, shared_tmp, world):
+    """A hop over ``--sample-memory`` is sampled in chunks: the same training, stated."""
+    path = graph_file(n=120, seed=4)
+    flags = ["--mode", "minibatch", "--fanout", "4,3", "--batch-size", "8", "--bulk", "8",
+             "--epochs", "2"]
+    _, whole = train_metrics(path, shared_tmp / "whole.json", *flags, "--sample-memory", "1G")
+    _, tiny = train_metrics(path, shared_tmp / "tiny.json", *flags, "--sample-memory", "2K")
+    world.mpi.Barrier()
+    a, b = (json.loads(f.read_text()) for f in (whole, tiny))
+    sa, sb = a["sampling"], b["sampling"]
+    ok = (a["params_sha256"] == b["params_sha256"] and sa["sample_memory_bytes"] == 2**30
+          and sa["spgemm_chunks_per_hop"] == 1.0 and sb["sample_memory_bytes"] == 2048
+          and sb["spgemm_chunks_per_hop"] > 1.0 and a["config"].get("sample_memory") is None)
+    assert_all(world, ok, f"{sa} / {sb}")

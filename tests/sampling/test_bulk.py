@@ -45,3 +45,19 @@ def test_depth_first_gives_the_stack_samples_in_consecutive_groups(monkeypatch, 
         groups = list(sample_depth_first(spec, 2, ids, seeds, store))
         assert all(groups) and count in (None, len(groups)), limit
         assert same_batches([b for g in groups for b in g], whole), limit
+
+
+def test_bulk_32_at_batch_1024_is_one_spgemm_per_hop_where_it_fits_the_budget():
+    from hpcgnn.sampling.bulk import BYTES_PER_ENTRY, Chunking, default_budget
+
+    store = store_of(random_adjacency(40_000, 4.0, seed=5), "sage")
+    spec = SamplerSpec("sage", (4, 3), batch_size=1024, bulk=32, seed=1)
+    order = np.random.default_rng(0).permutation(40_000)
+    seeds = [order[1024 * i : 1024 * (i + 1)] for i in range(32)]
+    fits, cache = Chunking(budget=2**30), Chunking(budget=default_budget(None))
+    one = sample_stack(spec, 0, list(range(32)), seeds, lambda _ids: store, fits)
+    assert (fits.hops, fits.chunks) == (2, 2)  # one SpGEMM per hop
+    chunked = sample_stack(spec, 0, list(range(32)), seeds, lambda _ids: store, cache)
+    assert cache.limit * BYTES_PER_ENTRY == default_budget(None) and cache.chunks > 2
+    assert same_batches(one, chunked)
+    assert default_budget(8 * 2**30) == 2 * 2**30  # a quarter of a GPU's free memory

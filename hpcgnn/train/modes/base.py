@@ -37,6 +37,7 @@ MODE_FLAGS: dict[str, str] = {
     "fanout": "--mode minibatch or gist", "layer_size": "--mode minibatch or gist",
     "batch_size": "--mode minibatch or gist", "global_batch": "--mode minibatch or gist",
     "bulk": "--mode minibatch or gist", "graph_layout": "--mode minibatch or gist",
+    "sample_memory": "--mode minibatch or gist",
 }
 
 

@@ -14,13 +14,20 @@ from hpcgnn.errors import ConfigError
 from hpcgnn.io.reader import GraphMeta
 from hpcgnn.layout.shapes import GridShape, choose_shape
 from hpcgnn.sampling.samplers import resolve_model
-from hpcgnn.sampling.spec import LAYOUTS, SamplerSpec, capped_note, spec_from_args
+from hpcgnn.sampling.spec import (
+    LAYOUTS,
+    SamplerSpec,
+    capped_note,
+    sample_memory,
+    spec_from_args,
+)
 from hpcgnn.train.minibatch import MinibatchTrainer
 from hpcgnn.train.modes.base import Estimate, Mode, Setup, refuse_others
 
 #: The flags of the minibatch mode: the sampler's.
 FLAGS = (
     "sampler", "fanout", "layer_size", "batch_size", "global_batch", "bulk", "graph_layout",
+    "sample_memory",
 )
 
 
@@ -36,6 +43,8 @@ class MinibatchMode(Mode[MinibatchTrainer]):
         ``replicated`` or ``partitioned`` (sparsity-aware 1.5D SpGEMM).
     grid, replication
         ``--grid`` and ``--replication`` of the ``(P/c) x c`` grid.
+    sample_memory
+        ``--sample-memory`` in bytes (``None``: the sampler's default budget).
     """
 
     name: ClassVar[str] = "minibatch"
@@ -46,6 +55,7 @@ class MinibatchMode(Mode[MinibatchTrainer]):
     model: str | None = None
     grid: str | None = None
     replication: int | None = None
+    sample_memory: float | None = None
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, ranks: int) -> MinibatchMode:
@@ -65,6 +75,7 @@ class MinibatchMode(Mode[MinibatchTrainer]):
         return cls(
             spec=spec, graph_layout=args.graph_layout or LAYOUTS[0], grid=args.grid,
             replication=args.replication, model=resolve_model(args.model, spec.sampler),
+            sample_memory=sample_memory(args),
         )
 
     def resolve(self, cfg: TrainConfig, ranks: int) -> TrainConfig:
@@ -95,7 +106,8 @@ class MinibatchMode(Mode[MinibatchTrainer]):
     def build(self, setup: Setup, weights: list[torch.Tensor] | None = None) -> MinibatchTrainer:
         """The minibatch trainer (``weights``: GIST's injected sub-model)."""
         return MinibatchTrainer(
-            setup.graph, self.spec, self.graph_layout, setup.cfg, setup.grid, weights
+            setup.graph, self.spec, self.graph_layout, setup.cfg, setup.grid, weights,
+            sample_memory=self.sample_memory,
         )
 
     def group_description(self, trainer: MinibatchTrainer) -> str:

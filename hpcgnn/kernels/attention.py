@@ -103,38 +103,44 @@ class EdgePattern:
 
 
 def edge_pattern(
-    a: sp.csr_matrix, row_ids: np.ndarray, col_ids: np.ndarray, device: torch.device | str,
-    dtype: torch.dtype,
+    a: sp.csr_matrix | torch.Tensor, row_ids: np.ndarray | torch.Tensor,
+    col_ids: np.ndarray | torch.Tensor, device: torch.device | str, dtype: torch.dtype,
 ) -> EdgePattern:
-    """The :class:`EdgePattern` of a SciPy CSR matrix (its values are ignored).
+    """The :class:`EdgePattern` of a CSR matrix (its values are ignored).
 
-    ``dtype``: of the patterns of ones (the values they sum).
+    ``a``: a SciPy matrix (copied to ``device``), or a ``torch.sparse_csr`` tensor on it
+    with sorted columns per row (a hop sampled on the GPU); ``row_ids``, ``col_ids``: host
+    arrays or tensors. ``dtype``: of the patterns of ones (the values they sum). One
+    integer computation on ``device`` either way.
     """
-    a = a.tocsr()
-    a.sort_indices()
+    if not isinstance(a, torch.Tensor):
+        a = a.tocsr()
+        a.sort_indices()
+        a = torch.sparse_csr_tensor(torch.from_numpy(a.indptr.astype(np.int64)),
+                                    torch.from_numpy(a.indices.astype(np.int64)),
+                                    torch.ones(a.nnz, dtype=dtype), size=a.shape,
+                                    check_invariants=False).to(device)
     rows, cols = a.shape
-    counts = np.diff(a.indptr)
-    row = np.repeat(np.arange(rows, dtype=np.int64), counts)
-    col = a.indices.astype(np.int64)
-    perm = np.argsort(col, kind="stable")
-    crow_t = np.zeros(cols + 1, dtype=np.int64)
-    np.cumsum(np.bincount(col, minlength=cols), out=crow_t[1:])
-
-    def on(x: np.ndarray) -> torch.Tensor:
-        return torch.from_numpy(x).to(device)
-
-    crow, perm_d = on(a.indptr.astype(np.int64)), on(perm)
+    crow, col = a.crow_indices().long(), a.col_indices().long()
+    device = col.device
+    row = torch.repeat_interleave(torch.arange(rows, device=device), torch.diff(crow))
+    perm = torch.argsort(col, stable=True)
+    crow_t = torch.zeros(cols + 1, dtype=torch.int64, device=device)
+    torch.cumsum(torch.bincount(col, minlength=cols), 0, out=crow_t[1:])
     ones = torch.ones(len(col), dtype=dtype, device=device)
     edges = torch.arange(len(col), dtype=torch.int64, device=device)
     sums = torch.sparse_csr_tensor(crow, edges, ones, size=(rows, len(col)),
                                    check_invariants=False)
-    sums_t = torch.sparse_csr_tensor(on(crow_t), perm_d, ones, size=(cols, len(col)),
+    sums_t = torch.sparse_csr_tensor(crow_t, perm, ones, size=(cols, len(col)),
                                      check_invariants=False)
+
+    def ids(x: np.ndarray | torch.Tensor) -> torch.Tensor:
+        t = x if isinstance(x, torch.Tensor) else torch.from_numpy(np.asarray(x, np.int64))
+        return t.to(device=device, dtype=torch.int64)
+
     return EdgePattern(
-        crow=crow, col=on(col), row=on(row), perm=perm_d, row_t=on(row[perm]),
-        sums=sums, sums_t=sums_t, shape=(rows, cols),
-        row_ids=on(np.asarray(row_ids, dtype=np.int64)),
-        col_ids=on(np.asarray(col_ids, dtype=np.int64)),
+        crow=crow, col=col, row=row, perm=perm, row_t=row[perm], sums=sums, sums_t=sums_t,
+        shape=(rows, cols), row_ids=ids(row_ids), col_ids=ids(col_ids),
     )
 
 

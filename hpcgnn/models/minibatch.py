@@ -20,7 +20,6 @@ import numpy as np
 import torch
 
 from hpcgnn.backend import Device
-from hpcgnn.graph.normalize import sum_block
 from hpcgnn.kernels.attention import edge_pattern
 from hpcgnn.kernels.dropout import global_columns, keep_pairs, rows_keep
 from hpcgnn.kernels.gemm import matmul
@@ -166,12 +165,10 @@ class MinibatchModel:
     def _reader(self, hop: SampledHop, h: Input) -> Reader:
         """How the layer reads the hop's block: its matrix, GIN's sum, GAT's edges."""
         dtype = np.float32 if h.dtype == torch.float32 else np.float64
-        if not (self.kind.mlp or self.kind.attention):
-            return partial(sparse_matmul, hop.matrix(dtype))  # on the GPU if sampled there
-        # sum_block counts every sampled edge as 1; the seeds lead the columns (a host
-        # block: a hop sampled on the GPU is copied back for GIN's and GAT's layers)
-        hop = hop.on_host()
-        block = sum_block(hop.matrix(dtype), 0, 1.0 + self.kind.eps, dtype)
+        if not (self.kind.mlp or self.kind.attention):  # where the hop was sampled
+            return partial(sparse_matmul, hop.matrix(dtype))
+        # every sampled edge counts 1, the seed itself 1 + eps (the seeds lead the columns)
+        block = hop.sum_matrix(1.0 + self.kind.eps, dtype)
         if self.kind.mlp:
             return partial(sparse_matmul, block)
         device = h.nz_rows.device if isinstance(h, SparseFeatures) else h.device

@@ -89,6 +89,23 @@ def spgemm(q: Csr, s: Csr) -> Csr:
     return Csr.of_scipy(p)
 
 
+def sum_duplicates(keys: Array, values: Array) -> tuple[Array, Array]:
+    """The distinct ``keys`` (sorted) and the sums of their ``values``, in their given order.
+
+    A stable sort keeps each key's values in the order given, and each sum is their
+    sequential sum (:func:`hpcgnn.kernels.sampling.segment_cumsum`), on the host and on a
+    device alike.
+    """
+    xp = ops(keys)
+    order = xp.argsort(keys)
+    keys, values = keys[order], values[order]
+    last = xp.ones(len(keys), "bool")
+    last[:-1] = keys[1:] != keys[:-1]
+    # the groups are numbered 0, 1, ... in order: their count needs no separate read
+    group_ptr = xp.ptr(xp.bincount(xp.cumsum(last) - xp.int64(last), 0))
+    return keys[last], xp.segment_cumsum(group_ptr, values)[last]
+
+
 def esc_spgemm(q: Csr, s: Csr) -> Csr:
     """``Q S`` by expansion, sort and compression (the GPU SpGEMM), summed as SciPy sums.
 
@@ -105,13 +122,7 @@ def esc_spgemm(q: Csr, s: Csr) -> Csr:
     lens = xp.diff(ptr)
     key = xp.repeat(q_row, lens) * ncols + s.indices[entry]
     prod = xp.repeat(q.data, lens) * s.data[entry]
-    order = xp.argsort(key)
-    key, prod = key[order], prod[order]
-    last = xp.ones(len(key), "bool")
-    last[:-1] = key[1:] != key[:-1]
-    group_ptr = xp.ptr(xp.bincount(xp.cumsum(last) - xp.int64(last), int(last.sum())))
-    sums = xp.segment_cumsum(group_ptr, prod)[last]
-    key = key[last]
+    key, sums = sum_duplicates(key, prod)
     keep = sums != 0.0
     key, sums = key[keep], sums[keep]
     indptr = xp.ptr(xp.bincount(key // ncols, nrows))

@@ -75,6 +75,26 @@ class SampledHop:
         return sp.csr_matrix((self.values.astype(dtype), self.indices, self.indptr),
                              shape=shape)
 
+    def sum_matrix(self, self_weight: float, dtype: np.dtype | type = np.float64) -> Any:
+        """The hop's block of GIN's sum and GAT's edges, as :meth:`matrix` gives it.
+
+        Every sampled edge counts 1 and each row's own vertex (its column: the rows lead
+        the columns) ``self_weight``, duplicates summed, columns sorted: the sampled rows
+        of ``A^T + self_weight I`` (:func:`hpcgnn.graph.normalize.sum_block`'s values).
+        """
+        from hpcgnn.sampling.matrices import sum_duplicates
+
+        xp = ops(self.indices)
+        rows, cols = len(self.rows), len(self.cols)
+        row = xp.repeat(xp.arange(rows), xp.diff(self.indptr))
+        diag = xp.arange(rows)
+        keys, sums = sum_duplicates(
+            xp.concat([row * cols + self.indices, diag * cols + diag]),
+            xp.concat([xp.ones(len(row)), xp.ones(rows) * float(self_weight)]),
+        )
+        indptr = xp.ptr(xp.bincount(keys // cols, rows))
+        return SampledHop(self.rows, self.cols, indptr, keys % cols, sums).matrix(dtype)
+
     def global_edges(self) -> tuple[np.ndarray, np.ndarray]:
         """``(dst, src)``: global row and column vertex id of every sampled edge."""
         dst = np.repeat(self.rows, np.diff(self.indptr))

@@ -78,3 +78,25 @@ def test_ops_choose_numpy_for_arrays_and_the_device_for_tensors():
         x = xp.asarray(np.array([3, 1, 2]))
         assert emulation.device_index(x) == 0
         assert np.array_equal(xp.to_host(xp.sort(x)), [1, 2, 3])
+
+
+@pytest.mark.parametrize("eps", [0.25, -1.0])
+def test_the_gin_and_gat_block_is_sum_blocks_on_the_host_and_the_device(eps):
+    from hpcgnn.graph.normalize import sum_block
+    from hpcgnn.sampling.sampled import SampledHop
+
+    # row 1 sampled itself (a self loop in the graph): its diagonal entry sums 1 + (1 + eps)
+    hop = SampledHop(rows=np.array([7, 3, 9]), cols=np.array([7, 3, 9, 1, 4]),
+                     indptr=np.array([0, 2, 5, 5]), indices=np.array([1, 4, 0, 1, 3]),
+                     values=np.full(5, 0.5))
+    want = sum_block(hop.matrix(np.float32), 0, 1.0 + eps, np.float32)
+    got = hop.sum_matrix(1.0 + eps, np.float32)
+    for f in ("indptr", "indices", "data"):
+        assert np.array_equal(getattr(got, f), getattr(want, f)), f
+    with emulation.emulated():
+        on = SampledHop(*(torch.from_numpy(a).to("cuda") for a in (
+            hop.rows, hop.cols, hop.indptr, hop.indices, hop.values)))
+        dev = on.sum_matrix(1.0 + eps, np.float32)
+        assert dev.layout == torch.sparse_csr and emulation.device_index(dev.values()) == 0
+        dense = dev.to_dense().cpu().numpy()
+    assert np.array_equal(dense, want.toarray())

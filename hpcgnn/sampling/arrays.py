@@ -73,13 +73,13 @@ class HostOps:
         """The arrays one after the other."""
         return np.concatenate(arrays)
 
-    def sort(self, x: Array) -> Array:
-        """``x`` sorted (stable)."""
-        return np.sort(x, kind="stable")
+    def sort(self, x: Array, stable: bool = True) -> Array:
+        """``x`` sorted: stable (timsort: linear on sorted runs), or a faster unstable sort."""
+        return np.sort(x, kind="stable" if stable else None)
 
-    def argsort(self, x: Array) -> Array:
-        """The stable sorting permutation of ``x``."""
-        return np.argsort(x, kind="stable")
+    def argsort(self, x: Array, stable: bool = True) -> Array:
+        """A sorting permutation of ``x``: stable, or (faster) any order of equal keys."""
+        return np.argsort(x, kind="stable" if stable else None)
 
     def searchsorted(self, a: Array, v: Array, right: bool = False) -> Array:
         """Insertion points of ``v`` in the sorted ``a`` (left, or ``right``)."""
@@ -181,13 +181,13 @@ class DeviceOps(HostOps):
         """Torch's :meth:`HostOps.concat`."""
         return self.torch.cat(list(arrays))
 
-    def sort(self, x: Array) -> Any:
+    def sort(self, x: Array, stable: bool = True) -> Any:
         """Torch's :meth:`HostOps.sort`."""
-        return self.torch.sort(x, stable=True).values
+        return self.torch.sort(x, stable=stable).values
 
-    def argsort(self, x: Array) -> Any:
+    def argsort(self, x: Array, stable: bool = True) -> Any:
         """Torch's :meth:`HostOps.argsort`."""
-        return self.torch.argsort(x, stable=True)
+        return self.torch.argsort(x, stable=stable)
 
     def searchsorted(self, a: Array, v: Array, right: bool = False) -> Any:
         """Torch's :meth:`HostOps.searchsorted`."""

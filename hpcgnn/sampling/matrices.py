@@ -65,7 +65,8 @@ def selection(q_ptr: Array, cols: Array, num_cols: int) -> Csr:
     xp = ops(cols)
     nrows = len(q_ptr) - 1
     row = xp.repeat(xp.arange(nrows), xp.diff(q_ptr))
-    return Csr(q_ptr, xp.sort(row * num_cols + cols) - row * num_cols, xp.ones(len(cols)),
+    keys = xp.sort(row * num_cols + cols, stable=False)  # distinct: any sort
+    return Csr(q_ptr, keys - row * num_cols, xp.ones(len(cols)),
                (nrows, num_cols))
 
 

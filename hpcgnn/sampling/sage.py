@@ -47,7 +47,7 @@ def next_frontier(
     fr_batch = xp.repeat(xp.arange(nb), fr_len)
     fr_local = xp.arange(nfr) - fr_ptr[fr_batch]
     keys = xp.concat([(fr_batch * n + fr_ids) * 2, (sel_batch * n + sel_ids) * 2 + 1])
-    order = xp.argsort(keys)
+    order = xp.argsort(keys, stable=False)  # equal keys are one vertex: any order will do
     head = xp.zeros(len(keys), "bool")  # first entry of each distinct vertex of a batch
     if len(keys):
         s = keys[order] >> 1
@@ -112,6 +112,6 @@ def sample_hop(
     col_ptr, cols, sel_local = next_frontier(fr_ptr, fr_ids, row_batch[sel_rows], sel_ids, n)
     # each row's columns in ascending order: one sort of (row, column) keys
     width = max(int(xp.diff(col_ptr).max()) if nrows else 0, 1)
-    sel_local = xp.sort(sel_rows * width + sel_local) - sel_rows * width
+    sel_local = xp.sort(sel_rows * width + sel_local, stable=False) - sel_rows * width
     values = 1.0 / xp.float64(xp.repeat(xp.maximum(per_row, 1), per_row))
     return StackedHop(fr_ptr, fr_ids, col_ptr, cols, xp.ptr(per_row), sel_local, values)

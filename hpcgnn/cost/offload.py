@@ -115,3 +115,40 @@ def predict_offload(
     for fin, fout in problem.weight_shapes:
         allreduce_exact(est, "allreduce", fin * fout * s, ranks)
     return est
+
+
+def predict_offload_gat(
+    problem: Problem, ranks: int, volumes: DedupVolumes, remote: tuple[int, int], dedup: str,
+    heads: Sequence[tuple[int, int]],
+) -> Estimate:
+    """Bytes of one GAT offload epoch per category (:mod:`hpcgnn.models.offload_gat`).
+
+    Layer ``l`` (``K_l`` heads of ``f'_l``, input width ``f_l``, output ``o_l``: ``K_l
+    f'_l`` hidden, ``f'_L`` the last) loads rows ``[z | s_src]`` of ``w_l = K_l f'_l +
+    K_l`` values in the forward and again in the backward, and pushes their gradients
+    back (every layer: ``z = H W`` depends on ``W``): ``offload_h2d`` ``loads * 2 sum w_l
+    s``, ``offload_d2h`` ``loads * sum w_l s``, ``offload_d2d`` ``(2 R_f + R_b) sum w_l s``.
+    Own rows through the host (``offload_ckpt``, ``n`` rows each): forward the input
+    (``f_l``), ``[z | s_src]`` (``w_l``) and the output (``o_l``); backward the output's
+    gradient (``o_l``), ``d s_dst`` out and in (``2 K_l``), the pushed gradients
+    (``w_l``), the input (``f_l``) and, below the first layer, the input's gradient
+    (``f_l``). ``allreduce``: every weight's gradient (``W``, ``a_src``, ``a_dst``).
+    """
+    s, w, n = problem.itemsize, problem.widths, problem.n
+    loads = getattr(volumes, LOADS[dedup])
+    wl = [k * f + k for k, f in heads]
+    last = len(heads) - 1
+    out = [f if i == last else k * f for i, (k, f) in enumerate(heads)]
+    est = Estimate()
+    msgs = 1 if ranks > 1 else 0
+    est.add("offload_h2d", float(loads * 2 * sum(wl) * s), 0.0, msgs)
+    est.add("offload_d2h", float(loads * sum(wl) * s), 0.0, msgs)
+    est.add("offload_d2d", float((2 * remote[0] + remote[1]) * sum(wl) * s), 0.0, msgs)
+    ckpt = sum(
+        3 * w[i] + 2 * wl[i] + 2 * out[i] + 2 * k - (w[i] if i == 0 else 0)
+        for i, (k, _) in enumerate(heads)
+    )
+    est.add("offload_ckpt", float(n * ckpt * s), 0.0, 0)
+    for fin, fout in problem.weight_shapes:
+        allreduce_exact(est, "allreduce", fin * fout * s, ranks)
+    return est

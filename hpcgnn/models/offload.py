@@ -27,7 +27,9 @@ chunk's own rows join its neighbour rows, so the self term ``H W_self`` reads th
 same deduplicated load (and its gradient goes back with the neighbours'); a cached layer
 keeps the own rows beside the aggregate. GIN (``--model gin``, an MLP kind): the operator
 is the sum ``A^T + (1 + eps) I`` and the update ``ReLU(A W_1) W_2`` runs on the chunk's
-rows, recomputed from the cached aggregate in the backward like GCN's ``A W``.
+rows, recomputed from the cached aggregate in the backward like GCN's ``A W``. GAT
+(``--model gat``) is :class:`~hpcgnn.models.offload_gat.OffloadGAT`: this schedule and
+exchange with the edge computation inside the chunk sweep.
 
 The result equals the serial reference up to float rounding: the layer order is
 CAGNET's ``(Â^T H) W`` everywhere (sparse input features: the first layer's is
@@ -37,6 +39,7 @@ row ids.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -196,11 +199,7 @@ class OffloadGCN(RowBlockModel):
                 self.exchange_width * self.cfg.itemsize,
             )
         self.exchange = OffloadExchange(comm, tables, offsets, opts.dedup)
-        largest = int(np.diff(offsets).max())
-        per = self.cfg.kind.operands  # a cached layer keeps the aggregate (and own rows)
-        self.cached = cached_layers(
-            largest, [per * f for f in self.load_widths], self.cfg.itemsize, opts.cache_budget,
-        )
+        self.cached = self._cache_plan(int(np.diff(offsets).max()))
         if isinstance(self.x, SparseFeatures):
             self.input = SparseInput(self.x, self.chunk_rows, comm)
         # the backward's reloads of recomputed layers keep their own reuse buffers
@@ -225,6 +224,17 @@ class OffloadGCN(RowBlockModel):
             )
         self.volumes = self._count_volumes(tables)
         self.transfers = self._count_transfers(tables)
+
+    def _cache_plan(self, largest: int) -> Sequence[bool]:
+        """Per layer, whether it caches its aggregate (within ``--device-memory``).
+
+        ``largest``: the rows of the largest part.
+        """
+        per = self.cfg.kind.operands  # a cached layer keeps the aggregate (and own rows)
+        return cached_layers(
+            largest, [per * f for f in self.load_widths], self.cfg.itemsize,
+            self.opts.cache_budget,
+        )
 
     def _schedule(self, sets: list[np.ndarray]) -> tuple[np.ndarray, Reorganization | None]:
         """Identity schedule, or HongTu's reorganisation sharded by part (collective).

@@ -125,22 +125,61 @@ class AttentionDrop:
         return keep_pairs(key, pairs_r, pairs_c, self.p).reshape(-1, heads)
 
 
+def attend(
+    pattern: EdgePattern, z: torch.Tensor, s_dst: torch.Tensor, s_src: torch.Tensor,
+    keep: torch.Tensor | None, p: float, split: RowReduce | None = None,
+) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """``out[i, k] = sum_j alpha_ijk z[j, k]`` and what :func:`attend_backward` needs.
+
+    ``z`` (source rows ``x K x f'``), the score terms ``s_dst`` (the pattern's rows) and
+    ``s_src`` (its columns), the coefficients' keep decisions (``E x K``) and drop
+    probability, and the reductions of a split row. Returns ``out`` and ``(alpha, t,
+    used)``: the coefficients, the scores before the LeakyReLU and the coefficients used.
+    """
+    alpha, t = edge_softmax(pattern, s_dst, s_src, NEGATIVE_SLOPE, split)
+    used = alpha if keep is None else alpha * keep / (1.0 - p)
+    heads, width = z.shape[1], z.shape[2]
+    out = z.new_empty((pattern.shape[0], heads, width))
+    for k in range(heads):
+        out[:, k] = spmm(pattern.matrix(used[:, k].contiguous()), z[:, k].contiguous())
+    if split is not None:  # the partial sums of the row's sources
+        out = split.sum(out)
+    return out, (alpha, t, used)
+
+
+def attend_backward(
+    pattern: EdgePattern, z: torch.Tensor, saved: tuple[torch.Tensor, ...], out: torch.Tensor,
+    g: torch.Tensor, keep: torch.Tensor | None, p: float, split: RowReduce | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Gradients ``(dz, d s_dst, d s_src)`` of :func:`attend` given ``g = d out``.
+
+    ``saved``: :func:`attend`'s ``(alpha, t, used)``; ``out`` its output.
+    """
+    alpha, t, used = saved
+    g = g.contiguous()
+    dz = torch.empty_like(z)
+    for k in range(z.shape[1]):
+        dz[:, k] = spmm(pattern.transposed(used[:, k].contiguous()), g[:, k].contiguous())
+    d_alpha = edge_dot(pattern, g, z)
+    if keep is not None:
+        d_alpha = d_alpha * keep / (1.0 - p)
+    delta = (g * out).sum(dim=2)  # sum_j alpha_ij d alpha_ij, the whole row's
+    dt = edge_softmax_backward(pattern, alpha, t, d_alpha, delta, NEGATIVE_SLOPE)
+    ds_dst = segment_sum(pattern, dt)
+    if split is not None:
+        ds_dst = split.sum(ds_dst)
+    return dz, ds_dst, segment_sum(pattern, dt, transposed=True)
+
+
 class _Attend(torch.autograd.Function):
-    """``out[i, k] = sum_j alpha_ijk z[j, k]`` with ``alpha`` from the score terms."""
+    """:func:`attend` with :func:`attend_backward` as its backward."""
 
     @staticmethod
     def forward(ctx, z: torch.Tensor, s_dst: torch.Tensor, s_src: torch.Tensor,
                 nbh: Neighbourhood, keep: torch.Tensor | None, p: float) -> torch.Tensor:
-        pattern, split = nbh.pattern, nbh.split
-        alpha, t = edge_softmax(pattern, s_dst.detach(), s_src.detach(), NEGATIVE_SLOPE, split)
-        used = alpha if keep is None else alpha * keep / (1.0 - p)
         z = z.detach()
-        heads, width = z.shape[1], z.shape[2]
-        out = z.new_empty((pattern.shape[0], heads, width))
-        for k in range(heads):
-            out[:, k] = spmm(pattern.matrix(used[:, k].contiguous()), z[:, k].contiguous())
-        if split is not None:  # the partial sums of the row's sources
-            out = split.sum(out)
+        out, (alpha, t, used) = attend(nbh.pattern, z, s_dst.detach(), s_src.detach(), keep, p,
+                                       nbh.split)
         ctx.save_for_backward(z, alpha, t, used, out)
         ctx.nbh, ctx.keep, ctx.p = nbh, keep, p
         return out
@@ -148,20 +187,10 @@ class _Attend(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         z, alpha, t, used, out = ctx.saved_tensors
-        pattern: EdgePattern = ctx.nbh.pattern
-        g = g.contiguous()
-        dz = torch.empty_like(z)
-        for k in range(z.shape[1]):
-            dz[:, k] = spmm(pattern.transposed(used[:, k].contiguous()), g[:, k].contiguous())
-        d_alpha = edge_dot(pattern, g, z)
-        if ctx.keep is not None:
-            d_alpha = d_alpha * ctx.keep / (1.0 - ctx.p)
-        delta = (g * out).sum(dim=2)  # sum_j alpha_ij d alpha_ij, the whole row's
-        dt = edge_softmax_backward(pattern, alpha, t, d_alpha, delta, NEGATIVE_SLOPE)
-        ds_dst = segment_sum(pattern, dt)
-        if ctx.nbh.split is not None:
-            ds_dst = ctx.nbh.split.sum(ds_dst)
-        return dz, ds_dst, segment_sum(pattern, dt, transposed=True), None, None, None
+        nbh = ctx.nbh
+        dz, ds_dst, ds_src = attend_backward(nbh.pattern, z, (alpha, t, used), out, g,
+                                             ctx.keep, ctx.p, nbh.split)
+        return dz, ds_dst, ds_src, None, None, None
 
 
 def gat_layer(

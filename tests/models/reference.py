@@ -124,3 +124,15 @@ def block_row_every_grid(path, cfg: TrainConfig, world: Comm, device, kinds=("1.
                     lambda g=grid: BlockRowGCN.read(path, g, cfg), path, cfg, world
                 )
                 check_cost_model(kind, res, problem_of(path, cfg), grid.shape, world)
+
+
+def assert_measured_equals_predicted(model, result, world) -> None:
+    """Bytes per epoch summed over ranks equal ``model.predict_cost()`` in every category."""
+    from hpcgnn.train.report import summed_over_ranks
+
+    measured = summed_over_ranks(world, result.per_epoch(result.step_bytes))
+    measured = {c: v for c, v in measured.items() if c != "control"}
+    pred = {c: v for c, v in model.predict_cost().bytes_total.items() if v}
+    cats = set(measured) | set(pred)
+    ok = all(abs(measured.get(c, 0) - pred.get(c, 0)) < 1e-6 for c in cats)
+    assert_all(world, ok, f"measured {measured} vs predicted {pred}")

@@ -10,7 +10,13 @@ from hpcgnn.models.offload import OffloadGCN, OffloadOptions
 from hpcgnn.planning.dedup import dedup_volumes, remote_rows
 from hpcgnn.train.fullbatch import train_fullbatch
 from hpcgnn.train.report import summed_over_ranks
-from tests.models.reference import compare_with_serial, kind_settings, metis_graph, problem_of
+from tests.models.reference import (
+    assert_measured_equals_predicted,
+    compare_with_serial,
+    kind_settings,
+    metis_graph,
+    problem_of,
+)
 from tests.mpi import assert_all
 
 LEVELS = ("none", "inter", "full")
@@ -187,12 +193,7 @@ def test_planned_offload_matches_serial_p2p_and_cost_model(
         assert model.transfers[0] >= remote[0] and model.transfers[1] >= remote[1]
         if topology == "dgx1" and world.size >= 3:  # the PCIe-QPI pair is relayed around
             assert any(p.num_stages >= 2 for p in plans), [p.counts for p in plans]
-        measured = summed_over_ranks(world, res.per_epoch(res.step_bytes))
-        measured = {c: v for c, v in measured.items() if c != "control"}
-        pred = {c: v for c, v in model.predict_cost().bytes_total.items() if v}
-        cats = set(measured) | set(pred)
-        ok = all(abs(measured.get(c, 0) - pred.get(c, 0)) < 1e-6 for c in cats)
-        assert_all(world, ok, f"measured {measured} vs predicted {pred}")
+        assert_measured_equals_predicted(model, res, world)
         # the same parameters as the p2p exchange, up to the order of the gradient sums
         p2p = make("p2p")
         p2p_res = train_fullbatch(p2p, cfg)

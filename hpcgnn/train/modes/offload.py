@@ -14,6 +14,7 @@ from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.io.reader import GraphMeta
 from hpcgnn.layout.shapes import GridShape, choose_shape
 from hpcgnn.models.offload import OffloadGCN, OffloadOptions
+from hpcgnn.models.offload_gat import OffloadGAT
 from hpcgnn.planning.topology import Topology
 from hpcgnn.train.fullbatch import FullBatchTrainer
 from hpcgnn.train.modes.base import Estimate, Mode, Setup, refuse_others
@@ -99,7 +100,8 @@ class OffloadMode(Mode[FullBatchTrainer]):
 
     def build(self, setup: Setup) -> FullBatchTrainer:
         """The full-batch trainer of the offloaded model."""
-        model = OffloadGCN.read(
+        cls = OffloadGAT if setup.cfg.kind.attention else OffloadGCN
+        model = cls.read(
             setup.graph, setup.grid, setup.cfg, self.options, topology=setup.topology
         )
         return FullBatchTrainer(model, setup.cfg, setup.grid.world)

@@ -161,6 +161,7 @@ def run(args: argparse.Namespace, predict_out: str | None = None) -> int:
 
     from hpcgnn.config import TrainConfig
     from hpcgnn.kinds import GCN
+    from hpcgnn.planning.dedup import parse_tier_gbps
     from hpcgnn.train.modes import mode_from_args
     from hpcgnn.train.run import RunOptions, train
     from hpcgnn.utils.memory import keep_freed_memory
@@ -189,7 +190,7 @@ def run(args: argparse.Namespace, predict_out: str | None = None) -> int:
         log_csv=args.log_csv, finetune=args.finetune,
         trace_epochs=parse_epoch_range(args.trace_epochs, bool(args.trace)),
         checkpoint_dir=args.checkpoint_dir, checkpoint_every=args.checkpoint_every,
-        resume=args.resume, quiet=args.quiet, tier_gbps=parse_tiers(args.tier_gbps),
+        resume=args.resume, quiet=args.quiet, tier_gbps=parse_tier_gbps(args.tier_gbps),
         device=args.device, predict_out=predict_out,
     )
     train(opts, cfg)
@@ -213,23 +214,3 @@ def parse_epoch_range(text: str | None, tracing: bool) -> tuple[int, int] | None
     if not 1 <= a <= b < 2**63:
         raise ConfigError(f"--trace-epochs: expected A:B with 1 <= A <= B, got {text!r}")
     return a, b
-
-
-def parse_tiers(text: str | None) -> dict[str, float] | None:
-    """``"hd=25,dd=200"`` -> ``{"hd": 25.0, "dd": 200.0}`` (positive; hd, dd, ru only)."""
-    if not text:
-        return None
-    out = {}
-    for item in text.split(","):
-        key, _, value = item.partition("=")
-        key = key.strip()
-        try:
-            gbps = float(value)
-        except ValueError:
-            gbps = -1.0
-        if key not in ("hd", "dd", "ru") or not gbps > 0:
-            raise ConfigError(
-                f"--tier-gbps: expected hd=, dd= or ru= with a positive value, got {item!r}"
-            )
-        out[key] = gbps
-    return out

@@ -23,7 +23,8 @@ from hpcgnn.planning.reorganization import (
 
 
 def reorganize_distributed(
-    comm: Comm, sets: Sequence[np.ndarray], offsets: np.ndarray, category: str = SETUP
+    comm: Comm, sets: Sequence[np.ndarray], offsets: np.ndarray, category: str = SETUP,
+    gbps: dict[str, float] | None = None, dedup: str = "full",
 ) -> tuple[np.ndarray, Reorganization]:
     """HongTu Algorithm 4 of every rank's chunk sets, no rank holding more than its shard.
 
@@ -37,7 +38,8 @@ def reorganize_distributed(
     and one of ``16 n^2 + 8`` bytes at the end, and every rank takes the same choices.
 
     Returns, on every rank, the same ``(schedule, reorganization)`` as the serial
-    :func:`~hpcgnn.planning.reorganization.choose_schedule` of all ranks' sets.
+    :func:`~hpcgnn.planning.reorganization.choose_schedule` of all ranks' sets (kept when
+    it does not raise ``C`` at ``dedup`` and the tier bandwidths ``gbps``).
     Collective. Traffic: ``category`` (8 bytes per key received from another rank, and
     the all-reduces), plus the key counts in ``control``.
     """
@@ -50,4 +52,5 @@ def reorganize_distributed(
     with collective(comm):
         shard = MembershipShard.from_keys(got, counts, n, lo, hi - lo)
     del got
-    return reorganize_sharded(shard, lambda scores: comm.allreduce(scores, category))
+    return reorganize_sharded(shard, lambda scores: comm.allreduce(scores, category), gbps,
+                              dedup)

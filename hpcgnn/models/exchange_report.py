@@ -41,10 +41,15 @@ def _tiers(bytes_by_category: dict[str, float]) -> dict[str, float]:
 
 
 def _cost(
-    volumes: DedupVolumes, widths: list[int], itemsize: int, gbps: dict, dedup: str = "full"
+    volumes: DedupVolumes, widths: list[int], itemsize: int, gbps: dict, dedup: str = "full",
+    d2d_rows: int | None = None,
 ) -> float:
-    """``C`` summed over the neighbour loads of an epoch, one of width ``f`` per entry."""
-    return sum(volumes.cost(f * itemsize, gbps, dedup) for f in widths)
+    """``C`` summed over the neighbour loads of an epoch, one of width ``f`` per entry.
+
+    ``d2d_rows``: the rows each load moves between devices (default: the paper's
+    ``V_ori - V_p2p``).
+    """
+    return sum(volumes.cost(f * itemsize, gbps, dedup, d2d_rows) for f in widths)
 
 
 def _load_widths(model: Any) -> list[int]:
@@ -74,6 +79,10 @@ def offload_report(
         "remote_rows": {"forward": model.remote[0], "backward": model.remote[1]},
         "tier_gbps": gbps,
         "C_s": _cost(model.volumes, _load_widths(model), itemsize, gbps, model.opts.dedup),
+        # the same equation with the rows this run moves between devices per load (the
+        # remote rows, or every transfer of the planned exchange's forwarding)
+        "C_moved_s": _cost(model.volumes, _load_widths(model), itemsize, gbps,
+                           model.opts.dedup, model.transfers[0]),
         "aggregates": ["cached" if c else "recomputed" for c in model.cached],
         "cache_budget_bytes": model.opts.cache_budget,
         "bytes_per_tier": _tiers(measured),

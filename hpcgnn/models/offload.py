@@ -84,7 +84,10 @@ from hpcgnn.planning.topology import Topology, uniform_topology
 
 @dataclass(frozen=True)
 class OffloadOptions:
-    """``--chunks``, ``--dedup``, ``--reorganize``, ``--device-memory`` and ``--exchange``.
+    """``--chunks``, ``--dedup``, ``--reorganize``, ``--device-memory``, ``--exchange``, tiers.
+
+    ``tier_gbps``: ``--tier-gbps``, the tiers' bandwidths the reorganisation weighs
+    ``C`` with (default: :data:`~hpcgnn.planning.dedup.DEFAULT_TIER_GBPS`).
 
     Raises
     ------
@@ -97,6 +100,7 @@ class OffloadOptions:
     reorganize: bool = False
     cache_budget: float | None = None
     exchange: str = "p2p"
+    tier_gbps: dict[str, float] | None = None
 
     def __post_init__(self) -> None:
         if self.chunks < 1:
@@ -241,11 +245,14 @@ class OffloadGCN(RowBlockModel):
 
         :func:`~hpcgnn.exchange.reorganize.reorganize_distributed`: rank ``r`` keeps the
         chunk membership of the vertices of part ``r`` only; traffic in ``offload_setup``.
+        The reorganised schedule is kept when it does not raise ``C`` at the run's dedup
+        level and tier bandwidths.
         """
         if not self.opts.reorganize:
             return identity_schedule(self.comm.size, self.opts.chunks), None
         assert self.offsets is not None
-        return reorganize_distributed(self.comm, sets, self.offsets)
+        return reorganize_distributed(self.comm, sets, self.offsets,
+                                      gbps=self.opts.tier_gbps, dedup=self.opts.dedup)
 
     def _count_volumes(self, tables: list) -> DedupVolumes:
         """``V_ori``, ``V_p2p``, ``V_ru`` and the remote rows, summed over ranks (collective).

@@ -27,9 +27,35 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hpcgnn.errors import ConfigError
+
 #: Default tier bandwidths in GB/s (``hd``: host-device PCIe 4.0 x16, ``dd``: NVLink 3
 #: between two GPUs, ``ru``: device memory, as on HongTu's A100 server).
 DEFAULT_TIER_GBPS = {"hd": 25.0, "dd": 200.0, "ru": 1500.0}
+
+
+def parse_tier_gbps(text: str | None) -> dict[str, float] | None:
+    """``"hd=25,dd=200"`` -> ``{"hd": 25.0, "dd": 200.0}`` (positive; hd, dd, ru only).
+
+    ``--tier-gbps``: the tiers' bandwidths in GB/s (``None`` or empty: the defaults,
+    :data:`DEFAULT_TIER_GBPS`).
+    """
+    if not text:
+        return None
+    out = {}
+    for item in text.split(","):
+        key, _, value = item.partition("=")
+        key = key.strip()
+        try:
+            gbps = float(value)
+        except ValueError:
+            gbps = -1.0
+        if key not in ("hd", "dd", "ru") or not gbps > 0:
+            raise ConfigError(
+                f"--tier-gbps: expected hd=, dd= or ru= with a positive value, got {item!r}"
+            )
+        out[key] = gbps
+    return out
 
 
 def cached_layers(
@@ -122,7 +148,8 @@ class DedupVolumes:
     v_ru: int
 
     def cost(
-        self, bytes_per_vertex: float, gbps: dict[str, float] | None = None, dedup: str = "full"
+        self, bytes_per_vertex: float, gbps: dict[str, float] | None = None, dedup: str = "full",
+        d2d_rows: int | None = None,
     ) -> float:
         """Modelled communication time ``C`` in seconds (HongTu eq. 4 for ``full``).
 
@@ -130,18 +157,19 @@ class DedupVolumes:
         tiers ``hd`` (host to device), ``dd`` (device to device) and ``ru`` (reuse). Lower
         levels pay the host rate for what they do not deduplicate: ``inter`` is
         ``V_p2p/T_hd + (V_ori - V_p2p)/T_dd``, ``none`` is ``V_ori/T_hd``.
+
+        ``d2d_rows``: the rows a run actually moves between devices instead of the
+        paper's ``V_ori - V_p2p`` (the remote rows of the exchange, or every transfer of a
+        planned one, forwarding included).
         """
         bw = {**DEFAULT_TIER_GBPS, **(gbps or {})}
         sec = {t: bytes_per_vertex / (bw[t] * 1e9) for t in ("hd", "dd", "ru")}
         if dedup == "none":
             return self.v_ori * sec["hd"]
+        d2d = (self.v_ori - self.v_p2p) if d2d_rows is None else d2d_rows
         if dedup == "inter":
-            return self.v_p2p * sec["hd"] + (self.v_ori - self.v_p2p) * sec["dd"]
-        return (
-            self.v_ru * sec["hd"]
-            + (self.v_ori - self.v_p2p) * sec["dd"]
-            + (self.v_p2p - self.v_ru) * sec["ru"]
-        )
+            return self.v_p2p * sec["hd"] + d2d * sec["dd"]
+        return self.v_ru * sec["hd"] + d2d * sec["dd"] + (self.v_p2p - self.v_ru) * sec["ru"]
 
     def as_dict(self) -> dict[str, int]:
         """``{"V_ori", "V_p2p", "V_ru"}``."""

@@ -51,17 +51,25 @@ Reduce = Callable[[np.ndarray], np.ndarray]
 
 @dataclass
 class Reorganization:
-    """Volumes before and after HongTu's reorganisation, and whether it was kept."""
+    """Volumes before and after HongTu's reorganisation, and whether it was kept.
+
+    ``c_before``, ``c_after``: the modelled cost ``C`` of the two schedules (HongTu eq. 4
+    at the run's dedup level and tier bandwidths, in seconds per byte of a vertex row);
+    the reorganised schedule is kept when it does not raise ``C``.
+    """
 
     before: DedupVolumes
     after: DedupVolumes
     accepted: bool
+    c_before: float = 0.0
+    c_after: float = 0.0
 
     def as_dict(self) -> dict:
         """JSON form."""
         return {
             "before": self.before.as_dict(), "after": self.after.as_dict(),
             "accepted": self.accepted,
+            "C_s_per_vertex_byte": {"before": self.c_before, "after": self.c_after},
         }
 
 
@@ -225,17 +233,21 @@ def volumes_of(overlaps: np.ndarray, order: Sequence[int], v_ori: int) -> DedupV
 
 
 def reorganize_sharded(
-    shard: MembershipShard, reduce: Reduce
+    shard: MembershipShard, reduce: Reduce, gbps: dict[str, float] | None = None,
+    dedup: str = "full",
 ) -> tuple[np.ndarray, Reorganization]:
     """HongTu Algorithm 4 on ``shard``, its scores summed over all shards by ``reduce``.
 
     Every shard (rank) calls this with the same ``reduce`` (an all-reduce sum), in
     step; all return the same ``(schedule, reorganization)``: the reorganised schedule
-    when it does not raise ``V_ru``, else the identity. Phase 1 starts batch ``j`` with
-    chunk ``j`` of part 0 and, part by part, gives each batch in turn the unassigned
-    chunk sharing most neighbours with the batch so far; phase 2 keeps batch 0 and
-    repeatedly appends the remaining batch sharing most transition vertices with the
-    last one. Ties go to the lowest index. Memory and messages: see the module.
+    when it does not raise the modelled cost ``C`` (:meth:`DedupVolumes.cost` at
+    ``dedup`` and the tier bandwidths ``gbps``), else the identity. (Fewer loads from
+    the host, ``V_ru``, can cost more when the batches' union, ``V_p2p``, grows.)
+    Phase 1 starts batch ``j`` with chunk ``j`` of part 0 and, part by part, gives each
+    batch in turn the unassigned chunk sharing most neighbours with the batch so far;
+    phase 2 keeps batch 0 and repeatedly appends the remaining batch sharing most
+    transition vertices with the last one. Ties go to the lowest index. Memory and
+    messages: see the module.
     """
     m, n = shard.parts, shard.chunks
     base = identity_schedule(m, n)
@@ -253,10 +265,15 @@ def reorganize_sharded(
     v_ori = int(summed[-1])
     before = volumes_of(before_o, range(n), v_ori)
     after = volumes_of(after_o, order, v_ori)
-    ok = after.v_ru <= before.v_ru
-    return (sched[:, order] if ok else base), Reorganization(before, after, ok)
+    c_before, c_after = (v.cost(1.0, gbps, dedup) for v in (before, after))
+    ok = c_after <= c_before
+    reorg = Reorganization(before, after, ok, c_before, c_after)
+    return (sched[:, order] if ok else base), reorg
 
 
-def choose_schedule(sets: Sequence[Sequence[np.ndarray]]) -> tuple[np.ndarray, Reorganization]:
+def choose_schedule(
+    sets: Sequence[Sequence[np.ndarray]], gbps: dict[str, float] | None = None,
+    dedup: str = "full",
+) -> tuple[np.ndarray, Reorganization]:
     """Serial :func:`reorganize_sharded` of the chunk neighbour sets ``sets[i][k]``."""
-    return reorganize_sharded(MembershipShard.from_sets(sets), lambda a: a)
+    return reorganize_sharded(MembershipShard.from_sets(sets), lambda a: a, gbps, dedup)

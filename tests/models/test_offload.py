@@ -111,15 +111,20 @@ def test_counted_transfers_equal_set_formulas(
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_reorganization_never_increases_v_ru(graph_file, world, device, seed):
+@pytest.mark.parametrize("tiers", [None, {"dd": 25.0}])
+def test_reorganization_never_increases_c(graph_file, world, device, seed, tiers):
+    """The reorganised schedule is kept only when HongTu's C (at the run's tiers) is no more."""
     path = graph_file(f"r{seed}.h5", n=100, directed=False, seed=seed, features=3, classes=2)
     cfg = TrainConfig(layers=2, hidden=4, dtype="float32", seed=seed, epochs=1)
     with ProcessGrid.create(MPI.COMM_WORLD, "1d", device=device) as grid:
         plain = OffloadGCN.read(path, grid, cfg, OffloadOptions(5, "full", False))
-        reorg = OffloadGCN.read(path, grid, cfg, OffloadOptions(5, "full", True))
+        reorg = OffloadGCN.read(path, grid, cfg,
+                                OffloadOptions(5, "full", True, tier_gbps=tiers))
     r = reorg.reorganization
     assert r is not None and r.before == plain.volumes
-    assert reorg.volumes.v_ru <= plain.volumes.v_ru
+    assert reorg.volumes.cost(1.0, tiers) <= plain.volumes.cost(1.0, tiers)
+    assert r.c_before == plain.volumes.cost(1.0, tiers)
+    assert reorg.volumes == (r.after if r.accepted else r.before)
     assert reorg.volumes == (r.after if r.accepted else r.before)
     for i in range(world.size):
         assert sorted(reorg.schedule[i].tolist()) == list(range(5))

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from hpcgnn.planning.dedup import dedup_volumes, identity_schedule
+from hpcgnn.planning.dedup import DedupVolumes, dedup_volumes, identity_schedule
 from hpcgnn.planning.reorganization import (
     MembershipShard,
     assign_chunks,
@@ -13,7 +13,7 @@ from tests.planning.test_dedup import brute_volumes, random_sets
 
 
 def algorithm4(sets) -> tuple[np.ndarray, bool]:
-    """HongTu Algorithm 4 with Python sets, then kept only if V_ru does not grow."""
+    """HongTu Algorithm 4 with Python sets, then kept only if C (eq. 4) does not grow."""
     m, n = len(sets), len(sets[0])
     sched = identity_schedule(m, n)
     batch = [set(sets[0][j].tolist()) for j in range(n)]
@@ -28,7 +28,8 @@ def algorithm4(sets) -> tuple[np.ndarray, bool]:
         shared = [len(batch[b] & batch[order[-1]]) for b in rest]
         order.append(rest.pop(shared.index(max(shared))))
     sched = sched[:, order]
-    ok = brute_volumes(sets, sched)[2] <= brute_volumes(sets, identity_schedule(m, n))[2]
+    after = DedupVolumes(*brute_volumes(sets, sched)).cost(1.0)
+    ok = after <= DedupVolumes(*brute_volumes(sets, identity_schedule(m, n))).cost(1.0)
     return (sched if ok else identity_schedule(m, n)), ok
 
 
@@ -49,14 +50,19 @@ def test_schedule_equals_algorithm4(seed, m, n, nv, size):
         assert reorg.after == dedup_volumes(sets, sched)
 
 
-def test_reorganisation_pairs_equal_sets():
-    # part 1's chunks are in the "wrong" order: reorganisation pairs equal sets
+def test_reorganisation_that_trades_reuse_for_transfers_is_refused():
+    # part 1's chunks in the "wrong" order: Algorithm 4 pairs equal sets, which keeps V_ru
+    # (6 host loads either way) but turns 6 reused rows into 6 device-to-device ones: C
+    # grows, so the identity schedule stays (V_ru alone would have taken it)
     a, b = np.array([0, 1, 2]), np.array([5, 6, 7])
     sched, reorg = choose_schedule([[a, b], [b, a]])
-    assert sched.tolist() == [[0, 1], [1, 0]]
-    assert reorg.accepted
+    assert sched.tolist() == [[0, 1], [0, 1]]
+    assert not reorg.accepted and reorg.c_after > reorg.c_before
     assert (reorg.before.v_p2p, reorg.before.v_ru) == (12, 6)
     assert (reorg.after.v_p2p, reorg.after.v_ru) == (6, 6)
+    # where device-to-device rows are (nearly) free, pairing saves the reuse copies
+    _, even = choose_schedule([[a, b], [b, a]], gbps={"dd": 1e12})
+    assert even.c_after <= even.c_before and even.accepted
 
 
 def test_scores_of_vertex_range_shards_add_up():
@@ -94,3 +100,13 @@ def test_keys_must_match_counts_and_range():
         MembershipShard.from_keys(np.arange(3), [1, 1], 2)
     with pytest.raises(ValueError):  # vertex 2 (keys 4, 5) is outside [0, 2)
         MembershipShard.from_keys(np.arange(6), [3, 3], 2, 0, 2)
+
+
+def test_a_schedule_that_lowers_v_ru_but_raises_c_is_refused():
+    # one host load fewer (V_ru 5 -> 4) but eleven rows fewer shared within the batches
+    # (V_p2p 15 -> 4): seven more device-to-device rows cost more at the default tiers
+    base = DedupVolumes(20, 15, 5)
+    worse = DedupVolumes(20, 4, 4)
+    assert worse.v_ru < base.v_ru and worse.cost(1.0) > base.cost(1.0)
+    assert base.cost(1.0, d2d_rows=5) == base.cost(1.0)  # V_ori - V_p2p by default
+    assert base.cost(8.0, dedup="inter", d2d_rows=7) > base.cost(8.0, dedup="inter")

@@ -139,9 +139,11 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                         "the backward (HongTu's recomputation-caching hybrid); layers that do not "
                         "fit recompute theirs. Suffixes K/M/G/T are powers of 1024 (default: "
                         "$HPCGNN_DEVICE_MEMORY, else no limit)")
-    x.add_argument("--tier-gbps", default=None, metavar="hd=25,dd=200,ru=1500",
-                   help="tier bandwidths (GB/s) of the modelled cost C: host-device, "
-                        "device-device, device reuse")
+    x.add_argument("--tier-gbps", default=None, metavar="hd=25,dd=200,ru=1500|MACHINE",
+                   help="tier bandwidths (GB/s) of the modelled cost C and of the "
+                        "reorganisation's choice: host-device, device-device, device reuse; "
+                        "or a machine file's (perlmutter, summit, a .json) (default: "
+                        "hd=25,dd=200,ru=1500, one A100 server as in HongTu)")
     g = p.add_argument_group("GIST (--mode gist)")
     g.add_argument("--subnets", type=int, default=None,
                    help="M sub-GCNs, each trained by P/M ranks running --algo (default: 1)")
@@ -160,8 +162,8 @@ def run(args: argparse.Namespace, predict_out: str | None = None) -> int:
     from mpi4py import MPI
 
     from hpcgnn.config import TrainConfig
+    from hpcgnn.cost.machine import tiers_from_flag
     from hpcgnn.kinds import GCN
-    from hpcgnn.planning.dedup import parse_tier_gbps
     from hpcgnn.train.modes import mode_from_args
     from hpcgnn.train.run import RunOptions, train
     from hpcgnn.utils.memory import keep_freed_memory
@@ -190,7 +192,7 @@ def run(args: argparse.Namespace, predict_out: str | None = None) -> int:
         log_csv=args.log_csv, finetune=args.finetune,
         trace_epochs=parse_epoch_range(args.trace_epochs, bool(args.trace)),
         checkpoint_dir=args.checkpoint_dir, checkpoint_every=args.checkpoint_every,
-        resume=args.resume, quiet=args.quiet, tier_gbps=parse_tier_gbps(args.tier_gbps),
+        resume=args.resume, quiet=args.quiet, tier_gbps=tiers_from_flag(args.tier_gbps),
         device=args.device, predict_out=predict_out,
     )
     train(opts, cfg)

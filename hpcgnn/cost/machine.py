@@ -16,12 +16,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hpcgnn.errors import ConfigError
+from hpcgnn.planning.dedup import parse_tier_gbps
 from hpcgnn.utils.json_text import read_json
 from hpcgnn.utils.shipped import shipped_dir
 
 #: The machine files (``configs/machines`` of a source checkout, or a wheel's copy).
 MACHINES_DIR = shipped_dir("configs", "*.json") / "machines"
 LINK_KINDS = ("intra_node", "inter_node")
+#: HongTu's tiers of ``tier_gbps``.
+TIERS = ("hd", "dd", "ru")
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,10 @@ class Machine:
         a cluster.
     comment
         Where the numbers come from.
+    tier_gbps
+        HongTu's tiers (``hd`` host to device, ``dd`` device to device, ``ru`` a device's
+        own copies), GB/s, for offload's modelled cost ``C``; ``None`` where the file
+        gives none (the defaults of :data:`~hpcgnn.planning.dedup.DEFAULT_TIER_GBPS`).
 
     """
 
@@ -57,6 +64,7 @@ class Machine:
     injection_gbps: float
     links: dict[str, Link]
     comment: str
+    tier_gbps: dict[str, float] | None = None
 
     def link_kind(self, procs: int) -> str:
         """The link that bounds a collective over ``procs`` ranks."""
@@ -133,10 +141,30 @@ def parse_machine(doc: object, where: str = "<dict>") -> Machine:
             raise bad(f"link '{kind}' needs 'alpha' (s) and 'beta' (s/byte)")
         parsed[kind] = Link(number(link["alpha"], f"{kind}.alpha", False),
                             number(link["beta"], f"{kind}.beta", True))
+    tiers = doc.get("tier_gbps")
+    if tiers is not None:
+        if not isinstance(tiers, dict) or not set(tiers) - {"source"} <= set(TIERS):
+            raise bad(f"'tier_gbps' must be an object of {', '.join(TIERS)} (GB/s)")
+        tiers = {t: number(v, f"tier_gbps.{t}", True) for t, v in tiers.items() if t in TIERS}
     return Machine(
         name=str(doc.get("name", Path(where).stem)),
         gpus_per_node=gpus,
         injection_gbps=number(doc["injection_gbps"], "injection_gbps", False),
         links=parsed,
         comment=str(doc.get("comment", "")),
+        tier_gbps=tiers,
     )
+
+
+def tiers_from_flag(text: str | None) -> dict[str, float] | None:
+    """``--tier-gbps``: ``hd=25,dd=200,ru=1500``, or a machine (name or ``.json``) whose tiers.
+
+    ``None`` or empty: the defaults. A machine file without ``tier_gbps`` is refused in
+    one line.
+    """
+    if not text or "=" in text:
+        return parse_tier_gbps(text)
+    machine = load_machine(text)
+    if machine.tier_gbps is None:
+        raise ConfigError(f"--tier-gbps {text}: machine '{machine.name}' gives no tier_gbps")
+    return dict(machine.tier_gbps)

@@ -210,7 +210,8 @@ def test_planned_offload_metrics_report_hongtu_volumes_and_plans(graph_file, sha
     path = graph_file(n=90, seed=3)
     m = shared_tmp / "offload-planned.json"
     rc = run_train(path, "--mode", "offload", "--chunks", "2", "--dedup", "full",
-                   "--exchange", "planned", "--epochs", "1", "--metrics", str(m))
+                   "--exchange", "planned", "--epochs", "1", "--tier-gbps", "summit",
+                   "--metrics", str(m))
     assert_all(world, rc == 0)
     doc = read_metrics(m, world)
     ex = doc["exchange"]
@@ -220,6 +221,8 @@ def test_planned_offload_metrics_report_hongtu_volumes_and_plans(graph_file, sha
     assert ex["bytes_per_tier"] == ex["predicted_bytes_per_tier"]
     # a forwarded row counts at every hop: never fewer transfers than remote rows
     assert ex["transfers"]["forward"] >= ex["remote_rows"]["forward"] > 0
+    assert ex["tier_gbps"] == {"hd": 50.0, "dd": 50.0, "ru": 900.0}  # the machine file's
+    assert ex["C_moved_s"] > 0
     pl = ex["planner"]
     assert [(t["batch"], t["use"]) for t in pl["tables"]] == [
         (0, "fetch"), (0, "push"), (1, "fetch"), (1, "push")

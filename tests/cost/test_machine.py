@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from hpcgnn.cost.machine import load_machine, machine_names
+from hpcgnn.cost.machine import load_machine, machine_names, tiers_from_flag
 from hpcgnn.errors import ConfigError
 
 
@@ -35,6 +35,10 @@ def test_summit_uses_the_network_beyond_one_node():
       "links": {"intra_node": {"alpha": 1e-6, "beta": 0}}}, "'intra_node.beta' must be a positive"),
     ({"gpus_per_node": 4, "injection_gbps": 1,
       "links": {"intra_node": {"alpha": 1e-6, "beta": 1e-9}, "nvlink": {}}}, "unknown link kind"),
+    ({"gpus_per_node": 4, "injection_gbps": 1, "links": {"intra_node": {"alpha": 0, "beta": 1}},
+      "tier_gbps": {"hd": 0}}, "'tier_gbps.hd' must be a positive"),
+    ({"gpus_per_node": 4, "injection_gbps": 1, "links": {"intra_node": {"alpha": 0, "beta": 1}},
+      "tier_gbps": {"pcie": 25}}, "'tier_gbps' must be an object of hd, dd, ru"),
 ])
 def test_bad_machines_fail_in_one_line(tmp_path, doc, words):
     if doc is None:
@@ -46,3 +50,15 @@ def test_bad_machines_fail_in_one_line(tmp_path, doc, words):
     with pytest.raises(ConfigError) as err:
         load_machine(name)
     assert words in str(err.value) and "\n" not in str(err.value)
+
+
+def test_tier_bandwidths_come_from_the_flag_or_a_machine_file():
+    assert tiers_from_flag(None) is None and tiers_from_flag("") is None
+    assert tiers_from_flag("hd=10,dd=100") == {"hd": 10.0, "dd": 100.0}
+    assert tiers_from_flag("perlmutter") == {"hd": 25.0, "dd": 100.0, "ru": 1500.0}
+    assert load_machine("summit").tier_gbps == {"hd": 50.0, "dd": 50.0, "ru": 900.0}
+    assert load_machine("laptop").tier_gbps is None
+    with pytest.raises(ConfigError, match="machine 'laptop' gives no tier_gbps"):
+        tiers_from_flag("laptop")
+    with pytest.raises(ConfigError, match="unknown machine 'nope'"):
+        tiers_from_flag("nope")

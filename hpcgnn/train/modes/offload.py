@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from hpcgnn.config import GRID_KIND, TrainConfig
+from hpcgnn.cost.machine import tiers_from_flag
 from hpcgnn.cost.ranking import memory_estimate
 from hpcgnn.errors import ConfigError
 from hpcgnn.grid.process_grid import ProcessGrid
@@ -15,7 +16,6 @@ from hpcgnn.io.reader import GraphMeta
 from hpcgnn.layout.shapes import GridShape, choose_shape
 from hpcgnn.models.offload import OffloadGCN, OffloadOptions
 from hpcgnn.models.offload_gat import OffloadGAT
-from hpcgnn.planning.dedup import parse_tier_gbps
 from hpcgnn.planning.topology import Topology
 from hpcgnn.train.fullbatch import FullBatchTrainer
 from hpcgnn.train.modes.base import Estimate, Mode, Setup, refuse_others
@@ -71,7 +71,7 @@ class OffloadMode(Mode[FullBatchTrainer]):
             chunks=4 if args.chunks is None else args.chunks, dedup=args.dedup or "full",
             reorganize=bool(args.reorganize), cache_budget=device_memory(args),
             exchange=args.exchange or "p2p",
-            tier_gbps=parse_tier_gbps(getattr(args, "tier_gbps", None)),
+            tier_gbps=tiers_from_flag(getattr(args, "tier_gbps", None)),
         )
         return cls(
             options=options, topology=args.topology, grid=args.grid,

@@ -73,8 +73,21 @@ class Machine:
         return "intra_node"
 
     def link(self, procs: int) -> Link:
-        """:meth:`link_kind`'s alpha and beta."""
-        return self.links[self.link_kind(procs)]
+        """:meth:`link_kind`'s alpha and beta, the network's beta with injection contention.
+
+        Across nodes the ``gpus_per_node`` ranks of a node (or all ``procs``, if fewer)
+        send at once through the node's NICs, so a rank gets at most ``injection_gbps``
+        divided among them: ``beta = max(beta_link, ranks / injection bytes/s)`` (Summit:
+        6 GPUs on 25 GB/s, 4.2 GB/s each, below the 12.5 GB/s per socket of the link;
+        Perlmutter: 4 GPUs on 4 x 25 GB/s, the link's 25 GB/s). Within a node, and for a
+        machine without ``injection_gbps``, the link's figures.
+        """
+        kind = self.link_kind(procs)
+        link = self.links[kind]
+        if kind != "inter_node" or self.injection_gbps <= 0:
+            return link
+        ranks = min(max(self.gpus_per_node, 1), procs)
+        return Link(link.alpha, max(link.beta, ranks / (self.injection_gbps * 1e9)))
 
 
 def machine_names() -> list[str]:

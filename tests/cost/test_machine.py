@@ -20,7 +20,12 @@ def test_summit_uses_the_network_beyond_one_node():
     m = load_machine("summit")
     assert m.gpus_per_node == 6 and m.injection_gbps == 25.0
     assert m.link_kind(6) == "intra_node" and m.link_kind(7) == "inter_node"
-    assert m.link(64).beta == pytest.approx(1 / 12.5e9)  # 12.5 GB/s per socket (CAGNET)
+    assert m.links["inter_node"].beta == pytest.approx(1 / 12.5e9)  # per socket (CAGNET)
+    # every GPU of a node sends at once: 6 share the node's 25 GB/s injection
+    assert m.link(64).beta == pytest.approx(6 / 25e9) and m.link(64).alpha == 1e-5
+    assert m.link(6).beta == pytest.approx(1 / 50e9)  # one node: NVLink, no injection
+    pm = load_machine("perlmutter")  # a NIC per GPU: the link's 25 GB/s stands
+    assert pm.link(8).beta == pytest.approx(pm.links["inter_node"].beta)
     assert load_machine("laptop").link_kind(4096) == "intra_node"  # no network
 
 

@@ -81,9 +81,10 @@ def test_reddit_on_summit_follows_cagnet():
     ratio = large["1d"]["max_rank_bytes"] / small["1d"]["max_rank_bytes"]
     assert ratio == pytest.approx((1 - 1 / 1024) / (1 - 1 / 16), rel=1e-3)
     assert large["1.5d"]["max_rank_bytes"] < small["1.5d"]["max_rank_bytes"] / 4
-    # At P = 1024 1D is latency bound (P broadcasts per SpMM) and 1.5D (32x32) comes first.
+    # At P = 1024 1D is latency bound (P broadcasts per SpMM; about 3/4 of its time with
+    # the network's injection contention) and 1.5D (32x32) comes first.
     lat = large["1d"]["time_by_phase_s"]["latency"]
-    assert lat > 0.8 * large["1d"]["time_s"]
+    assert lat > 0.7 * large["1d"]["time_s"]
     assert min(large.values(), key=lambda r: r["time_s"]) is large["1.5d"]
     assert large["1.5d"]["grid"] == "32x32" and large["1.5d"]["time_s"] < large["1d"]["time_s"] / 10
     # Pure bandwidth (alpha = 0): 1.5D still beats 1D, and 3D moves the fewest bytes.

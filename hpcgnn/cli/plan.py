@@ -34,6 +34,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--calibrate", action="store_true",
                    help="ping-pong every pair of the job's ranks and write the measured alpha "
                         "and beta as a topology file to --out (run under mpiexec -n P)")
+    p.add_argument("--out-machine", metavar="M.json", default=None,
+                   help="with --calibrate: also write the measured alpha and beta (medians "
+                        "over the pairs within a host and across hosts) as a machine file "
+                        "for hpcgnn model --machine M.json")
     p.add_argument("--write-topology", metavar="SPEC", default=None,
                    help="write the topology of SPEC to --out instead of planning: "
                         "rail:NODESxGPUS[,key=value...] with keys nvlink_gbps, net_gbps, "
@@ -88,10 +92,12 @@ def run(args: argparse.Namespace) -> int:
                               "--topology or --calibrate")
         run_on_root(lambda: _write_topology(args.write_topology, args.out))
         return 0
+    if args.out_machine is not None and not args.calibrate:
+        raise ConfigError("--out-machine writes what --calibrate measures (add --calibrate)")
     if args.calibrate:
         if args.graph or args.parts or args.topology or not args.out:
             raise ConfigError("--calibrate takes --out T.json and no graph, --parts or --topology")
-        _calibrate(args.out)
+        _calibrate(args.out, args.out_machine)
         return 0
     if not args.graph or args.parts is None or not args.topology:
         raise ConfigError("plan needs a graph, --parts and --topology (or --calibrate --out)")
@@ -113,10 +119,17 @@ def _write_topology(spec: str, out: str) -> None:
           f"node(s), {len(topo.links) // 2} links")
 
 
-def _calibrate(out: str) -> None:
-    """Measure every pair of the job's ranks; rank 0 writes the topology (collective)."""
+def _calibrate(out: str, out_machine: str | None = None) -> None:
+    """Measure every pair of the job's ranks; rank 0 writes the topology (collective).
+
+    ``out_machine``: also a machine file of the pairs' medians
+    (:func:`hpcgnn.cost.machine.measured_machine`).
+    """
+    from pathlib import Path
+
     from hpcgnn.comm import Comm, collective
     from hpcgnn.comm.calibrate import calibrate
+    from hpcgnn.cost.machine import measured_machine
     from hpcgnn.planning.topology import measured_topology, parse_topology
     from hpcgnn.utils.files import atomic_write, check_output
     from hpcgnn.utils.json_text import dumps
@@ -125,6 +138,8 @@ def _calibrate(out: str) -> None:
     try:
         with collective(world):
             check_output(out, "--out")
+            if out_machine is not None:
+                check_output(out_machine, "--out-machine")
         cal = calibrate(world)
         with collective(world):
             if world.rank == 0:
@@ -141,6 +156,13 @@ def _calibrate(out: str) -> None:
                        f"{end['bandwidth_gbps']} GB/s" if end else "")
                 print(f"calibrated {world.size} ranks on {len(doc['nodes'])} node(s): "
                       f"alpha {alphas or 'n/a'}, stage {doc['stage_alpha_us']} us{end} -> {out}")
+                if out_machine is not None:
+                    machine = measured_machine(
+                        Path(out_machine).stem, cal.hosts, cal.pairs,
+                        f"ping-pong of {cal.small_bytes} and {cal.large_bytes} bytes",
+                    )
+                    atomic_write(out_machine, dumps(machine, indent=1) + "\n", "--out-machine")
+                    print(f"machine file -> {out_machine}")
     finally:
         world.free()
 

@@ -181,3 +181,40 @@ def tiers_from_flag(text: str | None) -> dict[str, float] | None:
     if machine.tier_gbps is None:
         raise ConfigError(f"--tier-gbps {text}: machine '{machine.name}' gives no tier_gbps")
     return dict(machine.tier_gbps)
+
+
+def measured_machine(
+    name: str, hosts: list[str], pairs: dict[tuple[int, int], tuple[float, float]], how: str,
+) -> dict:
+    """A machine document from ``hpcgnn plan --calibrate``'s ping-pongs (see :func:`load_machine`).
+
+    ``hosts``: each rank's host; ``pairs``: ``(a, b) -> (alpha_s, beta_s_per_byte)`` of
+    every measured pair. Per link kind the medians of the pairs on one host
+    (``intra_node``) and across hosts (``inter_node``); ``gpus_per_node`` is the ranks a
+    host ran (the model's node: ``inter_node`` beyond it); no injection figure (the
+    ping-pongs ran one pair at a time). Raises :class:`ConfigError` without a pair inside
+    a host.
+    """
+    groups: dict[str, list[tuple[float, float]]] = {"intra_node": [], "inter_node": []}
+    for (a, b), fit in pairs.items():
+        groups["intra_node" if hosts[a] == hosts[b] else "inter_node"].append(fit)
+    if not groups["intra_node"]:
+        raise ConfigError("--out-machine needs two ranks on one host (run under mpiexec -n 2+)")
+
+    def median(values: list[float]) -> float:
+        return float(sorted(values)[len(values) // 2])
+
+    links = {
+        kind: {"alpha": median([a for a, _ in fits]), "beta": median([b for _, b in fits]),
+               "source": f"median of {len(fits)} measured pairs"}
+        for kind, fits in groups.items() if fits
+    }
+    per_host = max(hosts.count(h) for h in set(hosts))
+    doc = {
+        "name": name,
+        "comment": f"measured by hpcgnn plan --calibrate on {len(set(hosts))} host(s), "
+                   f"{len(hosts)} ranks: {how}",
+        "gpus_per_node": per_host, "injection_gbps": 0.0, "links": links,
+    }
+    parse_machine(doc, name)  # what is written reads back
+    return doc

@@ -77,6 +77,33 @@ def test_calibrate_writes_a_topology_of_the_job(shared_tmp, world, capsys):
     assert "--calibrate takes --out" in capsys.readouterr().err
 
 
+@pytest.mark.mpi
+@pytest.mark.ranks(2, 3)
+def test_calibrate_writes_a_machine_file_the_model_reads(shared_tmp, world, capsys):
+    """``--out-machine``: the pairs' medians as a machine file; ``hpcgnn model`` takes it."""
+    from hpcgnn.cost.machine import load_machine
+
+    out, machine = shared_tmp / "t.json", shared_tmp / "here.json"
+    assert_all(world, main(["plan", "--calibrate", "--out", str(out),
+                            "--out-machine", str(machine)]) == 0)
+    world.mpi.Barrier()
+    m = load_machine(str(machine))
+    topo = load_topology(out, world.size)
+    betas = sorted(1 / (ln.bandwidth_gbps * 1e9) for ln in topo.links)  # the pairs' fits
+    beta = m.link(world.size).beta
+    ok = (m.name == "here" and m.gpus_per_node == world.size and set(m.links) == {"intra_node"}
+          and betas[0] * (1 - 1e-4) <= beta <= betas[-1] * (1 + 1e-4)  # the file rounds
+          and m.link(world.size).alpha > 0)
+    assert_all(world, ok, f"{m} vs {betas}")
+    capsys.readouterr()
+    if world.rank == 0:
+        assert main(["model", "--shape", "1000,10000,16,4", "--procs", str(world.size),
+                     "--machine", str(machine), "--top", "1"]) == 0
+        assert "on here" in capsys.readouterr().out
+        assert main(["plan", "--out-machine", str(machine)]) == 1
+        assert "--out-machine writes what --calibrate measures" in capsys.readouterr().err
+
+
 def test_write_topology_then_plan_on_it(tmp_path, capsys):
     topo = tmp_path / "rail.json"
     assert main(["plan", "--write-topology", "rail:2x4,net_us=8", "--out", str(topo)]) == 0

@@ -211,23 +211,30 @@ class OffloadGCN(RowBlockModel):
             None if all(self.cached)
             else OffloadExchange(comm, tables, offsets, opts.dedup)
         )
-        self._blocks = []
+        self._blocks: list[tuple[torch.Tensor, torch.Tensor]] = []
         self._own: list[torch.Tensor | None] = []  # positions of a chunk's rows in its load
-        dtype = self.cfg.torch_dtype
         for (a, b), cols in zip(self.chunk_rows, neigh, strict=True):
-            own = np.searchsorted(cols, np.arange(first + a, first + b)) if self_term else None
-            self._own.append(None if own is None else comm.device.from_numpy(own))
             blk = a_t[a:b]
             local = sp.csr_matrix(
                 (blk.data, np.searchsorted(cols, blk.indices), blk.indptr),
                 shape=(b - a, len(cols)),
             )
-            dev = comm.device.torch_device  # the blocks multiply the device buffers
-            self._blocks.append(
-                (to_torch_csr(local, dtype, dev), to_torch_csr(local.T.tocsr(), dtype, dev))
-            )
+            self._add_chunk(local, np.arange(first + a, first + b, dtype=np.int64), cols)
         self.volumes = self._count_volumes(tables)
         self.transfers = self._count_transfers(tables)
+
+    def _add_chunk(self, local: sp.csr_matrix, rows: np.ndarray, cols: np.ndarray) -> None:
+        """A chunk's operators on the device: its block of ``Â^T`` and the transpose.
+
+        ``local``: the block, rows ``rows`` (global ids), columns the chunk's load ``cols``;
+        a self term also gets its own rows' positions in the load.
+        """
+        dev, dtype = self.comm.device.torch_device, self.cfg.torch_dtype
+        own = np.searchsorted(cols, rows) if self.cfg.kind.self_weight else None
+        self._own.append(None if own is None else self.comm.device.from_numpy(own))
+        self._blocks.append(
+            (to_torch_csr(local, dtype, dev), to_torch_csr(local.T.tocsr(), dtype, dev))
+        )
 
     def _cache_plan(self, largest: int) -> Sequence[bool]:
         """Per layer, whether it caches its aggregate (within ``--device-memory``).

@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 import torch
 
 from hpcgnn.cost.estimate import Estimate
@@ -62,21 +63,22 @@ class OffloadGAT(OffloadGCN):
                 "--model gat in --mode offload takes dense input features (use"
                 " --sparse-features off, or another --algo)"
             )
-        super()._setup(a_t)
-        dev, first = self.comm.device.torch_device, self.rows[0]
-        order = self.schedule[self.comm.rank]
         self._patterns: list[EdgePattern] = []
         self._own_pos: list[torch.Tensor] = []
-        for (a, b), c, (block, _) in zip(self.chunk_rows, order, self._blocks, strict=True):
-            cols = self.chunk_sets[int(c)]
-            rows = np.arange(first + a, first + b, dtype=np.int64)
-            self._patterns.append(edge_pattern(block, rows, cols, dev, self.cfg.torch_dtype))
-            self._own_pos.append(torch.from_numpy(np.searchsorted(cols, rows)).to(dev))
-        self._blocks = []  # the patterns hold the chunks' edges
+        super()._setup(a_t)
         if self.reload is None:  # the backward reloads every layer's rows
             assert self.offsets is not None
             self.reload = OffloadExchange(self.comm, self.exchange.tables, self.offsets,
                                           self.opts.dedup)
+
+    def _add_chunk(self, local: sp.csr_matrix, rows: np.ndarray, cols: np.ndarray) -> None:
+        """A chunk's edges (:class:`EdgePattern`) and its own rows' positions in its load.
+
+        The pattern of ``A^T + I`` holds every own row, so ``s_dst`` comes from the load.
+        """
+        dev = self.comm.device.torch_device
+        self._patterns.append(edge_pattern(local, rows, cols, dev, self.cfg.torch_dtype))
+        self._own_pos.append(torch.from_numpy(np.searchsorted(cols, rows)).to(dev))
 
     def _cache_plan(self, largest: int) -> Sequence[bool]:
         """Nothing is cached: the backward recomputes every chunk's coefficients."""

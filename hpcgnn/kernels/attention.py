@@ -28,7 +28,7 @@ import scipy.sparse as sp
 import torch
 
 from hpcgnn.kernels import cuda_modules as cm
-from hpcgnn.kernels.spmm import spmm
+from hpcgnn.kernels.spmm import spmm, transpose_index
 
 #: Edges per chunk of :func:`edge_dot` (times the width of a head: the temporary's size).
 DOT_CHUNK = 1 << 22
@@ -123,10 +123,7 @@ def edge_pattern(
     rows, cols = a.shape
     crow, col = a.crow_indices().long(), a.col_indices().long()
     device = col.device
-    row = torch.repeat_interleave(torch.arange(rows, device=device), torch.diff(crow))
-    perm = torch.argsort(col, stable=True)
-    crow_t = torch.zeros(cols + 1, dtype=torch.int64, device=device)
-    torch.cumsum(torch.bincount(col, minlength=cols), 0, out=crow_t[1:])
+    row, perm, crow_t = transpose_index(crow, col, cols)
     ones = torch.ones(len(col), dtype=dtype, device=device)
     edges = torch.arange(len(col), dtype=torch.int64, device=device)
     sums = torch.sparse_csr_tensor(crow, edges, ones, size=(rows, len(col)),

@@ -38,7 +38,7 @@ def gather_ranges(indptr: Any, indices: Any, pos: Any) -> tuple[Any, Any]:
         ``indptr`` int64 with ``len(pos) + 1`` entries, ``indices`` of the input dtype;
         tensors on the inputs' device for tensors, else NumPy.
     """
-    if type(indices).__module__.split(".")[0] == "torch":
+    if cm.is_tensor(indices):
         return _gather_ranges_cuda(indptr, indices, pos)
     pos = np.asarray(pos, dtype=np.int64)
     starts = indptr[pos]

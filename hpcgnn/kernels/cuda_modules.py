@@ -224,6 +224,10 @@ def as_cupy(t: torch.Tensor) -> Any:
     return cupy.from_dlpack(t)
 
 
-def is_cupy(a: Any) -> bool:
-    """Whether ``a`` is a CuPy array (checked without importing CuPy)."""
-    return type(a).__module__.split(".")[0] == "cupy"
+def is_tensor(a: Any) -> bool:
+    """Whether ``a`` is a torch tensor (checked without importing torch).
+
+    The kernels' dispatch: a tensor (on a GPU or the emulated device) runs the ``.cu``
+    source, anything else the NumPy reference.
+    """
+    return type(a).__module__.split(".")[0] == "torch"

@@ -82,9 +82,9 @@ def its_round(
     Returns
     -------
     int64 array
-        One position per draw (NumPy, or CuPy for CuPy inputs).
+        One position per draw (NumPy, or a tensor on the inputs' device for tensors).
     """
-    if _is_tensor(cum):
+    if cm.is_tensor(cum):
         return _round_cuda("its_round", keys, need, rnd, cum, sub_ptr, total)
     row, u = _uniforms(keys, need, rnd)
     tot = total[row]
@@ -98,7 +98,7 @@ def uniform_round(keys: Any, need: Any, rnd: int, remaining: Any) -> Any:
     ``keys``, ``need``, ``rnd`` as for :func:`its_round`; ``remaining`` (int64, ``>= 1``)
     counts each active row's entries not chosen yet. One int64 rank per draw.
     """
-    if _is_tensor(remaining):
+    if cm.is_tensor(remaining):
         return _round_cuda("uniform_round", keys, need, rnd, remaining)
     row, u = _uniforms(keys, need, rnd)
     return np.minimum((u * remaining[row]).astype(np.int64), remaining[row] - 1)
@@ -110,7 +110,7 @@ def row_keys(key: np.uint64, batch: Any, hop: int, vertex: Any | None = None) ->
     ``vertex`` ``None``: ``chain(key, batch[i], hop)``. ``uint64`` NumPy keys for NumPy
     ``batch``; for a device tensor, an ``int64`` tensor of the same bits.
     """
-    if not _is_tensor(batch):
+    if not cm.is_tensor(batch):
         words = (batch, hop) if vertex is None else (batch, hop, vertex)
         return chain(np.uint64(key), *words)
     import torch
@@ -133,7 +133,7 @@ def segment_cumsum(indptr: Any, weights: Any) -> Any:
     NumPy: rows are grouped by length into power-of-two buckets and each bucket is summed
     as a dense 2D array along its rows; tensors: the ``segment_cumsum`` kernel.
     """
-    if _is_tensor(weights):
+    if cm.is_tensor(weights):
         import torch
 
         wt = weights.to(torch.float64).contiguous()
@@ -163,14 +163,9 @@ def segment_cumsum(indptr: Any, weights: Any) -> Any:
     return out
 
 
-def _is_tensor(a: Any) -> bool:
-    """Whether ``a`` is a torch tensor (a device's: the kernels run), without importing torch."""
-    return type(a).__module__.split(".")[0] == "torch"
-
-
 def _launch(kernel: str, like: Any, work: int, args: tuple) -> None:
     """Launch ``kernel`` of ``sampling.cu`` on ``like``'s device, one thread per work item."""
-    cast = tuple(cm.as_cupy(a) if _is_tensor(a) else a for a in args)
+    cast = tuple(cm.as_cupy(a) if cm.is_tensor(a) else a for a in args)
     cm.launch("sampling.cu", kernel, cm.device_index(like.device), cm.blocks(work), cast)
 
 

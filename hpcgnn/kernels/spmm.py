@@ -90,18 +90,30 @@ def sparse_matmul(a: sp.csr_matrix | torch.Tensor, h: torch.Tensor) -> torch.Ten
     return _SparseMatmul.apply(h, a)
 
 
+def transpose_index(
+    crow: torch.Tensor, col: torch.Tensor, cols: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The transpose of a CSR pattern ``(crow, col)`` with ``cols`` columns, on its device.
+
+    Returns each entry's row, the entries in the transpose's order (a stable sort by
+    column: the rows of a column ascending, the order SciPy's ``A.T.tocsr()`` gives) and
+    the transpose's row pointer.
+    """
+    row = torch.repeat_interleave(torch.arange(len(crow) - 1, device=col.device),
+                                  torch.diff(crow))
+    perm = torch.argsort(col, stable=True)
+    crow_t = torch.zeros(cols + 1, dtype=torch.int64, device=col.device)
+    torch.cumsum(torch.bincount(col, minlength=cols), 0, out=crow_t[1:])
+    return row, perm, crow_t
+
+
 def transposed_csr(a: torch.Tensor) -> torch.Tensor:
     """``A^T`` of a ``torch.sparse_csr`` tensor, on its device, as SciPy's ``A.T.tocsr()``.
 
-    Each row of ``A^T`` lists its entries by ascending column (a stable sort of the
-    entries by ``(column, row)``), the order SciPy's conversion gives, so the SpMM of the
-    backward sums in the same order whichever way the matrix came.
+    In SciPy's entry order (:func:`transpose_index`), so the SpMM of the backward sums in
+    the same order whichever way the matrix came.
     """
     rows, cols = a.shape
-    crow, col, val = a.crow_indices(), a.col_indices(), a.values()
-    row = torch.repeat_interleave(torch.arange(rows, device=col.device), torch.diff(crow))
-    order = torch.argsort(col * rows + row, stable=True)
-    t_crow = torch.zeros(cols + 1, dtype=torch.int64, device=col.device)
-    torch.cumsum(torch.bincount(col, minlength=cols), 0, out=t_crow[1:])
-    return torch.sparse_csr_tensor(t_crow, row[order], val[order], size=(cols, rows),
+    row, perm, crow_t = transpose_index(a.crow_indices(), a.col_indices(), cols)
+    return torch.sparse_csr_tensor(crow_t, row[perm], a.values()[perm], size=(cols, rows),
                                    check_invariants=False)

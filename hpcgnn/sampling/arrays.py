@@ -21,19 +21,16 @@ Torch is imported only for tensors: the host path loads no torch.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from hpcgnn.kernels import sampling as kernels
+from hpcgnn.kernels.cuda_modules import is_tensor
 
 Array = Any  # a NumPy array or a torch tensor, as the Ops in use holds them
-
-
-def is_tensor(a: Any) -> bool:
-    """Whether ``a`` is a torch tensor (checked without importing torch)."""
-    return type(a).__module__.split(".")[0] == "torch"
 
 
 class HostOps:
@@ -88,6 +85,14 @@ class HostOps:
     def bincount(self, x: Array, minlength: int) -> Array:
         """Occurrences of each value ``0 .. max(minlength, max(x) + 1) - 1`` (int64)."""
         return np.bincount(x, minlength=minlength).astype(np.int64, copy=False)
+
+    def owners(self, counts: Array) -> Array:
+        """Index ``i`` repeated ``counts[i]`` times: each element's group (int64)."""
+        return self.repeat(self.arange(len(counts)), counts)
+
+    def rows_of(self, indptr: Array) -> Array:
+        """The row of every entry of a CSR pointer."""
+        return self.owners(self.diff(indptr))
 
     def flatnonzero(self, mask: Array) -> Array:
         """Positions of the true (nonzero) elements."""
@@ -241,9 +246,15 @@ HOST = HostOps()
 
 def ops(a: Any) -> HostOps:
     """The operations for arrays like ``a``: :data:`HOST` for NumPy, a device's for tensors."""
-    return DeviceOps(a.device) if is_tensor(a) else HOST
+    return _device_ops(a.device) if is_tensor(a) else HOST
 
 
 def ops_on(device: Any | None) -> HostOps:
     """The operations on ``device`` (a ``torch.device``; ``None``: the host's NumPy)."""
-    return HOST if device is None else DeviceOps(device)
+    return HOST if device is None else _device_ops(device)
+
+
+@functools.cache
+def _device_ops(device: Any) -> DeviceOps:
+    """One :class:`DeviceOps` per device (the samplers ask for it at every step)."""
+    return DeviceOps(device)

@@ -45,7 +45,7 @@ def _segments(xp: HostOps, indptr: Array, rows: Array) -> tuple[Array, Array, Ar
     first = xp.cumsum(lens) - lens
     pos = xp.arange(total) - xp.repeat(first, lens)
     entry = xp.repeat(starts, lens) + pos
-    owner = xp.repeat(xp.arange(len(rows)), lens)
+    owner = xp.owners(lens)
     return entry, owner, pos
 
 
@@ -112,7 +112,7 @@ def sample_rows(indptr: Array, weights: Array, counts: int | Array, row_keys: Ar
     nrows = len(indptr) - 1
     w = xp.float64(weights)
     w = xp.where(w > 0.0, w, 0.0)
-    row_of = xp.repeat(xp.arange(nrows), xp.diff(indptr))
+    row_of = xp.rows_of(indptr)
     target = _targets(xp, counts, xp.bincount(row_of[w > 0.0], nrows))
     have = xp.zeros(nrows)
     selected = xp.zeros(len(w), "bool")
@@ -150,7 +150,7 @@ def sample_uniform_rows(indptr: Array, counts: int | Array, row_keys: Array) -> 
     for rnd, active in _rounds(xp, have, target):
         remaining = lens[active] - have[active]
         need = target[active] - have[active]
-        draw_row = xp.repeat(xp.arange(len(need)), need)
+        draw_row = xp.owners(need)
         rank = uniform_round(row_keys[active], need, rnd, remaining)
         if rnd == 0:
             hit = indptr[active][draw_row] + rank

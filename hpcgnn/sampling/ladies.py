@@ -36,7 +36,7 @@ def _row_sums(m: Csr) -> Array:
     """Each row's sum (exact per row), repeated over the row's entries."""
     xp = ops(m.data)
     totals = row_totals(m.indptr, segment_cumsum(m.indptr, m.data))
-    return totals[xp.repeat(xp.arange(m.shape[0]), xp.diff(m.indptr))]
+    return totals[xp.rows_of(m.indptr)]
 
 
 def probabilities(p: Csr) -> Array:
@@ -82,8 +82,8 @@ def sample_hop(
     p = spgemm(selection(fr_ptr, inv, s_u.shape[0]), s_u.squared())
     sel = sample_rows(p.indptr, p.data, size, xp.row_keys(key, batch_ids, hop, None))
     prob = probabilities(p)
-    p_key = xp.repeat(xp.arange(nb), xp.diff(p.indptr)) * n + p.indices
-    seed_batch = xp.repeat(xp.arange(nb), xp.diff(seed_ptr))
+    p_key = xp.rows_of(p.indptr) * n + p.indices
+    seed_batch = xp.rows_of(seed_ptr)
     after_key = unique(xp.concat([p_key[sel], seed_batch * n + seed_ids]))
     after_batch = after_key // n
     col_ptr = xp.ptr(xp.bincount(after_batch, nb))
@@ -91,8 +91,8 @@ def sample_hop(
     # row extraction: R S, one selection row per vertex of every F_b
     x = spgemm(selection(xp.arange(nfr + 1), inv, s_u.shape[0]), s_u)
     # column extraction: block-diagonal selection, compressed to its nonzero rows
-    row_batch = xp.repeat(xp.arange(nb), xp.diff(fr_ptr))
-    x_row = xp.repeat(xp.arange(nfr), xp.diff(x.indptr))
+    row_batch = xp.rows_of(fr_ptr)
+    x_row = xp.rows_of(x.indptr)
     x_key = row_batch[x_row] * n + x.indices
     hit = contains(after_key, x_key)
     pos = xp.searchsorted(after_key, x_key)
@@ -101,6 +101,6 @@ def sample_hop(
     xc = Csr(x_ptr, pos[hit], x.data[hit], (nfr, m))
     c = Csr(xp.arange(m + 1), xp.arange(m), 1.0 / p_after, (m, m))
     y = spgemm(xc, c)
-    y_row = xp.repeat(xp.arange(nfr), xp.diff(y.indptr))
+    y_row = xp.rows_of(y.indptr)
     local = y.indices - col_ptr[row_batch[y_row]]
     return StackedHop(fr_ptr, fr_ids, col_ptr, after_key % n, y.indptr, local, normalize_rows(y))

@@ -17,7 +17,7 @@ from hpcgnn.kernels.csr import gather_ranges
 from hpcgnn.sampling.arrays import HOST, Array, ops
 from hpcgnn.sampling.rows import RowStore
 from hpcgnn.sampling.samplers import Sampler
-from hpcgnn.sampling.setops import unique_inverse
+from hpcgnn.sampling.setops import run_starts, unique_inverse
 
 
 @dataclass
@@ -64,7 +64,7 @@ def selection(q_ptr: Array, cols: Array, num_cols: int) -> Csr:
     """0/1 matrix whose row ``i`` has ones at ``cols[q_ptr[i]:q_ptr[i+1]]`` (sorted per row)."""
     xp = ops(cols)
     nrows = len(q_ptr) - 1
-    row = xp.repeat(xp.arange(nrows), xp.diff(q_ptr))
+    row = xp.rows_of(q_ptr)
     keys = xp.sort(row * num_cols + cols, stable=False)  # distinct: any sort
     return Csr(q_ptr, keys - row * num_cols, xp.ones(len(cols)),
                (nrows, num_cols))
@@ -100,11 +100,10 @@ def sum_duplicates(keys: Array, values: Array) -> tuple[Array, Array]:
     xp = ops(keys)
     order = xp.argsort(keys)
     keys, values = keys[order], values[order]
-    last = xp.ones(len(keys), "bool")
-    last[:-1] = keys[1:] != keys[:-1]
+    first = run_starts(xp, keys)
     # the groups are numbered 0, 1, ... in order: their count needs no separate read
-    group_ptr = xp.ptr(xp.bincount(xp.cumsum(last) - xp.int64(last), 0))
-    return keys[last], xp.segment_cumsum(group_ptr, values)[last]
+    group_ptr = xp.ptr(xp.bincount(xp.cumsum(first) - 1, 0))
+    return keys[first], xp.segment_cumsum(group_ptr, values)[group_ptr[1:] - 1]
 
 
 def esc_spgemm(q: Csr, s: Csr) -> Csr:
@@ -118,7 +117,7 @@ def esc_spgemm(q: Csr, s: Csr) -> Csr:
     """
     xp = ops(s.indices)
     nrows, ncols = q.shape[0], s.shape[1]
-    q_row = xp.repeat(xp.arange(nrows), xp.diff(q.indptr))
+    q_row = xp.rows_of(q.indptr)
     ptr, entry = gather_ranges(s.indptr, xp.arange(len(s.indices)), q.indices)
     lens = xp.diff(ptr)
     key = xp.repeat(q_row, lens) * ncols + s.indices[entry]

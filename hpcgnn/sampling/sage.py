@@ -26,6 +26,7 @@ from hpcgnn.sampling.its import sample_uniform_rows
 from hpcgnn.sampling.matrices import StackedHop, compressed_rows, selection, spgemm
 from hpcgnn.sampling.rows import RowStore
 from hpcgnn.sampling.samplers import NODE_WISE
+from hpcgnn.sampling.setops import run_starts
 
 
 def next_frontier(
@@ -44,15 +45,11 @@ def next_frontier(
     n = int(num_nodes)
     nfr = len(fr_ids)
     fr_len = xp.diff(fr_ptr)
-    fr_batch = xp.repeat(xp.arange(nb), fr_len)
+    fr_batch = xp.owners(fr_len)
     fr_local = xp.arange(nfr) - fr_ptr[fr_batch]
     keys = xp.concat([(fr_batch * n + fr_ids) * 2, (sel_batch * n + sel_ids) * 2 + 1])
     order = xp.argsort(keys, stable=False)  # equal keys are one vertex: any order will do
-    head = xp.zeros(len(keys), "bool")  # first entry of each distinct vertex of a batch
-    if len(keys):
-        s = keys[order] >> 1
-        head[0] = True
-        head[1:] = s[1:] != s[:-1]
+    head = run_starts(xp, keys[order] >> 1)  # first entry of each vertex of a batch
     group = xp.cumsum(head) - 1
     first = order[head]  # a frontier entry (< nfr) whenever the vertex is in the frontier
     new = first >= nfr
@@ -99,7 +96,7 @@ def sample_hop(
     xp = ops(fr_ids)
     n = store.num_nodes
     nrows = len(fr_ids)
-    row_batch = xp.repeat(xp.arange(len(batch_ids)), xp.diff(fr_ptr))
+    row_batch = xp.rows_of(fr_ptr)
     s_u, inv = compressed_rows(fr_ids, store, NODE_WISE)
     q = selection(xp.arange(nrows + 1), inv, s_u.shape[0])
     p = spgemm(q, s_u)
@@ -107,7 +104,7 @@ def sample_hop(
     sel = sample_uniform_rows(p.indptr, fanout, row_keys)
     taken = xp.ptr(sel)
     per_row = taken[p.indptr[1:]] - taken[p.indptr[:-1]]
-    sel_rows = xp.repeat(xp.arange(nrows), per_row)
+    sel_rows = xp.owners(per_row)
     sel_ids = p.indices[sel]
     col_ptr, cols, sel_local = next_frontier(fr_ptr, fr_ids, row_batch[sel_rows], sel_ids, n)
     # each row's columns in ascending order: one sort of (row, column) keys

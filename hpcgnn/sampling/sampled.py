@@ -18,7 +18,9 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from hpcgnn.sampling.arrays import HOST, Array, is_tensor, ops
+from hpcgnn.kernels.cuda_modules import is_tensor
+from hpcgnn.sampling.arrays import HOST, Array, ops
+from hpcgnn.sampling.matrices import sum_duplicates
 
 
 @dataclass
@@ -82,11 +84,9 @@ class SampledHop:
         the columns) ``self_weight``, duplicates summed, columns sorted: the sampled rows
         of ``A^T + self_weight I`` (:func:`hpcgnn.graph.normalize.sum_block`'s values).
         """
-        from hpcgnn.sampling.matrices import sum_duplicates
-
         xp = ops(self.indices)
         rows, cols = len(self.rows), len(self.cols)
-        row = xp.repeat(xp.arange(rows), xp.diff(self.indptr))
+        row = xp.rows_of(self.indptr)
         diag = xp.arange(rows)
         keys, sums = sum_duplicates(
             xp.concat([row * cols + self.indices, diag * cols + diag]),
@@ -135,8 +135,8 @@ def split_stacked(
     the host), the hops are views of the stacked tensors.
     """
     xp = ops(indices)
+    edge_ptr = xp.to_host(indptr[row_ptr])
     row_ptr, col_ptr = xp.to_host(row_ptr), xp.to_host(col_ptr)
-    edge_ptr = xp.to_host(indptr[xp.asarray(row_ptr)])
     out = []
     for b in range(len(row_ptr) - 1):
         r0, r1 = int(row_ptr[b]), int(row_ptr[b + 1])

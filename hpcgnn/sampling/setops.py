@@ -11,7 +11,8 @@ from __future__ import annotations
 from hpcgnn.sampling.arrays import Array, HostOps, ops
 
 
-def _first_flags(xp: HostOps, s: Array) -> Array:
+def run_starts(xp: HostOps, s: Array) -> Array:
+    """Boolean mask of the first element of each run of equal values of ``s``."""
     flags = xp.zeros(len(s), "bool")
     if len(s):
         flags[0] = True
@@ -23,7 +24,7 @@ def unique(x: Array) -> Array:
     """Sorted distinct values of ``x``."""
     xp = ops(x)
     s = xp.sort(x)
-    return s[_first_flags(xp, s)]
+    return s[run_starts(xp, s)]
 
 
 def unique_inverse(x: Array) -> tuple[Array, Array]:
@@ -31,7 +32,7 @@ def unique_inverse(x: Array) -> tuple[Array, Array]:
     xp = ops(x)
     order = xp.argsort(x)
     s = x[order]
-    flags = _first_flags(xp, s)
+    flags = run_starts(xp, s)
     inverse = xp.zeros(len(x))
     inverse[order] = xp.cumsum(flags) - 1
     return s[flags], inverse

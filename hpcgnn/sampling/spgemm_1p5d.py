@@ -212,14 +212,12 @@ class SparsityAwareRows:
               ) -> tuple[list[tuple[int, int]], int]:
         """Replica ``q``'s partial product: the union's slices of its stages and their nonzeros.
 
-        Its stages are the blocks of chunk ``q`` but this process row's own.
+        Its stages are :attr:`stages` ``[q]``: the blocks of chunk ``q`` but this process
+        row's own.
         """
-        me = self.col.rank
-        first, last = int(self.chunks[q]), int(self.chunks[q + 1])
-        blocks = [(first, me), (me + 1, last)] if first <= me < last else [(first, last)]
-        blocks = [(a, b) for a, b in blocks if a < b]
-        spans = [(int(bounds[a]), int(bounds[b])) for a, b in blocks]
-        return spans, sum(int(nnz_before[b] - nnz_before[a]) for a, b in blocks)
+        blocks = [int(k) for k in self.stages[q]]
+        spans = [(int(bounds[k]), int(bounds[k + 1])) for k in blocks]
+        return spans, sum(int(nnz_before[k + 1] - nnz_before[k]) for k in blocks)
 
     def _stage(self, k: int, want: Array, nnz: int) -> RowStore:
         """Stage ``k``: column rank ``k`` serves the rows of its block that its peers want."""

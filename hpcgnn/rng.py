@@ -38,6 +38,7 @@ TAG_DROPOUT_BLOCK = 0xD50  # full-batch dropout masks
 TAG_PERMUTATION = 0xBA7C4  # minibatch shuffles
 TAG_SAGE = 0x5A6E  # GraphSAGE draws
 TAG_LADIES = 0x1AD1E5  # LADIES draws
+TAG_CLUSTER = 0xC1057E5  # Cluster-GCN's shuffles of the clusters
 TAG_DROPOUT = 0xD50B  # minibatch dropout masks
 TAG_GIST = 0x6157  # GIST partitions of the hidden dimensions
 TAG_ATTENTION = 0xA77E  # GAT's attention dropout

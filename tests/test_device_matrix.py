@@ -35,6 +35,7 @@ COMMON = ["--epochs", "2", "--hidden", "8", "--dropout", "0.5", "--seed", "5", "
 MINIBATCH = ["--mode", "minibatch", "--batch-size", "12", "--bulk", "2"]
 SAGE = ["--sampler", "sage", "--fanout", "4,3"]
 LADIES = ["--sampler", "ladies", "--layer-size", "16"]
+CLUSTER = ["--sampler", "cluster", "--clusters", "8", "--clusters-per-batch", "2"]
 OFFLOAD = ["--mode", "offload", "--chunks", "3"]
 GIST = ["--mode", "gist", "--local-iters", "2"]
 
@@ -59,6 +60,9 @@ MATRIX: dict[str, object] = {
     "sage-partitioned": [*MINIBATCH, *SAGE, "--graph-layout", "partitioned"],
     "ladies-replicated": [*MINIBATCH, *LADIES, "--graph-layout", "replicated"],
     "ladies-partitioned": [*MINIBATCH, *LADIES, "--graph-layout", "partitioned"],
+    "cluster-replicated": ["--mode", "minibatch", "--bulk", "2", *CLUSTER],
+    "cluster-partitioned": ["--mode", "minibatch", "--bulk", "2", *CLUSTER, "--graph-layout",
+                            "partitioned"],
     "gist-1d": lambda p: [*GIST, "--subnets", str(min(p, 2)), "--algo", "1d"],
     "gist-halo": lambda p: [*GIST, "--subnets", str(min(p, 2)), "--algo", "halo"],
     "gist-sampler": lambda p: [
@@ -188,7 +192,7 @@ def test_checkpoint_and_resume_on_cuda(world, shared_tmp, matrix_graph):
 @pytest.mark.gpu
 @pytest.mark.ranks(1, 2, 4)
 @pytest.mark.parametrize("layout", ["replicated", "partitioned"])
-@pytest.mark.parametrize("sampler", ["sage", "ladies"])
+@pytest.mark.parametrize("sampler", ["sage", "ladies", "cluster"])
 def test_sample_writes_the_same_file_on_cuda(world, shared_tmp, matrix_graph, layout, sampler):
     """``hpcgnn sample`` on the GPU (the hops sampled there) writes the CPU's samples."""
     from hpcgnn.sampling.sample_file import read_samples
@@ -197,8 +201,9 @@ def test_sample_writes_the_same_file_on_cuda(world, shared_tmp, matrix_graph, la
     digests = {}
     for device in ("cpu", "cuda"):
         out = shared_tmp / f"s-{device}.h5"
-        rc = main(["sample", str(matrix_graph), *(SAGE if sampler == "sage" else LADIES),
-                   "--batch-size", "12", "--bulk", "2", "--graph-layout", layout,
+        flags = {"sage": [*SAGE, "--batch-size", "12"], "ladies": [*LADIES, "--batch-size", "12"],
+                 "cluster": CLUSTER}[sampler]
+        rc = main(["sample", str(matrix_graph), *flags, "--bulk", "2", "--graph-layout", layout,
                    "--device", device, "--out", str(out), "--quiet"])
         assert_all(world, rc == 0, f"hpcgnn sample --device {device}: exit {rc}")
         world.mpi.Barrier()

@@ -20,9 +20,17 @@ def add_sampling_arguments(p: argparse.ArgumentParser) -> argparse._ArgumentGrou
     """Add the sampling flags shared by ``train --mode minibatch`` and ``sample``."""
     g = p.add_argument_group("minibatch sampling (train --mode minibatch or gist, sample)")
     g.add_argument("--sampler", choices=tuple(SAMPLERS), default=None,
-                   help="sage: node-wise GraphSAGE; ladies: layer-wise LADIES (default: sage; "
-                        "train --mode gist: the groups train sampled minibatches of this "
-                        "sampler instead of running a full-batch --algo)")
+                   help="sage: node-wise GraphSAGE; ladies: layer-wise LADIES; cluster: "
+                        "Cluster-GCN's METIS clusters of the training graph, each batch the "
+                        "subgraph its clusters induce (default: sage; train --mode gist: the "
+                        "groups train sampled minibatches of this sampler instead of running a "
+                        "full-batch --algo)")
+    g.add_argument("--clusters", type=int, default=None, metavar="N",
+                   help="cluster: METIS clusters of the training graph (default: one per 100 "
+                        "training vertices)")
+    g.add_argument("--clusters-per-batch", type=int, default=None, metavar="Q",
+                   help="cluster: clusters per minibatch on each rank, drawn at random each "
+                        "epoch; the links between them are kept (default: 10)")
     g.add_argument("--fanout", default=None, metavar="F1,F2,...",
                    help="sage: sampled in-neighbours per vertex, one per layer, the seeds' hop "
                         "first, e.g. 15,10,5; a vertex with fewer keeps them all "

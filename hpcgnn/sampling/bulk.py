@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -53,9 +53,10 @@ from hpcgnn.io.reader import GraphFile
 from hpcgnn.layout.blocks import even_offsets, vertex_offsets
 from hpcgnn.sampling import ladies, sage, setops
 from hpcgnn.sampling.arrays import Array, HostOps
+from hpcgnn.sampling.clusters import Clusters, cluster_parts, induced_batches
 from hpcgnn.sampling.lazy import LazyShare
 from hpcgnn.sampling.rows import RowStore, read_pattern
-from hpcgnn.sampling.sampled import SampledBatch, SampledHop, split_stacked
+from hpcgnn.sampling.sampled import SampledBatch, SampledHop, split_stacked, stack
 from hpcgnn.sampling.shuffle import epoch_key, minibatches
 from hpcgnn.sampling.spec import LAYOUTS, SamplerSpec
 from hpcgnn.sampling.spgemm_1p5d import SparsityAwareRows
@@ -142,13 +143,6 @@ def chunk_batches(ptr: np.ndarray, limit: int | None = None) -> list[tuple[int, 
         out.append((lo, hi))
         lo = hi
     return out
-
-
-def stack(arrays: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Concatenate per-batch id arrays into ``(ptr, ids)``."""
-    ptr = np.concatenate([[0], np.cumsum([len(a) for a in arrays])]).astype(np.int64)
-    ids = np.concatenate(arrays).astype(np.int64) if arrays else np.zeros(0, np.int64)
-    return ptr, ids
 
 
 def _chunk_hop(
@@ -320,6 +314,8 @@ class BulkSampler:
         needs more is sampled in chunks of whole batches (:class:`Chunking`); default
         :func:`default_budget` (a share of the GPU's free memory, or the host's
         cache-sized stack).
+    train_ids
+        Sorted ids of the training vertices (default: read from ``path``).
 
     On a grid whose device is a GPU the hops are sampled there (:attr:`device` ``cuda``):
     the replicated layout keeps the whole pattern of ``S`` on the GPU, the partitioned one
@@ -339,12 +335,17 @@ class BulkSampler:
         Where the hops are sampled: ``cuda`` or ``cpu`` (the metrics' ``sampling.device``).
     chunking
         The budget of a hop's temporaries, and the hops and chunks sampled so far.
+    clusters
+        ``--sampler cluster``: the training vertices' METIS clusters (computed on world
+        rank 0 from the training graph, broadcast); :attr:`spec` then counts the non-empty
+        ones. ``None`` for the other samplers.
 
     """
 
     def __init__(
         self, spec: SamplerSpec, grid: ProcessGrid, path: str | os.PathLike, layout: str,
         traffic: Traffic | None = None, memory: float | None = None,
+        train_ids: np.ndarray | None = None,
     ) -> None:
         if layout not in LAYOUTS:
             raise ValueError(f"unknown layout {layout!r}")
@@ -354,18 +355,37 @@ class BulkSampler:
         where = grid.device.torch_device if grid.device.is_cuda else None
         col = grid.col
         self.full: RowStore | None = None
+        parts: np.ndarray | None = None
         with collective(grid.world), GraphFile(path) as gf:
             self.meta = meta = gf.meta
+            self.train_ids = read_train_ids(path) if train_ids is None else train_ids
             self.offsets = vertex_offsets(meta.num_nodes, col.size, meta.partition_offsets)
             lo, hi = (int(v) for v in self.offsets[col.rank : col.rank + 2])
+            full = None
             if layout == "replicated":
                 full = read_pattern(gf, 0, meta.num_nodes, spec.method)
                 ids = np.arange(lo, hi, dtype=np.int64)
                 self.block = RowStore(ids, *full.take(ids), meta.num_nodes)
                 self.full = full.on(where)  # the whole pattern where sampling runs
-                del full
             else:
                 self.block = read_pattern(gf, lo, hi, spec.method)
+            if spec.method.induced and grid.rank == 0:  # METIS runs once, on rank 0
+                graph = full if full is not None else read_pattern(
+                    gf, 0, meta.num_nodes, spec.method
+                )
+                assert spec.clusters is not None
+                parts = cluster_parts(graph, self.train_ids, spec.clusters, spec.seed)
+            del full
+        #: Cluster-GCN's clusters of the training vertices (``--sampler cluster``).
+        self.clusters: Clusters | None = None
+        if spec.method.induced:
+            assert spec.clusters is not None
+            got = np.empty(len(self.train_ids), np.int64) if parts is None else parts
+            grid.world.bcast(got, 0, "control")
+            self.clusters = Clusters.of_parts(self.train_ids, got, spec.clusters)
+            count = self.clusters.count  # without the clusters METIS left empty
+            self.spec = replace(spec, clusters=count,
+                                clusters_per_batch=min(count, spec.clusters_per_batch or 1))
         self.rows_range = (lo, hi)
         free = grid.device.free_bytes() if grid.device.is_cuda else None
         self.chunking = Chunking(default_budget(free) if memory is None else float(memory))
@@ -386,6 +406,19 @@ class BulkSampler:
         """``control`` bytes this rank received in the SpGEMM's calls (0 if replicated)."""
         return 0 if self.aware is None else self.aware.bytes_control
 
+    def batches(self, epoch: int) -> list[np.ndarray]:
+        """The seed vertices of each minibatch of ``epoch`` (the same on every rank).
+
+        The shuffled training set cut into ``batch_size`` seeds
+        (:func:`~hpcgnn.sampling.shuffle.minibatches`), or Cluster-GCN's shuffled clusters
+        ``clusters_per_batch`` at a time (:meth:`Clusters.batches`).
+        """
+        spec = self.spec
+        if self.clusters is not None:
+            assert spec.clusters_per_batch is not None
+            return self.clusters.batches(spec.clusters_per_batch, spec.seed, epoch)
+        return minibatches(self.train_ids, spec.batch_size, spec.seed, epoch)
+
     def sample(
         self, epoch: int, batches: list[np.ndarray], first: int
     ) -> Sequence[SampledBatch]:
@@ -402,6 +435,11 @@ class BulkSampler:
         """
         share = my_share(len(batches), self.grid.size, self.grid.rank)
         ids, seeds = [first + i for i in share], [batches[i] for i in share]
+        if self.clusters is not None:
+            with self.grid.stats.phase("sample"):
+                out = self._induced(ids, seeds)
+            self._count(out)
+            return out
         if self.aware is not None:
             aware = self.aware
             with self.grid.stats.phase("sample"):
@@ -426,6 +464,23 @@ class BulkSampler:
                 del group  # released before the next group is sampled
 
         return LazyShare(len(ids), groups, self._count)
+
+    def _induced(self, ids: list[int], sets: list[np.ndarray]) -> list[SampledBatch]:
+        """Cluster-GCN's batches ``ids`` (vertex sets ``sets``): their induced subgraphs.
+
+        The partitioned layout fetches the rows of every set's vertices at once (collective:
+        every rank calls it for every bulk).
+        """
+        ptr, stacked = stack(sets)
+        if self.aware is None:
+            assert self.full is not None
+            store = self.full
+        else:
+            store = self.aware(setops.unique(stacked))
+        if not sets:
+            return []
+        spans = self.chunking.spans(stack_entries(*_on(store.xp, (ptr, stacked)), store))
+        return induced_batches(ids, sets, store, self.spec.layers, spans)
 
     def _count(self, batches: list[SampledBatch]) -> None:
         self.edges_sampled += sum(b.nnz for b in batches)

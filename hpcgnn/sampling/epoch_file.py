@@ -24,7 +24,6 @@ from hpcgnn.layout.shapes import GridShape
 from hpcgnn.sampling.bulk import BulkSampler, read_train_ids
 from hpcgnn.sampling.sample_file import write_samples
 from hpcgnn.sampling.sampled import SampledBatch
-from hpcgnn.sampling.shuffle import minibatches
 from hpcgnn.sampling.spec import SamplerSpec, fit_training_set
 from hpcgnn.utils.files import check_output
 
@@ -128,8 +127,9 @@ def sample_to_file(
             spec = fit_training_set(spec, len(train_ids))
             if world.rank == 0:  # the output fails now, not after sampling
                 check_output(out, "--out")
-        sampler = BulkSampler(spec, pgrid, graph, graph_layout, memory=memory)
-        epoch_batches = minibatches(train_ids, spec.batch_size, spec.seed, epoch)[:batches]
+        sampler = BulkSampler(spec, pgrid, graph, graph_layout, memory=memory,
+                              train_ids=train_ids)
+        epoch_batches = sampler.batches(epoch)[:batches]
         world.barrier()
         t0 = pgrid.stats.clock()
         mine: list[SampledBatch] = []

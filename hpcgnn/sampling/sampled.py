@@ -124,6 +124,13 @@ class SampledBatch:
         return sum(h.nnz for h in self.hops)
 
 
+def stack(arrays: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Concatenate per-batch id arrays into ``(ptr, ids)`` (int64, on the host)."""
+    ptr = np.concatenate([[0], np.cumsum([len(a) for a in arrays])]).astype(np.int64)
+    ids = np.concatenate(arrays).astype(np.int64) if arrays else np.zeros(0, np.int64)
+    return ptr, ids
+
+
 def split_stacked(
     row_ptr: Array, rows: Array, col_ptr: Array, cols: Array,
     indptr: Array, indices: Array, values: Array,

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from hpcgnn.errors import ConfigError
 from hpcgnn.kinds import GAT, GCN, GIN, SAGE, LayerKind, layer_kind
-from hpcgnn.rng import TAG_LADIES, TAG_SAGE
+from hpcgnn.rng import TAG_CLUSTER, TAG_LADIES, TAG_SAGE
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,9 @@ class Sampler:
         ``S``'s values are ``1 / |row|`` (LADIES' probabilities), not ones.
     tag
         The random stream's purpose tag of its draws (:mod:`hpcgnn.rng`).
+    induced
+        A batch is a set of whole clusters and every layer reads the subgraph they induce
+        (Cluster-GCN, :mod:`hpcgnn.sampling.clusters`): nothing is drawn per hop.
     """
 
     name: str
@@ -43,6 +46,7 @@ class Sampler:
     row_normalised: bool
     tag: int
     others: frozenset[str] = frozenset()
+    induced: bool = False
 
     @property
     def self_loops(self) -> bool:
@@ -63,8 +67,15 @@ LAYER_WISE = Sampler(
     name="ladies", kind=GCN, node_wise=False, row_normalised=True, tag=TAG_LADIES
 )
 
+#: Cluster-GCN's batches: METIS clusters of the training graph, each batch the subgraph
+#: ``q`` of them induce, read through ``D^-1 (A^T + I)`` renormalised on it (GCN layers).
+CLUSTER = Sampler(
+    name="cluster", kind=GCN, node_wise=False, row_normalised=True, tag=TAG_CLUSTER,
+    induced=True,
+)
+
 #: Every sampler by name (the ``--sampler`` choices; the first is the default).
-SAMPLERS: dict[str, Sampler] = {s.name: s for s in (NODE_WISE, LAYER_WISE)}
+SAMPLERS: dict[str, Sampler] = {s.name: s for s in (NODE_WISE, LAYER_WISE, CLUSTER)}
 
 
 def sampler_named(name: str) -> Sampler:

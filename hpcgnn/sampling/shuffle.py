@@ -18,9 +18,9 @@ def epoch_key(seed: int, purpose: int, epoch: int) -> np.uint64:
     return stream_key(seed, purpose, epoch)
 
 
-def permutation(seed: int, epoch: int, n: int) -> np.ndarray:
-    """A permutation of ``range(n)`` that depends only on ``(seed, epoch)``."""
-    key = int(stream_key(seed, TAG_PERMUTATION, epoch))
+def permutation(seed: int, epoch: int, n: int, purpose: int = TAG_PERMUTATION) -> np.ndarray:
+    """A permutation of ``range(n)`` that depends only on ``(seed, epoch)`` (and ``purpose``)."""
+    key = int(stream_key(seed, purpose, epoch))
     return np.random.Generator(np.random.Philox(key=key)).permutation(n)
 
 

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, replace
 
 from hpcgnn.config import MAX_LAYERS, check_layers, check_random_key, check_training_vertices
 from hpcgnn.errors import ConfigError
-from hpcgnn.sampling.samplers import LAYER_WISE, NODE_WISE, Sampler, sampler_named
+from hpcgnn.sampling.samplers import CLUSTER, LAYER_WISE, NODE_WISE, Sampler, sampler_named
 from hpcgnn.utils.memory import parse_bytes
 
 LAYOUTS = ("replicated", "partitioned")
@@ -15,6 +15,11 @@ DEFAULT_FANOUT = 10
 DEFAULT_LAYER_SIZE = 512
 DEFAULT_BATCH_SIZE = 1024
 DEFAULT_BULK = 16
+#: Cluster-GCN's defaults: clusters of about this many training vertices (Cluster-GCN's
+#: Reddit runs: 1,500 clusters of its 153K training vertices), and clusters per batch (a
+#: batch of about 1,000 training vertices, as the other samplers' default batch).
+DEFAULT_CLUSTER_SIZE = 100
+DEFAULT_CLUSTERS_PER_BATCH = 10
 #: The largest ``--fanout``, ``--layer-size`` and ``--bulk`` entry (``2^31 - 1``). Larger
 #: values could mean nothing more: a fanout above a vertex's in-degree samples all its
 #: in-neighbours, a layer size above the candidates takes them all, and a bulk above the
@@ -30,18 +35,25 @@ class SamplerSpec:
     ----------
     sampler
         The ``--sampler`` name (:data:`~hpcgnn.sampling.samplers.SAMPLERS`: node-wise
-        ``sage`` or layer-wise ``ladies``); :attr:`method` is the sampler itself.
+        ``sage``, layer-wise ``ladies`` or Cluster-GCN's ``cluster``); :attr:`method` is
+        the sampler itself.
     sizes
         Per hop, hop 0 (the seeds' neighbours) first: the fanout (``sage``) or the number
-        of vertices sampled per batch (``ladies``). ``len(sizes)`` is the model depth.
+        of vertices sampled per batch (``ladies``); ``0`` for ``cluster`` (every in-neighbour
+        inside the batch). ``len(sizes)`` is the model depth.
     batch_size
-        Seed (training) vertices per minibatch. One optimizer step trains one minibatch
-        per rank that has one left in the bulk (see :func:`optimizer_steps`).
+        Seed (training) vertices per minibatch (``0`` for ``cluster``: its batches are
+        whole clusters). One optimizer step trains one minibatch per rank that has one left
+        in the bulk (see :func:`optimizer_steps`).
     bulk
         Minibatches sampled together (one stacked SpGEMM per hop); a bulk's batches are
         shared out over the ranks, so it also groups the batches into optimizer steps.
     seed
         Seed of every random number (shuffle, samples, dropout).
+    clusters, clusters_per_batch
+        ``cluster`` only: METIS clusters of the training graph (``None``: about
+        :data:`DEFAULT_CLUSTER_SIZE` training vertices each, set by
+        :func:`fit_training_set`) and clusters per minibatch.
 
     """
 
@@ -50,6 +62,8 @@ class SamplerSpec:
     batch_size: int
     bulk: int
     seed: int = 0
+    clusters: int | None = None
+    clusters_per_batch: int | None = None
 
     @property
     def layers(self) -> int:
@@ -61,10 +75,19 @@ class SamplerSpec:
         """The sampler :attr:`sampler` names."""
         return sampler_named(self.sampler)
 
+    def num_batches(self, num_train: int) -> int:
+        """Minibatches of an epoch over ``num_train`` training vertices."""
+        if self.method.induced:
+            assert self.clusters is not None and self.clusters_per_batch is not None
+            return -(-self.clusters // self.clusters_per_batch)
+        return -(-num_train // self.batch_size)
+
     def as_dict(self) -> dict:
-        """Plain-dict form for metrics and file attributes."""
+        """Plain-dict form for metrics and file attributes (a sampler's own fields)."""
         d = asdict(self)
         d["sizes"] = list(self.sizes)
+        if not self.method.induced:
+            del d["clusters"], d["clusters_per_batch"]
         return d
 
 
@@ -143,7 +166,7 @@ def optimizer_steps(num_batches: int, bulk: int, ranks: int) -> int:
 def make_spec(
     sampler: str, *, fanout: str | None, layer_size: str | None, layers: int | None,
     batch_size: int | None, bulk: int | None, seed: int, global_batch: int | None = None,
-    ranks: int = 1,
+    ranks: int = 1, clusters: int | None = None, clusters_per_batch: int | None = None,
 ) -> SamplerSpec:
     """Validate the sampling flags; every rank raises the same :class:`ConfigError`.
 
@@ -154,10 +177,18 @@ def make_spec(
     layers, as sage's default). Sizes, batch sizes and ``--bulk``
     lie in ``[1, MAX_SIZE]``, ``--seed`` in ``[0, 2^63)``; ``--batch-size`` and
     ``--global-batch`` (over ``ranks``) are resolved by :func:`batch_and_bulk`.
+    ``--clusters`` and ``--clusters-per-batch`` belong to ``cluster``
+    (:func:`_cluster_spec`).
     """
     method = sampler_named(sampler)
     if layers is not None:
         check_layers(layers)
+    if method.induced:
+        return _cluster_spec(fanout, layer_size, layers, batch_size, global_batch, bulk, seed,
+                             clusters, clusters_per_batch)
+    for name, value in (("--clusters", clusters), ("--clusters-per-batch", clusters_per_batch)):
+        if value is not None:
+            raise ConfigError(f"{name} applies to --sampler {CLUSTER}")
     batch_size, bulk = batch_and_bulk(batch_size, global_batch, bulk, ranks)
     check_random_key(seed)
     if method.node_wise:
@@ -194,19 +225,66 @@ def make_spec(
     return SamplerSpec(sampler, sizes, batch_size, bulk, seed)
 
 
+def _cluster_spec(
+    fanout: str | None, layer_size: str | None, layers: int | None, batch_size: int | None,
+    global_batch: int | None, bulk: int | None, seed: int, clusters: int | None,
+    clusters_per_batch: int | None,
+) -> SamplerSpec:
+    """``--sampler cluster``: ``--clusters``, ``--clusters-per-batch``, ``--layers``, ``--bulk``.
+
+    Nothing is drawn per hop and a batch is whole clusters, so the size and batch flags of
+    the other samplers are refused in one line.
+    """
+    for name, value in (("--fanout", fanout), ("--layer-size", layer_size),
+                        ("--batch-size", batch_size), ("--global-batch", global_batch)):
+        if value is not None:
+            raise ConfigError(
+                f"{name} does not apply to --sampler {CLUSTER}: a batch is whole clusters"
+                " (--clusters N, --clusters-per-batch q)"
+            )
+    for name, value in (("--clusters", clusters), ("--clusters-per-batch", clusters_per_batch),
+                        ("--bulk", bulk)):
+        if value is not None and not 1 <= value <= MAX_SIZE:
+            raise ConfigError(f"{name} must be in [1, {MAX_SIZE}], got {value}")
+    check_random_key(seed)
+    return SamplerSpec(
+        CLUSTER.name, (0,) * (layers or 2), 0, DEFAULT_BULK if bulk is None else bulk, seed,
+        clusters, DEFAULT_CLUSTERS_PER_BATCH if clusters_per_batch is None
+        else clusters_per_batch,
+    )
+
+
 def fit_training_set(spec: SamplerSpec, num_train: int) -> SamplerSpec:
     """``spec`` for a training set of ``num_train`` vertices (refuses an empty one).
 
     A batch size larger than the training set is capped at it (one minibatch of every
     training vertex, what the larger size would give): the default 1024 on Cora's 140
-    training vertices trains, with a note (:func:`capped_note`).
+    training vertices trains, with a note (:func:`capped_note`). ``cluster``: the default
+    number of clusters is one per :data:`DEFAULT_CLUSTER_SIZE` training vertices; more
+    clusters than training vertices are refused, and more clusters per batch than clusters
+    capped (one batch of every cluster).
     """
     check_training_vertices(num_train)
+    if spec.method.induced:
+        clusters = spec.clusters
+        if clusters is None:
+            clusters = max(1, round(num_train / DEFAULT_CLUSTER_SIZE))
+        elif clusters > num_train:
+            raise ConfigError(
+                f"--clusters {clusters} is more than the {num_train} training vertices"
+            )
+        per = min(int(spec.clusters_per_batch or 1), clusters)
+        return replace(spec, clusters=clusters, clusters_per_batch=per)
     return spec if spec.batch_size <= num_train else replace(spec, batch_size=num_train)
 
 
 def capped_note(asked: SamplerSpec, used: SamplerSpec) -> str:
     """`` (--batch-size B capped at the N training vertices)`` when ``used`` capped ``asked``."""
+    if asked.method.induced:
+        if used.clusters_per_batch == asked.clusters_per_batch:
+            return ""
+        return (f" (--clusters-per-batch {asked.clusters_per_batch} capped at the"
+                f" {used.clusters} clusters)")
     if used.batch_size >= asked.batch_size:
         return ""
     return (f" (--batch-size {asked.batch_size} capped at the {used.batch_size} training"
@@ -219,4 +297,6 @@ def spec_from_args(args: argparse.Namespace, ranks: int) -> SamplerSpec:
         args.sampler or NODE_WISE.name, fanout=args.fanout, layer_size=args.layer_size,
         layers=args.layers, batch_size=args.batch_size, bulk=args.bulk, seed=args.seed,
         global_batch=args.global_batch, ranks=ranks,
+        clusters=args.clusters,
+        clusters_per_batch=args.clusters_per_batch,
     )

@@ -58,7 +58,6 @@ from hpcgnn.sampling.fetch import FeatureFetcher
 from hpcgnn.sampling.rows import normalized_block
 from hpcgnn.sampling.sampled import SampledBatch
 from hpcgnn.sampling.samplers import resolve_model
-from hpcgnn.sampling.shuffle import minibatches
 from hpcgnn.sampling.spec import SamplerSpec, fit_training_set, optimizer_steps
 from hpcgnn.sampling.spgemm_1p5d import byte_summary, members
 from hpcgnn.spmm.block_row import BlockRowAggregation, block_row_neighbourhood
@@ -109,7 +108,9 @@ class MinibatchTrainer(WholeModel, SubModelHost):
             self.train_ids = read_train_ids(graph)
             self.spec = spec = fit_training_set(spec, len(self.train_ids))
         self.traffic = Traffic(grid.size)
-        self.sampler = BulkSampler(spec, grid, graph, layout, self.traffic, sample_memory)
+        self.sampler = BulkSampler(spec, grid, graph, layout, self.traffic, sample_memory,
+                                   self.train_ids)
+        self.spec = spec = self.sampler.spec  # Cluster-GCN: the clusters METIS filled
         self.col_members = members(grid.col, grid.rank)
         self.world_members = Members(np.arange(grid.size, dtype=np.int64), grid.rank)
         lo, hi = self.sampler.rows_range
@@ -161,12 +162,21 @@ class MinibatchTrainer(WholeModel, SubModelHost):
         return self.grid.stats
 
     def batching(self) -> dict[str, int]:
-        """Seeds per minibatch (per rank) and per full optimizer step, bulk, epoch's steps."""
+        """Seeds per minibatch (per rank) and per full optimizer step, bulk, epoch's steps.
+
+        Cluster-GCN's batches are clusters: the clusters per minibatch and per full step.
+        """
         spec, size = self.spec, self.grid.size
-        batches = -(-self.num_train // spec.batch_size)
+        batches = spec.num_batches(self.num_train)
+        per_step = min(size, spec.bulk)
+        if spec.method.induced:
+            assert spec.clusters is not None and spec.clusters_per_batch is not None
+            sizes = {"clusters": spec.clusters, "clusters_per_batch": spec.clusters_per_batch,
+                     "clusters_per_step": spec.clusters_per_batch * per_step}
+        else:
+            sizes = {"batch_size": spec.batch_size, "global_batch": spec.batch_size * per_step}
         return {
-            "batch_size": spec.batch_size, "global_batch": spec.batch_size * min(size, spec.bulk),
-            "bulk": spec.bulk, "batches_per_epoch": batches,
+            **sizes, "bulk": spec.bulk, "batches_per_epoch": batches,
             "optimizer_steps_per_epoch": optimizer_steps(batches, spec.bulk, size),
         }
 
@@ -221,7 +231,7 @@ class MinibatchTrainer(WholeModel, SubModelHost):
         ``start``: skip the epoch's first steps (a resumed stream); bulks wholly before it
         are not sampled (samples depend on the batch, not on what was sampled before).
         """
-        batches = minibatches(self.train_ids, self.spec.batch_size, self.spec.seed, epoch)
+        batches = self.sampler.batches(epoch)
         self._num_batches = len(batches)
         size, done = self.grid.size, 0
         for first in range(0, len(batches), self.spec.bulk):

@@ -38,6 +38,7 @@ MODE_FLAGS: dict[str, str] = {
     "batch_size": "--mode minibatch or gist", "global_batch": "--mode minibatch or gist",
     "bulk": "--mode minibatch or gist", "graph_layout": "--mode minibatch or gist",
     "sample_memory": "--mode minibatch or gist",
+    "clusters": "--sampler cluster", "clusters_per_batch": "--sampler cluster",
 }
 
 

@@ -27,7 +27,7 @@ from hpcgnn.train.modes.base import Estimate, Mode, Setup, refuse_others
 #: The flags of the minibatch mode: the sampler's.
 FLAGS = (
     "sampler", "fanout", "layer_size", "batch_size", "global_batch", "bulk", "graph_layout",
-    "sample_memory",
+    "sample_memory", "clusters", "clusters_per_batch",
 )
 
 
@@ -112,12 +112,25 @@ class MinibatchMode(Mode[MinibatchTrainer]):
 
     def group_description(self, trainer: MinibatchTrainer) -> str:
         """The sampler, its sizes, the batches and the graph's layout."""
-        spec, b = self.spec, trainer.batching()
+        spec, used, b = self.spec, trainer.spec, trainer.batching()
+        if used.method.induced:
+            empty = "" if spec.clusters in (None, used.clusters) else (
+                f" ({spec.clusters} asked, the others left empty by METIS)"
+            )
+            what = (
+                f"minibatch cluster {used.clusters} METIS clusters{empty} of the training graph,"
+                f" {b['clusters_per_batch']}{capped_note(spec, used)} per batch on each rank,"
+                f" {b['clusters_per_step']} per step, {used.layers} layers"
+            )
+        else:
+            what = (
+                f"minibatch {spec.sampler} {','.join(map(str, spec.sizes))} batch"
+                f" {b['batch_size']}{capped_note(spec, used)} per rank, {b['global_batch']}"
+                " per step"
+            )
         return (
-            f"minibatch {spec.sampler} {','.join(map(str, spec.sizes))} batch {b['batch_size']}"
-            f"{capped_note(spec, trainer.spec)}"
-            f" per rank, {b['global_batch']} per step, bulk {b['bulk']},"
-            f" {b['optimizer_steps_per_epoch']} steps/epoch | {self.graph_layout} graph"
+            f"{what}, bulk {b['bulk']}, {b['optimizer_steps_per_epoch']} steps/epoch"
+            f" | {self.graph_layout} graph"
         )
 
     def describe(self, setup: Setup, trainer: MinibatchTrainer) -> str:

@@ -15,6 +15,12 @@ The ``P`` ranks form ``M`` groups of ``P / M`` (group ``m``: world ranks
 4. the roots send the trained sub-models back to the owners
    (:meth:`~hpcgnn.exchange.subnets.SubnetShards.gather`).
 
+``--epochs E`` is the budget of a baseline trained alone, split across the sub-GCNs as in
+the paper: ``R = ceil(E S / (M K))`` rounds, so each trains ``R K / S >= E / M`` epochs of
+work (``S``: a group's optimizer steps per epoch; :class:`GistBudget`); ``--rounds`` gives
+``R`` instead. With ``--gist-rescale`` the merged model is evaluated with the weights that
+read a split hidden dimension scaled by ``1 / M`` (:meth:`GistTrainer.merged_scales`).
+
 Only sub-models travel; no rank ever holds the whole model. Evaluation runs the global
 model where it lies, model-parallel over the row shards
 (:class:`~hpcgnn.models.sharded.ShardedForward`, ``gist_eval``, outside the training

@@ -142,7 +142,8 @@ def sampled(args: argparse.Namespace) -> None:
             for m in (int(s) for s in args.subnets.split(",")):
                 k = optimizer_steps(batches, bulk, args.procs // m)
                 doc = one(graph, Path(tmp) / f"gist{m}.json", args.procs, common,
-                          ["--mode", "gist", "--subnets", str(m), "--local-iters", str(k)])
+                          ["--mode", "gist", "--subnets", str(m), "--local-iters", str(k),
+                           "--rounds", str(args.epochs)])
                 rows.append({"vertices": n, "run": f"gist M={m} K={k}", "steps": k,
                              **summarise(doc, 1), "base": base})
     table = markdown(

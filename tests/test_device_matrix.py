@@ -37,7 +37,7 @@ SAGE = ["--sampler", "sage", "--fanout", "4,3"]
 LADIES = ["--sampler", "ladies", "--layer-size", "16"]
 CLUSTER = ["--sampler", "cluster", "--clusters", "8", "--clusters-per-batch", "2"]
 OFFLOAD = ["--mode", "offload", "--chunks", "3"]
-GIST = ["--mode", "gist", "--local-iters", "2"]
+GIST = ["--mode", "gist", "--local-iters", "2", "--rounds", "2"]  # 2 rounds: as --epochs
 
 #: name -> flags (a list, or a function of the world size giving one)
 MATRIX: dict[str, object] = {

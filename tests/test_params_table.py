@@ -52,10 +52,12 @@ TABLE: dict[str, tuple[int, bool, list[str]]] = {
     "sage": (4, False, [*MINIBATCH, "--sampler", "sage", "--fanout", "4,3"]),
     "ladies": (4, False, [*MINIBATCH, "--sampler", "ladies", "--layer-size", "16"]),
     # added before issue 21's restructure (modes and layer kinds as objects)
-    "gist-m2": (4, False, ["--mode", "gist", "--subnets", "2", "--local-iters", "2"]),
+    # --rounds 3: recorded when the rounds defaulted to --epochs (now the budget E / M)
+    "gist-m2": (4, False, ["--mode", "gist", "--subnets", "2", "--local-iters", "2",
+                           "--rounds", "3"]),
     "gist-sampler-sage": (4, False, [
         "--mode", "gist", "--subnets", "2", "--local-iters", "2", "--sampler", "sage",
-        "--fanout", "4,3", "--batch-size", "12",
+        "--fanout", "4,3", "--batch-size", "12", "--rounds", "3",
     ]),
     "sage-1d": (4, False, ["--algo", "1d", "--model", "sage"]),
     "sage-2d-2x2": (4, False, ["--algo", "2d", "--model", "sage"]),

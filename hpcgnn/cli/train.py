@@ -72,7 +72,10 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="GAT's drop probability of the attention coefficients (--model gat; "
                         "default: --dropout's, as the paper)")
     m.add_argument("--epochs", type=int, default=100,
-                   help="training epochs (gist: rounds; default: 100)")
+                   help="training epochs (default: 100). gist: the budget E of a baseline"
+                        " trained alone, split across the M sub-GCNs as in the paper: each"
+                        " trains E/M epochs of work, in R = ceil(E S / (M K)) rounds (S: a"
+                        " group's optimizer steps per epoch, 1 without --sampler)")
     m.add_argument("--lr", type=float, default=0.01, help="Adam's learning rate (default: 0.01)")
     m.add_argument("--weight-decay", type=float, default=5e-4,
                    help="L2 weight decay (default: 5e-4), on the layers of --weight-decay-layers")
@@ -148,9 +151,17 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--subnets", type=int, default=None,
                    help="M sub-GCNs, each trained by P/M ranks running --algo (default: 1)")
     g.add_argument("--local-iters", type=int, default=None,
-                   help="K local iterations per round (default: 1)")
+                   help="K local iterations (optimizer steps of each sub-GCN) per round"
+                        " (default: 1)")
     g.add_argument("--rounds", type=int, default=None,
-                   help="R rounds of sub-GCN training (default: --epochs)")
+                   help="R rounds of sub-GCN training, each sub-GCN training R K / S epochs"
+                        " of work (default: derived from --epochs, ceil(E S / (M K)), at least"
+                        " the budget; the metrics' gist section reports both)")
+    g.add_argument("--gist-rescale", action="store_true",
+                   help="evaluate (and predict with) the merged model with every weight that"
+                        " reads a split hidden dimension scaled by 1/M (the sub-models' logit"
+                        " scale; training and the saved weights are unchanged; see"
+                        " docs/gist.md)")
     add_sampling_arguments(p)
     add_device_argument(p)
     p.add_argument("--threads", type=int, default=None, help="torch intra-op threads per rank")

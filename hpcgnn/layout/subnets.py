@@ -23,6 +23,8 @@ import numpy as np
 from hpcgnn.kinds import LayerKind
 from hpcgnn.rng import TAG_GIST, stream_key
 
+T = TypeVar("T")
+
 
 def group_sizes(width: int, groups: int) -> list[int]:
     """Sizes of ``groups`` groups of ``width`` ids, differing by at most one."""
@@ -128,9 +130,19 @@ def weight_chain(widths: Sequence[int], kind: LayerKind) -> tuple[list[int], int
     x f_l``) and ``W_2^l`` (``f_l x f_l``) in the model's order, so both MLP layers split by
     the layer's groups (:func:`chain_subnet`).
     """
+    chain = along_chain([int(f) for f in widths], kind)
+    return chain, 1 if kind.mlp else kind.weights_per_layer
+
+
+def along_chain(per_width: Sequence[T], kind: LayerKind) -> list[T]:
+    """One value per width ``f_0 .. f_L`` as one per width of :func:`weight_chain`.
+
+    GIN (an MLP kind) repeats each ``f_l`` (``l >= 1``): ``W_1^l`` and ``W_2^l`` both
+    write it; other kinds keep the widths as they are.
+    """
     if not kind.mlp:
-        return [int(f) for f in widths], kind.weights_per_layer
-    return [int(widths[0]), *(int(f) for f in widths[1:] for _ in range(2))], 1
+        return list(per_width)
+    return [per_width[0], *(v for v in per_width[1:] for _ in range(2))]
 
 
 def chain_subnet(net: Subnet, kind: LayerKind) -> Subnet:
@@ -138,14 +150,22 @@ def chain_subnet(net: Subnet, kind: LayerKind) -> Subnet:
     if not kind.mlp:
         return net
     chain, _ = weight_chain(net.widths, kind)
-    ids = (net.ids[0], *(i for group in net.ids[1:] for i in (group, group)))
-    return Subnet(tuple(chain), ids)
+    return Subnet(tuple(chain), tuple(along_chain(net.ids, kind)))
+
+
+def reads_split(widths: Sequence[int], kind: LayerKind) -> list[bool]:
+    """Whether each weight of :func:`weight_chain` reads a hidden dimension GIST splits.
+
+    Weight ``i`` of the chain reads chain width ``i``: the input features (never split)
+    for the first, a hidden width (split across the sub-networks) or, for GIN's last
+    ``W_2``, the classes (never split) for the others.
+    """
+    hidden = [0 < i < len(widths) - 1 for i in range(len(widths))]
+    return along_chain(hidden, kind)[:-1]
 
 
 #: What GIST keeps per weight entry: the weight and Adam's two moments.
 PARAM_KINDS = ("weight", "exp_avg", "exp_avg_sq")
-
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)

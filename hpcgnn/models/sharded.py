@@ -110,7 +110,7 @@ class ShardedForward:
 
     def logits(
         self, shards: Sequence[np.ndarray], self_shards: Sequence[np.ndarray] | None = None,
-        biases: Sequence[np.ndarray] | None = None,
+        biases: Sequence[np.ndarray] | None = None, scales: Sequence[float] | None = None,
     ) -> torch.Tensor:
         """Logits of every vertex (``N x f_L``, the same on every rank) for this rank's rows.
 
@@ -118,6 +118,9 @@ class ShardedForward:
         ``W_neigh``, with ``self_shards[l]`` those of ``W_self``); ``biases[l]``: the whole
         bias of layer ``l + 1`` (replicated; the sampled models have one), added to the
         column block of the layer's output a rank holds, before the activation.
+        ``scales[l]``: the model's ``W^{l+1}`` is the shards' times this factor (GIST's
+        ``--gist-rescale``); the layer's product is scaled before its bias, so no scaled
+        copy of the weights is made (``None`` or ``1.0``: as they are).
         """
         h = self.x
         last = len(self.widths) - 2
@@ -143,6 +146,8 @@ class ShardedForward:
                 z = self._reduce_scatter(t, w, self.offsets[layer + 1], h, w_self)
             if first and not second:
                 z = spmm(self.a_t, z)
+            if scales is not None and scales[layer] != 1.0:
+                z = z * scales[layer]
             if biases is not None:
                 b = biases[layer]
                 if layer != last:

@@ -15,6 +15,12 @@ The ``P`` ranks form ``M`` groups of ``P / M`` (group ``m``: world ranks
 4. the roots send the trained sub-models back to the owners
    (:meth:`~hpcgnn.exchange.subnets.SubnetShards.gather`).
 
+``--epochs E`` is the budget of a baseline trained alone, split across the sub-GCNs as in
+the paper: ``R = ceil(E S / (M K))`` rounds, so each trains ``R K / S >= E / M`` epochs of
+work (``S``: a group's optimizer steps per epoch; :class:`GistBudget`); ``--rounds`` gives
+``R`` instead. With ``--gist-rescale`` the merged model is evaluated with the weights that
+read a split hidden dimension scaled by ``1 / M`` (:meth:`GistTrainer.merged_scales`).
+
 Only sub-models travel; no rank ever holds the whole model. Evaluation runs the global
 model where it lies, model-parallel over the row shards
 (:class:`~hpcgnn.models.sharded.ShardedForward`, ``gist_eval``, outside the training
@@ -62,6 +68,7 @@ from hpcgnn.layout.subnets import (
     Subnet,
     chain_subnet,
     group_sizes,
+    reads_split,
     subnets,
     weight_chain,
 )
@@ -88,10 +95,74 @@ TrainerFactory = Callable[[ProcessGrid, TrainConfig, list[torch.Tensor]], GroupT
 
 @dataclass(frozen=True)
 class GistOptions:
-    """``--subnets M`` and ``--local-iters K``."""
+    """``--subnets M``, ``--local-iters K`` and ``--gist-rescale``.
+
+    ``rescale``: the global model is evaluated (and predicts) with every weight that reads
+    a split hidden dimension scaled by ``1 / M`` (:meth:`GistTrainer.merged_scales`).
+    """
 
     subnets: int
     local_iters: int
+    rescale: bool = False
+
+
+@dataclass(frozen=True)
+class GistBudget:
+    """The rounds a run trains and each sub-GCN's share of the epochs.
+
+    As in the paper, ``--epochs E`` is the budget of a baseline trained alone, split across
+    the ``M`` sub-GCNs: each trains ``E / M`` epochs of work. An epoch of work is ``S``
+    optimizer steps of a group: one full batch (``S = 1``), or with ``--sampler`` the
+    group's steps over the training set. A round is ``K`` of those steps, so
+    ``R = ceil(E S / (M K))`` (rounded up: at least the budget); ``--rounds R`` overrides.
+
+    Attributes
+    ----------
+    epochs
+        ``E`` the rounds were derived from; ``None`` when ``--rounds`` gave them.
+    rounds
+        ``R``.
+    steps_per_epoch
+        ``S``.
+    local_iters
+        ``K``.
+    """
+
+    epochs: int | None
+    rounds: int
+    steps_per_epoch: int
+    local_iters: int
+
+    @property
+    def derived(self) -> bool:
+        """Whether ``R`` was derived from ``--epochs`` (not given by ``--rounds``)."""
+        return self.epochs is not None
+
+    def epochs_of_work(self, rounds: int | None = None) -> float:
+        """Epochs of work each sub-GCN trains in ``rounds`` rounds (default ``R``): ``R K / S``."""
+        r = self.rounds if rounds is None else rounds
+        return r * self.local_iters / self.steps_per_epoch
+
+    def describe(self, subnets: int) -> str:
+        """``R`` rounds and where they come from, for the run's first line."""
+        each = f"{self.epochs_of_work():.4g} epochs of work per sub-model"
+        source = "--rounds" if self.epochs is None else f"--epochs {self.epochs} / {subnets}"
+        return f"{self.rounds} rounds ({source}: {each})"
+
+
+def gist_budget(
+    epochs: int, opts: GistOptions, steps_per_epoch: int, rounds: int | None = None
+) -> GistBudget:
+    """The rounds of the ``--epochs`` budget, or of ``--rounds`` (see :class:`GistBudget`).
+
+    ``steps_per_epoch``: ``S``, a group's optimizer steps in an epoch of work.
+    """
+    if rounds is not None:
+        return GistBudget(None, rounds, steps_per_epoch, opts.local_iters)
+    per_round = opts.subnets * opts.local_iters
+    return GistBudget(
+        epochs, -(-epochs * steps_per_epoch // per_round), steps_per_epoch, opts.local_iters
+    )
 
 
 def check_gist(opts: GistOptions, cfg: TrainConfig, ranks: int) -> None:
@@ -123,7 +194,7 @@ class GistTrainer:
     grid
         All ranks (a 1D grid; the global model's shards are split over it).
     cfg
-        The global model's settings (``epochs`` = rounds).
+        The global model's settings (``epochs``: the budget ``E``, unless ``rounds``).
     meta
         The graph's sizes.
     opts
@@ -141,12 +212,20 @@ class GistTrainer:
         Memory estimates per rank to report beside the measured peak:
         ``full_model_estimate_bytes`` (ordinary training of the global model) and
         ``gist_estimate_bytes`` (what the memory check allowed for this run).
+    rounds
+        ``--rounds`` (``None``: derived from ``cfg.epochs``, :class:`GistBudget`).
+
+    Attributes
+    ----------
+    budget
+        The rounds and each sub-GCN's epochs of work; ``cfg.epochs`` is its ``R``.
     """
 
     def __init__(
         self, grid: ProcessGrid, cfg: TrainConfig, meta: GraphMeta, opts: GistOptions,
         group_shape: GridShape, make_trainer: TrainerFactory,
         estimates: dict[str, float] | None = None, sampler: str | None = None,
+        rounds: int | None = None,
     ) -> None:
         world = grid.world
         self.memory_at_start = current_rss_bytes()
@@ -185,11 +264,33 @@ class GistTrainer:
         # round's buffer (weights, moments) and is freed with it
         self.inner.release()
         del zeros
+        self.budget = gist_budget(cfg.epochs, opts, self._steps_per_epoch(), rounds)
+        self.cfg = dataclasses.replace(cfg, epochs=self.budget.rounds)
+        #: The train-set loss of the global model evaluated after each round (by number).
+        self.merged_losses: dict[int, float] = {}
         self.steps_done = 0
         self.predicted_rounds: list[dict[str, float]] = []
         self.measured_rounds: list[dict[str, float]] = []
         self._forward: ShardedForward | None = None
         self.eval_measured: list[float] = []
+
+    def _steps_per_epoch(self) -> int:
+        """``S``: a group's optimizer steps in an epoch of work (full batch: one)."""
+        if isinstance(self.inner, MinibatchTrainer):
+            return self.inner.batching()["optimizer_steps_per_epoch"]
+        return 1
+
+    def merged_scales(self) -> list[float] | None:
+        """The factor of each weight of the chain in the evaluated model (``None``: all 1).
+
+        With ``--gist-rescale``: ``1 / M`` for every weight that reads a hidden dimension
+        split across the sub-GCNs (:func:`~hpcgnn.layout.subnets.reads_split`), else 1.
+        The shards (training, checkpoints, ``params_sha256``) are never scaled.
+        """
+        if not self.opts.rescale:
+            return None
+        m = self.opts.subnets
+        return [1.0 / m if split else 1.0 for split in reads_split(self.widths, self.cfg.kind)]
 
     def _initial_shards(self) -> SubnetShards:
         """This rank's rows of the Glorot weights (the serial run's) and zero moments.
@@ -355,9 +456,10 @@ class GistTrainer:
             )
         shards = self.shards.shards
         biases = None if self.biases is None else self.biases.values[0]
+        scales = self.merged_scales()
         if self.cfg.kind.self_weight:  # W_self, W_neigh
-            return self._forward.logits(shards[1], shards[0], biases)
-        return self._forward.logits(shards[0], biases=biases)
+            return self._forward.logits(shards[1], shards[0], biases, scales)
+        return self._forward.logits(shards[0], biases=biases, scales=scales)
 
     def evaluate(self) -> dict[str, float]:
         """Loss and accuracies of the global model, evaluated over its row shards.
@@ -376,10 +478,9 @@ class GistTrainer:
         masks = {k: m[lo:hi] for k, m in fwd.masks.items()}
         num_train = max(1, int(fwd.masks["train"].sum()))
         share = float(cross_entropy_sum(block, y, masks["train"])) / num_train
-        return {
-            "loss": self.world.allreduce_scalar(share),
-            **global_counts(self.world, block, y, masks),
-        }
+        loss = self.world.allreduce_scalar(share)
+        self.merged_losses[self.steps_done // self.opts.local_iters] = loss
+        return {"loss": loss, **global_counts(self.world, block, y, masks)}
 
     def predictions(self) -> tuple[np.ndarray, torch.Tensor]:
         """An even block of the global model's logits per rank (as it scores them)."""

@@ -48,6 +48,7 @@ def gist_report(
             "round": rec.epoch, "sent_bytes": got[SCATTER], "returned_bytes": got[GATHER],
             "predicted_sent_bytes": want[SCATTER],
             "predicted_returned_bytes": want[GATHER], "val_acc": rec.val_acc,
+            "subnet_loss": rec.loss, "merged_loss": t.merged_losses.get(rec.epoch),
             **({} if BIAS not in cats else {
                 "bias_bytes": got[BIAS], "predicted_bias_bytes": want[BIAS],
             }),
@@ -63,9 +64,15 @@ def gist_report(
     eval_predicted = eval_bytes(t.chain, t.meta.num_nodes, world.size, cfg.itemsize)
     peaks = [int(v) for v in world.allgather_obj(peak_rss_bytes())]
     starts = [int(v) for v in world.allgather_obj(t.memory_at_start)]
+    budget, done = t.budget, len(result.epochs)
+    scales = t.merged_scales()
     section: dict[str, Any] = {
-        "rounds": len(result.epochs), "subnets": t.opts.subnets,
+        "rounds": done, "subnets": t.opts.subnets,
         "local_iters": k, "group_size": t.group_size,
+        "epochs_budget": budget.epochs, "rounds_planned": budget.rounds,
+        "rounds_derived": budget.derived, "steps_per_epoch": budget.steps_per_epoch,
+        "subnet_epochs_of_work": budget.epochs_of_work(done),
+        "merged_scales": [1.0] * len(t.chain[1:]) if scales is None else scales,
         "group_grid": str(t.group_grid.shape),
         "hidden": cfg.hidden, "subnet_hidden": t.hidden,
         "full_model_bytes": weight_entries(t.chain) * t.per_chain * cfg.itemsize,

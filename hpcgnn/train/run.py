@@ -8,7 +8,7 @@ memory check, the mode's trainer (:mod:`hpcgnn.train.modes`), resume, the one ep
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from mpi4py import MPI
 
@@ -119,6 +119,8 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
     t0 = grid.stats.clock()
     trainer = mode.build(setup)
     setup_s = grid.stats.clock() - t0
+    cfg = mode.schedule(cfg, trainer)  # GIST: the rounds of its epoch budget
+    setup = replace(setup, cfg=cfg)
     note = grid_note(cost_problem(meta, cfg, meta.partition_offsets), grid.shape)
     notes = f" | note: {note}" if note else ""
     if grid.device.is_cuda or grid.wire.stage_host:  # how device buffers reach MPI, and why

@@ -25,7 +25,7 @@ RUNS = {
     "gat-1d": ["--algo", "1d", "--model", "gat", "--heads", "2"],
     "gat-halo": ["--algo", "halo", "--model", "gat", "--heads", "2", "--output-heads", "2"],
     "offload-gin": ["--mode", "offload", "--chunks", "3", "--model", "gin"],
-    "gist": ["--mode", "gist", "--subnets", "1", "--local-iters", "2"],
+    "gist": ["--mode", "gist", "--subnets", "1", "--local-iters", "2", "--rounds", "4"],
     "minibatch-sage": ["--mode", "minibatch", "--batch-size", "8"],
     "minibatch-gin": ["--mode", "minibatch", "--batch-size", "8", "--model", "gin"],
     "minibatch-gat": ["--mode", "minibatch", "--batch-size", "8", "--model", "gat", "--heads",
@@ -41,7 +41,7 @@ RUNS = {
                               "--reorganize"],
     "offload-none-sage": ["--mode", "offload", "--dedup", "none", "--model", "sage"],
     "gist-minibatch": ["--mode", "gist", "--subnets", "1", "--local-iters", "2", "--sampler",
-                       "sage", "--batch-size", "8"],
+                       "sage", "--batch-size", "8", "--rounds", "4"],
 }
 
 

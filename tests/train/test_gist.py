@@ -64,7 +64,7 @@ def test_sub_model_traffic_equals_the_cost_model_every_round(
     path = graph_file(n=50, seed=6)
     m = _subnets(world.size)
     doc = _train(world, path, shared_tmp / "t.json", "--mode", "gist", "--subnets", str(m),
-                 "--local-iters", "2", "--eval-every", "1", "--model", model)
+                 "--local-iters", "2", "--rounds", "4", "--eval-every", "1", "--model", model)
     section = doc["gist"]
     assert section["subnets"] == m and section["rounds"] == 4 and len(section["per_round"]) == 4
     assert doc["config"]["model"] == model

@@ -33,6 +33,7 @@ MODE_FLAGS: dict[str, str] = {
     "chunks": "--mode offload", "dedup": "--mode offload", "reorganize": "--mode offload",
     "device_memory": "--mode offload",
     "subnets": "--mode gist", "local_iters": "--mode gist", "rounds": "--mode gist",
+    "gist_rescale": "--mode gist",
     "sampler": "--mode minibatch or gist",
     "fanout": "--mode minibatch or gist", "layer_size": "--mode minibatch or gist",
     "batch_size": "--mode minibatch or gist", "global_batch": "--mode minibatch or gist",
@@ -170,6 +171,10 @@ class Mode(ABC, Generic[T]):
     @abstractmethod
     def build(self, setup: Setup) -> T:
         """The trainer of this mode on ``setup.grid``."""
+
+    def schedule(self, cfg: TrainConfig, trainer: T) -> TrainConfig:
+        """``cfg`` the loop runs once ``trainer`` is built (GIST: ``epochs`` = its rounds)."""
+        return cfg
 
     @abstractmethod
     def describe(self, setup: Setup, trainer: T) -> str:

@@ -28,7 +28,7 @@ from hpcgnn.train.modes.minibatch import FLAGS as SAMPLING_FLAGS
 from hpcgnn.train.modes.minibatch import MinibatchMode
 
 #: GIST's own flags.
-FLAGS = ("subnets", "local_iters", "rounds")
+FLAGS = ("subnets", "local_iters", "rounds", "gist_rescale")
 
 
 class GroupMode(Protocol):
@@ -66,7 +66,7 @@ class GroupMode(Protocol):
 
 @dataclass(frozen=True)
 class GistMode(Mode[GistTrainer]):
-    """GIST: ``--subnets M`` groups, ``--local-iters K`` per round, ``--rounds R``.
+    """GIST: ``--subnets M`` groups, ``--local-iters K`` per round, ``R`` rounds.
 
     Attributes
     ----------
@@ -75,7 +75,8 @@ class GistMode(Mode[GistTrainer]):
     group
         The mode each group runs on its ``P / M`` ranks.
     rounds
-        ``--rounds`` (``None``: ``--epochs``).
+        ``--rounds`` (``None``: derived from the ``--epochs`` budget once the groups'
+        trainers know their steps per epoch, :class:`~hpcgnn.train.gist.GistBudget`).
     """
 
     name: ClassVar[str] = "gist"
@@ -92,6 +93,7 @@ class GistMode(Mode[GistTrainer]):
         options = GistOptions(
             subnets=1 if args.subnets is None else args.subnets,
             local_iters=1 if args.local_iters is None else args.local_iters,
+            rescale=bool(args.gist_rescale),
         )
         if args.rounds is not None and args.rounds < 1:
             raise ConfigError(f"--rounds must be >= 1, got {args.rounds}")
@@ -114,7 +116,7 @@ class GistMode(Mode[GistTrainer]):
         return cls(options=options, group=group, rounds=args.rounds)
 
     def resolve(self, cfg: TrainConfig, ranks: int) -> TrainConfig:
-        """The group's layers, a kind GIST trains, ``M`` groups that fit; ``R`` rounds."""
+        """The group's layers, a kind GIST trains, ``M`` groups that fit."""
         cfg = super().resolve(self.group.resolve(cfg, ranks), ranks)
         if self.group.sampler is not None and cfg.kind.name not in (GCN.name, SAGE.name):
             raise ConfigError(  # a sampled model's biases follow each layer, not GIN's chain
@@ -123,7 +125,11 @@ class GistMode(Mode[GistTrainer]):
                 " groups)"
             )
         check_gist(self.options, cfg, ranks)
-        return cfg if self.rounds is None else replace(cfg, epochs=self.rounds)
+        return cfg
+
+    def schedule(self, cfg: TrainConfig, trainer: GistTrainer) -> TrainConfig:
+        """``R`` rounds as the loop's epochs: ``--rounds``, or the ``--epochs`` budget's."""
+        return replace(cfg, epochs=trainer.budget.rounds)
 
     def grid_shape(self, ranks: int) -> GridShape:
         """A 1D grid of every rank (the global model's row shards)."""
@@ -180,30 +186,37 @@ class GistMode(Mode[GistTrainer]):
                 "full_model_estimate_bytes": self.group.memory(cfg, meta, full).bytes,
                 "gist_estimate_bytes": setup.memory_bytes,
             },
-            sampler=self.group.sampler,
+            sampler=self.group.sampler, rounds=self.rounds,
         )
 
     def describe(self, setup: Setup, trainer: GistTrainer) -> str:
         """``M`` x ``K``, the groups' grid and what they run."""
         o = self.options
+        scaled = f", merged model scaled by 1/{o.subnets}" if o.rescale else ""
         return (
             f"gist {o.subnets} sub-models x {o.local_iters} local iterations,"
+            f" {trainer.budget.describe(o.subnets)}{scaled},"
             f" each group of {trainer.group_size} ranks on grid {trainer.group_grid.shape}"
             f" running {self.group.group_description(trainer.inner)} | global"
         )
 
     def config(self, setup: Setup) -> dict[str, Any]:
-        """``M``, ``K``, the groups' algorithm and its options."""
+        """``M``, ``K``, ``--rounds``, ``--gist-rescale``, the groups' algorithm and options."""
         o = self.options
         return {
-            "subnets": o.subnets, "local_iters": o.local_iters,
+            "subnets": o.subnets, "local_iters": o.local_iters, "rounds": self.rounds,
+            "gist_rescale": o.rescale,
             "group_algo": self.group.group_algo, **self.group.group_config(),
         }
 
     def fingerprint(self, setup: Setup) -> dict[str, Any]:
-        """What shapes the sub-models and their training."""
+        """What shapes the sub-models, their training and (rescaled) the evaluated model.
+
+        ``gist_rescale`` only when given, so checkpoints of runs without it still resume.
+        """
         o = self.options
         return {
+            **({"gist_rescale": True} if o.rescale else {}),
             **self.group.fingerprint(setup), "subnets": o.subnets,
             "local_iters": o.local_iters, "group_algo": self.group.group_algo,
             "group_grid": str(self.group_shape(setup.grid.size)),

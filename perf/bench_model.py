@@ -2,12 +2,20 @@
 
 For each ``P`` of ``--procs`` and each full-batch algorithm, ``hpcgnn model --out`` gives
 the fastest grid of the algorithm with its bytes per category and its alpha-beta time per
-phase on ``--machine``; ``hpcgnn train`` then runs that grid under ``mpiexec -n P`` on the
-same graph, and the ratio measured / predicted is reported per category: bytes (summed
-over ranks, per epoch: exact by construction, the check that the model counts what the
-code sends) and seconds (the busiest rank's modelled time against the measured seconds
-per epoch averaged over ranks: how well alpha and beta describe this machine). Writes
-``perf/results/bench_model.{json,md}`` and prints the table last.
+phase on ``--machine``; ``hpcgnn train --sync-comm`` then runs that grid under ``mpiexec
+-n P`` on the same graph (``--repeats`` times, the median counts), and the ratio measured /
+predicted is reported: bytes (summed over ranks, per epoch: exact by construction, the
+check that the model counts what the code sends) and communication seconds (the busiest
+rank's modelled time against the measured seconds per epoch averaged over ranks). With
+``--sync-comm`` each collective first waits for its ranks, and that wait (skew: load
+imbalance, cores shared by more ranks than they have) is timed apart and reported in its
+own column: the measured seconds are the transfers', the quantity the model predicts.
+
+``--calibrate`` (default on) also runs ``hpcgnn plan --calibrate --out-machine`` at every
+``P`` first, one machine file whose ``collectives`` hold the alpha and beta fitted to
+broadcasts and all-reduces of all ``P`` ranks busy at once, and reports the calibrated
+prediction beside the nominal one. Writes ``perf/results/bench_model.{json,md}`` and
+prints the table last.
 
     python perf/bench_model.py --procs 2,4,8 --nodes 20000 --machine laptop
 """
@@ -17,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import tempfile
 from pathlib import Path
@@ -26,12 +35,29 @@ from tables import hpcgnn, markdown, mpiexec, prepare, save
 ALGOS = ("1d", "1.5d", "2d", "3d")
 
 
-def _fastest(results: dict, algo: str) -> dict | None:
-    """The model's first-ranked choice of ``algo`` for one ``P``."""
-    for choice in results["choices"]:
-        if choice["algo"] == algo:
-            return choice
-    return None
+def _choices(graph: str, args: argparse.Namespace, machine: str, out: Path,
+             env: dict) -> dict[int, dict[tuple[str, str], dict]]:
+    """Per ``P`` every ``(algo, grid)`` the model ranks on ``machine``, in its order."""
+    subprocess.run(hpcgnn("model", graph, "--procs", args.procs, "--machine", machine,
+                          "--hidden", str(args.hidden), "--out", str(out), "--top", "0"),
+                   check=True, stdout=subprocess.DEVNULL, env=env)
+    return {per_p["procs"]: {(c["algo"], c["grid"]): c for c in per_p["choices"]}
+            for per_p in json.loads(out.read_text())["results"]}
+
+
+def _first(ranked: dict[tuple[str, str], dict], algo: str) -> dict | None:
+    """The first-ranked choice of ``algo``."""
+    return next((c for (a, _), c in ranked.items() if a == algo), None)
+
+
+def _train(graph: str, procs: int, algo: str, grid: str, args: argparse.Namespace,
+           metrics: Path, env: dict) -> dict:
+    subprocess.run([mpiexec(), "-n", str(procs), *hpcgnn(
+        "train", graph, "--algo", algo, "--grid", grid, "--epochs", str(args.epochs),
+        "--hidden", str(args.hidden), "--quiet", "--eval-every", "0", "--threads",
+        str(args.threads), "--sync-comm", "--metrics", str(metrics))],
+        check=True, env=env, stdout=subprocess.DEVNULL)
+    return json.loads(metrics.read_text())
 
 
 def main() -> None:
@@ -39,8 +65,11 @@ def main() -> None:
     p.add_argument("graph", nargs="?", help="graph file (default: a generated RMAT graph)")
     p.add_argument("--nodes", type=int, default=20_000, help="generated graph: vertices")
     p.add_argument("--procs", default="2,4,8")
-    p.add_argument("--machine", default="laptop")
+    p.add_argument("--machine", default="laptop", help="the nominal machine file")
+    p.add_argument("--no-calibrate", dest="calibrate", action="store_false",
+                   help="skip the calibrated machine file (nominal prediction only)")
     p.add_argument("--epochs", type=int, default=5)
+    p.add_argument("--repeats", type=int, default=3, help="training runs per entry (median)")
     p.add_argument("--hidden", type=int, default=16)
     p.add_argument("--threads", type=int, default=1, help="torch threads per rank")
     p.add_argument("--name", default="bench_model", help="results name in perf/results")
@@ -49,56 +78,65 @@ def main() -> None:
     runs = []
     with tempfile.TemporaryDirectory() as tmp:
         graph = args.graph or str(prepare(Path(tmp) / "rmat.h5", "rmat", args.nodes))
-        study = Path(tmp) / "model.json"
-        subprocess.run(hpcgnn("model", graph, "--procs", args.procs, "--machine", args.machine,
-                              "--hidden", str(args.hidden), "--out", str(study), "--top", "0"),
-                       check=True, stdout=subprocess.DEVNULL, env=env)
-        for per_p in json.loads(study.read_text())["results"]:
-            procs = per_p["procs"]
+        nominal = _choices(graph, args, args.machine, Path(tmp) / "model.json", env)
+        calibrated: dict[int, dict[tuple[str, str], dict]] = {}
+        if args.calibrate:
+            machine = Path(tmp) / "calibrated.json"
+            for procs in nominal:
+                subprocess.run([mpiexec(), "-n", str(procs), *hpcgnn(
+                    "plan", "--calibrate", "--out", str(Path(tmp) / f"topo-{procs}.json"),
+                    "--out-machine", str(machine))], check=True, env=env,
+                    stdout=subprocess.DEVNULL)
+            calibrated = _choices(graph, args, str(machine), Path(tmp) / "cal.json", env)
+        for procs, ranked in nominal.items():
             for algo in ALGOS:
-                choice = _fastest(per_p, algo)
+                choice = _first(ranked, algo)
                 if choice is None:
                     continue
-                metrics = Path(tmp) / f"{algo}-{procs}.json"
-                subprocess.run([mpiexec(), "-n", str(procs), *hpcgnn(
-                    "train", graph, "--algo", algo, "--grid", choice["grid"],
-                    "--epochs", str(args.epochs), "--hidden", str(args.hidden), "--quiet",
-                    "--eval-every", "0", "--threads", str(args.threads),
-                    "--metrics", str(metrics))], check=True, env=env, stdout=subprocess.DEVNULL)
-                doc = json.loads(metrics.read_text())
-                measured_b = doc["comm"]["measured_bytes"]
-                measured_s = doc["time"]["phases"]
-                pred_b, pred_s = choice["bytes_by_category"], choice["time_by_phase_s"]
-                cats = sorted(set(pred_b) | {c for c, v in measured_b.items() if v})
+                docs = [_train(graph, procs, algo, choice["grid"], args,
+                               Path(tmp) / f"{algo}-{procs}-{r}.json", env)
+                        for r in range(args.repeats)]
+                pred_b = choice["bytes_by_category"]
+                cats = sorted(set(pred_b) | {c for c, v in docs[0]["comm"]["measured_bytes"]
+                                             .items() if v})
+                comm = [sum(d["time"]["phases"].get(c, 0.0) for c in cats) for d in docs]
+                wait = [d["time"]["phases"].get("wait", 0.0) for d in docs]
+                cal = calibrated.get(procs, {}).get((algo, choice["grid"]))
                 runs.append({
                     "procs": procs, "algo": algo, "grid": choice["grid"],
-                    "bytes": {c: {"measured": measured_b.get(c, 0.0),
+                    "bytes": {c: {"measured": docs[0]["comm"]["measured_bytes"].get(c, 0.0),
                                   "predicted": pred_b.get(c, 0.0)} for c in cats},
-                    "seconds": {c: {"measured": measured_s.get(c, 0.0),
-                                    "predicted": pred_s.get(c, 0.0)} for c in cats},
-                    "predicted_latency_s": pred_s.get("latency", 0.0),
-                    "measured_comm_s": sum(measured_s.get(c, 0.0) for c in cats),
+                    "measured_comm_s": statistics.median(comm), "measured_comm_runs_s": comm,
+                    "measured_wait_s": statistics.median(wait),
                     "predicted_comm_s": choice["time_s"],
+                    "calibrated_comm_s": None if cal is None else cal["time_s"],
                 })
 
-    def ratio(m: float, p: float) -> float | str:
+    def ratio(m: float, p: float | None) -> float | str:
         return m / p if p else "-"
 
     rows = []
     for r in runs:
         mb = sum(v["measured"] for v in r["bytes"].values())
         pb = sum(v["predicted"] for v in r["bytes"].values())
+        cal = r["calibrated_comm_s"]
         rows.append([r["procs"], r["algo"], r["grid"], mb / 1e6, ratio(mb, pb),
-                     1e3 * r["measured_comm_s"], 1e3 * r["predicted_comm_s"],
-                     ratio(r["measured_comm_s"], r["predicted_comm_s"])])
+                     1e3 * r["measured_comm_s"], 1e3 * r["measured_wait_s"],
+                     1e3 * r["predicted_comm_s"], ratio(r["measured_comm_s"],
+                                                        r["predicted_comm_s"]),
+                     "-" if cal is None else 1e3 * cal, ratio(r["measured_comm_s"], cal)])
     table = markdown(
-        f"Cost model vs measurement ({args.machine} alpha/beta, hidden {args.hidden}, "
-        f"{args.threads} thread(s)/rank; {args.graph or f'RMAT {args.nodes}'})",
-        ["P", "algo", "grid", "MB/epoch measured", "bytes measured/predicted",
-         "comm ms measured", "comm ms predicted", "time measured/predicted"], rows,
-        ["Per-category ratios in the JSON. Bytes are the sum over ranks; the predicted time "
-         "is the busiest rank's alpha-beta time, the measured one the mean over ranks of the "
-         "seconds in communication per epoch."],
+        f"Cost model vs measurement ({args.machine} and calibrated alpha/beta, hidden "
+        f"{args.hidden}, {args.threads} thread(s)/rank, median of {args.repeats} runs;"
+        f" {args.graph or f'RMAT {args.nodes}'})",
+        ["P", "algo", "grid", "MB/epoch", "bytes meas/pred", "comm ms measured",
+         "wait ms", f"ms {args.machine}", f"meas/{args.machine}", "ms calibrated",
+         "meas/calibrated"], rows,
+        ["Bytes are the sum over ranks; a predicted time is the busiest rank's alpha-beta "
+         "time, the measured one the mean over ranks of the seconds in the transfers per "
+         "epoch (`--sync-comm`: each collective first waits for its ranks; that wait is the "
+         "'wait' column, not predicted). 'calibrated': `hpcgnn plan --calibrate "
+         "--out-machine` at each P (collectives of all P ranks busy, fitted)."],
     )
     save(args.name, {"args": vars(args), "runs": runs}, table)
 

@@ -36,8 +36,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "and beta as a topology file to --out (run under mpiexec -n P)")
     p.add_argument("--out-machine", metavar="M.json", default=None,
                    help="with --calibrate: also write the measured alpha and beta (medians "
-                        "over the pairs within a host and across hosts) as a machine file "
-                        "for hpcgnn model --machine M.json")
+                        "over the pairs within a host and across hosts, and a fit to "
+                        "broadcasts and all-reduces timed with every rank busy, for this job "
+                        "size P) as a machine file for hpcgnn model --machine M.json; an "
+                        "existing machine file keeps its fits at other job sizes")
     p.add_argument("--write-topology", metavar="SPEC", default=None,
                    help="write the topology of SPEC to --out instead of planning: "
                         "rail:NODESxGPUS[,key=value...] with keys nvlink_gbps, net_gbps, "
@@ -129,7 +131,7 @@ def _calibrate(out: str, out_machine: str | None = None) -> None:
 
     from hpcgnn.comm import Comm, collective
     from hpcgnn.comm.calibrate import calibrate
-    from hpcgnn.cost.machine import measured_machine
+    from hpcgnn.cost.machine import fit_link, measured_machine
     from hpcgnn.planning.topology import measured_topology, parse_topology
     from hpcgnn.utils.files import atomic_write, check_output
     from hpcgnn.utils.json_text import dumps
@@ -157,14 +159,31 @@ def _calibrate(out: str, out_machine: str | None = None) -> None:
                 print(f"calibrated {world.size} ranks on {len(doc['nodes'])} node(s): "
                       f"alpha {alphas or 'n/a'}, stage {doc['stage_alpha_us']} us{end} -> {out}")
                 if out_machine is not None:
+                    fit = None if cal.collectives is None else fit_link(cal.collectives)
                     machine = measured_machine(
                         Path(out_machine).stem, cal.hosts, cal.pairs,
-                        f"ping-pong of {cal.small_bytes} and {cal.large_bytes} bytes",
+                        f"ping-pong of {cal.small_bytes} and {cal.large_bytes} bytes; "
+                        "collectives with every rank busy", fit, _previous(out_machine),
                     )
                     atomic_write(out_machine, dumps(machine, indent=1) + "\n", "--out-machine")
-                    print(f"machine file -> {out_machine}")
+                    sizes = ", ".join(machine.get("collectives", {})) or "none"
+                    print(f"machine file -> {out_machine} (collectives fitted at P = {sizes})")
     finally:
         world.free()
+
+
+def _previous(path: str) -> dict | None:
+    """The machine file ``path`` if it is one (its fits at other job sizes are kept)."""
+    from hpcgnn.cost.machine import load_machine
+    from hpcgnn.errors import ConfigError
+    from hpcgnn.utils.json_text import read_json
+
+    try:
+        load_machine(path if path.endswith(".json") else f"{path}.json")
+        doc = read_json(path)
+    except (ConfigError, OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
 
 
 def _run(args: argparse.Namespace) -> None:

@@ -104,6 +104,11 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="evaluate every K epochs (0: only at the end; default: 1)")
     o.add_argument("--metrics", default=None, help="write the metrics JSON here (rank 0)")
     o.add_argument("--trace", default=None, help="write a Chrome/Perfetto trace here (rank 0)")
+    o.add_argument("--sync-comm", action="store_true",
+                   help="diagnostic: every collective first waits for its communicator's "
+                        "ranks, timed apart as 'wait' (skew: load imbalance, shared cores), "
+                        "so each category's seconds are its transfers' alone, what the cost "
+                        "model predicts (slower; results unchanged)")
     o.add_argument("--log-csv", default=None, metavar="LOG.csv",
                    help="write one CSV row per epoch as training runs (rank 0; the metrics'"
                         " epochs fields)")
@@ -204,7 +209,7 @@ def run(args: argparse.Namespace, predict_out: str | None = None) -> int:
         trace_epochs=parse_epoch_range(args.trace_epochs, bool(args.trace)),
         checkpoint_dir=args.checkpoint_dir, checkpoint_every=args.checkpoint_every,
         resume=args.resume, quiet=args.quiet, tier_gbps=tiers_from_flag(args.tier_gbps),
-        device=args.device, predict_out=predict_out,
+        device=args.device, predict_out=predict_out, sync_comm=args.sync_comm,
     )
     train(opts, cfg)
     return 0

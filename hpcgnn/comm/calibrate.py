@@ -25,6 +25,7 @@ as if all were.
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 from dataclasses import dataclass
@@ -60,6 +61,10 @@ class Calibration:
         per message sent or received, time per byte moved), or ``None`` on one rank.
     cores
         Cores the ranks of each host may run on (by host name).
+    collectives
+        The collectives as the algorithms run them, every rank busy
+        (:func:`busy_collectives`): ``(messages, bytes, seconds)`` in the cost model's
+        accounting, for :func:`hpcgnn.cost.machine.fit_link`; ``None`` on one rank.
     """
 
     hosts: list[str]
@@ -69,6 +74,7 @@ class Calibration:
     large_bytes: int
     endpoint: tuple[float, float] | None = None
     cores: dict[str, int] | None = None
+    collectives: list[tuple[int, float, float]] | None = None
 
 
 def _round_trip(comm: Comm, a: int, b: int, buf: np.ndarray, repeats: int) -> float:
@@ -160,7 +166,48 @@ def calibrate(
     if endpoint is not None:  # all ranks were busy: each had cores / ranks of a core
         share = min(min(1.0, cores[h] / hosts.count(h)) for h in cores)
         endpoint = (endpoint[0] * share, endpoint[1] * share)
-    return Calibration(hosts, pairs, stage, small_bytes, large_bytes, endpoint, cores)
+    collectives = busy_collectives(comm, repeats) if comm.size > 1 else None
+    return Calibration(hosts, pairs, stage, small_bytes, large_bytes, endpoint, cores,
+                       collectives)
+
+
+#: Message sizes of :func:`busy_collectives`: the per-stage broadcasts and the all-reduces
+#: of full-batch training span these (a block of 64-wide rows to the weights' gradients).
+COLLECTIVE_BYTES = (1 << 12, 1 << 16, 1 << 20)
+
+
+def busy_collectives(comm: Comm, repeats: int) -> list[tuple[int, float, float]]:
+    """Time broadcasts and all-reduces as CAGNET's algorithms run them (collective).
+
+    A *broadcast round* is ``P`` broadcasts over every rank, each rank the root of one (the
+    stages of a 1D SpMM); an all-reduce is one over every rank (the gradients, the 1.5D
+    row sums). Every rank takes part in each, so the times include what a rank pays while
+    all are busy (shared cores and links, waiting for the slowest), which ping-pongs of one
+    pair do not. Each of :data:`COLLECTIVE_BYTES` is timed ``repeats`` times after a warm-up
+    (the median of the slowest rank's times) and returned in the cost model's accounting
+    (:mod:`hpcgnn.cost.block_row`): ``(messages, bytes, seconds)`` with a round of ``P``
+    messages and ``(P - 1) m`` bytes received by a rank, an all-reduce of ``2 ceil(log2 P)``
+    messages and ``2 m (P - 1) / P`` bytes.
+    """
+    p = comm.size
+    steps = 2 * math.ceil(math.log2(p))
+    out = []
+    for m in COLLECTIVE_BYTES:
+        buf = np.zeros(m // 4, dtype=np.float32)
+        rounds, sums = [], []
+        for _ in range(repeats + 1):  # the first of each warms the path up
+            comm.barrier(CATEGORY)
+            t0 = MPI.Wtime()
+            for root in range(p):
+                comm.bcast(buf, root, CATEGORY)
+            rounds.append(comm.allreduce_scalar(MPI.Wtime() - t0, MPI.MAX, CATEGORY))
+            comm.barrier(CATEGORY)
+            t0 = MPI.Wtime()
+            comm.allreduce(buf, CATEGORY)
+            sums.append(comm.allreduce_scalar(MPI.Wtime() - t0, MPI.MAX, CATEGORY))
+        out.append((p, float((p - 1) * m), statistics.median(rounds[1:])))
+        out.append((steps, 2.0 * m * (p - 1) / p, statistics.median(sums[1:])))
+    return out
 
 
 def _cpus() -> set[int]:

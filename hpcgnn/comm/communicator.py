@@ -30,7 +30,7 @@ import torch
 from mpi4py import MPI
 
 from hpcgnn.backend import Device, get_device
-from hpcgnn.comm.stats import CommStats
+from hpcgnn.comm.stats import WAIT, CommStats
 from hpcgnn.comm.wire import Transfer, Wire, as_array
 
 #: A communication buffer: the result has the kind (and dtype, device) of the input.
@@ -128,6 +128,9 @@ class Comm:
         The staging copies, if any, are inside the timed interval (they are part of what
         the call costs here) and count apart (:attr:`CommStats.staged`).
         """
+        if self.stats.sync_waits and category not in ("barrier", WAIT) and self.size > 1:
+            self.device.synchronize()  # the work before the call is done: a wait, not a call
+            self.barrier(WAIT)
         t0 = self.stats.mark()
         transfer = self.wire.transfer()
         yield transfer

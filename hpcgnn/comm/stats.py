@@ -24,6 +24,9 @@ import numpy as np
 
 from hpcgnn.backend import Mark, cpu
 
+#: The category of ``--sync-comm``'s waits: a rank's seconds waiting for the ranks of a
+#: collective to arrive (skew: load imbalance, shared cores), apart from the transfer.
+WAIT = "wait"
 
 @dataclass
 class CategoryStats:
@@ -113,6 +116,10 @@ class CommStats:
     """
 
     tracing: bool = False
+    #: ``--sync-comm``: every collective waits for its communicator's ranks first, that
+    #: wait timed apart as :data:`WAIT` (:meth:`hpcgnn.comm.Comm._call`), so a category's
+    #: seconds are its transfers' alone, the quantity the cost model predicts.
+    sync_waits: bool = False
     max_spans: int = 200_000
     clock: Callable[[], float] = field(default=cpu().clock, repr=False, compare=False)
     mark: Callable[[], Mark] = field(default=cpu().mark, repr=False, compare=False)

@@ -4,16 +4,22 @@ A machine has ``gpus_per_node`` (one rank per GPU), its node ``injection_gbps`` 
 link kind, ``alpha`` (seconds per message) and ``beta`` (seconds per byte):
 ``intra_node`` and, for a cluster, ``inter_node``. The cost model charges one link for a
 run: the intra-node link while the ``P`` ranks fit on one node, the inter-node link
-otherwise (the slowest link a collective crosses bounds it). Contention for a node's
-injection bandwidth among concurrent collectives (CAGNET Sec. 6.2) is not modelled.
-Every file names the source of its numbers in ``comment`` and per link in ``source``.
+otherwise (the slowest link a collective crosses bounds it), the network's beta raised by
+injection contention (:meth:`Machine.link`). A calibrated file (``hpcgnn plan --calibrate
+--out-machine``) also has ``collectives``: per job size ``P`` the alpha and beta fitted to
+broadcasts and all-reduces timed with every rank busy (:func:`fit_link`), which the model
+uses for a run of exactly that ``P`` instead of the links. Every file names the source of
+its numbers in ``comment`` and per link in ``source``.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+
+import numpy as np
 
 from hpcgnn.errors import ConfigError
 from hpcgnn.planning.dedup import parse_tier_gbps
@@ -56,6 +62,9 @@ class Machine:
         HongTu's tiers (``hd`` host to device, ``dd`` device to device, ``ru`` a device's
         own copies), GB/s, for offload's modelled cost ``C``; ``None`` where the file
         gives none (the defaults of :data:`~hpcgnn.planning.dedup.DEFAULT_TIER_GBPS`).
+    collectives
+        Calibrated alpha and beta by job size ``P`` (:func:`fit_link`), empty for a
+        nominal machine.
 
     """
 
@@ -65,6 +74,7 @@ class Machine:
     links: dict[str, Link]
     comment: str
     tier_gbps: dict[str, float] | None = None
+    collectives: dict[int, Link] = field(default_factory=dict)
 
     def link_kind(self, procs: int) -> str:
         """The link that bounds a collective over ``procs`` ranks."""
@@ -80,8 +90,11 @@ class Machine:
         divided among them: ``beta = max(beta_link, ranks / injection bytes/s)`` (Summit:
         6 GPUs on 25 GB/s, 4.2 GB/s each, below the 12.5 GB/s per socket of the link;
         Perlmutter: 4 GPUs on 4 x 25 GB/s, the link's 25 GB/s). Within a node, and for a
-        machine without ``injection_gbps``, the link's figures.
+        machine without ``injection_gbps``, the link's figures. A calibrated machine's fit
+        for exactly ``procs`` ranks (:attr:`collectives`) comes first.
         """
+        if procs in self.collectives:
+            return self.collectives[procs]
         kind = self.link_kind(procs)
         link = self.links[kind]
         if kind != "inter_node" or self.injection_gbps <= 0:
@@ -154,6 +167,15 @@ def parse_machine(doc: object, where: str = "<dict>") -> Machine:
             raise bad(f"link '{kind}' needs 'alpha' (s) and 'beta' (s/byte)")
         parsed[kind] = Link(number(link["alpha"], f"{kind}.alpha", False),
                             number(link["beta"], f"{kind}.beta", True))
+    collectives = doc.get("collectives", {})
+    if not isinstance(collectives, dict) or not all(
+        isinstance(k, str) and k.isdigit() and int(k) > 0 and isinstance(v, dict)
+        and {"alpha", "beta"} <= set(v) for k, v in collectives.items()
+    ):
+        raise bad("'collectives' must map job sizes (\"4\") to {'alpha', 'beta'}")
+    fits = {int(k): Link(number(v["alpha"], f"collectives.{k}.alpha", False),
+                         number(v["beta"], f"collectives.{k}.beta", True))
+            for k, v in collectives.items()}
     tiers = doc.get("tier_gbps")
     if tiers is not None:
         if not isinstance(tiers, dict) or not set(tiers) - {"source"} <= set(TIERS):
@@ -166,7 +188,33 @@ def parse_machine(doc: object, where: str = "<dict>") -> Machine:
         links=parsed,
         comment=str(doc.get("comment", "")),
         tier_gbps=tiers,
+        collectives=fits,
     )
+
+
+def fit_link(samples: Sequence[tuple[float, float, float]]) -> Link:
+    """``alpha`` and ``beta`` of ``t = alpha messages + beta bytes`` fitted to ``samples``.
+
+    ``samples``: ``(messages, bytes, seconds)`` of collectives timed as the algorithms run
+    them (:func:`hpcgnn.comm.calibrate.busy_collectives`). Least squares of the relative
+    errors, so a microsecond collective counts as much as a second's; ``alpha >= 0``
+    (where the free fit's is negative, the fit through the origin). A fit whose ``beta`` is
+    not positive (the larger messages no slower) is refused, not clamped.
+    """
+    arr = np.asarray(samples, dtype=np.float64).reshape(-1, 3)
+    if len(arr) < 2 or not np.all(arr[:, 2] > 0):
+        raise ConfigError("calibration: need two or more collectives timed above zero")
+    rows = arr[:, :2] / arr[:, 2:]
+    (alpha, beta), *_ = np.linalg.lstsq(rows, np.ones(len(arr)), rcond=None)
+    if alpha < 0:
+        per_byte = rows[:, 1]
+        alpha, beta = 0.0, float(per_byte.sum() / (per_byte @ per_byte))
+    if not beta > 0:
+        raise ConfigError(
+            "calibration: no positive per-byte time fits the collectives (larger messages "
+            "timed no slower); rerun on an idle machine"
+        )
+    return Link(float(alpha), float(beta))
 
 
 def tiers_from_flag(text: str | None) -> dict[str, float] | None:
@@ -185,6 +233,7 @@ def tiers_from_flag(text: str | None) -> dict[str, float] | None:
 
 def measured_machine(
     name: str, hosts: list[str], pairs: dict[tuple[int, int], tuple[float, float]], how: str,
+    collective: Link | None = None, previous: dict | None = None,
 ) -> dict:
     """A machine document from ``hpcgnn plan --calibrate``'s ping-pongs (see :func:`load_machine`).
 
@@ -192,8 +241,10 @@ def measured_machine(
     every measured pair. Per link kind the medians of the pairs on one host
     (``intra_node``) and across hosts (``inter_node``); ``gpus_per_node`` is the ranks a
     host ran (the model's node: ``inter_node`` beyond it); no injection figure (the
-    ping-pongs ran one pair at a time). Raises :class:`ConfigError` without a pair inside
-    a host.
+    ping-pongs ran one pair at a time). ``collective``: the busy collectives' fit
+    (:func:`fit_link`) for this job's ``len(hosts)`` ranks, added to the ``collectives``
+    of ``previous`` (the machine file being rewritten, if it was one: runs at several
+    ``P`` build one file). Raises :class:`ConfigError` without a pair inside a host.
     """
     groups: dict[str, list[tuple[float, float]]] = {"intra_node": [], "inter_node": []}
     for (a, b), fit in pairs.items():
@@ -216,5 +267,13 @@ def measured_machine(
                    f"{len(hosts)} ranks: {how}",
         "gpus_per_node": per_host, "injection_gbps": 0.0, "links": links,
     }
+    fits = dict((previous or {}).get("collectives", {}))
+    if collective is not None:
+        fits[str(len(hosts))] = {
+            "alpha": collective.alpha, "beta": collective.beta,
+            "source": "broadcast rounds and all-reduces of every rank, fitted",
+        }
+    if fits:
+        doc["collectives"] = dict(sorted(fits.items(), key=lambda kv: int(kv[0])))
     parse_machine(doc, name)  # what is written reads back
     return doc

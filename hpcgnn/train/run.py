@@ -60,6 +60,8 @@ class RunOptions:
     #: ``hpcgnn predict``: write the logits of the model in ``resume`` here instead of
     #: training (:mod:`hpcgnn.train.predict`).
     predict_out: str | None = None
+    #: ``--sync-comm``: time each collective's wait for its ranks apart (``wait``).
+    sync_comm: bool = False
 
     def __post_init__(self) -> None:
         if self.finetune and self.resume:
@@ -197,6 +199,7 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
     grid.world.barrier()
     grid.stats.reset()
     grid.stats.tracing = bool(opts.trace)
+    grid.stats.sync_waits = opts.sync_comm
 
     def trace_window(number: int) -> None:
         window = opts.trace_epochs
@@ -263,7 +266,7 @@ def _report(
     }
     config = {
         **cfg.as_dict(), "algo": mode.label, "grid": str(grid.shape), "graph": opts.graph,
-        "mode": mode.name, **mode.config(setup),
+        "mode": mode.name, **mode.config(setup), "sync_comm": opts.sync_comm,
     }
     finish_run(
         grid, result, config=config, meta=setup.meta, measured=measured, phases=phases,

@@ -90,11 +90,16 @@ def test_calibrate_writes_a_machine_file_the_model_reads(shared_tmp, world, caps
     m = load_machine(str(machine))
     topo = load_topology(out, world.size)
     betas = sorted(1 / (ln.bandwidth_gbps * 1e9) for ln in topo.links)  # the pairs' fits
-    beta = m.link(world.size).beta
+    beta = m.links["intra_node"].beta
     ok = (m.name == "here" and m.gpus_per_node == world.size and set(m.links) == {"intra_node"}
           and betas[0] * (1 - 1e-4) <= beta <= betas[-1] * (1 + 1e-4)  # the file rounds
-          and m.link(world.size).alpha > 0)
+          and m.links["intra_node"].alpha > 0)
     assert_all(world, ok, f"{m} vs {betas}")
+    # the busy collectives' fit for this job size, which the model takes at this P
+    fit = m.collectives.get(world.size)
+    ok = fit is not None and fit.beta > 0 and m.link(world.size) == fit
+    assert_all(world, ok, f"no collective fit at P = {world.size}: {m.collectives}")
+    assert_all(world, m.link(world.size + 1) == m.links["intra_node"], "another P: the link")
     capsys.readouterr()
     if world.rank == 0:
         assert main(["model", "--shape", "1000,10000,16,4", "--procs", str(world.size),

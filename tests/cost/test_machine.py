@@ -67,3 +67,33 @@ def test_tier_bandwidths_come_from_the_flag_or_a_machine_file():
         tiers_from_flag("laptop")
     with pytest.raises(ConfigError, match="unknown machine 'nope'"):
         tiers_from_flag("nope")
+
+
+def test_a_fit_recovers_alpha_and_beta_and_refuses_no_bandwidth():
+    from hpcgnn.cost.machine import Link, fit_link
+
+    alpha, beta = 2e-5, 3e-10
+    samples = [(m, b, alpha * m + beta * b) for m, b in ((4, 1e3), (4, 1e6), (2, 5e4))]
+    got = fit_link(samples)
+    assert got.alpha == pytest.approx(alpha, rel=1e-9) and got.beta == pytest.approx(beta)
+    # a negative free alpha: the fit through the origin
+    low = fit_link([(1, 1e3, 1e-8), (1, 1e6, 1e-4)])
+    assert low.alpha == 0.0 and 1e-11 < low.beta < 1e-10
+    with pytest.raises(ConfigError, match="no positive per-byte time"):
+        fit_link([(1, 1e3, 1e-3), (1, 1e6, 1e-4)])
+    assert isinstance(got, Link)
+
+
+def test_collective_fits_are_per_job_size_and_merge_into_the_file():
+    from hpcgnn.cost.machine import Link, measured_machine, parse_machine
+
+    pairs = {(0, 1): (1e-5, 1e-10)}
+    first = measured_machine("m", ["h", "h"], pairs, "test", Link(3e-6, 2e-10))
+    again = measured_machine("m", ["h"] * 4, {**pairs, (2, 3): (1e-5, 1e-10)}, "test",
+                             Link(5e-6, 4e-10), previous=first)
+    m = parse_machine(again)
+    assert set(m.collectives) == {2, 4}
+    assert m.link(2) == Link(3e-6, 2e-10) and m.link(4) == Link(5e-6, 4e-10)
+    assert m.link(3) == m.links["intra_node"]
+    with pytest.raises(ConfigError, match="'collectives' must map"):
+        parse_machine({**again, "collectives": {"x": {"alpha": 1, "beta": 1}}})

@@ -126,7 +126,7 @@ def bench_one(args: argparse.Namespace, path: str, spec: SamplerSpec, train: np.
         nbytes = {
             "grid": str(grid.shape), "bulk": spec.bulk,
             **byte_summary(grid.world, grid.stats, sampler.bytes_oblivious,
-                           sampler.bytes_control),
+                           sampler.bytes_control, sampler.bytes_partial_products),
         }
     return rows, nbytes
 

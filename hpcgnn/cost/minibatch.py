@@ -49,6 +49,8 @@ CATEGORIES = (CONTROL, ALLREDUCE, FEATURE_REQUEST, FEATURE_FETCH, SAMPLE_FRONTIE
               SAMPLE_REQUEST, SAMPLE_ROWS, SAMPLE_COMBINE)
 #: Index bytes of one id (int64) and of one label.
 ID_BYTES = 8
+#: Bytes of one computed value (float64) of a partial product of ``P = Q (S .* S)``.
+VALUE_BYTES = 8
 
 
 def pickled_bytes(value: int) -> int:
@@ -206,6 +208,42 @@ def charge_sampling(
                        2 * steps)
     others = sum(r + n for q, (r, n) in enumerate(parts) if q != row.me)
     traffic.charge(SAMPLE_COMBINE, row.world_rank, ID_BYTES * others, 2 * log_steps(row.size))
+
+
+def partial_product_bytes(nonzeros: np.ndarray, present: np.ndarray) -> int:
+    """What the paper's all-reduce of ``P = Q (S .* S)``'s partial products would move.
+
+    LADIES' ``P`` has one row per batch; on a ``(P/c) x c`` grid replica ``q`` of a process
+    row sums, over the rows of ``S`` in its stage chunk, a partial product whose row ``b``
+    holds the union of the column ids of the rows of ``F_b`` it owns, with computed values.
+    The sparse all-reduce is charged as an all-gather of every partial product to the
+    ``c - 1`` other replicas (every replica ends with all of ``P_i``, as in the paper): per
+    partial row its length (``8`` bytes) and per nonzero an int64 column id and a float64
+    value (``16`` bytes). A replica whose chunk holds no remote block has no partial
+    product and sends nothing (its rows of the process row's own block are local to every
+    replica, as in :func:`charge_sampling`).
+
+    Parameters
+    ----------
+    nonzeros
+        ``(c, K)``: the nonzeros of row ``b`` of replica ``q``'s partial product, for the
+        ``K`` batches this rank samples.
+    present
+        ``(c,)`` booleans: replica ``q`` has a partial product (its stage chunk holds a
+        block other than the process row's own).
+
+    Returns
+    -------
+    int
+        Bytes all replicas of the process row would receive for this rank's batches' rows
+        (summed over ranks, the all-reduce's whole volume).
+    """
+    nonzeros = np.asarray(nonzeros, dtype=np.int64)
+    present = np.asarray(present, dtype=bool)
+    c, k = nonzeros.shape
+    rows = ID_BYTES * k * int(present.sum())
+    entries = (ID_BYTES + VALUE_BYTES) * int(nonzeros[present].sum())
+    return (c - 1) * (rows + entries)
 
 
 def seconds(busiest: dict[str, float], messages: dict[str, float], link: Link

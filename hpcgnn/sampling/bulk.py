@@ -62,6 +62,8 @@ from hpcgnn.sampling.spec import LAYOUTS, SamplerSpec
 from hpcgnn.sampling.spgemm_1p5d import SparsityAwareRows
 
 RowSource = Callable[[np.ndarray], RowStore]
+#: Sees each hop's stacked frontier ``(ptr, ids)`` and the rows of ``S`` fetched for it.
+HopObserver = Callable[[Array, Array, RowStore], None]
 
 #: Most entries (frontier rows + their nonzeros of ``S``) of one local stacked hop: 2 MiB
 #: per int64 temporary, so a hop's working set stays in the caches and in memory the
@@ -188,7 +190,7 @@ def _on(xp: HostOps, ptr_ids: tuple[np.ndarray, np.ndarray]) -> tuple[Array, Arr
 
 def sample_stack(
     spec: SamplerSpec, epoch: int, batch_ids: list[int], seeds: list[np.ndarray],
-    rows: RowSource, chunking: Chunking | None = None,
+    rows: RowSource, chunking: Chunking | None = None, observe: HopObserver | None = None,
 ) -> list[SampledBatch]:
     """Sample the batches ``batch_ids`` (seed vertices ``seeds``) together, hop by hop.
 
@@ -197,6 +199,7 @@ def sample_stack(
     times, also when there is no batch (so a collective source stays in step on every
     rank). The hops are sampled where the stores' arrays are (the host, or the sampling
     device: then the hops' arrays are tensors there), in chunks of ``chunking``'s size.
+    ``observe(ptr, ids, store)``, if given, sees each hop's stacked frontier and its store.
     """
     chunking = Chunking() if chunking is None else chunking
     key, bids, arrays = _start(spec, epoch, batch_ids, seeds)
@@ -205,6 +208,8 @@ def sample_stack(
     fr_ptr, fr_ids = seed
     for hop in range(spec.layers):
         store = rows(fr_ids)
+        if observe is not None:
+            observe(fr_ptr, fr_ids, store)
         if not out:
             continue
         if hop == 0:  # the stack where the store is
@@ -402,6 +407,17 @@ class BulkSampler:
         return 0 if self.aware is None else self.aware.bytes_oblivious
 
     @property
+    def bytes_partial_products(self) -> int | None:
+        """Bytes the paper's all-reduce of LADIES' partial products would have moved so far.
+
+        :attr:`SparsityAwareRows.bytes_partial_products`; ``None`` unless a layer-wise
+        sampler's hops are fetched across process rows (the partitioned layout, ``P/c > 1``).
+        """
+        if self.aware is None or not self.spec.method.layer_wise or self.grid.col.size == 1:
+            return None
+        return self.aware.bytes_partial_products
+
+    @property
     def bytes_control(self) -> int:
         """``control`` bytes this rank received in the SpGEMM's calls (0 if replicated)."""
         return 0 if self.aware is None else self.aware.bytes_control
@@ -442,11 +458,15 @@ class BulkSampler:
             return out
         if self.aware is not None:
             aware = self.aware
+            hops: list[tuple[Array, Array, RowStore]] = []
             with self.grid.stats.phase("sample"):
                 out = sample_stack(
                     self.spec, epoch, ids, seeds, lambda f: aware(setops.unique(f)),
                     self.chunking,
+                    None if self.bytes_partial_products is None else lambda *h: hops.append(h),
                 )
+            for hop in hops:  # counted outside the sample phase: no message, not sampling
+                aware.count_partial_products(*hop)
             self._count(out)
             return out
         full = self.full

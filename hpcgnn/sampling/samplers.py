@@ -49,6 +49,15 @@ class Sampler:
     induced: bool = False
 
     @property
+    def layer_wise(self) -> bool:
+        """Each hop draws from ``P = Q (S .* S)``, one row per batch (LADIES).
+
+        Its 1.5D SpGEMM's partial products carry computed values, unlike node-wise
+        sampling's (rows of ``S``) and the induced subgraphs' (no product).
+        """
+        return not self.node_wise and not self.induced
+
+    @property
     def self_loops(self) -> bool:
         """``S`` has ``A^T + I``'s pattern: the sampled layers are the kind's operator's."""
         return self.kind.self_loops

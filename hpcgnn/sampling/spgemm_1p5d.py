@@ -26,6 +26,15 @@ alternative broadcasts whole block rows: replica ``(i, j)`` would receive every 
 :attr:`SparsityAwareRows.bytes_oblivious` accumulates that volume for every call, for
 comparison with the measured bytes. Every call charges its bytes to the cost model
 first (:func:`hpcgnn.cost.minibatch.charge_sampling`).
+
+For LADIES the row all-gather is not the paper's last step: ``P = Q (S .* S)`` has one
+row per batch, and the paper all-reduces the ``c`` partial products of ``P`` (column ids
+and computed values), then runs the row extraction ``R S`` as a second SpGEMM. Ours moves
+the rows themselves, which serve both. :meth:`SparsityAwareRows.count_partial_products`
+accumulates, from sizes this rank knows and with no message, what that all-reduce would
+have moved for this rank's batches (:func:`partial_nonzeros`,
+:func:`hpcgnn.cost.minibatch.partial_product_bytes`), for comparison
+(``bytes_partial_products`` in :func:`byte_summary`).
 """
 
 from __future__ import annotations
@@ -34,7 +43,13 @@ import numpy as np
 
 from hpcgnn.comm.communicator import Comm
 from hpcgnn.comm.stats import CommStats
-from hpcgnn.cost.minibatch import CONTROL, Members, Traffic, charge_sampling
+from hpcgnn.cost.minibatch import (
+    CONTROL,
+    Members,
+    Traffic,
+    charge_sampling,
+    partial_product_bytes,
+)
 from hpcgnn.cost.minibatch import SAMPLE_COMBINE as COMBINE
 from hpcgnn.cost.minibatch import SAMPLE_FRONTIER as FRONTIER
 from hpcgnn.cost.minibatch import SAMPLE_REQUEST as REQUEST
@@ -49,7 +64,8 @@ COMBINE_CATEGORIES = (COMBINE, FRONTIER)
 
 
 def byte_summary(
-    world: Comm, stats: CommStats, oblivious: int, control: int = 0
+    world: Comm, stats: CommStats, oblivious: int, control: int = 0,
+    partial: int | None = None,
 ) -> dict[str, int | float | None]:
     """The partitioned layout's bytes counted in ``stats``, summed over ranks (collective).
 
@@ -63,6 +79,11 @@ def byte_summary(
     moved, fetch, combine and control (the oblivious algorithm's own combine, an
     all-reduce of partial products, is not charged to it: the ratio is a lower bound);
     ``None`` when nothing moved (replicated layout or ``P/c = 1``).
+    ``bytes_partial_products`` sums ``partial``, this rank's
+    :attr:`SparsityAwareRows.bytes_partial_products`: what the paper's all-reduce of
+    LADIES' partial products of ``P`` would have moved instead of ``sample_combine``;
+    ``None`` where ``partial`` is (the same on every rank: another sampler, the replicated
+    layout, ``P/c = 1``).
     """
     cats = stats.snapshot()
 
@@ -77,12 +98,55 @@ def byte_summary(
         "bytes_sparsity_aware": aware, "bytes_row_combine": combine,
         "bytes_sampling_control": ctl, "bytes_oblivious": obl,
         "oblivious_over_aware": obl / ours if aware + combine else None,
+        "bytes_partial_products": (
+            None if partial is None else int(world.allreduce_scalar(int(partial)))
+        ),
     }
 
 
 def members(comm: Comm, world_rank: int) -> Members:
     """The world ranks of ``comm``'s members, for the cost model (collective, set-up)."""
     return Members(np.asarray(comm.allgather_obj(int(world_rank)), dtype=np.int64), comm.rank)
+
+
+def partial_nonzeros(fr_ptr: Array, fr_ids: Array, store: RowStore, offsets: np.ndarray,
+                     replica_of: np.ndarray, replicas: int) -> np.ndarray:
+    """Nonzeros of each batch's row of every replica's partial product of ``P = Q (S .* S)``.
+
+    Replica ``q`` of the process row sums over the rows of ``S`` in its stage chunk, so its
+    row ``b`` holds the union of the column ids of the rows ``v`` of ``F_b`` whose block
+    ``k`` (by ``offsets``) has ``replica_of[k] == q``; ``-1`` marks the process row's own
+    block, local on every replica. The values of ``S .* S`` are positive, so no sum
+    cancels and the union is the row's pattern.
+
+    Parameters
+    ----------
+    fr_ptr, fr_ids
+        The stacked frontiers ``F_b`` of this rank's ``K`` batches (distinct per batch).
+    store
+        Holds every row of ``S`` in the frontiers (where the hop is sampled).
+    offsets
+        Vertex offsets of the ``P/c`` block rows.
+    replica_of
+        Per block row, the replica whose partial product sums it, or ``-1``.
+    replicas
+        ``c``, the replicas of the process row.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(c, K)`` int64 on the host.
+    """
+    xp = store.xp
+    fr_ptr, fr_ids = xp.asarray(fr_ptr), xp.asarray(fr_ids)
+    c, nb, n = int(replicas), len(fr_ptr) - 1, store.num_nodes
+    block = xp.searchsorted(xp.asarray(offsets), fr_ids, right=True) - 1
+    q = xp.asarray(replica_of)[block]
+    keep = q >= 0
+    ptr, idx = store.take(fr_ids[keep])
+    part_row = q[keep] * nb + xp.rows_of(fr_ptr)[keep]
+    keys = unique(xp.repeat(part_row, xp.diff(ptr)) * n + idx)
+    return xp.to_host(xp.bincount(keys // n, c * nb)).reshape(c, nb)
 
 
 def _segment_sums(ptr: Array, counts: np.ndarray) -> Array:
@@ -122,6 +186,10 @@ class SparsityAwareRows:
     bytes_control
         ``control`` bytes this rank received in the calls so far (the frontier sizes
         and the stage requests' counts), measured by the communication layer.
+    bytes_partial_products
+        Bytes the paper's all-reduce of LADIES' partial products of ``P`` would have moved
+        for this rank's batches so far (:meth:`count_partial_products`; computed, never
+        sent).
 
     """
 
@@ -149,6 +217,11 @@ class SparsityAwareRows:
         )
         self.bytes_oblivious = 0
         self.bytes_control = 0
+        self.bytes_partial_products = 0
+        #: Per block row, the replica whose partial product sums it (``-1``: block ``i``).
+        self.replica_of = np.full(col.size, -1, dtype=np.int64)
+        for q, blocks in enumerate(self.stages):
+            self.replica_of[blocks] = q
 
     def _control_bytes(self) -> int:
         entry = self.col.stats.categories.get(CONTROL)
@@ -190,6 +263,20 @@ class SparsityAwareRows:
         local_ids = own_ids[(own_ids >= lo) & (own_ids < hi)]
         local = RowStore(local_ids, *self.block.take(local_ids), n)
         return RowStore.merge([local, combined], n)
+
+    def count_partial_products(self, fr_ptr: Array, fr_ids: Array, store: RowStore) -> None:
+        """Add what the paper's all-reduce of a LADIES hop's ``P`` would move for these batches.
+
+        ``fr_ptr, fr_ids``: the stacked frontiers of this rank's batches at the hop;
+        ``store``: the rows of ``S`` this SpGEMM gave them. Local arithmetic, no message
+        (:func:`partial_nonzeros`, :func:`hpcgnn.cost.minibatch.partial_product_bytes`).
+        """
+        if len(fr_ptr) < 2:
+            return
+        nonzeros = partial_nonzeros(fr_ptr, fr_ids, store, self.offsets, self.replica_of,
+                                    self.row.size)
+        present = np.array([len(blocks) > 0 for blocks in self.stages])
+        self.bytes_partial_products += partial_product_bytes(nonzeros, present)
 
     def _stage_requests(self, bounds: np.ndarray, nnz_before: np.ndarray
                         ) -> list[tuple[int, tuple[int, int], int]]:

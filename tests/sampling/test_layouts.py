@@ -1,10 +1,13 @@
+import numpy as np
 import pytest
+import scipy.sparse as sp
 from mpi4py import MPI
 
 from hpcgnn.grid import ProcessGrid
 from hpcgnn.io import GraphFile
+from hpcgnn.layout.blocks import stage_chunks
 from hpcgnn.layout.shapes import admissible_shapes
-from hpcgnn.sampling.bulk import BulkSampler, read_train_ids, sample_epoch_serial
+from hpcgnn.sampling.bulk import BulkSampler, my_share, read_train_ids, sample_epoch_serial
 from hpcgnn.sampling.rows import read_pattern
 from hpcgnn.sampling.shuffle import minibatches
 from hpcgnn.sampling.spec import SamplerSpec
@@ -84,3 +87,54 @@ def test_byte_summary_counts_every_byte_the_sampler_moves(graph_file, world, spe
             assert_all(world, ours == moved, f"{shape}: counted {ours} of {moved} bytes")
             if s["bytes_sparsity_aware"]:
                 assert_all(world, s["oblivious_over_aware"] == s["bytes_oblivious"] / ours)
+
+
+def paper_partial_bytes(path, spec, grid, offsets, epoch):
+    """The paper's all-reduce of LADIES' partial products, from the serial samples (SciPy).
+
+    Per batch, hop and replica ``q`` of the batch owner's process row ``i`` whose stage
+    chunk holds blocks other than ``i``: the union of the columns of the rows of ``F_b`` in
+    those blocks, sent to the ``c - 1`` other replicas (8 bytes per row, 16 per entry).
+    """
+    with GraphFile(path) as gf:
+        store = read_pattern(gf, 0, gf.meta.num_nodes, spec.method)
+    s = sp.csr_matrix((np.ones(store.nnz), store.indices, store.indptr))
+    reference = serial_reference(path, spec, epoch)
+    where = grid.world.allgather_obj((grid.col.rank, grid.row.rank))  # (i, j) per world rank
+    rows, c = grid.col.size, grid.row.size
+    chunks = stage_chunks(rows, c)
+    block_of = np.searchsorted(offsets, np.arange(store.num_nodes), side="right") - 1
+    total = 0
+    for first in range(0, len(reference), spec.bulk):
+        bulk = reference[first : first + spec.bulk]
+        for rank in range(grid.size):
+            i, _ = where[rank]
+            for pos in my_share(len(bulk), grid.size, rank):
+                for hop in bulk[pos].hops:
+                    f = np.asarray(hop.rows)
+                    for q in range(c):
+                        blocks = [k for k in range(chunks[q], chunks[q + 1]) if k != i]
+                        if blocks:
+                            cols = s[f[np.isin(block_of[f], blocks)]].indices
+                            total += (c - 1) * (8 + 16 * len(np.unique(cols)))
+    return total
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("spec", SPECS, ids=["sage", "ladies"])
+def test_partial_products_counted_for_ladies_across_process_rows(graph_file, world, spec):
+    path = graph_file(n=200, avg_degree=5, seed=8)
+    for shape in admissible_shapes("1.5d", world.size):
+        for layout in ("replicated", "partitioned"):
+            with ProcessGrid(MPI.COMM_WORLD, shape) as grid:
+                sampler = BulkSampler(spec, grid, path, layout)
+                sample_all(sampler, spec, path, epoch=2)
+                s = byte_summary(grid.world, grid.stats, sampler.bytes_oblivious,
+                                 sampler.bytes_control, sampler.bytes_partial_products)
+                got = s["bytes_partial_products"]
+                if spec.sampler != "ladies" or layout == "replicated" or shape.dims[0] == 1:
+                    assert got is None, f"{layout} on {shape}: {got}"
+                    continue
+                want = paper_partial_bytes(path, spec, grid, sampler.offsets, epoch=2)
+                assert got == want, f"{shape}: {got} != {want}"
+                assert (got > 0) == (shape.replication > 1)  # one replica: nothing to all-reduce

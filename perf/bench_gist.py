@@ -4,8 +4,10 @@ For each graph size it generates an SBM graph (``hpcgnn prepare synthetic``), th
 ``mpiexec -n P`` with the same threads, seed, width and depth:
 
 * ordinary full-batch training for ``E`` epochs (``--algo``, all ``P`` ranks);
-* GIST with ``M`` sub-GCNs (``--subnets M``) for each ``M`` of ``--subnets``, ``K`` local
-  iterations per round and ``E / K`` rounds, so every sub-GCN runs ``E`` iterations.
+* GIST with ``M`` sub-GCNs (``--subnets M``) for each ``M`` of ``--subnets`` and ``K`` local
+  iterations per round: with ``--work budget`` (the default, the paper's) ``--epochs E`` is
+  the total budget, each sub-GCN runs ``E / M`` iterations (``ceil(E / (M K))`` rounds);
+  with ``--work full`` ``E / K`` rounds, so every sub-GCN runs ``E`` iterations.
 
 It reports final test and best validation accuracy, the wall-clock seconds per epoch of
 total work (training steps; a GIST round counts ``K`` epochs) and the sub-model traffic
@@ -83,6 +85,10 @@ def main() -> None:
     ap.add_argument("--hidden", type=int, default=256)
     ap.add_argument("--layers", type=int, default=3)
     ap.add_argument("--algo", default="1d")
+    ap.add_argument("--work", choices=["budget", "full"], default="budget",
+                    help="budget: --epochs is the total, E/M per sub-GCN (the paper's); "
+                         "full: every sub-GCN trains E iterations")
+    ap.add_argument("--rescale", action="store_true", help="GIST runs with --gist-rescale")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--sampler", choices=["sage", "ladies"], default=None,
                     help="compare GIST with sampled groups against --mode minibatch")
@@ -106,15 +112,21 @@ def main() -> None:
                                  [*common, "--epochs", str(args.epochs)], []), 1)
             rows.append({"vertices": n, "run": "full-batch", **base})
             for m in (int(s) for s in args.subnets.split(",")):
+                rounds = [] if args.work == "budget" else [
+                    "--rounds", str(max(1, args.epochs // k))]
                 doc = one(graph, Path(tmp) / f"gist{m}.json", args.procs,
                           [*common, "--epochs", str(args.epochs)],
                           ["--mode", "gist", "--subnets", str(m), "--local-iters", str(k),
-                           "--rounds", str(max(1, args.epochs // k))])
-                rows.append({"vertices": n, "run": f"gist M={m} K={k}", **summarise(doc, k),
-                             "base": base})
+                           *rounds, *(["--gist-rescale"] if args.rescale else [])])
+                work = doc["gist"].get("subnet_epochs_of_work")
+                rows.append({"vertices": n, "run": f"gist M={m} K={k} ({work:g} epochs each)"
+                             if work is not None else f"gist M={m} K={k}",
+                             **summarise(doc, k), "base": base})
     table = markdown(
         f"GIST vs full-batch ({args.procs} ranks, {args.algo}, hidden {args.hidden}, "
-        f"{args.layers} layers, {args.epochs} epochs, {args.threads} thread(s)/rank)",
+        f"{args.layers} layers, {args.epochs} epochs"
+        f"{' of budget' if args.work == 'budget' else ' per sub-GCN'},"
+        f" {args.threads} thread(s)/rank)",
         ["vertices", "run", *COLUMNS],
         [[r["vertices"], r["run"], *cells(r)] for r in rows],
     )

@@ -28,7 +28,9 @@ from __future__ import annotations
 import math
 import os
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import torch
@@ -176,15 +178,26 @@ def calibrate(
 COLLECTIVE_BYTES = (1 << 12, 1 << 16, 1 << 20)
 
 
+def _synced(comm: Comm, call: Callable[[], object]) -> float:
+    """Seconds of ``call()`` on this rank, started after a barrier of ``comm``."""
+    comm.barrier(CATEGORY)
+    t0 = MPI.Wtime()
+    call()
+    return MPI.Wtime() - t0
+
+
 def busy_collectives(comm: Comm, repeats: int) -> list[tuple[int, float, float]]:
     """Time broadcasts and all-reduces as CAGNET's algorithms run them (collective).
 
     A *broadcast round* is ``P`` broadcasts over every rank, each rank the root of one (the
     stages of a 1D SpMM); an all-reduce is one over every rank (the gradients, the 1.5D
     row sums). Every rank takes part in each, so the times include what a rank pays while
-    all are busy (shared cores and links, waiting for the slowest), which ping-pongs of one
-    pair do not. Each of :data:`COLLECTIVE_BYTES` is timed ``repeats`` times after a warm-up
-    (the median of the slowest rank's times) and returned in the cost model's accounting
+    all are busy (shared cores and links), which ping-pongs of one pair do not. Each
+    collective starts after a barrier and is timed alone, as ``hpcgnn train --sync-comm``
+    times a collective apart from its wait for late ranks (skew, which depends on the
+    computation between collectives and is no part of a communication model). Each of
+    :data:`COLLECTIVE_BYTES` is timed ``repeats`` times after a warm-up (the median of the
+    mean over ranks, as training reports its phases) and returned in the cost model's accounting
     (:mod:`hpcgnn.cost.block_row`): ``(messages, bytes, seconds)`` with a round of ``P``
     messages and ``(P - 1) m`` bytes received by a rank, an all-reduce of ``2 ceil(log2 P)``
     messages and ``2 m (P - 1) / P`` bytes.
@@ -193,18 +206,16 @@ def busy_collectives(comm: Comm, repeats: int) -> list[tuple[int, float, float]]
     steps = 2 * math.ceil(math.log2(p))
     out = []
     for m in COLLECTIVE_BYTES:
-        buf = np.zeros(m // 4, dtype=np.float32)
+        src = comm.device.zeros((m // 4,), torch.float32)
         rounds, sums = [], []
         for _ in range(repeats + 1):  # the first of each warms the path up
-            comm.barrier(CATEGORY)
-            t0 = MPI.Wtime()
-            for root in range(p):
-                comm.bcast(buf, root, CATEGORY)
-            rounds.append(comm.allreduce_scalar(MPI.Wtime() - t0, MPI.MAX, CATEGORY))
-            comm.barrier(CATEGORY)
-            t0 = MPI.Wtime()
-            comm.allreduce(buf, CATEGORY)
-            sums.append(comm.allreduce_scalar(MPI.Wtime() - t0, MPI.MAX, CATEGORY))
+            spent = 0.0
+            for root in range(p):  # a receiver's block lands in a new buffer, as in a stage
+                buf = src if comm.rank == root else comm.device.empty((m // 4,), torch.float32)
+                spent += _synced(comm, partial(comm.bcast, buf, root, CATEGORY))
+            rounds.append(comm.allreduce_scalar(spent, category=CATEGORY) / p)
+            spent = _synced(comm, partial(comm.allreduce, src.clone(), CATEGORY))
+            sums.append(comm.allreduce_scalar(spent, category=CATEGORY) / p)
         out.append((p, float((p - 1) * m), statistics.median(rounds[1:])))
         out.append((steps, 2.0 * m * (p - 1) / p, statistics.median(sums[1:])))
     return out

@@ -49,7 +49,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from hpcgnn.backend import Device
+from hpcgnn.backend import Device, Mark
 from hpcgnn.comm.collective import agree
 from hpcgnn.comm.communicator import Comm
 from hpcgnn.comm.stats import SlotTimer
@@ -331,6 +331,10 @@ class StagedExchange:
         self.is_p2p = self.num_stages == 1
         self._p2p = HaloExchange(comm, sets, category) if self.is_p2p else None
         self.stage_counts = np.zeros(self.num_stages, dtype=np.int64)
+        #: Run the stages one after another, each after a barrier, with its own messages
+        #: alone (as DGCL's cost model charges a plan); the probes of the exchange report
+        #: measure so. Training overlaps them (``False``).
+        self.sequential = False
         for (k, _, _), c in self.counts.items():
             self.stage_counts[k - 1] += c
         self._width = int(sets.send_rows.max()) + 1 if len(sets.send_rows) else 0
@@ -489,7 +493,8 @@ class StagedExchange:
 
         Every receive is posted first, every message of owned rows at once (whatever its
         stage), a message of forwarded rows as soon as the stages that bring them are
-        complete; stage ``k`` waits for its own messages only.
+        complete; stage ``k`` waits for its own messages only. :attr:`sequential`: stage
+        ``k`` starts after a barrier, with its own messages alone (DGCL's model of a plan).
         """
         comm, mark = self.comm, self.comm.stats.mark
         recv = x.new_empty((self._recv_total, *x.shape[1:]))
@@ -510,7 +515,7 @@ class StagedExchange:
             reqs[k].append(comm.isend(packed[-1], m.peer, k))
 
         t0 = mark()
-        for k in live:
+        for k in live if not self.sequential else ():
             for m in self._stages[k].sends:
                 missing[id(m)] = len(m.deps)
                 for d in m.deps.tolist():
@@ -518,6 +523,10 @@ class StagedExchange:
                 if not len(m.deps):
                     send(k, m)
         for k in live:
+            if self.sequential:  # the earlier stages are complete: their rows are here
+                t0 = self._start_stage()
+                for m in self._stages[k].sends:
+                    send(k, m)
             comm.complete(reqs[k], views[k], category, f"{category}.stage{k + 1}")
             for i in ids[k]:
                 for k2, m in waiting.get(i, []):
@@ -571,16 +580,26 @@ class StagedExchange:
                 k, peer, lo, hi = self._msgs[i]
                 reqs[k].append(comm.isend(grad[lo:hi], peer, k))
 
+        def send_stage(k: int) -> None:  # sequential: the later stages' adds are done
+            for k2, peer, lo, hi in self._msgs:
+                if k2 == k:
+                    reqs[k].append(comm.isend(grad[lo:hi], peer, k))
+
         t0 = mark()
-        send_ready(-1)
+        if not self.sequential:
+            send_ready(-1)
         for k in reversed(live):
+            if self.sequential:
+                t0 = self._start_stage()
+                send_stage(k)
             comm.complete(reqs[k], views[k], self.category, f"{self.category}.stage{k + 1}")
             for own_sel, own_idx, fwd_sel, fwd_idx in self._stages[k].subs:
                 if len(own_idx):
                     scatter_add_rows(out, own_idx, gather_rows(rows[k], own_sel), unique=True)
                 if len(fwd_idx):
                     scatter_add_rows(grad, fwd_idx, gather_rows(rows[k], fwd_sel), unique=True)
-            send_ready(k)
+            if not self.sequential:
+                send_ready(k)
             t1 = mark()
             self._bwd_timer.add(k, t0, t1)
             t0 = t1
@@ -592,6 +611,11 @@ class StagedExchange:
         if not self.num_stages:
             return np.zeros(0)
         return counts_cost(self.topo, self.counts, bytes_per_vertex).stage_times
+
+    def _start_stage(self) -> Mark:
+        """Sequential stages: wait for every rank (timed as ``control``), then start the clock."""
+        self.comm.barrier("control")
+        return self.comm.stats.mark()
 
     def reset_timers(self) -> None:
         """Zero the measured per-stage seconds of both directions."""

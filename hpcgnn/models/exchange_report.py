@@ -186,15 +186,23 @@ def _plan_section(
 
 
 def _probe_staged(ex: StagedExchange, x: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
-    """Measured seconds per stage of forward and backward runs of ``ex`` on ``x`` (median)."""
+    """Measured seconds per stage of forward and backward runs of ``ex`` on ``x`` (median).
+
+    The stages run in sequence (:attr:`StagedExchange.sequential`: a barrier, then the
+    stage's messages alone), as the modelled stage times assume; training overlaps them.
+    """
     fwd, bwd = [], []
-    for _ in range(PROBE_REPEATS):
-        ex.comm.barrier("control")
-        ex.reset_timers()
-        halo = ex.gather(x)
-        ex.scatter_add(halo, x.clone())
-        fwd.append(ex.fwd_stage_seconds.copy())
-        bwd.append(ex.bwd_stage_seconds.copy())
+    ex.sequential = True
+    try:
+        for _ in range(PROBE_REPEATS):
+            ex.comm.barrier("control")
+            ex.reset_timers()
+            halo = ex.gather(x)
+            ex.scatter_add(halo, x.clone())
+            fwd.append(ex.fwd_stage_seconds.copy())
+            bwd.append(ex.bwd_stage_seconds.copy())
+    finally:
+        ex.sequential = False
     return np.median(fwd, axis=0), np.median(bwd, axis=0)
 
 

@@ -146,6 +146,25 @@ def test_staged_matches_p2p_exchange(world, device, kind, chunks):
 
 
 @pytest.mark.mpi
+@pytest.mark.parametrize("kind", ["line", "slow"])
+def test_stages_in_sequence_give_the_same_rows_and_time_each_stage(world, device, kind):
+    """``sequential`` (the report's probes: DGCL's model of a plan) changes no row."""
+    with device_world(device) as comm:
+        rows, offsets = _rows(comm)
+        sets = halo_sets(comm, rows, offsets)
+        ex = StagedExchange(comm, sets, TOPOLOGIES[kind](comm.size), seed=1, chunks=4,
+                            fallback=False)
+        ex.sequential = True
+        ex.reset_timers()
+        _compare(comm, ex, HaloExchange(comm, sets), seed=7)
+        timed = ex.fwd_stage_seconds
+        ok = len(timed) == ex.num_stages and bool(np.all(timed >= 0))
+        assert_all(comm, ok, f"{timed} for {ex.num_stages} stages")
+        if comm.size >= 3:
+            assert_all(comm, ex.num_stages >= 2, "no forwarding to sequence")
+
+
+@pytest.mark.mpi
 def test_staged_float32_and_one_dimensional_rows(world, device):
     with device_world(device) as comm:
         rows, offsets = _rows(comm, seed=8)

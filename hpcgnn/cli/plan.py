@@ -40,6 +40,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "broadcasts and all-reduces timed with every rank busy, for this job "
                         "size P) as a machine file for hpcgnn model --machine M.json; an "
                         "existing machine file keeps its fits at other job sizes")
+    p.add_argument("--device", choices=["cpu", "cuda"], default=None,
+                   help="with --calibrate: where the measured buffers live (cuda: each rank's "
+                        "GPU, through the MPI path the job would use). Default: $HPCGNN_DEVICE, "
+                        "else cuda when a GPU and CuPy are visible, else cpu")
     p.add_argument("--write-topology", metavar="SPEC", default=None,
                    help="write the topology of SPEC to --out instead of planning: "
                         "rail:NODESxGPUS[,key=value...] with keys nvlink_gbps, net_gbps, "
@@ -96,10 +100,12 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.out_machine is not None and not args.calibrate:
         raise ConfigError("--out-machine writes what --calibrate measures (add --calibrate)")
+    if args.device is not None and not args.calibrate:
+        raise ConfigError("--device: plan measures buffers only with --calibrate")
     if args.calibrate:
         if args.graph or args.parts or args.topology or not args.out:
             raise ConfigError("--calibrate takes --out T.json and no graph, --parts or --topology")
-        _calibrate(args.out, args.out_machine)
+        _calibrate(args.out, args.out_machine, args.device)
         return 0
     if not args.graph or args.parts is None or not args.topology:
         raise ConfigError("plan needs a graph, --parts and --topology (or --calibrate --out)")
@@ -121,22 +127,26 @@ def _write_topology(spec: str, out: str) -> None:
           f"node(s), {len(topo.links) // 2} links")
 
 
-def _calibrate(out: str, out_machine: str | None = None) -> None:
+def _calibrate(out: str, out_machine: str | None = None, device: str | None = None) -> None:
     """Measure every pair of the job's ranks; rank 0 writes the topology (collective).
 
     ``out_machine``: also a machine file of the pairs' medians
-    (:func:`hpcgnn.cost.machine.measured_machine`).
+    (:func:`hpcgnn.cost.machine.measured_machine`). ``device``: ``--device``, where the
+    measured buffers live (a GPU's memory with ``cuda``, through the job's wire).
     """
     from pathlib import Path
+
+    from mpi4py import MPI
 
     from hpcgnn.comm import Comm, collective
     from hpcgnn.comm.calibrate import calibrate
     from hpcgnn.cost.machine import fit_link, measured_machine
+    from hpcgnn.grid.device import choose_device
     from hpcgnn.planning.topology import measured_topology, parse_topology
     from hpcgnn.utils.files import atomic_write, check_output
     from hpcgnn.utils.json_text import dumps
 
-    world = Comm.world()
+    world = Comm.world(device=choose_device(MPI.COMM_WORLD, device))
     try:
         with collective(world):
             check_output(out, "--out")
@@ -148,7 +158,8 @@ def _calibrate(out: str, out_machine: str | None = None) -> None:
                 doc = measured_topology(
                     f"measured-{world.size}", cal.hosts, cal.pairs, cal.stage_alpha_s,
                     f"ping-pong of {cal.small_bytes} and {cal.large_bytes} bytes, "
-                    "all-to-all of every rank for the endpoint", cal.endpoint, cal.cores,
+                    "all-to-all of every rank for the endpoint, buffers on"
+                    f" {world.device.kind}", cal.endpoint, cal.cores,
                 )
                 parse_topology(doc, out, world.size)  # what is written reads back
                 atomic_write(out, dumps(doc, indent=1) + "\n", "--out")
@@ -163,7 +174,8 @@ def _calibrate(out: str, out_machine: str | None = None) -> None:
                     machine = measured_machine(
                         Path(out_machine).stem, cal.hosts, cal.pairs,
                         f"ping-pong of {cal.small_bytes} and {cal.large_bytes} bytes; "
-                        "collectives with every rank busy", fit, _previous(out_machine),
+                        f"collectives with every rank busy; buffers on {world.device.kind}",
+                        fit, _previous(out_machine),
                     )
                     atomic_write(out_machine, dumps(machine, indent=1) + "\n", "--out-machine")
                     sizes = ", ".join(machine.get("collectives", {})) or "none"

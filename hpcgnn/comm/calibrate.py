@@ -79,7 +79,7 @@ class Calibration:
     collectives: list[tuple[int, float, float]] | None = None
 
 
-def _round_trip(comm: Comm, a: int, b: int, buf: np.ndarray, repeats: int) -> float:
+def _round_trip(comm: Comm, a: int, b: int, buf: torch.Tensor, repeats: int) -> float:
     """Median round-trip seconds of ``buf`` between ranks ``a`` and ``b`` (on ``a``)."""
     times = []
     peer = b if comm.rank == a else a
@@ -116,8 +116,9 @@ def calibrate(
             f"need 0 < small_bytes < large_bytes, small_bytes a multiple of 4, got "
             f"{small_bytes}, {large_bytes}"
         )
-    small = np.zeros(small_bytes, dtype=np.uint8)
-    large = np.zeros(large_bytes, dtype=np.uint8)
+    # buffers where the job's data lives: a GPU's memory with --device cuda
+    small = comm.device.zeros((small_bytes,), torch.uint8)
+    large = comm.device.zeros((large_bytes,), torch.uint8)
     mine: dict[tuple[int, int], tuple[float, float]] = {}
     slower: list[str] = []  # pairs whose large message timed no slower than the small one
     for a in range(comm.size):

@@ -107,6 +107,8 @@ def test_calibrate_writes_a_machine_file_the_model_reads(shared_tmp, world, caps
         assert "on here" in capsys.readouterr().out
         assert main(["plan", "--out-machine", str(machine)]) == 1
         assert "--out-machine writes what --calibrate measures" in capsys.readouterr().err
+        assert main(["plan", "--device", "cpu", "--out", str(machine)]) == 1
+        assert "plan measures buffers only with --calibrate" in capsys.readouterr().err
 
 
 def test_write_topology_then_plan_on_it(tmp_path, capsys):

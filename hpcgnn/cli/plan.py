@@ -37,7 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out-machine", metavar="M.json", default=None,
                    help="with --calibrate: also write the measured alpha and beta (medians "
                         "over the pairs within a host and across hosts, and a fit to "
-                        "broadcasts and all-reduces timed with every rank busy, for this job "
+                        "broadcast rounds timed with every rank busy, for this job "
                         "size P) as a machine file for hpcgnn model --machine M.json; an "
                         "existing machine file keeps its fits at other job sizes")
     p.add_argument("--device", choices=["cpu", "cuda"], default=None,

@@ -25,7 +25,6 @@ as if all were.
 
 from __future__ import annotations
 
-import math
 import os
 import statistics
 from collections.abc import Callable
@@ -174,9 +173,9 @@ def calibrate(
                        collectives)
 
 
-#: Message sizes of :func:`busy_collectives`: the per-stage broadcasts and the all-reduces
-#: of full-batch training span these (a block of 64-wide rows to the weights' gradients).
-COLLECTIVE_BYTES = (1 << 12, 1 << 16, 1 << 20)
+#: Message sizes of :func:`busy_collectives`: the per-stage broadcasts of full-batch
+#: training span these (a block of rows of a 16- to 256-wide layer at P = 2 to 64).
+COLLECTIVE_BYTES = (1 << 12, 1 << 16, 1 << 18, 1 << 20)
 
 
 def _synced(comm: Comm, call: Callable[[], object]) -> float:
@@ -188,37 +187,34 @@ def _synced(comm: Comm, call: Callable[[], object]) -> float:
 
 
 def busy_collectives(comm: Comm, repeats: int) -> list[tuple[int, float, float]]:
-    """Time broadcasts and all-reduces as CAGNET's algorithms run them (collective).
+    """Time broadcast rounds as CAGNET's algorithms run them (collective).
 
-    A *broadcast round* is ``P`` broadcasts over every rank, each rank the root of one (the
-    stages of a 1D SpMM); an all-reduce is one over every rank (the gradients, the 1.5D
-    row sums). Every rank takes part in each, so the times include what a rank pays while
-    all are busy (shared cores and links), which ping-pongs of one pair do not. Each
-    collective starts after a barrier and is timed alone, as ``hpcgnn train --sync-comm``
-    times a collective apart from its wait for late ranks (skew, which depends on the
-    computation between collectives and is no part of a communication model). Each of
-    :data:`COLLECTIVE_BYTES` is timed ``repeats`` times after a warm-up (the median of the
-    mean over ranks, as training reports its phases) and returned in the cost model's accounting
-    (:mod:`hpcgnn.cost.block_row`): ``(messages, bytes, seconds)`` with a round of ``P``
-    messages and ``(P - 1) m`` bytes received by a rank, an all-reduce of ``2 ceil(log2 P)``
-    messages and ``2 m (P - 1) / P`` bytes.
+    A *round* is ``P`` broadcasts over every rank, each rank the root of one (the stages of
+    a 1D SpMM; the 1.5D, 2D and 3D SpMMs broadcast the same way along their process rows
+    and columns, and their broadcasts carry nearly all of their bytes: the all-reduces of
+    the gradients and 1.5D's row sums are charged at the same rate). Every rank takes part,
+    so the times include what a rank pays while all are busy (shared cores and links),
+    which ping-pongs of one pair do not; a receiver's block lands in a new buffer, as in a
+    stage. Each broadcast starts after a barrier and is timed alone, as ``hpcgnn train
+    --sync-comm`` times a collective apart from its wait for late ranks (skew, which
+    depends on the computation between collectives and is no part of a communication
+    model). Each of :data:`COLLECTIVE_BYTES` is timed ``repeats`` times after a warm-up
+    (the median of the mean over ranks, as training reports its phases) and returned in
+    the cost model's accounting (:mod:`hpcgnn.cost.block_row`): ``(messages, bytes,
+    seconds)`` with ``P`` messages and ``(P - 1) m`` bytes received by a rank.
     """
     p = comm.size
-    steps = 2 * math.ceil(math.log2(p))
     out = []
     for m in COLLECTIVE_BYTES:
         src = comm.device.zeros((m // 4,), torch.float32)
-        rounds, sums = [], []
-        for _ in range(repeats + 1):  # the first of each warms the path up
+        rounds = []
+        for _ in range(repeats + 1):  # the first warms the path up
             spent = 0.0
-            for root in range(p):  # a receiver's block lands in a new buffer, as in a stage
+            for root in range(p):
                 buf = src if comm.rank == root else comm.device.empty((m // 4,), torch.float32)
                 spent += _synced(comm, partial(comm.bcast, buf, root, CATEGORY))
             rounds.append(comm.allreduce_scalar(spent, category=CATEGORY) / p)
-            spent = _synced(comm, partial(comm.allreduce, src.clone(), CATEGORY))
-            sums.append(comm.allreduce_scalar(spent, category=CATEGORY) / p)
         out.append((p, float((p - 1) * m), statistics.median(rounds[1:])))
-        out.append((steps, 2.0 * m * (p - 1) / p, statistics.median(sums[1:])))
     return out
 
 

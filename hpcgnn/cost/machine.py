@@ -7,7 +7,7 @@ run: the intra-node link while the ``P`` ranks fit on one node, the inter-node l
 otherwise (the slowest link a collective crosses bounds it), the network's beta raised by
 injection contention (:meth:`Machine.link`). A calibrated file (``hpcgnn plan --calibrate
 --out-machine``) also has ``collectives``: per job size ``P`` the alpha and beta fitted to
-broadcasts and all-reduces timed with every rank busy (:func:`fit_link`), which the model
+broadcast rounds timed with every rank busy (:func:`fit_link`), which the model
 uses for a run of exactly that ``P`` instead of the links. Every file names the source of
 its numbers in ``comment`` and per link in ``source``.
 """
@@ -271,7 +271,7 @@ def measured_machine(
     if collective is not None:
         fits[str(len(hosts))] = {
             "alpha": collective.alpha, "beta": collective.beta,
-            "source": "broadcast rounds and all-reduces of every rank, fitted",
+            "source": "broadcast rounds of every rank, fitted",
         }
     if fits:
         doc["collectives"] = dict(sorted(fits.items(), key=lambda kv: int(kv[0])))

@@ -159,7 +159,7 @@ def _calibrate(out: str, out_machine: str | None = None, device: str | None = No
                     f"measured-{world.size}", cal.hosts, cal.pairs, cal.stage_alpha_s,
                     f"ping-pong of {cal.small_bytes} and {cal.large_bytes} bytes, "
                     "all-to-all of every rank for the endpoint, buffers on"
-                    f" {world.device.kind}", cal.endpoint, cal.cores,
+                    f" {world.device.kind}", cal.endpoint, cal.cores, cal.nics,
                 )
                 parse_topology(doc, out, world.size)  # what is written reads back
                 atomic_write(out, dumps(doc, indent=1) + "\n", "--out")

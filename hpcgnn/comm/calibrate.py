@@ -66,6 +66,9 @@ class Calibration:
         The collectives as the algorithms run them, every rank busy
         (:func:`busy_collectives`): ``(messages, bytes, seconds)`` in the cost model's
         accounting, for :func:`hpcgnn.cost.machine.fit_link`; ``None`` on one rank.
+    nics
+        Bytes per second out of each host with its ranks talking to other hosts at once
+        (:func:`host_links`), the topology's shared resources; ``None`` on one host.
     """
 
     hosts: list[str]
@@ -76,6 +79,7 @@ class Calibration:
     endpoint: tuple[float, float] | None = None
     cores: dict[str, int] | None = None
     collectives: list[tuple[int, float, float]] | None = None
+    nics: dict[str, float] | None = None
 
 
 def _round_trip(comm: Comm, a: int, b: int, buf: torch.Tensor, repeats: int) -> float:
@@ -169,8 +173,62 @@ def calibrate(
         share = min(min(1.0, cores[h] / hosts.count(h)) for h in cores)
         endpoint = (endpoint[0] * share, endpoint[1] * share)
     collectives = busy_collectives(comm, repeats) if comm.size > 1 else None
+    nics = host_links(comm, hosts, large, repeats)
     return Calibration(hosts, pairs, stage, small_bytes, large_bytes, endpoint, cores,
-                       collectives)
+                       collectives, nics)
+
+
+def pairings(p: int) -> list[list[tuple[int, int]]]:
+    """Rounds of disjoint pairs covering every pair of ``p`` ranks once (the circle method).
+
+    ``p - 1`` rounds for even ``p`` (``p`` for odd: each round one rank sits out).
+    """
+    ids = list(range(p)) + ([-1] if p % 2 else [])
+    n = len(ids)
+    out = []
+    for _ in range(n - 1):
+        out.append([(min(ids[i], ids[n - 1 - i]), max(ids[i], ids[n - 1 - i]))
+                    for i in range(n // 2) if -1 not in (ids[i], ids[n - 1 - i])])
+        ids = [ids[0], ids[-1], *ids[1:-1]]
+    return out
+
+
+def host_links(
+    comm: Comm, hosts: list[str], buf: torch.Tensor, repeats: int
+) -> dict[str, float] | None:
+    """Each host's bytes per second out of it when its ranks talk to other hosts at once.
+
+    The pairs of ranks on different hosts are measured concurrently, a round of disjoint
+    pairs (:func:`pairings`) at a time: both ranks of a pair send ``buf`` to each other at
+    once, after a barrier, ``repeats`` times (median, slowest rank). A host's rate in a
+    round is the bytes its ranks sent to other hosts over the round's time, and its figure
+    the best round's: what its ranks' shared way out (NIC, socket link) carries when they
+    all use it, which pairs measured one at a time cannot show. ``None`` on one host.
+    """
+    if len(set(hosts)) < 2:
+        return None
+    nbytes = buf.numel() * buf.element_size()
+    best: dict[str, float] = {}
+    other = comm.device.empty_like(buf)
+    for pairs in pairings(comm.size):
+        across = [(a, b) for a, b in pairs if hosts[a] != hosts[b]]
+        if not across:
+            continue
+        peer = next((b if comm.rank == a else a for a, b in across if comm.rank in (a, b)), None)
+        times = []
+        for _ in range(repeats + 1):  # the first warms the paths up
+            comm.barrier(CATEGORY)
+            t0 = MPI.Wtime()
+            if peer is not None:
+                comm.complete([comm.isend(buf, peer), comm.irecv(other, peer)], [other],
+                              CATEGORY)
+            times.append(comm.allreduce_scalar(MPI.Wtime() - t0, MPI.MAX, CATEGORY))
+        seconds = statistics.median(times[1:])
+        for h in set(hosts):
+            out = nbytes * sum((hosts[a] == h) + (hosts[b] == h) for a, b in across)
+            if out and seconds > 0:
+                best[h] = max(best.get(h, 0.0), out / seconds)
+    return best
 
 
 #: Message sizes of :func:`busy_collectives`: the per-stage broadcasts of full-batch

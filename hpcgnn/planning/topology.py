@@ -441,7 +441,7 @@ def uniform_topology(num_ranks: int, bandwidth_gbps: float = 25.0) -> Topology:
 def measured_topology(
     name: str, hosts: list[str], pairs: dict[tuple[int, int], tuple[float, float]],
     stage_alpha_s: float, source: str = "", endpoint: tuple[float, float] | None = None,
-    cores: dict[str, int] | None = None,
+    cores: dict[str, int] | None = None, nics: dict[str, float] | None = None,
 ) -> dict:
     """A topology document from measured latencies and bandwidths (``plan --calibrate``).
 
@@ -463,6 +463,10 @@ def measured_topology(
     cores
         Cores each host's ranks share (by host name), written as the endpoint's
         ``core_pools``.
+    nics
+        Bytes per second out of each host with all its ranks talking to other hosts
+        (:func:`hpcgnn.comm.calibrate.host_links`): a shared resource ``nic-<host>`` of
+        the host, which every inter-node link passes through at both ends.
 
     Returns
     -------
@@ -477,8 +481,14 @@ def measured_topology(
     for (a, b), (alpha, beta) in sorted(pairs.items()):
         kind = "intra-node" if hosts[a] == hosts[b] else "inter-node"
         by_kind.setdefault(kind, []).append(alpha * 1e6)
-        links.append({"a": a, "b": b, "kind": kind, "bandwidth_gbps": round(1e-9 / beta, 4),
-                      "alpha_us": round(alpha * 1e6, 3)})
+        link: dict[str, object] = {"a": a, "b": b, "kind": kind,
+                                   "bandwidth_gbps": round(1e-9 / beta, 4),
+                                   "alpha_us": round(alpha * 1e6, 3)}
+        if kind == "inter-node" and nics and hosts[a] in nics and hosts[b] in nics:
+            link["via"] = [f"nic-{hosts[a]}", f"nic-{hosts[b]}"]
+        links.append(link)
+    shared = [{"name": f"nic-{h}", "node": h, "bandwidth_gbps": round(nics[h] / 1e9, 4)}
+              for h in names if nics and h in nics]
     return {
         "name": name,
         "description": f"measured by hpcgnn plan --calibrate{': ' + source if source else ''}",
@@ -494,6 +504,7 @@ def measured_topology(
             ],
         }}),
         "nodes": [{"name": h, "ranks": [r for r, x in enumerate(hosts) if x == h]} for h in names],
+        **({"shared": shared} if shared else {}),
         "links": links,
     }
 

@@ -78,6 +78,29 @@ def test_calibrate_writes_a_topology_of_the_job(shared_tmp, world, capsys):
 
 
 @pytest.mark.mpi
+@pytest.mark.ranks(2, 3, 4)
+def test_calibrate_measures_each_hosts_way_out_as_a_shared_resource(
+    shared_tmp, world, monkeypatch
+):
+    """Ranks on two hosts (named so here): the pairs across them measured at once give
+    each host a ``nic-<host>`` resource that every inter-node link passes through."""
+    from hpcgnn.comm import calibrate as cal_mod
+
+    monkeypatch.setattr(cal_mod.MPI, "Get_processor_name", lambda: f"h{world.rank % 2}")
+    out = shared_tmp / "two-hosts.json"
+    assert_all(world, main(["plan", "--calibrate", "--out", str(out)]) == 0)
+    world.mpi.Barrier()
+    topo = load_topology(out, world.size)
+    nics = [n for n in topo.resource_names if n.startswith("nic-")]
+    across = [ln for ln in topo.links if ln.kind == "inter-node"]
+    ok = (sorted(nics) == ["nic-h0:in", "nic-h0:out", "nic-h1:in", "nic-h1:out"]
+          and len(across) == 2 * (world.size // 2) * ((world.size + 1) // 2)
+          and all(len(topo.link_resources[topo.links.index(ln)]) == 3 for ln in across)
+          and bool(np.all(topo.resource_bw > 0)))
+    assert_all(world, ok, f"{topo.resource_names}")
+
+
+@pytest.mark.mpi
 @pytest.mark.ranks(2, 3)
 def test_calibrate_writes_a_machine_file_the_model_reads(shared_tmp, world, capsys):
     """``--out-machine``: the pairs' medians as a machine file; ``hpcgnn model`` takes it."""

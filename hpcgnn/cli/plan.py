@@ -186,16 +186,16 @@ def _calibrate(out: str, out_machine: str | None = None, device: str | None = No
 
 def _previous(path: str) -> dict | None:
     """The machine file ``path`` if it is one (its fits at other job sizes are kept)."""
-    from hpcgnn.cost.machine import load_machine
+    from hpcgnn.cost.machine import parse_machine
     from hpcgnn.errors import ConfigError
     from hpcgnn.utils.json_text import read_json
 
     try:
-        load_machine(path if path.endswith(".json") else f"{path}.json")
         doc = read_json(path)
+        parse_machine(doc, path)
     except (ConfigError, OSError, ValueError):
         return None
-    return doc if isinstance(doc, dict) else None
+    return doc
 
 
 def _run(args: argparse.Namespace) -> None:

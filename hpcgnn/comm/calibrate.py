@@ -215,14 +215,13 @@ def host_links(
         if not across:
             continue
         peer = next((b if comm.rank == a else a for a, b in across if comm.rank in (a, b)), None)
-        times = []
-        for _ in range(repeats + 1):  # the first warms the paths up
-            comm.barrier(CATEGORY)
-            t0 = MPI.Wtime()
+        def exchange(peer: int | None = peer) -> None:
             if peer is not None:
                 comm.complete([comm.isend(buf, peer), comm.irecv(other, peer)], [other],
                               CATEGORY)
-            times.append(comm.allreduce_scalar(MPI.Wtime() - t0, MPI.MAX, CATEGORY))
+
+        times = [comm.allreduce_scalar(_synced(comm, exchange), MPI.MAX, CATEGORY)
+                 for _ in range(repeats + 1)]  # the first warms the paths up
         seconds = statistics.median(times[1:])
         for h in set(hosts):
             out = nbytes * sum((hosts[a] == h) + (hosts[b] == h) for a, b in across)
@@ -296,11 +295,11 @@ def _all_to_all(comm: Comm, row_bytes: int, rows_per_peer: int, repeats: int) ->
     dev = comm.device
     src = dev.zeros((2 * n, row_bytes // 4), torch.float32)
     idx = dev.from_numpy(np.random.default_rng(comm.rank).permutation(2 * n)[:n])
-    times = []
-    for _ in range(repeats + 1):  # the first one warms the path up
-        comm.barrier(CATEGORY)
-        t0 = MPI.Wtime()
+
+    def exchange() -> None:  # packing included, as a stage packs
         comm.alltoallv(src[idx].contiguous(), counts, CATEGORY, recvcounts=counts)
         dev.synchronize()
-        times.append(comm.allreduce_scalar(MPI.Wtime() - t0, MPI.MAX, CATEGORY))
+
+    times = [comm.allreduce_scalar(_synced(comm, exchange), MPI.MAX, CATEGORY)
+             for _ in range(repeats + 1)]  # the first one warms the path up
     return statistics.median(times[1:])

@@ -515,13 +515,14 @@ class StagedExchange:
             reqs[k].append(comm.isend(packed[-1], m.peer, k))
 
         t0 = mark()
-        for k in live if not self.sequential else ():
-            for m in self._stages[k].sends:
-                missing[id(m)] = len(m.deps)
-                for d in m.deps.tolist():
-                    waiting.setdefault(d, []).append((k, m))
-                if not len(m.deps):
-                    send(k, m)
+        if not self.sequential:  # owned rows now, forwarded ones once they have arrived
+            for k in live:
+                for m in self._stages[k].sends:
+                    missing[id(m)] = len(m.deps)
+                    for d in m.deps.tolist():
+                        waiting.setdefault(d, []).append((k, m))
+                    if not len(m.deps):
+                        send(k, m)
         for k in live:
             if self.sequential:  # the earlier stages are complete: their rows are here
                 t0 = self._start_stage()

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -58,7 +58,7 @@ from hpcgnn.sampling.lazy import LazyShare
 from hpcgnn.sampling.rows import RowStore, read_pattern
 from hpcgnn.sampling.sampled import SampledBatch, SampledHop, split_stacked, stack
 from hpcgnn.sampling.shuffle import epoch_key, minibatches
-from hpcgnn.sampling.spec import LAYOUTS, SamplerSpec
+from hpcgnn.sampling.spec import LAYOUTS, SamplerSpec, with_clusters
 from hpcgnn.sampling.spgemm_1p5d import SparsityAwareRows
 
 RowSource = Callable[[np.ndarray], RowStore]
@@ -388,9 +388,8 @@ class BulkSampler:
             got = np.empty(len(self.train_ids), np.int64) if parts is None else parts
             grid.world.bcast(got, 0, "control")
             self.clusters = Clusters.of_parts(self.train_ids, got, spec.clusters)
-            count = self.clusters.count  # without the clusters METIS left empty
-            self.spec = replace(spec, clusters=count,
-                                clusters_per_batch=min(count, spec.clusters_per_batch or 1))
+            # without the clusters METIS left empty
+            self.spec = with_clusters(spec, self.clusters.count)
         self.rows_range = (lo, hi)
         free = grid.device.free_bytes() if grid.device.is_cuda else None
         self.chunking = Chunking(default_budget(free) if memory is None else float(memory))
@@ -499,8 +498,9 @@ class BulkSampler:
             store = self.aware(setops.unique(stacked))
         if not sets:
             return []
-        spans = self.chunking.spans(stack_entries(*_on(store.xp, (ptr, stacked)), store))
-        return induced_batches(ids, sets, store, self.spec.layers, spans)
+        on = _on(store.xp, (ptr, stacked))
+        spans = self.chunking.spans(stack_entries(*on, store))
+        return induced_batches(ids, sets, store, self.spec.layers, spans, on)
 
     def _count(self, batches: list[SampledBatch]) -> None:
         self.edges_sampled += sum(b.nnz for b in batches)

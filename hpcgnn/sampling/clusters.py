@@ -144,19 +144,23 @@ def induced_hops(
 
 def induced_batches(
     batch_ids: list[int], vertex_sets: list[np.ndarray], store: RowStore, layers: int,
-    spans: list[tuple[int, int]] | None = None,
+    spans: list[tuple[int, int]] | None = None, stacked: tuple[Array, Array] | None = None,
 ) -> list[SampledBatch]:
     """The batches ``batch_ids`` (vertex sets ``vertex_sets``) with ``layers`` induced hops.
 
     Every seed of a batch is a vertex of it (all are training vertices). ``spans``: the
-    consecutive batch ranges computed together (default: all at once).
+    consecutive batch ranges computed together (default: all at once). ``stacked``: the
+    sets already stacked where ``store`` computes (:func:`stack`), if the caller has them.
     """
-    out = []
     xp = store.xp
+    if stacked is None:
+        ptr_h, ids_h = stack(vertex_sets)
+        stacked = (xp.asarray(ptr_h), xp.asarray(ids_h))
+    ptr, ids = stacked
+    out = []
     for lo, hi in spans or [(0, len(batch_ids))]:
-        sets = vertex_sets[lo:hi]
-        ptr, ids = stack(sets)
-        hops = induced_hops(xp.asarray(ptr), xp.asarray(ids), store)
-        out += [SampledBatch(int(b), np.asarray(v), [h] * layers)
-                for b, v, h in zip(batch_ids[lo:hi], sets, hops, strict=True)]
+        a, b = ptr[lo], ptr[hi]
+        hops = induced_hops(ptr[lo : hi + 1] - a, ids[a:b], store)
+        out += [SampledBatch(int(bid), np.asarray(v), [h] * layers)
+                for bid, v, h in zip(batch_ids[lo:hi], vertex_sets[lo:hi], hops, strict=True)]
     return out

@@ -273,9 +273,14 @@ def fit_training_set(spec: SamplerSpec, num_train: int) -> SamplerSpec:
             raise ConfigError(
                 f"--clusters {clusters} is more than the {num_train} training vertices"
             )
-        per = min(int(spec.clusters_per_batch or 1), clusters)
-        return replace(spec, clusters=clusters, clusters_per_batch=per)
+        return with_clusters(spec, clusters)
     return spec if spec.batch_size <= num_train else replace(spec, batch_size=num_train)
+
+
+def with_clusters(spec: SamplerSpec, clusters: int) -> SamplerSpec:
+    """``spec`` with ``clusters`` clusters, its clusters per batch capped at them."""
+    return replace(spec, clusters=clusters,
+                   clusters_per_batch=min(int(spec.clusters_per_batch or 1), clusters))
 
 
 def capped_note(asked: SamplerSpec, used: SamplerSpec) -> str:

@@ -70,6 +70,8 @@ TABLE: dict[str, tuple[int, bool, list[str]]] = {
     "gat-1.5d-2x2": (4, False, ["--algo", "1.5d", "--replication", "2", "--model", "gat",
                                 "--heads", "2"]),
     "gat-halo": (4, True, ["--algo", "halo", "--model", "gat", "--heads", "4"]),
+    # added with GAT on SUMMA grids (issue 22)
+    "gat-2d-2x2": (4, False, ["--algo", "2d", "--model", "gat", "--heads", "2"]),
     # added with GAT in offload (HongTu's chunked GAT)
     "gat-offload": (4, False, ["--mode", "offload", "--chunks", "3", "--dedup", "full",
                                "--model", "gat", "--heads", "2", "--attention-dropout", "0.3"]),
@@ -97,6 +99,8 @@ RECORDED: dict[str, dict[str, str]] = {
         "gat-halo": "3b04f449b3191ae34e38cc4c7e0479636c34ee7b8d667e765d7cc11b97c046ea",
         # recorded with GAT in offload (models/offload_gat.py), its first run
         "gat-offload": "7092bf41520140c00335cde92002204845388d15a51601444bba0710a2de251f",
+        # recorded with GAT on 2D / 3D (spmm/summa_attention.py), its first run
+        "gat-2d-2x2": "7a1e91982465d74304fe65db8e6cffb70a14fef3b3d81442c14eb39439cf12ff",
         "1.5d-2x2": "a87caef247b887430db42ba6b79938313357c7ac92bb5d703173d20b9a8b8042",
         "1.5d-directed-2x2": "5ab3d4ad2ebca3e8228620a4503b03b31715e78c81c0124919dd92397eef5509",
         "1d-p1": "6bdfc6163563388791038f7808d5c78e31da26ae73fe7542506cd26cd34af615",

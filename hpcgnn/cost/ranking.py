@@ -61,7 +61,9 @@ def memory_estimate(meta: GraphMeta, cfg: TrainConfig, shape: GridShape) -> floa
     nonzero, twice during loading); every layer keeps its input, output and gradient;
     the weights are counted by :func:`weight_bytes`. GAT (an attention kind) also keeps,
     per layer, four values per stored edge and head (scores, coefficients, their dropped
-    copy, a gradient) and the gathered rows of ``[z | s_src]``, at most every vertex's.
+    copy, a gradient) and the gathered rows of ``[z | s_src]``, at most every vertex's;
+    on a SUMMA grid the edges are the row block's of a grid layer (``Pc`` processes score
+    them), whose patterns the backward keeps (seven 64-bit integers per edge).
     """
     blocks = shape.dims[0] if shape.kind in ("1d", "1.5d") else shape.size
     itemsize = cfg.itemsize
@@ -74,7 +76,11 @@ def memory_estimate(meta: GraphMeta, cfg: TrainConfig, shape: GridShape) -> floa
         kind, last = cfg.kind, cfg.layers - 1
         heads = sum(kind.layer_heads(layer == last) for layer in range(cfg.layers))
         gathered = sum(f for f, _ in aggregation_widths(widths, kind))
-        dense += itemsize * (4 * nnz * heads + 2 * meta.num_nodes * gathered)
+        edges = nnz
+        if shape.kind in ("2d", "3d"):  # the row block's edges of a grid layer, patterns kept
+            edges = (meta.num_edges + meta.num_nodes) / (shape.size / shape.dims[1])
+            dense += 7 * 8 * edges * cfg.layers
+        dense += itemsize * (4 * edges * heads + 2 * meta.num_nodes * gathered)
     return 2 * 2 * 20 * nnz + dense + 8 * meta.num_nodes * 2 + weights
 
 

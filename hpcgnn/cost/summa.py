@@ -69,6 +69,7 @@ from hpcgnn.layout.summa import (
     RowReader,
     SummaLayout,
     count_block_nnz,
+    head_slices,
     layer_plans,
     sparse_block_bytes,
 )
@@ -140,7 +141,8 @@ def summa_block_nnz(
     with GraphFile(path) as gf:
         layout = SummaLayout(gf.meta.num_nodes, dims3, gf.meta.partition_offsets)
         fwd = count_block_nnz(layout, _pattern(gf, True, kind))
-        bwd = count_block_nnz(layout, _pattern(gf, False, kind)) if gf.meta.directed else fwd
+        transposed = gf.meta.directed and not kind.attention  # GAT keeps the forward's
+        bwd = count_block_nnz(layout, _pattern(gf, False, kind)) if transposed else fwd
     return SummaBlockNnz(dims3, tuple(fwd), tuple(bwd))
 
 
@@ -178,7 +180,8 @@ class BlockNnzCounter:
             self.n, self.partition = meta.num_nodes, meta.partition_offsets
             if meta.num_edges + meta.num_nodes > max_nnz:
                 return
-            for transpose in (True, False) if meta.directed else (True,):
+            both = meta.directed and not kind.attention  # GAT's backward keeps the forward's
+            for transpose in (True, False) if both else (True,):
                 m = _pattern(gf, transpose, kind)(0, self.n)
                 rows = np.repeat(np.arange(self.n, dtype=np.int64), np.diff(m.indptr))
                 self._coo.append((rows, m.indices.astype(np.int64)))
@@ -274,6 +277,55 @@ def _dense_step(
     return _log2(pc) + 1
 
 
+def _attention_layer(
+    per: dict[str, np.ndarray], plan: LayerPlan, t: int, last: bool, layout: SummaLayout,
+    sparse: np.ndarray, kind: LayerKind, s: int,
+) -> int:
+    """Add the bytes of one GAT layer (:mod:`hpcgnn.spmm.summa_attention`); its messages.
+
+    ``w_j``, ``h_j``: the columns of ``z`` (``K f'``) in column block ``j`` and the heads
+    they touch. The dense step ``z = H W``; the score terms' row all-reduce (``2 K``
+    columns of the own rows, forward and adjoint); per stage ``[z | s_src]`` broadcast
+    (``w_j + h_j``) and ``z`` again in the backward (``w_j``), ``[d z | d s_src]`` reduced
+    onto the owners (``w_j + h_j``); the pattern blocks once (forward); in 3D the fiber's
+    all-gathers (``s_dst``: ``h_j``; the output gradient: ``w_j``), reduce-scatters (the
+    output, ``d s_dst``) of the row block's other rows and three all-reduces of ``h_j``
+    columns of the row block (maximum, sum, ``delta``); the last layer's heads gathered to
+    column 0.
+    """
+    pr, pc, pl = layout.dims
+    fine = layout.fine_sizes().astype(np.float64)
+    heads = kind.layer_heads(last)
+    cols = layout.cols(plan.f_out)
+    w = np.diff(cols).astype(np.float64)
+    h = np.array([len(head_slices((int(cols[j]), int(cols[j + 1])), plan.f_out // heads))
+                  for j in range(pc)], dtype=np.float64)
+    own = fine[:, None, :]
+    block = fine.sum(axis=1)[:, None, None]
+    received = fine.sum(axis=0)[None, None, :] - own
+    messages = 0
+    if pc > 1:
+        messages += _dense_step(per, plan, t > 0, layout, fine, s)
+        per["allreduce"] += 2 * allreduce_share(own * 2 * heads * s, pc)
+        messages += 4 * _log2(pc)
+    if pr > 1:
+        per["dense_bcast"] += received * (2 * w + h)[None, :, None] * s
+        per["dense_reduce"] += received * (w + h)[None, :, None] * s
+    per["sparse_bcast"] += sparse
+    messages += layout.num_stages() * (3 * int(pr > 1) + int(pc > 1))
+    if pl > 1:
+        other = block - own
+        per["allgather"] += other * (h + w)[None, :, None] * s
+        per["reduce_scatter"] += other * (w + h)[None, :, None] * s
+        per["allreduce"] += 3 * allreduce_share(block * h[None, :, None] * s, pl)
+        messages += 4 * _log2(pl) + 6 * _log2(pl)
+    if last and pc > 1:
+        per["gather"][:, 0, :] += fine * (plan.f_out - w[0]) * s
+        per["scatter"][:, 1:, :] += own * w[None, 1:, None] * s
+        messages += 2 * _log2(pc)
+    return messages
+
+
 def predict_summa(
     problem: Problem, dims: tuple[int, ...], block_nnz: SummaBlockNnz | None = None
 ) -> Estimate:
@@ -311,7 +363,12 @@ def predict_summa(
     messages = 0
     stages = layout.num_stages()
     widths = problem.widths
-    for t, plan in enumerate(layer_plans(widths, pc, problem.kind.mlp)):
+    plans = layer_plans(widths, pc, problem.kind)
+    for t, plan in enumerate(plans):
+        if problem.kind.attention:
+            messages += _attention_layer(per, plan, t, t == len(plans) - 1, layout, sparse["fwd"],
+                                         problem.kind, s)
+            continue
         # SpMM on plan.spmm_width columns, forward and (when needed) backward
         w_sp = np.diff(layout.cols(plan.spmm_width)).astype(np.float64)
         for direction in ("fwd", "bwd") if plan.spmm_backward else ("fwd",):

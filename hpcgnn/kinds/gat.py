@@ -8,8 +8,11 @@ as PyG's ``GATConv`` without bias. The operator is a pattern only: its values ar
 is :mod:`hpcgnn.nn.gat`; it needs each row's whole neighbourhood on the rank that owns
 the row or a reduction along the ranks that split its sources: the block-row layouts
 with a gather of rows (``1d``: every row, ``halo``: the halo rows; ``1.5d``: the stage
-chunk's rows, each row's softmax reduced along the process row), and HongTu's offload
-(a chunk holds whole rows: the edge computation runs inside the chunk sweep).
+chunk's rows, each row's softmax reduced along the process row), SUMMA grids (``2d``,
+``3d``: the stage loop scores the row block's edges, the heads split along the process
+row, the softmax reduced along the fiber; :mod:`hpcgnn.spmm.summa_attention`), and
+HongTu's offload (a chunk holds whole rows: the edge computation runs inside the chunk
+sweep).
 """
 
 from hpcgnn.kinds.base import LayerKind
@@ -20,6 +23,6 @@ GAT = LayerKind(
     self_weight=False,
     mean=False,
     self_loops=True,
-    modes=frozenset({"1d", "1.5d", "halo", "offload", "minibatch"}),
+    modes=frozenset({"1d", "1.5d", "2d", "3d", "halo", "offload", "minibatch"}),
     attention=True,
 )

@@ -50,6 +50,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import scipy.sparse as sp
 
+from hpcgnn.kinds import GCN, LayerKind
 from hpcgnn.layout.blocks import even_offsets, vertex_offsets
 from hpcgnn.layout.order import transform_first
 
@@ -476,23 +477,68 @@ class LayerPlan:
 
 
 def layer_plans(
-    widths: list[int] | tuple[int, ...], pc: int, mlp: bool = False
+    widths: list[int] | tuple[int, ...], pc: int, kind: LayerKind = GCN
 ) -> list[LayerPlan]:
-    """The :class:`LayerPlan` of every layer of a GCN with widths ``f_0 .. f_L``.
+    """The :class:`LayerPlan` of every layer of a model of ``kind`` with widths ``f_0 .. f_L``.
 
-    ``mlp``: layers of an MLP kind (GIN), a second dense step after the SpMM; it, not the
-    aggregation, delivers the last layer's logits.
+    An MLP kind (GIN) has a second dense step after the SpMM; it, not the aggregation,
+    delivers the last layer's logits. An attention kind (GAT) runs every layer as ``z = H
+    W`` (``W``: ``f_in x K f'``, a dense step that keeps ``z`` in the layout of ``H``) and
+    then the edge computation (:mod:`hpcgnn.spmm.summa_attention`); its ``f_out`` is
+    ``K f'`` (the last layer's ``K' C``), and the last layer's rows of ``z``'s heads are
+    gathered to column 0, which averages them.
     """
     layers = len(widths) - 1
     out = []
     for t, (f_in, f_out) in enumerate(zip(widths[:-1], widths[1:], strict=True)):
-        tf = transform_first(t, f_in, f_out)
         last = t == layers - 1
+        if kind.attention:
+            cols = kind.layer_shapes(f_in, f_out, last)[0][1]
+            out.append(LayerPlan(
+                f_in=int(f_in), f_out=int(cols), transform_first=True, spmm_width=int(cols),
+                spmm_backward=True, dense=dense_variant(t > 0, False, f_in, cols, pc),
+                gather_logits=last,
+            ))
+            continue
+        tf = transform_first(t, f_in, f_out)
         out.append(LayerPlan(
             f_in=int(f_in), f_out=int(f_out), transform_first=tf,
             spmm_width=int(f_out if tf else f_in), spmm_backward=tf or t > 0,
-            dense=dense_variant(t > 0, last and not tf and not mlp, f_in, f_out, pc),
-            gather_logits=last and tf and not mlp,
-            mlp=dense_variant(True, last, f_out, f_out, pc) if mlp else None,
+            dense=dense_variant(t > 0, last and not tf and not kind.mlp, f_in, f_out, pc),
+            gather_logits=last and tf and not kind.mlp,
+            mlp=dense_variant(True, last, f_out, f_out, pc) if kind.mlp else None,
         ))
     return out
+
+
+@dataclass(frozen=True)
+class HeadSlice:
+    """The part of one attention head in a column block of ``z`` (``K`` heads of ``f'``).
+
+    Attributes
+    ----------
+    head
+        The head's index ``k``.
+    lo, hi
+        Its columns ``[lo, hi)`` within the column block.
+    """
+
+    head: int
+    lo: int
+    hi: int
+
+
+def head_slices(cols: tuple[int, int], width: int) -> list[HeadSlice]:
+    """The heads that columns ``[c0, c1)`` of ``z`` (heads of ``width`` columns) intersect.
+
+    A SUMMA process holds a column block of ``z``; a head may straddle two blocks, so
+    each process computes the attention of the heads its columns touch, on the columns it
+    has (its share of every sum over a head's units).
+    """
+    c0, c1 = cols
+    if c1 <= c0:
+        return []
+    return [
+        HeadSlice(k, max(c0, k * width) - c0, min(c1, (k + 1) * width) - c0)
+        for k in range(c0 // width, (c1 - 1) // width + 1)
+    ]

@@ -16,6 +16,10 @@ see :func:`hpcgnn.layout.summa.layer_plans`. The last layer delivers whole logit
 rows of fine block ``(i, l)`` to process column ``j = 0``: those processes score the rows
 (``row_ids``, ``y``, ``masks``); the others score nothing.
 
+GAT layers (``--model gat``) run ``z = H W`` by the dense step and then the edge
+computation of :mod:`hpcgnn.spmm.summa_attention` on the same stages (the blocks are the
+pattern of ``A^T + I``; its backward keeps them, so no blocks of ``Â`` are read).
+
 Weights are replicated; each process computes a partial weight gradient from its blocks
 and :meth:`GridGCN.reduce_gradients` all-reduces all of them over the world in one
 message.
@@ -52,6 +56,7 @@ from hpcgnn.nn.gcn import LayerOps
 from hpcgnn.rng import Columns
 from hpcgnn.spmm.dense_step import DenseStep, gather_rows
 from hpcgnn.spmm.summa import SummaAggregation, SummaGrid, SummaSpMM
+from hpcgnn.spmm.summa_attention import SummaAttention
 
 
 @dataclass(frozen=True)
@@ -117,7 +122,8 @@ def load_summa(source: GraphSource, grid: ProcessGrid, cfg: TrainConfig) -> Summ
 
         fwd_blocks = owned_blocks(layout, i, j, layer, rows_of(True))
         # the mean D_in^-1 A^T is not symmetric even when A is
-        separate = meta.directed or cfg.kind.mean
+        # (GAT's backward keeps the forward's pattern blocks: no blocks of Â)
+        separate = (meta.directed or cfg.kind.mean) and not cfg.kind.attention
         bwd_blocks = owned_blocks(layout, i, j, layer, rows_of(False)) if separate else None
         lo, hi = layout.fine_range(i, layer)
         scored = (lo, hi) if j == 0 else (lo, lo)  # column 0 scores
@@ -183,15 +189,17 @@ class GridGCN(GCNModel):
             bwd = SummaSpMM(layout, sgrid, share.bwd_blocks, dtype)
         self.aggregation = SummaAggregation(fwd, bwd)
         self._init_weights(weights)
-        self.plans = layer_plans(self.widths, layout.pc, cfg.kind.mlp)
+        self.plans = layer_plans(self.widths, layout.pc, cfg.kind)
+        attention = SummaAttention(fwd, layout) if cfg.kind.attention else None
         self.layers = [
             LayerOps(
                 self.aggregation,
                 DenseStep(sgrid.row, layout.cols(p.f_in), layout.cols(p.f_out), p.dense),
                 partial(gather_rows, row=sgrid.row, cols=layout.cols(p.f_out))
-                if p.gather_logits else None,
+                if p.gather_logits and attention is None else None,
                 None if p.mlp is None
                 else DenseStep(sgrid.row, layout.cols(p.f_out), layout.cols(p.f_out), p.mlp),
+                attention=attention,
             )
             for p in self.plans
         ]

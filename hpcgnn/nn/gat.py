@@ -27,7 +27,7 @@ which needs no reduction.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -68,6 +68,19 @@ class Neighbourhood(Protocol):
 
     def scatter(self, g: torch.Tensor) -> torch.Tensor:
         """The gradient of this rank's own rows given that of the pattern's columns."""
+
+
+class ColumnAttention(Protocol):
+    """A GAT layer after ``z = H W`` on a layout whose ranks hold column blocks of ``z``.
+
+    On a SUMMA grid (:class:`hpcgnn.spmm.summa_attention.SummaAttention`) a head's units
+    can lie on several processes, so the score terms, the edge softmax and the last
+    layer's mean of the heads follow the grid; the layer is one call.
+    """
+
+    def __call__(self, z: torch.Tensor, a_src: torch.Tensor, a_dst: torch.Tensor, layer: int,
+                 last: bool, drop: AttentionDrop | None) -> torch.Tensor:
+        """The layer's output (ELU of the heads, or the logits on the scorers) given ``z``."""
 
 
 class LocalNeighbourhood:
@@ -113,16 +126,22 @@ class AttentionDrop:
     epoch: int
     batch: int | None = None
 
-    def keep(self, layer: int, pattern: EdgePattern, heads: int) -> torch.Tensor:
-        """Keep decisions ``E x K`` of the pattern's edges, keyed by global ``(i, j, k)``."""
+    def keep(self, layer: int, pattern: EdgePattern, heads: int,
+             head_ids: Sequence[int] | None = None) -> torch.Tensor:
+        """Keep decisions of the pattern's edges, keyed by global ``(i, j, k)``.
+
+        ``E x K`` for the layer's ``heads``, or ``E x len(head_ids)`` for some of them (a
+        SUMMA process's heads).
+        """
         step = (self.epoch,) if self.batch is None else (self.epoch, self.batch)
         key = stream_key(self.seed, TAG_ATTENTION, *step, layer)
         rows = pattern.at_rows(pattern.row_ids)
         cols = pattern.at_cols(pattern.col_ids)
-        k = torch.arange(heads, dtype=torch.int64, device=cols.device)
-        pairs_r = rows[:, None].expand(-1, heads).reshape(-1)
+        ids = range(heads) if head_ids is None else head_ids
+        k = torch.tensor(list(ids), dtype=torch.int64, device=cols.device)
+        pairs_r = rows[:, None].expand(-1, len(k)).reshape(-1)
         pairs_c = (cols[:, None] * heads + k).reshape(-1)
-        return keep_pairs(key, pairs_r, pairs_c, self.p).reshape(-1, heads)
+        return keep_pairs(key, pairs_r, pairs_c, self.p).reshape(-1, len(k))
 
 
 def attend(

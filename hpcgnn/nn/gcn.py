@@ -38,7 +38,7 @@ from hpcgnn.kernels.sparse_input import SparseFeatures, as_dense
 from hpcgnn.kernels.spmm import spmm
 from hpcgnn.kinds import GCN, LayerKind
 from hpcgnn.layout.order import transform_first
-from hpcgnn.nn.gat import AttentionDrop, Neighbourhood, gat_layer
+from hpcgnn.nn.gat import AttentionDrop, ColumnAttention, Neighbourhood, gat_layer
 from hpcgnn.rng import Columns, dropout_key
 
 #: A layer input: dense, or the sparse input features.
@@ -121,6 +121,10 @@ class LayerOps:
         An attention kind's (GAT's) source rows of this rank's edges
         (:class:`hpcgnn.nn.gat.Neighbourhood`), which the layer reads instead of
         ``aggregation``.
+    attention
+        An attention kind's whole layer after ``z = H W`` where a rank holds a column
+        block of ``z`` (:class:`hpcgnn.nn.gat.ColumnAttention`: SUMMA grids); it replaces
+        ``neighbourhood``.
     """
 
     aggregation: Aggregation
@@ -128,6 +132,7 @@ class LayerOps:
     finish: Callable[[torch.Tensor], torch.Tensor] | None = None
     mlp: Dense | None = None
     neighbourhood: Neighbourhood | None = None
+    attention: ColumnAttention | None = None
 
 
 def dropout(h: torch.Tensor, keep: torch.Tensor | np.ndarray, p: float) -> torch.Tensor:
@@ -335,7 +340,10 @@ def gcn_forward(
             h = sparse_input(h, w[0] if kind.mlp or kind.attention else w[-1], p, keep)
         elif keep is not None and p > 0.0:
             h = dropout(h, keep(layer), p)
-        if kind.attention:
+        if kind.attention and ops.attention is not None:
+            z = _dense(ops.dense, stats)(h, w[0])
+            h = ops.attention(z, w[1], w[2], layer, layer == last, drop)
+        elif kind.attention:
             if ops.neighbourhood is None:
                 raise ValueError(f"{kind}: layer {layer} has no neighbourhood")
             h = gat_layer(h, w[0], w[1], w[2], layer, layer == last, ops.neighbourhood,

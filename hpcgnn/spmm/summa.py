@@ -185,7 +185,7 @@ class SummaSpMM:
         """Sparse blocks copied to the device: the owned ones, once, at construction."""
         return len(self._own)
 
-    def _sparse_block(self, seg_index: int) -> torch.Tensor:
+    def sparse_block(self, seg_index: int) -> torch.Tensor:
         """``M(row block i, stage)``, broadcast along the process row from its owner."""
         seg = self.segments[seg_index]
         nnz = int(self.nnz[seg_index])
@@ -226,7 +226,7 @@ class SummaSpMM:
             col.bcast(xs, seg.k, DENSE_BCAST)
         if self.nnz[seg.index] == 0:
             return
-        a = self._sparse_block(seg.index)
+        a = self.sparse_block(seg.index)
         if f > 0:
             with col.stats.phase("local_spmm"):
                 out += spmm(a, xs)

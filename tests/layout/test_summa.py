@@ -158,3 +158,34 @@ def test_layer_plans_follow_the_serial_order():
                 else:
                     assert plan.dense == GATHER
                 assert plan.gather_logits == (t == len(plans) - 1 and plan.transform_first)
+
+
+def test_head_slices_tile_every_column_block():
+    from hpcgnn.layout.blocks import even_offsets
+    from hpcgnn.layout.summa import head_slices
+
+    for width, heads in ((3, 4), (5, 2), (1, 7), (4, 1)):
+        total = width * heads
+        for pc in (1, 2, 3, 5, 8):
+            offsets = even_offsets(total, pc)
+            seen = np.zeros(total, dtype=int)
+            for j in range(pc):
+                c0, c1 = int(offsets[j]), int(offsets[j + 1])
+                for h in head_slices((c0, c1), width):
+                    assert 0 <= h.lo < h.hi <= c1 - c0
+                    assert h.head * width <= c0 + h.lo and c0 + h.hi <= (h.head + 1) * width
+                    seen[c0 + h.lo : c0 + h.hi] += 1
+            assert (seen == 1).all()
+
+
+def test_gat_layer_plans():
+    from dataclasses import replace
+
+    from hpcgnn.kinds import GAT
+
+    kind = replace(GAT, heads=2, output_heads=3)
+    plans = layer_plans((12, 4, 4, 5), 2, kind)
+    assert [p.f_out for p in plans] == [4, 4, 15]  # K f', and the last layer's K' C
+    assert plans[0].dense == REDUCE_SCATTER  # 12 features to 4 columns: the narrow side
+    assert [p.gather_logits for p in plans] == [False, False, True]
+    assert all(p.mlp is None and p.transform_first for p in plans)

@@ -1,5 +1,6 @@
 """GAT on every mode that trains it equals the serial GAT: 1D (all-gathered rows), 1.5D
-(stage chunks, the rows' softmax reduced along the process row) and halo (p2p and
+(stage chunks, the rows' softmax reduced along the process row), 2D and 3D (SUMMA's stages,
+heads split over the process row, the softmax reduced along the fiber) and halo (p2p and
 planned), directed and undirected graphs, several heads, attention dropout; measured bytes
 equal the cost models'."""
 
@@ -51,6 +52,36 @@ def test_gat_every_1p5d_grid_matches_serial_and_cost_model(graph_file, world, de
                                                            directed, setting):
     path = graph_file(n=47, avg_degree=2.0, directed=directed, seed=9, features=6, classes=3)
     block_row_every_grid(path, gat_config(setting), world, device)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("directed", [False, True])
+@pytest.mark.parametrize("setting", list(SETTINGS))
+def test_gat_every_summa_grid_matches_serial_and_cost_model(graph_file, world, device,
+                                                            directed, setting):
+    """Every 2D and 3D grid at this rank count, uneven ones and heads straddling blocks."""
+    from hpcgnn.layout.shapes import admissible_shapes
+    from tests.models.test_summa import run_shape
+
+    path = graph_file(n=47, avg_degree=2.0, directed=directed, seed=9, features=6, classes=3)
+    cfg = gat_config(setting, "float32" if directed else "float64", eval_every=0)
+    for kind in ("2d", "3d"):
+        for shape in admissible_shapes(kind, world.size):
+            run_shape(path, cfg, shape, world, device, epochs=3)
+
+
+@pytest.mark.mpi
+def test_gat_summa_dense_steps(graph_file, world, device):
+    """Wide features and narrow heads: z = X W by reduce-scatter, then all-gather."""
+    from hpcgnn.layout.shapes import admissible_shapes
+    from tests.models.test_summa import run_shape
+
+    path = graph_file(n=31, directed=True, seed=3, features=12, classes=3)
+    cfg = TrainConfig(layers=3, hidden=4, heads=2, output_heads=3, dropout=0.4,
+                      attention_dropout=0.2, dtype="float64", seed=5, model="gat", eval_every=0)
+    shapes = [s for k in ("2d", "3d") for s in admissible_shapes(k, world.size)]
+    for shape in [s for s in shapes if s.dims[1] > 1] or shapes[:1]:
+        run_shape(path, cfg, shape, world, device, epochs=2)
 
 
 @pytest.mark.mpi

@@ -73,6 +73,8 @@ MATRIX: dict[str, object] = {
     "model-gin-2d": ["--algo", "2d", "--model", "gin", "--gin-eps", "0.5"],
     "model-gat-1d": ["--algo", "1d", "--model", "gat", "--heads", "2", "--output-heads", "2"],
     "model-gat-halo": ["--algo", "halo", "--model", "gat", "--heads", "4"],
+    "model-gat-3d": lambda p: ["--algo", "3d", "--grid", {1: "1x1x1", 2: "1x2x1", 4: "2x1x2"}[p],
+                               "--model", "gat", "--heads", "2", "--output-heads", "2"],
     "model-gat-offload": [*OFFLOAD, "--dedup", "full", "--model", "gat", "--heads", "2",
                           "--attention-dropout", "0.3"],
     "model-gin-minibatch": [*MINIBATCH, *SAGE, "--model", "gin"],
@@ -85,7 +87,8 @@ MATRIX: dict[str, object] = {
 #: edge softmax takes ``exp`` on the device (``expf`` of the host build's libm) where the
 #: CPU twin takes torch's vectorised ``exp``; both are correctly rounded to within an ulp, not
 #: bit for bit. They are held to the real GPU's tolerance.
-ROUNDS_APART = {"model-gat-1d", "model-gat-halo", "model-gat-minibatch", "model-gat-offload"}
+ROUNDS_APART = {"model-gat-1d", "model-gat-3d", "model-gat-halo", "model-gat-minibatch",
+                "model-gat-offload"}
 
 
 def flags_of(name: str, size: int) -> list[str]:

@@ -23,6 +23,7 @@ RUNS = {
     "gin-2d": ["--algo", "2d", "--model", "gin", "--gin-eps", "0.5"],
     "gin-halo": ["--algo", "halo", "--model", "gin"],
     "gat-1d": ["--algo", "1d", "--model", "gat", "--heads", "2"],
+    "gat-2d": ["--algo", "2d", "--model", "gat", "--heads", "2"],
     "gat-halo": ["--algo", "halo", "--model", "gat", "--heads", "2", "--output-heads", "2"],
     "offload-gin": ["--mode", "offload", "--chunks", "3", "--model", "gin"],
     "gist": ["--mode", "gist", "--subnets", "1", "--local-iters", "2", "--rounds", "4"],

@@ -79,6 +79,7 @@ MATRIX: dict[str, object] = {
                           "--attention-dropout", "0.3"],
     "model-gin-minibatch": [*MINIBATCH, *SAGE, "--model", "gin"],
     "model-gat-minibatch": [*MINIBATCH, *SAGE, "--model", "gat", "--heads", "2"],
+    "model-gat-ladies": [*MINIBATCH, *LADIES, "--model", "gat", "--heads", "2"],
     "float64-1d": ["--algo", "1d", "--dtype", "float64"],
     "float64-halo": ["--algo", "halo", "--dtype", "float64"],
 }
@@ -87,8 +88,8 @@ MATRIX: dict[str, object] = {
 #: edge softmax takes ``exp`` on the device (``expf`` of the host build's libm) where the
 #: CPU twin takes torch's vectorised ``exp``; both are correctly rounded to within an ulp, not
 #: bit for bit. They are held to the real GPU's tolerance.
-ROUNDS_APART = {"model-gat-1d", "model-gat-3d", "model-gat-halo", "model-gat-minibatch",
-                "model-gat-offload"}
+ROUNDS_APART = {"model-gat-1d", "model-gat-3d", "model-gat-halo", "model-gat-ladies",
+                "model-gat-minibatch", "model-gat-offload"}
 
 
 def flags_of(name: str, size: int) -> list[str]:

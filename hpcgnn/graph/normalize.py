@@ -69,19 +69,24 @@ def normalize_block(
 
 def sum_block(
     block: sp.csr_matrix, row_offset: int, self_weight: float,
-    dtype: np.dtype | type = np.float32,
+    dtype: np.dtype | type = np.float32, replace_diagonal: bool = False,
 ) -> sp.csr_matrix:
     """``block + self_weight I_block``, unnormalised: GIN's ``A^T + (1 + eps) I`` (and ``A + ..``).
 
     Every edge counts 1 (a repeated edge as often as it appears, as PyG's sum over
     ``edge_index``); the block's diagonal entries (global ids ``row_offset + r``) get
-    ``self_weight``. Columns sorted, duplicates summed.
+    ``self_weight``. Columns sorted, duplicates summed. ``replace_diagonal``: the block's
+    own diagonal entries are an ``+ I`` already (LADIES' ``S``): they count
+    ``self_weight`` alone.
     """
     rows = block.shape[0]
     coo = block.tocoo()
     diag = np.arange(rows)
+    ones = np.ones(coo.nnz)
+    if replace_diagonal:
+        ones[coo.col == coo.row + row_offset] = 0.0
     a = sp.csr_matrix(  # built from triplets: an explicit 0 diagonal (eps = -1) is kept
-        (np.concatenate([np.ones(coo.nnz), np.full(rows, self_weight)]),
+        (np.concatenate([ones, np.full(rows, self_weight)]),
          (np.concatenate([coo.row, diag]), np.concatenate([coo.col, diag + row_offset]))),
         shape=block.shape,
     )

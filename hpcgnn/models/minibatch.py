@@ -6,8 +6,9 @@ full-neighbourhood mean ``D^{-1} A^T`` for sage, ``D^{-1}(A^T + I)`` for ladies,
 ``A^T + (1 + eps) I``) distributed 1.5D by CAGNET's staged broadcast SpMM
 (:class:`~hpcgnn.spmm.block_row.BlockRowAggregation`, forward only), or for GAT over all
 of every vertex's in-edges (the 1D / 1.5D neighbourhoods of :mod:`hpcgnn.spmm.block_row`).
-GIN and GAT read the node-wise sampler's blocks: the sum, or the attention, over a seed's
-sampled in-neighbours and itself (the seeds lead a block's input rows).
+GIN and GAT read the node-wise or LADIES sampler's blocks: the sum, or the attention, over
+a row's sampled in-neighbours and itself (every row's vertex is among the block's input
+rows: the seeds lead them node-wise, LADIES keeps them in its next vertex set).
 """
 
 from __future__ import annotations
@@ -109,14 +110,18 @@ class MinibatchModel:
         :func:`sampled_weights`.
     attention_p
         GAT's drop probability of the attention coefficients while training.
+    self_loops
+        The sampled matrix ``S`` has ``A^T + I``'s pattern (LADIES): GIN's sum counts a
+        row's own entry ``1 + eps`` alone.
     """
 
     def __init__(self, kind: LayerKind, widths: list[int], weights: list[torch.Tensor],
-                 attention_p: float = 0.0) -> None:
+                 attention_p: float = 0.0, self_loops: bool = False) -> None:
         self.kind = kind
         self.layers = len(widths) - 1
         self.weights = weights
         self.attention_p = attention_p
+        self.self_loops = self_loops
 
     def _layer(
         self, layer: int, read: Reader, h: Input, seeds: int | None = None,
@@ -132,7 +137,9 @@ class MinibatchModel:
         if self.kind.attention:  # the reader is its edges (:meth:`_reader`)
             assert not callable(read)
             w, a_src, a_dst, b = params
-            return gat_layer(h, w, a_src, a_dst, layer, last, read, matmul, drop, bias=b)
+            dst = read.dst if isinstance(read, LocalNeighbourhood) else None
+            return gat_layer(h, w, a_src, a_dst, layer, last, read, matmul, drop, bias=b,
+                             dst=dst)
         assert callable(read)
         if self.kind.mlp:
             return gin_layer(h, read, params, last)
@@ -167,12 +174,13 @@ class MinibatchModel:
         dtype = np.float32 if h.dtype == torch.float32 else np.float64
         if not (self.kind.mlp or self.kind.attention):  # where the hop was sampled
             return partial(sparse_matmul, hop.matrix(dtype))
-        # every sampled edge counts 1, the seed itself 1 + eps (the seeds lead the columns)
-        block = hop.sum_matrix(1.0 + self.kind.eps, dtype)
+        # every sampled edge counts 1, the row's own vertex 1 + eps
+        block = hop.sum_matrix(1.0 + self.kind.eps, dtype, self.self_loops)
         if self.kind.mlp:
             return partial(sparse_matmul, block)
         device = h.nz_rows.device if isinstance(h, SparseFeatures) else h.device
-        return LocalNeighbourhood(edge_pattern(block, hop.rows, hop.cols, device, h.dtype))
+        own = torch.as_tensor(hop.own_columns(), device=device)
+        return LocalNeighbourhood(edge_pattern(block, hop.rows, hop.cols, device, h.dtype), own)
 
     def forward_full(self, x: Input, op: Reader) -> torch.Tensor:
         """This process row's block of the full-graph logits (evaluation, no dropout).

@@ -84,11 +84,16 @@ class ColumnAttention(Protocol):
 
 
 class LocalNeighbourhood:
-    """Every source row is local (the serial reference): gather is the identity."""
+    """Every source row is local (the serial reference): gather is the identity.
 
-    def __init__(self, pattern: EdgePattern) -> None:
+    ``dst``: the positions of the pattern's rows among the source rows (a LADIES block's,
+    whose rows are not its first columns); ``None``: its first rows.
+    """
+
+    def __init__(self, pattern: EdgePattern, dst: torch.Tensor | None = None) -> None:
         self.pattern = pattern
         self.split: RowReduce | None = None
+        self.dst = dst
 
     def gather(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` itself."""
@@ -217,6 +222,7 @@ def gat_layer(
     a_dst: torch.Tensor, layer: int, last: bool, nbh: Neighbourhood, dense: Dense,
     drop: AttentionDrop | None,
     stats: CommStats | None = None, bias: torch.Tensor | None = None,
+    dst: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """One GAT layer on this rank's rows (no input dropout; see :func:`hpcgnn.nn.gcn.dropout`).
 
@@ -224,8 +230,8 @@ def gat_layer(
     ----------
     h
         This rank's rows of the layer input. The edges' destinations are its first
-        ``nbh.pattern.shape[0]`` rows (all of them in full-batch layouts; a sampled block's
-        seeds, which lead its input rows).
+        ``nbh.pattern.shape[0]`` rows (all of them in full-batch layouts; a node-wise
+        block's seeds, which lead its input rows), or those at ``dst``.
     w, a_src, a_dst
         ``W`` (``f_in x K f'``) and the score vectors (``K x f'``).
     layer, last
@@ -241,11 +247,15 @@ def gat_layer(
         Where the gathers' trace spans are tagged with the layer.
     bias
         Added to the output before the activation (the sampled models' layers have one).
+    dst
+        The positions of the edges' destinations among ``h``'s rows (a LADIES block's);
+        ``None``: its first rows.
     """
     heads, width = a_src.shape
     z = dense(h, w).view(-1, heads, width)
     s_src = (z * a_src).sum(dim=2)
-    s_dst = (z[: nbh.pattern.shape[0]] * a_dst).sum(dim=2)
+    z_dst = z[: nbh.pattern.shape[0]] if dst is None else z.index_select(0, dst)
+    s_dst = (z_dst * a_dst).sum(dim=2)
     rows = _Gather.apply(torch.cat([z.reshape(-1, heads * width), s_src], dim=1), nbh, stats,
                          layer)
     z_all = rows[:, : heads * width].view(-1, heads, width)

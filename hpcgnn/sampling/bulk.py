@@ -166,7 +166,7 @@ def _chunk_hop(
         seed_ptr, seed_ids = seeds
         s0, s1 = seed_ptr[lo], seed_ptr[hi]
         st = ladies.sample_hop(ptr, ids, seed_ptr[lo : hi + 1] - s0, seed_ids[s0:s1],
-                               bids[lo:hi], hop, spec.sizes[hop], store, key)
+                               bids[lo:hi], hop, spec.sizes[hop], store, key, spec.self_rows)
     hops = split_stacked(st.row_ptr, st.rows, st.col_ptr, st.cols, st.indptr, st.indices,
                          st.values)
     return hops, st.col_ptr, st.cols

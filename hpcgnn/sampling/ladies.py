@@ -8,7 +8,8 @@ vertex sets ``F_b`` (the seeds at hop 0):
    normalised per row is LADIES' layer-dependent importance distribution ``p_b``;
 2. ITS without replacement draws ``min(s, |supp p_b|)`` distinct vertices per row;
 3. the next vertex set is ``after_b = sorted(sampled_b | seeds_b)`` (LADIES keeps the
-   output vertices in every layer), then row extraction ``R S`` (``R`` stacks one
+   output vertices in every layer; with ``self_rows`` ``sorted(sampled_b | F_b)``, every
+   row's own vertex: GIN's and GAT's self term), then row extraction ``R S`` (``R`` stacks one
    selection row per vertex of every ``F_b``) and column extraction by the block-
    diagonal selection ``diag(C_1, ..., C_K)``, ``C_b[j, col(j)] = 1 / p_b(j)`` for ``j``
    in ``after_b``. The ``K n`` rows of the block-diagonal matrix are compressed to its
@@ -52,6 +53,7 @@ def normalize_rows(m: Csr) -> Array:
 def sample_hop(
     fr_ptr: Array, fr_ids: Array, seed_ptr: Array, seed_ids: Array,
     batch_ids: Array, hop: int, size: int, store: RowStore, key: np.uint64,
+    self_rows: bool = False,
 ) -> StackedHop:
     """Sample hop ``hop`` of every batch of the stack (see the module docstring).
 
@@ -71,6 +73,9 @@ def sample_hop(
         Holds every row of ``S`` in ``F_b``.
     key
         Epoch key of the sampler.
+    self_rows
+        Keep every vertex of ``F_b`` in ``after_b`` too, not only the seeds (GIN's and
+        GAT's self term; :attr:`hpcgnn.sampling.spec.SamplerSpec.self_rows`).
 
     The arrays are NumPy arrays, or tensors on the store's device; so is the result.
     """
@@ -83,8 +88,8 @@ def sample_hop(
     sel = sample_rows(p.indptr, p.data, size, xp.row_keys(key, batch_ids, hop, None))
     prob = probabilities(p)
     p_key = xp.rows_of(p.indptr) * n + p.indices
-    seed_batch = xp.rows_of(seed_ptr)
-    after_key = unique(xp.concat([p_key[sel], seed_batch * n + seed_ids]))
+    kept_ptr, kept_ids = (fr_ptr, fr_ids) if self_rows else (seed_ptr, seed_ids)
+    after_key = unique(xp.concat([p_key[sel], xp.rows_of(kept_ptr) * n + kept_ids]))
     after_batch = after_key // n
     col_ptr = xp.ptr(xp.bincount(after_batch, nb))
     p_after = prob[xp.searchsorted(p_key, after_key)]

@@ -77,20 +77,43 @@ class SampledHop:
         return sp.csr_matrix((self.values.astype(dtype), self.indices, self.indptr),
                              shape=shape)
 
-    def sum_matrix(self, self_weight: float, dtype: np.dtype | type = np.float64) -> Any:
+    def own_columns(self) -> Array:
+        """Each row's own vertex's position among the columns.
+
+        Every row's vertex is a column: the node-wise hops' rows lead their columns, and
+        LADIES keeps the rows among the (sorted) next vertex set.
+        """
+        xp = ops(self.indices)
+        rows = len(self.rows)
+        if rows <= len(self.cols) and bool((self.cols[:rows] == self.rows).all()):
+            return xp.arange(rows)
+        own = xp.searchsorted(self.cols, self.rows)
+        if rows and not bool((self.cols[xp.minimum(own, len(self.cols) - 1)] == self.rows).all()):
+            raise ValueError("a row's own vertex is not among the hop's columns")
+        return own
+
+    def sum_matrix(
+        self, self_weight: float, dtype: np.dtype | type = np.float64,
+        replace_diagonal: bool = False,
+    ) -> Any:
         """The hop's block of GIN's sum and GAT's edges, as :meth:`matrix` gives it.
 
-        Every sampled edge counts 1 and each row's own vertex (its column: the rows lead
-        the columns) ``self_weight``, duplicates summed, columns sorted: the sampled rows
-        of ``A^T + self_weight I`` (:func:`hpcgnn.graph.normalize.sum_block`'s values).
+        Every sampled edge counts 1 and each row's own vertex (:meth:`own_columns`)
+        ``self_weight``, duplicates summed, columns sorted: the sampled rows of ``A^T +
+        self_weight I`` (:func:`hpcgnn.graph.normalize.sum_block`'s values).
+        ``replace_diagonal``: the sampled rows' own entries are ``S``'s ``+ I`` (LADIES'
+        ``S = D^-1 (A^T + I)``), so they count ``self_weight`` alone.
         """
         xp = ops(self.indices)
         rows, cols = len(self.rows), len(self.cols)
         row = xp.rows_of(self.indptr)
-        diag = xp.arange(rows)
+        own = self.own_columns()
+        ones = xp.ones(len(row))
+        if replace_diagonal:
+            ones = xp.where(self.indices == own[row], xp.zeros(len(row), "float64"), ones)
         keys, sums = sum_duplicates(
-            xp.concat([row * cols + self.indices, diag * cols + diag]),
-            xp.concat([xp.ones(len(row)), xp.ones(rows) * float(self_weight)]),
+            xp.concat([row * cols + self.indices, xp.arange(rows) * cols + own]),
+            xp.concat([ones, xp.ones(rows) * float(self_weight)]),
         )
         indptr = xp.ptr(xp.bincount(keys // cols, rows))
         return SampledHop(self.rows, self.cols, indptr, keys % cols, sums).matrix(dtype)

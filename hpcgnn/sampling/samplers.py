@@ -25,9 +25,11 @@ class Sampler:
     kind
         The layer kind its samples train by default (and what ``S`` is drawn for).
     others
-        The other kinds its samples can train (``--model``): a node-wise block serves any
-        layer that reads a vertex's sampled in-neighbours and itself (GIN's sum, GAT's
-        attention); LADIES' rescaled layer-wise matrix is GCN's alone.
+        The other kinds its samples can train (``--model``): a node-wise or a LADIES block
+        serves any layer that reads a vertex's sampled in-neighbours and itself (GIN's sum,
+        GAT's attention over the block's pattern; LADIES keeps every row's own vertex among
+        the next layer's, so its block holds the self loop). Cluster-GCN's induced
+        subgraphs train GCN layers only.
     node_wise
         Per-vertex fan-outs (``--fanout``, GraphSAGE) rather than per-layer vertex sets
         drawn by importance (``--layer-size``, LADIES).
@@ -73,7 +75,8 @@ NODE_WISE = Sampler(
 )
 #: LADIES' layer-wise importance sampler of GCN layers: ``S = D^-1 (A^T + I)``.
 LAYER_WISE = Sampler(
-    name="ladies", kind=GCN, node_wise=False, row_normalised=True, tag=TAG_LADIES
+    name="ladies", kind=GCN, node_wise=False, row_normalised=True, tag=TAG_LADIES,
+    others=frozenset({GIN.name, GAT.name}),
 )
 
 #: Cluster-GCN's batches: METIS clusters of the training graph, each batch the subgraph

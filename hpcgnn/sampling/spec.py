@@ -54,6 +54,10 @@ class SamplerSpec:
         ``cluster`` only: METIS clusters of the training graph (``None``: about
         :data:`DEFAULT_CLUSTER_SIZE` training vertices each, set by
         :func:`fit_training_set`) and clusters per minibatch.
+    self_rows
+        ``ladies`` only: each hop's next vertex set keeps the hop's own rows, not only the
+        seeds (LADIES' rule), so every row's own vertex is an input row of its layer: the
+        self term of GIN's sum and GAT's attention (set by the trainer for those kinds).
 
     """
 
@@ -64,6 +68,7 @@ class SamplerSpec:
     seed: int = 0
     clusters: int | None = None
     clusters_per_batch: int | None = None
+    self_rows: bool = False
 
     @property
     def layers(self) -> int:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -107,6 +108,8 @@ class MinibatchTrainer(WholeModel, SubModelHost):
         with collective(grid.world):
             self.train_ids = read_train_ids(graph)
             self.spec = spec = fit_training_set(spec, len(self.train_ids))
+        if spec.method.layer_wise and (cfg.kind.mlp or cfg.kind.attention):
+            spec = replace(spec, self_rows=True)  # a row's own vertex: the self term
         self.traffic = Traffic(grid.size)
         self.sampler = BulkSampler(spec, grid, graph, layout, self.traffic, sample_memory,
                                    self.train_ids)
@@ -134,7 +137,8 @@ class MinibatchTrainer(WholeModel, SubModelHost):
         kind = cfg.kind
         if weights is None:
             weights = sampled_weights(kind, widths, cfg.seed, self.np_dtype, grid.device)
-        self.model = MinibatchModel(kind, widths, weights, cfg.attention_p)
+        self.model = MinibatchModel(kind, widths, weights, cfg.attention_p,
+                                    spec.method.self_loops)
         self.weights = weights
         value_bytes = np.dtype(self.np_dtype).itemsize
         #: Bytes of a fetched feature row (dense), or of one value (sparse: the row's
@@ -316,7 +320,8 @@ class MinibatchTrainer(WholeModel, SubModelHost):
             offsets = self.sampler.offsets
             if kind.mlp or kind.attention:  # sum_block counts every stored entry as 1
                 rows = self.sampler.block.matrix(np.arange(lo, hi), self.spec.method).scipy()
-                block = sum_block(rows, lo, 1.0 + kind.eps, self.np_dtype)
+                block = sum_block(rows, lo, 1.0 + kind.eps, self.np_dtype,
+                                  replace_diagonal=self.spec.method.self_loops)
             else:
                 block = normalized_block(self.sampler.block, lo, hi, self.np_dtype)
             if kind.attention:

@@ -196,11 +196,12 @@ def test_measured_bytes_equal_the_cost_model_in_every_category(graph_file, share
     runs += [("sage", "partitioned", c) for c in sorted({reps[0], reps[-1]})]
     # GIN's and GAT's layers on the node-wise blocks: their gradients all-reduce
     runs += [("sage-gin", "replicated", reps[0]), ("sage-gat", "partitioned", reps[-1])]
-    models = {"sage-gin": ["--model", "gin"], "sage-gat": ["--model", "gat", "--heads", "2"]}
+    runs += [("ladies-gin", "partitioned", reps[0]), ("ladies-gat", "replicated", reps[-1])]
+    models = {"gin": ["--model", "gin"], "gat": ["--model", "gat", "--heads", "2"]}
     for name, layout, c in runs:
         sampler = name.split("-")[0]
         flags = ["--fanout", "4,3"] if sampler == "sage" else ["--layer-size", "20,10"]
-        flags += models.get(name, [])
+        flags += models.get(name.split("-")[-1], [])
         where = f"{layout} {name} at c={c}"
         rc, out = train_metrics(
             path, shared_tmp / "mb.json", "--mode", "minibatch", "--sampler", sampler, *flags,

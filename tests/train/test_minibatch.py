@@ -25,12 +25,14 @@ def step_gradients(trainer: MinibatchTrainer) -> list[np.ndarray]:
 
 
 #: (sampler, layer kind and its settings) of the minibatch runs: each sampler's own layers,
-#: and GIN's and GAT's on the node-wise sampler's blocks.
+#: and GIN's and GAT's on the node-wise and the LADIES sampler's blocks.
 MODELS = {
     "sage": ("sage", {"model": "sage"}),
     "ladies": ("ladies", {"model": "gcn"}),
     "sage-gin": ("sage", {"model": "gin", "gin_eps": 0.5}),
     "sage-gat": ("sage", {"model": "gat", "heads": 2, "attention_dropout": 0.4}),
+    "ladies-gin": ("ladies", {"model": "gin", "gin_eps": 0.5}),
+    "ladies-gat": ("ladies", {"model": "gat", "heads": 2, "attention_dropout": 0.4}),
 }
 
 
@@ -62,18 +64,19 @@ def test_a_step_is_the_mean_loss_over_all_its_seeds(graph_file, world, name):
         assert_all(world, ok, f"step {t} (batches {step}): not the mean over its seeds")
 
 
+@pytest.mark.parametrize("sampler", ["sage", "ladies"])
 @pytest.mark.parametrize("model", ["gin", "gat"])
-def test_a_block_of_every_in_neighbour_gives_the_full_batch_logits(graph_file, model):
-    """With fan-outs above every degree a node-wise block holds each seed's whole
-    in-neighbourhood: the sampled GIN / GAT (zero biases) give the full-batch model's logits
-    of its seeds."""
+def test_a_block_of_every_in_neighbour_gives_the_full_batch_logits(graph_file, model, sampler):
+    """With fan-outs (LADIES: layer sizes) above every degree (vertex count) a block holds
+    each row's whole in-neighbourhood: the sampled GIN / GAT (zero biases) give the
+    full-batch model's logits of its seeds."""
     from hpcgnn.models.serial import SerialGCN
 
     path = graph_file(n=40, avg_degree=3.0, seed=8, features=5, classes=3, directed=True)
     extra = {"gin_eps": 0.25} if model == "gin" else {"heads": 2, "output_heads": 2}
     cfg = TrainConfig(layers=2, hidden=6, dropout=0.0, dtype="float64", seed=3, model=model,
                       **extra)
-    spec = SamplerSpec("sage", (100, 100), batch_size=7, bulk=1, seed=2)
+    spec = SamplerSpec(sampler, (100, 100), batch_size=7, bulk=1, seed=2)
     with ProcessGrid(MPI.COMM_SELF, choose_shape("1.5d", 1)) as grid:
         trainer = MinibatchTrainer(str(path), spec, "replicated", cfg, grid)
         seeds = trainer.train_ids[:7]

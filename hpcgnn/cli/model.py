@@ -49,14 +49,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--alpha", type=float, default=None,
                    help="latency per message, seconds (overrides the machine's)")
     p.add_argument("--beta", type=float, default=None,
-                   help="seconds per byte, 1e-10 = 10 GB/s (overrides the machine's)")
+                   help="seconds per byte, 1e-10 = 10 GB/s (overrides the machine's, for "
+                        "every collective)")
+    p.add_argument("--placement", choices=("nodes", "uniform"), default="nodes",
+                   help="nodes: ranks fill the machine's nodes in order and a collective "
+                        "whose ranks share a node (a 1.5D process row, say) runs over the "
+                        "node's link, the others over the network; uniform: every "
+                        "collective at the job's link (default: nodes; --beta implies "
+                        "uniform)")
     p.add_argument("--model", choices=MODELS, default=MODELS[0],
                    help="layer type, as train's --model: gcn (A+I normalised) or sage "
                         "(GraphSAGE-mean: the aggregation moves the same layer input over A "
                         "without self loops; two weights per layer, so the gradient "
                         "all-reduce and SUMMA's dense steps double), gin (A+I unnormalised, "
                         "a second dense step W_2 of f_out x f_out per layer) or gat (attention "
-                        "over A+I: the rows move with one score column per head; 1d, 1.5d, halo) "
+                        "over A+I: the rows move with one score column per head) "
                         "(default: gcn)")
     p.add_argument("--layers", type=int, default=2, help="layers of the model (default: 2)")
     p.add_argument("--hidden", type=int, default=16,
@@ -155,12 +162,17 @@ def run(args: argparse.Namespace) -> int:
         link = machine.link(p)
         alpha = link.alpha if args.alpha is None else args.alpha
         beta = link.beta if args.beta is None else args.beta
-        rows = rank_choices(meta, cfg, p, alpha, beta, counter)
+        by_axis = args.placement == "nodes" and args.beta is None
+        rows = rank_choices(meta, cfg, p, alpha, beta, counter,
+                            machine.axis_betas if by_axis else None)
         _print_ranking(rows[: args.top], p, machine.link_kind(p), alpha, beta)
+        if by_axis and machine.link_kind(p) == "inter_node" and p not in machine.collectives:
+            print(f"  (collectives inside a node: beta={machine.links['intra_node'].beta:g}"
+                  f" s/B; ranks fill nodes of {machine.gpus_per_node} in order)")
         if args.formulas == "paper":
             _print_paper(rows[: args.top])
         results.append({"procs": p, "link": machine.link_kind(p), "alpha": alpha, "beta": beta,
-                        "choices": rows})
+                        "placement": "nodes" if by_axis else "uniform", "choices": rows})
     if len(procs) > 1:
         _print_scaling(results)
     if args.out:

@@ -47,33 +47,33 @@ def predict_block_row(problem: Problem, shape: GridShape) -> Estimate:
     own = np.where(chunk_of[:, None] == np.arange(c)[None, :], sizes[:, None], 0)
     bcast_rows = np.diff(off[chunks])[None, :] - own  # (q, c): rows P(i, j) receives
     s = problem.itemsize
-    per: dict[str, np.ndarray] = defaultdict(lambda: np.zeros((q, c)))
+    per: dict[tuple[str, str], np.ndarray] = defaultdict(lambda: np.zeros((q, c)))
     messages = 0
     attention = problem.kind.attention
     for layer, (f, backward) in enumerate(aggregation_widths(problem.widths, problem.kind)):
         if attention and c == 1:
-            per["dense_allgather"] += bcast_rows * f * s
-            per["reduce_scatter"] += bcast_rows * f * s
+            per["dense_allgather", "col"] += bcast_rows * f * s
+            per["reduce_scatter", "col"] += bcast_rows * f * s
             messages += 2
             continue
         if attention:
             heads = problem.kind.layer_heads(layer == len(problem.widths) - 2)
-            per["dense_bcast"] += bcast_rows * f * s
-            per[DENSE_REDUCE] += bcast_rows * f * s
+            per["dense_bcast", "col"] += bcast_rows * f * s
+            per[DENSE_REDUCE, "col"] += bcast_rows * f * s
             messages += 2 * int(np.diff(chunks).max())
             for width in (heads, heads, f - heads, heads, f):  # max, sum, out; d s_dst, rows
-                per["allreduce"] += allreduce_share(sizes * width * s, c)[:, None]
+                per["allreduce", "row"] += allreduce_share(sizes * width * s, c)[:, None]
                 messages += 2 * math.ceil(math.log2(c))
             continue
         for _ in range(2 if backward else 1):
-            per["dense_bcast"] += bcast_rows * f * s
+            per["dense_bcast", "col"] += bcast_rows * f * s
             messages += int(np.diff(chunks).max())
             if c > 1:
-                per["allreduce"] += allreduce_share(sizes * f * s, c)[:, None]
+                per["allreduce", "row"] += allreduce_share(sizes * f * s, c)[:, None]
                 messages += 2 * math.ceil(math.log2(c))
     if q > 1:
         for fin, fout in problem.weight_shapes:
-            per["allreduce"] += allreduce_share(fin * fout * s, q)
+            per["allreduce", "col"] += allreduce_share(fin * fout * s, q)
             messages += 2 * math.ceil(math.log2(q))
     return Estimate.from_per_rank(per, messages)
 

@@ -65,36 +65,74 @@ class Problem:
 
 @dataclass
 class Estimate:
-    """Predicted communication of one epoch."""
+    """Predicted communication of one epoch.
+
+    ``axes``: per category, its busiest rank's bytes by the grid axis that moves them
+    (:mod:`hpcgnn.layout.placement`: ``row``, ``col``, ``fiber``, ``world``), for a
+    clock whose links differ by axis; a category without it moves over ``world``.
+    """
 
     bytes_total: dict[str, float] = field(default_factory=dict)  # summed over ranks
     bytes_max_rank: dict[str, float] = field(default_factory=dict)  # busiest rank
     messages: int = 0  # latency terms on the critical path
+    axes: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def add(self, category: str, total: float, max_rank: float, messages: int) -> None:
-        """Accumulate one communication step."""
+        """Accumulate one communication step (over ``world``)."""
         self.bytes_total[category] = self.bytes_total.get(category, 0.0) + total
         self.bytes_max_rank[category] = self.bytes_max_rank.get(category, 0.0) + max_rank
         self.messages += messages
 
     @classmethod
-    def from_per_rank(cls, per_rank: dict[str, np.ndarray], messages: int) -> Estimate:
+    def from_per_rank(
+        cls, per_rank: dict[str, np.ndarray] | dict[tuple[str, str], np.ndarray], messages: int,
+    ) -> Estimate:
         """The estimate of bytes given per rank: ``{category: array over the grid}``.
 
-        Totals are the sums, the busiest rank of a category its maximum; categories in
+        A key may be ``(category, axis)``: the bytes of the category that move along that
+        axis of the grid. Totals are the sums, the busiest rank of a category the maximum
+        of its arrays' sum, whose split by axis is kept in :attr:`axes`; categories in
         which no rank receives a byte are left out.
         """
+        by_cat: dict[str, dict[str, np.ndarray]] = {}
+        for key, arr in per_rank.items():
+            cat, axis = key if isinstance(key, tuple) else (key, "world")
+            parts = by_cat.setdefault(cat, {})
+            parts[axis] = parts[axis] + arr if axis in parts else np.asarray(arr, np.float64)
         est = cls(messages=messages)
-        for cat, arr in sorted(per_rank.items()):
+        for cat, parts in sorted(by_cat.items()):
+            arr = np.sum(list(parts.values()), axis=0)
             total = float(arr.sum())
             if total > 0:
                 est.bytes_total[cat] = total
-                est.bytes_max_rank[cat] = float(arr.max())
+                busiest = int(np.argmax(arr))
+                est.bytes_max_rank[cat] = float(arr.flat[busiest])
+                est.axes[cat] = {a: float(x.flat[busiest]) for a, x in sorted(parts.items())
+                                 if x.flat[busiest] > 0}
         return est
 
-    def time(self, alpha: float, beta: float) -> float:
-        """``alpha * messages + beta * bytes`` on the busiest rank (seconds)."""
-        return alpha * self.messages + beta * sum(self.bytes_max_rank.values())
+    def time(self, alpha: float, beta: float, betas: dict[str, float] | None = None) -> float:
+        """``alpha * messages + beta * bytes`` on the busiest rank (seconds).
+
+        ``betas``: seconds per byte by grid axis (:meth:`beta_by_category`); ``beta`` for
+        an axis it does not name.
+        """
+        if betas is None:
+            return alpha * self.messages + beta * sum(self.bytes_max_rank.values())
+        return alpha * self.messages + sum(self.beta_by_category(beta, betas).values())
+
+    def beta_by_category(
+        self, beta: float, betas: dict[str, float] | None = None
+    ) -> dict[str, float]:
+        """Seconds each category's busiest-rank bytes take, by the links of their axes."""
+        out = {}
+        for cat, nbytes in sorted(self.bytes_max_rank.items()):
+            parts = self.axes.get(cat)
+            if betas is None or not parts:
+                out[cat] = beta * nbytes
+            else:
+                out[cat] = sum(betas.get(a, beta) * b for a, b in parts.items())
+        return out
 
 
 def allreduce_share(nbytes: float | np.ndarray, p: int) -> np.ndarray:

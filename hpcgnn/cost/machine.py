@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from hpcgnn.errors import ConfigError
+from hpcgnn.layout.placement import AXES, spans_nodes
 from hpcgnn.planning.dedup import parse_tier_gbps
 from hpcgnn.utils.json_text import read_json
 from hpcgnn.utils.shipped import shipped_dir
@@ -101,6 +102,25 @@ class Machine:
             return link
         ranks = min(max(self.gpus_per_node, 1), procs)
         return Link(link.alpha, max(link.beta, ranks / (self.injection_gbps * 1e9)))
+
+    def axis_betas(self, dims: tuple[int, ...]) -> dict[str, float]:
+        """Seconds per byte of each axis of a grid ``dims`` (rank-ordered placement).
+
+        An axis whose every group lies in one node (:func:`hpcgnn.layout.placement.
+        spans_nodes`, ``gpus_per_node`` ranks a node) runs over the ``intra_node`` link,
+        another over :meth:`link`'s network figure for the job (with the node's injection
+        shared). A calibrated job size (:attr:`collectives`) gives its one fit to every
+        axis: the calibration times the job's collectives, not its links by axis.
+        """
+        procs = math.prod(dims)
+        whole = self.link(procs).beta
+        if procs in self.collectives or self.link_kind(procs) != "inter_node":
+            return {axis: whole for axis in ("world", *AXES)}
+        inside = self.links["intra_node"].beta
+        return {
+            axis: whole if spans_nodes(dims, axis, self.gpus_per_node) else inside
+            for axis in ("world", *AXES)
+        }
 
 
 def machine_names() -> list[str]:

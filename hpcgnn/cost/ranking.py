@@ -102,6 +102,7 @@ def minibatch_memory_estimate(
 def rank_choices(
     meta: GraphMeta, cfg: TrainConfig, procs: int, alpha: float, beta: float,
     block_nnz: Callable[[tuple[int, ...]], SummaBlockNnz | None] | None = None,
+    axis_betas: Callable[[tuple[int, ...]], dict[str, float]] | None = None,
 ) -> list[dict[str, Any]]:
     """Every (algorithm, grid) that trains ``cfg``'s layers, fastest modelled epoch first.
 
@@ -122,6 +123,10 @@ def rank_choices(
         are not known; without them the nonzeros are spread uniformly, which puts the
         busiest rank's sparse traffic too low on a real graph. Each row says which in
         ``sparse_blocks`` (``"exact"``, ``"uniform"``, or ``""`` with no sparse traffic).
+    axis_betas
+        Seconds per byte by grid axis for a grid's dims (e.g. :meth:`hpcgnn.cost.machine.
+        Machine.axis_betas`: a process row inside a node runs over its links), or ``None``:
+        ``beta`` for every collective.
     """
     problem = cost_problem(meta, cfg, meta.partition_offsets)
     widths = layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, cfg.layers)
@@ -137,18 +142,19 @@ def rank_choices(
             est = predict_summa(problem, shape.dims, exact) if sparse else predict(
                 algo, problem, shape
             )
+            betas = None if axis_betas is None else axis_betas(shape.dims)
             rows.append(
                 {
                     "algo": algo,
                     "grid": str(shape),
-                    "time_s": est.time(alpha, beta),
+                    "time_s": est.time(alpha, beta, betas),
                     "max_rank_bytes": sum(est.bytes_max_rank.values()),
                     "total_bytes": sum(est.bytes_total.values()),
                     "messages": est.messages,
                     "memory_per_rank_bytes": memory_estimate(meta, cfg, shape),
                     "bytes_by_category": est.bytes_total,
                     "max_rank_bytes_by_category": est.bytes_max_rank,
-                    "time_by_phase_s": phase_times(est, alpha, beta),
+                    "time_by_phase_s": phase_times(est, alpha, beta, betas),
                     "sparse_blocks": ("uniform" if exact is None else "exact") if sparse else "",
                     "note": grid_note(problem, shape),
                     "paper_bytes_per_rank": None if algo not in PAPER_ALGORITHMS else (
@@ -161,13 +167,16 @@ def rank_choices(
     return rows
 
 
-def phase_times(est: Estimate, alpha: float, beta: float) -> dict[str, float]:
+def phase_times(
+    est: Estimate, alpha: float, beta: float, betas: dict[str, float] | None = None
+) -> dict[str, float]:
     """:meth:`Estimate.time` split by phase: ``beta x`` busiest-rank bytes per category.
 
-    The latency ``alpha x messages`` is not split by category; it is the ``latency``
-    entry. The entries sum to ``est.time(alpha, beta)``.
+    ``betas``: by grid axis (:meth:`Estimate.beta_by_category`). The latency ``alpha x
+    messages`` is not split by category; it is the ``latency`` entry. The entries sum to
+    ``est.time(alpha, beta, betas)``.
     """
-    out = {cat: beta * b for cat, b in sorted(est.bytes_max_rank.items())}
+    out = est.beta_by_category(beta, betas)
     out["latency"] = alpha * est.messages
     return out
 

@@ -247,7 +247,8 @@ def _log2(q: int) -> int:
 
 
 def _dense_step(
-    per: dict[str, np.ndarray], plan: LayerPlan, input_grad: bool, layout: SummaLayout,
+    per: dict[tuple[str, str], np.ndarray], plan: LayerPlan, input_grad: bool,
+    layout: SummaLayout,
     fine: np.ndarray, s: int,
 ) -> int:
     """Add the bytes of one dense step to ``per``; return its messages."""
@@ -258,27 +259,28 @@ def _dense_step(
     rows = fine[:, None, :]
     if plan.dense == ALLGATHER:
         moved = rows * (f_in - w_in)[None, :, None] * s
-        per["allgather"] += moved
+        per["allgather", "row"] += moved
         if input_grad:
-            per["reduce_scatter"] += moved
+            per["reduce_scatter", "row"] += moved
         return _log2(pc) * (1 + int(input_grad))
     if plan.dense == REDUCE_SCATTER:
         moved = rows * (f_out - w_out)[None, :, None] * s
-        per["reduce_scatter"] += moved
-        per["allgather"] += moved
+        per["reduce_scatter", "row"] += moved
+        per["allgather", "row"] += moved
         return 2 * _log2(pc)
     if plan.dense == GATHER:
-        per["gather"][:, 0, :] += fine * (f_in - w_in[0]) * s
+        per["gather", "row"][:, 0, :] += fine * (f_in - w_in[0]) * s
         if input_grad:
-            per["scatter"][:, 1:, :] += rows * w_in[None, 1:, None] * s
+            per["scatter", "row"][:, 1:, :] += rows * w_in[None, 1:, None] * s
         return _log2(pc) * (1 + int(input_grad))
-    per["reduce_scatter"][:, 1:, :] += rows * f_out * s  # REDUCE
-    per["dense_bcast"][:, 1:, :] += rows * f_out * s
+    per["reduce_scatter", "row"][:, 1:, :] += rows * f_out * s  # REDUCE
+    per["dense_bcast", "row"][:, 1:, :] += rows * f_out * s
     return _log2(pc) + 1
 
 
 def _attention_layer(
-    per: dict[str, np.ndarray], plan: LayerPlan, t: int, last: bool, layout: SummaLayout,
+    per: dict[tuple[str, str], np.ndarray], plan: LayerPlan, t: int, last: bool,
+    layout: SummaLayout,
     sparse: np.ndarray, kind: LayerKind, s: int,
 ) -> int:
     """Add the bytes of one GAT layer (:mod:`hpcgnn.spmm.summa_attention`); its messages.
@@ -306,22 +308,22 @@ def _attention_layer(
     messages = 0
     if pc > 1:
         messages += _dense_step(per, plan, t > 0, layout, fine, s)
-        per["allreduce"] += 2 * allreduce_share(own * 2 * heads * s, pc)
+        per["allreduce", "row"] += 2 * allreduce_share(own * 2 * heads * s, pc)
         messages += 4 * _log2(pc)
     if pr > 1:
-        per["dense_bcast"] += received * (2 * w + h)[None, :, None] * s
-        per["dense_reduce"] += received * (w + h)[None, :, None] * s
-    per["sparse_bcast"] += sparse
+        per["dense_bcast", "col"] += received * (2 * w + h)[None, :, None] * s
+        per["dense_reduce", "col"] += received * (w + h)[None, :, None] * s
+    per["sparse_bcast", "row"] += sparse
     messages += layout.num_stages() * (3 * int(pr > 1) + int(pc > 1))
     if pl > 1:
         other = block - own
-        per["allgather"] += other * (h + w)[None, :, None] * s
-        per["reduce_scatter"] += other * (w + h)[None, :, None] * s
-        per["allreduce"] += 3 * allreduce_share(block * h[None, :, None] * s, pl)
+        per["allgather", "fiber"] += other * (h + w)[None, :, None] * s
+        per["reduce_scatter", "fiber"] += other * (w + h)[None, :, None] * s
+        per["allreduce", "fiber"] += 3 * allreduce_share(block * h[None, :, None] * s, pl)
         messages += 4 * _log2(pl) + 6 * _log2(pl)
     if last and pc > 1:
-        per["gather"][:, 0, :] += fine * (plan.f_out - w[0]) * s
-        per["scatter"][:, 1:, :] += own * w[None, 1:, None] * s
+        per["gather", "row"][:, 0, :] += fine * (plan.f_out - w[0]) * s
+        per["scatter", "row"][:, 1:, :] += own * w[None, 1:, None] * s
         messages += 2 * _log2(pc)
     return messages
 
@@ -359,7 +361,7 @@ def predict_summa(
     fine = layout.fine_sizes().astype(np.float64)  # (Pr, Pl)
     rows_i = fine.sum(axis=1)
     inner = fine.sum(axis=0)  # |V_l|
-    per: dict[str, np.ndarray] = defaultdict(lambda: np.zeros((pr, pc, pl)))
+    per: dict[tuple[str, str], np.ndarray] = defaultdict(lambda: np.zeros((pr, pc, pl)))
     messages = 0
     stages = layout.num_stages()
     widths = problem.widths
@@ -373,10 +375,10 @@ def predict_summa(
         w_sp = np.diff(layout.cols(plan.spmm_width)).astype(np.float64)
         for direction in ("fwd", "bwd") if plan.spmm_backward else ("fwd",):
             received = inner[None, None, :] - fine[:, None, :]
-            per["dense_bcast"] += received * w_sp[None, :, None] * s
-            per["sparse_bcast"] += sparse[direction]
+            per["dense_bcast", "col"] += received * w_sp[None, :, None] * s
+            per["sparse_bcast", "row"] += sparse[direction]
             if pl > 1:
-                per["reduce_scatter"] += (
+                per["reduce_scatter", "fiber"] += (
                     (rows_i[:, None, None] - fine[:, None, :]) * w_sp[None, :, None] * s
                 )
             messages += stages * (int(pr > 1) + int(pc > 1)) + _log2(pl)
@@ -388,12 +390,12 @@ def predict_summa(
             messages += _dense_step(per, plan.second_step(), True, layout, fine, s)
         if plan.gather_logits:
             w_c = np.diff(layout.cols(plan.f_out)).astype(np.float64)
-            per["gather"][:, 0, :] += fine * (plan.f_out - w_c[0]) * s
-            per["scatter"][:, 1:, :] += fine[:, None, :] * w_c[None, 1:, None] * s
+            per["gather", "row"][:, 0, :] += fine * (plan.f_out - w_c[0]) * s
+            per["scatter", "row"][:, 1:, :] += fine[:, None, :] * w_c[None, 1:, None] * s
             messages += 2 * _log2(pc)
     m = s * sum(a * b for a, b in problem.weight_shapes)
     if p > 1:
-        per["allreduce"] += allreduce_share(m, p)
+        per["allreduce", "world"] += allreduce_share(m, p)
         messages += 2 * _log2(p)
     return Estimate.from_per_rank(per, messages)
 

@@ -97,3 +97,29 @@ def test_collective_fits_are_per_job_size_and_merge_into_the_file():
     assert m.link(3) == m.links["intra_node"]
     with pytest.raises(ConfigError, match="'collectives' must map"):
         parse_machine({**again, "collectives": {"x": {"alpha": 1, "beta": 1}}})
+
+
+def test_axis_betas_follow_the_nodes():
+    from hpcgnn.cli.model import shape_meta
+    from hpcgnn.config import TrainConfig
+    from hpcgnn.cost.ranking import rank_choices
+
+    m = load_machine("summit")
+    inside, network = m.links["intra_node"].beta, m.link(64).beta
+    assert m.axis_betas((32, 2)) == {"world": network, "col": network, "row": inside,
+                                     "fiber": inside}
+    assert m.axis_betas((16, 4))["row"] == network  # rows of 4 straddle nodes of 6
+    assert set(m.axis_betas((3, 2)).values()) == {m.link(6).beta}  # one node
+    meta = shape_meta("232965,114848857,602,41")
+    cfg = TrainConfig(layers=3, hidden=16)
+    uniform = {(r["algo"], r["grid"]): r for r in rank_choices(meta, cfg, 64, 1e-5, network)}
+    nodes = {(r["algo"], r["grid"]): r
+             for r in rank_choices(meta, cfg, 64, 1e-5, network, None, m.axis_betas)}
+    # 1.5D 32x2: the row all-reduce inside a node, the column broadcasts across nodes
+    a, b = uniform["1.5d", "32x2"], nodes["1.5d", "32x2"]
+    assert b["time_s"] < a["time_s"]
+    assert b["time_by_phase_s"]["dense_bcast"] == a["time_by_phase_s"]["dense_bcast"]
+    assert b["time_by_phase_s"]["allreduce"] < a["time_by_phase_s"]["allreduce"]
+    assert abs(sum(b["time_by_phase_s"].values()) - b["time_s"]) < 1e-12
+    # 1D: every collective is the world's, across nodes
+    assert nodes["1d", "64"]["time_s"] == uniform["1d", "64"]["time_s"]

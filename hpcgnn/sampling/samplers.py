@@ -28,8 +28,8 @@ class Sampler:
         The other kinds its samples can train (``--model``): a node-wise or a LADIES block
         serves any layer that reads a vertex's sampled in-neighbours and itself (GIN's sum,
         GAT's attention over the block's pattern; LADIES keeps every row's own vertex among
-        the next layer's, so its block holds the self loop). Cluster-GCN's induced
-        subgraphs train GCN layers only.
+        the next layer's, so its block holds the self loop), and so does Cluster-GCN's
+        induced subgraph (its rows are its columns).
     node_wise
         Per-vertex fan-outs (``--fanout``, GraphSAGE) rather than per-layer vertex sets
         drawn by importance (``--layer-size``, LADIES).
@@ -83,7 +83,7 @@ LAYER_WISE = Sampler(
 #: ``q`` of them induce, read through ``D^-1 (A^T + I)`` renormalised on it (GCN layers).
 CLUSTER = Sampler(
     name="cluster", kind=GCN, node_wise=False, row_normalised=True, tag=TAG_CLUSTER,
-    induced=True,
+    others=frozenset({GIN.name, GAT.name}), induced=True,
 )
 
 #: Every sampler by name (the ``--sampler`` choices; the first is the default).

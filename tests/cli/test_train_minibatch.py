@@ -197,15 +197,18 @@ def test_measured_bytes_equal_the_cost_model_in_every_category(graph_file, share
     # GIN's and GAT's layers on the node-wise blocks: their gradients all-reduce
     runs += [("sage-gin", "replicated", reps[0]), ("sage-gat", "partitioned", reps[-1])]
     runs += [("ladies-gin", "partitioned", reps[0]), ("ladies-gat", "replicated", reps[-1])]
+    runs += [("cluster-gat", "partitioned", reps[-1])]
     models = {"gin": ["--model", "gin"], "gat": ["--model", "gat", "--heads", "2"]}
     for name, layout, c in runs:
         sampler = name.split("-")[0]
-        flags = ["--fanout", "4,3"] if sampler == "sage" else ["--layer-size", "20,10"]
+        flags = {"sage": ["--fanout", "4,3", "--batch-size", "9"],
+                 "ladies": ["--layer-size", "20,10", "--batch-size", "9"],
+                 "cluster": ["--clusters", "12", "--clusters-per-batch", "2"]}[sampler]
         flags += models.get(name.split("-")[-1], [])
         where = f"{layout} {name} at c={c}"
         rc, out = train_metrics(
             path, shared_tmp / "mb.json", "--mode", "minibatch", "--sampler", sampler, *flags,
-            "--batch-size", "9", "--bulk", "3", "--epochs", "2", "--graph-layout", layout,
+            "--bulk", "3", "--epochs", "2", "--graph-layout", layout,
             "--replication", str(c),
         )
         assert_all(world, rc == 0, where)

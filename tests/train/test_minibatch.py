@@ -33,6 +33,8 @@ MODELS = {
     "sage-gat": ("sage", {"model": "gat", "heads": 2, "attention_dropout": 0.4}),
     "ladies-gin": ("ladies", {"model": "gin", "gin_eps": 0.5}),
     "ladies-gat": ("ladies", {"model": "gat", "heads": 2, "attention_dropout": 0.4}),
+    "cluster-gin": ("cluster", {"model": "gin", "gin_eps": 0.5}),
+    "cluster-gat": ("cluster", {"model": "gat", "heads": 2, "attention_dropout": 0.4}),
 }
 
 
@@ -42,10 +44,15 @@ def test_a_step_is_the_mean_loss_over_all_its_seeds(graph_file, world, name):
     # 25 training vertices in batches of 4: six of 4 and a last one of 1 seed, all in one
     # bulk; on P > 1 ranks the 1-seed batch shares a step with full ones. Its seed must
     # weigh like any other seed of the step (global mean), not like a whole batch.
+    # (Cluster-GCN: 7 clusters of the training graph, one a batch, of differing sizes.)
     sampler, model = MODELS[name]
     path = graph_file(n=50, avg_degree=4.0, seed=5, features=6, classes=3)
-    sizes = (3, 2) if sampler == "sage" else (8, 8)
-    spec = SamplerSpec(sampler, sizes, batch_size=4, bulk=7, seed=2)
+    if sampler == "cluster":
+        spec = SamplerSpec(sampler, (0, 0), batch_size=0, bulk=7, seed=2, clusters=7,
+                           clusters_per_batch=1)
+    else:
+        sizes = (3, 2) if sampler == "sage" else (8, 8)
+        spec = SamplerSpec(sampler, sizes, batch_size=4, bulk=7, seed=2)
     cfg = TrainConfig(hidden=6, dropout=0.3, dtype="float64", seed=1, **model)
     p = world.size
     with ProcessGrid(MPI.COMM_WORLD, choose_shape("1.5d", p)) as grid:
@@ -53,8 +60,10 @@ def test_a_step_is_the_mean_loss_over_all_its_seeds(graph_file, world, name):
     with ProcessGrid(MPI.COMM_SELF, choose_shape("1.5d", 1)) as grid:
         serial = MinibatchTrainer(str(path), spec, "replicated", cfg, grid)
         per_batch = step_gradients(serial)  # one batch per step on one rank
-    seeds = [len(b) for b in minibatches(serial.train_ids, 4, spec.seed, 0)]
-    assert seeds == [4] * 6 + [1]
+    seeds = [len(b) for b in serial.sampler.batches(0)]
+    if sampler != "cluster":
+        assert seeds == [len(b) for b in minibatches(serial.train_ids, 4, spec.seed, 0)]
+        assert seeds == [4] * 6 + [1]
     shares = [my_share(len(seeds), p, r) for r in range(p)]
     assert len(ours) == max(len(s) for s in shares)
     for t, grad in enumerate(ours):

@@ -48,22 +48,15 @@ def test_gat_1d_matches_serial_and_cost_model(graph_file, world, device, directe
 @pytest.mark.mpi
 @pytest.mark.parametrize("directed", [False, True])
 @pytest.mark.parametrize("setting", list(SETTINGS))
-def test_gat_every_1p5d_grid_matches_serial_and_cost_model(graph_file, world, device,
-                                                           directed, setting):
-    path = graph_file(n=47, avg_degree=2.0, directed=directed, seed=9, features=6, classes=3)
-    block_row_every_grid(path, gat_config(setting), world, device)
-
-
-@pytest.mark.mpi
-@pytest.mark.parametrize("directed", [False, True])
-@pytest.mark.parametrize("setting", list(SETTINGS))
-def test_gat_every_summa_grid_matches_serial_and_cost_model(graph_file, world, device,
-                                                            directed, setting):
-    """Every 2D and 3D grid at this rank count, uneven ones and heads straddling blocks."""
+def test_gat_every_grid_matches_serial_and_cost_model(graph_file, world, device, directed,
+                                                      setting):
+    """Every 1.5D, 2D and 3D grid at this rank count: uneven ones, heads straddling SUMMA's
+    column blocks (2D / 3D in float32 on the directed graph)."""
     from hpcgnn.layout.shapes import admissible_shapes
     from tests.models.test_summa import run_shape
 
     path = graph_file(n=47, avg_degree=2.0, directed=directed, seed=9, features=6, classes=3)
+    block_row_every_grid(path, gat_config(setting), world, device)
     cfg = gat_config(setting, "float32" if directed else "float64", eval_every=0)
     for kind in ("2d", "3d"):
         for shape in admissible_shapes(kind, world.size):

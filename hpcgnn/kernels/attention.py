@@ -20,6 +20,7 @@ both, so the results do not depend on thread counts:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -28,10 +29,15 @@ import scipy.sparse as sp
 import torch
 
 from hpcgnn.kernels import cuda_modules as cm
+from hpcgnn.kernels.dropout import keep_pairs
 from hpcgnn.kernels.spmm import spmm, transpose_index
+from hpcgnn.rng import TAG_ATTENTION, stream_key
 
 #: Edges per chunk of :func:`edge_dot` (times the width of a head: the temporary's size).
 DOT_CHUNK = 1 << 22
+
+#: LeakyReLU's negative slope in the scores (the paper's and PyG's 0.2).
+NEGATIVE_SLOPE = 0.2
 
 
 class RowReduce(Protocol):
@@ -249,3 +255,34 @@ def edge_dot(pattern: EdgePattern, a: torch.Tensor, b: torch.Tensor) -> torch.Te
         rows, cols = pattern.row[lo:hi], pattern.col[lo:hi]
         out[lo:hi] = (a.index_select(0, rows) * b.index_select(0, cols)).sum(dim=2)
     return out
+
+
+@dataclass(frozen=True)
+class AttentionDrop:
+    """The attention dropout of one step: drop probability and stream key per layer.
+
+    Full-batch steps are keyed ``(seed, epoch, layer)``, a minibatch's ``(seed, epoch,
+    batch, layer)``.
+    """
+
+    p: float
+    seed: int
+    epoch: int
+    batch: int | None = None
+
+    def keep(self, layer: int, pattern: EdgePattern, heads: int,
+             head_ids: Sequence[int] | None = None) -> torch.Tensor:
+        """Keep decisions of the pattern's edges, keyed by global ``(i, j, k)``.
+
+        ``E x K`` for the layer's ``heads``, or ``E x len(head_ids)`` for some of them (a
+        SUMMA process's heads).
+        """
+        step = (self.epoch,) if self.batch is None else (self.epoch, self.batch)
+        key = stream_key(self.seed, TAG_ATTENTION, *step, layer)
+        rows = pattern.at_rows(pattern.row_ids)
+        cols = pattern.at_cols(pattern.col_ids)
+        ids = range(heads) if head_ids is None else head_ids
+        k = torch.tensor(list(ids), dtype=torch.int64, device=cols.device)
+        pairs_r = rows[:, None].expand(-1, len(k)).reshape(-1)
+        pairs_c = (cols[:, None] * heads + k).reshape(-1)
+        return keep_pairs(key, pairs_r, pairs_c, self.p).reshape(-1, len(k))

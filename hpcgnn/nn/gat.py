@@ -27,14 +27,15 @@ which needs no reduction.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Protocol
 
 import torch
 
 from hpcgnn.comm.stats import CommStats, layer_span
 from hpcgnn.kernels.attention import (
+    NEGATIVE_SLOPE,
+    AttentionDrop,
     EdgePattern,
     RowReduce,
     edge_dot,
@@ -42,16 +43,11 @@ from hpcgnn.kernels.attention import (
     edge_softmax_backward,
     segment_sum,
 )
-from hpcgnn.kernels.dropout import keep_pairs
 from hpcgnn.kernels.sparse_input import SparseFeatures
 from hpcgnn.kernels.spmm import spmm
-from hpcgnn.rng import TAG_ATTENTION, stream_key
 
 #: ``dense(t, w)``: this rank's rows of ``T W`` (``T`` dense or the sparse input).
 Dense = Callable[[torch.Tensor | SparseFeatures, torch.Tensor], torch.Tensor]
-
-#: LeakyReLU's negative slope in the scores (the paper's and PyG's 0.2).
-NEGATIVE_SLOPE = 0.2
 
 
 class Neighbourhood(Protocol):
@@ -116,37 +112,6 @@ class _Gather(torch.autograd.Function):
     def backward(ctx, g: torch.Tensor) -> tuple[torch.Tensor, None, None, None]:
         with layer_span(ctx.stats, ctx.layer, "backward"):
             return ctx.nbh.scatter(g.contiguous()), None, None, None
-
-
-@dataclass(frozen=True)
-class AttentionDrop:
-    """The attention dropout of one step: drop probability and stream key per layer.
-
-    Full-batch steps are keyed ``(seed, epoch, layer)``, a minibatch's ``(seed, epoch,
-    batch, layer)``.
-    """
-
-    p: float
-    seed: int
-    epoch: int
-    batch: int | None = None
-
-    def keep(self, layer: int, pattern: EdgePattern, heads: int,
-             head_ids: Sequence[int] | None = None) -> torch.Tensor:
-        """Keep decisions of the pattern's edges, keyed by global ``(i, j, k)``.
-
-        ``E x K`` for the layer's ``heads``, or ``E x len(head_ids)`` for some of them (a
-        SUMMA process's heads).
-        """
-        step = (self.epoch,) if self.batch is None else (self.epoch, self.batch)
-        key = stream_key(self.seed, TAG_ATTENTION, *step, layer)
-        rows = pattern.at_rows(pattern.row_ids)
-        cols = pattern.at_cols(pattern.col_ids)
-        ids = range(heads) if head_ids is None else head_ids
-        k = torch.tensor(list(ids), dtype=torch.int64, device=cols.device)
-        pairs_r = rows[:, None].expand(-1, len(k)).reshape(-1)
-        pairs_c = (cols[:, None] * heads + k).reshape(-1)
-        return keep_pairs(key, pairs_r, pairs_c, self.p).reshape(-1, len(k))
 
 
 def attend(

@@ -52,6 +52,8 @@ from mpi4py import MPI
 from hpcgnn.comm.communicator import Comm
 from hpcgnn.comm.stats import layer_span
 from hpcgnn.kernels.attention import (
+    NEGATIVE_SLOPE,
+    AttentionDrop,
     EdgePattern,
     edge_dot,
     edge_pattern,
@@ -61,7 +63,6 @@ from hpcgnn.kernels.attention import (
 )
 from hpcgnn.kernels.spmm import spmm
 from hpcgnn.layout.summa import HeadSlice, Segment, SummaLayout, head_slices
-from hpcgnn.nn.gat import NEGATIVE_SLOPE, AttentionDrop
 from hpcgnn.spmm.dense_step import gather_rows
 from hpcgnn.spmm.summa import DENSE_BCAST, REDUCE_SCATTER, SummaSpMM
 

@@ -1,7 +1,7 @@
 """GIST trains GAT with whole heads: each sub-GAT is an ordinary GAT of its heads.
 
 - ``M = 1, K = 1`` is ordinary full-batch GAT training step for step (``--algo 1d``,
-  ``halo``, ``1.5d``);
+  ``halo``, ``1.5d``, ``2d``, ``3d``);
 - after a round each sub-GAT equals the serial GAT of its heads trained ``K`` steps from
   the global model's slice (the global dropout masks at its units, the global attention
   dropout at its heads), the merged model holds every sub-GAT's slice, the output layer's
@@ -40,14 +40,15 @@ def _subnets(size):
 @pytest.mark.parametrize(
     ("algo", "heads"),
     [(["--algo", "1d"], 1), (["--algo", "1d"], 3), (["--algo", "halo"], 1),
-     (["--algo", "1.5d", "--replication", "2"], 1)],
-    ids=["1d", "1d-3-heads", "halo", "1.5d"],
+     (["--algo", "1.5d", "--replication", "2"], 1), (["--algo", "2d"], 3),
+     (["--algo", "3d", "--grid", "1x2x2"], 3)],
+    ids=["1d", "1d-3-heads", "halo", "1.5d", "2d-3-heads", "3d-3-heads"],
 )
 def test_one_subnet_one_iteration_is_full_batch_gat_step_for_step(
     graph_file, shared_tmp, world, algo, heads
 ):
-    if algo[1] == "1.5d" and world.size != 4:
-        pytest.skip("1.5D with replication 2 at 4 ranks")
+    if len(algo) > 2 and world.size != 4:
+        pytest.skip("1.5D with replication 2, 3D on 1 x 2 x 2: at 4 ranks")
     path = graph_file(n=50, seed=4, features=FEATURES, classes=CLASSES)
     flags = [*algo, "--heads", str(heads), "--output-heads", str(min(heads, 2)),
              "--epochs", "3", "--dtype", "float64"]
@@ -90,11 +91,17 @@ def _serial_sub_gat(path, weights, net, heads, k, lr):
 
 @pytest.mark.mpi
 @pytest.mark.ranks(2, 3, 4)
-def test_each_sub_gat_is_the_serial_gat_of_its_heads(graph_file, shared_tmp, world):
+@pytest.mark.parametrize(
+    "algo", [["--algo", "1d"], ["--algo", "2d", "--grid", "1x2"]], ids=["1d", "2d-1x2"]
+)
+def test_each_sub_gat_is_the_serial_gat_of_its_heads(graph_file, shared_tmp, world, algo):
     m, k, out_heads, lr = _subnets(world.size), 2, 2, 0.05
+    if algo[1] == "2d" and world.size // m != 2:
+        pytest.skip("groups of 2 ranks on a 1 x 2 grid (its 2 processes split the heads)")
     path = graph_file(n=50, seed=5, features=FEATURES, classes=CLASSES)
     ckpt = shared_tmp / "ckpt"
     doc = _train(world, path, shared_tmp / "m.json", "--mode", "gist", "--subnets", str(m),
+                 *algo,
                  "--local-iters", str(k), "--rounds", "1", "--heads", str(HEADS), "--output-heads",
                  str(out_heads), "--dtype", "float64", "--lr", str(lr), "--checkpoint-dir",
                  str(ckpt), base=BASE)
@@ -149,7 +156,7 @@ def test_each_sub_gat_is_the_serial_gat_of_its_heads(graph_file, shared_tmp, wor
 
 @pytest.mark.mpi
 @pytest.mark.ranks(2, 3, 4)
-@pytest.mark.parametrize("algo", ["1d", "halo"])
+@pytest.mark.parametrize("algo", ["1d", "halo", "2d"])
 def test_gat_traffic_equals_the_cost_model(graph_file, shared_tmp, world, algo):
     m = _subnets(world.size)
     path = graph_file(n=50, seed=6, features=FEATURES, classes=CLASSES)

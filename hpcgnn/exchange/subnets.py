@@ -55,7 +55,8 @@ class SubnetShards:
         rows ``offsets[l][rank] ..`` (see :meth:`offsets_of`). The kinds are ``PARAM_KINDS``,
         each for every weight of a layer in turn: GCN ``W, m1, m2``; GraphSAGE
         ``W_self, W_neigh, m1_self, m1_neigh, m2_self, m2_neigh`` (the weights of a
-        layer share its rows and columns, so they split alike).
+        layer share its rows and columns, so they split alike); GAT ``W, m1, m2`` (its score
+        vectors are replicated, :class:`~hpcgnn.exchange.subnet_biases.SubnetBiases`).
     """
 
     def __init__(

@@ -214,7 +214,8 @@ class ParamOrder:
     ``shards[k * per_layer + j][l]`` is kind ``k`` of :data:`PARAM_KINDS` of weight ``j``
     of layer ``l`` (GraphSAGE: ``j = 0`` ``W_self``, ``j = 1`` ``W_neigh``). The model's
     order (a model's ``weights``): layer by layer, the layer's weights in turn, then its
-    bias when the model has biases (the sampled models').
+    bias when the model has biases (the sampled models'), or GAT's ``a_src, a_dst`` (the
+    shards hold its ``W`` alone).
 
     Attributes
     ----------

@@ -267,7 +267,7 @@ class GistTrainer:
         finally:
             split.Free()
         self.shards = self._initial_shards()
-        self.sub_cfg = _sub_config(cfg, self.hidden[self.index], self.block)
+        self.sub_cfg = sub_config(cfg, self.hidden[self.index], self.block)
         sub_widths = layer_sizes(
             meta.num_features, self.sub_cfg.hidden, meta.num_classes, cfg.layers
         )
@@ -586,8 +586,8 @@ def _gist_bytes(stats: Any) -> dict[str, float]:
     }
 
 
-def _sub_config(cfg: TrainConfig, hidden: int, block: int) -> TrainConfig:
-    """A sub-network's settings: ``hidden`` wide (GAT: ``hidden / f'`` heads of ``f'``)."""
+def sub_config(cfg: TrainConfig, hidden: int, block: int) -> TrainConfig:
+    """A sub-network's settings: ``hidden`` wide (GAT: ``hidden / f'`` heads of ``f' = block``)."""
     if cfg.kind.attention:
         return dataclasses.replace(cfg, hidden=hidden, heads=hidden // block)
     return dataclasses.replace(cfg, hidden=hidden)

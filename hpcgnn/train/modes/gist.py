@@ -20,8 +20,8 @@ from hpcgnn.io.reader import GraphMeta
 from hpcgnn.kinds import GCN, SAGE
 from hpcgnn.layout.order import layer_sizes
 from hpcgnn.layout.shapes import GridShape, choose_shape
-from hpcgnn.layout.subnets import weight_chain
-from hpcgnn.train.gist import GistOptions, GistTrainer, GroupTrainer, check_gist
+from hpcgnn.layout.subnets import split_block, weight_chain
+from hpcgnn.train.gist import GistOptions, GistTrainer, GroupTrainer, check_gist, sub_config
 from hpcgnn.train.modes.base import Estimate, Mode, Setup, flag, given, refuse_others
 from hpcgnn.train.modes.fullbatch import FullBatchMode
 from hpcgnn.train.modes.minibatch import FLAGS as SAMPLING_FLAGS
@@ -141,11 +141,8 @@ class GistMode(Mode[GistTrainer]):
 
     def _sub_cfg(self, cfg: TrainConfig) -> TrainConfig:
         """A group's sub-model: ``ceil(hidden / M)`` wide (GAT: ``ceil(K / M)`` whole heads)."""
-        m = self.options.subnets
-        if cfg.kind.attention:
-            heads = -(-cfg.heads // m)
-            return replace(cfg, hidden=heads * (cfg.hidden // cfg.heads), heads=heads)
-        return replace(cfg, hidden=-(-cfg.hidden // m))
+        block = split_block(cfg.kind, cfg.hidden)
+        return sub_config(cfg, -(-(cfg.hidden // block) // self.options.subnets) * block, block)
 
     def memory(self, cfg: TrainConfig, meta: GraphMeta, shape: GridShape) -> Estimate:
         """A group's sub-model on its grid plus this rank's global rows and evaluation.

@@ -68,6 +68,10 @@ MATRIX: dict[str, object] = {
     "gist-sampler": lambda p: [
         *GIST, "--subnets", str(min(p, 2)), *SAGE, "--batch-size", "12",
     ],
+    "gist-gat-1d": lambda p: [
+        *GIST, "--subnets", str(min(p, 2)), "--algo", "1d", "--model", "gat", "--heads", "2",
+        "--output-heads", "2",
+    ],
     "model-sage-1d": ["--algo", "1d", "--model", "sage"],
     "model-sage-2d": ["--algo", "2d", "--model", "sage"],
     "model-gin-2d": ["--algo", "2d", "--model", "gin", "--gin-eps", "0.5"],
@@ -89,7 +93,7 @@ MATRIX: dict[str, object] = {
 #: CPU twin takes torch's vectorised ``exp``; both are correctly rounded to within an ulp, not
 #: bit for bit. They are held to the real GPU's tolerance.
 ROUNDS_APART = {"model-gat-1d", "model-gat-3d", "model-gat-halo", "model-gat-ladies",
-                "model-gat-minibatch", "model-gat-offload"}
+                "model-gat-minibatch", "model-gat-offload", "gist-gat-1d"}
 
 
 def flags_of(name: str, size: int) -> list[str]:

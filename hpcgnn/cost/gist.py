@@ -22,6 +22,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from hpcgnn.cost.estimate import allreduce_share
 from hpcgnn.layout.order import weight_entries
 from hpcgnn.layout.subnets import PARAM_KINDS, Subnet
 
@@ -56,31 +57,37 @@ def round_bytes(
     }
 
 
-def bias_bytes(widths: Sequence[int], ranks: int, itemsize: int) -> float:
-    """Bytes of one round's ``gist_bias`` all-reduce, summed over ranks (``--sampler``).
+def bias_bytes(widths: Sequence[int], ranks: int, itemsize: int, per_layer: int = 1) -> float:
+    """Bytes of one round's replicated-vector all-reduce, summed over ranks.
 
-    The biases of every layer (``f_1 + .. + f_L`` entries) travel as the weight and two
-    moments, all-reduced over ``ranks`` ranks: ``2 m (p - 1) / p`` per rank.
+    The sampled models' biases (``--sampler``, ``gist_bias``: ``f_1 + .. + f_L`` entries)
+    or GAT's score vectors (``gist_attention``: ``per_layer = 2`` vectors of each width of
+    the weight chain, ``2 (f_1 + .. + f_{L-1} + K' f_L)``) travel as the weight and two
+    moments, all-reduced over ``ranks`` ranks: ``2 m (p - 1) / p`` per rank (rounded as
+    :class:`~hpcgnn.comm.Comm` records it, :func:`~hpcgnn.cost.estimate.allreduce_share`).
     """
-    m = len(PARAM_KINDS) * itemsize * sum(int(f) for f in widths[1:])
-    return float(2 * m * (ranks - 1))
+    m = len(PARAM_KINDS) * itemsize * per_layer * sum(int(f) for f in widths[1:])
+    return float(ranks * allreduce_share(m, ranks))
 
 
 def data_parallel_bytes(
     widths: Sequence[int], ranks: int, itemsize: int, steps: int, per_layer: int = 1,
-    biases: bool = False,
+    vectors: int = 0,
 ) -> float:
     """Bytes ``steps`` all-reduces of the whole model's gradients move over ``ranks`` ranks.
 
     What ordinary data-parallel training of the global model would record instead of the
     sub-model traffic (``2 m (p - 1) / p`` per rank, summed over ranks); ``per_layer``
-    weights per layer, and a bias per layer with ``biases`` (the sampled models).
+    weights per layer, and ``vectors`` vectors of each layer's output width (the sampled
+    models' bias: 1; GAT's ``a_src, a_dst``: 2, ``widths`` the weight chain).
     """
-    m = weight_entries(widths) * per_layer + (sum(int(f) for f in widths[1:]) if biases else 0)
+    m = weight_entries(widths) * per_layer + vectors * sum(int(f) for f in widths[1:])
     return float(steps * 2 * m * itemsize * (ranks - 1))
 
 
-def eval_bytes(widths: Sequence[int], num_nodes: int, ranks: int, itemsize: int) -> float:
+def eval_bytes(
+    widths: Sequence[int], num_nodes: int, ranks: int, itemsize: int, heads: int = 0
+) -> float:
     """Bytes one model-parallel evaluation of the global model records, summed over ranks.
 
     Hidden layer ``l`` reduce-scatters the ``N x f_l`` partial products by column blocks:
@@ -88,6 +95,12 @@ def eval_bytes(widths: Sequence[int], num_nodes: int, ranks: int, itemsize: int)
     chunks, which changes nothing); the output layer all-reduces ``N x f_L`` partial
     logits, ``2 m (P - 1) / P`` per rank. The weights never travel. GraphSAGE's self
     term is added to the partial products before they are reduced: the same bytes.
+
+    GAT (``widths`` its weight chain, ``f_L`` the output layer's ``K' C`` columns;
+    ``heads``: ``K`` of its hidden layers): each hidden layer also all-reduces the partial
+    score terms ``s_src, s_dst`` of its ``K`` heads (``N x 2K``: a head's units may lie on
+    several ranks), ``4 K N (P - 1)`` entries. Each all-reduce is rounded per rank as
+    :class:`~hpcgnn.comm.Comm` records it (:func:`~hpcgnn.cost.estimate.allreduce_share`).
 
     Parameters
     ----------
@@ -99,14 +112,19 @@ def eval_bytes(widths: Sequence[int], num_nodes: int, ranks: int, itemsize: int)
         ``P`` (the shards' owners).
     itemsize
         Bytes per entry.
+    heads
+        GAT: ``K``, the heads of each hidden layer (0: no attention).
     """
     hidden = sum(int(f) for f in widths[1:-1])
-    return float(itemsize * num_nodes * (ranks - 1) * (hidden + 2 * int(widths[-1])))
+    reduced = itemsize * num_nodes * (ranks - 1) * hidden
+    logits = ranks * allreduce_share(itemsize * num_nodes * int(widths[-1]), ranks)
+    scores = ranks * allreduce_share(itemsize * num_nodes * 2 * heads, ranks) * (len(widths) - 2)
+    return float(reduced + logits + (scores if heads else 0.0))
 
 
 def memory_bytes(
     widths: Sequence[int], sub_widths: Sequence[int], num_nodes: int, num_edges: int,
-    ranks: int, itemsize: int, per_layer: int = 1,
+    ranks: int, itemsize: int, per_layer: int = 1, heads: int = 0,
 ) -> float:
     """Bytes a rank holds for GIST beyond its group's sub-model training (rough upper bound).
 
@@ -117,7 +135,10 @@ def memory_bytes(
       over while it is normalised), the layer input and output column blocks over all
       ``N`` vertices, one row chunk of partial products and the ``N x f_L`` logits.
 
-    ``per_layer`` weights per layer (GraphSAGE: two of each shape).
+    ``per_layer`` weights per layer (GraphSAGE: two of each shape). GAT (``heads``: the
+    most heads of a layer): the evaluation's edge pattern (six 64-bit indices per edge)
+    and, per edge and head, the scores, coefficients and the ones used; the ``N x 2K``
+    score terms.
     """
     sizes = list(zip(widths[:-1], widths[1:], strict=True))
     shard = sum(-(-int(a) // ranks) * int(b) for a, b in sizes)
@@ -127,4 +148,7 @@ def memory_bytes(
     dense = num_nodes * (3 * block + 2 * int(widths[-1])) + 2 * chunk
     csr = 2 * 20 * (num_edges + num_nodes)
     weights = len(PARAM_KINDS) * per_layer * (shard + 3 * sub)
+    if heads:
+        csr += 6 * 8 * (num_edges + num_nodes)
+        dense += heads * (3 * (num_edges + num_nodes) + 2 * num_nodes)
     return float(itemsize * (weights + dense) + csr)

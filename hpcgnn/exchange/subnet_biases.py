@@ -1,16 +1,19 @@
-"""The biases of GIST's sampled models: replicated on every rank, averaged where shared.
+"""GIST's per-layer vectors: replicated on every rank, averaged where shared.
 
-The sampled models of ``--sampler`` (:mod:`hpcgnn.models.minibatch`) have a bias per
-layer, ``b^l`` of width ``f_l``, which the full-batch models lack. A bias is a vector of
-the model's width, not a matrix of it, so every rank holds all of them and their Adam
-moments whole, and a sub-network takes its entries without any message: ``b^l[ids_l]``
-(:meth:`SubnetBiases.select`). After the round, one all-reduce over all ranks (category
-``gist_bias``) brings every group's trained entries to every rank
-(:meth:`SubnetBiases.write_back`): a hidden layer's entries belong to one sub-network
-each; the output layer's bias is the one parameter every sub-network trains, and its
-``M`` trained copies (and moments) are averaged, as independent subnetwork training
-averages shared parameters. With ``M = 1`` the round trip is exact. The bytes are
-:func:`hpcgnn.cost.gist.bias_bytes`.
+Two kinds of parameter are vectors of a layer's output width, not matrices of it: the
+sampled models' biases (``--sampler``, :mod:`hpcgnn.models.minibatch`: ``b^l`` of width
+``f_l``, which the full-batch models lack) and GAT's score vectors (``a_src^l, a_dst^l``,
+``K x f'``: flattened, one entry per unit of the layer's ``K f'`` outputs, or ``K' x C``
+on the output layer, whose ``K' C`` columns every sub-network keeps). Every rank holds all
+of them and their Adam moments whole, and a sub-network takes its entries without any
+message: the entries at its output ids (:meth:`SubnetBiases.select`; a head's units being
+whole in a GAT sub-network, its entries are its heads' rows). After the round, one
+all-reduce over all ranks (category ``gist_bias``, or ``gist_attention`` for GAT's) brings
+every group's trained entries to every rank (:meth:`SubnetBiases.write_back`): a hidden
+layer's entries belong to one sub-network each; the output layer's vectors are the
+parameters every sub-network trains, and their ``M`` trained copies (and moments) are
+averaged, as independent subnetwork training averages shared parameters. With ``M = 1``
+the round trip is exact. The bytes are :func:`hpcgnn.cost.gist.bias_bytes`.
 """
 
 from __future__ import annotations
@@ -23,54 +26,86 @@ from hpcgnn.comm.communicator import Comm
 from hpcgnn.layout.subnets import PARAM_KINDS, Subnet
 
 BIAS = "gist_bias"
+ATTENTION = "gist_attention"
+#: The name of each category's bytes in the metrics' ``gist.per_round`` records.
+LABELS = {BIAS: "bias", ATTENTION: "attention"}
 
 
 class SubnetBiases:
-    """Every bias of the global model and its Adam moments, on every rank.
+    """Every per-layer vector of the global model and its Adam moments, on every rank.
 
     Parameters
     ----------
     world
         All ranks.
-    widths
-        Global widths ``f_0 .. f_L``.
+    shapes
+        The vectors' shapes in the model's order, ``per_layer`` per layer; vector ``i``'s
+        entries (row-major) are the output ids of layer ``i // per_layer`` (the sampled
+        biases: ``(f_l,)``; GAT: ``(K, f')`` twice per layer).
     dtype
         Entry type.
+    per_layer
+        Vectors per layer (biases: 1; GAT's ``a_src, a_dst``: 2).
+    category
+        Where the all-reduce's bytes are counted.
+    initial
+        The vectors' values (default zeros, as the sampled biases start); moments start at 0.
 
     Attributes
     ----------
     values
-        ``values[k][l]``: kind ``PARAM_KINDS[k]`` of the bias of layer ``l + 1`` (zeros at first,
-        as :func:`hpcgnn.models.minibatch.sampled_weights` initialises them).
+        ``values[k][i]``: kind ``PARAM_KINDS[k]`` of vector ``i``.
     """
 
-    def __init__(self, world: Comm, widths: Sequence[int], dtype: np.dtype | type) -> None:
-        self.world = world
-        self.widths = [int(f) for f in widths[1:]]
-        self.values = [[np.zeros(f, dtype=dtype) for f in self.widths] for _ in PARAM_KINDS]
+    def __init__(
+        self, world: Comm, shapes: Sequence[tuple[int, ...]], dtype: np.dtype | type,
+        per_layer: int = 1, category: str = BIAS,
+        initial: Sequence[np.ndarray] | None = None,
+    ) -> None:
+        self.world, self.per_layer, self.category = world, per_layer, category
+        self.values = [[np.zeros(s, dtype=dtype) for s in shapes] for _ in PARAM_KINDS]
+        if initial is not None:
+            for b, v in zip(self.values[0], initial, strict=True):
+                b[...] = v
+
+    @property
+    def sizes(self) -> list[int]:
+        """Entries of each vector."""
+        return [b.size for b in self.values[0]]
 
     def select(self, net: Subnet) -> list[list[np.ndarray]]:
-        """``out[k][l]``: the entries of ``net`` (copies, to train in place), no message."""
-        return [[b[net.cols(i)] for i, b in enumerate(kind)] for kind in self.values]
+        """``out[k][i]``: the entries of ``net`` (copies, to train in place), no message.
+
+        ``net`` along the weight chain (its ``cols(l)`` are layer ``l``'s output ids); a
+        vector of shape ``(K, f')`` gives the rows of ``net``'s heads, ``(K_m, f')``.
+        """
+        per = self.per_layer
+        return [
+            [b.reshape(-1)[net.cols(i // per)].reshape(-1, *b.shape[1:])
+             for i, b in enumerate(kind)]
+            for kind in self.values
+        ]
 
     def write_back(
         self, groups: int, net: Subnet, trained: list[list[np.ndarray]] | None
     ) -> None:
-        """Every group's trained entries into every rank's biases (collective, ``gist_bias``).
+        """Every group's trained entries into every rank's vectors (collective).
 
         ``trained`` (as returned by :meth:`select` for ``net``, after training) is read on
         one rank per group (its root); the others pass ``None``. ``groups``: ``M``.
         """
-        offsets = np.concatenate([[0], np.cumsum(self.widths)]).astype(np.int64)
-        total, last = int(offsets[-1]), len(self.widths) - 1
+        sizes, per = self.sizes, self.per_layer
+        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        total, last = int(offsets[-1]), (len(sizes) - 1) // per
         buf = np.zeros(len(PARAM_KINDS) * total, dtype=self.values[0][0].dtype)
         if trained is not None:
             for k, kind in enumerate(trained):
                 for i, b in enumerate(kind):
                     at = k * total + int(offsets[i])
-                    buf[at + net.cols(i)] = b / groups if i == last else b
-        self.world.allreduce(buf, BIAS)
+                    flat = b.reshape(-1)
+                    buf[at + net.cols(i // per)] = flat / groups if i // per == last else flat
+        self.world.allreduce(buf, self.category)
         for k, kind in enumerate(self.values):
             for i, b in enumerate(kind):
                 at = k * total + int(offsets[i])
-                b[:] = buf[at : at + len(b)]
+                b[...] = buf[at : at + b.size].reshape(b.shape)

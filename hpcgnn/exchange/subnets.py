@@ -55,7 +55,8 @@ class SubnetShards:
         rows ``offsets[l][rank] ..`` (see :meth:`offsets_of`). The kinds are ``PARAM_KINDS``,
         each for every weight of a layer in turn: GCN ``W, m1, m2``; GraphSAGE
         ``W_self, W_neigh, m1_self, m1_neigh, m2_self, m2_neigh`` (the weights of a
-        layer share its rows and columns, so they split alike).
+        layer share its rows and columns, so they split alike); GAT ``W, m1, m2`` (its score
+        vectors are replicated, :class:`~hpcgnn.exchange.subnet_biases.SubnetBiases`).
     """
 
     def __init__(
@@ -240,7 +241,8 @@ class SubnetShards:
         return [self.world.allgatherv(w, EVAL) for _, w in self.weight_shards()]
 
     def digest(
-        self, chunk_entries: int = DIGEST_CHUNK, biases: Sequence[np.ndarray] | None = None
+        self, chunk_entries: int = DIGEST_CHUNK, biases: Sequence[np.ndarray] | None = None,
+        per_bias: int = 1,
     ) -> str:
         """SHA-256 of the weights as :func:`hpcgnn.train.loop.params_sha256` computes it.
 
@@ -248,7 +250,8 @@ class SubnetShards:
         W_neigh^1, ..``) as float32, row-major: each weight's shards in
         rank order, which rank 0 receives one piece of at most ``chunk_entries`` entries
         (whole rows) at a time and feeds to the hash, so no rank ever holds the model.
-        ``biases[l]`` (replicated, the sampled models') follows layer ``l``'s weights.
+        ``biases`` (replicated, ``per_bias`` per layer: the sampled models' ``b^l``, GAT's
+        ``a_src^l, a_dst^l``) follow layer ``l``'s weights.
         Collective; the pieces are category ``gist_digest``; every rank returns the digest.
         """
         me, size = self.world.rank, self.world.size
@@ -278,5 +281,6 @@ class SubnetShards:
                         # numpy's stubs give ndarray ``__buffer__`` on Python >= 3.12 only
                         h.update(np.ascontiguousarray(piece, dtype=np.float32))  # type: ignore[arg-type]
             if h is not None and biases is not None and (at + 1) % self.per_layer == 0:
-                h.update(np.ascontiguousarray(biases[i], dtype=np.float32))  # type: ignore[arg-type]
+                for vec in biases[per_bias * i : per_bias * (i + 1)]:
+                    h.update(np.ascontiguousarray(vec, dtype=np.float32))  # type: ignore[arg-type]
         return str(self.world.bcast_obj(h.hexdigest() if h is not None else None, 0, DIGEST))

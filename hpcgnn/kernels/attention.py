@@ -20,7 +20,7 @@ both, so the results do not depend on thread counts:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -257,32 +257,44 @@ def edge_dot(pattern: EdgePattern, a: torch.Tensor, b: torch.Tensor) -> torch.Te
     return out
 
 
+#: ``heads(layer)``: the global model's heads of a layer and the global ids of the model's
+#: own (a GIST sub-GAT's), or ``None`` where the model has the layer's heads all.
+HeadIds = Callable[[int], tuple[int, np.ndarray] | None]
+
+
 @dataclass(frozen=True)
 class AttentionDrop:
     """The attention dropout of one step: drop probability and stream key per layer.
 
     Full-batch steps are keyed ``(seed, epoch, layer)``, a minibatch's ``(seed, epoch,
-    batch, layer)``.
+    batch, layer)``. ``heads``: a GIST sub-GAT's global head ids (:data:`HeadIds`), so it
+    draws the global model's decisions of its heads.
     """
 
     p: float
     seed: int
     epoch: int
     batch: int | None = None
+    heads: HeadIds | None = None
 
     def keep(self, layer: int, pattern: EdgePattern, heads: int,
              head_ids: Sequence[int] | None = None) -> torch.Tensor:
         """Keep decisions of the pattern's edges, keyed by global ``(i, j, k)``.
 
         ``E x K`` for the layer's ``heads``, or ``E x len(head_ids)`` for some of them (a
-        SUMMA process's heads).
+        SUMMA process's heads). A GIST sub-GAT (``self.heads``) draws the global model's
+        decisions of its heads: its head ``k`` is global head ``self.heads(layer)[1][k]``.
         """
         step = (self.epoch,) if self.batch is None else (self.epoch, self.batch)
         key = stream_key(self.seed, TAG_ATTENTION, *step, layer)
         rows = pattern.at_rows(pattern.row_ids)
         cols = pattern.at_cols(pattern.col_ids)
-        ids = range(heads) if head_ids is None else head_ids
-        k = torch.tensor(list(ids), dtype=torch.int64, device=cols.device)
-        pairs_r = rows[:, None].expand(-1, len(k)).reshape(-1)
-        pairs_c = (cols[:, None] * heads + k).reshape(-1)
-        return keep_pairs(key, pairs_r, pairs_c, self.p).reshape(-1, len(k))
+        ids = list(range(heads)) if head_ids is None else list(head_ids)  # the model's own
+        total, k = heads, torch.tensor(ids, dtype=torch.int64, device=cols.device)
+        sub = None if self.heads is None else self.heads(layer)
+        if sub is not None:  # a sub-GAT: its heads' ids among the global model's
+            total = sub[0]
+            k = torch.as_tensor(sub[1][ids], dtype=torch.int64, device=cols.device)
+        pairs_r = rows[:, None].expand(-1, len(ids)).reshape(-1)
+        pairs_c = (cols[:, None] * total + k).reshape(-1)
+        return keep_pairs(key, pairs_r, pairs_c, self.p).reshape(-1, len(ids))

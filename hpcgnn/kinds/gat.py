@@ -23,6 +23,6 @@ GAT = LayerKind(
     self_weight=False,
     mean=False,
     self_loops=True,
-    modes=frozenset({"1d", "1.5d", "2d", "3d", "halo", "offload", "minibatch"}),
+    modes=frozenset({"1d", "1.5d", "2d", "3d", "halo", "offload", "minibatch", "gist"}),
     attention=True,
 )

@@ -7,6 +7,13 @@ disjoint groups; the input features and the output classes are never split. Sub-
 ``H // M`` ids, plus one for ``m < H % M``, so a sub-network has the same width in every
 hidden layer; its ids are sorted, so rows of ``W^l`` keep their order.
 
+GAT (an attention kind) splits whole heads: the ``H = K f'`` units of a hidden layer are
+``K`` blocks of ``f'`` consecutive ids (one head each), and the ``K`` heads are split into
+``M`` groups as above (``block=f'`` in :func:`subnets`, :func:`split_block`), so a
+sub-network keeps every unit of its heads and none of the others'. The output layer's
+``W`` (``f_{L-1} x K' C``, its ``K'`` heads averaged) is kept whole by every sub-network
+(:func:`weight_chain`, :func:`chain_subnet`).
+
 The draws come from the counter-based stream of ``(seed, round, layer)``
 (:func:`hpcgnn.rng.stream_key`), so every rank computes the same groups without
 communication.
@@ -89,6 +96,14 @@ class Subnet:
         """Entries of all sub-weights."""
         return sum(r * c for r, c in self.sizes())
 
+    def blocks(self, index: int, size: int) -> tuple[int, np.ndarray]:
+        """Blocks of ``size`` ids of width ``index``: how many the global model has, and ours.
+
+        GAT's heads (``size = f'``): the global heads of a hidden layer's output and the
+        global ids of the sub-network's heads (its units being whole blocks).
+        """
+        return self.widths[index] // size, self.ids[index][::size] // size
+
     def owned_rows(self, layer: int, lo: int, hi: int) -> np.ndarray:
         """The rows of ``W^layer`` kept by the sub-network that lie in ``[lo, hi)``."""
         rows = self.rows(layer)
@@ -103,22 +118,35 @@ class Subnet:
 
 
 def subnets(
-    seed: int, round_: int, widths: list[int] | tuple[int, ...], groups: int
+    seed: int, round_: int, widths: list[int] | tuple[int, ...], groups: int, block: int = 1
 ) -> list[Subnet]:
     """The ``groups`` sub-networks of round ``round_`` of a model of ``widths``.
 
     Hidden widths ``widths[1:-1]`` are split (:func:`split_ids`); the input and output are
-    kept whole by every sub-network.
+    kept whole by every sub-network. ``block``: the hidden ids are split in blocks of that
+    many consecutive ids, kept whole (GAT: a head's ``f'`` units; :func:`split_block`);
+    the blocks are drawn as :func:`split_ids` draws ids, so ``block = 1`` is the plain split.
     """
     last = len(widths) - 1
+
+    def split(i: int, w: int) -> list[np.ndarray]:
+        blocks = split_ids(seed, round_, i, w // block, groups)
+        if block == 1:
+            return blocks
+        return [(b[:, None] * block + np.arange(block)).reshape(-1) for b in blocks]
+
     per_layer = [
-        [np.arange(w)] * groups if i in (0, last) else split_ids(seed, round_, i, w, groups)
-        for i, w in enumerate(widths)
+        [np.arange(w)] * groups if i in (0, last) else split(i, w) for i, w in enumerate(widths)
     ]
     return [
         Subnet(tuple(widths), tuple(per_layer[i][m] for i in range(len(widths))))
         for m in range(groups)
     ]
+
+
+def split_block(kind: LayerKind, hidden: int) -> int:
+    """Hidden ids GIST keeps together: a head's ``f' = hidden / K`` units (GAT), else 1."""
+    return hidden // kind.heads if kind.attention else 1
 
 
 def weight_chain(widths: Sequence[int], kind: LayerKind) -> tuple[list[int], int]:
@@ -128,9 +156,13 @@ def weight_chain(widths: Sequence[int], kind: LayerKind) -> tuple[list[int], int
     one; GraphSAGE: ``widths`` and two (``W_self``, ``W_neigh``, of one shape); GIN (an MLP
     kind): ``f_0, f_1, f_1, f_2, f_2, .., f_L, f_L`` and one, the pairs ``W_1^l`` (``f_{l-1}
     x f_l``) and ``W_2^l`` (``f_l x f_l``) in the model's order, so both MLP layers split by
-    the layer's groups (:func:`chain_subnet`).
+    the layer's groups (:func:`chain_subnet`); GAT (an attention kind): ``f_0 .. f_{L-1},
+    K' f_L`` and one, the ``W^l`` (the output layer's ``K'`` heads of ``f_L`` classes each);
+    its score vectors ``a_src, a_dst`` are not on the chain (GIST replicates them).
     """
     chain = along_chain([int(f) for f in widths], kind)
+    if kind.attention:
+        return [*chain[:-1], kind.output_heads * chain[-1]], 1
     return chain, 1 if kind.mlp else kind.weights_per_layer
 
 
@@ -146,7 +178,13 @@ def along_chain(per_width: Sequence[T], kind: LayerKind) -> list[T]:
 
 
 def chain_subnet(net: Subnet, kind: LayerKind) -> Subnet:
-    """``net`` along :func:`weight_chain`: GIN's ``W_2^l`` keeps layer ``l``'s group twice."""
+    """``net`` along :func:`weight_chain`: GIN's ``W_2^l`` keeps layer ``l``'s group twice.
+
+    GAT: the last width is the output layer's ``K' f_L`` columns, all kept.
+    """
+    if kind.attention:
+        chain, _ = weight_chain(net.widths, kind)
+        return Subnet(tuple(chain), (*net.ids[:-1], np.arange(chain[-1])))
     if not kind.mlp:
         return net
     chain, _ = weight_chain(net.widths, kind)
@@ -176,7 +214,8 @@ class ParamOrder:
     ``shards[k * per_layer + j][l]`` is kind ``k`` of :data:`PARAM_KINDS` of weight ``j``
     of layer ``l`` (GraphSAGE: ``j = 0`` ``W_self``, ``j = 1`` ``W_neigh``). The model's
     order (a model's ``weights``): layer by layer, the layer's weights in turn, then its
-    bias when the model has biases (the sampled models').
+    bias when the model has biases (the sampled models'), or GAT's ``a_src, a_dst`` (the
+    shards hold its ``W`` alone).
 
     Attributes
     ----------
@@ -199,11 +238,17 @@ class ParamOrder:
         per = self.per_layer
         return [list(w[j::per]) for w in by_weight for j in range(per)]
 
-    def with_biases(self, weights: Sequence[T], biases: Sequence[T] | None) -> list[T]:
-        """``weights`` (the model's order) with ``biases[l]`` after layer ``l``'s."""
+    def with_biases(
+        self, weights: Sequence[T], biases: Sequence[T] | None, per_bias: int = 1
+    ) -> list[T]:
+        """``weights`` (the model's order) with layer ``l``'s vectors after its weights.
+
+        ``biases``: ``per_bias`` per layer, in the model's order (the sampled models' bias
+        ``b^l``; GAT's ``a_src^l, a_dst^l``).
+        """
         per, out = self.per_layer, list[T]()
         for i in range(len(weights) // per):
             out += weights[per * i : per * (i + 1)]
             if biases is not None:
-                out.append(biases[i])
+                out += biases[per_bias * i : per_bias * (i + 1)]
         return out

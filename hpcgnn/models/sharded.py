@@ -30,6 +30,18 @@ step per weight: ``W_1^l`` as a GCN layer on the sum operator (always ReLU: the 
 activation), then ``W_2^l`` as a product without aggregation, reduced like any other
 (the last one all-reduced), so the traffic is that of a GCN of the chain's widths.
 
+GAT (``cfg.kind.attention``; ``widths`` its weight chain, the output layer's ``K' C``
+columns last): each layer's ``Z = H W`` is reduced as above, so a rank holds the columns
+``R^{l+1}_s`` of ``Z``, which need not be whole heads (the shards split the units evenly).
+A head's attention needs its score terms ``s_src = z a_src``, ``s_dst = z a_dst`` over all
+of its units: each rank sums its units' share per head and the ``N x 2K`` partial score
+terms are all-reduced (zeros for the heads it holds no unit of), after which every rank
+computes the coefficients of the heads it touches over all edges of ``A^T + I`` and their
+sums ``sum_j alpha_ij z_j`` on its columns, then ELU: column by column again. The output
+layer's ``N x K' C`` partial products are all-reduced and every rank attends all ``K'``
+heads and averages them. The score vectors ``a_src, a_dst`` are replicated on every rank
+(:class:`~hpcgnn.exchange.subnet_biases.SubnetBiases`).
+
 GIST with ``--sampler`` evaluates the sampled models as minibatch mode does: the operator
 is the sampler's full-graph one (``D^-1 A^T`` for sage, ``D^-1 (A^T + I)`` for ladies)
 and every layer adds its bias (replicated on every rank, so the traffic is unchanged).
@@ -48,11 +60,13 @@ from hpcgnn.config import TrainConfig
 from hpcgnn.exchange.subnets import EVAL
 from hpcgnn.graph.normalize import load_normalized
 from hpcgnn.io.reader import GraphFile
+from hpcgnn.kernels.attention import EdgePattern, edge_pattern
 from hpcgnn.kernels.gemm import matmul
 from hpcgnn.kernels.spmm import spmm, to_torch_csr
 from hpcgnn.layout.blocks import even_offsets
 from hpcgnn.layout.order import transform_first
 from hpcgnn.models.share import read_vertex_data
+from hpcgnn.nn.gat import attend
 from hpcgnn.sampling.rows import normalized_block, read_pattern
 from hpcgnn.sampling.samplers import sampler_named
 
@@ -107,10 +121,15 @@ class ShardedForward:
         self.num_nodes = n
         self.a_t = to_torch_csr(norm_t, self.dtype, world.device.torch_device)
         self.chunks = even_offsets(n, world.size)
+        self.pattern = None
+        if cfg.kind.attention:  # GAT's edges: the pattern of A^T + I, every row local
+            ids = np.arange(n)
+            self.pattern = edge_pattern(norm_t, ids, ids, world.device.torch_device, self.dtype)
 
     def logits(
         self, shards: Sequence[np.ndarray], self_shards: Sequence[np.ndarray] | None = None,
         biases: Sequence[np.ndarray] | None = None, scales: Sequence[float] | None = None,
+        scores: Sequence[np.ndarray] | None = None,
     ) -> torch.Tensor:
         """Logits of every vertex (``N x f_L``, the same on every rank) for this rank's rows.
 
@@ -120,8 +139,12 @@ class ShardedForward:
         column block of the layer's output a rank holds, before the activation.
         ``scales[l]``: the model's ``W^{l+1}`` is the shards' times this factor (GIST's
         ``--gist-rescale``); the layer's product is scaled before its bias, so no scaled
-        copy of the weights is made (``None`` or ``1.0``: as they are).
+        copy of the weights is made (``None`` or ``1.0``: as they are). ``scores``: GAT's
+        ``a_src^1, a_dst^1, a_src^2, ..`` whole (replicated; ``K x f'``, ``K' x C``).
         """
+        if self.pattern is not None:
+            assert scores is not None, "GAT's logits need its score vectors"
+            return self._gat_logits(self.pattern, shards, scores)
         h = self.x
         last = len(self.widths) - 2
         stats = self.world.stats
@@ -177,3 +200,49 @@ class ShardedForward:
             part = part.T.contiguous()  # f_out x rows
             out[:, a:b] = self.world.reduce_scatter(part, counts, EVAL)
         return out.T.contiguous()
+
+    def _gat_logits(
+        self, pattern: EdgePattern, shards: Sequence[np.ndarray], scores: Sequence[np.ndarray]
+    ) -> torch.Tensor:
+        """GAT's logits: each layer's ``Z = H W`` reduced, then attention on the columns."""
+        dev, stats, h = self.world.device, self.world.stats, self.x
+        last = len(shards) - 1
+        for layer, shard in enumerate(shards):
+            w = dev.from_numpy(np.ascontiguousarray(shard))
+            a_src, a_dst = (dev.from_numpy(np.ascontiguousarray(a))
+                            for a in scores[2 * layer : 2 * layer + 2])
+            if layer == last:  # every rank attends all K' heads, averaged
+                z = matmul(h, w, stats).contiguous()
+                self.world.allreduce(z, EVAL)
+                z = z.view(self.num_nodes, *a_src.shape)
+                s_src, s_dst = (z * a_src).sum(dim=2), (z * a_dst).sum(dim=2)
+                out, _ = attend(pattern, z, s_dst, s_src, None, 0.0)
+                return out.mean(dim=1)
+            off = self.offsets[layer + 1]
+            lo, hi = int(off[self.world.rank]), int(off[self.world.rank + 1])
+            z = self._reduce_scatter(h, w, off)
+            h = torch.nn.functional.elu(self._attend_columns(pattern, z, a_src, a_dst, lo, hi))
+        raise ValueError("a GAT needs at least one layer")
+
+    def _attend_columns(
+        self, pattern: EdgePattern, z: torch.Tensor, a_src: torch.Tensor, a_dst: torch.Tensor,
+        lo: int, hi: int,
+    ) -> torch.Tensor:
+        """``sum_j alpha_ij z_j`` on this rank's columns ``[lo, hi)`` of a hidden layer's ``Z``.
+
+        The heads' score terms are partial sums over the ranks that hold their units,
+        all-reduced (``N x 2K``, category ``gist_eval``, collective).
+        """
+        heads, per = a_src.shape
+        unit_head = torch.arange(lo, hi, device=z.device) // per
+        s = z.new_zeros((self.num_nodes, 2 * heads))
+        s.index_add_(1, unit_head, z * a_src.reshape(-1)[lo:hi])
+        s.index_add_(1, unit_head + heads, z * a_dst.reshape(-1)[lo:hi])
+        self.world.allreduce(s, EVAL)
+        out = torch.empty_like(z)
+        for k in range(lo // per, -(-hi // per)):  # the heads of [lo, hi)
+            a, b = max(lo, k * per) - lo, min(hi, (k + 1) * per) - lo
+            o, _ = attend(pattern, z[:, a:b].unsqueeze(1), s[:, heads + k, None].contiguous(),
+                          s[:, k, None].contiguous(), None, 0.0)
+            out[:, a:b] = o[:, 0]
+        return out

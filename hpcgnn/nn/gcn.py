@@ -32,13 +32,14 @@ import torch
 
 from hpcgnn.backend import Device
 from hpcgnn.comm.stats import CommStats, layer_span
+from hpcgnn.kernels.attention import AttentionDrop, HeadIds
 from hpcgnn.kernels.dropout import block_keep, global_columns, keep_pairs
 from hpcgnn.kernels.gemm import matmul
 from hpcgnn.kernels.sparse_input import SparseFeatures, as_dense
 from hpcgnn.kernels.spmm import spmm
 from hpcgnn.kinds import GCN, LayerKind
 from hpcgnn.layout.order import transform_first
-from hpcgnn.nn.gat import AttentionDrop, ColumnAttention, Neighbourhood, gat_layer
+from hpcgnn.nn.gat import ColumnAttention, Neighbourhood, gat_layer
 from hpcgnn.rng import Columns, dropout_key
 
 #: A layer input: dense, or the sparse input features.
@@ -299,6 +300,7 @@ def gcn_forward(
     stats: CommStats | None = None,
     kind: LayerKind = GCN,
     attention_p: float = 0.0,
+    heads: HeadIds | None = None,
 ) -> torch.Tensor:
     """Run the GCN (GraphSAGE-mean, GIN, GAT) forward on this rank's block; its logits.
 
@@ -325,6 +327,9 @@ def gcn_forward(
         layer ``W^l, a_src^l, a_dst^l``).
     attention_p
         Drop probability of the attention coefficients, applied when ``keep`` is given.
+    heads
+        A GIST sub-GAT's global head ids per layer (its attention dropout is the global
+        model's at its heads), else ``None``.
     """
     h = h0
     last = len(layers) - 1
@@ -333,7 +338,7 @@ def gcn_forward(
         raise ValueError(f"{kind}: {len(weights)} weights for {len(layers)} layers")
     drop = None
     if keep is not None and attention_p > 0.0:
-        drop = AttentionDrop(attention_p, keep.seed, keep.epoch)
+        drop = AttentionDrop(attention_p, keep.seed, keep.epoch, heads=heads)
     for layer, ops in enumerate(layers):
         w = weights[per * layer : per * (layer + 1)]
         if isinstance(h, SparseFeatures):  # the order follows the aggregated weight's shape

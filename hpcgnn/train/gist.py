@@ -39,6 +39,15 @@ set, :meth:`~hpcgnn.train.minibatch.MinibatchTrainer.stream`); the minibatch dro
 masks are the global model's at the sub-network's columns, and the sampled models'
 biases are replicated (:class:`~hpcgnn.exchange.subnet_biases.SubnetBiases`). With
 ``M = 1`` and ``K`` the steps of an epoch, GIST is ``--mode minibatch`` step for step.
+
+GAT (``--model gat``, full-batch groups) keeps heads whole: each hidden layer's ``K``
+heads are split into ``M`` groups of whole heads (``M <= K``; :func:`check_gist`), so
+sub-GAT ``m`` is an ordinary GAT of its heads, whose attention is the merged model's for
+those heads. The score vectors ``a_src, a_dst`` are replicated like the sampled biases
+(``gist_attention``): a hidden layer's rows are its head's sub-model's, the output layer's
+are every sub-model's and averaged after the round. A sub-GAT draws the global model's
+attention dropout at its global head ids (:meth:`hpcgnn.models.base.GCNModel.logits`).
+``--gist-rescale`` is refused with GAT (the scaled weights would scale its scores too).
 """
 
 from __future__ import annotations
@@ -56,7 +65,7 @@ from hpcgnn.backend import Device, get_device
 from hpcgnn.config import TrainConfig
 from hpcgnn.cost.gist import bias_bytes, round_bytes
 from hpcgnn.errors import ConfigError, InputError
-from hpcgnn.exchange.subnet_biases import BIAS, SubnetBiases
+from hpcgnn.exchange.subnet_biases import ATTENTION, BIAS, SubnetBiases
 from hpcgnn.exchange.subnets import EVAL, GATHER, SCATTER, SubnetShards
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.io.reader import GraphMeta
@@ -69,12 +78,13 @@ from hpcgnn.layout.subnets import (
     chain_subnet,
     group_sizes,
     reads_split,
+    split_block,
     subnets,
     weight_chain,
 )
 from hpcgnn.models.sharded import ShardedForward
 from hpcgnn.nn.gcn import cross_entropy_sum
-from hpcgnn.nn.init import glorot_rows, glorot_shape_rows
+from hpcgnn.nn.init import glorot_rows, glorot_shape_rows, glorot_shapes
 from hpcgnn.train.checkpoint import restore_sharded, save_sharded_checkpoint
 from hpcgnn.train.fullbatch import FullBatchTrainer, global_counts
 from hpcgnn.train.gist_report import gist_report
@@ -184,6 +194,16 @@ def check_gist(opts: GistOptions, cfg: TrainConfig, ranks: int) -> None:
         )
     if cfg.hidden < m:
         raise ConfigError(f"--hidden {cfg.hidden} cannot be split into {m} non-empty groups")
+    if cfg.kind.attention and m > cfg.heads:
+        raise ConfigError(
+            f"--subnets {m} splits GAT's --heads {cfg.heads} attention heads, kept whole, into"
+            f" {m} groups: it needs --subnets <= --heads"
+        )
+    if cfg.kind.attention and opts.rescale:
+        raise ConfigError(
+            "--gist-rescale is not available with --model gat (scaling the weights by 1/M"
+            " scales the attention scores too, which changes the merged model's attention)"
+        )
 
 
 class GistTrainer:
@@ -238,25 +258,26 @@ class GistTrainer:
         self.widths = layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, cfg.layers)
         #: The widths the shards follow and weights per pair (GIN: W_1, W_2 as two steps).
         self.chain, self.per_chain = weight_chain(self.widths, cfg.kind)
-        self.hidden = group_sizes(cfg.hidden, m)
+        #: Hidden ids kept together (GAT: a head's units) and each sub-network's width.
+        self.block = split_block(cfg.kind, cfg.hidden)
+        self.hidden = [g * self.block for g in group_sizes(cfg.hidden // self.block, m)]
         split = world.mpi.Split(self.index, world.rank)
         try:
             self.group_grid = ProcessGrid(split, group_shape, stats=grid.stats, device=grid.device)
         finally:
             split.Free()
         self.shards = self._initial_shards()
-        self.sub_cfg = dataclasses.replace(cfg, hidden=self.hidden[self.index])
+        self.sub_cfg = sub_config(cfg, self.hidden[self.index], self.block)
         sub_widths = layer_sizes(
             meta.num_features, self.sub_cfg.hidden, meta.num_classes, cfg.layers
         )
         self.sampler = sampler
-        self.biases = None if sampler is None else SubnetBiases(
-            world, self.widths, cfg.numpy_dtype
-        )
+        #: The replicated per-layer vectors: the sampled biases, or GAT's score vectors.
+        self.vectors = self._initial_vectors()
         order = self.shards.order
         zeros = _tensors(order.with_biases(
             [np.zeros(shape, dtype=cfg.numpy_dtype)
-             for shape in weight_shapes(sub_widths, cfg.kind)],
+             for shape in weight_shapes(sub_widths, self.sub_cfg.kind)],
             None if sampler is None else [np.zeros(f, cfg.numpy_dtype) for f in sub_widths[1:]],
         ), True, self.group_grid.device)
         self.inner: GroupTrainer = make_trainer(self.group_grid, self.sub_cfg, zeros)
@@ -292,13 +313,38 @@ class GistTrainer:
         m = self.opts.subnets
         return [1.0 / m if split else 1.0 for split in reads_split(self.widths, self.cfg.kind)]
 
+    def _initial_vectors(self) -> SubnetBiases | None:
+        """The sampled models' biases (zeros), GAT's score vectors (the serial run's), or none.
+
+        GAT's ``a_src^l, a_dst^l`` are drawn from ``seed + 1`` in that order, as
+        :func:`hpcgnn.nn.init.init_weights` draws them (small: every rank draws all).
+        """
+        cfg = self.cfg
+        if self.sampler is not None:
+            return SubnetBiases(self.world, [(f,) for f in self.widths[1:]], cfg.numpy_dtype)
+        if not cfg.kind.attention:
+            return None
+        shapes = [s for i, s in enumerate(weight_shapes(self.widths, cfg.kind)) if i % 3]
+        return SubnetBiases(
+            self.world, shapes, cfg.numpy_dtype, per_layer=2, category=ATTENTION,
+            initial=glorot_shapes(shapes, cfg.seed + 1, cfg.numpy_dtype),
+        )
+
+    def _vector_values(self) -> list[np.ndarray] | None:
+        """The replicated vectors' values in the model's order (``None``: there are none)."""
+        return None if self.vectors is None else self.vectors.values[0]
+
+    def _per_vector(self) -> int:
+        return 1 if self.vectors is None else self.vectors.per_layer
+
     def _initial_shards(self) -> SubnetShards:
         """This rank's rows of the Glorot weights (the serial run's) and zero moments.
 
         Drawn in chunks of rows (:data:`INIT_CHUNK` entries), so the float64 draw never
         doubles a wide weight's memory. GraphSAGE: ``W_self`` from ``seed``, ``W_neigh``
         from ``seed + 1``; GIN: ``W_1`` from ``seed``, ``W_2`` from ``seed + 1``'s stream
-        of square matrices (:func:`hpcgnn.nn.init.init_weights`).
+        of square matrices; GAT: the ``W`` of its chain from ``seed``
+        (:func:`hpcgnn.nn.init.init_weights`).
         """
         cfg, widths, chain = self.cfg, self.widths, self.chain
         offsets = SubnetShards.offsets_of(chain, self.world.size)
@@ -307,7 +353,7 @@ class GistTrainer:
 
         def draw(seed: int, i: int, a: int, b: int) -> np.ndarray:
             if not cfg.kind.mlp:
-                return glorot_rows(widths, seed, i, a, b, cfg.numpy_dtype)
+                return glorot_rows(chain, seed, i, a, b, cfg.numpy_dtype)
             if i % 2 == 0:
                 return glorot_rows(widths, seed, i // 2, a, b, cfg.numpy_dtype)
             return glorot_shape_rows(squares, seed + 1, i // 2, a, b, cfg.numpy_dtype)
@@ -335,12 +381,13 @@ class GistTrainer:
         :meth:`evaluate`, :meth:`params_digest`, :meth:`save_checkpoint`).
         """
         weights = self.shards.full_weights()
-        biases = None if self.biases is None else self.biases.values[0]
-        return _tensors(self.shards.order.with_biases(weights, biases), False)
+        order = self.shards.order
+        return _tensors(order.with_biases(weights, self._vector_values(), self._per_vector()),
+                        False)
 
     def params_digest(self) -> str:
         """``params_sha256`` of the global model, streamed through rank 0 (collective)."""
-        return self.shards.digest(biases=None if self.biases is None else self.biases.values[0])
+        return self.shards.digest(biases=self._vector_values(), per_bias=self._per_vector())
 
     def _shard_shapes(self) -> list[tuple[int, int]]:
         return [tuple(w.shape) for _, w in self.shards.weight_shards()]
@@ -351,12 +398,12 @@ class GistTrainer:
     ) -> None:
         """Every rank writes its rows of the weights and moments (collective).
 
-        With ``--sampler`` the biases and their moments (replicated) follow the weights in
-        every rank's file, as more "weights" of each kind.
+        With ``--sampler`` the biases (GAT: the score vectors) and their moments
+        (replicated) follow the weights in every rank's file, as more "weights" of each kind.
         """
         shards = self.shards.order.by_weight(self.shards.shards)
-        if self.biases is not None:
-            shards = [w + b for w, b in zip(shards, self.biases.values, strict=True)]
+        if self.vectors is not None:
+            shards = [w + b for w, b in zip(shards, self.vectors.values, strict=True)]
         save_sharded_checkpoint(
             directory, self.world, epoch=epoch, shards=shards,
             adam_step=self.steps_done, history=history, fingerprint=fingerprint,
@@ -373,13 +420,13 @@ class GistTrainer:
             )
         dtype = self.shards.shards[0][0].dtype
         shapes: list[tuple[int, ...]] = list(self._shard_shapes())
-        if self.biases is not None:
-            shapes += [b.shape for b in self.biases.values[0]]
+        if self.vectors is not None:
+            shapes += [b.shape for b in self.vectors.values[0]]
         kinds = restore_sharded(state, directory, self.world, shapes, dtype)
         n = len(self._shard_shapes())
         self.shards.shards = self.shards.order.by_shard([kind[:n] for kind in kinds])
-        if self.biases is not None:
-            self.biases.values = [kind[n:] for kind in kinds]
+        if self.vectors is not None:
+            self.vectors.values = [kind[n:] for kind in kinds]
         self.steps_done = want  # a sampled group's batch stream goes on from its step
 
     def load_weights(self, state: dict, directory: str | os.PathLike) -> None:
@@ -397,15 +444,15 @@ class GistTrainer:
         cfg, k, m = self.cfg, self.opts.local_iters, self.opts.subnets
         before = _gist_bytes(self.world.stats)
         # 1. every hidden dimension split at random into M disjoint groups
-        nets = subnets(cfg.seed, epoch, self.widths, m)
+        nets = subnets(cfg.seed, epoch, self.widths, m, self.block)  # GAT: whole heads
         net, group = nets[self.index], self.group_grid.world
         chained = [chain_subnet(n, cfg.kind) for n in nets]  # GIN: W_2 by the same groups
         # 2. the owners of the global rows send each sub-model to its group
         sub = self.shards.scatter(chained, self.roots, group, self.index)
-        bias = None if self.biases is None else self.biases.select(net)
-        order, dev = self.shards.order, self.group_grid.device
+        vec = None if self.vectors is None else self.vectors.select(chained[self.index])
+        order, dev, per = self.shards.order, self.group_grid.device, self._per_vector()
         buffers = [  # weights, exp_avg, exp_avg_sq in the model's order, trained in place
-            order.with_biases(w, None if bias is None else bias[i])
+            order.with_biases(w, None if vec is None else vec[i], per)
             for i, w in enumerate(order.by_weight(sub))
         ]
         # 3. the group trains its sub-model for K local iterations
@@ -424,8 +471,8 @@ class GistTrainer:
         del sub, buffers
         self.shards.write_back(chained, self.roots, flat)
         del flat
-        if self.biases is not None:
-            self.biases.write_back(m, net, bias if group.rank == 0 else None)
+        if self.vectors is not None:
+            self.vectors.write_back(m, chained[self.index], vec if group.rank == 0 else None)
         self.steps_done += k
         self._account(chained, before)
         return share
@@ -437,8 +484,10 @@ class GistTrainer:
             nets, self.shards.offsets, self.roots, self.group_size, cfg.itemsize,
             self.per_chain,
         )
-        if self.biases is not None:
-            predicted[BIAS] = bias_bytes(self.widths, self.world.size, cfg.itemsize)
+        if self.vectors is not None:
+            predicted[self.vectors.category] = bias_bytes(
+                self.chain, self.world.size, cfg.itemsize, self.vectors.per_layer
+            )
         self.predicted_rounds.append(predicted)
         after = _gist_bytes(self.world.stats)
         self.measured_rounds.append({c: after[c] - before[c] for c in after})
@@ -455,7 +504,9 @@ class GistTrainer:
                 self.sampler,
             )
         shards = self.shards.shards
-        biases = None if self.biases is None else self.biases.values[0]
+        if self.cfg.kind.attention:  # a_src, a_dst (replicated)
+            return self._forward.logits(shards[0], scores=self._vector_values())
+        biases = self._vector_values()
         scales = self.merged_scales()
         if self.cfg.kind.self_weight:  # W_self, W_neigh
             return self._forward.logits(shards[1], shards[0], biases, scales)
@@ -503,7 +554,9 @@ class GistTrainer:
 
     def categories(self) -> tuple[str, ...]:
         """The categories of the sub-model traffic of a round."""
-        return (SCATTER, GATHER) if self.biases is None else (SCATTER, GATHER, BIAS)
+        if self.vectors is None:
+            return (SCATTER, GATHER)
+        return (SCATTER, GATHER, self.vectors.category)
 
     def free(self) -> None:
         """Free the group's communicators."""
@@ -528,4 +581,13 @@ def _category_bytes(stats: Any, category: str) -> float:
 
 def _gist_bytes(stats: Any) -> dict[str, float]:
     snap = stats.snapshot()
-    return {c: float(snap.get(c, {}).get("bytes", 0.0)) for c in (SCATTER, GATHER, BIAS)}
+    return {
+        c: float(snap.get(c, {}).get("bytes", 0.0)) for c in (SCATTER, GATHER, BIAS, ATTENTION)
+    }
+
+
+def sub_config(cfg: TrainConfig, hidden: int, block: int) -> TrainConfig:
+    """A sub-network's settings: ``hidden`` wide (GAT: ``hidden / f'`` heads of ``f' = block``)."""
+    if cfg.kind.attention:
+        return dataclasses.replace(cfg, hidden=hidden, heads=hidden // block)
+    return dataclasses.replace(cfg, hidden=hidden)

@@ -14,7 +14,7 @@ import numpy as np
 
 from hpcgnn.comm.communicator import Comm
 from hpcgnn.cost.gist import data_parallel_bytes, eval_bytes
-from hpcgnn.exchange.subnet_biases import BIAS
+from hpcgnn.exchange.subnet_biases import LABELS
 from hpcgnn.exchange.subnets import GATHER, SCATTER
 from hpcgnn.layout.order import weight_entries
 from hpcgnn.train.loop import TrainResult
@@ -49,19 +49,23 @@ def gist_report(
             "predicted_sent_bytes": want[SCATTER],
             "predicted_returned_bytes": want[GATHER], "val_acc": rec.val_acc,
             "subnet_loss": rec.loss, "merged_loss": t.merged_losses.get(rec.epoch),
-            **({} if BIAS not in cats else {
-                "bias_bytes": got[BIAS], "predicted_bias_bytes": want[BIAS],
-            }),
+            # the replicated vectors' all-reduce (the sampled biases', GAT's score vectors')
+            **{f"{LABELS[c]}_bytes": got[c] for c in cats[2:]},
+            **{f"predicted_{LABELS[c]}_bytes": want[c] for c in cats[2:]},
         }
         for rec, got, want in zip(records, measured_rounds, t.predicted_rounds, strict=True)
     ]
     sub_measured = sum(measured.get(c, 0.0) for c in cats)
     sub_predicted = sum(predicted[c] for c in cats)
     dp = data_parallel_bytes(
-        t.chain, world.size, cfg.itemsize, k, t.per_chain, biases=t.biases is not None,
+        t.chain, world.size, cfg.itemsize, k, t.per_chain,
+        vectors=0 if t.vectors is None else t.vectors.per_layer,
     )
     evals = world.allreduce_scalar(float(sum(t.eval_measured)))
-    eval_predicted = eval_bytes(t.chain, t.meta.num_nodes, world.size, cfg.itemsize)
+    eval_predicted = eval_bytes(
+        t.chain, t.meta.num_nodes, world.size, cfg.itemsize,
+        cfg.heads if cfg.kind.attention else 0,
+    )
     peaks = [int(v) for v in world.allgather_obj(peak_rss_bytes())]
     starts = [int(v) for v in world.allgather_obj(t.memory_at_start)]
     budget, done = t.budget, len(result.epochs)

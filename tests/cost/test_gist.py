@@ -23,10 +23,16 @@ def test_evaluation_reduce_scatters_hidden_layers_and_all_reduces_the_logits():
     from hpcgnn.cost.gist import eval_bytes
 
     # N = 10 vertices, widths 4 -> 6 -> 5 -> 2 on P = 3 ranks, 4-byte entries:
-    # each hidden layer (6, 5) sends (P - 1) N f_l entries; the logits 2 (P - 1) N f_L
-    want = 4 * 10 * (2 * 6 + 2 * 5 + 2 * 2 * 2)
+    # each hidden layer (6, 5) sends (P - 1) N f_l entries; the logits' all-reduce
+    # 2 (P - 1) / P of their N f_L entries on each rank, rounded to whole bytes per rank
+    # as Comm records it (2 x 80 x 2 / 3 = 106.7 -> 107 bytes)
+    want = 4 * 10 * (2 * 6 + 2 * 5) + 3 * 107
     assert eval_bytes([4, 6, 5, 2], num_nodes=10, ranks=3, itemsize=4) == want
     assert eval_bytes([4, 6, 5, 2], num_nodes=10, ranks=1, itemsize=4) == 0
+    # GAT (the chain's last width K' C = 2; K = 2 heads): each hidden layer all-reduces
+    # the N x 2K partial score terms too (2 x 160 x 2 / 3 = 213.3 -> 213 bytes per rank)
+    gat = eval_bytes([4, 6, 5, 2], num_nodes=10, ranks=3, itemsize=4, heads=2)
+    assert gat == want + 2 * 3 * 213
 
 
 def test_a_gist_rank_holds_its_rows_not_the_model():

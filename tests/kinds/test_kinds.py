@@ -40,7 +40,7 @@ def test_gin_is_an_mlp_on_the_unnormalised_sum():
 
 def test_gat_weights_are_w_and_the_score_vectors_per_head():
     assert (GAT.weights_per_layer, GAT.self_loops, GAT.attention) == (3, True, True)
-    assert GAT.modes == {"1d", "1.5d", "2d", "3d", "halo", "offload", "minibatch"}
+    assert GAT.modes == {"1d", "1.5d", "2d", "3d", "halo", "offload", "minibatch", "gist"}
     kind = TrainConfig(model="gat", hidden=8, heads=4, output_heads=2).kind
     assert kind == replace(GAT, heads=4, output_heads=2)
     assert weight_shapes([7, 8, 8, 3], kind) == [(7, 8), (4, 2), (4, 2), (8, 8), (4, 2), (4, 2),

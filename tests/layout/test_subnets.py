@@ -47,3 +47,28 @@ def test_owned_entries_add_up_to_the_sub_model():
 def test_too_many_groups_is_an_error():
     with pytest.raises(ValueError, match="non-empty"):
         split_ids(0, 0, 1, 3, 4)
+
+
+def test_gat_sub_networks_keep_whole_heads_and_the_output_layer():
+    """GAT: K = 5 heads of f' = 3 units split into M = 2 groups of whole heads."""
+    from dataclasses import replace
+
+    from hpcgnn.kinds import GAT
+    from hpcgnn.layout.subnets import chain_subnet, split_block, weight_chain
+
+    kind = replace(GAT, heads=5, output_heads=2)
+    widths = [4, 15, 15, 3]
+    assert split_block(kind, 15) == 3 and weight_chain(widths, kind) == ([4, 15, 15, 6], 1)
+    nets = subnets(1, 0, widths, 2, block=3)
+    heads = split_ids(1, 0, 1, 5, 2)  # the blocks are drawn as ids of a width-5 layer
+    for net, mine in zip(nets, heads, strict=True):
+        assert net.ids[1].tolist() == [3 * h + u for h in mine for u in range(3)]
+        assert net.blocks(1, 3)[0] == 5 and net.blocks(1, 3)[1].tolist() == mine.tolist()
+        chained = chain_subnet(net, kind)  # the output layer's K' C columns, all kept
+        assert chained.widths == (4, 15, 15, 6) and chained.cols(2).tolist() == list(range(6))
+        assert chained.ids[:3] == net.ids[:3]
+    assert [n.sub_widths[1] for n in nets] == [9, 6]  # 3 and 2 heads
+    # block 1 is the plain split, draw for draw
+    plain = subnets(1, 0, widths, 2)
+    assert all(np.array_equal(a.ids[1], b.ids[1])
+               for a, b in zip(plain, subnets(1, 0, widths, 2, block=1), strict=True))

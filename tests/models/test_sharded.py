@@ -115,3 +115,43 @@ def test_gin_logits_from_the_shards_equal_the_serial_model(
     err = float((got - want).abs().max() / max(1.0, float(want.abs().max())))
     assert_all(world, err < 1e-11, f"rank {world.rank}: logits differ by {err:.3g} (relative)")
     assert sent == pytest.approx(eval_bytes(chain, n, world.size, cfg.itemsize), rel=1e-12)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize(
+    ("hidden", "heads", "output_heads", "layers"),
+    [
+        (6, 3, 2, 3),  # f' = 2: at 4 ranks the even shards split a head's units
+        (5, 1, 1, 2),  # one head of 5 units over every rank
+        (10, 2, 3, 2),  # f' = 5, three averaged output heads
+    ],
+)
+def test_gat_logits_from_the_shards_equal_the_serial_model(
+    graph_file, world, device, hidden, heads, output_heads, layers
+):
+    """The even shards split GAT's heads: the score terms are reduced over the ranks."""
+    from hpcgnn.layout.order import weight_shapes
+    from hpcgnn.layout.subnets import weight_chain
+
+    n = 31
+    path = graph_file(n=n, features=6, directed=True, avg_degree=2.0, seed=12)
+    cfg = TrainConfig(layers=layers, hidden=hidden, dtype="float64", seed=3, model="gat",
+                      heads=heads, output_heads=output_heads)
+    widths = layer_sizes(6, hidden, 3, layers)
+    chain, per = weight_chain(widths, cfg.kind)
+    assert per == 1 and chain[-1] == 3 * output_heads
+    rng = np.random.default_rng(8)  # W^l, a_src^l, a_dst^l per layer
+    full = [rng.normal(size=shape) / 2 for shape in weight_shapes(widths, cfg.kind)]
+    offsets = SubnetShards.offsets_of(chain, world.size)
+    with device_world(device) as comm:
+        fwd = ShardedForward(path, comm, cfg, chain, offsets)
+        before = _eval_bytes(comm)
+        scores = [a for i, a in enumerate(full) if i % 3]
+        got = fwd.logits(_shards(full[0::3], offsets, comm.rank), scores=scores)
+        got = torch.from_numpy(device.to_host(got))
+        sent = comm.allreduce_scalar(_eval_bytes(comm) - before)
+    want = SerialGCN(path, cfg, weights=[torch.from_numpy(w) for w in full]).logits(None)
+    err = float((got - want).abs().max() / max(1.0, float(want.abs().max())))
+    assert_all(world, err < 1e-11, f"rank {world.rank}: logits differ by {err:.3g} (relative)")
+    want_bytes = eval_bytes(chain, n, world.size, cfg.itemsize, heads)
+    assert sent == pytest.approx(want_bytes, rel=1e-12)

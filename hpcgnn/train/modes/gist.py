@@ -20,8 +20,8 @@ from hpcgnn.io.reader import GraphMeta
 from hpcgnn.kinds import GCN, SAGE
 from hpcgnn.layout.order import layer_sizes
 from hpcgnn.layout.shapes import GridShape, choose_shape
-from hpcgnn.layout.subnets import weight_chain
-from hpcgnn.train.gist import GistOptions, GistTrainer, GroupTrainer, check_gist
+from hpcgnn.layout.subnets import split_block, weight_chain
+from hpcgnn.train.gist import GistOptions, GistTrainer, GroupTrainer, check_gist, sub_config
 from hpcgnn.train.modes.base import Estimate, Mode, Setup, flag, given, refuse_others
 from hpcgnn.train.modes.fullbatch import FullBatchMode
 from hpcgnn.train.modes.minibatch import FLAGS as SAMPLING_FLAGS
@@ -121,8 +121,8 @@ class GistMode(Mode[GistTrainer]):
         if self.group.sampler is not None and cfg.kind.name not in (GCN.name, SAGE.name):
             raise ConfigError(  # a sampled model's biases follow each layer, not GIN's chain
                 f"--model {cfg.kind} is not available with --mode gist --sampler yet (its"
-                " sampled groups train sage or ladies layers; drop --sampler for full-batch"
-                " groups)"
+                " sampled groups train sage or ladies layers; drop --sampler: full-batch"
+                f" groups train {cfg.kind})"
             )
         check_gist(self.options, cfg, ranks)
         return cfg
@@ -140,8 +140,9 @@ class GistMode(Mode[GistTrainer]):
         return self.group.grid_shape(ranks // self.options.subnets)
 
     def _sub_cfg(self, cfg: TrainConfig) -> TrainConfig:
-        """A group's sub-model: ``ceil(hidden / M)`` wide."""
-        return replace(cfg, hidden=-(-cfg.hidden // self.options.subnets))
+        """A group's sub-model: ``ceil(hidden / M)`` wide (GAT: ``ceil(K / M)`` whole heads)."""
+        block = split_block(cfg.kind, cfg.hidden)
+        return sub_config(cfg, -(-(cfg.hidden // block) // self.options.subnets) * block, block)
 
     def memory(self, cfg: TrainConfig, meta: GraphMeta, shape: GridShape) -> Estimate:
         """A group's sub-model on its grid plus this rank's global rows and evaluation.
@@ -156,9 +157,10 @@ class GistMode(Mode[GistTrainer]):
         widths = layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, cfg.layers)
         sub = layer_sizes(meta.num_features, sub_cfg.hidden, meta.num_classes, cfg.layers)
         chain, per = weight_chain(widths, cfg.kind)  # GIN: W_1, W_2 as two steps
+        heads = max(cfg.heads, cfg.output_heads) if cfg.kind.attention else 0
         extra = memory_bytes(
             chain, weight_chain(sub, cfg.kind)[0], meta.num_nodes, meta.num_edges, ranks,
-            cfg.itemsize, per,
+            cfg.itemsize, per, heads,
         )
         group = self.group.memory(sub_cfg, meta, group_shape).bytes
         return Estimate(group_shape, f"{sub_cfg.hidden} of {cfg.hidden}", group + extra)

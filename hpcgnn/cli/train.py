@@ -31,6 +31,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
         ALGORITHMS,
         MODE_NAMES,
         MODELS,
+        SELECT_MODEL,
         SPARSE_FEATURES,
         WEIGHT_DECAY_LAYERS,
     )
@@ -92,6 +93,13 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="stop when the validation loss has not fallen for PATIENCE"
                         " evaluations (default 0: train every epoch); the best-validation"
                         " epoch is reported either way (metrics: best)")
+    m.add_argument("--select-model", choices=SELECT_MODEL, default="last",
+                   help="the model the run ends with: last (the last epoch's weights;"
+                        " default) or best (the weights of the evaluated epoch with the"
+                        " lowest validation loss, kept on the model's device and restored"
+                        " when training ends: the final metrics, params_sha256, the last"
+                        " checkpoint and hpcgnn predict are that model's; metrics:"
+                        " best.selected). Not --mode gist, whose model is sharded")
     m.add_argument("--sparse-features", choices=SPARSE_FEATURES, nargs="?", const="on",
                    default="auto",
                    help="input features as CSR on each rank: the first layer's X W an SpMM, "
@@ -197,7 +205,7 @@ def run(args: argparse.Namespace, predict_out: str | None = None) -> int:
         layers=2 if args.layers is None else args.layers, hidden=args.hidden,
         epochs=args.epochs, lr=args.lr, weight_decay=args.weight_decay,
         weight_decay_layers=args.weight_decay_layers, early_stopping=args.early_stopping,
-        dropout=args.dropout,
+        select_model=args.select_model, dropout=args.dropout,
         seed=args.seed, eval_every=args.eval_every, dtype=args.dtype,
         model=args.model or GCN.name, sparse_features=args.sparse_features,
         gin_eps=args.gin_eps, heads=args.heads, output_heads=args.output_heads,

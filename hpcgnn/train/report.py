@@ -174,9 +174,10 @@ def validation_lines(result: TrainResult, step_name: str = "epoch") -> list[str]
     out = []
     best = result.validation.best
     if best is not None:
+        selected = " | selected (--select-model best)" if result.selected_epoch is not None else ""
         out.append(
             f"best validation | {step_name} {best.epoch} | val loss {best.val_loss:.4f}"
-            f" acc {best.val_acc:.4f} | test {best.test_acc:.4f}"
+            f" acc {best.val_acc:.4f} | test {best.test_acc:.4f}{selected}"
         )
     if result.stopped_after is not None:
         out.append(
@@ -208,11 +209,13 @@ def _report(
         out.append(f"{step_name} median {med * 1e3:.1f} ms | comm per {step_name} {comm}")
     print("\n".join(out + lines), flush=True)
     if metrics:
+        best = result.validation.as_dict()
         doc = build_metrics(
             result, world_size=world_size, config=config, measured_bytes=measured,
             predicted_bytes=predicted, phases=phases,
             extra={**sections, "graph": graph_section(meta, content), "run": run_section(),
-                   "best": result.validation.as_dict(),
+                   "best": None if best is None else {
+                       **best, "selected": result.selected_epoch is not None},
                    "early_stopping": {"patience": result.validation.patience,
                                       "stopped_after_epochs": result.stopped_after}},
         )

@@ -24,7 +24,7 @@ from hpcgnn.io.reader import GraphFile
 from hpcgnn.kernels.prepare import prepare_kernels
 from hpcgnn.train.checkpoint import GRAPH_CONTENT, load_checkpoint, state_bytes_bound
 from hpcgnn.train.csv_log import CsvLog
-from hpcgnn.train.loop import EpochRecord, Trainer, TrainResult, run_epochs
+from hpcgnn.train.loop import EpochRecord, KeptWeights, Trainer, TrainResult, WholeModel, run_epochs
 from hpcgnn.train.modes.base import Mode, Setup
 from hpcgnn.train.modes.fullbatch import FullBatchMode
 from hpcgnn.train.predict import TRAINING_ONLY, write_predictions
@@ -80,6 +80,11 @@ def train(opts: RunOptions, cfg: TrainConfig, comm: MPI.Comm = MPI.COMM_WORLD) -
     logits there instead (``hpcgnn predict``), and the result holds no epochs.
     """
     cfg = opts.mode.resolve(cfg, comm.Get_size())
+    if cfg.select_model == "best" and opts.mode.sharded_checkpoints:
+        raise ConfigError(
+            f"--select-model best keeps a copy of the whole model, which {opts.mode.where}"
+            " never holds (its rows are sharded over the ranks): use --select-model last"
+        )
     shape = opts.mode.grid_shape(comm.Get_size())
     grid = ProcessGrid(comm, shape, device=choose_device(comm, opts.device, prepare_kernels))
     try:
@@ -121,6 +126,10 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
     t0 = grid.stats.clock()
     trainer = mode.build(setup)
     setup_s = grid.stats.clock() - t0
+    kept: KeptWeights | None = None
+    if cfg.select_model == "best" and not opts.predict_out:
+        assert isinstance(trainer, WholeModel)  # a sharded model is refused in train()
+        kept = trainer.keep_best()
     cfg = mode.schedule(cfg, trainer)  # GIST: the rounds of its epoch budget
     setup = replace(setup, cfg=cfg)
     note = grid_note(cost_problem(meta, cfg, meta.partition_offsets), grid.shape)
@@ -208,7 +217,7 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
     try:
         result = run_epochs(
             trainer, cfg, progress, start_epoch=start_epoch, history=history,
-            after_epoch=checkpoint, before_epoch=trace_window,
+            after_epoch=checkpoint, before_epoch=trace_window, kept=kept,
         )
         _report(opts, setup, trainer, result, content)
     finally:

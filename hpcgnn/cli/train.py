@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from hpcgnn.cli.common import add_device_argument, add_head_arguments
 from hpcgnn.cli.sample import add_sampling_arguments
 from hpcgnn.errors import ConfigError
+
+if TYPE_CHECKING:
+    from mpi4py import MPI
+
+    from hpcgnn.train.loop import TrainResult
 
 #: Largest ``--threads`` (torch's thread pool fails on absurd counts without a word).
 MAX_THREADS = 4096
@@ -182,6 +188,23 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, predict_out: str | None = None) -> int:
     """Run training (or with ``predict_out`` the prediction of ``--resume``'s model)."""
+    from hpcgnn.utils.memory import keep_freed_memory
+
+    keep_freed_memory()  # epochs reuse freed memory: no new pages after the first
+    train_from_args(args, predict_out=predict_out)
+    return 0
+
+
+def train_from_args(
+    args: argparse.Namespace, comm: MPI.Comm | None = None, *, predict_out: str | None = None,
+    keep_result: bool = False,
+) -> TrainResult:
+    """The run of parsed ``train`` arguments on ``comm`` (default: ``COMM_WORLD``; collective).
+
+    The one place ``hpcgnn train`` (:func:`run`) and ``hpcgnn.train`` (:mod:`hpcgnn.api`)
+    turn flags into a mode, a :class:`~hpcgnn.config.TrainConfig` and run options.
+    ``keep_result``: the result carries the metrics document and the weights.
+    """
     import torch
     from mpi4py import MPI
 
@@ -190,9 +213,8 @@ def run(args: argparse.Namespace, predict_out: str | None = None) -> int:
     from hpcgnn.kinds import GCN
     from hpcgnn.train.modes import mode_from_args
     from hpcgnn.train.run import RunOptions, train
-    from hpcgnn.utils.memory import keep_freed_memory
 
-    keep_freed_memory()  # epochs reuse freed memory: no new pages after the first
+    comm = MPI.COMM_WORLD if comm is None else comm
     if args.threads is not None:
         if not 1 <= args.threads <= MAX_THREADS:
             raise ConfigError(f"--threads must be in [1, {MAX_THREADS}], got {args.threads}")
@@ -200,7 +222,7 @@ def run(args: argparse.Namespace, predict_out: str | None = None) -> int:
     for flag in ("metrics", "trace", "checkpoint_dir", "resume", "log_csv", "finetune"):
         if getattr(args, flag) == "":  # a path left empty by a script's unset variable
             raise ConfigError(f"--{flag.replace('_', '-')}: an empty path")
-    mode = mode_from_args(args, MPI.COMM_WORLD.Get_size())
+    mode = mode_from_args(args, comm.Get_size())
     cfg = TrainConfig(
         layers=2 if args.layers is None else args.layers, hidden=args.hidden,
         epochs=args.epochs, lr=args.lr, weight_decay=args.weight_decay,
@@ -218,9 +240,9 @@ def run(args: argparse.Namespace, predict_out: str | None = None) -> int:
         checkpoint_dir=args.checkpoint_dir, checkpoint_every=args.checkpoint_every,
         resume=args.resume, quiet=args.quiet, tier_gbps=tiers_from_flag(args.tier_gbps),
         device=args.device, predict_out=predict_out, sync_comm=args.sync_comm,
+        keep_result=keep_result,
     )
-    train(opts, cfg)
-    return 0
+    return train(opts, cfg, comm)
 
 
 def parse_epoch_range(text: str | None, tracing: bool) -> tuple[int, int] | None:

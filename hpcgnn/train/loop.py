@@ -134,6 +134,12 @@ class TrainResult:
     #: ``--select-model best``: the epoch whose kept weights the run ended with (restored
     #: before the final evaluation), ``None`` when it ends with the last epoch's.
     selected_epoch: int | None = None
+    #: The metrics document (rank 0's, on every rank), when the run was asked to keep it
+    #: (``hpcgnn.train``).
+    metrics: dict[str, Any] | None = None
+    #: The trained weights, whole, copied to the host on every rank, when the run was asked
+    #: to keep them (``hpcgnn.train``).
+    weights: list[torch.Tensor] | None = None
 
     def per_epoch(self, counters: dict[str, float]) -> dict[str, float]:
         """Divide counters accumulated over this process's epochs by their number."""

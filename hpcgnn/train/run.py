@@ -9,6 +9,7 @@ memory check, the mode's trainer (:mod:`hpcgnn.train.modes`), resume, the one ep
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from mpi4py import MPI
 
@@ -62,6 +63,9 @@ class RunOptions:
     predict_out: str | None = None
     #: ``--sync-comm``: time each collective's wait for its ranks apart (``wait``).
     sync_comm: bool = False
+    #: ``hpcgnn.train``: the result carries the metrics document and the trained weights,
+    #: whole, on every rank (``TrainResult.metrics``, ``TrainResult.weights``).
+    keep_result: bool = False
 
     def __post_init__(self) -> None:
         if self.finetune and self.resume:
@@ -219,7 +223,9 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
             trainer, cfg, progress, start_epoch=start_epoch, history=history,
             after_epoch=checkpoint, before_epoch=trace_window, kept=kept,
         )
-        _report(opts, setup, trainer, result, content)
+        result.metrics = _report(opts, setup, trainer, result, content)
+        if opts.keep_result:  # GIST: gathers its row shards (collective)
+            result.weights = [w.detach().cpu().clone() for w in trainer.weights]
     finally:
         trainer.free()
         if log is not None:
@@ -260,8 +266,11 @@ def wire_section(grid: ProcessGrid) -> dict:
 
 def _report(
     opts: RunOptions, setup: Setup, trainer: Trainer, result: TrainResult, content: str | None,
-) -> None:
-    """Ask the trainer for its prediction and sections, then write the report (collective)."""
+) -> dict[str, Any] | None:
+    """Ask the trainer for its prediction and sections, then write the report (collective).
+
+    Returns the metrics document on every rank with ``opts.keep_result``, else ``None``.
+    """
     grid, cfg, mode = setup.grid, setup.cfg, opts.mode
     measured = summed_over_ranks(grid.world, result.per_epoch(result.step_bytes))
     phases_sum = summed_over_ranks(grid.world, result.per_epoch(result.step_seconds))
@@ -277,8 +286,8 @@ def _report(
         **cfg.as_dict(), "algo": mode.label, "grid": str(grid.shape), "graph": opts.graph,
         "mode": mode.name, **mode.config(setup), "sync_comm": opts.sync_comm,
     }
-    finish_run(
+    return finish_run(
         grid, result, config=config, meta=setup.meta, measured=measured, phases=phases,
         predicted=predicted, sections=sections, lines=lines, metrics=opts.metrics,
-        trace=opts.trace, step_name=mode.step_name, content=content,
+        trace=opts.trace, step_name=mode.step_name, content=content, share=opts.keep_result,
     )

@@ -62,6 +62,10 @@ def check_training_vertices(num_train: int) -> None:
 #: GCN, PyG's example), or every parameter.
 WEIGHT_DECAY_LAYERS = ("first", "all")
 
+#: Settings of ``--select-model``: the model a run ends with, the last epoch's weights or
+#: those of the evaluated epoch with the lowest validation loss.
+SELECT_MODEL = ("last", "best")
+
 #: Settings of ``--sparse-features``.
 SPARSE_FEATURES = ("auto", "on", "off")
 #: ``--sparse-features auto`` keeps features sparse below this density (nonzeros per
@@ -99,6 +103,9 @@ class TrainConfig:
     sparse_features: str = "auto"
     #: Stop when the validation loss has not improved for this many evaluations (0: never).
     early_stopping: int = 0
+    #: The model the run ends with (:data:`SELECT_MODEL`): ``"last"``, or ``"best"``, the
+    #: weights of the evaluated epoch with the lowest validation loss, restored at the end.
+    select_model: str = "last"
     #: GIN's fixed ``eps`` (``--gin-eps``): the self term ``(1 + eps) h_i``.
     gin_eps: float = 0.0
     #: GAT's attention heads of the hidden layers (``--heads``; concatenated).
@@ -137,6 +144,12 @@ class TrainConfig:
             raise ConfigError(f"--early-stopping must be in [0, 2^31), got {self.early_stopping}")
         if self.early_stopping and not self.eval_every:
             raise ConfigError("--early-stopping watches the validation loss: it needs"
+                              " --eval-every of at least 1")
+        if self.select_model not in SELECT_MODEL:
+            raise ConfigError(f"--select-model must be one of {', '.join(SELECT_MODEL)},"
+                              f" got {self.select_model}")
+        if self.select_model == "best" and not self.eval_every:
+            raise ConfigError("--select-model best chooses by the validation loss: it needs"
                               " --eval-every of at least 1")
         if not (math.isfinite(self.gin_eps) and abs(self.gin_eps) <= MAX_GIN_EPS):
             raise ConfigError(f"--gin-eps must be finite with |eps| <= {MAX_GIN_EPS:g},"

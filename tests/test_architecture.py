@@ -36,6 +36,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("models",),
     ("train",),
     ("cli",),
+    ("api",),
     ("__main__",),
 ]
 LEVEL = {name: i for i, layer in enumerate(LAYERS) for name in layer}

@@ -42,7 +42,7 @@ def with_config(argv: Sequence[str]) -> list[str]:
             rest.append(word)
     if path is None:
         return argv
-    return [argv[0], *_flags(Path(path), argv[0]), *rest]
+    return [argv[0], *settings_flags(_load(Path(path)), f"--config {path}", argv[0]), *rest]
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -64,7 +64,14 @@ def _load(path: Path) -> dict[str, Any]:
         raise ConfigError(f"--config {path}: not valid TOML: {err}") from None
 
 
-def _flags(path: Path, command: str) -> list[str]:
+def settings_flags(values: dict[str, Any], where: str, command: str) -> list[str]:
+    """The command-line flags of ``train`` (or ``predict``) settings given by name.
+
+    ``values``: ``{name: value}`` as a ``--config`` file gives them (names without the
+    dashes, ``_`` or ``-``; a value a number, a string, a list or a boolean switch); also
+    ``hpcgnn.train``'s keyword settings. ``where`` starts each error line. Each value is
+    one ``--flag=value`` token (a value starting with a dash stays a value).
+    """
     from hpcgnn.cli.train import add_run_arguments
 
     parser = argparse.ArgumentParser()
@@ -73,20 +80,20 @@ def _flags(path: Path, command: str) -> list[str]:
                 for s in a.option_strings}
     known = {s for a in parser._actions for s in a.option_strings} - {"-h", "--help"}
     tokens: list[str] = []
-    for key, value in _load(path).items():
+    for key, value in values.items():
         flag = "--" + key.replace("_", "-")
         if flag not in known or flag == "--config":
-            raise ConfigError(f"--config {path}: {key!r} is no flag of hpcgnn {command}")
+            raise ConfigError(f"{where}: {key!r} is no flag of hpcgnn {command}")
         if flag in switches and not isinstance(value, bool):
-            raise ConfigError(f"--config {path}: {key} is a switch: true or false")
+            raise ConfigError(f"{where}: {key} is a switch: true or false")
         if isinstance(value, bool):
             if flag not in switches:
-                raise ConfigError(f"--config {path}: {key} takes a value, not {value}")
+                raise ConfigError(f"{where}: {key} takes a value, not {value}")
             tokens += [flag] if value else []
         elif isinstance(value, list) and all(isinstance(v, int | float | str) for v in value):
-            tokens += [flag, ",".join(str(v) for v in value)]
+            tokens.append(f"{flag}={','.join(str(v) for v in value)}")
         elif isinstance(value, int | float | str):
-            tokens += [flag, str(value)]
+            tokens.append(f"{flag}={value}")
         else:
-            raise ConfigError(f"--config {path}: {key} = {value!r} is no flag value")
+            raise ConfigError(f"{where}: {key} = {value!r} is no flag value")
     return tokens

@@ -19,8 +19,8 @@ import signal
 import sys
 import tempfile
 import traceback
-from collections.abc import Sequence
-from contextlib import suppress
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from hpcgnn import __version__
@@ -110,22 +110,28 @@ def inductor_dir() -> Path | None:
     return Path(tmp) / ("torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", user))
 
 
-def _run(args: argparse.Namespace) -> int:
-    """Run the sub-command; no temporary file outlives it, even when it is interrupted.
+@contextmanager
+def leaves_nothing_behind() -> Iterator[None]:
+    """Leave nothing behind: no temporary file, no new ``torchinductor_<user>`` folder.
 
-    Nor does the empty ``torchinductor_<user>`` folder torch makes for an optimiser, when
-    it was not there before.
+    No temporary file outlives the block (a command, ``hpcgnn.train``), nor the empty
+    folder torch makes for an optimiser when it was not there before.
     """
     stray = inductor_dir()
     fresh = stray is not None and not stray.exists()
     try:
-        with interrupts_unwind():
-            return int(args.func(args) or 0)
+        yield
     finally:
         remove_temporaries()
         if fresh and stray is not None:
             with suppress(OSError):  # only when empty: another program's cache stays
                 stray.rmdir()
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Run the sub-command; nothing is left behind, even when it is interrupted."""
+    with leaves_nothing_behind(), interrupts_unwind():
+        return int(args.func(args) or 0)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -23,8 +23,9 @@ from hpcgnn.utils.json_text import read_json
 
 #: Flags of ``hpcgnn train`` that steer training only (the checkpoint's values hold).
 TRAINING_ONLY = ("epochs", "lr", "weight_decay", "weight_decay_layers", "dropout", "seed",
-                 "early_stopping", "eval_every", "metrics", "trace", "checkpoint_dir",
-                 "checkpoint_every", "resume", "trace_epochs", "log_csv", "finetune")
+                 "early_stopping", "select_model", "eval_every", "metrics", "trace",
+                 "checkpoint_dir", "checkpoint_every", "resume", "trace_epochs", "log_csv",
+                 "finetune")
 
 
 #: Settings the checkpoint's fingerprint gives the prediction when the command line does

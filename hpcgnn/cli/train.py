@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from hpcgnn.cli.common import add_device_argument, add_head_arguments
 from hpcgnn.cli.sample import add_sampling_arguments
 from hpcgnn.errors import ConfigError
+
+if TYPE_CHECKING:
+    from mpi4py import MPI
+
+    from hpcgnn.train.loop import TrainResult
 
 #: Largest ``--threads`` (torch's thread pool fails on absurd counts without a word).
 MAX_THREADS = 4096
@@ -31,6 +37,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
         ALGORITHMS,
         MODE_NAMES,
         MODELS,
+        SELECT_MODEL,
         SPARSE_FEATURES,
         WEIGHT_DECAY_LAYERS,
     )
@@ -92,6 +99,13 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="stop when the validation loss has not fallen for PATIENCE"
                         " evaluations (default 0: train every epoch); the best-validation"
                         " epoch is reported either way (metrics: best)")
+    m.add_argument("--select-model", choices=SELECT_MODEL, default="last",
+                   help="the model the run ends with: last (the last epoch's weights;"
+                        " default) or best (the weights of the evaluated epoch with the"
+                        " lowest validation loss, kept on the model's device and restored"
+                        " when training ends: the final metrics, params_sha256, the last"
+                        " checkpoint and hpcgnn predict are that model's; metrics:"
+                        " best.selected). Not --mode gist, whose model is sharded")
     m.add_argument("--sparse-features", choices=SPARSE_FEATURES, nargs="?", const="on",
                    default="auto",
                    help="input features as CSR on each rank: the first layer's X W an SpMM, "
@@ -174,6 +188,23 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, predict_out: str | None = None) -> int:
     """Run training (or with ``predict_out`` the prediction of ``--resume``'s model)."""
+    from hpcgnn.utils.memory import keep_freed_memory
+
+    keep_freed_memory()  # epochs reuse freed memory: no new pages after the first
+    train_from_args(args, predict_out=predict_out)
+    return 0
+
+
+def train_from_args(
+    args: argparse.Namespace, comm: MPI.Comm | None = None, *, predict_out: str | None = None,
+    keep_result: bool = False,
+) -> TrainResult:
+    """The run of parsed ``train`` arguments on ``comm`` (default: ``COMM_WORLD``; collective).
+
+    The one place ``hpcgnn train`` (:func:`run`) and ``hpcgnn.train`` (:mod:`hpcgnn.api`)
+    turn flags into a mode, a :class:`~hpcgnn.config.TrainConfig` and run options.
+    ``keep_result``: the result carries the metrics document and the weights.
+    """
     import torch
     from mpi4py import MPI
 
@@ -182,9 +213,8 @@ def run(args: argparse.Namespace, predict_out: str | None = None) -> int:
     from hpcgnn.kinds import GCN
     from hpcgnn.train.modes import mode_from_args
     from hpcgnn.train.run import RunOptions, train
-    from hpcgnn.utils.memory import keep_freed_memory
 
-    keep_freed_memory()  # epochs reuse freed memory: no new pages after the first
+    comm = MPI.COMM_WORLD if comm is None else comm
     if args.threads is not None:
         if not 1 <= args.threads <= MAX_THREADS:
             raise ConfigError(f"--threads must be in [1, {MAX_THREADS}], got {args.threads}")
@@ -192,12 +222,12 @@ def run(args: argparse.Namespace, predict_out: str | None = None) -> int:
     for flag in ("metrics", "trace", "checkpoint_dir", "resume", "log_csv", "finetune"):
         if getattr(args, flag) == "":  # a path left empty by a script's unset variable
             raise ConfigError(f"--{flag.replace('_', '-')}: an empty path")
-    mode = mode_from_args(args, MPI.COMM_WORLD.Get_size())
+    mode = mode_from_args(args, comm.Get_size())
     cfg = TrainConfig(
         layers=2 if args.layers is None else args.layers, hidden=args.hidden,
         epochs=args.epochs, lr=args.lr, weight_decay=args.weight_decay,
         weight_decay_layers=args.weight_decay_layers, early_stopping=args.early_stopping,
-        dropout=args.dropout,
+        select_model=args.select_model, dropout=args.dropout,
         seed=args.seed, eval_every=args.eval_every, dtype=args.dtype,
         model=args.model or GCN.name, sparse_features=args.sparse_features,
         gin_eps=args.gin_eps, heads=args.heads, output_heads=args.output_heads,
@@ -210,9 +240,9 @@ def run(args: argparse.Namespace, predict_out: str | None = None) -> int:
         checkpoint_dir=args.checkpoint_dir, checkpoint_every=args.checkpoint_every,
         resume=args.resume, quiet=args.quiet, tier_gbps=tiers_from_flag(args.tier_gbps),
         device=args.device, predict_out=predict_out, sync_comm=args.sync_comm,
+        keep_result=keep_result,
     )
-    train(opts, cfg)
-    return 0
+    return train(opts, cfg, comm)
 
 
 def parse_epoch_range(text: str | None, tracing: bool) -> tuple[int, int] | None:

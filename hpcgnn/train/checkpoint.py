@@ -6,7 +6,10 @@ A checkpoint directory holds two files, written by rank 0:
   arrays only (``w<i>`` the weights, ``exp_avg<i>``,
   ``exp_avg_sq<i>`` and ``step<i>`` the Adam state of weight ``i``, ``torch_rng`` the torch
   RNG state), read back with ``numpy.load(allow_pickle=False)``: nothing in it can run
-  code;
+  code. With ``--select-model best``, once an epoch was evaluated, ``w<i>`` are the kept
+  weights of the best-validation epoch so far (the model: what ``hpcgnn predict`` and
+  ``--finetune`` load) and ``train_w<i>`` the weights training continues from
+  (``--resume``);
 - ``checkpoint.json``: the format version, the epochs done (``epoch``: the number of the
   last, counted from 1 as everywhere the user sees one; the ``E`` of the file names), the
   history so far (records numbered from 1; version 1 numbered them from 0 and is still
@@ -79,6 +82,11 @@ GRAPH_CONTENT = "graph_content"
 SHARDED = "row-sharded"
 #: One rank's file of a row-sharded checkpoint.
 SHARD_FILE = "gist-e{epoch}-rank{rank}-of{ranks}.npz"
+#: The prefix of the weights training continues from, when ``w<i>`` are the kept ones.
+TRAINING_WEIGHTS = "train_w"
+#: Fingerprint keys added after checkpoints were first written, with the value a run that
+#: predates them had (a checkpoint without the key was written with it).
+ADDED_SETTINGS: dict[str, Any] = {"select_model": "last"}
 #: Array name prefixes of the three kinds a shard file holds, in GIST's order.
 SHARD_KINDS = ("w", "exp_avg", "exp_avg_sq")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -87,13 +95,21 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 def save_checkpoint(
     directory: str | os.PathLike, *, epoch: int, weights: list[torch.Tensor],
     optimizer: torch.optim.Optimizer, history: list[dict], fingerprint: dict[str, Any],
+    kept: list[torch.Tensor] | None = None,
 ) -> Path:
-    """Write the state after ``epoch`` epochs (call on one rank only); returns the manifest."""
+    """Write the state after ``epoch`` epochs (call on one rank only); returns the manifest.
+
+    ``kept`` (``--select-model best``): the weights of the best-validation epoch so far,
+    written as the model (``w<i>``), ``weights`` then as ``train_w<i>``.
+    """
     with output_directory(directory) as d:
         arrays: dict[str, np.ndarray] = {"torch_rng": torch.get_rng_state().numpy()}
         state = optimizer.state_dict()["state"]
         for i, w in enumerate(weights):
             arrays[f"w{i}"] = w.detach().cpu().numpy()
+            if kept is not None:
+                arrays[f"{TRAINING_WEIGHTS}{i}"] = arrays[f"w{i}"]
+                arrays[f"w{i}"] = kept[i].detach().cpu().numpy()
             s = state.get(i, {})
             if s:
                 arrays[f"exp_avg{i}"] = s["exp_avg"].detach().cpu().numpy()
@@ -216,12 +232,12 @@ def _load_arrays(path: Path, blob: bytes, max_bytes: int | None) -> dict[str, np
 def state_bytes_bound(num_features: int, num_classes: int, cfg: TrainConfig) -> int:
     """At most what a replicated checkpoint of this model holds.
 
-    Every weight and bias with Adam's two moments in float64, plus 1 MiB (the random
-    state, step counts, headers).
+    Every weight and bias twice (``--select-model best`` keeps a copy) with Adam's two
+    moments in float64, plus 1 MiB (the random state, step counts, headers).
     """
     widths = layer_sizes(num_features, cfg.hidden, num_classes, cfg.layers)
     params = sum(fin * fout for fin, fout in weight_shapes(widths, cfg.kind)) + sum(widths[1:])
-    return 3 * 8 * params + (1 << 20)
+    return 4 * 8 * params + (1 << 20)
 
 
 def _is_int(value: Any) -> TypeGuard[int]:
@@ -425,7 +441,7 @@ def load_checkpoint(
     assert isinstance(state, dict)
     if fingerprint is None:
         return state
-    saved = state["fingerprint"]
+    saved = {**ADDED_SETTINGS, **state["fingerprint"]}
     theirs, ours = saved.get(GRAPH_CONTENT), fingerprint.get(GRAPH_CONTENT)
     if theirs != ours:
         raise ConfigError(
@@ -492,10 +508,10 @@ def restore_weights(state: dict, weights: list[torch.Tensor]) -> None:
     _copy_weights(weights, _checked_weights(_replicated_arrays(state, weights), weights))
 
 
-def _checked_weights(arrays: dict[str, np.ndarray], weights: list[torch.Tensor]
-                     ) -> list[np.ndarray]:
-    """The arrays ``w<i>``, each of its weight's shape and dtype."""
-    return [_array(arrays, f"w{i}", w.detach()) for i, w in enumerate(weights)]
+def _checked_weights(arrays: dict[str, np.ndarray], weights: list[torch.Tensor],
+                     prefix: str = "w") -> list[np.ndarray]:
+    """The arrays ``w<i>`` (``<prefix><i>``), each of its weight's shape and dtype."""
+    return [_array(arrays, f"{prefix}{i}", w.detach()) for i, w in enumerate(weights)]
 
 
 def _copy_weights(weights: list[torch.Tensor], saved: list[np.ndarray]) -> None:
@@ -504,8 +520,15 @@ def _copy_weights(weights: list[torch.Tensor], saved: list[np.ndarray]) -> None:
             w.copy_(torch.from_numpy(a))
 
 
-def restore(state: dict, weights: list[torch.Tensor], optimizer: torch.optim.Optimizer) -> None:
+def restore(
+    state: dict, weights: list[torch.Tensor], optimizer: torch.optim.Optimizer,
+    resume: bool = False,
+) -> list[np.ndarray] | None:
     """Validate the checkpointed arrays against this run, then copy them in (every rank).
+
+    ``resume`` (``--select-model best`` resumed): training continues from ``train_w<i>``
+    where the checkpoint holds them; the kept weights ``w<i>`` are returned (``None``: it
+    kept none, the weights are ``w<i>``). Otherwise ``weights`` become the model's, ``w<i>``.
 
     Raises
     ------
@@ -515,6 +538,10 @@ def restore(state: dict, weights: list[torch.Tensor], optimizer: torch.optim.Opt
     """
     arrays, where = _replicated_arrays(state, weights), "checkpoint"
     saved = _checked_weights(arrays, weights)  # every array checked before anything is copied
+    kept = None
+    if resume and f"{TRAINING_WEIGHTS}0" in arrays:
+        kept = saved
+        saved = _checked_weights(arrays, weights, TRAINING_WEIGHTS)
     opt_state = {}
     for i, w in enumerate(weights):
         if f"step{i}" in arrays:
@@ -540,3 +567,4 @@ def restore(state: dict, weights: list[torch.Tensor], optimizer: torch.optim.Opt
     groups = optimizer.state_dict()["param_groups"]
     optimizer.load_state_dict({"state": opt_state, "param_groups": groups})
     torch.set_rng_state(torch.from_numpy(rng.copy()))
+    return kept

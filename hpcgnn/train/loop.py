@@ -131,6 +131,15 @@ class TrainResult:
     validation: BestValidation = field(default_factory=BestValidation)
     #: Epochs trained when early stopping ended the run (``None``: it ran them all).
     stopped_after: int | None = None
+    #: ``--select-model best``: the epoch whose kept weights the run ended with (restored
+    #: before the final evaluation), ``None`` when it ends with the last epoch's.
+    selected_epoch: int | None = None
+    #: The metrics document (rank 0's, on every rank), when the run was asked to keep it
+    #: (``hpcgnn.train``).
+    metrics: dict[str, Any] | None = None
+    #: The trained weights, whole, copied to the host on every rank, when the run was asked
+    #: to keep them (``hpcgnn.train``).
+    weights: list[torch.Tensor] | None = None
 
     def per_epoch(self, counters: dict[str, float]) -> dict[str, float]:
         """Divide counters accumulated over this process's epochs by their number."""
@@ -146,6 +155,46 @@ def params_sha256(weights: Sequence[torch.Tensor]) -> str:
     return h.hexdigest()
 
 
+class KeptWeights:
+    """``--select-model best``: a copy of the weights of the best-validation epoch so far.
+
+    :func:`run_epochs` calls :meth:`keep` at each evaluation of a new lowest validation
+    loss (a copy on the weights' device) and :meth:`restore` when training ends, so the
+    final evaluation, ``params_sha256`` and what the run returns are that epoch's model.
+    Checkpoints carry the copy (:meth:`WholeModel.save_checkpoint`).
+    """
+
+    def __init__(self, weights: list[torch.Tensor]) -> None:
+        self._weights = weights
+        #: The kept copy, ``None`` before the first evaluation.
+        self.copy: list[torch.Tensor] | None = None
+
+    def keep(self) -> None:
+        """Copy the weights as they are now."""
+        with torch.no_grad():
+            if self.copy is None:
+                self.copy = [w.detach().clone() for w in self._weights]
+            else:
+                for c, w in zip(self.copy, self._weights, strict=True):
+                    c.copy_(w)
+
+    def load(self, saved: list[np.ndarray]) -> None:
+        """Take a checkpoint's kept weights (``--resume``), already checked."""
+        with torch.no_grad():
+            self.copy = [w.detach().clone() for w in self._weights]
+            for c, a in zip(self.copy, saved, strict=True):
+                c.copy_(torch.from_numpy(a))
+
+    def restore(self) -> bool:
+        """Copy the kept weights back into the trainer's; whether there were any."""
+        if self.copy is None:
+            return False
+        with torch.no_grad():
+            for w, c in zip(self._weights, self.copy, strict=True):
+                w.copy_(c)
+        return True
+
+
 class WholeModel:
     """Checkpoints and the digest of a trainer whose ranks hold the whole model each.
 
@@ -155,6 +204,13 @@ class WholeModel:
     world: Comm
     weights: list[torch.Tensor]
     optimizer: torch.optim.Optimizer
+    #: ``--select-model best``: the best-validation weights (:meth:`keep_best`), else ``None``.
+    kept: KeptWeights | None = None
+
+    def keep_best(self) -> KeptWeights:
+        """Keep the best-validation weights from now on, in checkpoints too (before a resume)."""
+        self.kept = KeptWeights(self.weights)
+        return self.kept
 
     def params_digest(self) -> str:
         """``params_sha256`` of ``weights``."""
@@ -170,11 +226,14 @@ class WholeModel:
                 save_checkpoint(
                     directory, epoch=epoch, weights=self.weights, optimizer=self.optimizer,
                     history=history, fingerprint=fingerprint,
+                    kept=None if self.kept is None else self.kept.copy,
                 )
 
     def restore_checkpoint(self, state: dict, directory: str | os.PathLike) -> None:
-        """The weights and Adam's state of ``state``."""
-        restore(state, self.weights, self.optimizer)
+        """The weights and Adam's state of ``state`` (and the kept weights, if keeping)."""
+        saved = restore(state, self.weights, self.optimizer, resume=self.kept is not None)
+        if self.kept is not None and saved is not None:
+            self.kept.load(saved)
 
     def load_weights(self, state: dict, directory: str | os.PathLike) -> None:
         """The weights of ``state``; Adam starts afresh."""
@@ -243,6 +302,7 @@ def run_epochs(
     history: list[EpochRecord] | None = None,
     after_epoch: Callable[[int, TrainResult], None] | None = None,
     before_epoch: Callable[[int], None] | None = None,
+    kept: KeptWeights | None = None,
 ) -> TrainResult:
     """Train for epochs ``start_epoch .. cfg.epochs - 1``, evaluating every ``cfg.eval_every``.
 
@@ -262,6 +322,10 @@ def run_epochs(
     before_epoch
         Called on every rank with the epoch's number (1-based) before it starts (which
         epochs the trace records).
+    kept
+        ``--select-model best``: keeps the weights of each new lowest validation loss
+        (before ``after_epoch``, so checkpoints hold them) and restores them before the
+        final evaluation (``result.selected_epoch``).
 
     Notes
     -----
@@ -281,6 +345,8 @@ def run_epochs(
         record = _train_epoch(trainer, cfg, epoch, result)
         result.epochs.append(record)
         result.validation.update(record)
+        if kept is not None and result.validation.best is record:
+            kept.keep()
         if result.validation.stop and record.epoch < cfg.epochs:
             result.stopped_after = record.epoch
         if on_epoch is not None:
@@ -289,6 +355,9 @@ def run_epochs(
             after_epoch(record.epoch, result)
         if result.stopped_after is not None:
             break
+    if kept is not None and kept.restore():
+        assert result.validation.best is not None  # kept at its evaluation or resumed with it
+        result.selected_epoch = result.validation.best.epoch
     with torch.no_grad():
         result.final = trainer.evaluate()
     result.params_sha256 = trainer.params_digest()

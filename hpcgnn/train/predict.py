@@ -25,8 +25,8 @@ from hpcgnn.io.output import CHECKSUM, H5Output
 from hpcgnn.io.reader import GraphMeta
 
 #: Settings of the training run that a prediction need not repeat (the optimiser's, the
-#: dropout and the seed: the weights are the checkpoint's).
-TRAINING_ONLY = ("lr", "weight_decay", "weight_decay_layers", "dropout", "seed")
+#: dropout, the seed and the model's selection: the weights are the checkpoint's).
+TRAINING_ONLY = ("lr", "weight_decay", "weight_decay_layers", "dropout", "seed", "select_model")
 #: The communication category of the gathers.
 PREDICT = "predict"
 #: Vertices per gathered block.

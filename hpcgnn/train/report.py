@@ -130,9 +130,11 @@ def finish_run(
     grid: ProcessGrid, result: TrainResult, *, config: dict[str, Any], meta: GraphMeta,
     measured: dict[str, float], phases: dict[str, float], predicted: dict[str, float],
     sections: dict[str, Any], lines: list[str], metrics: str | None, trace: str | None,
-    step_name: str = "epoch", content: str | None = None,
-) -> None:
+    step_name: str = "epoch", content: str | None = None, share: bool = False,
+) -> dict[str, Any] | None:
     """Print the summary on rank 0, write the metrics and the trace (collective).
+
+    Returns the metrics document, rank 0's, on every rank with ``share`` (else ``None``).
 
     Parameters
     ----------
@@ -159,14 +161,19 @@ def finish_run(
         What a step of the loop is called (GIST: ``round``).
     content
         The graph's content fingerprint (``graph`` section).
+    share
+        Build the metrics document even without ``metrics`` and give it to every rank
+        (``hpcgnn.train``'s result).
     """
     events = gather_trace(grid.world, grid.stats) if trace else None
+    doc = None
     with collective(grid.world):  # a full disk on rank 0 is the same line on every rank
         if grid.rank == 0:
-            _report(result, config=config, meta=meta, world_size=grid.size, measured=measured,
-                    phases=phases, predicted=predicted, sections=sections, lines=lines,
-                    metrics=metrics, trace=trace, events=events, step_name=step_name,
-                    content=content)
+            doc = _report(result, config=config, meta=meta, world_size=grid.size,
+                          measured=measured, phases=phases, predicted=predicted,
+                          sections=sections, lines=lines, metrics=metrics, trace=trace,
+                          events=events, step_name=step_name, content=content, share=share)
+    return grid.world.mpi.bcast(doc, root=0) if share else None
 
 
 def validation_lines(result: TrainResult, step_name: str = "epoch") -> list[str]:
@@ -174,9 +181,10 @@ def validation_lines(result: TrainResult, step_name: str = "epoch") -> list[str]
     out = []
     best = result.validation.best
     if best is not None:
+        selected = " | selected (--select-model best)" if result.selected_epoch is not None else ""
         out.append(
             f"best validation | {step_name} {best.epoch} | val loss {best.val_loss:.4f}"
-            f" acc {best.val_acc:.4f} | test {best.test_acc:.4f}"
+            f" acc {best.val_acc:.4f} | test {best.test_acc:.4f}{selected}"
         )
     if result.stopped_after is not None:
         out.append(
@@ -191,8 +199,12 @@ def _report(
     measured: dict[str, float], phases: dict[str, float], predicted: dict[str, float],
     sections: dict[str, Any], lines: list[str], metrics: str | None, trace: str | None,
     events: list[dict] | None, step_name: str = "epoch", content: str | None = None,
-) -> None:
-    """Rank 0's part of :func:`finish_run`: the summary lines and the files."""
+    share: bool = False,
+) -> dict[str, Any] | None:
+    """Rank 0's part of :func:`finish_run`: the summary lines and the files.
+
+    Returns the metrics document when it was written or ``share`` asks for it.
+    """
     f = result.final
     out = [
         f"final (no dropout) | loss {f['loss']:.4f} | train {f['train_acc']:.4f}"
@@ -207,17 +219,23 @@ def _report(
             comm += f", {sum(predicted.values()) / 1e6:.3f} MB predicted"
         out.append(f"{step_name} median {med * 1e3:.1f} ms | comm per {step_name} {comm}")
     print("\n".join(out + lines), flush=True)
-    if metrics:
+    doc = None
+    if metrics or share:
+        best = result.validation.as_dict()
         doc = build_metrics(
             result, world_size=world_size, config=config, measured_bytes=measured,
             predicted_bytes=predicted, phases=phases,
             extra={**sections, "graph": graph_section(meta, content), "run": run_section(),
-                   "best": result.validation.as_dict(),
+                   "best": None if best is None else {
+                       **best, "selected": result.selected_epoch is not None},
                    "early_stopping": {"patience": result.validation.patience,
                                       "stopped_after_epochs": result.stopped_after}},
         )
+    if metrics:
+        assert doc is not None
         write_json(metrics, doc)
         print(f"metrics written to {metrics}", file=sys.stderr)
     if trace and events is not None:
         write_trace(trace, events)
         print(f"trace written to {trace}", file=sys.stderr)
+    return doc

@@ -9,6 +9,7 @@ memory check, the mode's trainer (:mod:`hpcgnn.train.modes`), resume, the one ep
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from mpi4py import MPI
 
@@ -24,7 +25,7 @@ from hpcgnn.io.reader import GraphFile
 from hpcgnn.kernels.prepare import prepare_kernels
 from hpcgnn.train.checkpoint import GRAPH_CONTENT, load_checkpoint, state_bytes_bound
 from hpcgnn.train.csv_log import CsvLog
-from hpcgnn.train.loop import EpochRecord, Trainer, TrainResult, run_epochs
+from hpcgnn.train.loop import EpochRecord, KeptWeights, Trainer, TrainResult, WholeModel, run_epochs
 from hpcgnn.train.modes.base import Mode, Setup
 from hpcgnn.train.modes.fullbatch import FullBatchMode
 from hpcgnn.train.predict import TRAINING_ONLY, write_predictions
@@ -62,6 +63,9 @@ class RunOptions:
     predict_out: str | None = None
     #: ``--sync-comm``: time each collective's wait for its ranks apart (``wait``).
     sync_comm: bool = False
+    #: ``hpcgnn.train``: the result carries the metrics document and the trained weights,
+    #: whole, on every rank (``TrainResult.metrics``, ``TrainResult.weights``).
+    keep_result: bool = False
 
     def __post_init__(self) -> None:
         if self.finetune and self.resume:
@@ -80,6 +84,11 @@ def train(opts: RunOptions, cfg: TrainConfig, comm: MPI.Comm = MPI.COMM_WORLD) -
     logits there instead (``hpcgnn predict``), and the result holds no epochs.
     """
     cfg = opts.mode.resolve(cfg, comm.Get_size())
+    if cfg.select_model == "best" and opts.mode.sharded_checkpoints:
+        raise ConfigError(
+            f"--select-model best keeps a copy of the whole model, which {opts.mode.where}"
+            " never holds (its rows are sharded over the ranks): use --select-model last"
+        )
     shape = opts.mode.grid_shape(comm.Get_size())
     grid = ProcessGrid(comm, shape, device=choose_device(comm, opts.device, prepare_kernels))
     try:
@@ -121,6 +130,10 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
     t0 = grid.stats.clock()
     trainer = mode.build(setup)
     setup_s = grid.stats.clock() - t0
+    kept: KeptWeights | None = None
+    if cfg.select_model == "best" and not opts.predict_out:
+        assert isinstance(trainer, WholeModel)  # a sharded model is refused in train()
+        kept = trainer.keep_best()
     cfg = mode.schedule(cfg, trainer)  # GIST: the rounds of its epoch budget
     setup = replace(setup, cfg=cfg)
     note = grid_note(cost_problem(meta, cfg, meta.partition_offsets), grid.shape)
@@ -208,9 +221,11 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
     try:
         result = run_epochs(
             trainer, cfg, progress, start_epoch=start_epoch, history=history,
-            after_epoch=checkpoint, before_epoch=trace_window,
+            after_epoch=checkpoint, before_epoch=trace_window, kept=kept,
         )
-        _report(opts, setup, trainer, result, content)
+        result.metrics = _report(opts, setup, trainer, result, content)
+        if opts.keep_result:  # GIST: gathers its row shards (collective)
+            result.weights = [w.detach().cpu().clone() for w in trainer.weights]
     finally:
         trainer.free()
         if log is not None:
@@ -251,8 +266,11 @@ def wire_section(grid: ProcessGrid) -> dict:
 
 def _report(
     opts: RunOptions, setup: Setup, trainer: Trainer, result: TrainResult, content: str | None,
-) -> None:
-    """Ask the trainer for its prediction and sections, then write the report (collective)."""
+) -> dict[str, Any] | None:
+    """Ask the trainer for its prediction and sections, then write the report (collective).
+
+    Returns the metrics document on every rank with ``opts.keep_result``, else ``None``.
+    """
     grid, cfg, mode = setup.grid, setup.cfg, opts.mode
     measured = summed_over_ranks(grid.world, result.per_epoch(result.step_bytes))
     phases_sum = summed_over_ranks(grid.world, result.per_epoch(result.step_seconds))
@@ -268,8 +286,8 @@ def _report(
         **cfg.as_dict(), "algo": mode.label, "grid": str(grid.shape), "graph": opts.graph,
         "mode": mode.name, **mode.config(setup), "sync_comm": opts.sync_comm,
     }
-    finish_run(
+    return finish_run(
         grid, result, config=config, meta=setup.meta, measured=measured, phases=phases,
         predicted=predicted, sections=sections, lines=lines, metrics=opts.metrics,
-        trace=opts.trace, step_name=mode.step_name, content=content,
+        trace=opts.trace, step_name=mode.step_name, content=content, share=opts.keep_result,
     )

@@ -111,17 +111,22 @@ class MinibatchModel:
     attention_p
         GAT's drop probability of the attention coefficients while training.
     self_loops
-        The sampled matrix ``S`` has ``A^T + I``'s pattern (LADIES): GIN's sum counts a
-        row's own entry ``1 + eps`` alone.
+        The sampled matrix ``S`` has ``A^T + I``'s pattern (LADIES, Cluster-GCN): GIN's sum
+        counts a row's own entry ``1 + eps`` alone.
+    rows_lead
+        A hop's rows are its first columns (node-wise, Cluster-GCN), else its columns are
+        sorted (LADIES); see :meth:`~hpcgnn.sampling.sampled.SampledHop.own_columns`.
     """
 
     def __init__(self, kind: LayerKind, widths: list[int], weights: list[torch.Tensor],
-                 attention_p: float = 0.0, self_loops: bool = False) -> None:
+                 attention_p: float = 0.0, self_loops: bool = False,
+                 rows_lead: bool = True) -> None:
         self.kind = kind
         self.layers = len(widths) - 1
         self.weights = weights
         self.attention_p = attention_p
         self.self_loops = self_loops
+        self.rows_lead = rows_lead
 
     def _layer(
         self, layer: int, read: Reader, h: Input, seeds: int | None = None,
@@ -175,11 +180,11 @@ class MinibatchModel:
         if not (self.kind.mlp or self.kind.attention):  # where the hop was sampled
             return partial(sparse_matmul, hop.matrix(dtype))
         # every sampled edge counts 1, the row's own vertex 1 + eps
-        block = hop.sum_matrix(1.0 + self.kind.eps, dtype, self.self_loops)
+        block = hop.sum_matrix(1.0 + self.kind.eps, dtype, self.self_loops, self.rows_lead)
         if self.kind.mlp:
             return partial(sparse_matmul, block)
         device = h.nz_rows.device if isinstance(h, SparseFeatures) else h.device
-        own = torch.as_tensor(hop.own_columns(), device=device)
+        own = torch.as_tensor(hop.own_columns(self.rows_lead), device=device)
         return LocalNeighbourhood(edge_pattern(block, hop.rows, hop.cols, device, h.dtype), own)
 
     def forward_full(self, x: Input, op: Reader) -> torch.Tensor:

@@ -77,24 +77,28 @@ class SampledHop:
         return sp.csr_matrix((self.values.astype(dtype), self.indices, self.indptr),
                              shape=shape)
 
-    def own_columns(self) -> Array:
+    def own_columns(self, rows_lead: bool = True) -> Array:
         """Each row's own vertex's position among the columns.
 
-        Every row's vertex is a column: the node-wise hops' rows lead their columns, and
-        LADIES keeps the rows among the (sorted) next vertex set.
+        Every row's vertex is a column: ``rows_lead``, the rows are the first columns (the
+        node-wise hops, Cluster-GCN's induced subgraphs); else the columns are sorted
+        (LADIES keeps the rows among its sorted next vertex set). No device wait either way;
+        on the host a row missing from the columns is refused.
         """
         xp = ops(self.indices)
         rows = len(self.rows)
-        if rows <= len(self.cols) and bool((self.cols[:rows] == self.rows).all()):
+        if rows_lead:
             return xp.arange(rows)
         own = xp.searchsorted(self.cols, self.rows)
-        if rows and not bool((self.cols[xp.minimum(own, len(self.cols) - 1)] == self.rows).all()):
+        if not self.on_device and rows and not np.array_equal(
+            self.cols[np.minimum(own, len(self.cols) - 1)], self.rows
+        ):
             raise ValueError("a row's own vertex is not among the hop's columns")
         return own
 
     def sum_matrix(
         self, self_weight: float, dtype: np.dtype | type = np.float64,
-        replace_diagonal: bool = False,
+        replace_diagonal: bool = False, rows_lead: bool = True,
     ) -> Any:
         """The hop's block of GIN's sum and GAT's edges, as :meth:`matrix` gives it.
 
@@ -103,11 +107,12 @@ class SampledHop:
         self_weight I`` (:func:`hpcgnn.graph.normalize.sum_block`'s values).
         ``replace_diagonal``: the sampled rows' own entries are ``S``'s ``+ I`` (LADIES'
         ``S = D^-1 (A^T + I)``), so they count ``self_weight`` alone.
+        ``rows_lead``: as :meth:`own_columns`.
         """
         xp = ops(self.indices)
         rows, cols = len(self.rows), len(self.cols)
         row = xp.rows_of(self.indptr)
-        own = self.own_columns()
+        own = self.own_columns(rows_lead)
         ones = xp.ones(len(row))
         if replace_diagonal:
             ones = xp.where(self.indices == own[row], xp.zeros(len(row), "float64"), ones)

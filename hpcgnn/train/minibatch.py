@@ -138,7 +138,7 @@ class MinibatchTrainer(WholeModel, SubModelHost):
         if weights is None:
             weights = sampled_weights(kind, widths, cfg.seed, self.np_dtype, grid.device)
         self.model = MinibatchModel(kind, widths, weights, cfg.attention_p,
-                                    spec.method.self_loops)
+                                    spec.method.self_loops, not spec.method.layer_wise)
         self.weights = weights
         value_bytes = np.dtype(self.np_dtype).itemsize
         #: Bytes of a fetched feature row (dense), or of one value (sparse: the row's

@@ -58,7 +58,7 @@ MAX_SAMPLER_WAITS_PER_HOP = 40
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("model", ["sage", "gat"])
+@pytest.mark.parametrize("model", ["sage", "gat", "ladies-gat"])
 def test_minibatch_waits_per_epoch_do_not_grow_with_its_steps(
     world, device, shared_tmp, model, monkeypatch
 ):
@@ -100,10 +100,12 @@ def test_minibatch_waits_per_epoch_do_not_grow_with_its_steps(
         counts = []
         for epochs in (1, 2, 4):
             before = emulation.synchronisations() - sampler_waits[0]
-            spec = SamplerSpec("sage", (4, 3), batch_size=batch, bulk=2, seed=0)
-            cfg = TrainConfig(epochs=epochs, hidden=8, eval_every=0, model=model,
-                              **({"heads": 2} if model == "gat" else {}))
-            train(RunOptions(graph=graph, mode=MinibatchMode(spec=spec, model=model),
+            sampler, layers = ("ladies", "gat") if model == "ladies-gat" else ("sage", model)
+            spec = SamplerSpec(sampler, (4, 3) if sampler == "sage" else (30, 30),
+                               batch_size=batch, bulk=2, seed=0)
+            cfg = TrainConfig(epochs=epochs, hidden=8, eval_every=0, model=layers,
+                              **({"heads": 2} if layers == "gat" else {}))
+            train(RunOptions(graph=graph, mode=MinibatchMode(spec=spec, model=layers),
                              device="cuda", quiet=True), cfg, world.mpi)
             counts.append(emulation.synchronisations() - sampler_waits[0] - before)
         per_epoch.append((counts[2] - counts[1]) / 2)

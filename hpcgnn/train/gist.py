@@ -418,23 +418,42 @@ class GistTrainer:
                 f" {state['epoch']} of {self.opts.local_iters} local iterations (want {want})",
                 collective=True,
             )
-        dtype = self.shards.shards[0][0].dtype
+        self._take(restore_sharded(state, directory, self.world, self._saved_shapes(),
+                                   self._dtype()))
+        self.steps_done = want  # a sampled group's batch stream goes on from its step
+
+    def _dtype(self) -> np.dtype:
+        return self.shards.shards[0][0].dtype
+
+    def _saved_shapes(self) -> list[tuple[int, ...]]:
+        """This rank's arrays of each kind in a checkpoint: its rows, then the vectors."""
         shapes: list[tuple[int, ...]] = list(self._shard_shapes())
         if self.vectors is not None:
             shapes += [b.shape for b in self.vectors.values[0]]
-        kinds = restore_sharded(state, directory, self.world, shapes, dtype)
+        return shapes
+
+    def _take(self, kinds: list[list[np.ndarray]]) -> None:
+        """The rows (and vectors) of every kind, :func:`restore_sharded`'s order."""
         n = len(self._shard_shapes())
         self.shards.shards = self.shards.order.by_shard([kind[:n] for kind in kinds])
         if self.vectors is not None:
             self.vectors.values = [kind[n:] for kind in kinds]
-        self.steps_done = want  # a sampled group's batch stream goes on from its step
 
     def load_weights(self, state: dict, directory: str | os.PathLike) -> None:
-        """Not yet: a GIST model starts from its own Glorot shards."""
-        raise ConfigError(
-            "--finetune is not available with --mode gist yet (its model is row-sharded;"
-            " --resume continues a GIST run)", collective=True,
-        )
+        """Start from a GIST checkpoint's weights alone (``--finetune``; collective).
+
+        The checkpoint must be a GIST run's on as many ranks with the same widths (each
+        rank reads its own rows; ``--subnets``, ``--local-iters``, the learning rate,
+        epochs and masks may differ); the Adam moments start at zero and the rounds at the
+        first, as a new run. A replicated model's checkpoint (another mode) is refused in
+        one line: its weights are not split into this run's rows.
+        """
+        rng = torch.get_rng_state()  # the checkpoint's RNG state is the old run's
+        kinds = restore_sharded(state, directory, self.world, self._saved_shapes(),
+                                self._dtype())
+        torch.set_rng_state(rng)
+        self._take([kinds[0], *([np.zeros_like(a) for a in kinds[0]] for _ in kinds[1:])])
+        self.steps_done = 0
 
     def step(self, epoch: int) -> float:
         """One round, the paper's four steps; this rank's share of the round's loss.

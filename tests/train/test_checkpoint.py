@@ -266,7 +266,7 @@ def test_finetune_starts_from_the_weights_with_any_settings(graph_file, shared_t
     capsys.readouterr()
     for extra, words in ((["--hidden", "5"], "array 'w0' is float32[6, 8], this run needs"),
                          (["--resume", str(ckpt)], "give one of them"),
-                         (["--mode", "gist"], "not available with --mode gist")):
+                         (["--mode", "gist"], "holds a replicated model, not a row-sharded")):
         rc = main(["train", str(path), *TRAIN, "--finetune", str(ckpt), *extra])
         err = capsys.readouterr().err.strip().splitlines()
         assert_all(world, rc == 1 and len(err) == 1 and words in err[0], err)

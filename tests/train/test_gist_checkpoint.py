@@ -145,3 +145,34 @@ def test_shard_arrays_of_another_shape_are_refused(graph_file, shared_tmp, world
     on_rank0(world, rewrite)
     resume = ["train", path, *BASE, "--subnets", str(m), "--rounds", "3", "--resume", ckpt]
     expect_error(world, capfd, resume, "array 'exp_avg1' is float32[", "this run needs float32[")
+
+
+@pytest.mark.mpi
+def test_finetune_from_a_gist_checkpoint_is_a_new_run_from_its_weights(graph_file, shared_tmp,
+                                                                       world):
+    """GIST with M = 1, K = 1 is full-batch training step for step, so fine-tuning from its
+    checkpoint equals fine-tuning the full-batch run's (the same weights, new Adam moments,
+    the rounds from the first); with lr 0 the weights stay the checkpoint's, whatever M."""
+    path = graph_file(n=60, seed=9)
+    one = ["--subnets", "1", "--local-iters", "1"]
+    full = BASE[: BASE.index("--mode")]  # the same model, trained full-batch
+    ckpt_g, ckpt_f = shared_tmp / "ft-gist", shared_tmp / "ft-full"
+    source = _train(world, path, *one, "--rounds", "2", "--checkpoint-dir", str(ckpt_g),
+                    metrics=shared_tmp / "ft-src.json")
+    rc = main(["train", str(path), *full, "--epochs", "2", "--checkpoint-dir", str(ckpt_f)])
+    assert_all(world, rc == 0)
+    world.mpi.Barrier()
+    tuned = _train(world, path, *one, "--rounds", "2", "--lr", "0.02", "--finetune",
+                   str(ckpt_g), metrics=shared_tmp / "ft-g.json")
+    out = shared_tmp / "ft-f.json"
+    rc = main(["train", str(path), *full, "--epochs", "2", "--lr", "0.02", "--finetune",
+               str(ckpt_f), "--metrics", str(out)])
+    assert_all(world, rc == 0)
+    world.mpi.Barrier()
+    want = json.loads(out.read_text())
+    assert tuned["params_sha256"] == want["params_sha256"]
+    assert _history(tuned) == _history(want)
+    if world.size % 2 == 0:  # another M: the rows are the same
+        kept = _train(world, path, "--subnets", "2", "--rounds", "1", "--lr", "0",
+                      "--finetune", str(ckpt_g), metrics=shared_tmp / "ft-m2.json")
+        assert kept["params_sha256"] == source["params_sha256"]

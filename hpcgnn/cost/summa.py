@@ -279,24 +279,22 @@ def _dense_step(
 
 
 def _attention_layer(
-    per: dict[tuple[str, str], np.ndarray], plan: LayerPlan, t: int, last: bool,
-    layout: SummaLayout,
-    sparse: np.ndarray, kind: LayerKind, s: int,
+    per: dict[tuple[str, str], np.ndarray], plan: LayerPlan, last: bool, layout: SummaLayout,
+    fine: np.ndarray, sparse: np.ndarray, kind: LayerKind, s: int,
 ) -> int:
-    """Add the bytes of one GAT layer (:mod:`hpcgnn.spmm.summa_attention`); its messages.
+    """Add the bytes of one GAT layer's edge computation (:mod:`hpcgnn.spmm.summa_attention`).
 
-    ``w_j``, ``h_j``: the columns of ``z`` (``K f'``) in column block ``j`` and the heads
-    they touch. The dense step ``z = H W``; the score terms' row all-reduce (``2 K``
-    columns of the own rows, forward and adjoint); per stage ``[z | s_src]`` broadcast
-    (``w_j + h_j``) and ``z`` again in the backward (``w_j``), ``[d z | d s_src]`` reduced
-    onto the owners (``w_j + h_j``); the pattern blocks once (forward); in 3D the fiber's
-    all-gathers (``s_dst``: ``h_j``; the output gradient: ``w_j``), reduce-scatters (the
-    output, ``d s_dst``) of the row block's other rows and three all-reduces of ``h_j``
-    columns of the row block (maximum, sum, ``delta``); the last layer's heads gathered to
-    column 0.
+    Returns its messages. ``w_j``, ``h_j``: the columns of ``z`` (``K f'``) in column block
+    ``j`` and the heads they touch. The score terms' row all-reduce (``2 K`` columns of
+    the own rows, forward and adjoint); per stage ``[z | s_src]`` broadcast (``w_j + h_j``)
+    and ``z`` again in the backward (``w_j``), ``[d z | d s_src]`` reduced onto the owners
+    (``w_j + h_j``); the pattern blocks once (forward); in 3D the fiber's all-gathers
+    (``s_dst``: ``h_j``; the output gradient: ``w_j``), reduce-scatters (the output,
+    ``d s_dst``) of the row block's other rows and three all-reduces of ``h_j`` columns of
+    the row block (maximum, sum, ``delta``). The dense step ``z = H W`` and the last
+    layer's gather to column 0 are the caller's, as for every kind.
     """
     pr, pc, pl = layout.dims
-    fine = layout.fine_sizes().astype(np.float64)
     heads = kind.layer_heads(last)
     cols = layout.cols(plan.f_out)
     w = np.diff(cols).astype(np.float64)
@@ -305,26 +303,43 @@ def _attention_layer(
     own = fine[:, None, :]
     block = fine.sum(axis=1)[:, None, None]
     received = fine.sum(axis=0)[None, None, :] - own
-    messages = 0
+    messages = layout.num_stages() * (3 * int(pr > 1) + int(pc > 1))
     if pc > 1:
-        messages += _dense_step(per, plan, t > 0, layout, fine, s)
         per["allreduce", "row"] += 2 * allreduce_share(own * 2 * heads * s, pc)
         messages += 4 * _log2(pc)
     if pr > 1:
         per["dense_bcast", "col"] += received * (2 * w + h)[None, :, None] * s
         per["dense_reduce", "col"] += received * (w + h)[None, :, None] * s
     per["sparse_bcast", "row"] += sparse
-    messages += layout.num_stages() * (3 * int(pr > 1) + int(pc > 1))
     if pl > 1:
         other = block - own
         per["allgather", "fiber"] += other * (h + w)[None, :, None] * s
         per["reduce_scatter", "fiber"] += other * (w + h)[None, :, None] * s
         per["allreduce", "fiber"] += 3 * allreduce_share(block * h[None, :, None] * s, pl)
-        messages += 4 * _log2(pl) + 6 * _log2(pl)
-    if last and pc > 1:
-        per["gather", "row"][:, 0, :] += fine * (plan.f_out - w[0]) * s
-        per["scatter", "row"][:, 1:, :] += own * w[None, 1:, None] * s
-        messages += 2 * _log2(pc)
+        messages += 4 * _log2(pl) + 3 * 2 * _log2(pl)  # gathers, scatters; 3 all-reduces
+    return messages
+
+
+def _spmm_passes(
+    per: dict[tuple[str, str], np.ndarray], plan: LayerPlan, layout: SummaLayout,
+    fine: np.ndarray, sparse: dict[str, np.ndarray], s: int,
+) -> int:
+    """Add the bytes of a layer's SpMM on ``plan.spmm_width`` columns; return its messages.
+
+    Forward, and backward when the operand needs a gradient (``plan.spmm_backward``).
+    """
+    pr, pc, pl = layout.dims
+    w_sp = np.diff(layout.cols(plan.spmm_width)).astype(np.float64)
+    received = fine.sum(axis=0)[None, None, :] - fine[:, None, :]
+    messages = 0
+    for direction in ("fwd", "bwd") if plan.spmm_backward else ("fwd",):
+        per["dense_bcast", "col"] += received * w_sp[None, :, None] * s
+        per["sparse_bcast", "row"] += sparse[direction]
+        if pl > 1:
+            per["reduce_scatter", "fiber"] += (
+                (fine.sum(axis=1)[:, None, None] - fine[:, None, :]) * w_sp[None, :, None] * s
+            )
+        messages += layout.num_stages() * (int(pr > 1) + int(pc > 1)) + _log2(pl)
     return messages
 
 
@@ -359,29 +374,15 @@ def predict_summa(
     sparse["bwd"] = sparse["fwd"] if bwd is fwd else _sparse_per_rank(layout, problem, bwd)
 
     fine = layout.fine_sizes().astype(np.float64)  # (Pr, Pl)
-    rows_i = fine.sum(axis=1)
-    inner = fine.sum(axis=0)  # |V_l|
     per: dict[tuple[str, str], np.ndarray] = defaultdict(lambda: np.zeros((pr, pc, pl)))
     messages = 0
-    stages = layout.num_stages()
-    widths = problem.widths
-    plans = layer_plans(widths, pc, problem.kind)
+    plans = layer_plans(problem.widths, pc, problem.kind)
     for t, plan in enumerate(plans):
-        if problem.kind.attention:
-            messages += _attention_layer(per, plan, t, t == len(plans) - 1, layout, sparse["fwd"],
-                                         problem.kind, s)
-            continue
-        # SpMM on plan.spmm_width columns, forward and (when needed) backward
-        w_sp = np.diff(layout.cols(plan.spmm_width)).astype(np.float64)
-        for direction in ("fwd", "bwd") if plan.spmm_backward else ("fwd",):
-            received = inner[None, None, :] - fine[:, None, :]
-            per["dense_bcast", "col"] += received * w_sp[None, :, None] * s
-            per["sparse_bcast", "row"] += sparse[direction]
-            if pl > 1:
-                per["reduce_scatter", "fiber"] += (
-                    (rows_i[:, None, None] - fine[:, None, :]) * w_sp[None, :, None] * s
-                )
-            messages += stages * (int(pr > 1) + int(pc > 1)) + _log2(pl)
+        if problem.kind.attention:  # the edge computation in place of the SpMM
+            messages += _attention_layer(per, plan, t == len(plans) - 1, layout, fine,
+                                         sparse["fwd"], problem.kind, s)
+        else:
+            messages += _spmm_passes(per, plan, layout, fine, sparse, s)
         if pc == 1:
             continue
         for _ in range(1 + int(problem.kind.self_weight)):  # GraphSAGE: the self term's too

@@ -180,12 +180,13 @@ class MinibatchModel:
         if not (self.kind.mlp or self.kind.attention):  # where the hop was sampled
             return partial(sparse_matmul, hop.matrix(dtype))
         # every sampled edge counts 1, the row's own vertex 1 + eps
-        block = hop.sum_matrix(1.0 + self.kind.eps, dtype, self.self_loops, self.rows_lead)
+        own = hop.own_columns(self.rows_lead)
+        block = hop.sum_matrix(1.0 + self.kind.eps, dtype, self.self_loops, own)
         if self.kind.mlp:
             return partial(sparse_matmul, block)
         device = h.nz_rows.device if isinstance(h, SparseFeatures) else h.device
-        own = torch.as_tensor(hop.own_columns(self.rows_lead), device=device)
-        return LocalNeighbourhood(edge_pattern(block, hop.rows, hop.cols, device, h.dtype), own)
+        return LocalNeighbourhood(edge_pattern(block, hop.rows, hop.cols, device, h.dtype),
+                                  torch.as_tensor(own, device=device))
 
     def forward_full(self, x: Input, op: Reader) -> torch.Tensor:
         """This process row's block of the full-graph logits (evaluation, no dropout).

@@ -98,7 +98,7 @@ class SampledHop:
 
     def sum_matrix(
         self, self_weight: float, dtype: np.dtype | type = np.float64,
-        replace_diagonal: bool = False, rows_lead: bool = True,
+        replace_diagonal: bool = False, own: Array | None = None,
     ) -> Any:
         """The hop's block of GIN's sum and GAT's edges, as :meth:`matrix` gives it.
 
@@ -107,12 +107,12 @@ class SampledHop:
         self_weight I`` (:func:`hpcgnn.graph.normalize.sum_block`'s values).
         ``replace_diagonal``: the sampled rows' own entries are ``S``'s ``+ I`` (LADIES'
         ``S = D^-1 (A^T + I)``), so they count ``self_weight`` alone.
-        ``rows_lead``: as :meth:`own_columns`.
+        ``own``: :meth:`own_columns` where the caller has it (default: the rows lead).
         """
         xp = ops(self.indices)
         rows, cols = len(self.rows), len(self.cols)
         row = xp.rows_of(self.indptr)
-        own = self.own_columns(rows_lead)
+        own = self.own_columns() if own is None else own
         ones = xp.ones(len(row))
         if replace_diagonal:
             ones = xp.where(self.indices == own[row], xp.zeros(len(row), "float64"), ones)

@@ -139,8 +139,9 @@ class SummaAttention:
     def __init__(self, pattern: SummaSpMM, layout: SummaLayout) -> None:
         self.spmm, self.layout, self.grid = pattern, layout, pattern.grid
         i, _, layer = self.grid.coords
-        self.row_lo, row_hi = layout.row_block(i)
-        self.rows = row_hi - self.row_lo
+        row_lo, row_hi = layout.row_block(i)
+        self.rows = row_hi - row_lo
+        self.row_ids = np.arange(row_lo, row_hi)  # the edges' destinations, global ids
         self.fine_counts = [layout.fine_rows(i, sub) for sub in range(layout.pl)]
         self.segments = layout.segments(layer)
         fiber = self.grid.fiber
@@ -190,8 +191,8 @@ class SummaAttention:
         if self.spmm.nnz[seg.index] == 0:
             return None
         block = self.spmm.sparse_block(seg.index)
-        return edge_pattern(block, np.arange(self.row_lo, self.row_lo + self.rows),
-                            np.arange(seg.g0, seg.g0 + seg.size), block.device, dtype)
+        return edge_pattern(block, self.row_ids, np.arange(seg.g0, seg.g0 + seg.size),
+                            block.device, dtype)
 
     def forward(
         self, x: torch.Tensor, s_dst: torch.Tensor, spec: _Heads

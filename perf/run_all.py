@@ -37,7 +37,7 @@ BENCHMARKS: dict[str, tuple[int | None, list[str], list[str]]] = {
                    ["--nodes", "5000", "--repeats", "2"]),
     "bench_algorithms": (None, ["--nodes", "100000", "--procs", "4", "--epochs", "5"],
                          ["--nodes", "3000", "--procs", "4", "--epochs", "2"]),
-    "bench_model": (None, ["--nodes", "20000", "--procs", "2,4,8", "--epochs", "5"],
+    "bench_model": (None, ["--nodes", "20000", "--procs", "2,4,8", "--epochs", "20"],
                     ["--nodes", "3000", "--procs", "2,4", "--epochs", "2"]),
     "bench_exchange": (None, ["--nodes", "4096", "--procs", "8", "--epochs", "20"],
                        ["--nodes", "1000", "--procs", "4", "--epochs", "2"]),

@@ -27,11 +27,13 @@ from __future__ import annotations
 
 import os
 import statistics
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
 import numpy as np
+import scipy.sparse as sp
 import torch
 from mpi4py import MPI
 
@@ -230,9 +232,13 @@ def host_links(
     return best
 
 
-#: Message sizes of :func:`busy_collectives`: the per-stage broadcasts of full-batch
-#: training span these (a block of rows of a 16- to 256-wide layer at P = 2 to 64).
-COLLECTIVE_BYTES = (1 << 12, 1 << 16, 1 << 18, 1 << 20)
+#: Message sizes of :func:`busy_collectives`, 4 KiB to 384 KiB: one alpha and beta fit
+#: one broadcast algorithm, and MPI libraries switch to another for long messages (MPICH
+#: from 512 KiB, to a scatter and a ring all-gather whose ``P - 1`` steps each need a pair of
+#: ranks on cores at once: where ranks share cores, 8-12x the time of 256 KiB for 4x the
+#: bytes on the 2-core development machine). Blocks larger than these are charged at this
+#: rate (``docs/planning.md``).
+COLLECTIVE_BYTES = (1 << 12, 1 << 14, 1 << 16, 1 << 17, 1 << 18, 3 << 17)
 
 
 def _synced(comm: Comm, call: Callable[[], object]) -> float:
@@ -249,30 +255,67 @@ def busy_collectives(comm: Comm, repeats: int) -> list[tuple[int, float, float]]
     A *round* is ``P`` broadcasts over every rank, each rank the root of one (the stages of
     a 1D SpMM; the 1.5D, 2D and 3D SpMMs broadcast the same way along their process rows
     and columns, and their broadcasts carry nearly all of their bytes: the all-reduces of
-    the gradients and 1.5D's row sums are charged at the same rate). Every rank takes part,
-    so the times include what a rank pays while all are busy (shared cores and links),
-    which ping-pongs of one pair do not; a receiver's block lands in a new buffer, as in a
-    stage. Each broadcast starts after a barrier and is timed alone, as ``hpcgnn train
-    --sync-comm`` times a collective apart from its wait for late ranks (skew, which
-    depends on the computation between collectives and is no part of a communication
-    model). Each of :data:`COLLECTIVE_BYTES` is timed ``repeats`` times after a warm-up
-    (the median of the mean over ranks, as training reports its phases) and returned in
-    the cost model's accounting (:mod:`hpcgnn.cost.block_row`): ``(messages, bytes,
-    seconds)`` with ``P`` messages and ``(P - 1) m`` bytes received by a rank.
+    the gradients and 1.5D's row sums are charged at the same rate). Every rank takes part
+    and, as in a stage, multiplies its sparse block by what arrived before the next
+    broadcast (:func:`_stage_block`), so the times include what a rank pays while all are
+    busy: ranks that finished a broadcast compute on the cores the others still need,
+    which ping-pongs of one pair and back-to-back collectives do not show. A receiver's
+    block lands in a new buffer, as in a stage. Each broadcast starts after a barrier and
+    is timed alone, as ``hpcgnn train --sync-comm`` times a collective apart from its wait
+    for late ranks (skew, which depends on the computation between collectives and is no
+    part of a communication model). Each of :data:`COLLECTIVE_BYTES` is timed in
+    ``ROUNDS_PER_REPEAT * repeats`` rounds after a warm-up (the mean over rounds and ranks,
+    as training sums every call of an epoch and reports the mean over ranks: a broadcast
+    that lost its core counts) and returned in the cost model's accounting
+    (:mod:`hpcgnn.cost.block_row`): ``(messages, bytes, seconds)`` with ``P`` messages and
+    ``(P - 1) m`` bytes received by a rank.
     """
     p = comm.size
     out = []
     for m in COLLECTIVE_BYTES:
-        src = comm.device.zeros((m // 4,), torch.float32)
+        rows = max(m // (4 * STAGE_WIDTH), 1)
+        block = _stage_block(comm, rows, p)
+        src = comm.device.zeros((rows, STAGE_WIDTH), torch.float32)
+        acc = comm.device.zeros((rows, STAGE_WIDTH), torch.float32)
         rounds = []
-        for _ in range(repeats + 1):  # the first warms the path up
+        for _ in range(ROUNDS_PER_REPEAT * repeats + 1):  # the first warms the path up
             spent = 0.0
             for root in range(p):
-                buf = src if comm.rank == root else comm.device.empty((m // 4,), torch.float32)
+                buf = src if comm.rank == root else comm.device.empty_like(src)
                 spent += _synced(comm, partial(comm.bcast, buf, root, CATEGORY))
+                acc += block @ buf  # the stage's local SpMM
             rounds.append(comm.allreduce_scalar(spent, category=CATEGORY) / p)
-        out.append((p, float((p - 1) * m), statistics.median(rounds[1:])))
+        comm.device.synchronize()
+        out.append((p, float((p - 1) * rows * STAGE_WIDTH * 4), statistics.mean(rounds[1:])))
     return out
+
+
+#: Broadcast rounds of :func:`busy_collectives` per ``repeats``: a mean of rounds whose
+#: ranks share cores needs more of them than a ping-pong's median.
+ROUNDS_PER_REPEAT = 8
+#: Columns of the broadcast blocks of :func:`busy_collectives` (a hidden layer's width).
+STAGE_WIDTH = 16
+#: Nonzeros per row of the adjacency whose stages :func:`busy_collectives` runs: the
+#: generated default graph's average degree.
+STAGE_DEGREE = 16
+
+
+def _stage_block(comm: Comm, rows: int, p: int) -> torch.Tensor:
+    """A ``rows x rows`` sparse block with ``STAGE_DEGREE / p`` random nonzeros per row.
+
+    The block of a 1D SpMM stage: ``P`` column blocks share a row's ``STAGE_DEGREE``
+    neighbours. Fixed seed, so every run multiplies the same block.
+    """
+    nnz = max(rows * STAGE_DEGREE // p, 1)
+    rng = np.random.default_rng(comm.rank)
+    a = sp.coo_matrix((np.ones(nnz, np.float32), (rng.integers(0, rows, nnz),
+                       rng.integers(0, rows, nnz))), shape=(rows, rows)).tocsr()
+    with warnings.catch_warnings():  # torch calls its sparse CSR support beta
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.sparse_csr_tensor(
+            torch.from_numpy(a.indptr.astype(np.int64)),
+            torch.from_numpy(a.indices.astype(np.int64)), torch.from_numpy(a.data),
+            size=a.shape, check_invariants=False, device=comm.device.torch_device)
 
 
 def _cpus() -> set[int]:

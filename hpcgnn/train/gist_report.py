@@ -92,7 +92,7 @@ def gist_report(
         **{name: float(v) for name, v in t.estimates.items()},
         "per_round": per_round,
     }
-    what = "sub-GCNs"
+    what = f"sub-{cfg.model.upper()}s"  # sub-GCNs, sub-GATs ...
     sampling = t.inner.sampling_section()
     if sampling is not None:
         section["sampler"] = sampling

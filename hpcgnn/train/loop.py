@@ -127,6 +127,10 @@ class TrainResult:
     step_seconds: dict[str, float] = field(default_factory=dict)
     #: Training epochs run by this process (fewer than ``len(epochs)`` after a resume).
     steps_run: int = 0
+    #: ``step_seconds`` of this process's first step alone: its one-time costs (first
+    #: touches of new buffers, the MPI library's first use of each communicator) are kept
+    #: apart by :meth:`seconds_after_first`.
+    first_step_seconds: dict[str, float] = field(default_factory=dict)
     #: The best-validation epoch and the early-stopping state (``--early-stopping``).
     validation: BestValidation = field(default_factory=BestValidation)
     #: Epochs trained when early stopping ended the run (``None``: it ran them all).
@@ -145,6 +149,17 @@ class TrainResult:
         """Divide counters accumulated over this process's epochs by their number."""
         k = max(1, self.steps_run)
         return {c: v / k for c, v in counters.items()}
+
+    def seconds_after_first(self) -> dict[str, float] | None:
+        """``step_seconds`` per epoch over this process's steps after its first.
+
+        The steady state a cost model predicts; ``None`` with fewer than two steps.
+        """
+        k = self.steps_run - 1
+        if k < 1:
+            return None
+        first = self.first_step_seconds
+        return {c: (v - first.get(c, 0.0)) / k for c, v in self.step_seconds.items()}
 
 
 def params_sha256(weights: Sequence[torch.Tensor]) -> str:
@@ -274,6 +289,8 @@ def _train_epoch(trainer: Trainer, cfg: TrainConfig, epoch: int, result: TrainRe
         new_pages = minor_faults() - faults0
         _add_delta(result.step_bytes, bytes0, _bytes(stats))
         _add_delta(result.step_seconds, secs0, stats.seconds_by_phase())
+        if result.steps_run == 0:
+            result.first_step_seconds = dict(result.step_seconds)
         comm_s = stats.total_seconds() - comm0
         result.steps_run += 1
         loss = trainer.reduce_loss(local_loss)

@@ -276,6 +276,11 @@ def _report(
     phases_sum = summed_over_ranks(grid.world, result.per_epoch(result.step_seconds))
     phases = {k: v / grid.size for k, v in phases_sum.items()}
     predicted, sections, lines = trainer.summary(result, measured, phases, opts.tier_gbps)
+    after_first = result.seconds_after_first()  # the same step count on every rank
+    if after_first is not None:
+        steady = summed_over_ranks(grid.world, after_first)
+        sections = {**sections, "time": {**sections.get("time", {}), "phases_after_first": {
+            k: v / grid.size for k, v in steady.items()}}}
     busiest = max_over_ranks(grid.world, result.per_epoch(result.step_bytes))
     sections = {
         **sections, "device": device_section(grid),

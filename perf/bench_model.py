@@ -14,10 +14,10 @@ imbalance, cores shared by more ranks than they have) is timed apart and reporte
 own column: the measured seconds are the transfers', the quantity the model predicts.
 
 ``--calibrate`` (default on) also runs ``hpcgnn plan --calibrate --out-machine`` at every
-``P`` first, one machine file whose ``collectives`` hold the alpha and beta fitted to
-broadcasts and all-reduces of all ``P`` ranks busy at once, and reports the calibrated
-prediction beside the nominal one. Writes ``perf/results/bench_model.{json,md}`` and
-prints the table last.
+``P`` first, ``--repeats`` times: machine files whose ``collectives`` hold the alpha and
+beta fitted to broadcasts of all ``P`` ranks busy at once. It reports the median of their
+predictions (as of the measured runs) beside the nominal one. Writes
+``perf/results/bench_model.{json,md}`` and prints the table last.
 
     python perf/bench_model.py --procs 2,4,8 --nodes 20000 --machine laptop
 """
@@ -82,15 +82,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         graph = args.graph or str(prepare(Path(tmp) / "rmat.h5", "rmat", args.nodes))
         nominal = _choices(graph, args, args.machine, Path(tmp) / "model.json", env)
-        calibrated: dict[int, dict[tuple[str, str], dict]] = {}
-        if args.calibrate:
-            machine = Path(tmp) / "calibrated.json"
+        calibrations: list[dict[int, dict[tuple[str, str], dict]]] = []
+        for c in range(args.repeats if args.calibrate else 0):  # a machine file per pass
+            machine = Path(tmp) / f"calibrated-{c}.json"
             for procs in nominal:
                 subprocess.run([mpiexec(), "-n", str(procs), *hpcgnn(
                     "plan", "--calibrate", "--out", str(Path(tmp) / f"topo-{procs}.json"),
                     "--out-machine", str(machine))], check=True, env=env,
                     stdout=subprocess.DEVNULL)
-            calibrated = _choices(graph, args, str(machine), Path(tmp) / "cal.json", env)
+            calibrations.append(_choices(graph, args, str(machine), Path(tmp) / "cal.json", env))
         for procs, ranked in nominal.items():
             for algo in ALGOS:
                 choice = _first(ranked, algo)
@@ -106,7 +106,8 @@ def main() -> None:
                           for d in docs]  # the model predicts the epochs after the first
                 comm = [sum(ph.get(c, 0.0) for c in cats) for ph in steady]
                 wait = [ph.get("wait", 0.0) for ph in steady]
-                cal = calibrated.get(procs, {}).get((algo, choice["grid"]))
+                cal_s = [c[procs][key]["time_s"] for c in calibrations
+                         if (key := (algo, choice["grid"])) in c.get(procs, {})]
                 runs.append({
                     "procs": procs, "algo": algo, "grid": choice["grid"],
                     "bytes": {c: {"measured": docs[0]["comm"]["measured_bytes"].get(c, 0.0),
@@ -114,7 +115,8 @@ def main() -> None:
                     "measured_comm_s": statistics.median(comm), "measured_comm_runs_s": comm,
                     "measured_wait_s": statistics.median(wait),
                     "predicted_comm_s": choice["time_s"],
-                    "calibrated_comm_s": None if cal is None else cal["time_s"],
+                    "calibrated_comm_s": statistics.median(cal_s) if cal_s else None,
+                    "calibrated_comm_runs_s": cal_s,
                 })
 
     def ratio(m: float, p: float | None) -> float | str:
@@ -141,7 +143,8 @@ def main() -> None:
          "time, the measured one the mean over ranks of the seconds in the transfers per "
          "epoch after the first (`--sync-comm`: each collective first waits for its ranks; "
          "that wait is the 'wait' column, not predicted). 'calibrated': `hpcgnn plan --calibrate "
-         "--out-machine` at each P (collectives of all P ranks busy, fitted)."],
+         "--out-machine` at each P (collectives of all P ranks busy, fitted), the median "
+         "prediction of as many calibrations as runs."],
     )
     save(args.name, {"args": vars(args), "runs": runs}, table)
 

@@ -179,7 +179,11 @@ def _calibrate(out: str, out_machine: str | None = None, device: str | None = No
                     )
                     atomic_write(out_machine, dumps(machine, indent=1) + "\n", "--out-machine")
                     sizes = ", ".join(machine.get("collectives", {})) or "none"
-                    print(f"machine file -> {out_machine} (collectives fitted at P = {sizes})")
+                    this = "" if fit is None else (
+                        f"; at P = {world.size} alpha {fit.alpha * 1e6:.3g} us,"
+                        f" {1e-9 / fit.beta:.3g} GB/s per byte received")
+                    print(f"machine file -> {out_machine} (collectives fitted at P = {sizes}"
+                          f"{this})")
     finally:
         world.free()
 

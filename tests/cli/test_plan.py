@@ -123,7 +123,10 @@ def test_calibrate_writes_a_machine_file_the_model_reads(shared_tmp, world, caps
     ok = fit is not None and fit.beta > 0 and m.link(world.size) == fit
     assert_all(world, ok, f"no collective fit at P = {world.size}: {m.collectives}")
     assert_all(world, m.link(world.size + 1) == m.links["intra_node"], "another P: the link")
-    capsys.readouterr()
+    printed = capsys.readouterr().out  # rank 0 says the fit it wrote
+    ok = world.rank != 0 or (f"at P = {world.size} alpha " in printed
+                             and " GB/s per byte received" in printed)
+    assert_all(world, ok, printed)
     if world.rank == 0:
         assert main(["model", "--shape", "1000,10000,16,4", "--procs", str(world.size),
                      "--machine", str(machine), "--top", "1"]) == 0

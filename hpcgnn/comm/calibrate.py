@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import os
 import statistics
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -37,6 +36,7 @@ import scipy.sparse as sp
 import torch
 from mpi4py import MPI
 
+from hpcgnn.backend.csr import to_torch_csr
 from hpcgnn.comm.communicator import Comm
 from hpcgnn.errors import HpcgnnError
 
@@ -309,13 +309,8 @@ def _stage_block(comm: Comm, rows: int, p: int) -> torch.Tensor:
     nnz = max(rows * STAGE_DEGREE // p, 1)
     rng = np.random.default_rng(comm.rank)
     a = sp.coo_matrix((np.ones(nnz, np.float32), (rng.integers(0, rows, nnz),
-                       rng.integers(0, rows, nnz))), shape=(rows, rows)).tocsr()
-    with warnings.catch_warnings():  # torch calls its sparse CSR support beta
-        warnings.simplefilter("ignore", UserWarning)
-        return torch.sparse_csr_tensor(
-            torch.from_numpy(a.indptr.astype(np.int64)),
-            torch.from_numpy(a.indices.astype(np.int64)), torch.from_numpy(a.data),
-            size=a.shape, check_invariants=False, device=comm.device.torch_device)
+                       rng.integers(0, rows, nnz))), shape=(rows, rows))
+    return to_torch_csr(a, torch.float32, comm.device.torch_device)
 
 
 def _cpus() -> set[int]:

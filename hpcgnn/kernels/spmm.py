@@ -9,39 +9,12 @@ with dense rows, differentiably, through the same :func:`spmm` on every device.
 
 from __future__ import annotations
 
-import warnings
-
-import numpy as np
 import scipy.sparse as sp
 import torch
 
-# Construction of CSR tensors warns that the layout is "beta"; it is what we rely on.
-warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
+from hpcgnn.backend.csr import to_torch_csr
 
-
-def to_torch_csr(
-    a: sp.csr_matrix, dtype: torch.dtype, device: torch.device | str = "cpu"
-) -> torch.Tensor:
-    """Convert a SciPy CSR matrix into a ``torch.sparse_csr`` tensor (64-bit indices).
-
-    Parameters
-    ----------
-    a
-        The host matrix.
-    dtype
-        Dtype of the values.
-    device
-        Device of the tensor (``Device.torch_device``; the CPU by default).
-    """
-    a = a.tocsr()
-    return torch.sparse_csr_tensor(
-        torch.from_numpy(a.indptr.astype(np.int64)),
-        torch.from_numpy(a.indices.astype(np.int64)),
-        torch.from_numpy(np.ascontiguousarray(a.data)).to(dtype),
-        size=a.shape,
-        check_invariants=False,
-        device=device,
-    )
+__all__ = ["sparse_matmul", "spmm", "to_torch_csr", "transposed_csr"]
 
 
 def spmm(a: torch.Tensor, h: torch.Tensor) -> torch.Tensor:

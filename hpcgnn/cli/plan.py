@@ -170,18 +170,21 @@ def _calibrate(out: str, out_machine: str | None = None, device: str | None = No
                 print(f"calibrated {world.size} ranks on {len(doc['nodes'])} node(s): "
                       f"alpha {alphas or 'n/a'}, stage {doc['stage_alpha_us']} us{end} -> {out}")
                 if out_machine is not None:
-                    fit = None if cal.collectives is None else fit_link(cal.collectives)
+                    fits = {q: fit_link(s) for q, s in cal.collectives.items()}
+                    fit = fits.pop(world.size, None)
                     machine = measured_machine(
                         Path(out_machine).stem, cal.hosts, cal.pairs,
                         f"ping-pong of {cal.small_bytes} and {cal.large_bytes} bytes; "
                         f"collectives with every rank busy; buffers on {world.device.kind}",
-                        fit, _previous(out_machine),
+                        fit, _previous(out_machine), fits,
                     )
                     atomic_write(out_machine, dumps(machine, indent=1) + "\n", "--out-machine")
                     sizes = ", ".join(machine.get("collectives", {})) or "none"
                     this = "" if fit is None else (
                         f"; at P = {world.size} alpha {fit.alpha * 1e6:.3g} us,"
-                        f" {1e-9 / fit.beta:.3g} GB/s per byte received")
+                        f" {1e-9 / fit.beta:.3g} GB/s per byte received" + "".join(
+                            f", groups of {q} {1e-9 / g.beta:.3g} GB/s"
+                            for q, g in sorted(fits.items())))
                     print(f"machine file -> {out_machine} (collectives fitted at P = {sizes}"
                           f"{this})")
     finally:

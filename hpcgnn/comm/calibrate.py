@@ -28,8 +28,7 @@ from __future__ import annotations
 import os
 import statistics
 from collections.abc import Callable
-from dataclasses import dataclass
-from functools import partial
+from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
@@ -66,8 +65,9 @@ class Calibration:
         Cores the ranks of each host may run on (by host name).
     collectives
         The collectives as the algorithms run them, every rank busy
-        (:func:`busy_collectives`): ``(messages, bytes, seconds)`` in the cost model's
-        accounting, for :func:`hpcgnn.cost.machine.fit_link`; ``None`` on one rank.
+        (:func:`busy_collectives`), by group size (:func:`group_sizes`; the job's size
+        last): ``(messages, bytes, seconds)`` in the cost model's accounting, for
+        :func:`hpcgnn.cost.machine.fit_link`; empty on one rank.
     nics
         Bytes per second out of each host with its ranks talking to other hosts at once
         (:func:`host_links`), the topology's shared resources; ``None`` on one host.
@@ -80,7 +80,7 @@ class Calibration:
     large_bytes: int
     endpoint: tuple[float, float] | None = None
     cores: dict[str, int] | None = None
-    collectives: list[tuple[int, float, float]] | None = None
+    collectives: dict[int, list[tuple[int, float, float]]] = field(default_factory=dict)
     nics: dict[str, float] | None = None
 
 
@@ -174,7 +174,7 @@ def calibrate(
     if endpoint is not None:  # all ranks were busy: each had cores / ranks of a core
         share = min(min(1.0, cores[h] / hosts.count(h)) for h in cores)
         endpoint = (endpoint[0] * share, endpoint[1] * share)
-    collectives = busy_collectives(comm, repeats) if comm.size > 1 else None
+    collectives = {q: busy_collectives(comm, repeats, q) for q in group_sizes(comm.size)}
     nics = host_links(comm, hosts, large, repeats)
     return Calibration(hosts, pairs, stage, small_bytes, large_bytes, endpoint, cores,
                        collectives, nics)
@@ -249,44 +249,73 @@ def _synced(comm: Comm, call: Callable[[], object]) -> float:
     return MPI.Wtime() - t0
 
 
-def busy_collectives(comm: Comm, repeats: int) -> list[tuple[int, float, float]]:
+def group_sizes(p: int) -> list[int]:
+    """The sizes of the groups whose broadcasts :func:`calibrate` times at ``p`` ranks.
+
+    Every divisor ``q >= 2`` of ``p``: the axes of the grids of ``p`` ranks (a 3D grid's
+    fibers, a 1.5D grid's rows) broadcast in groups of these sizes; ``p`` itself last.
+    """
+    return [q for q in range(2, p + 1) if p % q == 0]
+
+
+def busy_collectives(
+    comm: Comm, repeats: int, group: int | None = None
+) -> list[tuple[int, float, float]]:
     """Time broadcast rounds as CAGNET's algorithms run them (collective).
 
-    A *round* is ``P`` broadcasts over every rank, each rank the root of one (the stages of
-    a 1D SpMM; the 1.5D, 2D and 3D SpMMs broadcast the same way along their process rows
-    and columns, and their broadcasts carry nearly all of their bytes: the all-reduces of
-    the gradients and 1.5D's row sums are charged at the same rate). Every rank takes part
+    A *round* is ``q`` broadcasts in a group of ``q`` ranks, each rank the root of one (the
+    stages of a 1D SpMM over all ``q = P`` ranks; the 1.5D, 2D and 3D SpMMs broadcast the
+    same way along their process rows, columns and fibers, and their broadcasts carry
+    nearly all of their bytes: the all-reduces of the gradients and 1.5D's row sums are
+    charged at the same rate). ``group``: ``q``, a divisor of ``P`` (default ``P``); the
+    ``P / q`` groups of consecutive ranks run their rounds at once, as a grid's groups of
+    an axis run theirs. Per byte a rank receives, a broadcast in a small group costs more
+    than in the whole job (a tree's steps, not the bytes received, set its time: at ``P
+    = 8`` here groups of 2 took 1.3-1.5x the job's time per byte received), so each group
+    size gets its own fit (:func:`group_sizes`). Every rank takes part
     and, as in a stage, multiplies its sparse block by what arrived before the next
     broadcast (:func:`_stage_block`), so the times include what a rank pays while all are
     busy: ranks that finished a broadcast compute on the cores the others still need,
     which ping-pongs of one pair and back-to-back collectives do not show. A receiver's
-    block lands in a new buffer, as in a stage. Each broadcast starts after a barrier and
-    is timed alone, as ``hpcgnn train --sync-comm`` times a collective apart from its wait
-    for late ranks (skew, which depends on the computation between collectives and is no
-    part of a communication model). Each of :data:`COLLECTIVE_BYTES` is timed in
-    ``ROUNDS_PER_REPEAT * repeats`` rounds after a warm-up (the mean over rounds and ranks,
-    as training sums every call of an epoch and reports the mean over ranks: a broadcast
-    that lost its core counts) and returned in the cost model's accounting
-    (:mod:`hpcgnn.cost.block_row`): ``(messages, bytes, seconds)`` with ``P`` messages and
-    ``(P - 1) m`` bytes received by a rank.
+    block lands in a new buffer, as in a stage. Each broadcast starts after a barrier of
+    all ``P`` ranks and is timed alone, as ``hpcgnn train --sync-comm`` times a collective
+    apart from its wait for late ranks (skew, which depends on the computation between
+    collectives and is no part of a communication model). Each of
+    :data:`COLLECTIVE_BYTES` is timed in ``ROUNDS_PER_REPEAT * repeats`` rounds after a
+    warm-up (the mean over rounds and ranks, as training sums every call of an epoch and
+    reports the mean over ranks: a broadcast that lost its core counts) and returned in
+    the cost model's accounting (:mod:`hpcgnn.cost.block_row`): ``(messages, bytes,
+    seconds)`` with ``q`` messages and ``(q - 1) m`` bytes received by a rank.
     """
     p = comm.size
+    q = p if group is None else group
+    if q < 1 or p % q:
+        raise ValueError(f"group size {q} does not divide the {p} ranks")
+    sub = comm if q == p else Comm(comm.mpi.Split(comm.rank // q, comm.rank),
+                                   name=f"group{q}", owned=True, device=comm.device)
     out = []
-    for m in COLLECTIVE_BYTES:
-        rows = max(m // (4 * STAGE_WIDTH), 1)
-        block = _stage_block(comm, rows, p)
-        src = comm.device.zeros((rows, STAGE_WIDTH), torch.float32)
-        acc = comm.device.zeros((rows, STAGE_WIDTH), torch.float32)
-        rounds = []
-        for _ in range(ROUNDS_PER_REPEAT * repeats + 1):  # the first warms the path up
-            spent = 0.0
-            for root in range(p):
-                buf = src if comm.rank == root else comm.device.empty_like(src)
-                spent += _synced(comm, partial(comm.bcast, buf, root, CATEGORY))
-                acc += block @ buf  # the stage's local SpMM
-            rounds.append(comm.allreduce_scalar(spent, category=CATEGORY) / p)
-        comm.device.synchronize()
-        out.append((p, float((p - 1) * rows * STAGE_WIDTH * 4), statistics.mean(rounds[1:])))
+    try:
+        for m in COLLECTIVE_BYTES:
+            rows = max(m // (4 * STAGE_WIDTH), 1)
+            block = _stage_block(sub, rows, q)
+            src = comm.device.zeros((rows, STAGE_WIDTH), torch.float32)
+            acc = comm.device.zeros((rows, STAGE_WIDTH), torch.float32)
+            rounds = []
+            for _ in range(ROUNDS_PER_REPEAT * repeats + 1):  # the first warms the path up
+                spent = 0.0
+                for root in range(q):
+                    buf = src if sub.rank == root else comm.device.empty_like(src)
+                    comm.barrier(CATEGORY)
+                    t0 = MPI.Wtime()
+                    sub.bcast(buf, root, CATEGORY)
+                    spent += MPI.Wtime() - t0
+                    acc += block @ buf  # the stage's local SpMM
+                rounds.append(comm.allreduce_scalar(spent, category=CATEGORY) / p)
+            comm.device.synchronize()
+            out.append((q, float((q - 1) * rows * STAGE_WIDTH * 4), statistics.mean(rounds[1:])))
+    finally:
+        if sub is not comm:
+            sub.free()
     return out
 
 

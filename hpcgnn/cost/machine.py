@@ -7,8 +7,9 @@ run: the intra-node link while the ``P`` ranks fit on one node, the inter-node l
 otherwise (the slowest link a collective crosses bounds it), the network's beta raised by
 injection contention (:meth:`Machine.link`). A calibrated file (``hpcgnn plan --calibrate
 --out-machine``) also has ``collectives``: per job size ``P`` the alpha and beta fitted to
-broadcast rounds timed with every rank busy (:func:`fit_link`), which the model
-uses for a run of exactly that ``P`` instead of the links. Every file names the source of
+broadcast rounds timed with every rank busy (:func:`fit_link`), and in ``groups`` the beta
+of broadcasts within groups of each smaller size ``q`` (a grid axis of ``q`` ranks), which
+the model uses for a run of exactly that ``P`` instead of the links. Every file names the source of
 its numbers in ``comment`` and per link in ``source``.
 """
 
@@ -22,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from hpcgnn.errors import ConfigError
-from hpcgnn.layout.placement import AXES, spans_nodes
+from hpcgnn.layout.placement import AXES, axis_dims, spans_nodes
 from hpcgnn.planning.dedup import parse_tier_gbps
 from hpcgnn.utils.json_text import read_json
 from hpcgnn.utils.shipped import shipped_dir
@@ -66,6 +67,9 @@ class Machine:
     collectives
         Calibrated alpha and beta by job size ``P`` (:func:`fit_link`), empty for a
         nominal machine.
+    groups
+        Calibrated fits within groups of ``q < P`` ranks, by job size ``P`` then ``q``
+        (:meth:`axis_betas`).
 
     """
 
@@ -76,6 +80,7 @@ class Machine:
     comment: str
     tier_gbps: dict[str, float] | None = None
     collectives: dict[int, Link] = field(default_factory=dict)
+    groups: dict[int, dict[int, Link]] = field(default_factory=dict)
 
     def link_kind(self, procs: int) -> str:
         """The link that bounds a collective over ``procs`` ranks."""
@@ -109,12 +114,23 @@ class Machine:
         An axis whose every group lies in one node (:func:`hpcgnn.layout.placement.
         spans_nodes`, ``gpus_per_node`` ranks a node) runs over the ``intra_node`` link,
         another over :meth:`link`'s network figure for the job (with the node's injection
-        shared). A calibrated job size (:attr:`collectives`) gives its one fit to every
-        axis: the calibration times the job's collectives, not its links by axis.
+        shared). A calibrated job size (:attr:`collectives`) gives an axis of ``q`` ranks
+        the fit of its groups of ``q`` (:attr:`groups`; the job's fit for ``q = P`` and for
+        an axis whose groups cross nodes where the calibration's groups of consecutive
+        ranks did not).
         """
         procs = math.prod(dims)
         whole = self.link(procs).beta
-        if procs in self.collectives or self.link_kind(procs) != "inter_node":
+        if procs in self.collectives:
+            groups = self.groups.get(procs, {})
+            out = {"world": whole}
+            for axis in AXES:
+                q = math.prod(dims[d] for d in axis_dims(axis, len(dims)))
+                crosses = spans_nodes(dims, axis, self.gpus_per_node) and not spans_nodes(
+                    (procs // q, q), "row", self.gpus_per_node)
+                out[axis] = whole if crosses or q not in groups else groups[q].beta
+            return out
+        if self.link_kind(procs) != "inter_node":
             return {axis: whole for axis in ("world", *AXES)}
         inside = self.links["intra_node"].beta
         return {
@@ -196,6 +212,20 @@ def parse_machine(doc: object, where: str = "<dict>") -> Machine:
     fits = {int(k): Link(number(v["alpha"], f"collectives.{k}.alpha", False),
                          number(v["beta"], f"collectives.{k}.beta", True))
             for k, v in collectives.items()}
+    groups: dict[int, dict[int, Link]] = {}
+    for k, v in collectives.items():
+        sizes = v.get("groups", {})
+        if not isinstance(sizes, dict) or not all(
+            isinstance(q, str) and q.isdigit() and 1 < int(q) < int(k) and int(k) % int(q) == 0
+            and isinstance(g, dict) and {"alpha", "beta"} <= set(g) for q, g in sizes.items()
+        ):
+            raise bad(f"'collectives.{k}.groups' must map group sizes dividing {k} (\"2\") to"
+                      " {'alpha', 'beta'}")
+        groups[int(k)] = {int(q): Link(number(g["alpha"], f"collectives.{k}.groups.{q}.alpha",
+                                              False),
+                                       number(g["beta"], f"collectives.{k}.groups.{q}.beta",
+                                              True))
+                          for q, g in sizes.items()}
     tiers = doc.get("tier_gbps")
     if tiers is not None:
         if not isinstance(tiers, dict) or not set(tiers) - {"source"} <= set(TIERS):
@@ -209,6 +239,7 @@ def parse_machine(doc: object, where: str = "<dict>") -> Machine:
         comment=str(doc.get("comment", "")),
         tier_gbps=tiers,
         collectives=fits,
+        groups={k: g for k, g in groups.items() if g},
     )
 
 
@@ -254,6 +285,7 @@ def tiers_from_flag(text: str | None) -> dict[str, float] | None:
 def measured_machine(
     name: str, hosts: list[str], pairs: dict[tuple[int, int], tuple[float, float]], how: str,
     collective: Link | None = None, previous: dict | None = None,
+    group_fits: dict[int, Link] | None = None,
 ) -> dict:
     """A machine document from ``hpcgnn plan --calibrate``'s ping-pongs (see :func:`load_machine`).
 
@@ -264,7 +296,8 @@ def measured_machine(
     ping-pongs ran one pair at a time). ``collective``: the busy collectives' fit
     (:func:`fit_link`) for this job's ``len(hosts)`` ranks, added to the ``collectives``
     of ``previous`` (the machine file being rewritten, if it was one: runs at several
-    ``P`` build one file). Raises :class:`ConfigError` without a pair inside a host.
+    ``P`` build one file). ``group_fits``: the fits of broadcasts within groups of ``q < P``
+    ranks, by ``q``. Raises :class:`ConfigError` without a pair inside a host.
     """
     groups: dict[str, list[tuple[float, float]]] = {"intra_node": [], "inter_node": []}
     for (a, b), fit in pairs.items():
@@ -293,6 +326,11 @@ def measured_machine(
             "alpha": collective.alpha, "beta": collective.beta,
             "source": "broadcast rounds of every rank, fitted",
         }
+        if group_fits:
+            fits[str(len(hosts))]["groups"] = {
+                str(q): {"alpha": g.alpha, "beta": g.beta}
+                for q, g in sorted(group_fits.items())
+            }
     if fits:
         doc["collectives"] = dict(sorted(fits.items(), key=lambda kv: int(kv[0])))
     parse_machine(doc, name)  # what is written reads back

@@ -101,7 +101,7 @@ def test_calibrate_measures_each_hosts_way_out_as_a_shared_resource(
 
 
 @pytest.mark.mpi
-@pytest.mark.ranks(2, 3)
+@pytest.mark.ranks(2, 3, 4)
 def test_calibrate_writes_a_machine_file_the_model_reads(shared_tmp, world, capsys):
     """``--out-machine``: the pairs' medians as a machine file; ``hpcgnn model`` takes it."""
     from hpcgnn.cost.machine import load_machine
@@ -123,6 +123,14 @@ def test_calibrate_writes_a_machine_file_the_model_reads(shared_tmp, world, caps
     ok = fit is not None and fit.beta > 0 and m.link(world.size) == fit
     assert_all(world, ok, f"no collective fit at P = {world.size}: {m.collectives}")
     assert_all(world, m.link(world.size + 1) == m.links["intra_node"], "another P: the link")
+    # every smaller group size that divides P has its own fit, which its grid axes take
+    groups = m.groups.get(world.size, {})
+    ok = set(groups) == {q for q in range(2, world.size) if world.size % q == 0}
+    ok = ok and all(g.beta > 0 for g in groups.values())
+    if ok and 2 in groups:
+        ok = m.axis_betas((2, world.size // 2)) == {"world": fit.beta, "col": groups[2].beta,
+                                                    "row": groups[2].beta, "fiber": fit.beta}
+    assert_all(world, ok, f"group fits at P = {world.size}: {m.groups}")
     printed = capsys.readouterr().out  # rank 0 says the fit it wrote
     ok = world.rank != 0 or (f"at P = {world.size} alpha " in printed
                              and " GB/s per byte received" in printed)

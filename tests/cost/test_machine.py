@@ -99,6 +99,38 @@ def test_collective_fits_are_per_job_size_and_merge_into_the_file():
         parse_machine({**again, "collectives": {"x": {"alpha": 1, "beta": 1}}})
 
 
+def test_group_fits_give_each_grid_axis_its_group_sizes_beta():
+    from hpcgnn.cost.machine import Link, measured_machine, parse_machine
+
+    pairs = {(a, b): (1e-5, 1e-10) for a in range(8) for b in range(a + 1, 8)}
+    groups = {2: Link(1e-6, 5e-10), 4: Link(2e-6, 4e-10)}
+    m = parse_machine(measured_machine("m", ["h"] * 8, pairs, "test", Link(3e-6, 3e-10),
+                                       group_fits=groups))
+    assert m.groups == {8: groups} and m.link(8) == Link(3e-6, 3e-10)
+    # 3D 2x1x4: columns of 2, rows of 1 (no bytes), fibers of 4; the world's all-reduce
+    assert m.axis_betas((2, 1, 4)) == {"world": 3e-10, "col": 5e-10, "row": 3e-10,
+                                       "fiber": 4e-10}
+    assert m.axis_betas((8,)) == {"world": 3e-10, "col": 3e-10, "row": 3e-10, "fiber": 3e-10}
+    doc = measured_machine("m", ["h"] * 8, pairs, "test", Link(3e-6, 3e-10), group_fits=groups)
+    doc["collectives"]["8"]["groups"]["3"] = {"alpha": 1, "beta": 1}
+    with pytest.raises(ConfigError, match="groups' must map group sizes dividing 8"):
+        parse_machine(doc)
+
+
+def test_group_fits_stay_inside_a_node_where_the_calibration_measured_them():
+    from hpcgnn.cost.machine import Link, measured_machine, parse_machine
+
+    hosts = ["a"] * 4 + ["b"] * 4
+    pairs = {(a, b): (1e-5, 1e-10 if hosts[a] == hosts[b] else 1e-9)
+             for a in range(8) for b in range(a + 1, 8)}
+    m = parse_machine(measured_machine("m", hosts, pairs, "test", Link(3e-6, 3e-9),
+                                       group_fits={2: Link(1e-6, 5e-10)}))
+    # 2x4: the columns of 2 pair rank i with i + 4 on the other node; the calibration's
+    # groups of 2 were consecutive ranks of one node, so the columns take the job's fit
+    assert m.axis_betas((2, 4)) == {"world": 3e-9, "col": 3e-9, "row": 3e-9, "fiber": 3e-9}
+    assert m.axis_betas((4, 2))["row"] == 5e-10  # rows of 2 consecutive ranks: in a node
+
+
 def test_axis_betas_follow_the_nodes():
     from hpcgnn.cli.model import shape_meta
     from hpcgnn.config import TrainConfig

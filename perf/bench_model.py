@@ -13,10 +13,12 @@ costs). With
 imbalance, cores shared by more ranks than they have) is timed apart and reported in its
 own column: the measured seconds are the transfers', the quantity the model predicts.
 
-``--calibrate`` (default on) also runs ``hpcgnn plan --calibrate --out-machine`` at every
-``P`` first, ``--repeats`` times: machine files whose ``collectives`` hold the alpha and
-beta fitted to broadcasts of all ``P`` ranks busy at once. It reports the median of their
-predictions (as of the measured runs) beside the nominal one. Writes
+``--calibrate`` (default on) also runs ``hpcgnn plan --calibrate --out-machine`` before each
+repeat at each ``P``: a machine file whose ``collectives`` hold the alpha and beta fitted to
+broadcasts of all ``P`` ranks busy at once, made in the minutes of the runs it predicts (as a
+job calibrates in its own allocation: a shared machine's speed drifts by up to 2x over hours).
+Each repeat's measured time is divided by its own calibration's prediction and the median of
+those ratios is reported, beside the nominal prediction's. Writes
 ``perf/results/bench_model.{json,md}`` and prints the table last.
 
     python perf/bench_model.py --procs 2,4,8 --nodes 20000 --machine laptop
@@ -38,9 +40,10 @@ ALGOS = ("1d", "1.5d", "2d", "3d")
 
 
 def _choices(graph: str, args: argparse.Namespace, machine: str, out: Path,
-             env: dict) -> dict[int, dict[tuple[str, str], dict]]:
-    """Per ``P`` every ``(algo, grid)`` the model ranks on ``machine``, in its order."""
-    subprocess.run(hpcgnn("model", graph, "--procs", args.procs, "--machine", machine,
+             env: dict, procs: str | None = None) -> dict[int, dict[tuple[str, str], dict]]:
+    """Per ``P`` (``procs``, default ``--procs``) every ``(algo, grid)`` the model ranks on
+    ``machine``, in its order."""
+    subprocess.run(hpcgnn("model", graph, "--procs", procs or args.procs, "--machine", machine,
                           "--hidden", str(args.hidden), "--out", str(out), "--top", "0"),
                    check=True, stdout=subprocess.DEVNULL, env=env)
     return {per_p["procs"]: {(c["algo"], c["grid"]): c for c in per_p["choices"]}
@@ -60,6 +63,44 @@ def _train(graph: str, procs: int, algo: str, grid: str, args: argparse.Namespac
         str(args.threads), "--sync-comm", "--metrics", str(metrics))],
         check=True, env=env, stdout=subprocess.DEVNULL)
     return json.loads(metrics.read_text())
+
+
+def _calibrated(graph: str, procs: int, args: argparse.Namespace, stem: Path,
+                env: dict) -> dict[tuple[str, str], dict]:
+    """``hpcgnn plan --calibrate --out-machine`` at ``procs`` now, and the model's choices on it."""
+    machine = stem.with_suffix(".json")
+    subprocess.run([mpiexec(), "-n", str(procs), *hpcgnn(
+        "plan", "--calibrate", "--out", str(stem.with_name(stem.name + "-topo.json")),
+        "--out-machine", str(machine))], check=True, env=env, stdout=subprocess.DEVNULL)
+    per_p = _choices(graph, args, str(machine), stem.with_name(stem.name + "-model.json"), env,
+                     procs=str(procs))
+    return per_p[procs]
+
+
+def _entry(procs: int, algo: str, choice: dict, docs: list[dict], cal_s: list[float]) -> dict:
+    """One table row: measured bytes and seconds of ``docs`` against the predictions.
+
+    ``cal_s``: each repeat's calibrated prediction, in the order of ``docs``; the ratio is
+    the median of the repeats' own ratios.
+    """
+    pred_b = choice["bytes_by_category"]
+    cats = sorted(set(pred_b) | {c for c, v in docs[0]["comm"]["measured_bytes"].items() if v})
+    steady = [d["time"].get("phases_after_first", d["time"]["phases"])
+              for d in docs]  # the model predicts the epochs after the first
+    comm = [sum(ph.get(c, 0.0) for c in cats) for ph in steady]
+    wait = [ph.get("wait", 0.0) for ph in steady]
+    return {
+        "procs": procs, "algo": algo, "grid": choice["grid"],
+        "bytes": {c: {"measured": docs[0]["comm"]["measured_bytes"].get(c, 0.0),
+                      "predicted": pred_b.get(c, 0.0)} for c in cats},
+        "measured_comm_s": statistics.median(comm), "measured_comm_runs_s": comm,
+        "measured_wait_s": statistics.median(wait),
+        "predicted_comm_s": choice["time_s"],
+        "calibrated_comm_s": statistics.median(cal_s) if cal_s else None,
+        "calibrated_comm_runs_s": cal_s,
+        "calibrated_ratio": statistics.median(m / c for m, c in zip(comm, cal_s, strict=True))
+        if cal_s and len(cal_s) == len(comm) else None,
+    }
 
 
 def main() -> None:
@@ -82,42 +123,22 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         graph = args.graph or str(prepare(Path(tmp) / "rmat.h5", "rmat", args.nodes))
         nominal = _choices(graph, args, args.machine, Path(tmp) / "model.json", env)
-        calibrations: list[dict[int, dict[tuple[str, str], dict]]] = []
-        for c in range(args.repeats if args.calibrate else 0):  # a machine file per pass
-            machine = Path(tmp) / f"calibrated-{c}.json"
-            for procs in nominal:
-                subprocess.run([mpiexec(), "-n", str(procs), *hpcgnn(
-                    "plan", "--calibrate", "--out", str(Path(tmp) / f"topo-{procs}.json"),
-                    "--out-machine", str(machine))], check=True, env=env,
-                    stdout=subprocess.DEVNULL)
-            calibrations.append(_choices(graph, args, str(machine), Path(tmp) / "cal.json", env))
         for procs, ranked in nominal.items():
-            for algo in ALGOS:
-                choice = _first(ranked, algo)
-                if choice is None:
-                    continue
-                docs = [_train(graph, procs, algo, choice["grid"], args,
-                               Path(tmp) / f"{algo}-{procs}-{r}.json", env)
-                        for r in range(args.repeats)]
-                pred_b = choice["bytes_by_category"]
-                cats = sorted(set(pred_b) | {c for c, v in docs[0]["comm"]["measured_bytes"]
-                                             .items() if v})
-                steady = [d["time"].get("phases_after_first", d["time"]["phases"])
-                          for d in docs]  # the model predicts the epochs after the first
-                comm = [sum(ph.get(c, 0.0) for c in cats) for ph in steady]
-                wait = [ph.get("wait", 0.0) for ph in steady]
-                cal_s = [c[procs][key]["time_s"] for c in calibrations
-                         if (key := (algo, choice["grid"])) in c.get(procs, {})]
-                runs.append({
-                    "procs": procs, "algo": algo, "grid": choice["grid"],
-                    "bytes": {c: {"measured": docs[0]["comm"]["measured_bytes"].get(c, 0.0),
-                                  "predicted": pred_b.get(c, 0.0)} for c in cats},
-                    "measured_comm_s": statistics.median(comm), "measured_comm_runs_s": comm,
-                    "measured_wait_s": statistics.median(wait),
-                    "predicted_comm_s": choice["time_s"],
-                    "calibrated_comm_s": statistics.median(cal_s) if cal_s else None,
-                    "calibrated_comm_runs_s": cal_s,
-                })
+            chosen = [(a, c) for a in ALGOS if (c := _first(ranked, a)) is not None]
+            docs: dict[str, list[dict]] = {algo: [] for algo, _ in chosen}
+            cal_s: dict[str, list[float]] = {algo: [] for algo, _ in chosen}
+            for r in range(args.repeats):
+                if args.calibrate:  # this repeat's own calibration, just before its runs
+                    calibrated = _calibrated(graph, procs, args, Path(tmp) / f"cal-{procs}-{r}",
+                                             env)
+                    for algo, choice in chosen:
+                        if (algo, choice["grid"]) in calibrated:
+                            cal_s[algo].append(calibrated[algo, choice["grid"]]["time_s"])
+                for algo, choice in chosen:
+                    docs[algo].append(_train(graph, procs, algo, choice["grid"], args,
+                                             Path(tmp) / f"{algo}-{procs}-{r}.json", env))
+            for algo, choice in chosen:
+                runs.append(_entry(procs, algo, choice, docs[algo], cal_s[algo]))
 
     def ratio(m: float, p: float | None) -> float | str:
         return m / p if p else "-"
@@ -131,7 +152,7 @@ def main() -> None:
                      1e3 * r["measured_comm_s"], 1e3 * r["measured_wait_s"],
                      1e3 * r["predicted_comm_s"], ratio(r["measured_comm_s"],
                                                         r["predicted_comm_s"]),
-                     "-" if cal is None else 1e3 * cal, ratio(r["measured_comm_s"], cal)])
+                     "-" if cal is None else 1e3 * cal, r["calibrated_ratio"] or "-"])
     table = markdown(
         f"Cost model vs measurement ({args.machine} and calibrated alpha/beta, hidden "
         f"{args.hidden}, {args.threads} thread(s)/rank, median of {args.repeats} runs;"
@@ -144,7 +165,8 @@ def main() -> None:
          "epoch after the first (`--sync-comm`: each collective first waits for its ranks; "
          "that wait is the 'wait' column, not predicted). 'calibrated': `hpcgnn plan --calibrate "
          "--out-machine` at each P (collectives of all P ranks busy, fitted), the median "
-         "prediction of as many calibrations as runs."],
+         "prediction of the repeats' own calibrations, each made just before its runs; "
+         "'meas/calibrated' the median of the repeats' ratios."],
     )
     save(args.name, {"args": vars(args), "runs": runs}, table)
 

@@ -15,7 +15,8 @@ own column: the measured seconds are the transfers', the quantity the model pred
 
 ``--calibrate`` (default on) also runs ``hpcgnn plan --calibrate --out-machine`` before each
 repeat at each ``P``: a machine file whose ``collectives`` hold the alpha and beta fitted to
-broadcasts of all ``P`` ranks busy at once, made in the minutes of the runs it predicts (as a
+broadcasts of all ``P`` ranks busy at once (and in groups of each divisor of ``P``, for the
+grid axes of that size), made in the minutes of the runs it predicts (as a
 job calibrates in its own allocation: a shared machine's speed drifts by up to 2x over hours).
 Each repeat's measured time is divided by its own calibration's prediction and the median of
 those ratios is reported, beside the nominal prediction's. Writes

@@ -169,6 +169,9 @@ def run(args: argparse.Namespace) -> int:
         if by_axis and machine.link_kind(p) == "inter_node" and p not in machine.collectives:
             print(f"  (collectives inside a node: beta={machine.links['intra_node'].beta:g}"
                   f" s/B; ranks fill nodes of {machine.gpus_per_node} in order)")
+        if by_axis and machine.groups.get(p):
+            sizes = ", ".join(f"{q}: beta={g.beta:g} s/B" for q, g in machine.groups[p].items())
+            print(f"  (calibrated grid axes of fewer ranks, by size: {sizes})")
         if args.formulas == "paper":
             _print_paper(rows[: args.top])
         results.append({"procs": p, "link": machine.link_kind(p), "alpha": alpha, "beta": beta,

@@ -138,7 +138,10 @@ def test_calibrate_writes_a_machine_file_the_model_reads(shared_tmp, world, caps
     if world.rank == 0:
         assert main(["model", "--shape", "1000,10000,16,4", "--procs", str(world.size),
                      "--machine", str(machine), "--top", "1"]) == 0
-        assert "on here" in capsys.readouterr().out
+        shown = capsys.readouterr().out
+        assert "on here" in shown
+        assert ("calibrated grid axes of fewer ranks, by size: 2: beta=" in shown) == (
+            world.size == 4)
         assert main(["plan", "--out-machine", str(machine)]) == 1
         assert "--out-machine writes what --calibrate measures" in capsys.readouterr().err
         assert main(["plan", "--device", "cpu", "--out", str(machine)]) == 1

@@ -29,6 +29,7 @@ import os
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 import scipy.sparse as sp
@@ -305,10 +306,7 @@ def busy_collectives(
                 spent = 0.0
                 for root in range(q):
                     buf = src if sub.rank == root else comm.device.empty_like(src)
-                    comm.barrier(CATEGORY)
-                    t0 = MPI.Wtime()
-                    sub.bcast(buf, root, CATEGORY)
-                    spent += MPI.Wtime() - t0
+                    spent += _synced(comm, partial(sub.bcast, buf, root, CATEGORY))
                     acc += block @ buf  # the stage's local SpMM
                 rounds.append(comm.allreduce_scalar(spent, category=CATEGORY) / p)
             comm.device.synchronize()

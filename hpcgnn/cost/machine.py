@@ -184,6 +184,11 @@ def parse_machine(doc: object, where: str = "<dict>") -> Machine:
             raise bad(f"'{field}' must be a {sign} number, got {value!r}")
         return float(value)
 
+    def link_at(entry: dict, name: str) -> Link:
+        """The alpha (>= 0) and beta (> 0) of ``entry``, named ``name`` in errors."""
+        return Link(number(entry["alpha"], f"{name}.alpha", False),
+                    number(entry["beta"], f"{name}.beta", True))
+
     if not isinstance(doc, dict):
         raise bad("top level must be a JSON object")
     for key in ("gpus_per_node", "injection_gbps", "links"):
@@ -201,19 +206,17 @@ def parse_machine(doc: object, where: str = "<dict>") -> Machine:
             raise bad(f"unknown link kind '{kind}' (choose from {', '.join(LINK_KINDS)})")
         if not isinstance(link, dict) or not {"alpha", "beta"} <= set(link):
             raise bad(f"link '{kind}' needs 'alpha' (s) and 'beta' (s/byte)")
-        parsed[kind] = Link(number(link["alpha"], f"{kind}.alpha", False),
-                            number(link["beta"], f"{kind}.beta", True))
+        parsed[kind] = link_at(link, kind)
     collectives = doc.get("collectives", {})
     if not isinstance(collectives, dict) or not all(
         isinstance(k, str) and k.isdigit() and int(k) > 0 and isinstance(v, dict)
         and {"alpha", "beta"} <= set(v) for k, v in collectives.items()
     ):
         raise bad("'collectives' must map job sizes (\"4\") to {'alpha', 'beta'}")
-    fits = {int(k): Link(number(v["alpha"], f"collectives.{k}.alpha", False),
-                         number(v["beta"], f"collectives.{k}.beta", True))
-            for k, v in collectives.items()}
+    fits: dict[int, Link] = {}
     groups: dict[int, dict[int, Link]] = {}
     for k, v in collectives.items():
+        fits[int(k)] = link_at(v, f"collectives.{k}")
         sizes = v.get("groups", {})
         if not isinstance(sizes, dict) or not all(
             isinstance(q, str) and q.isdigit() and 1 < int(q) < int(k) and int(k) % int(q) == 0
@@ -221,11 +224,9 @@ def parse_machine(doc: object, where: str = "<dict>") -> Machine:
         ):
             raise bad(f"'collectives.{k}.groups' must map group sizes dividing {k} (\"2\") to"
                       " {'alpha', 'beta'}")
-        groups[int(k)] = {int(q): Link(number(g["alpha"], f"collectives.{k}.groups.{q}.alpha",
-                                              False),
-                                       number(g["beta"], f"collectives.{k}.groups.{q}.beta",
-                                              True))
-                          for q, g in sizes.items()}
+        if sizes:
+            groups[int(k)] = {int(q): link_at(g, f"collectives.{k}.groups.{q}")
+                              for q, g in sizes.items()}
     tiers = doc.get("tier_gbps")
     if tiers is not None:
         if not isinstance(tiers, dict) or not set(tiers) - {"source"} <= set(TIERS):
@@ -239,7 +240,7 @@ def parse_machine(doc: object, where: str = "<dict>") -> Machine:
         comment=str(doc.get("comment", "")),
         tier_gbps=tiers,
         collectives=fits,
-        groups={k: g for k, g in groups.items() if g},
+        groups=groups,
     )
 
 

@@ -23,6 +23,13 @@ those ratios is reported, beside the nominal prediction's. Writes
 ``perf/results/bench_model.{json,md}`` and prints the table last.
 
     python perf/bench_model.py --procs 2,4,8 --nodes 20000 --machine laptop
+
+``--combine A B C`` runs nothing: it reads the results ``perf/results/{A,B,C}.json`` of
+earlier runs and tabulates, per ``(P, algo, grid)``, each run's measured / calibrated ratio
+and their median (the goal's "median of 3 runs"), with the range 0.5-2 checked.
+
+    python perf/bench_model.py --combine bench_model bench_model_confirm bench_model_third \
+        --name bench_model_median
 """
 
 from __future__ import annotations
@@ -35,9 +42,11 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from tables import hpcgnn, markdown, mpiexec, prepare, save
+from tables import RESULTS, hpcgnn, markdown, mpiexec, prepare, save
 
 ALGOS = ("1d", "1.5d", "2d", "3d")
+#: The goal for measured / calibrated communication seconds (issue 25).
+GOAL = (0.5, 2.0)
 #: ``plan --calibrate`` refuses a fit that a busy moment made inconsistent (a large message
 #: timed faster than a small one); the benchmark calibrates again, at most this many times.
 CALIBRATION_ATTEMPTS = 3
@@ -116,6 +125,33 @@ def _entry(procs: int, algo: str, choice: dict, docs: list[dict], cal_s: list[fl
     }
 
 
+def combine(names: list[str]) -> tuple[dict, str]:
+    """The runs ``names`` (results in ``perf/results``) side by side: per ``(P, algo,
+    grid)``, each run's measured / calibrated ratio and the median over the runs."""
+    docs = [json.loads((RESULTS / f"{n}.json").read_text()) for n in names]
+    cells: dict[tuple[int, str, str], list[float | None]] = {}
+    for i, doc in enumerate(docs):
+        for r in doc["runs"]:
+            cells.setdefault((r["procs"], r["algo"], r["grid"]), [None] * len(docs))[i] = (
+                r["calibrated_ratio"])
+    out, rows = [], []
+    for (procs, algo, grid), ratios in cells.items():
+        known = [x for x in ratios if x is not None]
+        median = statistics.median(known) if known else None
+        ok = median is not None and GOAL[0] <= median <= GOAL[1]
+        out.append({"procs": procs, "algo": algo, "grid": grid, "ratios": ratios,
+                    "median": median, "within_goal": ok})
+        rows.append([procs, algo, grid, *(("-" if x is None else x) for x in ratios),
+                     "-" if median is None else median, "yes" if ok else "no"])
+    held = sum(e["within_goal"] for e in out)
+    table = markdown(
+        f"Measured / calibrated communication seconds, median of {len(names)} runs",
+        ["P", "algo", "grid", *names, "median", f"{GOAL[0]:g}-{GOAL[1]:g}"], rows,
+        [f"Each run's ratio is its own median over its repeats (each repeat divided by its "
+         f"own calibration); {held} of {len(out)} medians within {GOAL[0]:g}-{GOAL[1]:g}."])
+    return {"runs": names, "cells": out}, table
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("graph", nargs="?", help="graph file (default: a generated RMAT graph)")
@@ -130,7 +166,13 @@ def main() -> None:
     p.add_argument("--hidden", type=int, default=16)
     p.add_argument("--threads", type=int, default=1, help="torch threads per rank")
     p.add_argument("--name", default="bench_model", help="results name in perf/results")
+    p.add_argument("--combine", nargs="+", metavar="RUN",
+                   help="run nothing: tabulate the results RUN.json of earlier runs and the"
+                        " median of their measured / calibrated ratios")
     args = p.parse_args()
+    if args.combine:
+        save(args.name, *combine(args.combine))
+        return
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
     runs = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -26,10 +26,10 @@ those ratios is reported, beside the nominal prediction's. Writes
 
 ``--combine A B C`` runs nothing: it reads the results ``perf/results/{A,B,C}.json`` of
 earlier runs and tabulates, per ``(P, algo, grid)``, each run's measured / calibrated ratio
-and their median (the goal's "median of 3 runs"), with the range 0.5-2 checked.
+and their median (the goal's "median of 3 runs"), with the range 0.5-2 checked; it writes
+``perf/results/bench_model_median.{json,md}`` unless ``--name`` says otherwise.
 
-    python perf/bench_model.py --combine bench_model bench_model_confirm bench_model_third \
-        --name bench_model_median
+    python perf/bench_model.py --combine bench_model bench_model_confirm bench_model_third
 """
 
 from __future__ import annotations
@@ -165,14 +165,17 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3, help="training runs per entry (median)")
     p.add_argument("--hidden", type=int, default=16)
     p.add_argument("--threads", type=int, default=1, help="torch threads per rank")
-    p.add_argument("--name", default="bench_model", help="results name in perf/results")
+    p.add_argument("--name", default=None, help="results name in perf/results (default:"
+                   " bench_model; with --combine, bench_model_median, so the runs it reads"
+                   " are not overwritten)")
     p.add_argument("--combine", nargs="+", metavar="RUN",
                    help="run nothing: tabulate the results RUN.json of earlier runs and the"
                         " median of their measured / calibrated ratios")
     args = p.parse_args()
     if args.combine:
-        save(args.name, *combine(args.combine))
+        save(args.name or "bench_model_median", *combine(args.combine))
         return
+    args.name = args.name or "bench_model"
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
     runs = []
     with tempfile.TemporaryDirectory() as tmp:

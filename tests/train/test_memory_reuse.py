@@ -36,12 +36,16 @@ def epoch_pages(tmp_path, keep: str) -> list[int]:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
 def test_epochs_after_the_first_touch_no_new_pages(tmp_path):
-    # Minor faults also count pages the kernel moved or split under a running process
-    # (NUMA balancing, transparent huge pages): an epoch now and then shows a burst of a
-    # few hundred with no allocation behind it, so the bound is on the typical epoch and
-    # on how often a burst happens, not on their sum.
+    # An epoch now and then faults in 250-2,300 pages: the heap grew (glibc's
+    # ``mallinfo2().arena`` rises by as much), because its free blocks were too
+    # fragmented for one of the epoch's temporaries. Where the small allocations between
+    # the big tensors land changes with the address-space layout and Python's string
+    # hashing, so the number of such epochs varies from run to run (0-3 of 18 in 25 runs
+    # here, 4-6 seen now and then, ASLR and PYTHONHASHSEED fixed repeat a run exactly).
+    # The bound is on the typical epoch, which a broken reuse raises to every epoch's
+    # temporaries, and loosely on how often the heap grows, not on their sum.
     pages = epoch_pages(tmp_path, "1")
     later = pages[2:]
     assert statistics.median(later) <= 4, pages
     bursts = [p for p in later if p > 64]
-    assert len(bursts) <= len(later) // 4, pages
+    assert len(bursts) <= len(later) // 3, pages

@@ -59,6 +59,7 @@ from hpcgnn.kernels.attention import (
     edge_pattern,
     edge_softmax_backward,
     leaky_relu,
+    row_max,
     segment_sum,
 )
 from hpcgnn.kernels.spmm import spmm
@@ -218,7 +219,7 @@ class SummaAttention:
             with col.stats.phase("local_spmm"):
                 t = pattern.at_rows(s_dst) + pattern.at_cols(xs[:, wz:])
                 e = leaky_relu(t, NEGATIVE_SLOPE)
-                new = top.scatter_reduce(0, pattern.row[:, None].expand(-1, nh), e, "amax")
+                new = torch.maximum(top, row_max(pattern, e))
                 scale = _rescale(top, new)
                 acc *= scale[:, spec.col_head]
                 total *= scale

@@ -222,7 +222,7 @@ def edge_softmax(
     top = row_max(pattern, e)
     if split is not None:
         top = split.max(top)
-    top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))  # rows without edges
+    top = torch.nan_to_num(top, nan=0.0, posinf=0.0, neginf=0.0)  # rows without edges
     p = torch.exp(e - pattern.at_rows(top))
     total = segment_sum(pattern, p)
     if split is not None:

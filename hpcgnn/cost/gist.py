@@ -57,16 +57,17 @@ def round_bytes(
     }
 
 
-def bias_bytes(widths: Sequence[int], ranks: int, itemsize: int, per_layer: int = 1) -> float:
+def bias_bytes(sizes: Sequence[int], ranks: int, itemsize: int) -> float:
     """Bytes of one round's replicated-vector all-reduce, summed over ranks.
 
-    The sampled models' biases (``--sampler``, ``gist_bias``: ``f_1 + .. + f_L`` entries)
-    or GAT's score vectors (``gist_attention``: ``per_layer = 2`` vectors of each width of
-    the weight chain, ``2 (f_1 + .. + f_{L-1} + K' f_L)``) travel as the weight and two
-    moments, all-reduced over ``ranks`` ranks: ``2 m (p - 1) / p`` per rank (rounded as
-    :class:`~hpcgnn.comm.Comm` records it, :func:`~hpcgnn.cost.estimate.allreduce_share`).
+    ``sizes``: the entries of each replicated vector. The sampled models' biases
+    (``--sampler``, ``gist_bias``: ``f_1, .., f_L``, for GIN too) or GAT's score vectors
+    (``gist_attention``: two of each width of its weight chain, ``f_1, f_1, .., K' f_L,
+    K' f_L``) travel as the weight and two moments, all-reduced over ``ranks`` ranks:
+    ``2 m (p - 1) / p`` per rank (rounded as :class:`~hpcgnn.comm.Comm` records it,
+    :func:`~hpcgnn.cost.estimate.allreduce_share`).
     """
-    m = len(PARAM_KINDS) * itemsize * per_layer * sum(int(f) for f in widths[1:])
+    m = len(PARAM_KINDS) * itemsize * sum(int(f) for f in sizes)
     return float(ranks * allreduce_share(m, ranks))
 
 
@@ -78,10 +79,10 @@ def data_parallel_bytes(
 
     What ordinary data-parallel training of the global model would record instead of the
     sub-model traffic (``2 m (p - 1) / p`` per rank, summed over ranks); ``per_layer``
-    weights per layer, and ``vectors`` vectors of each layer's output width (the sampled
-    models' bias: 1; GAT's ``a_src, a_dst``: 2, ``widths`` the weight chain).
+    weights per layer (``widths``: the weight chain), and ``vectors`` entries of
+    replicated vectors (the sampled models' biases, GAT's ``a_src, a_dst``).
     """
-    m = weight_entries(widths) * per_layer + vectors * sum(int(f) for f in widths[1:])
+    m = weight_entries(widths) * per_layer + vectors
     return float(steps * 2 * m * itemsize * (ranks - 1))
 
 

@@ -6,8 +6,10 @@ sampled models' biases (``--sampler``, :mod:`hpcgnn.models.minibatch`: ``b^l`` o
 ``K x f'``: flattened, one entry per unit of the layer's ``K f'`` outputs, or ``K' x C``
 on the output layer, whose ``K' C`` columns every sub-network keeps). Every rank holds all
 of them and their Adam moments whole, and a sub-network takes its entries without any
-message: the entries at its output ids (:meth:`SubnetBiases.select`; a head's units being
-whole in a GAT sub-network, its entries are its heads' rows). After the round, one
+message: the entries at its layer's output ids, the columns of the vector's link of the
+weight chain (:meth:`SubnetBiases.select`; GIN's ``b^l`` follows ``W_2^l``, whose columns
+are layer ``l``'s ids; a head's units being whole in a GAT sub-network, its entries are its
+heads' rows). After the round, one
 all-reduce over all ranks (category ``gist_bias``, or ``gist_attention`` for GAT's) brings
 every group's trained entries to every rank (:meth:`SubnetBiases.write_back`): a hidden
 layer's entries belong to one sub-network each; the output layer's vectors are the
@@ -39,13 +41,14 @@ class SubnetBiases:
     world
         All ranks.
     shapes
-        The vectors' shapes in the model's order, ``per_layer`` per layer; vector ``i``'s
-        entries (row-major) are the output ids of layer ``i // per_layer`` (the sampled
-        biases: ``(f_l,)``; GAT: ``(K, f')`` twice per layer).
+        The vectors' shapes in the model's order (the sampled biases: ``(f_l,)``; GAT:
+        ``(K, f')`` twice per layer).
+    links
+        Vector ``i``'s link of the weight chain
+        (:func:`~hpcgnn.layout.subnets.vector_links`): its entries (row-major) are that
+        link's output ids, and it follows that link's weights in the model's order.
     dtype
         Entry type.
-    per_layer
-        Vectors per layer (biases: 1; GAT's ``a_src, a_dst``: 2).
     category
         Where the all-reduce's bytes are counted.
     initial
@@ -53,16 +56,20 @@ class SubnetBiases:
 
     Attributes
     ----------
+    links
+        ``links[i]``: vector ``i``'s link of the weight chain.
     values
         ``values[k][i]``: kind ``PARAM_KINDS[k]`` of vector ``i``.
     """
 
     def __init__(
-        self, world: Comm, shapes: Sequence[tuple[int, ...]], dtype: np.dtype | type,
-        per_layer: int = 1, category: str = BIAS,
+        self, world: Comm, shapes: Sequence[tuple[int, ...]], links: Sequence[int],
+        dtype: np.dtype | type, category: str = BIAS,
         initial: Sequence[np.ndarray] | None = None,
     ) -> None:
-        self.world, self.per_layer, self.category = world, per_layer, category
+        if len(links) != len(shapes):
+            raise ValueError(f"{len(shapes)} vectors need as many chain links, got {len(links)}")
+        self.world, self.links, self.category = world, list(links), category
         self.values = [[np.zeros(s, dtype=dtype) for s in shapes] for _ in PARAM_KINDS]
         if initial is not None:
             for b, v in zip(self.values[0], initial, strict=True):
@@ -73,16 +80,24 @@ class SubnetBiases:
         """Entries of each vector."""
         return [b.size for b in self.values[0]]
 
+    def by_link(self, links: int) -> list[np.ndarray | None]:
+        """The vector of each of ``links`` chain links (``None``: it has none), at most one each."""
+        out: list[np.ndarray | None] = [None] * links
+        for link, b in zip(self.links, self.values[0], strict=True):
+            if out[link] is not None:
+                raise ValueError(f"chain link {link} has several vectors")
+            out[link] = b
+        return out
+
     def select(self, net: Subnet) -> list[list[np.ndarray]]:
         """``out[k][i]``: the entries of ``net`` (copies, to train in place), no message.
 
-        ``net`` along the weight chain (its ``cols(l)`` are layer ``l``'s output ids); a
-        vector of shape ``(K, f')`` gives the rows of ``net``'s heads, ``(K_m, f')``.
+        ``net`` along the weight chain (vector ``i``'s entries are its ``cols(links[i])``);
+        a vector of shape ``(K, f')`` gives the rows of ``net``'s heads, ``(K_m, f')``.
         """
-        per = self.per_layer
         return [
-            [b.reshape(-1)[net.cols(i // per)].reshape(-1, *b.shape[1:])
-             for i, b in enumerate(kind)]
+            [b.reshape(-1)[net.cols(link)].reshape(-1, *b.shape[1:])
+             for link, b in zip(self.links, kind, strict=True)]
             for kind in self.values
         ]
 
@@ -92,18 +107,19 @@ class SubnetBiases:
         """Every group's trained entries into every rank's vectors (collective).
 
         ``trained`` (as returned by :meth:`select` for ``net``, after training) is read on
-        one rank per group (its root); the others pass ``None``. ``groups``: ``M``.
+        one rank per group (its root); the others pass ``None``. ``groups``: ``M``. The
+        vectors of the chain's last link (the output, which every sub-network keeps) are
+        averaged over the groups.
         """
-        sizes, per = self.sizes, self.per_layer
-        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-        total, last = int(offsets[-1]), (len(sizes) - 1) // per
+        offsets = np.concatenate([[0], np.cumsum(self.sizes)]).astype(np.int64)
+        total, last = int(offsets[-1]), len(net.widths) - 2
         buf = np.zeros(len(PARAM_KINDS) * total, dtype=self.values[0][0].dtype)
         if trained is not None:
             for k, kind in enumerate(trained):
-                for i, b in enumerate(kind):
+                for i, (link, b) in enumerate(zip(self.links, kind, strict=True)):
                     at = k * total + int(offsets[i])
                     flat = b.reshape(-1)
-                    buf[at + net.cols(i // per)] = flat / groups if i // per == last else flat
+                    buf[at + net.cols(link)] = flat / groups if link == last else flat
         self.world.allreduce(buf, self.category)
         for k, kind in enumerate(self.values):
             for i, b in enumerate(kind):

@@ -242,7 +242,7 @@ class SubnetShards:
 
     def digest(
         self, chunk_entries: int = DIGEST_CHUNK, biases: Sequence[np.ndarray] | None = None,
-        per_bias: int = 1,
+        links: Sequence[int] = (),
     ) -> str:
         """SHA-256 of the weights as :func:`hpcgnn.train.loop.params_sha256` computes it.
 
@@ -250,8 +250,9 @@ class SubnetShards:
         W_neigh^1, ..``) as float32, row-major: each weight's shards in
         rank order, which rank 0 receives one piece of at most ``chunk_entries`` entries
         (whole rows) at a time and feeds to the hash, so no rank ever holds the model.
-        ``biases`` (replicated, ``per_bias`` per layer: the sampled models' ``b^l``, GAT's
-        ``a_src^l, a_dst^l``) follow layer ``l``'s weights.
+        ``biases`` (replicated: the sampled models' ``b^l``, GAT's ``a_src^l, a_dst^l``)
+        follow the weights of their chain link ``links[i]``, as
+        :meth:`~hpcgnn.layout.subnets.ParamOrder.with_biases` puts them.
         Collective; the pieces are category ``gist_digest``; every rank returns the digest.
         """
         me, size = self.world.rank, self.world.size
@@ -281,6 +282,6 @@ class SubnetShards:
                         # numpy's stubs give ndarray ``__buffer__`` on Python >= 3.12 only
                         h.update(np.ascontiguousarray(piece, dtype=np.float32))  # type: ignore[arg-type]
             if h is not None and biases is not None and (at + 1) % self.per_layer == 0:
-                for vec in biases[per_bias * i : per_bias * (i + 1)]:
+                for vec in (b for b, link in zip(biases, links, strict=True) if link == i):
                     h.update(np.ascontiguousarray(vec, dtype=np.float32))  # type: ignore[arg-type]
         return str(self.world.bcast_obj(h.hexdigest() if h is not None else None, 0, DIGEST))

@@ -239,16 +239,28 @@ class ParamOrder:
         return [list(w[j::per]) for w in by_weight for j in range(per)]
 
     def with_biases(
-        self, weights: Sequence[T], biases: Sequence[T] | None, per_bias: int = 1
+        self, weights: Sequence[T], biases: Sequence[T] | None, links: Sequence[int] = ()
     ) -> list[T]:
-        """``weights`` (the model's order) with layer ``l``'s vectors after its weights.
+        """``weights`` (the model's order) with each vector after its chain link's weights.
 
-        ``biases``: ``per_bias`` per layer, in the model's order (the sampled models' bias
-        ``b^l``; GAT's ``a_src^l, a_dst^l``).
+        ``biases``: the replicated vectors in the model's order (the sampled models' bias
+        ``b^l``; GAT's ``a_src^l, a_dst^l``); vector ``i`` follows the weights of chain link
+        ``links[i]`` (:func:`vector_links`).
         """
         per, out = self.per_layer, list[T]()
         for i in range(len(weights) // per):
             out += weights[per * i : per * (i + 1)]
             if biases is not None:
-                out += biases[per_bias * i : per_bias * (i + 1)]
+                out += [b for b, link in zip(biases, links, strict=True) if link == i]
         return out
+
+
+def vector_links(kind: LayerKind, layers: int, per_layer: int = 1) -> list[int]:
+    """The link of :func:`weight_chain` each of ``per_layer`` vectors per layer belongs to.
+
+    A layer's vectors (the sampled models' bias ``b^l``; GAT's ``a_src^l, a_dst^l``) read
+    the layer's output ids, the columns of its last weight on the chain and follow it in
+    the model's order: link ``l`` for most kinds, GIN's ``W_2^l`` (link ``2 l + 1``).
+    """
+    step = 2 if kind.mlp else 1
+    return [step * (layer + 1) - 1 for layer in range(layers) for _ in range(per_layer)]

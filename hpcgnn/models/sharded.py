@@ -43,8 +43,11 @@ heads and averages them. The score vectors ``a_src, a_dst`` are replicated on ev
 (:class:`~hpcgnn.exchange.subnet_biases.SubnetBiases`).
 
 GIST with ``--sampler`` evaluates the sampled models as minibatch mode does: the operator
-is the sampler's full-graph one (``D^-1 A^T`` for sage, ``D^-1 (A^T + I)`` for ladies)
-and every layer adds its bias (replicated on every rank, so the traffic is unchanged).
+is the sampler's full-graph one (``D^-1 A^T`` for sage, ``D^-1 (A^T + I)`` for ladies and
+cluster; GIN's sum ``A^T + (1 + eps) I`` of the sampler's pattern,
+:func:`~hpcgnn.sampling.rows.eval_block`) and every layer adds its bias (replicated on
+every rank, so the traffic is unchanged) after its last weight: GIN's after ``W_2^l``,
+``ReLU(Â^T H W_1) W_2 + b``.
 """
 
 from __future__ import annotations
@@ -67,7 +70,7 @@ from hpcgnn.layout.blocks import even_offsets
 from hpcgnn.layout.order import transform_first
 from hpcgnn.models.share import read_vertex_data
 from hpcgnn.nn.gat import attend
-from hpcgnn.sampling.rows import normalized_block, read_pattern
+from hpcgnn.sampling.rows import eval_block, read_pattern
 from hpcgnn.sampling.samplers import sampler_named
 
 
@@ -89,7 +92,7 @@ class ShardedForward:
         ``offsets[l]``: row offsets of ``W^{l+1}``'s shards over the ranks (length ``P + 1``).
     sampler
         GIST with ``--sampler``: evaluate with the full-graph operator of that sampler's
-        model (:func:`~hpcgnn.sampling.rows.normalized_block`, as minibatch mode does);
+        model (:func:`~hpcgnn.sampling.rows.eval_block`, as minibatch mode does);
         ``None``: the full-batch operator of ``cfg.model``.
 
     Attributes
@@ -112,8 +115,9 @@ class ShardedForward:
             if sampler is None:
                 norm_t, _ = load_normalized(gf, cfg.numpy_dtype, adjoint=False, kind=cfg.kind)
             else:  # the operator the sampled model is evaluated with
-                store = read_pattern(gf, 0, n, sampler_named(sampler))
-                norm_t = normalized_block(store, 0, n, cfg.numpy_dtype)
+                method = sampler_named(sampler)
+                store = read_pattern(gf, 0, n, method)
+                norm_t = eval_block(store, 0, n, method, cfg.kind, cfg.numpy_dtype)
             cols = (int(self.offsets[0][r]), int(self.offsets[0][r + 1]))
             self.x, self.y, self.masks = read_vertex_data(
                 gf, (0, n), cfg.numpy_dtype, cols, device=world.device
@@ -128,15 +132,17 @@ class ShardedForward:
 
     def logits(
         self, shards: Sequence[np.ndarray], self_shards: Sequence[np.ndarray] | None = None,
-        biases: Sequence[np.ndarray] | None = None, scales: Sequence[float] | None = None,
+        biases: Sequence[np.ndarray | None] | None = None,
+        scales: Sequence[float] | None = None,
         scores: Sequence[np.ndarray] | None = None,
     ) -> torch.Tensor:
         """Logits of every vertex (``N x f_L``, the same on every rank) for this rank's rows.
 
         ``shards[l]``: this rank's rows ``R^l_r`` of ``W^{l+1}`` (GraphSAGE: of
         ``W_neigh``, with ``self_shards[l]`` those of ``W_self``); ``biases[l]``: the whole
-        bias of layer ``l + 1`` (replicated; the sampled models have one), added to the
-        column block of the layer's output a rank holds, before the activation.
+        bias that follows ``W^{l+1}`` (replicated; the sampled models have one per layer,
+        GIN's after ``W_2``: ``None`` after ``W_1``), added to the column block of the
+        product a rank holds, before the activation.
         ``scales[l]``: the model's ``W^{l+1}`` is the shards' times this factor (GIST's
         ``--gist-rescale``); the layer's product is scaled before its bias, so no scaled
         copy of the weights is made (``None`` or ``1.0``: as they are). ``scores``: GAT's
@@ -171,8 +177,8 @@ class ShardedForward:
                 z = spmm(self.a_t, z)
             if scales is not None and scales[layer] != 1.0:
                 z = z * scales[layer]
-            if biases is not None:
-                b = biases[layer]
+            b = None if biases is None else biases[layer]
+            if b is not None:
                 if layer != last:
                     off = self.offsets[layer + 1]
                     b = b[int(off[me]) : int(off[me + 1])]

@@ -24,8 +24,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import scipy.sparse as sp
 
+from hpcgnn.graph.normalize import sum_block
 from hpcgnn.io.reader import GraphFile
 from hpcgnn.kernels.csr import gather_ranges
+from hpcgnn.kinds import LayerKind
 from hpcgnn.sampling.arrays import Array, HostOps, ops, ops_on
 from hpcgnn.sampling.samplers import Sampler
 
@@ -147,6 +149,23 @@ def read_pattern(gf: GraphFile, lo: int, hi: int, sampler: Sampler) -> RowStore:
         np.arange(lo, hi, dtype=np.int64), block.indptr.astype(np.int64),
         block.indices.astype(np.int64), gf.meta.num_nodes,
     )
+
+
+def eval_block(
+    store: RowStore, lo: int, hi: int, sampler: Sampler, kind: LayerKind,
+    dtype: np.dtype | type,
+) -> sp.csr_matrix:
+    """Rows ``[lo, hi)`` of the full-graph operator a sampled model of ``kind`` is evaluated with.
+
+    The sampler's normalised ``S`` (:func:`normalized_block`), or for GIN and GAT (an MLP
+    or attention kind) the sum ``A^T + (1 + eps) I`` of ``S``'s pattern, every stored entry
+    counting 1 (``S``'s own ``+ I`` replaced: :func:`~hpcgnn.graph.normalize.sum_block`),
+    whose pattern GAT attends over.
+    """
+    if kind.mlp or kind.attention:
+        rows = store.matrix(np.arange(lo, hi), sampler).scipy()
+        return sum_block(rows, lo, 1.0 + kind.eps, dtype, replace_diagonal=sampler.self_loops)
+    return normalized_block(store, lo, hi, dtype)
 
 
 def normalized_block(store: RowStore, lo: int, hi: int, dtype: np.dtype | type) -> sp.csr_matrix:

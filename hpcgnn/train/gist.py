@@ -37,8 +37,11 @@ local iterations are its next ``K`` optimizer steps in a stream of minibatch epo
 continues across rounds (every group walks epochs ``0, 1, ..`` of the shuffled training
 set, :meth:`~hpcgnn.train.minibatch.MinibatchTrainer.stream`); the minibatch dropout
 masks are the global model's at the sub-network's columns, and the sampled models'
-biases are replicated (:class:`~hpcgnn.exchange.subnet_biases.SubnetBiases`). With
-``M = 1`` and ``K`` the steps of an epoch, GIST is ``--mode minibatch`` step for step.
+biases are replicated (:class:`~hpcgnn.exchange.subnet_biases.SubnetBiases`), each after
+its layer's last weight on the chain (:func:`~hpcgnn.layout.subnets.vector_links`: GIN's
+``b^l`` after ``W_2^l``). The groups train the sampler's layers or GIN's (``--model
+gin``; a sampled GAT is refused). With ``M = 1`` and ``K`` the steps of an epoch, GIST is
+``--mode minibatch`` step for step.
 
 GAT (``--model gat``, full-batch groups) keeps heads whole: each hidden layer's ``K``
 heads are split into ``M`` groups of whole heads (``M <= K``; :func:`check_gist`), so
@@ -80,6 +83,7 @@ from hpcgnn.layout.subnets import (
     reads_split,
     split_block,
     subnets,
+    vector_links,
     weight_chain,
 )
 from hpcgnn.models.sharded import ShardedForward
@@ -279,6 +283,7 @@ class GistTrainer:
             [np.zeros(shape, dtype=cfg.numpy_dtype)
              for shape in weight_shapes(sub_widths, self.sub_cfg.kind)],
             None if sampler is None else [np.zeros(f, cfg.numpy_dtype) for f in sub_widths[1:]],
+            self._vector_links(),
         ), True, self.group_grid.device)
         self.inner: GroupTrainer = make_trainer(self.group_grid, self.sub_cfg, zeros)
         # between rounds the group's model holds empty weights: the sub-model lives in the
@@ -319,23 +324,25 @@ class GistTrainer:
         GAT's ``a_src^l, a_dst^l`` are drawn from ``seed + 1`` in that order, as
         :func:`hpcgnn.nn.init.init_weights` draws them (small: every rank draws all).
         """
-        cfg = self.cfg
-        if self.sampler is not None:
-            return SubnetBiases(self.world, [(f,) for f in self.widths[1:]], cfg.numpy_dtype)
+        cfg, layers = self.cfg, len(self.widths) - 1
+        if self.sampler is not None:  # b^l: layer l's output ids (GIN: after W_2^l)
+            return SubnetBiases(self.world, [(f,) for f in self.widths[1:]],
+                                vector_links(cfg.kind, layers), cfg.numpy_dtype)
         if not cfg.kind.attention:
             return None
         shapes = [s for i, s in enumerate(weight_shapes(self.widths, cfg.kind)) if i % 3]
         return SubnetBiases(
-            self.world, shapes, cfg.numpy_dtype, per_layer=2, category=ATTENTION,
-            initial=glorot_shapes(shapes, cfg.seed + 1, cfg.numpy_dtype),
+            self.world, shapes, vector_links(cfg.kind, layers, 2), cfg.numpy_dtype,
+            category=ATTENTION, initial=glorot_shapes(shapes, cfg.seed + 1, cfg.numpy_dtype),
         )
 
     def _vector_values(self) -> list[np.ndarray] | None:
         """The replicated vectors' values in the model's order (``None``: there are none)."""
         return None if self.vectors is None else self.vectors.values[0]
 
-    def _per_vector(self) -> int:
-        return 1 if self.vectors is None else self.vectors.per_layer
+    def _vector_links(self) -> list[int]:
+        """Each replicated vector's link of the weight chain (none: empty)."""
+        return [] if self.vectors is None else self.vectors.links
 
     def _initial_shards(self) -> SubnetShards:
         """This rank's rows of the Glorot weights (the serial run's) and zero moments.
@@ -382,12 +389,12 @@ class GistTrainer:
         """
         weights = self.shards.full_weights()
         order = self.shards.order
-        return _tensors(order.with_biases(weights, self._vector_values(), self._per_vector()),
+        return _tensors(order.with_biases(weights, self._vector_values(), self._vector_links()),
                         False)
 
     def params_digest(self) -> str:
         """``params_sha256`` of the global model, streamed through rank 0 (collective)."""
-        return self.shards.digest(biases=self._vector_values(), per_bias=self._per_vector())
+        return self.shards.digest(biases=self._vector_values(), links=self._vector_links())
 
     def _shard_shapes(self) -> list[tuple[int, int]]:
         return [tuple(w.shape) for _, w in self.shards.weight_shards()]
@@ -469,9 +476,9 @@ class GistTrainer:
         # 2. the owners of the global rows send each sub-model to its group
         sub = self.shards.scatter(chained, self.roots, group, self.index)
         vec = None if self.vectors is None else self.vectors.select(chained[self.index])
-        order, dev, per = self.shards.order, self.group_grid.device, self._per_vector()
+        order, dev, links = self.shards.order, self.group_grid.device, self._vector_links()
         buffers = [  # weights, exp_avg, exp_avg_sq in the model's order, trained in place
-            order.with_biases(w, None if vec is None else vec[i], per)
+            order.with_biases(w, None if vec is None else vec[i], links)
             for i, w in enumerate(order.by_weight(sub))
         ]
         # 3. the group trains its sub-model for K local iterations
@@ -505,7 +512,7 @@ class GistTrainer:
         )
         if self.vectors is not None:
             predicted[self.vectors.category] = bias_bytes(
-                self.chain, self.world.size, cfg.itemsize, self.vectors.per_layer
+                self.vectors.sizes, self.world.size, cfg.itemsize
             )
         self.predicted_rounds.append(predicted)
         after = _gist_bytes(self.world.stats)
@@ -525,7 +532,7 @@ class GistTrainer:
         shards = self.shards.shards
         if self.cfg.kind.attention:  # a_src, a_dst (replicated)
             return self._forward.logits(shards[0], scores=self._vector_values())
-        biases = self._vector_values()
+        biases = None if self.vectors is None else self.vectors.by_link(len(self.chain) - 1)
         scales = self.merged_scales()
         if self.cfg.kind.self_weight:  # W_self, W_neigh
             return self._forward.logits(shards[1], shards[0], biases, scales)

@@ -59,7 +59,7 @@ def gist_report(
     sub_predicted = sum(predicted[c] for c in cats)
     dp = data_parallel_bytes(
         t.chain, world.size, cfg.itemsize, k, t.per_chain,
-        vectors=0 if t.vectors is None else t.vectors.per_layer,
+        vectors=0 if t.vectors is None else sum(t.vectors.sizes),
     )
     evals = world.allreduce_scalar(float(sum(t.eval_measured)))
     eval_predicted = eval_bytes(

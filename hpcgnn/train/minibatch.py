@@ -41,7 +41,6 @@ from hpcgnn.cost.minibatch import (
     charge_gradients,
     seconds,
 )
-from hpcgnn.graph.normalize import sum_block
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.io.reader import GraphFile
 from hpcgnn.kernels.sparse_input import SparseFeatures, dense
@@ -56,7 +55,7 @@ from hpcgnn.nn.optim import make_optimizer
 from hpcgnn.sampling.arrays import HOST
 from hpcgnn.sampling.bulk import BulkSampler, my_share, read_train_ids
 from hpcgnn.sampling.fetch import FeatureFetcher
-from hpcgnn.sampling.rows import normalized_block
+from hpcgnn.sampling.rows import eval_block
 from hpcgnn.sampling.sampled import SampledBatch
 from hpcgnn.sampling.samplers import resolve_model
 from hpcgnn.sampling.spec import SamplerSpec, fit_training_set, optimizer_steps
@@ -318,12 +317,8 @@ class MinibatchTrainer(WholeModel, SubModelHost):
             lo, hi = self.sampler.rows_range
             kind, grid, dt = self.cfg.kind, self.grid, self.cfg.torch_dtype
             offsets = self.sampler.offsets
-            if kind.mlp or kind.attention:  # sum_block counts every stored entry as 1
-                rows = self.sampler.block.matrix(np.arange(lo, hi), self.spec.method).scipy()
-                block = sum_block(rows, lo, 1.0 + kind.eps, self.np_dtype,
-                                  replace_diagonal=self.spec.method.self_loops)
-            else:
-                block = normalized_block(self.sampler.block, lo, hi, self.np_dtype)
+            block = eval_block(self.sampler.block, lo, hi, self.spec.method, kind,
+                               self.np_dtype)
             if kind.attention:
                 self._eval_op = block_row_neighbourhood(grid.col, grid.row, block, offsets, dt)
             else:

@@ -3,7 +3,17 @@
 import numpy as np
 import pytest
 
-from hpcgnn.layout.subnets import group_sizes, split_ids, subnets
+from hpcgnn.exchange.subnet_biases import SubnetBiases
+from hpcgnn.kinds import GAT, GCN, GIN, SAGE
+from hpcgnn.layout.subnets import (
+    ParamOrder,
+    chain_subnet,
+    group_sizes,
+    split_ids,
+    subnets,
+    vector_links,
+    weight_chain,
+)
 
 
 @pytest.mark.parametrize(("width", "groups"), [(8, 1), (8, 2), (10, 4), (7, 3), (5, 5)])
@@ -72,3 +82,32 @@ def test_gat_sub_networks_keep_whole_heads_and_the_output_layer():
     plain = subnets(1, 0, widths, 2)
     assert all(np.array_equal(a.ids[1], b.ids[1])
                for a, b in zip(plain, subnets(1, 0, widths, 2, block=1), strict=True))
+
+
+@pytest.mark.parametrize(
+    ("kind", "per", "links"),
+    [(GCN, 1, [0, 1, 2]), (SAGE, 1, [0, 1, 2]), (GIN, 1, [1, 3, 5]), (GAT, 2, [0, 0, 1, 1, 2, 2])],
+    ids=["gcn", "sage", "gin", "gat"],
+)
+def test_a_layers_vectors_follow_its_last_weight_on_the_chain(kind, per, links):
+    assert vector_links(kind, 3, per) == links
+
+
+def test_gin_biases_follow_w2_and_take_the_layers_ids():
+    """GIN's chain has two links per layer: ``b^l`` follows ``W_2^l`` and reads its columns."""
+    widths = [5, 8, 8, 3]
+    chain, per = weight_chain(widths, GIN)
+    links = vector_links(GIN, 3)
+    weights = [f"W_{j}^{layer}" for layer in (1, 2, 3) for j in (1, 2)]
+    assert ParamOrder(per).with_biases(weights, ["b^1", "b^2", "b^3"], links) == [
+        "W_1^1", "W_2^1", "b^1", "W_1^2", "W_2^2", "b^2", "W_1^3", "W_2^3", "b^3"
+    ]
+    initial = [np.arange(f, dtype=np.float64) for f in widths[1:]]
+    vectors = SubnetBiases(None, [(f,) for f in widths[1:]], links, np.float64, initial=initial)
+    for net in subnets(3, 0, widths, 2):
+        picked = vectors.select(chain_subnet(net, GIN))
+        for layer, b in enumerate(picked[0]):  # entry j of b^l is layer l's output id j
+            np.testing.assert_array_equal(b, net.ids[layer + 1])
+        assert all(not b.any() for b in picked[1])  # moments start at zero
+    by_link = vectors.by_link(len(chain) - 1)
+    assert [b is None for b in by_link] == [True, False] * 3

@@ -89,25 +89,31 @@ CLUSTER = ["--sampler", "cluster", "--clusters", "9", "--clusters-per-batch", "2
 
 @pytest.mark.mpi
 @pytest.mark.ranks(1, 2, 4)
-def test_gist_with_one_subnet_is_cluster_minibatch_training(graph_file, shared_tmp, world):
+@pytest.mark.parametrize("model", [[], ["--model", "gin"]], ids=["gcn", "gin"])
+def test_gist_with_one_subnet_is_cluster_minibatch_training(
+    graph_file, shared_tmp, world, model
+):
     path = graph_file(n=80, seed=4)
     mb = train_cli(world, path, shared_tmp / "mb.json", "--mode", "minibatch", "--epochs", "3",
-                   *CLUSTER, base=BASE)
+                   *CLUSTER, *model, base=BASE)
     assert mb["sampling"]["sampler"] == "cluster" and mb["sampling"]["clusters"] == 9
     steps = mb["sampling"]["optimizer_steps_per_epoch"]
     gist = train_cli(world, path, shared_tmp / "gist.json", "--mode", "gist", "--subnets",
-                     "1", "--local-iters", str(steps), "--rounds", "3", *CLUSTER, base=BASE)
+                     "1", "--local-iters", str(steps), "--rounds", "3", *CLUSTER, *model,
+                     base=BASE)
     assert gist["params_sha256"] == mb["params_sha256"]
+    assert gist["final"] == pytest.approx(mb["final"], rel=1e-5)  # the sharded evaluation
     assert gist["gist"]["sampler"]["sampler"] == "cluster"
 
 
 @pytest.mark.mpi
 @pytest.mark.ranks(2, 4)
-def test_gist_on_clusters_moves_what_the_cost_model_says(graph_file, shared_tmp, world):
+@pytest.mark.parametrize("model", [[], ["--model", "gin"]], ids=["gcn", "gin"])
+def test_gist_on_clusters_moves_what_the_cost_model_says(graph_file, shared_tmp, world, model):
     path = graph_file(n=80, seed=6)
     doc = train_cli(world, path, shared_tmp / "m2.json", "--mode", "gist", "--subnets", "2",
                     "--local-iters", "2", "--rounds", "3", "--graph-layout", "partitioned",
-                    *CLUSTER, base=BASE)
+                    *CLUSTER, *model, base=BASE)
     measured, predicted = doc["comm"]["measured_bytes"], doc["comm"]["predicted_bytes"]
     for cat in set(measured) | set(predicted):
         assert measured.get(cat, 0) == pytest.approx(predicted.get(cat, 0), rel=1e-9), cat

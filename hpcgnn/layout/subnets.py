@@ -21,7 +21,7 @@ communication.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -115,6 +115,22 @@ class Subnet:
             len(self.owned_rows(i, int(off[owner]), int(off[owner + 1]))) * len(self.cols(i))
             for i, off in enumerate(offsets)
         )
+
+
+def subnet_heads(
+    net: Subnet | None, kind: LayerKind, hidden: int, heads: int
+) -> Callable[[int], tuple[int, np.ndarray] | None] | None:
+    """A GIST sub-GAT's global heads per layer, its attention dropout keys; else ``None``.
+
+    ``net``: the sub-network (``None``: the whole model); ``hidden``, ``heads``: the
+    sub-GAT's. ``heads(layer)`` (:data:`~hpcgnn.kernels.attention.HeadIds`):
+    :meth:`Subnet.blocks` of ``f'`` ids of a hidden layer's output; ``None`` on the output
+    layer, whose heads are every sub-network's (its own ids).
+    """
+    if net is None or not kind.attention:
+        return None
+    last, size = len(net.widths) - 2, hidden // heads
+    return lambda layer: None if layer == last else net.blocks(layer + 1, size)
 
 
 def subnets(

@@ -23,10 +23,9 @@ from hpcgnn.cost.ranking import cost_problem
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.io.memory import GraphSource
 from hpcgnn.io.reader import GraphMeta
-from hpcgnn.kernels.attention import HeadIds
 from hpcgnn.kernels.sparse_input import SparseFeatures
 from hpcgnn.layout.order import layer_sizes
-from hpcgnn.layout.subnets import Subnet
+from hpcgnn.layout.subnets import Subnet, subnet_heads
 from hpcgnn.models.share import RowShare, load_rows
 from hpcgnn.nn.gcn import LayerOps, block_dropout, gcn_forward, select_columns
 from hpcgnn.nn.init import init_weights
@@ -125,17 +124,6 @@ class GCNModel:
             ids[layer], None if cols is None else cols(self.widths[layer])
         )
 
-    def _attention_heads(self) -> HeadIds | None:
-        """A GIST sub-GAT's global heads of each hidden layer (its attention dropout keys).
-
-        The output layer's heads are every sub-network's (``None``: its own ids).
-        """
-        net, cfg = self.subnet, self.cfg
-        if net is None or not cfg.kind.attention:
-            return None
-        per_head, last = cfg.hidden // cfg.heads, len(self.widths) - 2
-        return lambda layer: None if layer == last else net.blocks(layer + 1, per_head)
-
     def logits(self, epoch: int | None) -> torch.Tensor:
         """Logits of the rows this rank scores; ``epoch=None`` evaluates without dropout."""
         keep = None
@@ -146,7 +134,8 @@ class GCNModel:
             )
         return gcn_forward(
             self.x, self.weights, self.layers, self.cfg.dropout, keep, self.stats, self.cfg.kind,
-            self.cfg.attention_p, self._attention_heads(),
+            self.cfg.attention_p,  # a sub-GAT draws the global model's heads' decisions
+            subnet_heads(self.subnet, self.cfg.kind, self.cfg.hidden, self.cfg.heads),
         )
 
     def reduce_gradients(self) -> None:

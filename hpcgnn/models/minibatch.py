@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from hpcgnn.backend import Device
-from hpcgnn.kernels.attention import edge_pattern
+from hpcgnn.kernels.attention import HeadIds, edge_pattern
 from hpcgnn.kernels.dropout import global_columns, keep_pairs, rows_keep
 from hpcgnn.kernels.gemm import matmul
 from hpcgnn.kernels.sparse_input import SparseFeatures, as_dense
@@ -51,6 +51,9 @@ class BatchMasks:
     columns
         Per layer, the global columns of the layer's input (a GIST sub-network's ids);
         ``None``: all of them.
+    heads
+        A GIST sub-GAT's global head ids (its attention dropout draws the global model's
+        decisions of its heads); ``None``: the model's own.
     """
 
     seed: int
@@ -59,6 +62,7 @@ class BatchMasks:
     p: float
     device: Device
     columns: Sequence[np.ndarray] | None = None
+    heads: HeadIds | None = None
 
     def __call__(self, layer: int, rows: np.ndarray | torch.Tensor, width: int) -> torch.Tensor:
         """The boolean keep-mask of the rows ``rows`` (host ids, or on the device)."""
@@ -79,7 +83,10 @@ def sampled_weights(
 ) -> list[torch.Tensor]:
     """Glorot weights and zero biases of ``kind``'s layers, on ``device``.
 
-    Per layer ``W_self, W_neigh, b`` (a self weight, GraphSAGE) or ``W, b``.
+    Per layer the kind's weights (:func:`~hpcgnn.nn.init.init_weights`) and a bias of the
+    layer's output width ``f_l``: ``W_self, W_neigh, b`` (GraphSAGE), ``W_1, W_2, b``
+    (GIN), ``W, a_src, a_dst, b`` (GAT: ``b`` of ``K f'``, or ``C`` after the output
+    heads' mean), else ``W, b``.
     """
     per = kind.weights_per_layer
     mats = init_weights(widths, seed, dtype, kind, device)
@@ -166,7 +173,8 @@ class MinibatchModel:
         h: Input = x
         drop = None
         if keep is not None and self.attention_p > 0.0:
-            drop = AttentionDrop(self.attention_p, keep.seed, keep.epoch, keep.batch)
+            drop = AttentionDrop(self.attention_p, keep.seed, keep.epoch, keep.batch,
+                                 keep.heads)
         for layer in range(self.layers):
             hop = batch.hops[self.layers - 1 - layer]
             if keep is not None and p > 0.0:

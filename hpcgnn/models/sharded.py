@@ -44,10 +44,11 @@ heads and averages them. The score vectors ``a_src, a_dst`` are replicated on ev
 
 GIST with ``--sampler`` evaluates the sampled models as minibatch mode does: the operator
 is the sampler's full-graph one (``D^-1 A^T`` for sage, ``D^-1 (A^T + I)`` for ladies and
-cluster; GIN's sum ``A^T + (1 + eps) I`` of the sampler's pattern,
-:func:`~hpcgnn.sampling.rows.eval_block`) and every layer adds its bias (replicated on
-every rank, so the traffic is unchanged) after its last weight: GIN's after ``W_2^l``,
-``ReLU(Â^T H W_1) W_2 + b``.
+cluster; GIN's sum ``A^T + (1 + eps) I`` of the sampler's pattern, whose pattern GAT
+attends over, :func:`~hpcgnn.sampling.rows.eval_block`) and every layer adds its bias
+(replicated on every rank, so the traffic is unchanged) after its last weight: GIN's after
+``W_2^l``, ``ReLU(Â^T H W_1) W_2 + b``; GAT's after the attention (the output heads'
+mean), before ELU.
 """
 
 from __future__ import annotations
@@ -146,11 +147,13 @@ class ShardedForward:
         ``scales[l]``: the model's ``W^{l+1}`` is the shards' times this factor (GIST's
         ``--gist-rescale``); the layer's product is scaled before its bias, so no scaled
         copy of the weights is made (``None`` or ``1.0``: as they are). ``scores``: GAT's
-        ``a_src^1, a_dst^1, a_src^2, ..`` whole (replicated; ``K x f'``, ``K' x C``).
+        ``a_src^1, a_dst^1, a_src^2, ..`` whole (replicated; ``K x f'``, ``K' x C``); a
+        sampled GAT's ``biases[l]`` (``K f'``, or ``C`` after the output heads' mean) are
+        added after the attention, before ELU.
         """
         if self.pattern is not None:
             assert scores is not None, "GAT's logits need its score vectors"
-            return self._gat_logits(self.pattern, shards, scores)
+            return self._gat_logits(self.pattern, shards, scores, biases)
         h = self.x
         last = len(self.widths) - 2
         stats = self.world.stats
@@ -208,26 +211,36 @@ class ShardedForward:
         return out.T.contiguous()
 
     def _gat_logits(
-        self, pattern: EdgePattern, shards: Sequence[np.ndarray], scores: Sequence[np.ndarray]
+        self, pattern: EdgePattern, shards: Sequence[np.ndarray], scores: Sequence[np.ndarray],
+        biases: Sequence[np.ndarray | None] | None = None,
     ) -> torch.Tensor:
-        """GAT's logits: each layer's ``Z = H W`` reduced, then attention on the columns."""
+        """GAT's logits: each layer's ``Z = H W`` reduced, then attention on the columns.
+
+        ``biases[l]`` (a sampled GAT's, whole): added to the attention's output (this
+        rank's columns of a hidden layer's), before ELU.
+        """
         dev, stats, h = self.world.device, self.world.stats, self.x
         last = len(shards) - 1
         for layer, shard in enumerate(shards):
             w = dev.from_numpy(np.ascontiguousarray(shard))
             a_src, a_dst = (dev.from_numpy(np.ascontiguousarray(a))
                             for a in scores[2 * layer : 2 * layer + 2])
+            b = None if biases is None else biases[layer]
             if layer == last:  # every rank attends all K' heads, averaged
                 z = matmul(h, w, stats).contiguous()
                 self.world.allreduce(z, EVAL)
                 z = z.view(self.num_nodes, *a_src.shape)
                 s_src, s_dst = (z * a_src).sum(dim=2), (z * a_dst).sum(dim=2)
                 out, _ = attend(pattern, z, s_dst, s_src, None, 0.0)
-                return out.mean(dim=1)
+                out = out.mean(dim=1)
+                return out if b is None else out + dev.from_numpy(np.ascontiguousarray(b))
             off = self.offsets[layer + 1]
             lo, hi = int(off[self.world.rank]), int(off[self.world.rank + 1])
-            z = self._reduce_scatter(h, w, off)
-            h = torch.nn.functional.elu(self._attend_columns(pattern, z, a_src, a_dst, lo, hi))
+            z = self._attend_columns(pattern, self._reduce_scatter(h, w, off), a_src, a_dst,
+                                     lo, hi)
+            if b is not None:
+                z = z + dev.from_numpy(np.ascontiguousarray(b[lo:hi]))
+            h = torch.nn.functional.elu(z)
         raise ValueError("a GAT needs at least one layer")
 
     def _attend_columns(

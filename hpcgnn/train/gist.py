@@ -39,9 +39,11 @@ set, :meth:`~hpcgnn.train.minibatch.MinibatchTrainer.stream`); the minibatch dro
 masks are the global model's at the sub-network's columns, and the sampled models'
 biases are replicated (:class:`~hpcgnn.exchange.subnet_biases.SubnetBiases`), each after
 its layer's last weight on the chain (:func:`~hpcgnn.layout.subnets.vector_links`: GIN's
-``b^l`` after ``W_2^l``). The groups train the sampler's layers or GIN's (``--model
-gin``; a sampled GAT is refused). With ``M = 1`` and ``K`` the steps of an epoch, GIST is
-``--mode minibatch`` step for step.
+``b^l`` after ``W_2^l``). The groups train the sampler's layers, GIN's (``--model gin``)
+or GAT's (``--model gat``: sub-GATs of whole heads, as below, whose ``a_src^l, a_dst^l``
+(``gist_attention``) and ``b^l`` (``gist_bias``) are replicated, ``W, a_src, a_dst, b``
+per layer, :func:`~hpcgnn.exchange.subnet_biases.model_vectors`). With ``M = 1`` and ``K``
+the steps of an epoch, GIST is ``--mode minibatch`` step for step.
 
 GAT (``--model gat``, full-batch groups) keeps heads whole: each hidden layer's ``K``
 heads are split into ``M`` groups of whole heads (``M <= K``; :func:`check_gist`), so
@@ -68,7 +70,7 @@ from hpcgnn.backend import Device, get_device
 from hpcgnn.config import TrainConfig
 from hpcgnn.cost.gist import bias_bytes, round_bytes
 from hpcgnn.errors import ConfigError, InputError
-from hpcgnn.exchange.subnet_biases import ATTENTION, BIAS, SubnetBiases
+from hpcgnn.exchange.subnet_biases import ATTENTION, BIAS, SubnetBiases, model_vectors
 from hpcgnn.exchange.subnets import EVAL, GATHER, SCATTER, SubnetShards
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.io.reader import GraphMeta
@@ -83,7 +85,6 @@ from hpcgnn.layout.subnets import (
     reads_split,
     split_block,
     subnets,
-    vector_links,
     weight_chain,
 )
 from hpcgnn.models.sharded import ShardedForward
@@ -279,11 +280,14 @@ class GistTrainer:
         #: The replicated per-layer vectors: the sampled biases, or GAT's score vectors.
         self.vectors = self._initial_vectors()
         order = self.shards.order
+        sub_vectors = model_vectors(sub_widths, self.sub_cfg.kind, sampler is not None)
+        weights = [np.zeros(shape, dtype=cfg.numpy_dtype)
+                   for shape in weight_shapes(sub_widths, self.sub_cfg.kind)]
+        if cfg.kind.attention:  # the score vectors are replicated, not on the chain
+            weights = weights[::3]
         zeros = _tensors(order.with_biases(
-            [np.zeros(shape, dtype=cfg.numpy_dtype)
-             for shape in weight_shapes(sub_widths, self.sub_cfg.kind)],
-            None if sampler is None else [np.zeros(f, cfg.numpy_dtype) for f in sub_widths[1:]],
-            self._vector_links(),
+            weights, [np.zeros(s, cfg.numpy_dtype) for s in sub_vectors.shapes],
+            sub_vectors.links,
         ), True, self.group_grid.device)
         self.inner: GroupTrainer = make_trainer(self.group_grid, self.sub_cfg, zeros)
         # between rounds the group's model holds empty weights: the sub-model lives in the
@@ -321,20 +325,21 @@ class GistTrainer:
     def _initial_vectors(self) -> SubnetBiases | None:
         """The sampled models' biases (zeros), GAT's score vectors (the serial run's), or none.
 
-        GAT's ``a_src^l, a_dst^l`` are drawn from ``seed + 1`` in that order, as
+        :func:`~hpcgnn.exchange.subnet_biases.model_vectors`: a sampled GAT has both. GAT's
+        ``a_src^l, a_dst^l`` are drawn from ``seed + 1`` in that order, as
         :func:`hpcgnn.nn.init.init_weights` draws them (small: every rank draws all).
         """
-        cfg, layers = self.cfg, len(self.widths) - 1
-        if self.sampler is not None:  # b^l: layer l's output ids (GIN: after W_2^l)
-            return SubnetBiases(self.world, [(f,) for f in self.widths[1:]],
-                                vector_links(cfg.kind, layers), cfg.numpy_dtype)
-        if not cfg.kind.attention:
+        cfg = self.cfg
+        vectors = model_vectors(self.widths, cfg.kind, self.sampler is not None)
+        if not vectors.shapes:
             return None
-        shapes = [s for i, s in enumerate(weight_shapes(self.widths, cfg.kind)) if i % 3]
-        return SubnetBiases(
-            self.world, shapes, vector_links(cfg.kind, layers, 2), cfg.numpy_dtype,
-            category=ATTENTION, initial=glorot_shapes(shapes, cfg.seed + 1, cfg.numpy_dtype),
-        )
+        scores = [s for s, c in zip(vectors.shapes, vectors.categories, strict=True)
+                  if c == ATTENTION]
+        drawn = iter(glorot_shapes(scores, cfg.seed + 1, cfg.numpy_dtype))  # type: ignore[arg-type]
+        initial = [next(drawn) if c == ATTENTION else np.zeros(s, cfg.numpy_dtype)
+                   for s, c in zip(vectors.shapes, vectors.categories, strict=True)]
+        return SubnetBiases(self.world, vectors.shapes, vectors.links, cfg.numpy_dtype,
+                            category=vectors.categories, initial=initial)
 
     def _vector_values(self) -> list[np.ndarray] | None:
         """The replicated vectors' values in the model's order (``None``: there are none)."""
@@ -511,9 +516,10 @@ class GistTrainer:
             self.per_chain,
         )
         if self.vectors is not None:
-            predicted[self.vectors.category] = bias_bytes(
-                self.vectors.sizes, self.world.size, cfg.itemsize
-            )
+            for category in self.vectors.categories:
+                predicted[category] = bias_bytes(
+                    self.vectors.sizes_of(category), self.world.size, cfg.itemsize
+                )
         self.predicted_rounds.append(predicted)
         after = _gist_bytes(self.world.stats)
         self.measured_rounds.append({c: after[c] - before[c] for c in after})
@@ -529,10 +535,14 @@ class GistTrainer:
                 self.meta.path, self.world, self.cfg, self.chain, self.shards.offsets,
                 self.sampler,
             )
-        shards = self.shards.shards
+        shards, vectors = self.shards.shards, self.vectors
+        biases = None  # the sampled models' (GIN: None after W_1)
+        if vectors is not None and BIAS in vectors.categories:
+            biases = vectors.by_link(len(self.chain) - 1, BIAS)
         if self.cfg.kind.attention:  # a_src, a_dst (replicated)
-            return self._forward.logits(shards[0], scores=self._vector_values())
-        biases = None if self.vectors is None else self.vectors.by_link(len(self.chain) - 1)
+            assert vectors is not None
+            return self._forward.logits(shards[0], biases=biases,
+                                        scores=vectors.of(ATTENTION))
         scales = self.merged_scales()
         if self.cfg.kind.self_weight:  # W_self, W_neigh
             return self._forward.logits(shards[1], shards[0], biases, scales)
@@ -582,7 +592,7 @@ class GistTrainer:
         """The categories of the sub-model traffic of a round."""
         if self.vectors is None:
             return (SCATTER, GATHER)
-        return (SCATTER, GATHER, self.vectors.category)
+        return (SCATTER, GATHER, *self.vectors.categories)
 
     def free(self) -> None:
         """Free the group's communicators."""

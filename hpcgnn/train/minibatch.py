@@ -46,7 +46,7 @@ from hpcgnn.io.reader import GraphFile
 from hpcgnn.kernels.sparse_input import SparseFeatures, dense
 from hpcgnn.layout.blocks import owner_of
 from hpcgnn.layout.order import layer_sizes
-from hpcgnn.layout.subnets import Subnet
+from hpcgnn.layout.subnets import Subnet, subnet_heads
 from hpcgnn.models.base import allreduce_gradients
 from hpcgnn.models.minibatch import BatchMasks, MinibatchModel, Reader, sampled_weights
 from hpcgnn.models.share import input_features, read_vertex_arrays
@@ -212,7 +212,9 @@ class MinibatchTrainer(WholeModel, SubModelHost):
                     else dev.from_numpy(x.astype(self.np_dtype, copy=False))
                 )
                 keep = BatchMasks(self.cfg.seed, epoch, batch.batch, p, dev,
-                                  None if net is None else net.ids)
+                                  None if net is None else net.ids,
+                                  subnet_heads(net, self.cfg.kind, self.cfg.hidden,
+                                               self.cfg.heads))
                 logits = self.model.forward_batch(batch, xt, p, keep)
                 labels = self.grid.device.from_numpy(y[_positions(ids, batch.seeds)])
                 loss = torch.nn.functional.cross_entropy(logits, labels)

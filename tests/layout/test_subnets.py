@@ -1,15 +1,18 @@
 """GIST's random groups: disjoint, covering, balanced, and the same on every rank."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
-from hpcgnn.exchange.subnet_biases import SubnetBiases
+from hpcgnn.exchange.subnet_biases import ATTENTION, BIAS, SubnetBiases, model_vectors
 from hpcgnn.kinds import GAT, GCN, GIN, SAGE
 from hpcgnn.layout.subnets import (
     ParamOrder,
     chain_subnet,
     group_sizes,
     split_ids,
+    subnet_heads,
     subnets,
     vector_links,
     weight_chain,
@@ -111,3 +114,54 @@ def test_gin_biases_follow_w2_and_take_the_layers_ids():
         assert all(not b.any() for b in picked[1])  # moments start at zero
     by_link = vectors.by_link(len(chain) - 1)
     assert [b is None for b in by_link] == [True, False] * 3
+
+
+class _Recorder:
+    """A world of one rank that records each all-reduce's category and entries."""
+
+    def __init__(self):
+        self.calls = []
+
+    def allreduce(self, buf, category):
+        self.calls.append((category, buf.size))
+
+
+def test_a_sampled_gat_replicates_scores_and_biases_in_the_models_order():
+    """Per layer ``W, a_src, a_dst, b``; the output bias (``C``) is taken whole."""
+    kind = dataclasses.replace(GAT, heads=2, output_heads=2)
+    widths = [5, 8, 8, 3]
+    vectors = model_vectors(widths, kind, sampled=True)
+    assert vectors.shapes == [(2, 4), (2, 4), (8,), (2, 4), (2, 4), (8,), (2, 3), (2, 3), (3,)]
+    assert vectors.links == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+    assert vectors.categories == [ATTENTION, ATTENTION, BIAS] * 3
+    full = model_vectors(widths, kind, sampled=False)  # full-batch GAT: the scores alone
+    assert full.categories == [ATTENTION] * 6 and full.links == [0, 0, 1, 1, 2, 2]
+    assert model_vectors(widths, GIN, sampled=True).links == [1, 3, 5]
+    names = [f"{v}^{layer}" for layer in (1, 2, 3) for v in ("a_src", "a_dst", "b")]
+    assert ParamOrder(1).with_biases(["W^1", "W^2", "W^3"], names, vectors.links) == [
+        "W^1", "a_src^1", "a_dst^1", "b^1", "W^2", "a_src^2", "a_dst^2", "b^2",
+        "W^3", "a_src^3", "a_dst^3", "b^3",
+    ]
+    initial = [np.arange(np.prod(s), dtype=np.float64).reshape(s) for s in vectors.shapes]
+    world = _Recorder()
+    biases = SubnetBiases(world, vectors.shapes, vectors.links, np.float64,
+                          category=vectors.categories, initial=initial)
+    assert biases.categories == (ATTENTION, BIAS)
+    assert biases.sizes_of(ATTENTION) == [8, 8, 8, 8, 6, 6] and biases.sizes_of(BIAS) == [8, 8, 3]
+    net = subnets(3, 0, widths, 2, block=4)[1]  # one head of each hidden layer
+    chained = chain_subnet(net, kind)
+    picked = biases.select(chained)
+    heads = [net.ids[layer + 1][::4] // 4 for layer in (0, 1)]
+    for layer in (0, 1):  # a hidden layer's: the sub-network's head and its units
+        a_src, _, b = picked[0][3 * layer : 3 * layer + 3]
+        np.testing.assert_array_equal(a_src, initial[3 * layer][heads[layer]])
+        np.testing.assert_array_equal(b, net.ids[layer + 1])
+    for got, want in zip(picked[0][6:], initial[6:], strict=True):  # the output's, whole
+        np.testing.assert_array_equal(got, want)
+    biases.write_back(1, chained, picked)  # one category at a time
+    assert world.calls == [(ATTENTION, 3 * 44), (BIAS, 3 * 19)]
+    drops = subnet_heads(net, kind, 4, 1)
+    assert drops is not None and drops(2) is None
+    assert [int(drops(layer)[0]) for layer in (0, 1)] == [2, 2]
+    np.testing.assert_array_equal(drops(1)[1], heads[1])
+    assert subnet_heads(None, kind, 8, 2) is None and subnet_heads(net, GCN, 8, 2) is None

@@ -85,11 +85,12 @@ def test_cluster_minibatches_equal_a_serial_cluster_gcn(graph_file, world, layou
 
 BASE = ["--hidden", "8", "--dropout", "0.5", "--seed", "2", "--quiet", "--threads", "1"]
 CLUSTER = ["--sampler", "cluster", "--clusters", "9", "--clusters-per-batch", "2"]
+GAT = ["--model", "gat", "--heads", "2", "--output-heads", "2", "--attention-dropout", "0.3"]
 
 
 @pytest.mark.mpi
 @pytest.mark.ranks(1, 2, 4)
-@pytest.mark.parametrize("model", [[], ["--model", "gin"]], ids=["gcn", "gin"])
+@pytest.mark.parametrize("model", [[], ["--model", "gin"], GAT], ids=["gcn", "gin", "gat"])
 def test_gist_with_one_subnet_is_cluster_minibatch_training(
     graph_file, shared_tmp, world, model
 ):
@@ -108,7 +109,7 @@ def test_gist_with_one_subnet_is_cluster_minibatch_training(
 
 @pytest.mark.mpi
 @pytest.mark.ranks(2, 4)
-@pytest.mark.parametrize("model", [[], ["--model", "gin"]], ids=["gcn", "gin"])
+@pytest.mark.parametrize("model", [[], ["--model", "gin"], GAT], ids=["gcn", "gin", "gat"])
 def test_gist_on_clusters_moves_what_the_cost_model_says(graph_file, shared_tmp, world, model):
     path = graph_file(n=80, seed=6)
     doc = train_cli(world, path, shared_tmp / "m2.json", "--mode", "gist", "--subnets", "2",

@@ -10,8 +10,12 @@ BASE = ["--hidden", "8", "--dropout", "0.5", "--seed", "2", "--batch-size", "8",
         "--threads", "1"]
 SAGE = ["--sampler", "sage", "--fanout", "4,3"]
 LADIES = ["--sampler", "ladies", "--layer-size", "16,16"]
-#: The sampler's own layers, or GIN's (its bias after ``W_2``, chain link ``2 l + 1``).
-MODELS = pytest.mark.parametrize("model", [[], ["--model", "gin"]], ids=["own", "gin"])
+#: GAT of 2 heads, with attention dropout (a sub-GAT draws the global model's at its heads).
+GAT = ["--model", "gat", "--heads", "2", "--output-heads", "2", "--attention-dropout", "0.3"]
+#: The sampler's own layers, GIN's (its bias after ``W_2``, chain link ``2 l + 1``) or GAT's
+#: (``a_src, a_dst`` and a bias per layer, the output layer's ``C`` entries after the mean).
+MODELS = pytest.mark.parametrize("model", [[], ["--model", "gin"], GAT],
+                                 ids=["own", "gin", "gat"])
 
 
 def _train(world, path, metrics, *flags):
@@ -62,7 +66,9 @@ def test_two_subnets_train_and_move_what_the_cost_model_says(
     for rec in section["per_round"]:
         assert rec["sent_bytes"] == rec["predicted_sent_bytes"]
         assert rec["returned_bytes"] == rec["predicted_returned_bytes"]
-        assert rec["bias_bytes"] == pytest.approx(rec["predicted_bias_bytes"], rel=1e-12)
+        for label in ("bias", "attention") if model == GAT else ("bias",):  # each category
+            want = rec[f"predicted_{label}_bytes"]
+            assert want > 0 and rec[f"{label}_bytes"] == pytest.approx(want, rel=1e-12)
         assert rec["val_acc"] is not None
     assert section["submodel_bytes_per_round"]["measured"] == pytest.approx(
         section["submodel_bytes_per_round"]["predicted"], rel=1e-12
@@ -70,6 +76,7 @@ def test_two_subnets_train_and_move_what_the_cost_model_says(
     # every category: the sub-model traffic and the groups' own minibatch traffic
     measured, predicted = doc["comm"]["measured_bytes"], doc["comm"]["predicted_bytes"]
     assert {"gist_scatter", "gist_gather", "gist_bias"} <= set(predicted)
+    assert ("gist_attention" in predicted) == (model == GAT)
     if world.size // 2 > 1:  # groups of several ranks fetch features and all-reduce
         assert {"feature_fetch", "allreduce"} <= set(predicted)
     for cat in set(measured) | set(predicted):
@@ -115,7 +122,6 @@ def test_flags_that_contradict_the_sampler_give_one_line(graph_file, shared_tmp,
     cases = [
         ([*SAGE, "--algo", "2d"], "--algo 2d names a full-batch algorithm"),
         ([*SAGE, "--model", "gcn"], "--model gcn does not exist with --sampler sage"),
-        ([*SAGE, "--model", "gat"], "--model gat is not available with --mode gist --sampler"),
         (["--fanout", "4,3"], "--fanout needs --sampler"),
     ]
     for flags, words in cases:

@@ -117,12 +117,6 @@ class GistMode(Mode[GistTrainer]):
     def resolve(self, cfg: TrainConfig, ranks: int) -> TrainConfig:
         """The group's layers, a kind GIST trains, ``M`` groups that fit."""
         cfg = super().resolve(self.group.resolve(cfg, ranks), ranks)
-        if self.group.sampler is not None and cfg.kind.attention:
-            raise ConfigError(  # a sampled GAT's biases and score vectors are not split yet
-                f"--model {cfg.kind} is not available with --mode gist --sampler yet (its"
-                " sampled groups train sage, ladies or gin layers; drop --sampler: full-batch"
-                f" groups train {cfg.kind})"
-            )
         check_gist(self.options, cfg, ranks)
         return cfg
 

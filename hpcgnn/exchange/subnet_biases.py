@@ -30,7 +30,7 @@ import numpy as np
 
 from hpcgnn.comm.communicator import Comm
 from hpcgnn.kinds import LayerKind
-from hpcgnn.layout.order import weight_shapes
+from hpcgnn.layout.order import attention_shapes
 from hpcgnn.layout.subnets import PARAM_KINDS, Subnet, vector_links
 
 BIAS = "gist_bias"
@@ -69,7 +69,7 @@ def model_vectors(widths: Sequence[int], kind: LayerKind, sampled: bool) -> Mode
     layers, widths = len(widths) - 1, [int(f) for f in widths]
     found: list[tuple[int, tuple[int, ...], str]] = []
     if kind.attention:
-        scores = [s for i, s in enumerate(weight_shapes(widths, kind)) if i % 3]
+        scores = attention_shapes(widths, kind)[1]
         found += [(link, s, ATTENTION)
                   for link, s in zip(vector_links(kind, layers, 2), scores, strict=True)]
     if sampled:

@@ -282,6 +282,6 @@ class SubnetShards:
                         # numpy's stubs give ndarray ``__buffer__`` on Python >= 3.12 only
                         h.update(np.ascontiguousarray(piece, dtype=np.float32))  # type: ignore[arg-type]
             if h is not None and biases is not None and (at + 1) % self.per_layer == 0:
-                for vec in (b for b, link in zip(biases, links, strict=True) if link == i):
+                for vec in self.order.vectors_after(biases, links, i):
                     h.update(np.ascontiguousarray(vec, dtype=np.float32))  # type: ignore[arg-type]
         return str(self.world.bcast_obj(h.hexdigest() if h is not None else None, 0, DIGEST))

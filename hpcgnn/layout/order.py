@@ -41,6 +41,18 @@ def weight_shapes(
     ]
 
 
+def attention_shapes(
+    widths: list[int] | tuple[int, ...], kind: LayerKind
+) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """An attention kind's :func:`weight_shapes` split in two.
+
+    Each layer's ``W^l``, and the score vectors ``a_src^l, a_dst^l`` (``heads x f'``), each
+    in the model's order.
+    """
+    shapes, per = weight_shapes(widths, kind), kind.weights_per_layer
+    return shapes[0::per], [s for i, s in enumerate(shapes) if i % per]
+
+
 def transform_first(layer: int, f_in: int, f_out: int) -> bool:
     """Whether layer ``layer`` computes ``Â^T (H W)`` rather than CAGNET's ``(Â^T H) W``.
 

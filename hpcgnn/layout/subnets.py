@@ -267,8 +267,13 @@ class ParamOrder:
         for i in range(len(weights) // per):
             out += weights[per * i : per * (i + 1)]
             if biases is not None:
-                out += [b for b, link in zip(biases, links, strict=True) if link == i]
+                out += self.vectors_after(biases, links, i)
         return out
+
+    @staticmethod
+    def vectors_after(biases: Sequence[T], links: Sequence[int], link: int) -> list[T]:
+        """The vectors that follow chain link ``link``'s weights (``links[i]``: vector ``i``'s)."""
+        return [b for b, at in zip(biases, links, strict=True) if at == link]
 
 
 def vector_links(kind: LayerKind, layers: int, per_layer: int = 1) -> list[int]:

@@ -7,7 +7,7 @@ import torch
 
 from hpcgnn.backend import Device, get_device
 from hpcgnn.kinds import GCN, LayerKind
-from hpcgnn.layout.order import weight_shapes
+from hpcgnn.layout.order import attention_shapes
 
 
 def glorot_rows(
@@ -80,9 +80,9 @@ def init_weights(
     """
     dev = get_device(device)
     if kind.attention:
-        shapes = weight_shapes(widths, kind)
-        w = glorot_shapes(shapes[0::3], seed, dtype)
-        att = glorot_shapes([s for i, s in enumerate(shapes) if i % 3], seed + 1, dtype)
+        w_shapes, score_shapes = attention_shapes(widths, kind)
+        w = glorot_shapes(w_shapes, seed, dtype)
+        att = glorot_shapes(score_shapes, seed + 1, dtype)
         ordered = [m for layer, wl in enumerate(w) for m in (wl, *att[2 * layer : 2 * layer + 2])]
         return [dev.from_numpy(m).requires_grad_(True) for m in ordered]
     streams = [glorot_weights(widths, seed, dtype)]

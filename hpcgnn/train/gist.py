@@ -75,7 +75,7 @@ from hpcgnn.exchange.subnets import EVAL, GATHER, SCATTER, SubnetShards
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.io.reader import GraphMeta
 from hpcgnn.layout.blocks import even_offsets
-from hpcgnn.layout.order import layer_sizes, weight_shapes
+from hpcgnn.layout.order import attention_shapes, layer_sizes, weight_shapes
 from hpcgnn.layout.shapes import GridShape
 from hpcgnn.layout.subnets import (
     PARAM_KINDS,
@@ -281,10 +281,10 @@ class GistTrainer:
         self.vectors = self._initial_vectors()
         order = self.shards.order
         sub_vectors = model_vectors(sub_widths, self.sub_cfg.kind, sampler is not None)
-        weights = [np.zeros(shape, dtype=cfg.numpy_dtype)
-                   for shape in weight_shapes(sub_widths, self.sub_cfg.kind)]
-        if cfg.kind.attention:  # the score vectors are replicated, not on the chain
-            weights = weights[::3]
+        kind = self.sub_cfg.kind  # GAT's score vectors are replicated, not on the chain
+        shapes = (attention_shapes(sub_widths, kind)[0] if kind.attention
+                  else weight_shapes(sub_widths, kind))
+        weights = [np.zeros(shape, dtype=cfg.numpy_dtype) for shape in shapes]
         zeros = _tensors(order.with_biases(
             weights, [np.zeros(s, cfg.numpy_dtype) for s in sub_vectors.shapes],
             sub_vectors.links,

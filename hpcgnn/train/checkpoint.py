@@ -505,7 +505,7 @@ def restore_weights(state: dict, weights: list[torch.Tensor]) -> None:
     InputError
         If a weight is missing or has another shape or dtype (every rank).
     """
-    _copy_weights(weights, _checked_weights(_replicated_arrays(state, weights), weights))
+    copy_weights(weights, _checked_weights(_replicated_arrays(state, weights), weights))
 
 
 def _checked_weights(arrays: dict[str, np.ndarray], weights: list[torch.Tensor],
@@ -514,7 +514,8 @@ def _checked_weights(arrays: dict[str, np.ndarray], weights: list[torch.Tensor],
     return [_array(arrays, f"{prefix}{i}", w.detach()) for i, w in enumerate(weights)]
 
 
-def _copy_weights(weights: list[torch.Tensor], saved: list[np.ndarray]) -> None:
+def copy_weights(weights: list[torch.Tensor], saved: list[np.ndarray]) -> None:
+    """Copy the arrays ``saved`` (already checked) into ``weights``, in place."""
     with torch.no_grad():
         for w, a in zip(weights, saved, strict=True):
             w.copy_(torch.from_numpy(a))
@@ -563,7 +564,7 @@ def restore(
     if rng.shape != (want_rng,):
         raise InputError(f"{where}: the random state holds {rng.size} bytes, this torch's"
                          f" {want_rng}", collective=True)
-    _copy_weights(weights, saved)
+    copy_weights(weights, saved)
     groups = optimizer.state_dict()["param_groups"]
     optimizer.load_state_dict({"state": opt_state, "param_groups": groups})
     torch.set_rng_state(torch.from_numpy(rng.copy()))

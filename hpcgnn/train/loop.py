@@ -24,7 +24,7 @@ from hpcgnn.comm.communicator import Comm
 from hpcgnn.comm.stats import CommStats
 from hpcgnn.config import TrainConfig
 from hpcgnn.errors import HpcgnnError
-from hpcgnn.train.checkpoint import restore, restore_weights, save_checkpoint
+from hpcgnn.train.checkpoint import copy_weights, restore, restore_weights, save_checkpoint
 from hpcgnn.train.early_stopping import BestValidation
 from hpcgnn.utils.memory import minor_faults
 
@@ -195,10 +195,8 @@ class KeptWeights:
 
     def load(self, saved: list[np.ndarray]) -> None:
         """Take a checkpoint's kept weights (``--resume``), already checked."""
-        with torch.no_grad():
-            self.copy = [w.detach().clone() for w in self._weights]
-            for c, a in zip(self.copy, saved, strict=True):
-                c.copy_(torch.from_numpy(a))
+        self.copy = [w.detach().clone() for w in self._weights]
+        copy_weights(self.copy, saved)
 
     def restore(self) -> bool:
         """Copy the kept weights back into the trainer's; whether there were any."""

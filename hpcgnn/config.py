@@ -24,8 +24,8 @@ ALGORITHMS = ("1d", "1.5d", "2d", "3d", "halo")
 #: :data:`hpcgnn.train.modes.MODES`, which loads torch).
 MODE_NAMES = ("fullbatch", "minibatch", "offload", "gist")
 
-#: Layer kinds of ``--model`` (:mod:`hpcgnn.kinds`): GCN (``Â^T H W``) or GraphSAGE-mean
-#: (``H W_self + D_in^-1 A^T H W_neigh``).
+#: Layer kinds of ``--model`` (:mod:`hpcgnn.kinds`): GCN (``Â^T H W``), GraphSAGE-mean
+#: (``H W_self + D_in^-1 A^T H W_neigh``), GIN and GAT.
 MODELS = tuple(KINDS)
 
 #: Largest ``--layers`` (deep GNNs reach about a thousand layers).

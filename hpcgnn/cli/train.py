@@ -22,10 +22,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``train`` sub-command."""
     p = sub.add_parser(
         "train",
-        help="train a GCN on a graph file (run under mpiexec/srun, one rank per GPU or core)",
-        description="Full-batch GCN training with a distributed SpMM algorithm (CAGNET), or "
-                    "minibatch GraphSAGE / LADIES training with matrix-based bulk sampling "
-                    "(--mode minibatch).",
+        help="train a GNN (GCN, GraphSAGE, GIN, GAT) on a graph file (run under mpiexec/srun,"
+             " one rank per GPU or core)",
+        description="Full-batch training with a distributed SpMM algorithm (CAGNET: --algo "
+                    "1d, 1.5d, 2d, 3d; halo: a neighbour exchange), minibatch training with "
+                    "matrix-based bulk sampling (--mode minibatch: GraphSAGE node-wise, LADIES "
+                    "layer-wise or Cluster-GCN batches), HongTu's partition x chunk training "
+                    "with host-resident vertex data (--mode offload), or GIST's independent "
+                    "sub-models (--mode gist). --model gcn, sage, gin or gat.",
     )
     add_run_arguments(p)
     p.set_defaults(func=run)
@@ -47,10 +51,11 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="flags from a TOML file (key = flag name without dashes); flags on the"
                         " command line win (hpcgnn/cli/config_file.py)")
     p.add_argument("--mode", choices=MODE_NAMES, default=MODE_NAMES[0],
-                   help="fullbatch: GCN with a distributed SpMM; minibatch: sampled GraphSAGE or "
-                        "LADIES on a (P/c) x c grid; offload: HongTu partition x chunk GCN with "
-                        "host-resident vertex data; gist: independent sub-GCNs on rank groups "
-                        "(default: fullbatch)")
+                   help="fullbatch: the whole graph every step, with a distributed SpMM "
+                        "(--algo); minibatch: bulk-sampled minibatches (--sampler) on a (P/c) x c "
+                        "grid; offload: HongTu partition x chunk training with host-resident "
+                        "vertex data; gist: independent sub-models on rank groups (default: "
+                        "fullbatch). Every --model trains in every mode")
     p.add_argument("--algo", choices=ALGORITHMS, default=None,
                    help="distributed SpMM algorithm (fullbatch mode, and each group of --mode "
                         "gist without --sampler; default: 1d)")
@@ -62,14 +67,13 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     m.add_argument("--layers", type=int, default=None,
                    help="GCN/GNN layers (default: 2; minibatch: from --fanout / --layer-size)")
     m.add_argument("--model", choices=MODELS, default=None,
-                   help="layers: gcn (default), sage (GraphSAGE, mean over in-neighbours plus "
-                        "a self term; fullbatch (every --algo), offload and gist) or gin (GIN: "
-                        "sum over in-neighbours plus (1 + eps) times the self, then a two-layer "
-                        "MLP; fullbatch, every --algo, offload and gist) or gat (GAT: attention "
-                        "over the in-neighbours and the self, --heads heads; fullbatch --algo 1d, "
-                        "1.5d and halo). "
-                        "Minibatch: the sampler's layers (sage: GraphSAGE, or gin / gat on its "
-                        "node-wise blocks; ladies: GCN); another --model is refused")
+                   help="layers: gcn (default), sage (GraphSAGE: mean over in-neighbours plus "
+                        "a self term), gin (GIN: sum over in-neighbours plus (1 + eps) times the "
+                        "self, then a two-layer MLP) or gat (GAT: attention over the "
+                        "in-neighbours and the self, --heads heads); each with every --algo and "
+                        "--mode. Sampled (--sampler): sage samples node-wise blocks for sage "
+                        "(its default), gin or gat; ladies and cluster train gcn (their "
+                        "default), gin or gat; another --model is refused")
     m.add_argument("--hidden", type=int, default=16,
                    help="width of the hidden layers (default: 16)")
     m.add_argument("--gin-eps", type=float, default=0.0,

@@ -168,6 +168,7 @@ class SummaSpMM:
         if set(blocks) != want:
             raise ValueError(f"blocks for stages {sorted(blocks)}, expected {sorted(want)}")
         self._own: dict[int, torch.Tensor] = {}
+        self._own_csr: dict[int, torch.Tensor] = {}  # the owned blocks, unpacked on first use
         for idx, b in blocks.items():
             seg = self.segments[idx]
             if b.shape != (self.rows, seg.size):
@@ -186,7 +187,12 @@ class SummaSpMM:
         return len(self._own)
 
     def sparse_block(self, seg_index: int) -> torch.Tensor:
-        """``M(row block i, stage)``, broadcast along the process row from its owner."""
+        """``M(row block i, stage)``, broadcast along the process row from its owner.
+
+        The owner unpacks its own blocks once and keeps them (they never change: on a ``Pr
+        x 1`` grid every block is owned and no step unpacks); a received one is unpacked
+        from its message at every step.
+        """
         seg = self.segments[seg_index]
         nnz = int(self.nnz[seg_index])
         row = self.grid.row
@@ -198,8 +204,13 @@ class SummaSpMM:
             message = row.device.empty((nbytes,), torch.uint8)
         if row.size > 1:
             row.bcast(message, seg.j, SPARSE_BCAST)
+        if seg_index in self._own_csr:  # an owned block never changes: unpacked once
+            return self._own_csr[seg_index]
         with row.stats.phase("sparse_unpack"):
-            return unpack_block(message, shape, n, nnz, self.dtype)
+            block = unpack_block(message, shape, n, nnz, self.dtype)
+        if seg_index in self._own:
+            self._own_csr[seg_index] = block
+        return block
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         """Return ``Y((i, l), j)`` given ``X((i, l), j)`` (this process's blocks)."""

@@ -102,6 +102,41 @@ def test_summa_spmm_equals_scipy_and_moves_the_predicted_bytes(
 
 
 @pytest.mark.mpi
+def test_summa_unpacks_its_own_blocks_once(world, device, monkeypatch):
+    """A process unpacks each block it owns once and a received one at every step, with the
+    same products (on a ``Pr x 1`` grid every block is owned: nothing after the first)."""
+    import hpcgnn.spmm.summa as summa
+
+    calls = []
+    real = summa.unpack_block
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(summa, "unpack_block", counted)
+    n = 31
+    m = sp.csr_matrix(sp.random(n, n, density=0.2, format="csr", random_state=4) + sp.eye(n))
+    m.sort_indices()
+    x = np.random.default_rng(2).normal(size=(n, 3))
+    for kind in ("2d", "3d"):
+        for shape in admissible_shapes(kind, world.size):
+            with ProcessGrid(MPI.COMM_WORLD, shape, device=device) as grid:
+                sg, layout, blocks, op = _operator(grid, m, n)
+                i, j, layer = sg.coords
+                lo, hi = layout.fine_range(i, layer)
+                c0, c1 = layout.col_range(3, j)
+                xs = device.from_numpy(np.ascontiguousarray(x[lo:hi, c0:c1]))
+                calls.clear()
+                outs = [device.to_host(op(xs)) for _ in range(3)]
+                want = sum(1 if s.index in blocks else 3
+                           for s in op.segments if op.nnz[s.index] > 0)
+                ok = len(calls) == want and all(np.array_equal(outs[0], o) for o in outs)
+                assert_all(world, ok, f"{shape}: {len(calls)} unpacks in 3 products,"
+                                      f" expected {want}")
+
+
+@pytest.mark.mpi
 def test_summa_uploads_its_sparse_blocks_once(world, device, monkeypatch):
     """The owned blocks go to the device at construction; the stages copy nothing up.
 

@@ -30,6 +30,7 @@ import torch
 
 from hpcgnn.kernels import cuda_modules as cm
 from hpcgnn.kernels.dropout import keep_pairs
+from hpcgnn.kernels.rows import take_rows
 from hpcgnn.kernels.spmm import spmm, transpose_index
 from hpcgnn.rng import TAG_ATTENTION, stream_key
 
@@ -95,17 +96,17 @@ class EdgePattern:
     def transposed(self, values: torch.Tensor) -> torch.Tensor:
         """The transposed pattern with the edges' values (in edge order), ``cols x rows``."""
         return torch.sparse_csr_tensor(self.sums_t.crow_indices(), self.row_t,
-                                       values.index_select(0, self.perm),
+                                       take_rows(values, self.perm),
                                        size=(self.shape[1], self.shape[0]),
                                        check_invariants=False)
 
     def at_rows(self, x: torch.Tensor) -> torch.Tensor:
         """``x[row[e]]`` for every edge ``e`` (rows of a per-row array)."""
-        return x.index_select(0, self.row)
+        return take_rows(x, self.row)
 
     def at_cols(self, x: torch.Tensor) -> torch.Tensor:
         """``x[col[e]]`` for every edge ``e`` (rows of a per-column array)."""
-        return x.index_select(0, self.col)
+        return take_rows(x, self.col)
 
 
 def edge_pattern(
@@ -264,7 +265,7 @@ def edge_dot(pattern: EdgePattern, a: torch.Tensor, b: torch.Tensor) -> torch.Te
     for lo in range(0, pattern.edges, step):
         hi = min(lo + step, pattern.edges)
         rows, cols = pattern.row[lo:hi], pattern.col[lo:hi]
-        out[lo:hi] = (a.index_select(0, rows) * b.index_select(0, cols)).sum(dim=2)
+        out[lo:hi] = (take_rows(a, rows) * take_rows(b, cols)).sum(dim=2)
     return out
 
 

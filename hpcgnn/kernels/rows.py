@@ -3,7 +3,8 @@
 CUDA: ``cuda/rows.cu`` (templated on float/double values and int32/int64 row ids). The
 CPU references here have the same contract and are what the CPU path runs:
 
-- :func:`gather_rows`: ``out[i, :] = x[idx[i], :]`` (a new contiguous tensor);
+- :func:`gather_rows`: ``out[i, :] = x[idx[i], :]`` (a new contiguous tensor; on the
+  CPU :func:`take_rows`, the fastest way this torch has);
 - :func:`scatter_add_rows`: ``out[idx[i], :] += rows[i, :]`` in place. With
   ``unique=True`` the caller guarantees distinct ``idx`` (a staged sub-stage, a
   transition flush): one plain add per element (``scatter_add_unique``). Otherwise
@@ -83,6 +84,30 @@ def _name(kernel: str, out: torch.Tensor, idx: torch.Tensor) -> str:
     return f"{kernel}<{cm.c_type(out.dtype)}, {cm.c_type(idx.dtype)}>"
 
 
+def take_rows(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """``x[idx]`` along the first axis, by ``index_select`` on a 2-D (one column: 1-D) view.
+
+    The same values as ``x.index_select(0, idx)`` and ``x[idx]``, faster on the CPU: this
+    torch's ``index_select`` copies the rows of a contiguous 2-D tensor (or the entries of
+    a 1-D one) 3-6x faster than the rows of the same data with more axes or one column, and
+    advanced indexing is slower still (20000 x 4 x 4 float32, 262144 ids, one thread: 4.6
+    ms 3-D, 0.7 ms 2-D, 2.4 ms ``x[idx]``). A strided ``x`` (a view of some columns) is
+    made contiguous first when ``idx`` has at least as many ids as ``x`` rows (the copy is
+    then the smaller cost), else indexed as it is. Any device, ``idx`` int32 or int64;
+    differentiable in ``x``.
+    """
+    if x.dim() == 0 or x.numel() == 0:
+        return x[idx]
+    if not x.is_contiguous():
+        if len(idx) < x.shape[0]:
+            return x.index_select(0, idx)
+        x = x.contiguous()
+    flat = x.reshape(x.shape[0], -1)
+    if flat.shape[1] == 1:
+        flat = flat.reshape(-1)
+    return flat.index_select(0, idx).reshape(len(idx), *x.shape[1:])
+
+
 def gather_rows(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
     """Rows ``idx`` of ``x`` packed into a new contiguous tensor: ``out[i] = x[idx[i]]``.
 
@@ -99,7 +124,7 @@ def gather_rows(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
         ``len(idx) x x.shape[1:]``, ``x``'s dtype and device.
     """
     if not x.is_cuda or x.dtype not in KERNEL_DTYPES:
-        return x[idx].contiguous()
+        return take_rows(x, idx).contiguous()
     out = x.new_empty((len(idx), *x.shape[1:]))
     if out.numel():
         _launch(_name("gather_rows", out, idx), out, x, idx.contiguous(), work=len(idx))

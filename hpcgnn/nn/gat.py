@@ -43,6 +43,7 @@ from hpcgnn.kernels.attention import (
     edge_softmax_backward,
     segment_sum,
 )
+from hpcgnn.kernels.rows import take_rows
 from hpcgnn.kernels.sparse_input import SparseFeatures
 from hpcgnn.kernels.spmm import spmm
 
@@ -219,7 +220,7 @@ def gat_layer(
     heads, width = a_src.shape
     z = dense(h, w).view(-1, heads, width)
     s_src = (z * a_src).sum(dim=2)
-    z_dst = z[: nbh.pattern.shape[0]] if dst is None else z.index_select(0, dst)
+    z_dst = z[: nbh.pattern.shape[0]] if dst is None else take_rows(z, dst)
     s_dst = (z_dst * a_dst).sum(dim=2)
     rows = _Gather.apply(torch.cat([z.reshape(-1, heads * width), s_src], dim=1), nbh, stats,
                          layer)

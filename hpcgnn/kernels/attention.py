@@ -34,8 +34,10 @@ from hpcgnn.kernels.rows import take_rows
 from hpcgnn.kernels.spmm import spmm, transpose_index
 from hpcgnn.rng import TAG_ATTENTION, stream_key
 
-#: Edges per chunk of :func:`edge_dot` (times the width of a head: the temporary's size).
-DOT_CHUNK = 1 << 22
+#: Edges per chunk of :func:`edge_dot` times the heads' width: the entries of each of its
+#: three temporaries (1 MiB at float32, so a chunk's gathers, product and sum stay in the
+#: caches; SBM-20k, 4 heads of 4, one thread: 9.9 ms against 15.8 ms with 2^22).
+DOT_CHUNK = 1 << 18
 
 #: LeakyReLU's negative slope in the scores (the paper's and PyG's 0.2).
 NEGATIVE_SLOPE = 0.2
@@ -262,6 +264,7 @@ def edge_dot(pattern: EdgePattern, a: torch.Tensor, b: torch.Tensor) -> torch.Te
                     np.int64(pattern.edges), np.int64(heads), np.int64(width), out)
         return out
     step = max(1, DOT_CHUNK // max(1, heads * width))
+    a, b = a.contiguous(), b.contiguous()  # once, for every chunk's fast gather (take_rows)
     for lo in range(0, pattern.edges, step):
         hi = min(lo + step, pattern.edges)
         rows, cols = pattern.row[lo:hi], pattern.col[lo:hi]

@@ -101,6 +101,23 @@ def test_summa_spmm_equals_scipy_and_moves_the_predicted_bytes(
                     assert_all(world, ok, f"{shape}: traffic {moved}, sparse {sparse}")
 
 
+def _every_grid(world, device, n, seed):
+    """``(shape, owned blocks, operator, this process's block of X)`` on every 2D and 3D grid
+    of the world's ranks, for a random ``n x n`` matrix with a diagonal (``seed``)."""
+    m = sp.csr_matrix(sp.random(n, n, density=0.2, format="csr", random_state=seed)
+                      + sp.eye(n))
+    m.sort_indices()
+    x = np.random.default_rng(seed).normal(size=(n, 3))
+    for kind in ("2d", "3d"):
+        for shape in admissible_shapes(kind, world.size):
+            with ProcessGrid(MPI.COMM_WORLD, shape, device=device) as grid:
+                sg, layout, blocks, op = _operator(grid, m, n)
+                i, j, layer = sg.coords
+                lo, hi = layout.fine_range(i, layer)
+                c0, c1 = layout.col_range(3, j)
+                yield shape, blocks, op, device.from_numpy(np.ascontiguousarray(x[lo:hi, c0:c1]))
+
+
 @pytest.mark.mpi
 def test_summa_unpacks_its_own_blocks_once(world, device, monkeypatch):
     """A process unpacks each block it owns once and a received one at every step, with the
@@ -115,25 +132,12 @@ def test_summa_unpacks_its_own_blocks_once(world, device, monkeypatch):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(summa, "unpack_block", counted)
-    n = 31
-    m = sp.csr_matrix(sp.random(n, n, density=0.2, format="csr", random_state=4) + sp.eye(n))
-    m.sort_indices()
-    x = np.random.default_rng(2).normal(size=(n, 3))
-    for kind in ("2d", "3d"):
-        for shape in admissible_shapes(kind, world.size):
-            with ProcessGrid(MPI.COMM_WORLD, shape, device=device) as grid:
-                sg, layout, blocks, op = _operator(grid, m, n)
-                i, j, layer = sg.coords
-                lo, hi = layout.fine_range(i, layer)
-                c0, c1 = layout.col_range(3, j)
-                xs = device.from_numpy(np.ascontiguousarray(x[lo:hi, c0:c1]))
-                calls.clear()
-                outs = [device.to_host(op(xs)) for _ in range(3)]
-                want = sum(1 if s.index in blocks else 3
-                           for s in op.segments if op.nnz[s.index] > 0)
-                ok = len(calls) == want and all(np.array_equal(outs[0], o) for o in outs)
-                assert_all(world, ok, f"{shape}: {len(calls)} unpacks in 3 products,"
-                                      f" expected {want}")
+    for shape, blocks, op, xs in _every_grid(world, device, 31, 4):
+        calls.clear()
+        outs = [device.to_host(op(xs)) for _ in range(3)]
+        want = sum(1 if s.index in blocks else 3 for s in op.segments if op.nnz[s.index] > 0)
+        ok = len(calls) == want and all(np.array_equal(outs[0], o) for o in outs)
+        assert_all(world, ok, f"{shape}: {len(calls)} unpacks in 3 products, expected {want}")
 
 
 @pytest.mark.mpi
@@ -146,22 +150,11 @@ def test_summa_uploads_its_sparse_blocks_once(world, device, monkeypatch):
     from hpcgnn.backend import emulation
 
     monkeypatch.setenv("HPCGNN_CUDA_AWARE_MPI", "1")
-    n = 29
-    m = sp.csr_matrix(sp.random(n, n, density=0.2, format="csr", random_state=2) + sp.eye(n))
-    m.sort_indices()
-    x = np.random.default_rng(1).normal(size=(n, 3))
-    for kind in ("2d", "3d"):
-        for shape in admissible_shapes(kind, world.size):
-            with ProcessGrid(MPI.COMM_WORLD, shape, device=device) as grid:
-                sg, layout, blocks, op = _operator(grid, m, n)
-                i, j, layer = sg.coords
-                lo, hi = layout.fine_range(i, layer)
-                c0, c1 = layout.col_range(3, j)
-                xs = device.from_numpy(np.ascontiguousarray(x[lo:hi, c0:c1]))
-                before = emulation.COUNTS["h2d"]
-                for _ in range(3):
-                    op(xs)
-                up = emulation.COUNTS["h2d"] - before
-                ok = op.uploads == len(blocks) and (not emulation.is_active() or up == 0)
-                assert_all(world, ok, f"{shape}: {op.uploads} uploads of {len(blocks)} blocks, "
-                                      f"{up} host-to-device copies in 3 products")
+    for shape, blocks, op, xs in _every_grid(world, device, 29, 2):
+        before = emulation.COUNTS["h2d"]
+        for _ in range(3):
+            op(xs)
+        up = emulation.COUNTS["h2d"] - before
+        ok = op.uploads == len(blocks) and (not emulation.is_active() or up == 0)
+        assert_all(world, ok, f"{shape}: {op.uploads} uploads of {len(blocks)} blocks, "
+                              f"{up} host-to-device copies in 3 products")

@@ -3,7 +3,7 @@
 ``hpcgnn plan --calibrate`` runs :func:`calibrate` under ``mpiexec -n P`` and writes the
 result as a topology file (:func:`hpcgnn.planning.topology.measured_topology`), so the
 planner and the cost models can use the latencies and bandwidths the job really sees
-instead of nominal ones. Pairs are measured one at a time (the others wait), each with a
+instead of nominal ones. Pairs are measured one at a time (the others wait asleep), each with a
 small and a large message; ``alpha`` is the one-way time of the small message and
 ``beta`` the extra time per byte of the large one.
 
@@ -41,6 +41,10 @@ from hpcgnn.comm.communicator import Comm
 from hpcgnn.errors import HpcgnnError
 
 CATEGORY = "calibrate"
+#: Seconds between the tests of the ranks that wait while a pair measures: they sleep
+#: instead of spinning, so where ranks share cores the pair has them (spinning neighbours
+#: once made an 8-byte round trip at 4 ranks on 2 cores slower than a 1 MiB one).
+IDLE_S = 1e-4
 #: Row size of the exchange-like all-to-alls: 64 float32, a typical hidden width.
 ROW_BYTES = 256
 
@@ -129,7 +133,7 @@ def calibrate(
     slower: list[str] = []  # pairs whose large message timed no slower than the small one
     for a in range(comm.size):
         for b in range(a + 1, comm.size):
-            comm.barrier(CATEGORY)
+            comm.barrier(CATEGORY, idle_s=IDLE_S)  # the others sleep while a pair measures
             if comm.rank not in (a, b):
                 continue
             t_small = _round_trip(comm, a, b, small, repeats) / 2

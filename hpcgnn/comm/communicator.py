@@ -21,6 +21,7 @@ recorded next to its bytes (:attr:`CommStats.paths`, :attr:`CommStats.staged`).
 from __future__ import annotations
 
 import pickle
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -401,7 +402,17 @@ class Comm:
         self.allreduce(arr, category, op)
         return int(arr[0]) if is_int else float(arr[0])
 
-    def barrier(self, category: str = "barrier") -> None:
-        """Synchronise the ranks of this communicator (records 0 bytes)."""
+    def barrier(self, category: str = "barrier", idle_s: float = 0.0) -> None:
+        """Synchronise the ranks of this communicator (records 0 bytes).
+
+        ``idle_s > 0``: wait without holding a core, testing a nonblocking barrier every
+        ``idle_s`` seconds and sleeping in between (MPI libraries spin in a blocking one),
+        so that where ranks share cores the ones still working get them.
+        """
         with self._call(category, 0):
-            self.mpi.Barrier()
+            if idle_s <= 0:
+                self.mpi.Barrier()
+                return
+            request = self.mpi.Ibarrier()
+            while not request.Test():
+                time.sleep(idle_s)

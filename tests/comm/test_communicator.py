@@ -373,3 +373,21 @@ def test_grid_hands_its_device_and_stats_to_every_comm(world):
         assert_all(world, g.stats is stats and g.col.stats is stats, "given stats shared")
     finally:
         g.free()
+
+
+@pytest.mark.mpi
+def test_idle_barrier_waits_for_the_last_rank_without_spinning(world):
+    """``barrier(idle_s=)``: every rank leaves after the last one entered, and a waiting
+    rank sleeps (its CPU time stays well below the wall time it waited)."""
+    import time
+
+    world.barrier()
+    t0 = time.perf_counter()
+    c0 = time.process_time()
+    if world.rank == world.size - 1:
+        time.sleep(0.2)
+    world.barrier("test", idle_s=1e-3)
+    waited, cpu = time.perf_counter() - t0, time.process_time() - c0
+    ok = waited >= 0.19 and (world.rank == world.size - 1 or cpu < 0.5 * waited)
+    assert_all(world, ok, f"rank {world.rank}: waited {waited:.3f} s, {cpu:.3f} s of CPU")
+    assert world.stats.categories["test"].bytes == 0

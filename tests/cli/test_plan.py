@@ -107,8 +107,11 @@ def test_calibrate_writes_a_machine_file_the_model_reads(shared_tmp, world, caps
     from hpcgnn.cost.machine import load_machine
 
     out, machine = shared_tmp / "t.json", shared_tmp / "here.json"
-    assert_all(world, main(["plan", "--calibrate", "--out", str(out),
-                            "--out-machine", str(machine)]) == 0)
+    for _ in range(3):  # a busy moment may make it refuse its fit (tested apart): again
+        rc = main(["plan", "--calibrate", "--out", str(out), "--out-machine", str(machine)])
+        if rc == 0:  # every rank has the same rc (a collective failure)
+            break
+    assert_all(world, rc == 0, "the calibration refused its fit 3 times")
     world.mpi.Barrier()
     m = load_machine(str(machine))
     topo = load_topology(out, world.size)

@@ -7,16 +7,25 @@ PARTITION={{partition}}
 # STEPS: all (this script prepares, partitions and trains), prepare (a single-node job that
 # prepares and partitions only) or train (the job that depends on it: the inputs must exist)
 STEPS={{steps}}
+# GENERATE: a synthetic generator (sbm, rmat) asked for by `jobs render --generate`, or
+# empty: then a GRAPH that does not exist is an error, never a made-up graph.
+GENERATE={{generate}}
+if [ "$STEPS" != train ] && [ ! -f "$GRAPH" ] && [ -z "$GENERATE" ]; then
+    echo "hpcgnn job: error: $GRAPH does not exist: prepare it first (hpcgnn prepare" \
+        "ogb|planetoid|edgelist|... --out $GRAPH), or render with --generate sbm" >&2
+    exit 1
+fi
 mkdir -p "$RUN_DIR" "$(dirname "$GRAPH")"
 PARTED="$RUN_DIR/graph-p{{ranks}}.h5"
 
 if [ "$STEPS" != train ]; then
-    # 1. prepare: reuse the graph file if it exists, else generate a synthetic one (for a
-    #    real data set, run `hpcgnn prepare ogb|planetoid|edgelist ... --out "$GRAPH"` once).
-    #    With STEPS=all steps 1 and 2 run on the batch node alone while the others wait:
-    #    for a large graph render with --prepare-job, which runs them in a one-node job.
+    # 1. prepare: the graph file as it is; generated only when it is missing and the script
+    #    was rendered with --generate (a real data set: `hpcgnn prepare ogb|planetoid|
+    #    edgelist ... --out "$GRAPH"` once). With STEPS=all steps 1 and 2 run on the batch
+    #    node alone while the others wait: for a large graph render with --prepare-job, which
+    #    runs them in a one-node job.
     if [ ! -f "$GRAPH" ]; then
-        "${HPCGNN[@]}" prepare synthetic --generator sbm --num-nodes {{prepare_nodes}} \
+        "${HPCGNN[@]}" prepare synthetic --generator "$GENERATE" --num-nodes {{prepare_nodes}} \
             --avg-degree 16 --feature-dim 64 --classes 8 --seed 0 --quiet --out "$GRAPH"
     fi
     # 2. partition: only the partitioned models (--algo halo, --mode offload) use it; METIS
@@ -34,7 +43,7 @@ if [ "$STEPS" = prepare ]; then
     exit 0
 fi
 if [ ! -f "$GRAPH" ]; then
-    echo "hpcgnn job: $GRAPH is missing: run the prepare job first" >&2
+    echo "hpcgnn job: error: $GRAPH does not exist: run the prepare job first" >&2
     exit 1
 fi
 

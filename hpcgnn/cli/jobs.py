@@ -1,9 +1,10 @@
 """``hpcgnn jobs render``: a batch script for Slurm, LSF/jsrun or mpiexec from ``jobs/``.
 
 A system's template (``jobs/<system>.sh``: scheduler directives and the ``LAUNCH`` command)
-takes the shared pipeline ``jobs/pipeline.sh`` (prepare or reuse the graph, partition
-when the model needs it, train, report) in place of ``{{pipeline}}``; every ``{{name}}`` is then
-filled in. A line naming ``{{account}}`` is left out when no ``--account`` is given.
+takes the shared pipeline ``jobs/pipeline.sh`` (check the graph, or generate it where
+``--generate`` asks for that; partition when the model needs it, train, report) in place
+of ``{{pipeline}}``; every ``{{name}}`` is then filled in. A line naming ``{{account}}`` is
+left out when no ``--account`` is given.
 
 Every ``hpcgnn`` command of the rendered script is checked against the real parser of
 that sub-command, so a template (or ``--train-args``) can never name a flag that does not
@@ -21,6 +22,10 @@ from hpcgnn.errors import ConfigError
 from hpcgnn.utils.shipped import shipped_dir
 
 SYSTEMS = ("slurm", "lsf", "local")
+#: The generators ``--generate`` may name (``prepare synthetic --generator``).
+GENERATORS = ("sbm", "rmat")
+#: Vertices of a ``--generate`` graph unless ``--prepare-nodes`` says otherwise.
+DEFAULT_PREPARE_NODES = 20000
 #: The templates (``jobs/`` of a source checkout, or a wheel's copy).
 JOBS_DIR = shipped_dir("jobs", "*.sh")
 #: Modes whose model follows the file's partition (so the job partitions first).
@@ -43,8 +48,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     r = actions.add_parser(
         "render",
         help="fill in a batch template: prepare, partition, train, report",
-        description="Write a batch script that runs the pipeline (prepare or reuse the graph, "
-                    "partition when the model needs it, train, report) with one rank per GPU.",
+        description="Write a batch script that runs the pipeline (the graph as it is, or "
+                    "generated where --generate asks for it; partition when the model needs "
+                    "it, train, report) with one rank per GPU.",
     )
     r.add_argument("--system", choices=SYSTEMS, required=True,
                    help="slurm (Perlmutter-like srun), lsf (Summit-like jsrun) or local "
@@ -58,10 +64,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                    default="fullbatch", help="--mode of train (default: fullbatch)")
     r.add_argument("--epochs", type=int, default=100, help="--epochs of train (default: 100)")
     r.add_argument("--graph", default="inputs/sbm-20k.h5",
-                   help="graph file; generated with `prepare synthetic` when missing "
-                        "(default: inputs/sbm-20k.h5)")
-    r.add_argument("--prepare-nodes", type=int, default=20000,
-                   help="vertices of the synthetic graph (default: 20000)")
+                   help="graph file (default: inputs/sbm-20k.h5); the script stops with one "
+                        "line when it does not exist, unless --generate is given")
+    r.add_argument("--generate", choices=GENERATORS, default=None,
+                   help="generate the graph with `prepare synthetic --generator G` when "
+                        "--graph does not exist (default: never; a missing graph is an error)")
+    r.add_argument("--prepare-nodes", type=int, default=None,
+                   help="vertices of the --generate graph (default: 20000)")
     r.add_argument("--run-dir", default=None,
                    help="metrics and partitioned graph go here (default: runs/MODE-ALGO-pP)")
     r.add_argument("--train-args", default="",
@@ -90,8 +99,12 @@ def run(args: argparse.Namespace) -> int:
 def _render_to_file(args: argparse.Namespace) -> None:
     from hpcgnn.utils.files import atomic_write
 
+    if args.prepare_nodes is not None and args.generate is None:
+        raise ConfigError("--prepare-nodes sizes a generated graph: give --generate sbm|rmat"
+                          " too (a missing --graph is otherwise an error)")
+    prepare_nodes = DEFAULT_PREPARE_NODES if args.prepare_nodes is None else args.prepare_nodes
     for flag, value in (("--nodes", args.nodes), ("--ranks-per-node", args.ranks_per_node),
-                        ("--epochs", args.epochs), ("--prepare-nodes", args.prepare_nodes),
+                        ("--epochs", args.epochs), ("--prepare-nodes", prepare_nodes),
                         ("--minutes", args.minutes)):
         if value < 1:
             raise ConfigError(f"{flag} must be >= 1, got {value}")
@@ -114,7 +127,8 @@ def _render_to_file(args: argparse.Namespace) -> None:
         "minutes": str(args.minutes),
         "graph": shlex.quote(args.graph),
         "run_dir": shlex.quote(args.run_dir or f"runs/{args.mode}-{args.algo}-p{ranks}"),
-        "prepare_nodes": str(args.prepare_nodes),
+        "prepare_nodes": str(prepare_nodes),
+        "generate": args.generate or "''",
         "partition": "yes" if args.algo == "halo" or args.mode in PARTITIONED_MODES else "no",
         "train_args": shlex.join(train_words),
         "algo_args": "" if sampled else f"--algo {args.algo} ",
@@ -126,6 +140,7 @@ def _render_to_file(args: argparse.Namespace) -> None:
             "hpcgnn", "jobs", "render", "--system", args.system, "--nodes", str(args.nodes),
             "--ranks-per-node", str(args.ranks_per_node), "--mode", args.mode,
             "--algo", args.algo, "--epochs", str(args.epochs), "--graph", args.graph,
+            *(["--generate", args.generate] if args.generate else []),
         ]),
     }
     template = Path(args.template) if args.template else JOBS_DIR / f"{args.system}.sh"

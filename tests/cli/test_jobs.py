@@ -54,6 +54,8 @@ def test_no_account_leaves_the_directive_out(tmp_path):
     (["--train-args", "--hidden 8 --bogus 3"], "`hpcgnn train` with --bogus"),
     (["--nodes", "2"], "--system local runs on one node"),
     (["--epochs", "0"], "--epochs must be >= 1"),
+    (["--prepare-nodes", "200"], "--prepare-nodes sizes a generated graph: give --generate"),
+    (["--generate", "sbm", "--prepare-nodes", "0"], "--prepare-nodes must be >= 1"),
     (["--train-args", "--hidden 8; rm -rf ~"], "--train-args: '8;' holds ';'"),
     (["--train-args", "--hidden $(reboot)"], "--train-args: '$(reboot)' holds '$()'"),
     (["--train-args", "--hidden `id`"], "--train-args: '`id`' holds '`'"),
@@ -80,7 +82,8 @@ def test_a_template_naming_a_bogus_flag_is_refused(tmp_path, capsys, body, words
 
 
 def test_the_local_script_runs_the_pipeline_here(tmp_path):
-    rc, out = render(tmp_path, "--algo", "halo", "--epochs", "2", "--prepare-nodes", "200",
+    rc, out = render(tmp_path, "--algo", "halo", "--epochs", "2", "--generate", "sbm",
+                     "--prepare-nodes", "200",
                      "--graph", str(tmp_path / "g.h5"), "--run-dir", str(tmp_path / "run"),
                      "--train-args", "--hidden 4 --quiet")
     assert rc == 0
@@ -92,6 +95,25 @@ def test_the_local_script_runs_the_pipeline_here(tmp_path):
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert metrics["world_size"] == 2 and (tmp_path / "run" / "graph-p2.h5").exists()
     assert "![exchange](exchange.png)" in (tmp_path / "run" / "report" / "index.md").read_text()
+
+
+@pytest.mark.parametrize("system", ["local", "slurm"])
+def test_a_missing_graph_stops_the_script_in_one_line(tmp_path, system):
+    """A typo in --graph never trains on a made-up graph: one line, exit 1, nothing made."""
+    graph, run = tmp_path / "typo" / "g.h5", tmp_path / "run"
+    rc, out = render(tmp_path, "--graph", str(graph), "--run-dir", str(run), system=system)
+    assert rc == 0
+    env = dict(os.environ, HPCGNN=f"{sys.executable} -m hpcgnn", PYTHONPATH=str(REPO),
+               MPIEXEC=str(Path(sys.executable).parent / "mpiexec"))
+    env.pop("SLURM_JOB_ID", None)
+    done = subprocess.run(["bash", str(out)], env=env, capture_output=True, text=True,
+                          timeout=60, cwd=tmp_path)
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert done.stderr.splitlines() == [
+        f"hpcgnn job: error: {graph} does not exist: prepare it first (hpcgnn prepare"
+        f" ogb|planetoid|edgelist|... --out {graph}), or render with --generate sbm"
+    ]
+    assert not graph.parent.exists() and not run.exists()
 
 
 @pytest.mark.parametrize("mode, extra, algo", [
@@ -108,7 +130,8 @@ def test_sampled_modes_run_no_full_batch_algorithm(tmp_path, mode, extra, algo):
 def test_a_prepare_job_prepares_and_the_training_job_waits_for_it(tmp_path, capsys, system):
     graph, run = tmp_path / "g.h5", tmp_path / "run"
     rc = main(["jobs", "render", "--system", system, "--nodes", "2", "--ranks-per-node", "2",
-               "--algo", "halo", "--prepare-nodes", "200", "--graph", str(graph),
+               "--algo", "halo", "--generate", "sbm", "--prepare-nodes", "200",
+               "--graph", str(graph),
                "--run-dir", str(run), "--prepare-job", "--out", str(tmp_path / "job.sh")])
     assert rc == 0
     printed = capsys.readouterr().out

@@ -1,9 +1,10 @@
 """The ``hpcgnn`` command: argparse sub-commands and the one place errors become exit codes.
 
 Expected errors (:class:`~hpcgnn.errors.HpcgnnError`) print one line,
-``hpcgnn: error: <message>``, and exit with status 1. When such an error was agreed
-collectively (see :mod:`hpcgnn.comm.collective`) every rank prints the same line and
-exits; otherwise, with more than one rank, the job is aborted so no rank can hang.
+``hpcgnn: error: <message>`` (control characters and newlines escaped, so text read from a
+file can neither forge a line nor drive the terminal), and exit with status 1. When such an
+error was agreed collectively (see :mod:`hpcgnn.comm.collective`) every rank prints the same
+line and exits; otherwise, with more than one rank, the job is aborted so no rank can hang.
 Any other exception prints its traceback and aborts the whole MPI job. SIGINT and SIGTERM
 unwind the command (every writer removes its temporary files, see
 :mod:`hpcgnn.utils.interrupts`), print one line and exit with 130 or 143.
@@ -28,6 +29,7 @@ from hpcgnn.cli.config_file import with_config
 from hpcgnn.errors import HpcgnnError
 from hpcgnn.utils.files import remove_temporaries
 from hpcgnn.utils.interrupts import Interrupted, interrupts_unwind
+from hpcgnn.utils.text import printable
 
 SUBCOMMANDS = (
     "prepare", "partition", "info", "train", "predict", "model", "sample", "plan", "jobs",
@@ -141,8 +143,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(with_config(sys.argv[1:] if argv is None else argv))
         return _run(args)
     except HpcgnnError as err:
-        # One write per line, so lines of different ranks never interleave.
-        sys.stderr.write(f"hpcgnn: error: {err}\n")
+        # One write per line, so lines of different ranks never interleave; one line
+        # whatever the message holds (names read from files are data: escaped, never raw)
+        sys.stderr.write(f"hpcgnn: error: {printable(str(err))}\n")
         sys.stderr.flush()
         if _world_size() > 1 and not getattr(err, "collective", False):
             _abort(1)
@@ -165,7 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as err:
         line = missing_mpi(err)
         if line is not None:  # no MPI at all: this process is alone, nothing to abort
-            sys.stderr.write(f"hpcgnn: error: {line}\n")
+            sys.stderr.write(f"hpcgnn: error: {printable(line)}\n")
             return 1
         traceback.print_exc()
         if _world_size() > 1:

@@ -27,6 +27,7 @@ from hpcgnn.layout.placement import AXES, axis_dims, spans_nodes
 from hpcgnn.planning.dedup import parse_tier_gbps
 from hpcgnn.utils.json_text import read_json
 from hpcgnn.utils.shipped import shipped_dir
+from hpcgnn.utils.text import printable
 
 #: The machine files (``configs/machines`` of a source checkout, or a wheel's copy).
 MACHINES_DIR = shipped_dir("configs", "*.json") / "machines"
@@ -169,8 +170,8 @@ def load_machine(name: str) -> Machine:
 def parse_machine(doc: object, where: str = "<dict>") -> Machine:
     """Validate a parsed machine document (see :func:`load_machine`)."""
 
-    def bad(what: str) -> ConfigError:
-        return ConfigError(f"machine file {where}: {what}")
+    def bad(what: str) -> ConfigError:  # names read from the file escaped, never raw
+        return ConfigError(printable(f"machine file {where}: {what}"))
 
     def number(value: object, field: str, positive: bool) -> float:
         if (
@@ -233,7 +234,7 @@ def parse_machine(doc: object, where: str = "<dict>") -> Machine:
             raise bad(f"'tier_gbps' must be an object of {', '.join(TIERS)} (GB/s)")
         tiers = {t: number(v, f"tier_gbps.{t}", True) for t, v in tiers.items() if t in TIERS}
     return Machine(
-        name=str(doc.get("name", Path(where).stem)),
+        name=printable(str(doc.get("name", Path(where).stem))),
         gpus_per_node=gpus,
         injection_gbps=number(doc["injection_gbps"], "injection_gbps", False),
         links=parsed,

@@ -150,7 +150,8 @@ class GraphFile:
 
     # -- metadata ------------------------------------------------------------------------
     def _fail(self, what: str) -> InputError:
-        return InputError(f"{self.path}: {what}")
+        """The error of this file; names read from it are escaped, never printed raw."""
+        return InputError(printable(f"{self.path}: {what}"))
 
     def _attr(self, name: str, kind: type[_Attr], default: _Attr | None = None) -> _Attr:
         """Root attribute ``name`` as a ``kind`` (``str``, ``bool`` or ``int``)."""

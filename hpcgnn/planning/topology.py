@@ -47,6 +47,7 @@ from scipy.sparse.csgraph import breadth_first_order
 
 from hpcgnn.errors import ConfigError, InputError
 from hpcgnn.utils.json_text import read_json
+from hpcgnn.utils.text import printable
 
 #: Latency of one message on a link whose kind has no ``alpha_us`` (microseconds): about a
 #: GPU peer copy or an MPI message between processes of one node.
@@ -182,7 +183,8 @@ def _bfs_tree(adj: sp.csr_matrix, source: int) -> np.ndarray:
 
 
 def _bad(path: str, msg: str) -> InputError:
-    return InputError(f"topology {path}: {msg}")
+    """The error of a topology file; its names are data, escaped (never printed raw)."""
+    return InputError(printable(f"topology {path}: {msg}"))
 
 
 def _int(path: str, value: object, what: str) -> int:
@@ -270,7 +272,7 @@ def parse_topology(doc: object, path: str = "<dict>", ranks: int | None = None) 
         raise _bad(path, f"'ranks' must be >= 1, got {n}")
     if ranks is not None and n != ranks:
         raise _bad(path, f"has {n} ranks but the job has {ranks}")
-    name = str(doc.get("name", os.path.basename(path)))
+    name = printable(str(doc.get("name", os.path.basename(path))))
 
     nodes = doc.get("nodes", [{"name": f"rank{r}", "ranks": [r]} for r in range(n)])
     if not isinstance(nodes, list) or not nodes:

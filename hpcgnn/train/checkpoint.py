@@ -63,6 +63,7 @@ from hpcgnn.errors import ConfigError, InputError
 from hpcgnn.layout.order import layer_sizes, weight_shapes
 from hpcgnn.utils.files import atomic_path, atomic_write, output_directory
 from hpcgnn.utils.json_text import read_json
+from hpcgnn.utils.text import printable
 
 ARRAYS = "checkpoint.npz"
 #: The arrays file of the checkpoint after epoch ``E`` (named by its manifest).
@@ -453,7 +454,8 @@ def load_checkpoint(
         if saved.get(k) != fingerprint.get(k) and k not in ignore
     )
     if diff:
-        details = ", ".join(f"{k}: {saved.get(k)!r} -> {fingerprint.get(k)!r}" for k in diff)
+        details = printable(  # the keys are the file's: data, never printed raw
+            ", ".join(f"{k}: {saved.get(k)!r} -> {fingerprint.get(k)!r}" for k in diff))
         raise ConfigError(f"checkpoint in {directory} was written with other settings ({details})")
     if epochs is not None and not 1 <= state["epoch"] < epochs:
         raise ConfigError(

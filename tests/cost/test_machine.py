@@ -155,3 +155,19 @@ def test_axis_betas_follow_the_nodes():
     assert abs(sum(b["time_by_phase_s"].values()) - b["time_s"]) < 1e-12
     # 1D: every collective is the world's, across nodes
     assert nodes["1d", "64"]["time_s"] == uniform["1d", "64"]["time_s"]
+
+
+def test_names_from_a_machine_file_are_escaped(tmp_path):
+    """A machine's name and the fields it names are data: never printed raw."""
+    hostile = "m\nhpcgnn: error: forged\x1b[2J"
+    path = tmp_path / "m.json"
+    doc = {"name": hostile, "gpus_per_node": 4, "injection_gbps": 1,
+           "links": {"intra_node": {"alpha": 0, "beta": 1}}}
+    path.write_text(json.dumps(doc))
+    assert load_machine(str(path)).name == "m\\nhpcgnn: error: forged\\x1b[2J"
+    doc["links"][hostile] = {}
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ConfigError) as err:
+        load_machine(str(path))
+    assert "unknown link kind" in str(err.value)
+    assert "\n" not in str(err.value) and "\x1b" not in str(err.value)

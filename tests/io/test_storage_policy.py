@@ -107,3 +107,56 @@ def test_deep_nesting_is_still_refused(good, tmp_path, capsys):
     with h5py.File(path, "r+") as f:
         f.create_group("/".join(f"d{i}" for i in range(10)))
     _refused(path, capsys, "groups nested deeper than 8 levels")
+
+
+#: A name that would forge an error line and clear the screen if it reached the terminal raw.
+HOSTILE = "x\nhpcgnn: error: forged\x1b[2J"
+
+
+def _one_escaped_line(capsys, path, words):
+    """``info`` refuses the file in one line that shows the hostile name escaped."""
+    with pytest.raises(InputError) as raised:
+        GraphFile(path)
+    assert "\x1b" not in str(raised.value) and "\n" not in str(raised.value)
+    assert main(["info", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "\x1b" not in err and "forged" in err
+    assert words in err and "x\\nhpcgnn: error: forged\\x1b[2J" in err
+
+
+@pytest.mark.parametrize("how", ["soft", "external", "virtual", "deep"])
+def test_names_read_from_the_file_are_escaped_in_the_error(good, tmp_path, capsys, how):
+    path = tmp_path / "hostile.h5"
+    shutil.copy(good, path)
+    with h5py.File(path, "r+") as f:
+        if how == "soft":
+            f[HOSTILE] = h5py.SoftLink("/features")
+            words = "is a soft link"
+        elif how == "external":
+            f.create_dataset(HOSTILE, shape=(4,), dtype=np.float32,
+                             external=[(str(tmp_path / "secret.bin"), 0, 16)])
+            words = "uses external storage"
+        elif how == "virtual":
+            layout = h5py.VirtualLayout(shape=(4,), dtype=np.float32)
+            layout[:] = h5py.VirtualSource(str(good), "labels", shape=(4,))
+            f.create_virtual_dataset(HOSTILE, layout)
+            words = "is virtual"
+        else:
+            f.create_group("/".join([HOSTILE] + [f"d{i}" for i in range(9)]))
+            words = "groups nested deeper than 8 levels"
+    _one_escaped_line(capsys, path, words)
+
+
+def test_a_hostile_format_attribute_is_escaped(good, tmp_path, capsys):
+    path = tmp_path / "format.h5"
+    shutil.copy(good, path)
+    with h5py.File(path, "r+") as f:
+        f.attrs["format"] = HOSTILE
+    _one_escaped_line(capsys, path, "not an hpcgnn graph file")
+
+
+def test_any_error_is_one_line_whatever_it_holds(capsys):
+    """The sink: the one error line escapes whatever an error's message carries."""
+    assert main(["info", HOSTILE]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "\x1b" not in err and "no such file" in err

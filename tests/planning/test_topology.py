@@ -269,3 +269,16 @@ def test_bad_topology_specs(spec, message):
     with pytest.raises(ConfigError, match=re.escape(message)) as info:
         topology_spec(spec)
     assert "\n" not in str(info.value)
+
+
+def test_names_from_a_topology_file_are_escaped(tmp_path):
+    """A node or topology name is data: in errors and in the name shown, never raw."""
+    hostile = "n\nhpcgnn: error: forged\x1b[2J"
+    d = _doc()
+    d["name"] = hostile
+    assert parse_topology(d).name == "n\\nhpcgnn: error: forged\\x1b[2J"
+    d["nodes"][1]["name"] = d["nodes"][0]["name"] = hostile
+    with pytest.raises(InputError) as err:
+        parse_topology(d, "t.json")
+    assert "appears twice" in str(err.value)
+    assert "\n" not in str(err.value) and "\x1b" not in str(err.value)

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from hpcgnn.errors import ConfigError
-from hpcgnn.kinds import GCN, KINDS, LayerKind, layer_kind
+from hpcgnn.kinds import GCN, GIN, KINDS, Layer, layer_kind
 
 if TYPE_CHECKING:
     import torch
@@ -115,10 +115,16 @@ class TrainConfig:
     #: GAT's drop probability of the attention coefficients (``--attention-dropout``);
     #: ``None``: ``dropout``'s, as the paper.
     attention_dropout: float | None = None
+    #: A layer object in place of the built-in ``model`` names (a researcher's own:
+    #: ``--model MODULE:CLASS``); ``model`` is then its name.
+    layer: Layer | None = None
 
     def __post_init__(self) -> None:
         check_layers(self.layers)
-        layer_kind(self.model)  # an unknown name is refused
+        if self.layer is None:
+            layer_kind(self.model)  # an unknown name is refused
+        elif self.model != str(self.layer):
+            raise ConfigError(f"--model {self.model} is not the layer given ({self.layer})")
         if not 1 <= self.hidden <= MAX_HIDDEN:
             raise ConfigError(f"--hidden must be in [1, {MAX_HIDDEN}], got {self.hidden}")
         if not 0 <= self.epochs < 2**63:  # epochs key the random streams
@@ -154,7 +160,7 @@ class TrainConfig:
         if not (math.isfinite(self.gin_eps) and abs(self.gin_eps) <= MAX_GIN_EPS):
             raise ConfigError(f"--gin-eps must be finite with |eps| <= {MAX_GIN_EPS:g},"
                               f" got {self.gin_eps}")
-        if self.gin_eps and not self.kind.summed:
+        if self.gin_eps and self.model != GIN.name:
             raise ConfigError(f"--gin-eps is GIN's (--model gin), not {self.model}'s")
         self._check_attention()
         if self.sparse_features not in SPARSE_FEATURES:
@@ -169,7 +175,7 @@ class TrainConfig:
         p = self.attention_dropout
         if p is not None and not 0.0 <= p < 1.0:
             raise ConfigError(f"--attention-dropout must be in [0, 1), got {p}")
-        if not KINDS[self.model].attention:
+        if not self.kind.attention:
             if self.heads != 1 or self.output_heads != 1 or p is not None:
                 raise ConfigError(f"--heads, --output-heads and --attention-dropout are GAT's"
                                   f" (--model gat), not {self.model}'s")
@@ -206,12 +212,14 @@ class TrainConfig:
         return getattr(torch, self.dtype)
 
     @property
-    def kind(self) -> LayerKind:
-        """The layer kind of ``model`` (:mod:`hpcgnn.kinds`): GIN's ``gin_eps``, GAT's heads."""
+    def kind(self) -> Layer:
+        """The layer: ``layer``, or the built-in ``model`` with GIN's ``gin_eps``, GAT's heads."""
+        if self.layer is not None:
+            return self.layer
         kind = KINDS[self.model]
         if kind.attention:
-            return replace(kind, heads=self.heads, output_heads=self.output_heads)
-        return replace(kind, eps=self.gin_eps) if kind.summed else kind
+            return kind.replace(heads=self.heads, output_heads=self.output_heads)
+        return kind.replace(eps=self.gin_eps) if kind.summed else kind
 
     @property
     def weights_per_layer(self) -> int:
@@ -219,5 +227,15 @@ class TrainConfig:
         return self.kind.weights_per_layer
 
     def as_dict(self) -> dict:
-        """Plain-dict form for metrics files."""
-        return asdict(self)
+        """Plain-dict form for metrics files and checkpoints.
+
+        A layer object is its name (``model``) and, when it has any, its settings
+        (``layer_settings``: numbers and text as they are, anything else as its ``repr``).
+        """
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "layer"}
+        if self.layer is not None:
+            settings = {k: v if isinstance(v, (bool, int, float, str)) or v is None else repr(v)
+                        for k, v in self.layer.settings().items() if k != "name"}
+            if settings:
+                out["layer_settings"] = settings
+        return out

@@ -9,8 +9,8 @@ import numpy as np
 
 from hpcgnn.cost.estimate import Estimate, Problem, allreduce_share
 from hpcgnn.layout.blocks import stage_chunks, vertex_offsets
-from hpcgnn.layout.order import aggregation_widths
 from hpcgnn.layout.shapes import GridShape
+from hpcgnn.layout.trace import ATTENTION, exchanges
 
 #: The category of 1.5D GAT's gradient reductions onto the blocks' owners
 #: (:data:`hpcgnn.spmm.block_row.DENSE_REDUCE`).
@@ -22,7 +22,7 @@ def predict_block_row(problem: Problem, shape: GridShape) -> Estimate:
 
     Per layer with SpMM width ``f`` (forward, and backward unless the layer aggregates the
     input features, which need no gradient; see
-    :func:`hpcgnn.layout.order.aggregation_widths`): in process column ``j`` the roots of
+    :func:`hpcgnn.layout.trace.aggregation_widths`): in process column ``j`` the roots of
     the stages of chunk ``j`` broadcast their block rows, so P(i, j) receives
     ``sum_{k in chunk_j, k != i} n_k f`` words (a root does not receive its own block);
     summed over ranks this is ``(P/c - 1) n f``. With ``c > 1`` the row all-reduce of the
@@ -49,15 +49,15 @@ def predict_block_row(problem: Problem, shape: GridShape) -> Estimate:
     s = problem.itemsize
     per: dict[tuple[str, str], np.ndarray] = defaultdict(lambda: np.zeros((q, c)))
     messages = 0
-    attention = problem.kind.attention
-    for layer, (f, backward) in enumerate(aggregation_widths(problem.widths, problem.kind)):
+    for call in exchanges(problem.widths, problem.kind):
+        f, backward, attention = call.width, call.backward, call.primitive == ATTENTION
         if attention and c == 1:
             per["dense_allgather", "col"] += bcast_rows * f * s
             per["reduce_scatter", "col"] += bcast_rows * f * s
             messages += 2
             continue
         if attention:
-            heads = problem.kind.layer_heads(layer == len(problem.widths) - 2)
+            heads = call.heads
             per["dense_bcast", "col"] += bcast_rows * f * s
             per[DENSE_REDUCE, "col"] += bcast_rows * f * s
             messages += 2 * int(np.diff(chunks).max())

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hpcgnn.kinds import GCN, LayerKind
+from hpcgnn.kinds import GCN, Layer
 from hpcgnn.layout.order import weight_shapes
 
 
@@ -50,11 +50,11 @@ class Problem:
     widths: tuple[int, ...]
     itemsize: int = 4
     row_offsets: tuple[int, ...] | None = None
-    kind: LayerKind = GCN
+    kind: Layer = GCN
 
     @property
     def weights_per_layer(self) -> int:
-        """Weight matrices per layer (:attr:`LayerKind.weights_per_layer`)."""
+        """Weight matrices per layer (:attr:`Layer.weights_per_layer`)."""
         return self.kind.weights_per_layer
 
     @property

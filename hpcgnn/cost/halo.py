@@ -16,8 +16,8 @@ import numpy as np
 from hpcgnn.cost.estimate import Estimate, Problem, allreduce_exact
 from hpcgnn.io.reader import GraphFile
 from hpcgnn.layout.blocks import owner_of
-from hpcgnn.layout.order import aggregation_widths
 from hpcgnn.layout.shapes import GridShape
+from hpcgnn.layout.trace import aggregation_widths
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,7 @@ def predict_halo(
 
     Per layer with SpMM width ``f`` (``s`` bytes per value, ``P`` ranks): the forward
     gather moves ``sum_r |halo_fwd(r)| f s``; when a backward SpMM runs (see
-    :func:`hpcgnn.layout.order.aggregation_widths`) the push backward sends the same pairs
+    :func:`hpcgnn.layout.trace.aggregation_widths`) the push backward sends the same pairs
     back, ``sum_r |halo_fwd(r)| f s``, and the pull backward moves
     ``sum_r |halo_bwd(r)| f s``; ``"auto"`` picks as
     :func:`choose_backward`. Then ``W^l`` gradients
@@ -111,7 +111,7 @@ def predict_halo(
     ``P round(2 m (P - 1) / P)`` bytes in total each
     (see :func:`~hpcgnn.cost.estimate.allreduce_exact`). GAT (an attention kind) gathers
     the rows of ``[z | s_src]`` and pushes their gradients back on every layer
-    (:func:`~hpcgnn.layout.order.aggregation_widths` of the kind), and its score vectors
+    (:func:`~hpcgnn.layout.trace.aggregation_widths` of the kind), and its score vectors
     are all-reduced with the ``W^l``.
     """
     p = shape.size

@@ -54,7 +54,7 @@ def sparse_input_bytes(
     """Checkpoint bytes of an epoch's first layer on sparse features (offload), all ranks.
 
     ``f = (f_0, f_1)``; ``nnz`` nonzeros of ``X``, ``chunks`` the chunks with rows, ``per``
-    the weights that multiply ``X`` (:attr:`~hpcgnn.kinds.LayerKind.operands`).
+    the weights that multiply ``X`` (:attr:`~hpcgnn.kinds.Layer.operands`).
     The CSR blocks go to the device twice: ``8 (n + chunks) + nnz (8 + s)``
     forward, transposed ``8 chunks (f_0 + 1) + nnz (8 + s)`` backward (int64 indices).
     Rows of ``f_1`` values through the host: ``T`` (GraphSAGE ``S`` too) written, and the

@@ -22,8 +22,9 @@ from hpcgnn.cost.paper import PAPER_ALGORITHMS, paper_words
 from hpcgnn.cost.predict import PREDICTORS, predict
 from hpcgnn.cost.summa import SummaBlockNnz, predict_summa
 from hpcgnn.io.reader import GraphMeta
-from hpcgnn.layout.order import aggregation_widths, layer_sizes
+from hpcgnn.layout.order import layer_sizes
 from hpcgnn.layout.shapes import GridShape, admissible_shapes
+from hpcgnn.layout.trace import aggregation_widths
 
 
 def cost_problem(

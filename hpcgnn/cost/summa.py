@@ -59,7 +59,7 @@ import scipy.sparse as sp
 
 from hpcgnn.cost.estimate import Estimate, Problem, allreduce_share
 from hpcgnn.graph.normalize import mean_block, normalize_block
-from hpcgnn.kinds import GCN, LayerKind
+from hpcgnn.kinds import GCN, Layer
 from hpcgnn.layout.shapes import GridShape
 from hpcgnn.layout.summa import (
     ALLGATHER,
@@ -109,7 +109,7 @@ def _dims3(dims: tuple[int, ...]) -> tuple[int, int, int]:
     return (dims[0], dims[1], 1) if len(dims) == 2 else (dims[0], dims[1], dims[2])
 
 
-def _pattern(gf: Any, transpose: bool, kind: LayerKind = GCN) -> RowReader:
+def _pattern(gf: Any, transpose: bool, kind: Layer = GCN) -> RowReader:
     """Rows of ``A + I`` (or of its transpose) of an open graph file, duplicates merged as in Â.
 
     A kind without self loops (GraphSAGE's mean operator): of ``A`` alone.
@@ -126,7 +126,7 @@ def _pattern(gf: Any, transpose: bool, kind: LayerKind = GCN) -> RowReader:
 
 
 def summa_block_nnz(
-    path: str | os.PathLike, dims: tuple[int, ...], kind: LayerKind = GCN
+    path: str | os.PathLike, dims: tuple[int, ...], kind: Layer = GCN
 ) -> SummaBlockNnz:
     """Count the block nonzeros of ``Â^T`` and ``Â`` (sage: of the mean operator) for a grid.
 
@@ -169,7 +169,7 @@ class BlockNnzCounter:
 
     def __init__(
         self, path: str | os.PathLike, max_nnz: int = 2**25, max_cells: int = 2**22,
-        kind: LayerKind = GCN,
+        kind: Layer = GCN,
     ) -> None:
         from hpcgnn.io.reader import GraphFile
 
@@ -280,7 +280,7 @@ def _dense_step(
 
 def _attention_layer(
     per: dict[tuple[str, str], np.ndarray], plan: LayerPlan, last: bool, layout: SummaLayout,
-    fine: np.ndarray, sparse: np.ndarray, kind: LayerKind, s: int,
+    fine: np.ndarray, sparse: np.ndarray, kind: Layer, s: int,
 ) -> int:
     """Add the bytes of one GAT layer's edge computation (:mod:`hpcgnn.spmm.summa_attention`).
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hpcgnn.comm.communicator import Comm
-from hpcgnn.kinds import LayerKind
+from hpcgnn.kinds import Layer
 from hpcgnn.layout.order import attention_shapes
 from hpcgnn.layout.subnets import PARAM_KINDS, Subnet, vector_links
 
@@ -58,7 +58,7 @@ class ModelVectors:
     categories: list[str]
 
 
-def model_vectors(widths: Sequence[int], kind: LayerKind, sampled: bool) -> ModelVectors:
+def model_vectors(widths: Sequence[int], kind: Layer, sampled: bool) -> ModelVectors:
     """The vectors GIST replicates for a model of ``widths`` (``f_0 .. f_L``) and ``kind``.
 
     GAT's score vectors ``a_src^l, a_dst^l`` (``K x f'``, ``K' x C``) and, for a sampled

@@ -7,12 +7,12 @@ import scipy.sparse as sp
 
 from hpcgnn.graph.normalize import operator_block
 from hpcgnn.io.memory import GraphReader
-from hpcgnn.kinds import GCN, LayerKind
+from hpcgnn.kinds import GCN, Layer
 
 
 def normalized_rows(
     gf: GraphReader, lo: int, hi: int, transpose: bool, dtype: np.dtype | type,
-    kind: LayerKind = GCN,
+    kind: Layer = GCN,
 ) -> sp.csr_matrix:
     """Rows ``[lo, hi)`` of ``Â^T`` (``transpose=True``) or of ``Â``, all ``n`` columns.
 

@@ -12,7 +12,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from hpcgnn.io.memory import GraphReader
-from hpcgnn.kinds import GCN, LayerKind
+from hpcgnn.kinds import GCN, Layer
 
 
 def degrees_from_indptr(indptr: np.ndarray) -> np.ndarray:
@@ -132,7 +132,7 @@ def operator_block(
     transpose: bool,
     row_indptr: np.ndarray,
     col_indptr: np.ndarray,
-    kind: LayerKind,
+    kind: Layer,
     dtype: np.dtype | type = np.float32,
 ) -> sp.csr_matrix:
     """A block of rows of the layers' operator: ``Â^T`` / ``Â`` (gcn), mean (sage) or sum (gin).
@@ -150,15 +150,17 @@ def operator_block(
     col_indptr
         CSR ``indptr`` of all ``n`` rows of the other matrix (the column side's degrees).
     kind
-        The layer kind: :func:`normalize_block`, or for the mean operator (GraphSAGE)
-        ``D_in^-1 A^T`` and its adjoint ``A D_in^-1`` (:func:`mean_block`), or GIN's sum
-        ``A^T + (1 + eps) I`` and its adjoint (:func:`sum_block`).
+        The layer, whose :attr:`~hpcgnn.kinds.Layer.operator` says which:
+        :func:`normalize_block`, or the mean ``D_in^-1 A^T`` and its adjoint ``A D_in^-1``
+        (:func:`mean_block`), or the sum ``A^T + s I`` and its adjoint (:func:`sum_block`;
+        GIN's ``s = 1 + eps``, a pattern's ``s = 1``).
     dtype
         Value dtype of the result.
     """
-    if kind.summed or kind.attention:  # GAT: the pattern of A^T + I (ones)
-        return sum_block(block, row_offset, 1.0 + kind.eps, dtype)
-    if kind.mean:
+    op = kind.operator
+    if op.name in ("sum", "pattern"):  # the pattern: the ones of A^T + I
+        return sum_block(block, row_offset, op.self_weight, dtype)
+    if op.name == "mean":
         if transpose:
             return mean_block(block, np.diff(row_indptr), None, dtype)
         return mean_block(block, None, np.diff(col_indptr), dtype)
@@ -168,7 +170,7 @@ def operator_block(
 
 
 def load_normalized(
-    gf: GraphReader, dtype: np.dtype | type, adjoint: bool = True, kind: LayerKind = GCN
+    gf: GraphReader, dtype: np.dtype | type, adjoint: bool = True, kind: Layer = GCN
 ) -> tuple[sp.csr_matrix, sp.csr_matrix | None]:
     """Read the whole graph and return ``(Â^T, Â)`` as SciPy CSR matrices.
 

@@ -1,22 +1,25 @@
-"""The layer kinds of ``--model``, one module each, and their registry.
+"""The layers of ``--model``, one module each, and their registry.
 
-A new kind is one module defining a :class:`LayerKind` and one entry in :data:`KINDS`.
-Pure: imports only :mod:`hpcgnn.errors`.
+A layer is a :class:`Layer` (:mod:`hpcgnn.kinds.base`): its weights, its operator and its
+forward on graph primitives. A new built-in layer is one module and one entry in
+:data:`KINDS`; a researcher's own is a subclass outside the package. Pure: imports only
+:mod:`hpcgnn.errors`.
 """
 
 from hpcgnn.errors import ConfigError
-from hpcgnn.kinds.base import LayerKind
-from hpcgnn.kinds.gat import GAT
-from hpcgnn.kinds.gcn import GCN
-from hpcgnn.kinds.gin import GIN
-from hpcgnn.kinds.sage import SAGE
+from hpcgnn.kinds.base import Layer, Operator, Primitives, Weight
+from hpcgnn.kinds.gat import GAT, GATLayer
+from hpcgnn.kinds.gcn import GCN, GCNLayer
+from hpcgnn.kinds.gin import GIN, GINLayer
+from hpcgnn.kinds.sage import SAGE, SAGELayer
 
-#: Every layer kind, by name (the ``--model`` choices, in this order).
-KINDS: dict[str, LayerKind] = {kind.name: kind for kind in (GCN, SAGE, GIN, GAT)}
+#: Every built-in layer, by name (the ``--model`` choices, in this order), with its
+#: default settings.
+KINDS: dict[str, Layer] = {kind.name: kind for kind in (GCN, SAGE, GIN, GAT)}
 
 
-def layer_kind(name: str) -> LayerKind:
-    """The kind named ``name``.
+def layer_kind(name: str) -> Layer:
+    """The built-in layer named ``name``.
 
     Raises
     ------
@@ -29,4 +32,7 @@ def layer_kind(name: str) -> LayerKind:
     return kind
 
 
-__all__ = ["GAT", "GCN", "GIN", "KINDS", "SAGE", "LayerKind", "layer_kind"]
+__all__ = [
+    "GAT", "GCN", "GIN", "KINDS", "SAGE", "GATLayer", "GCNLayer", "GINLayer", "Layer",
+    "Operator", "Primitives", "SAGELayer", "Weight", "layer_kind",
+]

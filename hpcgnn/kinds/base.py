@@ -1,105 +1,219 @@
-"""What a layer kind is: the facts about a GNN layer that every mode and model reads.
+"""What a layer is: the shapes of its weights, the operator it aggregates over, its forward.
 
-A kind is data, not code: the layer computation itself is :func:`hpcgnn.nn.gcn.propagate`
-(``Â^T H W`` plus an optional self term ``H W_self``) on the operator the kind names,
-followed for an MLP kind (GIN) by a second dense step. The kinds are defined one per
-module beside this one and registered in :mod:`hpcgnn.kinds`; nothing else compares a
-layer's name.
+A layer is an object (:class:`Layer`): it declares its weights from ``(f_in, f_out)`` and
+its own settings (:meth:`Layer.weights`), the graph operator its aggregations use
+(:attr:`Layer.operator`), and writes its forward on graph primitives (:class:`Primitives`)
+that every data layout supplies: ``g.aggregate(h)`` (the operator times ``h``),
+``g.dense(h, w)`` (``H W``), ``g.propagate(h, w)`` (``Â^T H W`` in the order with the
+narrower SpMM) and ``g.attention(...)`` (GAT's attention). Each primitive is one autograd
+function with its adjoint in every layout, so a layer's backward comes from autograd and
+nothing in the package names the layer. The built-in layers (``--model gcn, sage, gin,
+gat``) are such layers, one module each beside this one, registered in
+:mod:`hpcgnn.kinds`; a researcher's own is a subclass (``hpcgnn train --model
+MODULE:CLASS``, ``hpcgnn.train(model=...)``; see ``docs/layers.md``).
+
+Pure: a layer's forward calls the primitives and the methods of the values they return
+(``+``, ``*``, ``.relu()``), so this module imports neither torch nor MPI.
 """
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol
+
+#: Every run label (``--algo`` of full-batch training, or the mode) of the package.
+ALL_MODES = frozenset({"1d", "1.5d", "2d", "3d", "halo", "offload", "minibatch", "gist"})
+#: The run labels whose layouts run any layer through the primitives so far.
+PRIMITIVE_MODES = frozenset({"1d", "1.5d", "halo"})
 
 
 @dataclass(frozen=True)
-class LayerKind:
-    """One kind of GNN layer (``--model``).
+class Weight:
+    """One weight a layer declares.
+
+    Attributes
+    ----------
+    shape
+        Its shape.
+    stream
+        The random stream its Glorot-uniform values come from: ``seed + stream``. Each
+        stream draws its weights in the model's order (layer by layer), one 64-bit draw
+        per entry, so the weights of one stream chain like a plain GCN's.
+    """
+
+    shape: tuple[int, int]
+    stream: int = 0
+
+
+@dataclass(frozen=True)
+class Operator:
+    """The graph operator a layer's aggregations multiply by (``g.aggregate``).
 
     Attributes
     ----------
     name
-        The ``--model`` choice and the metrics' ``config.model``.
-    title
-        The layer as a formula, for help texts and reports.
+        ``"normalized"``: GCN's ``Â^T`` with ``Â = D_r^-1/2 (A + I) D_c^-1/2``;
+        ``"mean"``: ``D_in^-1 A^T`` (no self loops); ``"sum"``: ``A^T + s I``
+        unnormalised; ``"pattern"``: the ones of ``A^T + I`` (attention's edges).
     self_weight
-        A self term ``H W_self`` with its own weight: two weights per layer,
-        ``W_self, W_neigh``, the ``W_self`` from the seed's stream and the ``W_neigh``
-        from ``seed + 1``'s (:func:`hpcgnn.nn.init.init_weights`).
-    mean
-        The neighbour operator is the mean ``D_in^-1 A^T`` (not symmetric, even on an
-        undirected graph) instead of GCN's ``D^-1/2 (A + I) D^-1/2``.
-    summed
-        The operator is the unnormalised sum ``A^T + (1 + eps) I`` (GIN) instead of
-        GCN's normalised ``A + I``.
-    self_loops
-        The operator has ``A + I``'s pattern (every diagonal entry), else ``A``'s.
-    modes
-        The run labels (``--algo`` of full-batch, or the mode) that train this kind.
-    mlp
-        The layer is a two-layer MLP on the aggregate (GIN):
-        ``act(ReLU(Â^T H W_1) W_2)`` with ``W_1`` of shape ``(f_in, f_out)`` and ``W_2`` of
-        ``(f_out, f_out)`` (PyG's ``GIN``: ``MLP([f_in, f_out, f_out])``), ``W_2`` from the
-        stream of ``seed + 1``.
-    eps
-        GIN's ``eps`` (``--gin-eps``): the self term's weight is ``1 + eps``.
-    attention
-        The layer weighs each in-edge by a learned attention coefficient (GAT): per layer
-        ``W`` (``f_in x heads * f'``) and the score vectors ``a_src, a_dst`` (``heads x
-        f'``), the operator only the pattern of ``A^T + I`` (:mod:`hpcgnn.nn.gat`).
-    heads
-        Attention heads of the hidden layers (``--heads``), concatenated: each has
-        ``f_out / heads`` units.
-    output_heads
-        Attention heads of the last layer (``--output-heads``), averaged: each has
-        ``f_out`` units.
-
+        ``"sum"``'s diagonal ``s`` (GIN: ``1 + eps``).
     """
 
     name: str
-    title: str
-    self_weight: bool
-    mean: bool
-    self_loops: bool
-    modes: frozenset[str]
-    summed: bool = False
+    self_weight: float = 1.0
+
+    @property
+    def self_loops(self) -> bool:
+        """Whether the operator has ``A + I``'s pattern (every diagonal entry)."""
+        return self.name != "mean"
+
+
+NORMALIZED = Operator("normalized")
+MEAN = Operator("mean")
+PATTERN = Operator("pattern")
+OPERATORS = ("normalized", "mean", "sum", "pattern")
+
+
+class Primitives(Protocol):
+    """What a data layout supplies to one call of a layer's forward.
+
+    Attributes
+    ----------
+    layer
+        The layer's index (0 reads the input features).
+    last
+        Whether it is the output layer (its output are the logits).
+    """
+
+    layer: int
+    last: bool
+
+    def aggregate(self, h: Any) -> Any:
+        """The operator times ``h`` (this rank's rows of ``Â^T H``); adjoint ``Â G``."""
+
+    def dense(self, h: Any, w: Any) -> Any:
+        """``H W`` on this rank's rows (on a SUMMA grid, the row collectives)."""
+
+    def propagate(self, h: Any, w: Any, self_weight: Any | None = None) -> Any:
+        """``Â^T H W`` (plus ``H W_self``) in the order whose SpMM is narrower."""
+
+    def attention(self, h: Any, w: Any, a_src: Any, a_dst: Any) -> Any:
+        """GAT's layer: heads of ``z = H W`` scored by ``a_src, a_dst`` over the pattern.
+
+        The coefficients' softmax over each row with the attention dropout, the weighted
+        sum of ``z``; the heads concatenated and ELU on a hidden layer, their mean on the
+        last.
+        """
+
+
+class Layer:
+    """A GNN layer: its weights, its operator and its forward on graph primitives.
+
+    Subclass it and define :meth:`weights` (default: one ``(f_in, f_out)`` matrix) and
+    :meth:`forward`; set :attr:`operator` when the layer aggregates over another operator
+    than GCN's. Settings are the instance's attributes (they take part in equality and in
+    the description a checkpoint records).
+
+    Attributes
+    ----------
+    name
+        The ``--model`` name (``MODULE:CLASS`` for a layer from outside the package).
+    title
+        The layer as a formula, for help texts and reports.
+    operator
+        The operator ``g.aggregate`` multiplies by.
+    modes
+        The run labels (``--algo`` of full-batch training, or the mode) that train it.
+    input_weight
+        The weight whose shape sets the order of a sparse input's first product (the
+        one its first aggregation multiplies).
+    self_weight, mlp, attention, eps, heads, output_heads
+        What the modes that do not yet run every layer through the primitives read of a
+        built-in layer (GraphSAGE's self term, GIN's MLP and ``eps``, GAT's heads).
+    """
+
+    name: str = ""
+    title: str = ""
+    operator: Operator = NORMALIZED
+    modes: frozenset[str] = PRIMITIVE_MODES
+    input_weight: int = 0
+    self_weight: bool = False
     mlp: bool = False
-    eps: float = 0.0
     attention: bool = False
+    eps: float = 0.0
     heads: int = 1
     output_heads: int = 1
 
+    def weights(self, f_in: int, f_out: int, last: bool) -> list[Weight]:
+        """The weights of a layer from ``f_in`` to ``f_out`` features (``last``: the output)."""
+        return [Weight((f_in, f_out))]
+
+    def forward(self, g: Primitives, h: Any, w: Sequence[Any]) -> Any:
+        """This rank's rows of the layer's output given those of its input ``h``.
+
+        ``w``: the layer's weights in :meth:`weights`' order. The input dropout is applied
+        before (by the model); the layer applies its own activation.
+        """
+        raise NotImplementedError(f"{type(self).__name__} defines no forward")
+
+    # -- derived facts -------------------------------------------------------------------
+    @property
+    def mean(self) -> bool:
+        """The operator is the mean ``D_in^-1 A^T``."""
+        return self.operator.name == "mean"
+
+    @property
+    def summed(self) -> bool:
+        """The operator is the unnormalised sum ``A^T + s I`` (GIN's)."""
+        return self.operator.name == "sum"
+
+    @property
+    def self_loops(self) -> bool:
+        """The operator has ``A + I``'s pattern (every diagonal entry), else ``A``'s."""
+        return self.operator.self_loops
+
     @property
     def weights_per_layer(self) -> int:
-        """Weights per layer: ``W``; ``W_self, W_neigh``; ``W_1, W_2``; ``W, a_src, a_dst``."""
-        if self.attention:
-            return 3
-        return 2 if self.self_weight or self.mlp else 1
+        """How many weights each layer has."""
+        return len(self.weights(1, 1, False))
+
+    @property
+    def operands(self) -> int:
+        """Row blocks a layer's update reads: the aggregate, and a self term's own rows."""
+        return 2 if self.self_weight else 1
 
     def layer_heads(self, last: bool) -> int:
-        """Attention heads of a layer (1 for a kind without attention)."""
+        """Attention heads of a layer (1 for a layer without attention)."""
         if not self.attention:
             return 1
         return self.output_heads if last else self.heads
 
-    @property
-    def operands(self) -> int:
-        """Row blocks a layer's update reads: the aggregate, and a self term's own rows.
-
-        Also the weights that multiply the layer input itself (the first ``operands`` of a
-        layer's weights): ``W``; GraphSAGE's ``W_self, W_neigh``; GIN's ``W_1``.
-        """
-        return 2 if self.self_weight else 1
-
     def layer_shapes(self, f_in: int, f_out: int, last: bool = False) -> list[tuple[int, int]]:
-        """Shapes of one layer's weights, in the model's order (``last``: the output layer)."""
-        if self.attention:
-            heads = self.layer_heads(last)
-            per_head = f_out if last else f_out // heads
-            return [(f_in, heads * per_head), (heads, per_head), (heads, per_head)]
-        if self.mlp:
-            return [(f_in, f_out), (f_out, f_out)]
-        return [(f_in, f_out)] * self.weights_per_layer
+        """Shapes of one layer's weights, in the model's order."""
+        return [w.shape for w in self.weights(f_in, f_out, last)]
+
+    def replace(self, **changes: Any) -> Layer:
+        """A copy with ``changes`` to its settings."""
+        out = copy.copy(self)
+        for key, value in changes.items():
+            setattr(out, key, value)
+        return out
+
+    def settings(self) -> dict[str, Any]:
+        """The instance's settings (its attributes), by name."""
+        return dict(sorted(vars(self).items()))
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and self.settings() == other.settings()
+
+    def __hash__(self) -> int:
+        return hash((type(self), tuple(map(repr, self.settings().items()))))
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.settings().items())
+        return f"{type(self).__name__}({args})"
 
     def __str__(self) -> str:
-        return self.name
+        return self.name or f"{type(self).__module__}:{type(self).__qualname__}"

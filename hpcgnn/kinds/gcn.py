@@ -1,12 +1,24 @@
 """GCN (Kipf and Welling): ``act(Â^T H W)`` with ``Â = D^-1/2 (A + I) D^-1/2``."""
 
-from hpcgnn.kinds.base import LayerKind
+from __future__ import annotations
 
-GCN = LayerKind(
-    name="gcn",
-    title="GCN (Â^T H W)",
-    self_weight=False,
-    mean=False,
-    self_loops=True,
-    modes=frozenset({"1d", "1.5d", "2d", "3d", "halo", "offload", "minibatch", "gist"}),
-)
+from collections.abc import Sequence
+from typing import Any
+
+from hpcgnn.kinds.base import ALL_MODES, Layer, Primitives
+
+
+class GCNLayer(Layer):
+    """``act(Â^T H W)``: ReLU on hidden layers, the logits on the last."""
+
+    name = "gcn"
+    title = "GCN (Â^T H W)"
+    modes = ALL_MODES
+
+    def forward(self, g: Primitives, h: Any, w: Sequence[Any]) -> Any:
+        """``Â^T H W`` in the narrower order, then ReLU unless last."""
+        z = g.propagate(h, w[0])
+        return z if g.last else z.relu()
+
+
+GCN = GCNLayer()

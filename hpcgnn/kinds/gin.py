@@ -5,15 +5,43 @@ fixed, ``--gin-eps``), so every layout's SpMM carries it unchanged; the MLP is P
 ``GIN`` layer ``MLP([f_in, f_out, f_out])`` without biases, as GCN's layers have none.
 """
 
-from hpcgnn.kinds.base import LayerKind
+from __future__ import annotations
 
-GIN = LayerKind(
-    name="gin",
-    title="GIN (ReLU(((1+eps) H + A^T H) W_1) W_2)",
-    self_weight=False,
-    mean=False,
-    self_loops=True,
-    modes=frozenset({"1d", "1.5d", "2d", "3d", "halo", "offload", "gist", "minibatch"}),
-    summed=True,
-    mlp=True,
-)
+from collections.abc import Sequence
+from typing import Any
+
+from hpcgnn.kinds.base import ALL_MODES, Layer, Operator, Primitives, Weight
+
+
+class GINLayer(Layer):
+    """``act(ReLU((A^T + (1 + eps) I) H W_1) W_2)``.
+
+    ``W_1`` (``f_in x f_out``) from the seed's stream, ``W_2`` (``f_out x f_out``) from
+    ``seed + 1``'s.
+    """
+
+    name = "gin"
+    title = "GIN (ReLU(((1+eps) H + A^T H) W_1) W_2)"
+    modes = ALL_MODES
+    mlp = True
+
+    def __init__(self, eps: float = 0.0) -> None:
+        self.eps = eps
+
+    @property
+    def operator(self) -> Operator:  # type: ignore[override]
+        """``A^T + (1 + eps) I``, unnormalised."""
+        return Operator("sum", 1.0 + self.eps)
+
+    def weights(self, f_in: int, f_out: int, last: bool) -> list[Weight]:
+        """``W_1`` (stream 0, ``f_in x f_out``) and ``W_2`` (stream 1, ``f_out x f_out``)."""
+        return [Weight((f_in, f_out)), Weight((f_out, f_out), stream=1)]
+
+    def forward(self, g: Primitives, h: Any, w: Sequence[Any]) -> Any:
+        """The sum and ``W_1`` in the narrower order, ReLU, ``W_2``, ReLU unless last."""
+        u = g.propagate(h, w[0]).relu()
+        z = g.dense(u, w[1])
+        return z if g.last else z.relu()
+
+
+GIN = GINLayer()

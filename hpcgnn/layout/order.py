@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from hpcgnn.kinds import GCN, LayerKind
+from hpcgnn.kinds import GCN, Layer
 
 
 def layer_sizes(num_features: int, hidden: int, num_classes: int, layers: int) -> list[int]:
@@ -26,9 +26,9 @@ def weight_entries(widths: Sequence[int]) -> int:
 
 
 def weight_shapes(
-    widths: list[int] | tuple[int, ...], kind: LayerKind = GCN
+    widths: list[int] | tuple[int, ...], kind: Layer = GCN
 ) -> list[tuple[int, int]]:
-    """Shapes of the weights in the model's order, each layer's by :meth:`LayerKind.layer_shapes`.
+    """Shapes of the weights in the model's order, each layer's by :meth:`Layer.layer_shapes`.
 
     GCN's ``W^l`` ``(f_{l-1}, f_l)``; GraphSAGE's ``W_self^l, W_neigh^l`` both of that shape;
     GIN's ``W_1^l`` of that shape and ``W_2^l`` ``(f_l, f_l)``; GAT's ``W^l`` (``f_{l-1} x
@@ -42,7 +42,7 @@ def weight_shapes(
 
 
 def attention_shapes(
-    widths: list[int] | tuple[int, ...], kind: LayerKind
+    widths: list[int] | tuple[int, ...], kind: Layer
 ) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     """An attention kind's :func:`weight_shapes` split in two.
 
@@ -62,27 +62,3 @@ def transform_first(layer: int, f_in: int, f_out: int) -> bool:
     ``W``'s gradient): there the narrow order pays off only when ``2 f_out < f_in``.
     """
     return 2 * f_out < f_in if layer == 0 else f_out < f_in
-
-
-def aggregation_widths(
-    widths: list[int] | tuple[int, ...], kind: LayerKind = GCN
-) -> list[tuple[int, bool]]:
-    """For each layer, the SpMM width and whether a backward SpMM runs.
-
-    Follows :func:`transform_first` and :func:`hpcgnn.nn.gcn.gcn_forward`; used by the cost
-    models. An attention kind (GAT) exchanges the rows of ``[z | s_src]``, ``K f' + K``
-    wide, on every layer and both ways (``W``'s gradient needs the gathered rows').
-    """
-    out = []
-    if kind.attention:
-        last = len(widths) - 2
-        for layer, (f_in, f_out) in enumerate(zip(widths[:-1], widths[1:], strict=True)):
-            (_, cols), (heads, _), _ = kind.layer_shapes(f_in, f_out, layer == last)
-            out.append((cols + heads, True))
-        return out
-    for layer, (f_in, f_out) in enumerate(zip(widths[:-1], widths[1:], strict=True)):
-        if transform_first(layer, f_in, f_out):
-            out.append((f_out, True))
-        else:
-            out.append((f_in, layer > 0))
-    return out

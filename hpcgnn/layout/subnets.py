@@ -27,7 +27,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from hpcgnn.kinds import LayerKind
+from hpcgnn.kinds import Layer
 from hpcgnn.rng import TAG_GIST, stream_key
 
 T = TypeVar("T")
@@ -118,7 +118,7 @@ class Subnet:
 
 
 def subnet_heads(
-    net: Subnet | None, kind: LayerKind, hidden: int, heads: int
+    net: Subnet | None, kind: Layer, hidden: int, heads: int
 ) -> Callable[[int], tuple[int, np.ndarray] | None] | None:
     """A GIST sub-GAT's global heads per layer, its attention dropout keys; else ``None``.
 
@@ -160,12 +160,12 @@ def subnets(
     ]
 
 
-def split_block(kind: LayerKind, hidden: int) -> int:
+def split_block(kind: Layer, hidden: int) -> int:
     """Hidden ids GIST keeps together: a head's ``f' = hidden / K`` units (GAT), else 1."""
     return hidden // kind.heads if kind.attention else 1
 
 
-def weight_chain(widths: Sequence[int], kind: LayerKind) -> tuple[list[int], int]:
+def weight_chain(widths: Sequence[int], kind: Layer) -> tuple[list[int], int]:
     """The widths whose consecutive pairs are the model's weight shapes, and weights per pair.
 
     GIST shards, splits and exchanges the weights along this chain. GCN: ``widths`` and
@@ -182,7 +182,7 @@ def weight_chain(widths: Sequence[int], kind: LayerKind) -> tuple[list[int], int
     return chain, 1 if kind.mlp else kind.weights_per_layer
 
 
-def along_chain(per_width: Sequence[T], kind: LayerKind) -> list[T]:
+def along_chain(per_width: Sequence[T], kind: Layer) -> list[T]:
     """One value per width ``f_0 .. f_L`` as one per width of :func:`weight_chain`.
 
     GIN (an MLP kind) repeats each ``f_l`` (``l >= 1``): ``W_1^l`` and ``W_2^l`` both
@@ -193,7 +193,7 @@ def along_chain(per_width: Sequence[T], kind: LayerKind) -> list[T]:
     return [per_width[0], *(v for v in per_width[1:] for _ in range(2))]
 
 
-def chain_subnet(net: Subnet, kind: LayerKind) -> Subnet:
+def chain_subnet(net: Subnet, kind: Layer) -> Subnet:
     """``net`` along :func:`weight_chain`: GIN's ``W_2^l`` keeps layer ``l``'s group twice.
 
     GAT: the last width is the output layer's ``K' f_L`` columns, all kept.
@@ -207,7 +207,7 @@ def chain_subnet(net: Subnet, kind: LayerKind) -> Subnet:
     return Subnet(tuple(chain), tuple(along_chain(net.ids, kind)))
 
 
-def reads_split(widths: Sequence[int], kind: LayerKind) -> list[bool]:
+def reads_split(widths: Sequence[int], kind: Layer) -> list[bool]:
     """Whether each weight of :func:`weight_chain` reads a hidden dimension GIST splits.
 
     Weight ``i`` of the chain reads chain width ``i``: the input features (never split)
@@ -276,7 +276,7 @@ class ParamOrder:
         return [b for b, at in zip(biases, links, strict=True) if at == link]
 
 
-def vector_links(kind: LayerKind, layers: int, per_layer: int = 1) -> list[int]:
+def vector_links(kind: Layer, layers: int, per_layer: int = 1) -> list[int]:
     """The link of :func:`weight_chain` each of ``per_layer`` vectors per layer belongs to.
 
     A layer's vectors (the sampled models' bias ``b^l``; GAT's ``a_src^l, a_dst^l``) read

@@ -50,7 +50,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import scipy.sparse as sp
 
-from hpcgnn.kinds import GCN, LayerKind
+from hpcgnn.kinds import GCN, Layer
 from hpcgnn.layout.blocks import even_offsets, vertex_offsets
 from hpcgnn.layout.order import transform_first
 
@@ -477,7 +477,7 @@ class LayerPlan:
 
 
 def layer_plans(
-    widths: list[int] | tuple[int, ...], pc: int, kind: LayerKind = GCN
+    widths: list[int] | tuple[int, ...], pc: int, kind: Layer = GCN
 ) -> list[LayerPlan]:
     """The :class:`LayerPlan` of every layer of a model of ``kind`` with widths ``f_0 .. f_L``.
 

@@ -27,7 +27,7 @@ from hpcgnn.kernels.sparse_input import SparseFeatures
 from hpcgnn.layout.order import layer_sizes
 from hpcgnn.layout.subnets import Subnet, subnet_heads
 from hpcgnn.models.share import RowShare, load_rows
-from hpcgnn.nn.gcn import LayerOps, block_dropout, gcn_forward, select_columns
+from hpcgnn.nn.gcn import LayerOps, block_dropout, run_layers, select_columns
 from hpcgnn.nn.init import init_weights
 from hpcgnn.rng import Columns
 
@@ -132,7 +132,7 @@ class GCNModel:
                 self.cfg.seed, self.cfg.dropout, epoch, self.rows, *self._dropout_view(),
                 device=self.comm.device,
             )
-        return gcn_forward(
+        return run_layers(
             self.x, self.weights, self.layers, self.cfg.dropout, keep, self.stats, self.cfg.kind,
             self.cfg.attention_p,  # a sub-GAT draws the global model's heads' decisions
             subnet_heads(self.subnet, self.cfg.kind, self.cfg.hidden, self.cfg.heads),

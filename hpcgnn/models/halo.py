@@ -14,7 +14,7 @@ from hpcgnn.cost.halo import HaloVolumes, planned_volumes, predict_halo
 from hpcgnn.errors import ConfigError
 from hpcgnn.exchange.staged import StagedExchange
 from hpcgnn.grid.process_grid import ProcessGrid
-from hpcgnn.layout.order import aggregation_widths
+from hpcgnn.layout.trace import aggregation_widths
 from hpcgnn.models.block_row import BlockRowGCN
 from hpcgnn.models.exchange_report import halo_report
 from hpcgnn.models.share import RowShare

@@ -26,7 +26,7 @@ from hpcgnn.kernels.dropout import global_columns, keep_pairs, rows_keep
 from hpcgnn.kernels.gemm import matmul
 from hpcgnn.kernels.sparse_input import SparseFeatures, as_dense
 from hpcgnn.kernels.spmm import sparse_matmul
-from hpcgnn.kinds import LayerKind
+from hpcgnn.kinds import Layer
 from hpcgnn.nn.gat import AttentionDrop, LocalNeighbourhood, Neighbourhood, gat_layer
 from hpcgnn.nn.gcn import Input, dropout
 from hpcgnn.nn.init import init_weights
@@ -79,7 +79,7 @@ class BatchMasks:
 
 
 def sampled_weights(
-    kind: LayerKind, widths: list[int], seed: int, dtype: np.dtype | type, device: Device
+    kind: Layer, widths: list[int], seed: int, dtype: np.dtype | type, device: Device
 ) -> list[torch.Tensor]:
     """Glorot weights and zero biases of ``kind``'s layers, on ``device``.
 
@@ -125,7 +125,7 @@ class MinibatchModel:
         sorted (LADIES); see :meth:`~hpcgnn.sampling.sampled.SampledHop.own_columns`.
     """
 
-    def __init__(self, kind: LayerKind, widths: list[int], weights: list[torch.Tensor],
+    def __init__(self, kind: Layer, widths: list[int], weights: list[torch.Tensor],
                  attention_p: float = 0.0, self_loops: bool = False,
                  rows_lead: bool = True) -> None:
         self.kind = kind

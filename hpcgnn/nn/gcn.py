@@ -37,7 +37,7 @@ from hpcgnn.kernels.dropout import block_keep, global_columns, keep_pairs
 from hpcgnn.kernels.gemm import matmul
 from hpcgnn.kernels.sparse_input import SparseFeatures, as_dense
 from hpcgnn.kernels.spmm import spmm
-from hpcgnn.kinds import GCN, LayerKind
+from hpcgnn.kinds import GCN, Layer
 from hpcgnn.layout.order import transform_first
 from hpcgnn.nn.gat import ColumnAttention, Neighbourhood, gat_layer
 from hpcgnn.rng import Columns, dropout_key
@@ -249,60 +249,88 @@ def propagate(
     return z if w_self is None else z + dense(h, w_self)
 
 
-def gcn_layer(
-    h: Input, w: torch.Tensor, layer: int, last: bool, ops: LayerOps,
-    stats: CommStats | None = None,
-) -> torch.Tensor:
-    """One GCN layer ``act(Â^T H W)`` on this rank's block (no dropout; see :func:`dropout`)."""
-    return activate(propagate(h, w, layer, ops, stats), last)
+class LayoutPrimitives:
+    """The graph primitives (:class:`~hpcgnn.kinds.Primitives`) of a layer on this rank's block.
 
+    Built from the :class:`LayerOps` a full-batch layout supplies for the layer. On a
+    SUMMA grid the layout plans the layer's dense steps (``ops.dense``, then ``ops.mlp``):
+    each ``dense`` or ``propagate`` takes the next; the row layouts multiply locally.
 
-def sage_layer(
-    h: Input, w_self: torch.Tensor, w_neigh: torch.Tensor, layer: int, last: bool,
-    ops: LayerOps, stats: CommStats | None = None,
-) -> torch.Tensor:
-    """One GraphSAGE-mean layer ``act(H W_self + (D_in^-1 A^T) H W_neigh)`` on this rank's block.
-
-    ``ops.aggregation`` is the mean operator; the neighbour term is :func:`propagate`
-    (same order, same SpMM as a GCN layer of ``w_neigh``'s shape), the self term a dense
-    step on this rank's own rows (no communication in row layouts; on a SUMMA grid the
-    layer's dense step once more). No bias, as the GCN layers have none (the sampled
-    model's :func:`hpcgnn.nn.sampled.sage_layer` has one).
+    Parameters
+    ----------
+    ops
+        The layer's operations.
+    layer, last
+        The layer's index and whether it is the output layer.
+    stats
+        Where local products are timed and trace spans tagged, if given.
+    drop
+        The step's attention dropout, or ``None`` (evaluation, or probability 0).
     """
-    return activate(propagate(h, w_neigh, layer, ops, stats, w_self), last)
+
+    def __init__(
+        self, ops: LayerOps, layer: int, last: bool, stats: CommStats | None = None,
+        drop: AttentionDrop | None = None,
+    ) -> None:
+        self.ops, self.layer, self.last, self.stats, self.drop = ops, layer, last, stats, drop
+        self._steps = [ops.dense] if ops.mlp is None else [ops.dense, ops.mlp]
+        self._used = 0
+
+    def _planned(self) -> Dense | None:
+        """The next of the layer's planned dense steps (``None``: a local GEMM)."""
+        i, self._used = self._used, self._used + 1
+        if all(step is None for step in self._steps):
+            return None
+        if i < len(self._steps):
+            return self._steps[i]
+        raise ValueError(f"layer {self.layer}: the layout planned {len(self._steps)} dense"
+                         " step(s) for it")
+
+    def aggregate(self, h: Input) -> torch.Tensor:
+        """This rank's rows of ``Â^T H`` (the layout's SpMM); adjoint ``Â G``."""
+        return aggregate(as_dense(h), self.ops.aggregation, self.stats, self.layer)
+
+    def dense(self, h: Input, w: torch.Tensor) -> torch.Tensor:
+        """``H W`` on this rank's block."""
+        return _dense(self._planned(), self.stats)(h, w)
+
+    def propagate(
+        self, h: Input, w: torch.Tensor, self_weight: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """``Â^T H W`` (plus ``H W_self``) in the narrower order (:func:`propagate`)."""
+        ops = LayerOps(self.ops.aggregation, self._planned())
+        return propagate(h, w, self.layer, ops, self.stats, self_weight)
+
+    def attention(
+        self, h: Input, w: torch.Tensor, a_src: torch.Tensor, a_dst: torch.Tensor
+    ) -> torch.Tensor:
+        """GAT's attention (:func:`hpcgnn.nn.gat.gat_layer`, or the SUMMA grid's)."""
+        dense = _dense(self._planned(), self.stats)
+        if self.ops.attention is not None:
+            return self.ops.attention(dense(h, w), a_src, a_dst, self.layer, self.last,
+                                      self.drop)
+        if self.ops.neighbourhood is None:
+            raise ValueError(f"layer {self.layer}: the layout gives no neighbourhood to attend")
+        return gat_layer(h, w, a_src, a_dst, self.layer, self.last, self.ops.neighbourhood,
+                         dense, self.drop, self.stats)
 
 
-def gin_layer(
-    h: Input, w_1: torch.Tensor, w_2: torch.Tensor, layer: int, last: bool, ops: LayerOps,
-    stats: CommStats | None = None,
-) -> torch.Tensor:
-    """One GIN layer ``act(ReLU((A^T + (1 + eps) I) H W_1) W_2)`` on this rank's block.
-
-    ``ops.aggregation`` is the sum operator with ``1 + eps`` on its diagonal, so the
-    aggregation and the first linear layer are :func:`propagate` (the order by ``W_1``'s
-    shape); the layout's ``finish`` moves the output after ``ops.mlp``, the second linear
-    layer, not after the SpMM. No biases, as the GCN layers have none.
-    """
-    inner = LayerOps(ops.aggregation, ops.dense)
-    u = torch.relu(propagate(h, w_1, layer, inner, stats))
-    z = _dense(ops.mlp, stats)(u, w_2)
-    if ops.finish is not None:
-        z = ops.finish(z)
-    return activate(z, last)
-
-
-def gcn_forward(
+def run_layers(
     h0: Input,
     weights: Sequence[torch.Tensor],
     layers: Sequence[LayerOps],
     p: float,
     keep: BlockMasks | None,
     stats: CommStats | None = None,
-    kind: LayerKind = GCN,
+    kind: Layer = GCN,
     attention_p: float = 0.0,
     heads: HeadIds | None = None,
 ) -> torch.Tensor:
-    """Run the GCN (GraphSAGE-mean, GIN, GAT) forward on this rank's block; its logits.
+    """Run a model of ``kind`` layers forward on this rank's block; its logits.
+
+    Per layer: dropout on its input, the layer's forward on the layout's primitives
+    (:class:`LayoutPrimitives`), and the layout's ``finish`` (a SUMMA grid's delivery of the
+    logit rows), if any.
 
     Parameters
     ----------
@@ -310,8 +338,7 @@ def gcn_forward(
         This rank's block of the input features, dense or sparse (see
         :func:`sparse_input`).
     weights
-        ``W^1 .. W^L`` (injected: replicated, or sub-weights); sage: per layer
-        ``W_self^l, W_neigh^l``; gin: per layer ``W_1^l, W_2^l``.
+        Every layer's weights, in the model's order (injected: replicated, or sub-weights).
     layers
         One :class:`LayerOps` per layer.
     p
@@ -322,9 +349,7 @@ def gcn_forward(
     stats
         Where to time local dense products (phase ``gemm``), if given.
     kind
-        The layer kind: :func:`gcn_layer`, with a self weight :func:`sage_layer`, an MLP
-        kind :func:`gin_layer`, an attention kind :func:`hpcgnn.nn.gat.gat_layer` (per
-        layer ``W^l, a_src^l, a_dst^l``).
+        The layer (:class:`~hpcgnn.kinds.Layer`).
     attention_p
         Drop probability of the attention coefficients, applied when ``keep`` is given.
     heads
@@ -342,23 +367,12 @@ def gcn_forward(
     for layer, ops in enumerate(layers):
         w = weights[per * layer : per * (layer + 1)]
         if isinstance(h, SparseFeatures):  # the order follows the aggregated weight's shape
-            h = sparse_input(h, w[0] if kind.mlp or kind.attention else w[-1], p, keep)
+            h = sparse_input(h, w[kind.input_weight], p, keep)
         elif keep is not None and p > 0.0:
             h = dropout(h, keep(layer), p)
-        if kind.attention and ops.attention is not None:
-            z = _dense(ops.dense, stats)(h, w[0])
-            h = ops.attention(z, w[1], w[2], layer, layer == last, drop)
-        elif kind.attention:
-            if ops.neighbourhood is None:
-                raise ValueError(f"{kind}: layer {layer} has no neighbourhood")
-            h = gat_layer(h, w[0], w[1], w[2], layer, layer == last, ops.neighbourhood,
-                          _dense(ops.dense, stats), drop, stats)
-        elif kind.mlp:
-            h = gin_layer(h, w[0], w[1], layer, layer == last, ops, stats)
-        elif kind.self_weight:
-            h = sage_layer(h, w[0], w[1], layer, layer == last, ops, stats)
-        else:
-            h = gcn_layer(h, w[0], layer, layer == last, ops, stats)
+        h = kind.forward(LayoutPrimitives(ops, layer, layer == last, stats, drop), h, w)
+        if ops.finish is not None:
+            h = ops.finish(h)
     return as_dense(h)  # a layer's output is dense (only the input can be sparse)
 
 

@@ -6,8 +6,7 @@ import numpy as np
 import torch
 
 from hpcgnn.backend import Device, get_device
-from hpcgnn.kinds import GCN, LayerKind
-from hpcgnn.layout.order import attention_shapes
+from hpcgnn.kinds import GCN, Layer
 
 
 def glorot_rows(
@@ -66,32 +65,28 @@ def glorot_shapes(
 
 
 def init_weights(
-    widths: list[int], seed: int, dtype: np.dtype | type = np.float32, kind: LayerKind = GCN,
+    widths: list[int], seed: int, dtype: np.dtype | type = np.float32, kind: Layer = GCN,
     device: Device | None = None,
 ) -> list[torch.Tensor]:
     """Glorot weights as leaf tensors on ``device`` (default CPU), identical on every rank.
 
-    ``W^1 .. W^L``; a kind with a self weight (GraphSAGE): per layer ``W_self^l,
-    W_neigh^l``, the ``W_self`` drawn from ``seed`` and the ``W_neigh`` from ``seed + 1``
-    (as the sampled GraphSAGE of :func:`hpcgnn.models.minibatch.sampled_weights`); an MLP
-    kind (GIN): per layer ``W_1^l`` (``f_{l-1} x f_l``, from ``seed``) and ``W_2^l``
-    (``f_l x f_l``, from ``seed + 1``); an attention kind (GAT): per layer ``W^l`` (from
-    ``seed``), then ``a_src^l, a_dst^l`` (from ``seed + 1``, in that order).
+    The weights ``kind`` declares for each layer (:meth:`~hpcgnn.kinds.Layer.weights`), in
+    the model's order; each from the stream of ``seed + weight.stream``, which draws its
+    weights in the model's order (:func:`glorot_shapes`). So GCN's ``W^1 .. W^L`` are
+    :func:`glorot_weights`; GraphSAGE's ``W_self^l`` come from ``seed`` and its ``W_neigh^l``
+    from ``seed + 1`` (as the sampled GraphSAGE of
+    :func:`hpcgnn.models.minibatch.sampled_weights`); GIN's ``W_1^l`` from ``seed`` and
+    ``W_2^l`` from ``seed + 1``; GAT's ``W^l`` from ``seed``, ``a_src^l, a_dst^l`` from
+    ``seed + 1``.
     """
     dev = get_device(device)
-    if kind.attention:
-        w_shapes, score_shapes = attention_shapes(widths, kind)
-        w = glorot_shapes(w_shapes, seed, dtype)
-        att = glorot_shapes(score_shapes, seed + 1, dtype)
-        ordered = [m for layer, wl in enumerate(w) for m in (wl, *att[2 * layer : 2 * layer + 2])]
-        return [dev.from_numpy(m).requires_grad_(True) for m in ordered]
-    streams = [glorot_weights(widths, seed, dtype)]
-    if kind.self_weight:
-        streams.append(glorot_weights(widths, seed + 1, dtype))
-    elif kind.mlp:
-        streams.append(glorot_shapes([(f, f) for f in widths[1:]], seed + 1, dtype))
-    return [
-        dev.from_numpy(m[layer]).requires_grad_(True)
-        for layer in range(len(widths) - 1)
-        for m in streams
-    ]
+    last = len(widths) - 2
+    declared = [w for layer, (a, b) in enumerate(zip(widths[:-1], widths[1:], strict=True))
+                for w in kind.weights(a, b, layer == last)]
+    values: list[np.ndarray | None] = [None] * len(declared)
+    for stream in sorted({w.stream for w in declared}):
+        ids = [i for i, w in enumerate(declared) if w.stream == stream]
+        drawn = glorot_shapes([declared[i].shape for i in ids], seed + stream, dtype)
+        for i, m in zip(ids, drawn, strict=True):
+            values[i] = m
+    return [dev.from_numpy(m).requires_grad_(True) for m in values if m is not None]

@@ -19,7 +19,7 @@ For a script that trains on one process, as with PyG::
         pred = model(g).argmax(1)
 
 :class:`GCN` is the layer definition every mode of ``hpcgnn train`` uses
-(:func:`hpcgnn.nn.gcn.gcn_forward`), with the same Glorot weights from ``seed`` and the
+(:func:`hpcgnn.nn.gcn.run_layers`), with the same Glorot weights from ``seed`` and the
 same counter-based dropout masks (keyed by the number of training forwards so far), so
 ``N`` steps of the loop above train the model ``hpcgnn train --epochs N`` trains on one
 rank. ``model="sage"`` gives GraphSAGE-mean layers, ``model="gin"`` GIN layers (with
@@ -44,7 +44,7 @@ from hpcgnn.kernels.spmm import to_torch_csr
 from hpcgnn.kinds import GCN as GCN_KIND
 from hpcgnn.layout.order import layer_sizes
 from hpcgnn.nn.gat import LocalNeighbourhood
-from hpcgnn.nn.gcn import Input, LayerOps, LocalAggregation, block_dropout, gcn_forward
+from hpcgnn.nn.gcn import Input, LayerOps, LocalAggregation, block_dropout, run_layers
 from hpcgnn.nn.init import init_weights
 from hpcgnn.nn.optim import make_optimizer
 
@@ -182,7 +182,7 @@ class GCN(torch.nn.Module):
         if self.kind.attention and graph.neighbourhood is None:
             raise ValueError("a GAT reads the graph's edges: Graph.read(..., model='gat')")
         ops = [LayerOps(graph.aggregation, neighbourhood=graph.neighbourhood)] * self.cfg.layers
-        return gcn_forward(x, list(self.weights), ops, p, keep, kind=self.kind,
+        return run_layers(x, list(self.weights), ops, p, keep, kind=self.kind,
                            attention_p=self.cfg.attention_p)
 
     def optimizer(self, lr: float = 0.01, weight_decay: float = 5e-4,

@@ -27,7 +27,7 @@ import scipy.sparse as sp
 from hpcgnn.graph.normalize import sum_block
 from hpcgnn.io.reader import GraphFile
 from hpcgnn.kernels.csr import gather_ranges
-from hpcgnn.kinds import LayerKind
+from hpcgnn.kinds import Layer
 from hpcgnn.sampling.arrays import Array, HostOps, ops, ops_on
 from hpcgnn.sampling.samplers import Sampler
 
@@ -152,7 +152,7 @@ def read_pattern(gf: GraphFile, lo: int, hi: int, sampler: Sampler) -> RowStore:
 
 
 def eval_block(
-    store: RowStore, lo: int, hi: int, sampler: Sampler, kind: LayerKind,
+    store: RowStore, lo: int, hi: int, sampler: Sampler, kind: Layer,
     dtype: np.dtype | type,
 ) -> sp.csr_matrix:
     """Rows ``[lo, hi)`` of the full-graph operator a sampled model of ``kind`` is evaluated with.

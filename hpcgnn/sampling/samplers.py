@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hpcgnn.errors import ConfigError
-from hpcgnn.kinds import GAT, GCN, GIN, SAGE, LayerKind, layer_kind
+from hpcgnn.kinds import GAT, GCN, GIN, SAGE, Layer, layer_kind
 from hpcgnn.rng import TAG_CLUSTER, TAG_LADIES, TAG_SAGE
 
 
@@ -43,7 +43,7 @@ class Sampler:
     """
 
     name: str
-    kind: LayerKind
+    kind: Layer
     node_wise: bool
     row_normalised: bool
     tag: int

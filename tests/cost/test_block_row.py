@@ -11,8 +11,8 @@ from hpcgnn.cost.ranking import rank_choices
 from hpcgnn.cost.summa import predict_2d
 from hpcgnn.io.reader import GraphMeta
 from hpcgnn.layout.blocks import even_offsets, stage_chunks
-from hpcgnn.layout.order import aggregation_widths
 from hpcgnn.layout.shapes import GridShape, admissible_shapes
+from hpcgnn.layout.trace import aggregation_widths
 
 
 def counted(problem: Problem, shape: GridShape) -> list[CommStats]:

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
 from hpcgnn import kinds
 from hpcgnn.config import MODELS, TrainConfig
 from hpcgnn.errors import ConfigError
 from hpcgnn.kinds import GAT, GCN, GIN, KINDS, SAGE, layer_kind
-from hpcgnn.layout.order import aggregation_widths, weight_shapes
+from hpcgnn.layout.order import weight_shapes
+from hpcgnn.layout.trace import aggregation_widths
 
 
 def test_the_registry_names_every_kind_once_in_the_cli_order():
@@ -35,14 +34,14 @@ def test_gin_is_an_mlp_on_the_unnormalised_sum():
     assert weight_shapes([7, 5, 3], GIN) == [(7, 5), (5, 5), (5, 3), (3, 3)]
     assert weight_shapes([7, 5, 3], SAGE) == [(7, 5), (7, 5), (5, 3), (5, 3)]
     assert weight_shapes([7, 5, 3]) == [(7, 5), (5, 3)]
-    assert TrainConfig(model="gin", gin_eps=0.5).kind == replace(GIN, eps=0.5)
+    assert TrainConfig(model="gin", gin_eps=0.5).kind == GIN.replace(eps=0.5)
 
 
 def test_gat_weights_are_w_and_the_score_vectors_per_head():
     assert (GAT.weights_per_layer, GAT.self_loops, GAT.attention) == (3, True, True)
     assert GAT.modes == {"1d", "1.5d", "2d", "3d", "halo", "offload", "minibatch", "gist"}
     kind = TrainConfig(model="gat", hidden=8, heads=4, output_heads=2).kind
-    assert kind == replace(GAT, heads=4, output_heads=2)
+    assert kind == GAT.replace(heads=4, output_heads=2)
     assert weight_shapes([7, 8, 8, 3], kind) == [(7, 8), (4, 2), (4, 2), (8, 8), (4, 2), (4, 2),
                                                  (8, 6), (2, 3), (2, 3)]
     assert aggregation_widths([7, 8, 3], kind) == [(8 + 4, True), (6 + 2, True)]
@@ -51,7 +50,7 @@ def test_gat_weights_are_w_and_the_score_vectors_per_head():
 def test_a_mode_a_kind_lacks_is_refused_in_one_line(monkeypatch):
     from hpcgnn.train.modes import FullBatchMode, OffloadMode
 
-    narrow = replace(SAGE, name="narrow", modes=frozenset({"1d"}))
+    narrow = SAGE.replace(name="narrow", modes=frozenset({"1d"}))
     monkeypatch.setitem(kinds.KINDS, "narrow", narrow)
     cfg = TrainConfig(model="narrow")
     assert FullBatchMode().resolve(cfg, 4) is cfg

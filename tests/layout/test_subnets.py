@@ -1,6 +1,5 @@
 """GIST's random groups: disjoint, covering, balanced, and the same on every rank."""
 
-import dataclasses
 
 import numpy as np
 import pytest
@@ -64,12 +63,11 @@ def test_too_many_groups_is_an_error():
 
 def test_gat_sub_networks_keep_whole_heads_and_the_output_layer():
     """GAT: K = 5 heads of f' = 3 units split into M = 2 groups of whole heads."""
-    from dataclasses import replace
 
     from hpcgnn.kinds import GAT
     from hpcgnn.layout.subnets import chain_subnet, split_block, weight_chain
 
-    kind = replace(GAT, heads=5, output_heads=2)
+    kind = GAT.replace(heads=5, output_heads=2)
     widths = [4, 15, 15, 3]
     assert split_block(kind, 15) == 3 and weight_chain(widths, kind) == ([4, 15, 15, 6], 1)
     nets = subnets(1, 0, widths, 2, block=3)
@@ -128,7 +126,7 @@ class _Recorder:
 
 def test_a_sampled_gat_replicates_scores_and_biases_in_the_models_order():
     """Per layer ``W, a_src, a_dst, b``; the output bias (``C``) is taken whole."""
-    kind = dataclasses.replace(GAT, heads=2, output_heads=2)
+    kind = GAT.replace(heads=2, output_heads=2)
     widths = [5, 8, 8, 3]
     vectors = model_vectors(widths, kind, sampled=True)
     assert vectors.shapes == [(2, 4), (2, 4), (8,), (2, 4), (2, 4), (8,), (2, 3), (2, 3), (3,)]

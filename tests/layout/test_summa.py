@@ -139,7 +139,8 @@ def test_dense_variant_picks_the_smaller_volume():
 
 
 def test_layer_plans_follow_the_serial_order():
-    from hpcgnn.layout.order import aggregation_widths, transform_first
+    from hpcgnn.layout.order import transform_first
+    from hpcgnn.layout.trace import aggregation_widths
 
     for widths in [(5, 6, 6, 3), (5, 2, 2, 3), (100, 16, 7), (8, 3), (3, 8), (4, 4)]:
         for pc in (1, 2, 3, 4):
@@ -179,11 +180,10 @@ def test_head_slices_tile_every_column_block():
 
 
 def test_gat_layer_plans():
-    from dataclasses import replace
 
     from hpcgnn.kinds import GAT
 
-    kind = replace(GAT, heads=2, output_heads=3)
+    kind = GAT.replace(heads=2, output_heads=3)
     plans = layer_plans((12, 4, 4, 5), 2, kind)
     assert [p.f_out for p in plans] == [4, 4, 15]  # K f', and the last layer's K' C
     assert plans[0].dense == REDUCE_SCATTER  # 12 features to 4 columns: the narrow side

@@ -2,9 +2,14 @@ import numpy as np
 import pytest
 import torch
 
-from hpcgnn.kinds import GIN, SAGE
-from hpcgnn.nn.gcn import LayerOps, block_dropout, dropout, gcn_forward, gcn_layer
+from hpcgnn.kinds import GCN, GIN, SAGE
+from hpcgnn.nn.gcn import LayerOps, LayoutPrimitives, block_dropout, dropout, run_layers
 from hpcgnn.rng import dropout_keep, dropout_key
+
+
+def one_layer(kind, h, weights, a, last):
+    """Layer 1 of ``kind`` on a dense aggregation, through the primitives."""
+    return kind.forward(LayoutPrimitives(LayerOps(Dense(a)), 1, last), h, weights)
 
 
 class Dense:
@@ -26,9 +31,9 @@ def test_layer_is_relu_of_the_product_in_either_order():
     h = torch.from_numpy(rng.random((6, 8)))
     for f_out in (2, 12):  # narrow output: A^T (H W); wide: (A^T H) W
         w = torch.from_numpy(rng.standard_normal((8, f_out)))
-        got = gcn_layer(h, w, 1, False, LayerOps(Dense(a)))
+        got = one_layer(GCN, h, [w], a, False)
         assert torch.allclose(got, torch.relu(a.T @ h @ w))
-        assert torch.allclose(gcn_layer(h, w, 1, True, LayerOps(Dense(a))), a.T @ h @ w)
+        assert torch.allclose(one_layer(GCN, h, [w], a, True), a.T @ h @ w)
 
 
 def test_forward_applies_the_counter_based_masks():
@@ -37,7 +42,7 @@ def test_forward_applies_the_counter_based_masks():
     x = torch.from_numpy(rng.random((5, 4)))
     weights = [torch.from_numpy(rng.standard_normal(s)) for s in ((4, 3), (3, 2))]
     keep = block_dropout(9, 0.5, 2, (0, 5), [4, 3, 2])
-    out = gcn_forward(x, weights, [LayerOps(Dense(a))] * 2, 0.5, keep)
+    out = run_layers(x, weights, [LayerOps(Dense(a))] * 2, 0.5, keep)
     h = dropout(x, dropout_keep(dropout_key(9, 2, 0), (0, 5), (0, 4), 0.5), 0.5)
     h = torch.relu(a.T @ h @ weights[0])
     h = dropout(h, dropout_keep(dropout_key(9, 2, 1), (0, 5), (0, 3), 0.5), 0.5)
@@ -45,15 +50,13 @@ def test_forward_applies_the_counter_based_masks():
 
 
 def test_sage_layer_adds_the_self_term_to_the_mean_in_either_order():
-    from hpcgnn.nn.gcn import sage_layer
-
     rng = np.random.default_rng(4)
     m = torch.from_numpy(rng.random((6, 6)))
     h = torch.from_numpy(rng.random((6, 8)))
     for f_out in (2, 12):
         w_self = torch.from_numpy(rng.standard_normal((8, f_out)))
         w_neigh = torch.from_numpy(rng.standard_normal((8, f_out)))
-        got = sage_layer(h, w_self, w_neigh, 1, False, LayerOps(Dense(m)))
+        got = one_layer(SAGE, h, [w_self, w_neigh], m, False)
         assert torch.allclose(got, torch.relu(h @ w_self + m.T @ h @ w_neigh))
 
 
@@ -64,11 +67,11 @@ def test_sage_forward_takes_two_weights_per_layer():
     m = torch.from_numpy(rng.random((5, 5)))
     x = torch.from_numpy(rng.random((5, 4)))
     ws = [torch.from_numpy(rng.standard_normal(s)) for s in ((4, 3), (4, 3), (3, 2), (3, 2))]
-    out = gcn_forward(x, ws, [LayerOps(Dense(m))] * 2, 0.0, None, kind=SAGE)
+    out = run_layers(x, ws, [LayerOps(Dense(m))] * 2, 0.0, None, kind=SAGE)
     h = torch.relu(x @ ws[0] + m.T @ x @ ws[1])
     assert torch.allclose(out, h @ ws[2] + m.T @ h @ ws[3])
     with pytest.raises(ValueError):
-        gcn_forward(x, ws[:2], [LayerOps(Dense(m))] * 2, 0.0, None, kind=SAGE)
+        run_layers(x, ws[:2], [LayerOps(Dense(m))] * 2, 0.0, None, kind=SAGE)
 
 
 @pytest.mark.parametrize("kind", [None, SAGE, GIN])
@@ -76,7 +79,6 @@ def test_sage_forward_takes_two_weights_per_layer():
 def test_sparse_input_trains_as_the_dense_input(kind, f_in):
     from hpcgnn.backend import cpu
     from hpcgnn.kernels.sparse_input import SparseFeatures
-    from hpcgnn.kinds import GCN
 
     kind = kind or GCN
     rng = np.random.default_rng(5)
@@ -90,7 +92,7 @@ def test_sparse_input_trains_as_the_dense_input(kind, f_in):
     for h0 in (torch.from_numpy(x), SparseFeatures.from_matrix(x, cpu())):
         ws = [w.clone().requires_grad_(True) for w in base]
         keep = block_dropout(9, 0.5, 2, (10, 16), [f_in, 4, 2])  # rows 10..15 of a graph
-        out = gcn_forward(h0, ws, [LayerOps(Dense(a))] * 2, 0.5, keep, kind=kind)
+        out = run_layers(h0, ws, [LayerOps(Dense(a))] * 2, 0.5, keep, kind=kind)
         out.square().sum().backward()
         outs.append(out.detach())
         grads.append([w.grad for w in ws])
@@ -100,8 +102,6 @@ def test_sparse_input_trains_as_the_dense_input(kind, f_in):
 
 
 def test_gin_layer_is_an_mlp_on_the_aggregate_in_either_order():
-    from hpcgnn.nn.gcn import gin_layer
-
     rng = np.random.default_rng(6)
     s = torch.from_numpy(rng.random((6, 6)))  # stands for A^T + (1 + eps) I
     h = torch.from_numpy(rng.random((6, 8)))
@@ -109,6 +109,6 @@ def test_gin_layer_is_an_mlp_on_the_aggregate_in_either_order():
         w_1 = torch.from_numpy(rng.standard_normal((8, f_out)))
         w_2 = torch.from_numpy(rng.standard_normal((f_out, f_out)))
         want = torch.relu(s.T @ h @ w_1) @ w_2
-        assert torch.allclose(gin_layer(h, w_1, w_2, 1, True, LayerOps(Dense(s))), want)
-        got = gin_layer(h, w_1, w_2, 1, False, LayerOps(Dense(s)))
+        assert torch.allclose(one_layer(GIN, h, [w_1, w_2], s, True), want)
+        got = one_layer(GIN, h, [w_1, w_2], s, False)
         assert torch.allclose(got, torch.relu(want))

@@ -1,0 +1,166 @@
+"""A layer's forward run on shapes alone: which primitives it calls, on how many columns.
+
+The cost models and the layouts' plans read a layer from this trace, never from its name:
+:func:`trace_layer` runs :meth:`hpcgnn.kinds.Layer.forward` with a :class:`Tracer` for
+primitives and :class:`Shape` values (a width, and whether the value needs a gradient) in
+place of tensors, and records each call (:class:`Call`). A layer written with the
+primitives and the values' arithmetic (``+``, ``-``, ``*``, ``/``, ``.relu()`` ...) is traced
+as it runs; so a researcher's layer gets its bytes predicted with no code in
+:mod:`hpcgnn.cost` for it. Pure: no torch, no MPI.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from hpcgnn.kinds import GCN, Layer
+from hpcgnn.layout.order import transform_first
+
+AGGREGATE = "aggregate"
+DENSE = "dense"
+ATTENTION = "attention"
+
+
+@dataclass(frozen=True)
+class Call:
+    """One primitive call of a layer's forward.
+
+    Attributes
+    ----------
+    layer
+        The layer's index.
+    primitive
+        ``"aggregate"`` (an SpMM with the operator), ``"dense"`` (``H W``) or
+        ``"attention"`` (GAT's: the rows of ``[z | s_src]`` gathered, the edges scored).
+    width
+        Columns the neighbour exchange moves: the SpMM's ``f``; the attention's
+        ``K f' + K``; a dense step's output columns.
+    backward
+        Whether its adjoint runs (its input needs a gradient; a weight's always does).
+    f_in, f_out
+        A dense step's (and an attention's ``W``'s) shape; the SpMM's width twice.
+    heads
+        An attention's heads (else 1).
+    """
+
+    layer: int
+    primitive: str
+    width: int
+    backward: bool
+    f_in: int
+    f_out: int
+    heads: int = 1
+
+
+class Shape:
+    """A value of the trace: rows of ``width`` columns, and whether it needs a gradient."""
+
+    def __init__(self, width: int, grad: bool) -> None:
+        self.width, self.grad = int(width), bool(grad)
+
+    def _join(self, other: object) -> Shape:
+        if isinstance(other, Shape):
+            if other.width != self.width and 1 not in (self.width, other.width):
+                raise ValueError(f"a layer combines values of {self.width} and {other.width}"
+                                 " columns")
+            return Shape(max(self.width, other.width), self.grad or other.grad)
+        return Shape(self.width, self.grad)  # a number
+
+    __add__ = __radd__ = __sub__ = __rsub__ = _join
+    __mul__ = __rmul__ = __truediv__ = __rtruediv__ = _join
+
+    def __neg__(self) -> Shape:
+        return Shape(self.width, self.grad)
+
+    def _same(self, *args: Any, **kwargs: Any) -> Shape:
+        return Shape(self.width, self.grad)
+
+    relu = elu = sigmoid = tanh = exp = clamp = contiguous = _same
+
+
+class WeightShape:
+    """A weight of the trace: its shape; it needs a gradient."""
+
+    def __init__(self, shape: tuple[int, int]) -> None:
+        self.shape = shape
+
+
+class Tracer:
+    """The primitives of a trace (:class:`~hpcgnn.kinds.Primitives`): each call recorded."""
+
+    def __init__(self, kind: Layer, layer: int, last: bool) -> None:
+        self.kind, self.layer, self.last = kind, layer, last
+        self.calls: list[Call] = []
+
+    def _record(self, primitive: str, width: int, backward: bool, f_in: int, f_out: int,
+                heads: int = 1) -> None:
+        self.calls.append(Call(self.layer, primitive, width, backward, f_in, f_out, heads))
+
+    def aggregate(self, h: Shape) -> Shape:
+        """The operator times ``h``: an SpMM of ``h``'s width."""
+        self._record(AGGREGATE, h.width, h.grad, h.width, h.width)
+        return Shape(h.width, h.grad)
+
+    def dense(self, h: Shape, w: WeightShape) -> Shape:
+        """``H W``."""
+        f_in, f_out = w.shape
+        if h.width != f_in:
+            raise ValueError(f"layer {self.layer}: a {h.width}-column value times a"
+                             f" {f_in} x {f_out} weight")
+        self._record(DENSE, f_out, h.grad, f_in, f_out)
+        return Shape(f_out, True)
+
+    def propagate(self, h: Shape, w: WeightShape, self_weight: WeightShape | None = None
+                  ) -> Shape:
+        """``Â^T H W`` in the narrower order (:func:`~hpcgnn.layout.order.transform_first`)."""
+        f_in, f_out = w.shape
+        if transform_first(self.layer, f_in, f_out):
+            z = self.aggregate(self.dense(h, w))
+        else:
+            z = self.dense(self.aggregate(h), w)
+        return z if self_weight is None else z + self.dense(h, self_weight)
+
+    def attention(self, h: Shape, w: WeightShape, a_src: WeightShape, a_dst: WeightShape
+                  ) -> Shape:
+        """GAT's attention: the rows of ``[z | s_src]`` (``K f' + K`` columns) both ways."""
+        f_in, cols = w.shape
+        heads, per_head = a_src.shape
+        self._record(ATTENTION, cols + heads, True, f_in, cols, heads)
+        return Shape(per_head if self.last else cols, True)
+
+
+def trace_layer(kind: Layer, f_in: int, f_out: int, layer: int, last: bool) -> list[Call]:
+    """The calls of one layer from ``f_in`` to ``f_out`` features (layer 0 reads ``X``)."""
+    tracer = Tracer(kind, layer, last)
+    weights = [WeightShape(w.shape) for w in kind.weights(f_in, f_out, last)]
+    out = kind.forward(tracer, Shape(f_in, layer > 0), weights)
+    if not isinstance(out, Shape) or out.width != f_out:
+        got = out.width if isinstance(out, Shape) else type(out).__name__
+        raise ValueError(f"{kind}: layer {layer} gives {got} columns, not {f_out}")
+    return tracer.calls
+
+
+def trace(widths: Sequence[int], kind: Layer = GCN) -> list[Call]:
+    """Every call of a model of ``kind`` layers with widths ``f_0 .. f_L``, in order."""
+    last = len(widths) - 2
+    return [call for layer, (f_in, f_out) in enumerate(zip(widths[:-1], widths[1:],
+                                                            strict=True))
+            for call in trace_layer(kind, f_in, f_out, layer, layer == last)]
+
+
+def exchanges(widths: Sequence[int], kind: Layer = GCN) -> list[Call]:
+    """The calls that move neighbour rows: every aggregation and attention, in order."""
+    return [c for c in trace(widths, kind) if c.primitive in (AGGREGATE, ATTENTION)]
+
+
+def aggregation_widths(widths: Sequence[int], kind: Layer = GCN) -> list[tuple[int, bool]]:
+    """The columns and whether the adjoint runs of each of :func:`exchanges`, in order.
+
+    A GCN layer's SpMM is ``f_out`` wide in the order ``Â^T (H W)`` and ``f_in`` wide in
+    ``(Â^T H) W`` (:func:`~hpcgnn.layout.order.transform_first`), whose input layer needs no
+    backward; an attention exchanges the rows of ``[z | s_src]``, ``K f' + K`` wide, both
+    ways (``W``'s gradient needs the gathered rows').
+    """
+    return [(c.width, c.backward) for c in exchanges(widths, kind)]

@@ -160,7 +160,7 @@ gpu-wheels:
 			print "gpu-wheels: more than $(GPU_WHEELS_MAX_MIB) MiB"; exit 1 } }'
 
 lint: setup
-	$(VENV)/bin/ruff check hpcgnn tests perf
+	$(VENV)/bin/ruff check hpcgnn tests perf examples
 
 # The type check of the package ([tool.mypy] in pyproject.toml); CI runs it before the tests.
 typecheck: setup

@@ -32,10 +32,11 @@ import torch
 from mpi4py import MPI
 
 from hpcgnn.cli.config_file import settings_flags, with_config
+from hpcgnn.cli.layers import named
 from hpcgnn.cli.main import leaves_nothing_behind
 from hpcgnn.cli.train import add_run_arguments, train_from_args
 from hpcgnn.errors import ConfigError, HpcgnnError
-from hpcgnn.nn import GCN, Graph
+from hpcgnn.nn import GCN, Graph, Layer
 
 #: How :func:`train` names itself in error lines.
 WHERE = "hpcgnn.train"
@@ -98,6 +99,8 @@ class Trained:
     metrics: dict[str, Any]
     weights: list[torch.Tensor]
     graph: str
+    #: The layer object it trained (a researcher's own), else ``None`` (a built-in name).
+    layer: Layer | None = None
 
     @property
     def params_sha256(self) -> str:
@@ -120,7 +123,8 @@ class Trained:
         c, g = self.metrics["config"], self.metrics["graph"]
         net = GCN(
             g["num_features"], c["hidden"], g["num_classes"], layers=c["layers"],
-            dropout=c["dropout"], model=c["model"], seed=c["seed"], dtype=c["dtype"],
+            dropout=c["dropout"], model=self.layer or c["model"], seed=c["seed"],
+            dtype=c["dtype"],
             heads=c["heads"], output_heads=c["output_heads"],
             attention_dropout=c["attention_dropout"],
         )
@@ -145,7 +149,7 @@ class Trained:
         """
         c = self.metrics["config"]
         g = Graph.read(
-            self.graph if graph is None else os.fspath(graph), model=c["model"],
+            self.graph if graph is None else os.fspath(graph), model=self.layer or c["model"],
             dtype=c["dtype"], sparse_features=c["sparse_features"], gin_eps=c["gin_eps"],
         )
         net = self.model()
@@ -166,7 +170,8 @@ def train(graph: str | os.PathLike, *, comm: MPI.Comm | None = None, **settings:
     **settings
         ``hpcgnn train``'s flags by name (``epochs=200``, ``mode="minibatch"``,
         ``fanout=[10, 5]``, ``quiet=True``, ``config="run.toml"``); ``None`` or ``False``
-        (a switch): the flag's default.
+        (a switch): the flag's default. ``model`` may also be a layer of your own: a
+        :class:`hpcgnn.nn.Layer` object, or a subclass (made with no arguments).
 
     Returns
     -------
@@ -181,8 +186,19 @@ def train(graph: str | os.PathLike, *, comm: MPI.Comm | None = None, **settings:
         ranks only, leaving the others in a collective: under ``mpiexec`` end the job
         then, as the command does (``comm.Abort(1)``).
     """
+    layer = _layer_object(settings.get("model"))
+    if layer is not None:
+        settings = {**settings, "model": str(layer)}
     args = parse_settings(graph, settings)
     with leaves_nothing_behind():
-        result = train_from_args(args, comm, keep_result=True)
+        result = train_from_args(args, comm, keep_result=True, layer=layer)
     assert result.metrics is not None and result.weights is not None
-    return Trained(metrics=result.metrics, weights=result.weights, graph=args.graph)
+    return Trained(metrics=result.metrics, weights=result.weights, graph=args.graph,
+                   layer=layer)
+
+
+def _layer_object(model: Any) -> Layer | None:
+    """``model=``'s layer object (a :class:`Layer` subclass made), else ``None`` (a name)."""
+    if isinstance(model, type) and issubclass(model, Layer):
+        model = model()
+    return named(model) if isinstance(model, Layer) else None

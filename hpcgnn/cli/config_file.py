@@ -42,7 +42,27 @@ def with_config(argv: Sequence[str]) -> list[str]:
             rest.append(word)
     if path is None:
         return argv
-    return [argv[0], *settings_flags(_load(Path(path)), f"--config {path}", argv[0]), *rest]
+    values = _load(Path(path))
+    _check_named_layer(values, rest, path)
+    return [argv[0], *settings_flags(values, f"--config {path}", argv[0]), *rest]
+
+
+def _check_named_layer(values: dict[str, Any], argv: list[str], path: str) -> None:
+    """A file never imports code: a ``model`` of its own must be the command line's too.
+
+    A ``MODULE:CLASS`` model in the file is refused in one line unless the command line
+    gives the same ``--model`` (which then wins anyway, as every command-line flag).
+    """
+    model = values.get("model")
+    if not isinstance(model, str) or ":" not in model:
+        return
+    given = [w.split("=", 1)[1] if w.startswith("--model=") else nxt
+             for w, nxt in zip(argv, [*argv[1:], None], strict=True)
+             if w == "--model" or w.startswith("--model=")]
+    if not given or given[-1] != model:
+        raise ConfigError(f"--config {path} names the layer {model!r}: a file never imports"
+                          f" code; give --model {model} on the command line to run it"
+                          f"{f' (it gives --model {given[-1]})' if given else ''}")
 
 
 def _load(path: Path) -> dict[str, Any]:

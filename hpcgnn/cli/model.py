@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from hpcgnn.cli.common import add_head_arguments
+from hpcgnn.cli.layers import model_name
 from hpcgnn.config import MODELS
 from hpcgnn.errors import ConfigError
 from hpcgnn.layout.shapes import MAX_PROCS
@@ -57,13 +58,16 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "node's link, the others over the network; uniform: every "
                         "collective at the job's link (default: nodes; --beta implies "
                         "uniform)")
-    p.add_argument("--model", choices=MODELS, default=MODELS[0],
+    p.add_argument("--model", type=model_name, default=MODELS[0],
+                   metavar=f"{{{','.join(MODELS)}}}|MODULE:CLASS",
                    help="layer type, as train's --model: gcn (A+I normalised) or sage "
                         "(GraphSAGE-mean: the aggregation moves the same layer input over A "
                         "without self loops; two weights per layer, so the gradient "
                         "all-reduce and SUMMA's dense steps double), gin (A+I unnormalised, "
                         "a second dense step W_2 of f_out x f_out per layer) or gat (attention "
-                        "over A+I: the rows move with one score column per head) "
+                        "over A+I: the rows move with one score column per head); "
+                        "MODULE:CLASS: your own layer (imported from the Python path: it runs "
+                        "that module's code), its bytes from a trace of its forward "
                         "(default: gcn)")
     p.add_argument("--layers", type=int, default=2, help="layers of the model (default: 2)")
     p.add_argument("--hidden", type=int, default=16,
@@ -114,6 +118,7 @@ def shape_meta(text: str) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     """Print the ranking for every P; write them all with ``--out``."""
+    from hpcgnn.cli.layers import is_user_layer, load_layer
     from hpcgnn.config import TrainConfig
     from hpcgnn.cost.machine import load_machine
     from hpcgnn.cost.ranking import rank_choices
@@ -135,7 +140,8 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("give a graph file or --shape n,nnz,f, not both")
     machine = load_machine(args.machine)
     cfg = TrainConfig(layers=args.layers, hidden=args.hidden, dtype=args.dtype, model=args.model,
-                      heads=args.heads, output_heads=args.output_heads)
+                      heads=args.heads, output_heads=args.output_heads,
+                      layer=load_layer(args.model) if is_user_layer(args.model) else None)
     if args.out:
         check_output(args.out, "model output")
     counter = None

@@ -12,6 +12,7 @@ from hpcgnn.errors import ConfigError
 if TYPE_CHECKING:
     from mpi4py import MPI
 
+    from hpcgnn.kinds import Layer
     from hpcgnn.train.loop import TrainResult
 
 #: Largest ``--threads`` (torch's thread pool fails on absurd counts without a word).
@@ -37,6 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
     """Every flag of ``hpcgnn train`` (``hpcgnn predict`` takes the same command line)."""
+    from hpcgnn.cli.layers import model_name
     from hpcgnn.config import (
         ALGORITHMS,
         MODE_NAMES,
@@ -66,14 +68,18 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     m = p.add_argument_group("model and optimiser")
     m.add_argument("--layers", type=int, default=None,
                    help="GCN/GNN layers (default: 2; minibatch: from --fanout / --layer-size)")
-    m.add_argument("--model", choices=MODELS, default=None,
+    m.add_argument("--model", type=model_name, default=None,
+                   metavar=f"{{{','.join(MODELS)}}}|MODULE:CLASS",
                    help="layers: gcn (default), sage (GraphSAGE: mean over in-neighbours plus "
                         "a self term), gin (GIN: sum over in-neighbours plus (1 + eps) times the "
                         "self, then a two-layer MLP) or gat (GAT: attention over the "
                         "in-neighbours and the self, --heads heads); each with every --algo and "
                         "--mode. Sampled (--sampler): sage samples node-wise blocks for sage "
                         "(its default), gin or gat; ladies and cluster train gcn (their "
-                        "default), gin or gat; another --model is refused")
+                        "default), gin or gat; another --model is refused. MODULE:CLASS: your "
+                        "own layer (a subclass of hpcgnn.nn.Layer), imported from the Python "
+                        "path, which runs that module's code (docs/layers.md); it trains on "
+                        "--algo 1d, 1.5d and halo")
     m.add_argument("--hidden", type=int, default=16,
                    help="width of the hidden layers (default: 16)")
     m.add_argument("--gin-eps", type=float, default=0.0,
@@ -201,17 +207,20 @@ def run(args: argparse.Namespace, predict_out: str | None = None) -> int:
 
 def train_from_args(
     args: argparse.Namespace, comm: MPI.Comm | None = None, *, predict_out: str | None = None,
-    keep_result: bool = False,
+    keep_result: bool = False, layer: Layer | None = None,
 ) -> TrainResult:
     """The run of parsed ``train`` arguments on ``comm`` (default: ``COMM_WORLD``; collective).
 
     The one place ``hpcgnn train`` (:func:`run`) and ``hpcgnn.train`` (:mod:`hpcgnn.api`)
     turn flags into a mode, a :class:`~hpcgnn.config.TrainConfig` and run options.
-    ``keep_result``: the result carries the metrics document and the weights.
+    ``keep_result``: the result carries the metrics document and the weights. ``layer``:
+    the layer object ``args.model`` names (``hpcgnn.train(model=...)``); else a
+    ``MODULE:CLASS`` of ``--model`` is imported here.
     """
     import torch
     from mpi4py import MPI
 
+    from hpcgnn.cli.layers import is_user_layer, load_layer
     from hpcgnn.config import TrainConfig
     from hpcgnn.cost.machine import tiers_from_flag
     from hpcgnn.kinds import GCN
@@ -236,6 +245,7 @@ def train_from_args(
         model=args.model or GCN.name, sparse_features=args.sparse_features,
         gin_eps=args.gin_eps, heads=args.heads, output_heads=args.output_heads,
         attention_dropout=args.attention_dropout,
+        layer=layer or (load_layer(args.model) if is_user_layer(args.model) else None),
     )
     opts = RunOptions(
         graph=args.graph, mode=mode, metrics=args.metrics, trace=args.trace,

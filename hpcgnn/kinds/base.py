@@ -85,10 +85,15 @@ class Primitives(Protocol):
         The layer's index (0 reads the input features).
     last
         Whether it is the output layer (its output are the logits).
+    state
+        What a layer keeps for the layers after it in one forward pass (e.g. GCNII's
+        initial representation), by name: this rank's rows, in the layout of the layer's
+        values.
     """
 
     layer: int
     last: bool
+    state: dict[str, Any]
 
     def aggregate(self, h: Any) -> Any:
         """The operator times ``h`` (this rank's rows of ``Â^T H``); adjoint ``Â G``."""
@@ -146,8 +151,12 @@ class Layer:
     heads: int = 1
     output_heads: int = 1
 
-    def weights(self, f_in: int, f_out: int, last: bool) -> list[Weight]:
-        """The weights of a layer from ``f_in`` to ``f_out`` features (``last``: the output)."""
+    def weights(self, f_in: int, f_out: int, layer: int, last: bool) -> list[Weight]:
+        """The weights of layer ``layer`` from ``f_in`` to ``f_out`` features.
+
+        ``last``: it is the output layer. How many weights a layer has may depend on its
+        position (``layer``, ``last``), not on its widths.
+        """
         return [Weight((f_in, f_out))]
 
     def forward(self, g: Primitives, h: Any, w: Sequence[Any]) -> Any:
@@ -174,10 +183,14 @@ class Layer:
         """The operator has ``A + I``'s pattern (every diagonal entry), else ``A``'s."""
         return self.operator.self_loops
 
+    def weight_count(self, layer: int, last: bool) -> int:
+        """How many weights layer ``layer`` has."""
+        return len(self.weights(1, 1, layer, last))
+
     @property
     def weights_per_layer(self) -> int:
-        """How many weights each layer has."""
-        return len(self.weights(1, 1, False))
+        """The most weights a layer has (every layer's count for the built-in layers)."""
+        return max(self.weight_count(layer, last) for layer in (0, 1) for last in (False, True))
 
     @property
     def operands(self) -> int:
@@ -190,9 +203,10 @@ class Layer:
             return 1
         return self.output_heads if last else self.heads
 
-    def layer_shapes(self, f_in: int, f_out: int, last: bool = False) -> list[tuple[int, int]]:
-        """Shapes of one layer's weights, in the model's order."""
-        return [w.shape for w in self.weights(f_in, f_out, last)]
+    def layer_shapes(self, f_in: int, f_out: int, layer: int, last: bool
+                     ) -> list[tuple[int, int]]:
+        """Shapes of layer ``layer``'s weights, in the model's order."""
+        return [w.shape for w in self.weights(f_in, f_out, layer, last)]
 
     def replace(self, **changes: Any) -> Layer:
         """A copy with ``changes`` to its settings."""

@@ -40,7 +40,7 @@ class GATLayer(Layer):
     def __init__(self, heads: int = 1, output_heads: int = 1) -> None:
         self.heads, self.output_heads = heads, output_heads
 
-    def weights(self, f_in: int, f_out: int, last: bool) -> list[Weight]:
+    def weights(self, f_in: int, f_out: int, layer: int, last: bool) -> list[Weight]:
         """``W`` (stream 0), then ``a_src, a_dst`` (stream 1)."""
         heads = self.layer_heads(last)
         per_head = f_out if last else f_out // heads

@@ -33,7 +33,7 @@ class GINLayer(Layer):
         """``A^T + (1 + eps) I``, unnormalised."""
         return Operator("sum", 1.0 + self.eps)
 
-    def weights(self, f_in: int, f_out: int, last: bool) -> list[Weight]:
+    def weights(self, f_in: int, f_out: int, layer: int, last: bool) -> list[Weight]:
         """``W_1`` (stream 0, ``f_in x f_out``) and ``W_2`` (stream 1, ``f_out x f_out``)."""
         return [Weight((f_in, f_out)), Weight((f_out, f_out), stream=1)]
 

@@ -23,7 +23,7 @@ class SAGELayer(Layer):
     input_weight = 1
     self_weight = True
 
-    def weights(self, f_in: int, f_out: int, last: bool) -> list[Weight]:
+    def weights(self, f_in: int, f_out: int, layer: int, last: bool) -> list[Weight]:
         """``W_self`` (stream 0) and ``W_neigh`` (stream 1), both ``f_in x f_out``."""
         return [Weight((f_in, f_out)), Weight((f_in, f_out), stream=1)]
 

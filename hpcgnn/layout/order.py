@@ -37,7 +37,7 @@ def weight_shapes(
     last = len(widths) - 2
     return [
         shape for layer, (a, b) in enumerate(zip(widths[:-1], widths[1:], strict=True))
-        for shape in kind.layer_shapes(a, b, layer == last)
+        for shape in kind.layer_shapes(a, b, layer, layer == last)
     ]
 
 

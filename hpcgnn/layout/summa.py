@@ -493,7 +493,7 @@ def layer_plans(
     for t, (f_in, f_out) in enumerate(zip(widths[:-1], widths[1:], strict=True)):
         last = t == layers - 1
         if kind.attention:
-            cols = kind.layer_shapes(f_in, f_out, last)[0][1]
+            cols = kind.layer_shapes(f_in, f_out, t, last)[0][1]
             out.append(LayerPlan(
                 f_in=int(f_in), f_out=int(cols), transform_first=True, spmm_width=int(cols),
                 spmm_backward=True, dense=dense_variant(t > 0, False, f_in, cols, pc),

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from hpcgnn.errors import ConfigError
 from hpcgnn.kinds import GCN, Layer
 from hpcgnn.layout.order import transform_first
 
@@ -90,8 +91,8 @@ class WeightShape:
 class Tracer:
     """The primitives of a trace (:class:`~hpcgnn.kinds.Primitives`): each call recorded."""
 
-    def __init__(self, kind: Layer, layer: int, last: bool) -> None:
-        self.kind, self.layer, self.last = kind, layer, last
+    def __init__(self, kind: Layer, layer: int, last: bool, state: dict[str, Any]) -> None:
+        self.kind, self.layer, self.last, self.state = kind, layer, last, state
         self.calls: list[Call] = []
 
     def _record(self, primitive: str, width: int, backward: bool, f_in: int, f_out: int,
@@ -131,10 +132,14 @@ class Tracer:
         return Shape(per_head if self.last else cols, True)
 
 
-def trace_layer(kind: Layer, f_in: int, f_out: int, layer: int, last: bool) -> list[Call]:
-    """The calls of one layer from ``f_in`` to ``f_out`` features (layer 0 reads ``X``)."""
-    tracer = Tracer(kind, layer, last)
-    weights = [WeightShape(w.shape) for w in kind.weights(f_in, f_out, last)]
+def trace_layer(kind: Layer, f_in: int, f_out: int, layer: int, last: bool,
+                state: dict[str, Any] | None = None) -> list[Call]:
+    """The calls of one layer from ``f_in`` to ``f_out`` features (layer 0 reads ``X``).
+
+    ``state``: what the layers before it kept (``g.state``) in this forward pass.
+    """
+    tracer = Tracer(kind, layer, last, {} if state is None else state)
+    weights = [WeightShape(w.shape) for w in kind.weights(f_in, f_out, layer, last)]
     out = kind.forward(tracer, Shape(f_in, layer > 0), weights)
     if not isinstance(out, Shape) or out.width != f_out:
         got = out.width if isinstance(out, Shape) else type(out).__name__
@@ -145,9 +150,31 @@ def trace_layer(kind: Layer, f_in: int, f_out: int, layer: int, last: bool) -> l
 def trace(widths: Sequence[int], kind: Layer = GCN) -> list[Call]:
     """Every call of a model of ``kind`` layers with widths ``f_0 .. f_L``, in order."""
     last = len(widths) - 2
+    state: dict[str, Any] = {}
     return [call for layer, (f_in, f_out) in enumerate(zip(widths[:-1], widths[1:],
                                                             strict=True))
-            for call in trace_layer(kind, f_in, f_out, layer, layer == last)]
+            for call in trace_layer(kind, f_in, f_out, layer, layer == last, state)]
+
+
+def uses(widths: Sequence[int], kind: Layer, primitive: str) -> bool:
+    """Whether a model of ``kind`` layers calls ``primitive`` (e.g. ``"attention"``)."""
+    return any(c.primitive == primitive for c in trace(widths, kind))
+
+
+def check_layer(widths: Sequence[int], kind: Layer) -> None:
+    """Refuse, in one line, a layer whose forward cannot run on shapes of ``widths``.
+
+    The trace runs the forward as training will (wrong widths, a weight of the wrong shape,
+    an operation on values that are not the primitives' and their arithmetic's).
+    """
+    try:
+        trace(widths, kind)
+    except ConfigError:
+        raise
+    except Exception as err:
+        why = " ".join(f"{type(err).__name__}: {err}".split())
+        raise ConfigError(f"--model {kind}: its forward cannot run on widths"
+                          f" {'-'.join(map(str, widths))} ({why})") from None
 
 
 def exchanges(widths: Sequence[int], kind: Layer = GCN) -> list[Call]:

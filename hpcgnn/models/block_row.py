@@ -11,6 +11,7 @@ from hpcgnn.config import TrainConfig
 from hpcgnn.cost.block_row import predict_block_row
 from hpcgnn.cost.estimate import Estimate
 from hpcgnn.grid.process_grid import ProcessGrid
+from hpcgnn.layout.trace import ATTENTION, uses
 from hpcgnn.models.base import RowBlockModel
 from hpcgnn.models.share import RowShare
 from hpcgnn.nn.gat import Neighbourhood
@@ -48,7 +49,7 @@ class BlockRowGCN(RowBlockModel):
         if share.a is None:
             raise ValueError("a block-row model needs the rows of Â (load_rows(with_a=True))")
         ops = LayerOps(self._aggregation(share.a_t, share.a))
-        if cfg.kind.attention:
+        if uses(self.widths, cfg.kind, ATTENTION):
             ops = replace(ops, neighbourhood=self._neighbourhood(share.a_t))
         self.layers = [ops] * cfg.layers
 

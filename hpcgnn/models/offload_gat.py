@@ -87,7 +87,8 @@ class OffloadGAT(OffloadGCN):
     def _heads(self, layer: int) -> tuple[int, int]:
         """``(K, f')`` of layer ``layer``: its heads and the width of each."""
         last = layer == len(self.widths) - 2
-        shapes = self.cfg.kind.layer_shapes(self.widths[layer], self.widths[layer + 1], last)
+        shapes = self.cfg.kind.layer_shapes(self.widths[layer], self.widths[layer + 1], layer,
+                                            last)
         return shapes[1]
 
     @property

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -266,13 +266,16 @@ class LayoutPrimitives:
         Where local products are timed and trace spans tagged, if given.
     drop
         The step's attention dropout, or ``None`` (evaluation, or probability 0).
+    state
+        What the layers keep for the later ones in this forward pass (``g.state``).
     """
 
     def __init__(
         self, ops: LayerOps, layer: int, last: bool, stats: CommStats | None = None,
-        drop: AttentionDrop | None = None,
+        drop: AttentionDrop | None = None, state: dict[str, Any] | None = None,
     ) -> None:
         self.ops, self.layer, self.last, self.stats, self.drop = ops, layer, last, stats, drop
+        self.state: dict[str, Any] = {} if state is None else state
         self._steps = [ops.dense] if ops.mlp is None else [ops.dense, ops.mlp]
         self._used = 0
 
@@ -358,19 +361,20 @@ def run_layers(
     """
     h = h0
     last = len(layers) - 1
-    per = kind.weights_per_layer
-    if len(weights) != per * len(layers):
+    ends = np.cumsum([kind.weight_count(layer, layer == last) for layer in range(len(layers))])
+    if len(weights) != (ends[-1] if len(ends) else 0):
         raise ValueError(f"{kind}: {len(weights)} weights for {len(layers)} layers")
     drop = None
     if keep is not None and attention_p > 0.0:
         drop = AttentionDrop(attention_p, keep.seed, keep.epoch, heads=heads)
+    state: dict[str, Any] = {}
     for layer, ops in enumerate(layers):
-        w = weights[per * layer : per * (layer + 1)]
+        w = weights[int(ends[layer]) - kind.weight_count(layer, layer == last) : int(ends[layer])]
         if isinstance(h, SparseFeatures):  # the order follows the aggregated weight's shape
             h = sparse_input(h, w[kind.input_weight], p, keep)
         elif keep is not None and p > 0.0:
             h = dropout(h, keep(layer), p)
-        h = kind.forward(LayoutPrimitives(ops, layer, layer == last, stats, drop), h, w)
+        h = kind.forward(LayoutPrimitives(ops, layer, layer == last, stats, drop, state), h, w)
         if ops.finish is not None:
             h = ops.finish(h)
     return as_dense(h)  # a layer's output is dense (only the input can be sparse)

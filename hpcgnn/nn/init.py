@@ -82,7 +82,7 @@ def init_weights(
     dev = get_device(device)
     last = len(widths) - 2
     declared = [w for layer, (a, b) in enumerate(zip(widths[:-1], widths[1:], strict=True))
-                for w in kind.weights(a, b, layer == last)]
+                for w in kind.weights(a, b, layer, layer == last)]
     values: list[np.ndarray | None] = [None] * len(declared)
     for stream in sorted({w.stream for w in declared}):
         ids = [i for i, w in enumerate(declared) if w.stream == stream]

@@ -30,6 +30,7 @@ rank. ``model="sage"`` gives GraphSAGE-mean layers, ``model="gin"`` GIN layers (
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -42,6 +43,7 @@ from hpcgnn.kernels.attention import edge_pattern
 from hpcgnn.kernels.sparse_input import held_features, nonzeros
 from hpcgnn.kernels.spmm import to_torch_csr
 from hpcgnn.kinds import GCN as GCN_KIND
+from hpcgnn.kinds import Layer
 from hpcgnn.layout.order import layer_sizes
 from hpcgnn.nn.gat import LocalNeighbourhood
 from hpcgnn.nn.gcn import Input, LayerOps, LocalAggregation, block_dropout, run_layers
@@ -78,19 +80,19 @@ class Graph:
 
     @classmethod
     def read(
-        cls, source: GraphSource, model: str = GCN_KIND.name,
+        cls, source: GraphSource, model: str | Layer = GCN_KIND.name,
         dtype: str = "float32", sparse_features: str = "auto", gin_eps: float = 0.0,
     ) -> Graph:
         """Read a graph file (or a :class:`~hpcgnn.io.memory.MemoryGraph`) whole.
 
-        ``model``: the layer kind whose operator to build (``gcn``, ``sage``, ``gin``,
-        whose sum operator carries ``1 + gin_eps`` on its diagonal, or ``gat``, whose
-        edges are the pattern of ``A^T + I``);
+        ``model``: the layer whose operator to build (``gcn``, ``sage``, ``gin``, whose sum
+        operator carries ``1 + gin_eps`` on its diagonal, ``gat``, whose edges are the
+        pattern of ``A^T + I``, or a :class:`~hpcgnn.kinds.Layer` object);
         ``sparse_features``: ``auto`` (CSR under 10% nonzero), ``on`` or ``off``, as the
         flag of ``hpcgnn train``.
         """
-        cfg = TrainConfig(model=model, dtype=dtype, sparse_features=sparse_features,
-                          gin_eps=gin_eps)
+        cfg = TrainConfig(dtype=dtype, sparse_features=sparse_features, gin_eps=gin_eps,
+                          **model_settings(model))
         with open_graph(source) as gf:
             n = gf.meta.num_nodes
             norm_t, norm = load_normalized(gf, cfg.numpy_dtype, kind=cfg.kind)
@@ -127,6 +129,13 @@ class Graph:
         return int(self.y.max()) + 1
 
 
+def model_settings(model: str | Layer) -> dict[str, Any]:
+    """:class:`~hpcgnn.config.TrainConfig`'s ``model`` (and ``layer``) of a name or a layer."""
+    if isinstance(model, Layer):
+        return {"model": str(model), "layer": model}
+    return {"model": model}
+
+
 class GCN(torch.nn.Module):
     """GCN (GraphSAGE-mean, GIN, GAT) layers on a whole :class:`Graph`: every vertex's logits.
 
@@ -152,13 +161,13 @@ class GCN(torch.nn.Module):
 
     def __init__(
         self, in_features: int, hidden: int, classes: int, layers: int = 2, dropout: float = 0.5,
-        model: str = GCN_KIND.name, seed: int = 0, dtype: str = "float32", heads: int = 1,
-        output_heads: int = 1, attention_dropout: float | None = None,
+        model: str | Layer = GCN_KIND.name, seed: int = 0, dtype: str = "float32",
+        heads: int = 1, output_heads: int = 1, attention_dropout: float | None = None,
     ) -> None:
         super().__init__()
-        self.cfg = TrainConfig(layers=layers, hidden=hidden, dropout=dropout, model=model,
-                               seed=seed, dtype=dtype, heads=heads, output_heads=output_heads,
-                               attention_dropout=attention_dropout)
+        self.cfg = TrainConfig(layers=layers, hidden=hidden, dropout=dropout, seed=seed,
+                               dtype=dtype, heads=heads, output_heads=output_heads,
+                               attention_dropout=attention_dropout, **model_settings(model))
         self.kind = self.cfg.kind
         self.widths = layer_sizes(in_features, hidden, classes, layers)
         self.weights = torch.nn.ParameterList(
@@ -183,11 +192,12 @@ class GCN(torch.nn.Module):
             raise ValueError("a GAT reads the graph's edges: Graph.read(..., model='gat')")
         ops = [LayerOps(graph.aggregation, neighbourhood=graph.neighbourhood)] * self.cfg.layers
         return run_layers(x, list(self.weights), ops, p, keep, kind=self.kind,
-                           attention_p=self.cfg.attention_p)
+                          attention_p=self.cfg.attention_p)
 
     def optimizer(self, lr: float = 0.01, weight_decay: float = 5e-4,
                   weight_decay_layers: str = "first") -> torch.optim.Adam:
         """Adam over the weights, the decay on the first layer's (or ``all``), as the CLI's."""
         cfg = TrainConfig(lr=lr, weight_decay=weight_decay,
                           weight_decay_layers=weight_decay_layers)
-        return make_optimizer(list(self.weights), cfg, self.kind.weights_per_layer)
+        return make_optimizer(list(self.weights), cfg,
+                              self.kind.weight_count(0, self.cfg.layers == 1))

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hpcgnn.errors import ConfigError
-from hpcgnn.kinds import GAT, GCN, GIN, SAGE, Layer, layer_kind
+from hpcgnn.kinds import GAT, GCN, GIN, KINDS, SAGE, Layer, layer_kind
 from hpcgnn.rng import TAG_CLUSTER, TAG_LADIES, TAG_SAGE
 
 
@@ -106,6 +106,9 @@ def resolve_model(model: str | None, sampler: str) -> str:
     """
     method = sampler_named(sampler)
     implied = method.kind.name
+    if model is not None and model not in KINDS:  # a layer of one's own (MODULE:CLASS)
+        raise ConfigError(f"--model {model} is not available with --mode minibatch: sampled"
+                          f" blocks train the built-in layers ({', '.join(KINDS)}) so far")
     if model is None or layer_kind(model).name == implied:
         return implied
     if model in method.others:

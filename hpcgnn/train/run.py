@@ -23,6 +23,8 @@ from hpcgnn.grid.device import choose_device
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.io.reader import GraphFile
 from hpcgnn.kernels.prepare import prepare_kernels
+from hpcgnn.layout.order import layer_sizes
+from hpcgnn.layout.trace import check_layer
 from hpcgnn.train.checkpoint import GRAPH_CONTENT, load_checkpoint, state_bytes_bound
 from hpcgnn.train.csv_log import CsvLog
 from hpcgnn.train.loop import EpochRecord, KeptWeights, Trainer, TrainResult, WholeModel, run_epochs
@@ -118,6 +120,9 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
             meta = gf.meta
         _check_outputs(opts, grid)
         mode.check_graph(meta)
+        # the layer's forward on shapes: a layer that cannot run these widths stops here
+        check_layer(layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, cfg.layers),
+                    cfg.kind)
     # the file's structure before any model, and its content fingerprint (checkpoints are
     # bound to it; the metrics record it): each rank reads 1/P of the file
     content = check_graph(grid.world, opts.graph, True)

@@ -56,3 +56,30 @@ def test_a_mode_a_kind_lacks_is_refused_in_one_line(monkeypatch):
     assert FullBatchMode().resolve(cfg, 4) is cfg
     with pytest.raises(ConfigError, match="--model narrow is not available with --mode offload"):
         OffloadMode().resolve(cfg, 4)
+
+
+def test_a_layer_is_its_class_and_settings():
+    class Mine(kinds.Layer):
+        def __init__(self, k: int = 2) -> None:
+            self.k = k
+
+    assert Mine() == Mine(2) != Mine(3) and hash(Mine()) == hash(Mine(2))
+    assert Mine(3).settings() == {"k": 3} and repr(Mine(3)) == "Mine(k=3)"
+    assert str(Mine()).endswith("test_kinds:test_a_layer_is_its_class_and_settings.<locals>.Mine")
+    assert Mine().layer_shapes(7, 5, 0, False) == [(7, 5)] and Mine().weights_per_layer == 1
+    assert GIN.replace(eps=0.5).operator == kinds.Operator("sum", 1.5)
+    assert GIN.operator.name == "sum"
+
+
+def test_weights_are_drawn_per_stream_in_the_models_order():
+    from hpcgnn.nn.init import glorot_shapes, init_weights
+
+    class TwoStreams(kinds.Layer):
+        def weights(self, f_in, f_out, layer, last):
+            return [kinds.Weight((f_in, f_out), 1), kinds.Weight((f_out, 2))]
+
+    got = init_weights([5, 4, 3], 7, kind=TwoStreams())
+    first = glorot_shapes([(4, 2), (3, 2)], 7)
+    second = glorot_shapes([(5, 4), (4, 3)], 8)
+    want = [second[0], first[0], second[1], first[1]]
+    assert all((g.detach().numpy() == w).all() for g, w in zip(got, want, strict=True))

@@ -1,0 +1,166 @@
+"""The example layers of ``examples/layers/``: a researcher's own layer on every mode it runs.
+
+Each trains with ``--model MODULE:CLASS`` as a user runs it (the module found on the Python
+path), at 1-4 ranks and on every layout that runs any layer: its loss after 3 epochs in
+float64 equals the 1-rank run's within 1e-10, and the measured bytes equal the predicted
+ones in every category (the prediction comes from a trace of the layer's forward).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+from hpcgnn.cli.main import main
+from tests.mpi import assert_all
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "layers"
+LAYERS = ["appnp:APPNP", "gcnii:GCNII"]
+COMMON = ["--layers", "2", "--hidden", "8", "--epochs", "3", "--dropout", "0", "--dtype",
+          "float64", "--quiet", "--eval-every", "0"]
+
+
+@pytest.fixture(autouse=True)
+def examples_on_path(monkeypatch):
+    """``PYTHONPATH=examples/layers``, as the docs run them."""
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    yield
+    for name in ("appnp", "gcnii"):
+        sys.modules.pop(name, None)
+
+
+def _run(graph, metrics, *flags):
+    return main(["train", str(graph), *COMMON, "--metrics", str(metrics), *flags])
+
+
+def _losses(path):
+    return [e["loss"] for e in json.loads(Path(path).read_text())["epochs"]]
+
+
+def test_each_example_trains_and_learns_on_one_process(tmp_path):
+    from tests.graphs import write_random_graph
+
+    graph = write_random_graph(tmp_path / "g.h5", n=80, features=6, seed=3)
+    for model in LAYERS:
+        metrics = tmp_path / f"{model.split(':')[0]}.json"
+        assert main(["train", str(graph), "--model", model, "--epochs", "30", "--hidden", "8",
+                     "--quiet", "--metrics", str(metrics)]) == 0
+        doc = json.loads(metrics.read_text())
+        losses = [e["loss"] for e in doc["epochs"]]
+        assert doc["config"]["model"] == model and losses[-1] < losses[0]
+        assert all(math.isfinite(v) for v in losses)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("model", LAYERS)
+@pytest.mark.parametrize("algo", [["--algo", "1d"], ["--algo", "1.5d", "--replication", "2"],
+                                  ["--algo", "halo", "--exchange", "p2p"]])
+def test_an_example_layer_equals_its_one_rank_run_with_every_byte_predicted(
+    graph_file, shared_tmp, world, model, algo
+):
+    if algo[1] == "1.5d" and world.size % 2:
+        pytest.skip("1.5d with c = 2 needs an even rank count")
+    from mpi4py import MPI
+
+    import hpcgnn.api
+
+    graph = graph_file(n=90, seed=4)
+    ref = hpcgnn.api.train(graph, comm=MPI.COMM_SELF, model=model, **{
+        "layers": 2, "hidden": 8, "epochs": 3, "dropout": 0, "dtype": "float64",
+        "quiet": True, "eval_every": 0})
+    metrics = shared_tmp / f"m-{model.split(':')[0]}-{algo[1]}.json"
+    assert_all(world, _run(graph, metrics, "--model", model, *algo) == 0)
+    doc = json.loads(metrics.read_text())
+    want = [e["loss"] for e in ref.metrics["epochs"]]
+    got = [e["loss"] for e in doc["epochs"]]
+    assert len(got) == 3 and all(abs(a - b) <= 1e-10 for a, b in zip(got, want, strict=True))
+    measured, predicted = doc["comm"]["measured_bytes"], doc["comm"]["predicted_bytes"]
+    assert {c: v for c, v in measured.items() if v and c != "control"} == {
+        c: v for c, v in predicted.items() if v
+    }
+    if world.size > 1:
+        assert sum(v for c, v in measured.items() if c != "control") > 0
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("flags", [
+    ["--algo", "2d"], ["--algo", "3d"], ["--mode", "offload", "--chunks", "2"],
+    ["--mode", "minibatch", "--sampler", "ladies", "--layer-size", "8,8"],
+    ["--mode", "gist", "--subnets", "1"],
+])
+def test_a_mode_that_cannot_run_a_layer_yet_refuses_it_in_one_line(
+    graph_file, world, capsys, flags
+):
+    graph = graph_file(n=40, seed=5)
+    rc = main(["train", str(graph), "--model", "appnp:APPNP", "--epochs", "1", "--quiet",
+               *flags])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert_all(world, rc == 1 and len(err) <= 1, f"rc {rc}, {err}")
+    if err:
+        assert "--model appnp:APPNP" in err[0] and "not available" in err[0], err
+
+
+def test_a_module_that_is_not_there_or_not_a_layer_is_one_line(tmp_path, capsys):
+    from tests.graphs import write_random_graph
+
+    graph = write_random_graph(tmp_path / "g.h5", n=30, features=4, seed=1)
+    (tmp_path / "notalayer.py").write_text("class Thing:\n    pass\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        for model, words in (("nosuchmodule:X", "cannot import nosuchmodule"),
+                             ("appnp:Nope", "appnp has no Nope"),
+                             ("notalayer:Thing", "Thing is not a layer"),
+                             ("appnp", "--model must be one of gcn, sage, gin, gat or")):
+            assert main(["train", str(graph), "--model", model, "--quiet"]) == 1
+            err = capsys.readouterr().err.splitlines()
+            assert len(err) == 1 and words in err[0], err
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("notalayer", None)
+
+
+def test_a_file_never_imports_a_layer(tmp_path, capsys):
+    """A --config file, or a checkpoint, naming a layer needs the same --model."""
+    from tests.graphs import write_random_graph
+
+    graph = write_random_graph(tmp_path / "g.h5", n=30, features=4, seed=1)
+    config = tmp_path / "run.toml"
+    config.write_text('model = "appnp:APPNP"\nepochs = 2\n')
+    sys.modules.pop("appnp", None)
+    assert main(["train", str(graph), "--config", str(config), "--quiet"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and "names the layer 'appnp:APPNP': a file never imports" in err[0]
+    assert "appnp" not in sys.modules
+    assert main(["train", str(graph), "--config", str(config), "--model", "appnp:APPNP",
+                 "--quiet"]) == 0
+    capsys.readouterr()
+    ckpt = tmp_path / "ckpt"
+    assert main(["train", str(graph), "--model", "appnp:APPNP", "--epochs", "2", "--quiet",
+                 "--checkpoint-dir", str(ckpt)]) == 0
+    capsys.readouterr()
+    assert main(["train", str(graph), "--epochs", "4", "--quiet", "--resume", str(ckpt)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and "model: 'appnp:APPNP' -> 'gcn'" in err[0], err
+    assert main(["train", str(graph), "--model", "appnp:APPNP", "--epochs", "4", "--quiet",
+                 "--resume", str(ckpt)]) == 0
+
+
+def test_the_python_api_takes_a_layer_object_with_its_settings(tmp_path):
+    from appnp import APPNP
+
+    import hpcgnn.api
+    from tests.graphs import write_random_graph
+
+    graph = write_random_graph(tmp_path / "g.h5", n=40, features=5, seed=2)
+    common = {"epochs": 3, "hidden": 8, "dropout": 0.0, "dtype": "float64", "quiet": True}
+    by_name = hpcgnn.api.train(graph, model="appnp:APPNP", **common)
+    by_class = hpcgnn.api.train(graph, model=APPNP, **common)
+    five = hpcgnn.api.train(graph, model=APPNP(steps=5), **common)
+    assert by_name.params_sha256 == by_class.params_sha256 != five.params_sha256
+    assert five.metrics["config"]["layer_settings"] == {"alpha": 0.1, "steps": 5}
+    logits = five.predict()
+    assert tuple(logits.shape) == (40, five.metrics["graph"]["num_classes"])

@@ -79,7 +79,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                         "default), gin or gat; another --model is refused. MODULE:CLASS: your "
                         "own layer (a subclass of hpcgnn.nn.Layer), imported from the Python "
                         "path, which runs that module's code (docs/layers.md); it trains on "
-                        "--algo 1d, 1.5d and halo")
+                        "every --algo (1d, 1.5d, 2d, 3d, halo)")
     m.add_argument("--hidden", type=int, default=16,
                    help="width of the hidden layers (default: 16)")
     m.add_argument("--gin-eps", type=float, default=0.0,

@@ -65,14 +65,15 @@ from hpcgnn.layout.summa import (
     ALLGATHER,
     GATHER,
     REDUCE_SCATTER,
-    LayerPlan,
     RowReader,
+    Step,
     SummaLayout,
     count_block_nnz,
     head_slices,
     layer_plans,
     sparse_block_bytes,
 )
+from hpcgnn.layout.trace import AGGREGATE, ATTENTION
 
 
 @dataclass(frozen=True)
@@ -247,13 +248,12 @@ def _log2(q: int) -> int:
 
 
 def _dense_step(
-    per: dict[tuple[str, str], np.ndarray], plan: LayerPlan, input_grad: bool,
-    layout: SummaLayout,
+    per: dict[tuple[str, str], np.ndarray], plan: Step, layout: SummaLayout,
     fine: np.ndarray, s: int,
 ) -> int:
     """Add the bytes of one dense step to ``per``; return its messages."""
     pc = layout.pc
-    f_in, f_out = plan.f_in, plan.f_out
+    f_in, f_out, input_grad = plan.f_in, plan.f_out, plan.backward
     w_in = np.diff(layout.cols(f_in)).astype(np.float64)
     w_out = np.diff(layout.cols(f_out)).astype(np.float64)
     rows = fine[:, None, :]
@@ -279,8 +279,8 @@ def _dense_step(
 
 
 def _attention_layer(
-    per: dict[tuple[str, str], np.ndarray], plan: LayerPlan, last: bool, layout: SummaLayout,
-    fine: np.ndarray, sparse: np.ndarray, kind: Layer, s: int,
+    per: dict[tuple[str, str], np.ndarray], plan: Step, layout: SummaLayout,
+    fine: np.ndarray, sparse: np.ndarray, s: int,
 ) -> int:
     """Add the bytes of one GAT layer's edge computation (:mod:`hpcgnn.spmm.summa_attention`).
 
@@ -295,7 +295,7 @@ def _attention_layer(
     layer's gather to column 0 are the caller's, as for every kind.
     """
     pr, pc, pl = layout.dims
-    heads = kind.layer_heads(last)
+    heads = plan.heads
     cols = layout.cols(plan.f_out)
     w = np.diff(cols).astype(np.float64)
     h = np.array([len(head_slices((int(cols[j]), int(cols[j + 1])), plan.f_out // heads))
@@ -321,18 +321,18 @@ def _attention_layer(
 
 
 def _spmm_passes(
-    per: dict[tuple[str, str], np.ndarray], plan: LayerPlan, layout: SummaLayout,
+    per: dict[tuple[str, str], np.ndarray], plan: Step, layout: SummaLayout,
     fine: np.ndarray, sparse: dict[str, np.ndarray], s: int,
 ) -> int:
-    """Add the bytes of a layer's SpMM on ``plan.spmm_width`` columns; return its messages.
+    """Add the bytes of an SpMM on ``plan.f_in`` columns; return its messages.
 
-    Forward, and backward when the operand needs a gradient (``plan.spmm_backward``).
+    Forward, and backward when the operand needs a gradient (``plan.backward``).
     """
     pr, pc, pl = layout.dims
-    w_sp = np.diff(layout.cols(plan.spmm_width)).astype(np.float64)
+    w_sp = np.diff(layout.cols(plan.f_in)).astype(np.float64)
     received = fine.sum(axis=0)[None, None, :] - fine[:, None, :]
     messages = 0
-    for direction in ("fwd", "bwd") if plan.spmm_backward else ("fwd",):
+    for direction in ("fwd", "bwd") if plan.backward else ("fwd",):
         per["dense_bcast", "col"] += received * w_sp[None, :, None] * s
         per["sparse_bcast", "row"] += sparse[direction]
         if pl > 1:
@@ -376,22 +376,20 @@ def predict_summa(
     fine = layout.fine_sizes().astype(np.float64)  # (Pr, Pl)
     per: dict[tuple[str, str], np.ndarray] = defaultdict(lambda: np.zeros((pr, pc, pl)))
     messages = 0
-    plans = layer_plans(problem.widths, pc, problem.kind)
-    for t, plan in enumerate(plans):
-        if problem.kind.attention:  # the edge computation in place of the SpMM
-            messages += _attention_layer(per, plan, t == len(plans) - 1, layout, fine,
-                                         sparse["fwd"], problem.kind, s)
-        else:
-            messages += _spmm_passes(per, plan, layout, fine, sparse, s)
-        if pc == 1:
-            continue
-        for _ in range(1 + int(problem.kind.self_weight)):  # GraphSAGE: the self term's too
-            messages += _dense_step(per, plan, t > 0, layout, fine, s)
-        if plan.mlp is not None:  # GIN: U W_2, U needs its gradient
-            messages += _dense_step(per, plan.second_step(), True, layout, fine, s)
-        if plan.gather_logits:
-            w_c = np.diff(layout.cols(plan.f_out)).astype(np.float64)
-            per["gather", "row"][:, 0, :] += fine * (plan.f_out - w_c[0]) * s
+    for plan in layer_plans(problem.widths, pc, problem.kind):  # each step the trace has
+        for step in plan.steps:
+            if step.primitive == AGGREGATE:
+                messages += _spmm_passes(per, step, layout, fine, sparse, s)
+            elif step.primitive == ATTENTION:  # the edge computation
+                messages += _attention_layer(per, step, layout, fine, sparse["fwd"], s)
+            elif pc > 1:
+                messages += _dense_step(per, step, layout, fine, s)
+        attention = plan.attention
+        gathered = plan.f_out if plan.gather_logits else (
+            attention.f_out if attention is not None and attention.final else None)
+        if gathered is not None and pc > 1:  # the logits to column 0 (GAT: the heads)
+            w_c = np.diff(layout.cols(gathered)).astype(np.float64)
+            per["gather", "row"][:, 0, :] += fine * (gathered - w_c[0]) * s
             per["scatter", "row"][:, 1:, :] += fine[:, None, :] * w_c[None, 1:, None] * s
             messages += 2 * _log2(pc)
     m = s * sum(a * b for a, b in problem.weight_shapes)

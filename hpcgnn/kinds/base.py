@@ -26,7 +26,7 @@ from typing import Any, Protocol
 #: Every run label (``--algo`` of full-batch training, or the mode) of the package.
 ALL_MODES = frozenset({"1d", "1.5d", "2d", "3d", "halo", "offload", "minibatch", "gist"})
 #: The run labels whose layouts run any layer through the primitives so far.
-PRIMITIVE_MODES = frozenset({"1d", "1.5d", "halo"})
+PRIMITIVE_MODES = frozenset({"1d", "1.5d", "2d", "3d", "halo"})
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,11 @@ class Operator:
     @property
     def self_loops(self) -> bool:
         """Whether the operator has ``A + I``'s pattern (every diagonal entry)."""
+        return self.name != "mean"
+
+    @property
+    def symmetric(self) -> bool:
+        """Whether it is symmetric on an undirected graph (its adjoint is itself)."""
         return self.name != "mean"
 
 

@@ -45,14 +45,14 @@ block ``(k, l)``: the textbook SUMMA of CAGNET.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
 
 from hpcgnn.kinds import GCN, Layer
 from hpcgnn.layout.blocks import even_offsets, vertex_offsets
-from hpcgnn.layout.order import transform_first
+from hpcgnn.layout.trace import ATTENTION, DENSE, trace
 
 #: Dense-step variants (see :func:`dense_variant`).
 ALLGATHER, REDUCE_SCATTER, GATHER, REDUCE = "allgather", "reduce_scatter", "gather", "reduce"
@@ -436,44 +436,63 @@ def dense_variant(input_grad: bool, final: bool, f_in: int, f_out: int, pc: int)
 
 
 @dataclass(frozen=True)
-class LayerPlan:
-    """How one GCN layer ``Z = Â^T H W`` runs on a SUMMA grid.
+class Step:
+    """One primitive call of a layer on a SUMMA grid, as its trace records it.
 
     Attributes
     ----------
-    transform_first
-        ``Â^T (H W)`` (dense step, then SpMM) instead of ``(Â^T H) W``; the same policy
-        as the serial model (:func:`hpcgnn.layout.order.transform_first`).
-    spmm_width
-        Columns of the SpMM operand (``f_out`` if ``transform_first`` else ``f_in``).
-    spmm_backward
-        Whether the backward SpMM runs (its operand needs a gradient).
+    primitive
+        ``"aggregate"`` (the SUMMA / Split-3D SpMM), ``"dense"`` (``T W`` along the process
+        row) or ``"attention"`` (:mod:`hpcgnn.spmm.summa_attention`).
+    f_in, f_out
+        A dense step's (an attention's ``W``'s) shape; the SpMM's width twice.
+    backward
+        The SpMM's backward runs; a dense step's input needs its gradient.
     dense
-        The dense-step variant (:func:`dense_variant`).
-    gather_logits
-        Final layer in ``transform_first`` order: the SpMM result (the logits, split by
-        columns) is gathered to process column 0 (backward: scattered).
-    mlp
-        An MLP kind's (GIN's) second dense step ``U W_2`` (``f_out x f_out``): its
-        variant, final on the last layer (whose first step and SpMM then stay in the
-        layout of ``H``); ``None``: no second step.
-
+        A dense step's variant (:func:`dense_variant`).
+    heads
+        An attention's heads.
+    final
+        On the last layer: the step delivers (its part of) the logits to process column 0.
     """
 
+    primitive: str
     f_in: int
     f_out: int
-    transform_first: bool
-    spmm_width: int
-    spmm_backward: bool
-    dense: str
-    gather_logits: bool
-    mlp: str | None = None
+    backward: bool
+    dense: str | None = None
+    heads: int = 1
+    final: bool = False
 
-    def second_step(self) -> LayerPlan:
-        """The plan of the MLP's second dense step ``U W_2`` (``f_out`` to ``f_out``)."""
-        if self.mlp is None:
-            raise ValueError("the layer has no second dense step")
-        return replace(self, f_in=self.f_out, dense=self.mlp)
+
+@dataclass(frozen=True)
+class LayerPlan:
+    """How one layer runs on a SUMMA grid: its steps, in the order its forward calls them.
+
+    Attributes
+    ----------
+    steps
+        The layer's primitive calls (:class:`Step`).
+    f_out
+        The layer's output width.
+    gather_logits
+        The last layer's output is left in the layout of ``H`` (split by columns, e.g. an
+        SpMM came last): it is gathered to process column 0 (backward: scattered).
+    """
+
+    steps: tuple[Step, ...]
+    f_out: int
+    gather_logits: bool
+
+    @property
+    def dense_steps(self) -> list[tuple[int, int, str]]:
+        """The dense steps, in order: ``(f_in, f_out, variant)``."""
+        return [(s.f_in, s.f_out, s.dense) for s in self.steps if s.dense is not None]
+
+    @property
+    def attention(self) -> Step | None:
+        """The layer's attention step, if it has one."""
+        return next((s for s in self.steps if s.primitive == ATTENTION), None)
 
 
 def layer_plans(
@@ -481,33 +500,25 @@ def layer_plans(
 ) -> list[LayerPlan]:
     """The :class:`LayerPlan` of every layer of a model of ``kind`` with widths ``f_0 .. f_L``.
 
-    An MLP kind (GIN) has a second dense step after the SpMM; it, not the aggregation,
-    delivers the last layer's logits. An attention kind (GAT) runs every layer as ``z = H
-    W`` (``W``: ``f_in x K f'``, a dense step that keeps ``z`` in the layout of ``H``) and
-    then the edge computation (:mod:`hpcgnn.spmm.summa_attention`); its ``f_out`` is
-    ``K f'`` (the last layer's ``K' C``), and the last layer's rows of ``z``'s heads are
-    gathered to column 0, which averages them.
+    From the layer's trace (:func:`hpcgnn.layout.trace.trace`): every dense step takes the
+    cheaper variant by volume (:func:`dense_variant`) given whether its input needs a
+    gradient, and on the last layer whether it delivers the logits itself (its result
+    reaches the output through elementwise operations only, as every other part of it:
+    GCN's ``(Â^T H) W``, GIN's ``U W_2``); otherwise the output is gathered to column 0
+    at the end (GCN's ``Â^T (H W)``). An attention step (GAT) delivers the last layer's
+    heads to column 0, which averages them.
     """
-    layers = len(widths) - 1
+    calls = trace(widths, kind)
     out = []
-    for t, (f_in, f_out) in enumerate(zip(widths[:-1], widths[1:], strict=True)):
-        last = t == layers - 1
-        if kind.attention:
-            cols = kind.layer_shapes(f_in, f_out, t, last)[0][1]
-            out.append(LayerPlan(
-                f_in=int(f_in), f_out=int(cols), transform_first=True, spmm_width=int(cols),
-                spmm_backward=True, dense=dense_variant(t > 0, False, f_in, cols, pc),
-                gather_logits=last,
-            ))
-            continue
-        tf = transform_first(t, f_in, f_out)
-        out.append(LayerPlan(
-            f_in=int(f_in), f_out=int(f_out), transform_first=tf,
-            spmm_width=int(f_out if tf else f_in), spmm_backward=tf or t > 0,
-            dense=dense_variant(t > 0, last and not tf and not kind.mlp, f_in, f_out, pc),
-            gather_logits=last and tf and not kind.mlp,
-            mlp=dense_variant(True, last, f_out, f_out, pc) if kind.mlp else None,
-        ))
+    for t, f_out in enumerate(widths[1:]):
+        steps = tuple(
+            Step(c.primitive, c.f_in, c.f_out, c.backward,
+                 dense_variant(c.backward, c.final, c.f_in, c.f_out, pc)
+                 if c.primitive == DENSE else None, c.heads, c.final)
+            for c in calls if c.layer == t
+        )
+        last = t == len(widths) - 2
+        out.append(LayerPlan(steps, int(f_out), last and not any(s.final for s in steps)))
     return out
 
 

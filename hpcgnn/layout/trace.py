@@ -12,7 +12,7 @@ as it runs; so a researcher's layer gets its bytes predicted with no code in
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from hpcgnn.errors import ConfigError
@@ -44,6 +44,10 @@ class Call:
         A dense step's (and an attention's ``W``'s) shape; the SpMM's width twice.
     heads
         An attention's heads (else 1).
+    final
+        On the last layer: its result reaches the layer's output through elementwise
+        operations only, and so does every other part of the output (a SUMMA grid's dense
+        step then delivers the logits to their scorers itself).
     """
 
     layer: int
@@ -53,32 +57,38 @@ class Call:
     f_in: int
     f_out: int
     heads: int = 1
+    final: bool = False
 
 
 class Shape:
-    """A value of the trace: rows of ``width`` columns, and whether it needs a gradient."""
+    """A value of the trace: its width, whether it needs a gradient, where it comes from.
 
-    def __init__(self, width: int, grad: bool) -> None:
+    ``sources``: the calls whose results reach it through elementwise operations only
+    (their indices in the trace); ``plain``: something else does too (the layer's input,
+    a value an earlier layer kept).
+    """
+
+    def __init__(self, width: int, grad: bool, sources: frozenset[int] = frozenset(),
+                 plain: bool = True) -> None:
         self.width, self.grad = int(width), bool(grad)
+        self.sources, self.plain = sources, plain
 
     def _join(self, other: object) -> Shape:
         if isinstance(other, Shape):
             if other.width != self.width and 1 not in (self.width, other.width):
                 raise ValueError(f"a layer combines values of {self.width} and {other.width}"
                                  " columns")
-            return Shape(max(self.width, other.width), self.grad or other.grad)
-        return Shape(self.width, self.grad)  # a number
+            return Shape(max(self.width, other.width), self.grad or other.grad,
+                         self.sources | other.sources, self.plain or other.plain)
+        return self._same()  # a number
 
     __add__ = __radd__ = __sub__ = __rsub__ = _join
     __mul__ = __rmul__ = __truediv__ = __rtruediv__ = _join
 
-    def __neg__(self) -> Shape:
-        return Shape(self.width, self.grad)
-
     def _same(self, *args: Any, **kwargs: Any) -> Shape:
-        return Shape(self.width, self.grad)
+        return Shape(self.width, self.grad, self.sources, self.plain)
 
-    relu = elu = sigmoid = tanh = exp = clamp = contiguous = _same
+    __neg__ = relu = elu = sigmoid = tanh = exp = clamp = contiguous = _same
 
 
 class WeightShape:
@@ -89,20 +99,29 @@ class WeightShape:
 
 
 class Tracer:
-    """The primitives of a trace (:class:`~hpcgnn.kinds.Primitives`): each call recorded."""
+    """The primitives of a trace (:class:`~hpcgnn.kinds.Primitives`): each call recorded.
 
-    def __init__(self, kind: Layer, layer: int, last: bool, state: dict[str, Any]) -> None:
+    ``first``: the index in the whole trace of this layer's first call; ``consumed``: the
+    calls whose results another call took as its input.
+    """
+
+    def __init__(self, kind: Layer, layer: int, last: bool, state: dict[str, Any],
+                 first: int = 0) -> None:
         self.kind, self.layer, self.last, self.state = kind, layer, last, state
+        self.first = first
         self.calls: list[Call] = []
+        self.consumed: set[int] = set()
 
-    def _record(self, primitive: str, width: int, backward: bool, f_in: int, f_out: int,
-                heads: int = 1) -> None:
+    def _record(self, primitive: str, h: Shape, width: int, backward: bool, f_in: int,
+                f_out: int, heads: int = 1) -> frozenset[int]:
+        self.consumed |= h.sources
         self.calls.append(Call(self.layer, primitive, width, backward, f_in, f_out, heads))
+        return frozenset({self.first + len(self.calls) - 1})
 
     def aggregate(self, h: Shape) -> Shape:
         """The operator times ``h``: an SpMM of ``h``'s width."""
-        self._record(AGGREGATE, h.width, h.grad, h.width, h.width)
-        return Shape(h.width, h.grad)
+        made = self._record(AGGREGATE, h, h.width, h.grad, h.width, h.width)
+        return Shape(h.width, h.grad, made, plain=False)
 
     def dense(self, h: Shape, w: WeightShape) -> Shape:
         """``H W``."""
@@ -110,8 +129,8 @@ class Tracer:
         if h.width != f_in:
             raise ValueError(f"layer {self.layer}: a {h.width}-column value times a"
                              f" {f_in} x {f_out} weight")
-        self._record(DENSE, f_out, h.grad, f_in, f_out)
-        return Shape(f_out, True)
+        return Shape(f_out, True, self._record(DENSE, h, f_out, h.grad, f_in, f_out),
+                     plain=False)
 
     def propagate(self, h: Shape, w: WeightShape, self_weight: WeightShape | None = None
                   ) -> Shape:
@@ -125,35 +144,53 @@ class Tracer:
 
     def attention(self, h: Shape, w: WeightShape, a_src: WeightShape, a_dst: WeightShape
                   ) -> Shape:
-        """GAT's attention: the rows of ``[z | s_src]`` (``K f' + K`` columns) both ways."""
-        f_in, cols = w.shape
+        """GAT's attention: ``z = H W``, then ``[z | s_src]`` (``K f' + K`` columns) both ways."""
+        cols = w.shape[1]
         heads, per_head = a_src.shape
-        self._record(ATTENTION, cols + heads, True, f_in, cols, heads)
-        return Shape(per_head if self.last else cols, True)
+        z = self.dense(h, w)
+        made = self._record(ATTENTION, z, cols + heads, True, cols, cols, heads)
+        return Shape(per_head if self.last else cols, True, made, plain=False)
+
+    def finish(self, out: Shape) -> list[Call]:
+        """The calls, those that deliver the last layer's output marked ``final``."""
+        mine = range(self.first, self.first + len(self.calls))
+        delivered = (self.last and not out.plain and bool(out.sources)
+                     and all(i in mine and i not in self.consumed
+                             and self.calls[i - self.first].primitive != AGGREGATE
+                             for i in out.sources))
+        if not delivered:
+            return self.calls
+        return [replace(c, final=True) if self.first + k in out.sources else c
+                for k, c in enumerate(self.calls)]
 
 
 def trace_layer(kind: Layer, f_in: int, f_out: int, layer: int, last: bool,
-                state: dict[str, Any] | None = None) -> list[Call]:
+                state: dict[str, Any] | None = None, first: int = 0) -> list[Call]:
     """The calls of one layer from ``f_in`` to ``f_out`` features (layer 0 reads ``X``).
 
-    ``state``: what the layers before it kept (``g.state``) in this forward pass.
+    ``state``: what the layers before it kept (``g.state``) in this forward pass;
+    ``first``: how many calls they made.
     """
-    tracer = Tracer(kind, layer, last, {} if state is None else state)
+    tracer = Tracer(kind, layer, last, {} if state is None else state, first)
     weights = [WeightShape(w.shape) for w in kind.weights(f_in, f_out, layer, last)]
     out = kind.forward(tracer, Shape(f_in, layer > 0), weights)
     if not isinstance(out, Shape) or out.width != f_out:
         got = out.width if isinstance(out, Shape) else type(out).__name__
         raise ValueError(f"{kind}: layer {layer} gives {got} columns, not {f_out}")
-    return tracer.calls
+    for key, value in tracer.state.items():  # a later layer reads it as it is
+        if isinstance(value, Shape):
+            tracer.state[key] = Shape(value.width, value.grad)
+    return tracer.finish(out)
 
 
 def trace(widths: Sequence[int], kind: Layer = GCN) -> list[Call]:
     """Every call of a model of ``kind`` layers with widths ``f_0 .. f_L``, in order."""
     last = len(widths) - 2
     state: dict[str, Any] = {}
-    return [call for layer, (f_in, f_out) in enumerate(zip(widths[:-1], widths[1:],
-                                                            strict=True))
-            for call in trace_layer(kind, f_in, f_out, layer, layer == last, state)]
+    calls: list[Call] = []
+    for layer, (f_in, f_out) in enumerate(zip(widths[:-1], widths[1:], strict=True)):
+        calls += trace_layer(kind, f_in, f_out, layer, layer == last, state, len(calls))
+    return calls
 
 
 def uses(widths: Sequence[int], kind: Layer, primitive: str) -> bool:

@@ -16,9 +16,12 @@ see :func:`hpcgnn.layout.summa.layer_plans`. The last layer delivers whole logit
 rows of fine block ``(i, l)`` to process column ``j = 0``: those processes score the rows
 (``row_ids``, ``y``, ``masks``); the others score nothing.
 
-GAT layers (``--model gat``) run ``z = H W`` by the dense step and then the edge
-computation of :mod:`hpcgnn.spmm.summa_attention` on the same stages (the blocks are the
-pattern of ``A^T + I``; its backward keeps them, so no blocks of ``Â`` are read).
+Any layer runs the same way (:func:`hpcgnn.layout.summa.layer_plans`, from the layer's
+trace): each of its aggregations is a SUMMA SpMM, each dense product a planned dense step,
+and the last layer's output is gathered to column 0 unless a dense step delivered it. GAT
+layers (``--model gat``) run ``z = H W`` by the dense step and then the edge computation
+of :mod:`hpcgnn.spmm.summa_attention` on the same stages (the blocks are the pattern of
+``A^T + I``; its backward keeps them, so no blocks of ``Â`` are read).
 
 Weights are replicated; each process computes a partial weight gradient from its blocks
 and :meth:`GridGCN.reduce_gradients` all-reduces all of them over the world in one
@@ -44,12 +47,14 @@ from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.io.memory import GraphSource, open_graph
 from hpcgnn.io.reader import GraphMeta
 from hpcgnn.kernels.sparse_input import SparseFeatures
+from hpcgnn.layout.order import layer_sizes
 from hpcgnn.layout.summa import (
     RowReader,
     SummaLayout,
     layer_plans,
     owned_blocks,
 )
+from hpcgnn.layout.trace import AGGREGATE, uses
 from hpcgnn.models.base import GCNModel
 from hpcgnn.models.share import input_features, read_vertex_arrays
 from hpcgnn.nn.gcn import LayerOps
@@ -121,9 +126,11 @@ def load_summa(source: GraphSource, grid: ProcessGrid, cfg: TrainConfig) -> Summ
             return read
 
         fwd_blocks = owned_blocks(layout, i, j, layer, rows_of(True))
-        # the mean D_in^-1 A^T is not symmetric even when A is
-        # (GAT's backward keeps the forward's pattern blocks: no blocks of Â)
-        separate = (meta.directed or cfg.kind.mean) and not cfg.kind.attention
+        # the mean D_in^-1 A^T is not symmetric even when A is; a layer without an
+        # aggregation (GAT: its backward keeps the forward's pattern blocks) reads no Â
+        widths = layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, cfg.layers)
+        separate = ((meta.directed or not cfg.kind.operator.symmetric)
+                    and uses(widths, cfg.kind, AGGREGATE))
         bwd_blocks = owned_blocks(layout, i, j, layer, rows_of(False)) if separate else None
         lo, hi = layout.fine_range(i, layer)
         scored = (lo, hi) if j == 0 else (lo, lo)  # column 0 scores
@@ -190,16 +197,16 @@ class GridGCN(GCNModel):
         self.aggregation = SummaAggregation(fwd, bwd)
         self._init_weights(weights)
         self.plans = layer_plans(self.widths, layout.pc, cfg.kind)
-        attention = SummaAttention(fwd, layout) if cfg.kind.attention else None
+        attends = any(p.attention is not None for p in self.plans)
+        attention = SummaAttention(fwd, layout) if attends else None
         self.layers = [
             LayerOps(
                 self.aggregation,
-                DenseStep(sgrid.row, layout.cols(p.f_in), layout.cols(p.f_out), p.dense),
+                tuple(DenseStep(sgrid.row, layout.cols(f_in), layout.cols(f_out), variant)
+                      for f_in, f_out, variant in p.dense_steps),
                 partial(gather_rows, row=sgrid.row, cols=layout.cols(p.f_out))
-                if p.gather_logits and attention is None else None,
-                None if p.mlp is None
-                else DenseStep(sgrid.row, layout.cols(p.f_out), layout.cols(p.f_out), p.mlp),
-                attention=attention,
+                if p.gather_logits else None,
+                attention=attention if p.attention is not None else None,
             )
             for p in self.plans
         ]

@@ -103,21 +103,19 @@ def aggregate(
 
 @dataclass(frozen=True)
 class LayerOps:
-    """What a data layout supplies for one GCN layer.
+    """What a data layout supplies for one layer.
 
     Attributes
     ----------
     aggregation
         ``Â^T H`` and its adjoint on this rank's block.
     dense
-        ``T W`` on this rank's block; ``None``: a local GEMM (timed as ``gemm``).
+        The layer's dense steps ``T W`` on this rank's block, one per dense product its
+        forward makes, in order (a SUMMA grid's, planned from the layer's trace); empty:
+        local GEMMs (timed as ``gemm``).
     finish
-        Applied to the SpMM result when the SpMM comes last (order ``Â^T (H W)``), e.g.
-        gathering the logit rows of a SUMMA grid to their scorers; ``None``: nothing.
-    mlp
-        An MLP kind's (GIN's) second dense step ``U W_2`` on this rank's block of ``U``
-        (after it, the layer's output is where ``finish`` would put it); ``None``: a local
-        GEMM.
+        Applied to the layer's output, e.g. gathering the logit rows of a SUMMA grid to
+        their scorers when no step delivered them; ``None``: nothing.
     neighbourhood
         An attention kind's (GAT's) source rows of this rank's edges
         (:class:`hpcgnn.nn.gat.Neighbourhood`), which the layer reads instead of
@@ -129,9 +127,8 @@ class LayerOps:
     """
 
     aggregation: Aggregation
-    dense: Dense | None = None
+    dense: tuple[Dense, ...] = ()
     finish: Callable[[torch.Tensor], torch.Tensor] | None = None
-    mlp: Dense | None = None
     neighbourhood: Neighbourhood | None = None
     attention: ColumnAttention | None = None
 
@@ -226,35 +223,13 @@ def _dense(step: Dense | None, stats: CommStats | None) -> Dense:
     return dense
 
 
-def propagate(
-    h: Input, w: torch.Tensor, layer: int, ops: LayerOps, stats: CommStats | None = None,
-    w_self: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """``Â^T H W`` (plus ``H W_self`` when given) on this rank's block, before the activation.
-
-    The order of the product follows :func:`~hpcgnn.layout.order.transform_first` on the
-    shape of ``w`` (the full ``W^l``). The self term is one more dense step of the same
-    shape on the layer's input; in the order ``Â^T (H W)`` it is added before
-    ``ops.finish``, so a SUMMA grid gathers the sum once.
-    """
-    dense = _dense(ops.dense, stats)
-    if transform_first(layer, w.shape[0], w.shape[1]):
-        z = aggregate(dense(h, w), ops.aggregation, stats, layer)
-        if w_self is not None:
-            z = z + dense(h, w_self)
-        if ops.finish is not None:
-            z = ops.finish(z)
-        return z
-    z = dense(aggregate(as_dense(h), ops.aggregation, stats, layer), w)
-    return z if w_self is None else z + dense(h, w_self)
-
-
 class LayoutPrimitives:
     """The graph primitives (:class:`~hpcgnn.kinds.Primitives`) of a layer on this rank's block.
 
     Built from the :class:`LayerOps` a full-batch layout supplies for the layer. On a
-    SUMMA grid the layout plans the layer's dense steps (``ops.dense``, then ``ops.mlp``):
-    each ``dense`` or ``propagate`` takes the next; the row layouts multiply locally.
+    SUMMA grid the layout plans the layer's dense steps from its trace (``ops.dense``):
+    each dense product takes the next, in the order the trace recorded them; the row
+    layouts multiply locally.
 
     Parameters
     ----------
@@ -276,17 +251,16 @@ class LayoutPrimitives:
     ) -> None:
         self.ops, self.layer, self.last, self.stats, self.drop = ops, layer, last, stats, drop
         self.state: dict[str, Any] = {} if state is None else state
-        self._steps = [ops.dense] if ops.mlp is None else [ops.dense, ops.mlp]
         self._used = 0
 
-    def _planned(self) -> Dense | None:
-        """The next of the layer's planned dense steps (``None``: a local GEMM)."""
+    def _planned(self) -> Dense:
+        """The next of the layer's planned dense steps (a local GEMM in row layouts)."""
         i, self._used = self._used, self._used + 1
-        if all(step is None for step in self._steps):
-            return None
-        if i < len(self._steps):
-            return self._steps[i]
-        raise ValueError(f"layer {self.layer}: the layout planned {len(self._steps)} dense"
+        if not self.ops.dense:
+            return _dense(None, self.stats)
+        if i < len(self.ops.dense):
+            return self.ops.dense[i]
+        raise ValueError(f"layer {self.layer}: the layout planned {len(self.ops.dense)} dense"
                          " step(s) for it")
 
     def aggregate(self, h: Input) -> torch.Tensor:
@@ -295,20 +269,28 @@ class LayoutPrimitives:
 
     def dense(self, h: Input, w: torch.Tensor) -> torch.Tensor:
         """``H W`` on this rank's block."""
-        return _dense(self._planned(), self.stats)(h, w)
+        return self._planned()(h, w)
 
     def propagate(
         self, h: Input, w: torch.Tensor, self_weight: torch.Tensor | None = None
     ) -> torch.Tensor:
-        """``Â^T H W`` (plus ``H W_self``) in the narrower order (:func:`propagate`)."""
-        ops = LayerOps(self.ops.aggregation, self._planned())
-        return propagate(h, w, self.layer, ops, self.stats, self_weight)
+        """``Â^T H W`` (plus ``H W_self``) on this rank's block, before the activation.
+
+        The order follows :func:`~hpcgnn.layout.order.transform_first` on the shape of
+        ``w`` (the whole ``W^l``): ``Â^T (H W)`` when it makes the SpMM narrower, else
+        ``(Â^T H) W``. The self term is one more dense step on the layer's input.
+        """
+        if transform_first(self.layer, w.shape[0], w.shape[1]):
+            z = self.aggregate(self.dense(h, w))
+        else:
+            z = self.dense(self.aggregate(h), w)
+        return z if self_weight is None else z + self.dense(h, self_weight)
 
     def attention(
         self, h: Input, w: torch.Tensor, a_src: torch.Tensor, a_dst: torch.Tensor
     ) -> torch.Tensor:
         """GAT's attention (:func:`hpcgnn.nn.gat.gat_layer`, or the SUMMA grid's)."""
-        dense = _dense(self._planned(), self.stats)
+        dense = self._planned()
         if self.ops.attention is not None:
             return self.ops.attention(dense(h, w), a_src, a_dst, self.layer, self.last,
                                       self.drop)

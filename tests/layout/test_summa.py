@@ -147,18 +147,23 @@ def test_layer_plans_follow_the_serial_order():
             plans = layer_plans(widths, pc)
             agg = aggregation_widths(widths)
             for t, plan in enumerate(plans):
-                assert plan.transform_first == transform_first(t, plan.f_in, plan.f_out)
-                assert (plan.spmm_width, plan.spmm_backward) == agg[t]
+                f_in, f_out = widths[t], widths[t + 1]
+                tf = transform_first(t, f_in, f_out)
+                spmm = next(s for s in plan.steps if s.primitive == "aggregate")
+                (_, _, dense), = plan.dense_steps
+                assert [s.primitive for s in plan.steps] == (
+                    ["dense", "aggregate"] if tf else ["aggregate", "dense"])
+                assert (spmm.f_in, spmm.backward) == agg[t]
                 # the dense step always communicates the narrower side
                 if pc == 1:
                     continue
-                if plan.transform_first:
-                    assert plan.dense == REDUCE_SCATTER
+                if tf:
+                    assert dense == REDUCE_SCATTER
                 elif t < len(plans) - 1:
-                    assert plan.dense == ALLGATHER
+                    assert dense == ALLGATHER
                 else:
-                    assert plan.dense == GATHER
-                assert plan.gather_logits == (t == len(plans) - 1 and plan.transform_first)
+                    assert dense == GATHER
+                assert plan.gather_logits == (t == len(plans) - 1 and tf)
 
 
 def test_head_slices_tile_every_column_block():
@@ -185,7 +190,30 @@ def test_gat_layer_plans():
 
     kind = GAT.replace(heads=2, output_heads=3)
     plans = layer_plans((12, 4, 4, 5), 2, kind)
-    assert [p.f_out for p in plans] == [4, 4, 15]  # K f', and the last layer's K' C
-    assert plans[0].dense == REDUCE_SCATTER  # 12 features to 4 columns: the narrow side
-    assert [p.gather_logits for p in plans] == [False, False, True]
-    assert all(p.mlp is None and p.transform_first for p in plans)
+    # z = H W into K f' columns, and the last layer's K' C; then the attention
+    assert [[s.f_out for s in p.steps] for p in plans] == [[4, 4], [4, 4], [15, 15]]
+    assert plans[0].dense_steps == [(12, 4, REDUCE_SCATTER)]  # 12 to 4: the narrow side
+    assert [p.attention.final for p in plans] == [False, False, True]  # heads to column 0
+    assert not any(p.gather_logits for p in plans)
+
+
+def test_gin_sage_and_a_layer_of_ones_own_plan_each_dense_step():
+    from hpcgnn.kinds import GIN, SAGE, Layer
+
+    # GIN: (Â^T H) W_1 then U W_2; only the last U W_2 delivers the logits (gather)
+    plans = layer_plans((10, 8, 3), 2, GIN)
+    assert [v for p in plans for _, _, v in p.dense_steps] == [
+        ALLGATHER, ALLGATHER, REDUCE_SCATTER, GATHER]
+    assert not any(p.gather_logits for p in plans)
+    # GraphSAGE, order (Â^T H) W: both terms of the last layer deliver their part
+    last = layer_plans((4, 6, 8), 2, SAGE)[-1]
+    assert [v for _, _, v in last.dense_steps] == [GATHER, GATHER] and not last.gather_logits
+
+    class Teleport(Layer):  # an SpMM after the dense step, its input kept: gathered at the end
+        def forward(self, g, h, w):
+            z = g.dense(h, w[0])
+            return z if not g.last else 0.9 * g.aggregate(z) + 0.1 * z
+
+    last = layer_plans((12, 8, 3), 2, Teleport())[-1]
+    assert [s.primitive for s in last.steps] == ["dense", "aggregate"]
+    assert last.dense_steps == [(8, 3, REDUCE_SCATTER)] and last.gather_logits

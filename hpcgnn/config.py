@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from hpcgnn.errors import ConfigError
-from hpcgnn.kinds import GCN, GIN, KINDS, Layer, layer_kind
+from hpcgnn.kinds import GCN, KINDS, Layer, layer_kind
 
 if TYPE_CHECKING:
     import torch
@@ -160,7 +160,7 @@ class TrainConfig:
         if not (math.isfinite(self.gin_eps) and abs(self.gin_eps) <= MAX_GIN_EPS):
             raise ConfigError(f"--gin-eps must be finite with |eps| <= {MAX_GIN_EPS:g},"
                               f" got {self.gin_eps}")
-        if self.gin_eps and self.model != GIN.name:
+        if self.gin_eps and "gin_eps" not in self.kind.flags:
             raise ConfigError(f"--gin-eps is GIN's (--model gin), not {self.model}'s")
         self._check_attention()
         if self.sparse_features not in SPARSE_FEATURES:
@@ -175,7 +175,7 @@ class TrainConfig:
         p = self.attention_dropout
         if p is not None and not 0.0 <= p < 1.0:
             raise ConfigError(f"--attention-dropout must be in [0, 1), got {p}")
-        if not self.kind.attention:
+        if "heads" not in self.kind.flags:
             if self.heads != 1 or self.output_heads != 1 or p is not None:
                 raise ConfigError(f"--heads, --output-heads and --attention-dropout are GAT's"
                                   f" (--model gat), not {self.model}'s")
@@ -216,10 +216,10 @@ class TrainConfig:
         """The layer: ``layer``, or the built-in ``model`` with GIN's ``gin_eps``, GAT's heads."""
         if self.layer is not None:
             return self.layer
-        kind = KINDS[self.model]
-        if kind.attention:
-            return kind.replace(heads=self.heads, output_heads=self.output_heads)
-        return kind.replace(eps=self.gin_eps) if kind.summed else kind
+        return KINDS[self.model].configured(
+            gin_eps=self.gin_eps, heads=self.heads, output_heads=self.output_heads,
+            attention_dropout=self.attention_dropout,
+        )
 
     @property
     def weights_per_layer(self) -> int:

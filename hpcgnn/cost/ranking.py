@@ -24,7 +24,7 @@ from hpcgnn.cost.summa import SummaBlockNnz, predict_summa
 from hpcgnn.io.reader import GraphMeta
 from hpcgnn.layout.order import layer_sizes
 from hpcgnn.layout.shapes import GridShape, admissible_shapes
-from hpcgnn.layout.trace import aggregation_widths
+from hpcgnn.layout.trace import ATTENTION, aggregation_widths, uses
 
 
 def cost_problem(
@@ -73,7 +73,7 @@ def memory_estimate(meta: GraphMeta, cfg: TrainConfig, shape: GridShape) -> floa
     widths = layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, cfg.layers)
     dense = rows * sum(widths) * itemsize * 4 + rows * max(widths) * itemsize * 2
     weights = weight_bytes(meta, cfg, cfg.weights_per_layer)
-    if cfg.kind.attention:
+    if uses(widths, cfg.kind, ATTENTION):
         kind, last = cfg.kind, cfg.layers - 1
         heads = sum(kind.layer_heads(layer == last) for layer in range(cfg.layers))
         gathered = sum(f for f, _ in aggregation_widths(widths, kind))

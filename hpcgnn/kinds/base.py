@@ -139,6 +139,9 @@ class Layer:
     input_weight
         The weight whose shape sets the order of a sparse input's first product (the
         one its first aggregation multiplies).
+    flags
+        The command's settings the layer reads (``gin_eps``; ``heads``, ``output_heads``,
+        ``attention_dropout``); another layer refuses them (:meth:`configured`).
     self_weight, mlp, attention, eps, heads, output_heads
         What the modes that do not yet run every layer through the primitives read of a
         built-in layer (GraphSAGE's self term, GIN's MLP and ``eps``, GAT's heads).
@@ -149,6 +152,7 @@ class Layer:
     operator: Operator = NORMALIZED
     modes: frozenset[str] = PRIMITIVE_MODES
     input_weight: int = 0
+    flags: frozenset[str] = frozenset()
     self_weight: bool = False
     mlp: bool = False
     attention: bool = False
@@ -171,6 +175,13 @@ class Layer:
         before (by the model); the layer applies its own activation.
         """
         raise NotImplementedError(f"{type(self).__name__} defines no forward")
+
+    def configured(self, **settings: Any) -> Layer:
+        """The layer with the command's settings it reads (:attr:`flags`) applied.
+
+        ``settings``: every such setting by name; the default implementation reads none.
+        """
+        return self
 
     # -- derived facts -------------------------------------------------------------------
     @property

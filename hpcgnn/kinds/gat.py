@@ -35,10 +35,16 @@ class GATLayer(Layer):
     title = "GAT (ELU(||_k sum_j alpha_ij z_j), alpha = softmax_j LeakyReLU(a . [z_i, z_j]))"
     operator = PATTERN
     modes = ALL_MODES
+    flags = frozenset({"heads", "output_heads", "attention_dropout"})
     attention = True
 
     def __init__(self, heads: int = 1, output_heads: int = 1) -> None:
         self.heads, self.output_heads = heads, output_heads
+
+    def configured(self, **settings: Any) -> GATLayer:
+        """With ``--heads`` and ``--output-heads``."""
+        return GATLayer(settings.get("heads", self.heads),
+                        settings.get("output_heads", self.output_heads))
 
     def weights(self, f_in: int, f_out: int, layer: int, last: bool) -> list[Weight]:
         """``W`` (stream 0), then ``a_src, a_dst`` (stream 1)."""

@@ -23,10 +23,15 @@ class GINLayer(Layer):
     name = "gin"
     title = "GIN (ReLU(((1+eps) H + A^T H) W_1) W_2)"
     modes = ALL_MODES
+    flags = frozenset({"gin_eps"})
     mlp = True
 
     def __init__(self, eps: float = 0.0) -> None:
         self.eps = eps
+
+    def configured(self, **settings: Any) -> GINLayer:
+        """With ``--gin-eps``."""
+        return GINLayer(eps=settings.get("gin_eps", self.eps))
 
     @property
     def operator(self) -> Operator:  # type: ignore[override]

@@ -14,7 +14,8 @@ from hpcgnn.cost.halo import HaloVolumes, planned_volumes, predict_halo
 from hpcgnn.errors import ConfigError
 from hpcgnn.exchange.staged import StagedExchange
 from hpcgnn.grid.process_grid import ProcessGrid
-from hpcgnn.layout.trace import aggregation_widths
+from hpcgnn.layout.order import layer_sizes
+from hpcgnn.layout.trace import ATTENTION, aggregation_widths, uses
 from hpcgnn.models.block_row import BlockRowGCN
 from hpcgnn.models.exchange_report import halo_report
 from hpcgnn.models.share import RowShare
@@ -65,7 +66,9 @@ class HaloGCN(BlockRowGCN):
     ) -> None:
         if grid.kind != "1d":
             raise ValueError(f"the halo algorithm needs a 1d grid, not {grid.kind!r}")
-        if cfg.kind.attention:  # the adjoint of GAT's gather is the push
+        widths = layer_sizes(share.meta.num_features, cfg.hidden, share.meta.num_classes,
+                             cfg.layers)
+        if uses(widths, cfg.kind, ATTENTION):  # the adjoint of GAT's gather is the push
             if backward == "pull":
                 raise ConfigError(f"--model {cfg.kind}: the halo backward pushes the gathered"
                                   " rows' gradients back (backward push or auto, not pull)")

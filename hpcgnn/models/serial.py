@@ -17,6 +17,8 @@ from hpcgnn.graph.normalize import load_normalized
 from hpcgnn.io.memory import GraphSource, open_graph
 from hpcgnn.kernels.attention import edge_pattern
 from hpcgnn.kernels.spmm import to_torch_csr
+from hpcgnn.layout.order import layer_sizes
+from hpcgnn.layout.trace import ATTENTION, uses
 from hpcgnn.models.base import GCNModel
 from hpcgnn.models.share import read_vertex_data
 from hpcgnn.nn.gat import LocalNeighbourhood
@@ -61,7 +63,8 @@ class SerialGCN(GCNModel):
         self.row_ids = np.arange(n)
         assert norm is not None
         nbh = None
-        if cfg.kind.attention:  # GAT's edges: the pattern of A^T + I, every row local
+        widths = layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, cfg.layers)
+        if uses(widths, cfg.kind, ATTENTION):  # the edges: the pattern, every row local
             ids = np.arange(n)
             nbh = LocalNeighbourhood(edge_pattern(norm_t, ids, ids, "cpu", dtype))
         ops = LayerOps(LocalAggregation(to_torch_csr(norm_t, dtype), to_torch_csr(norm, dtype)),

@@ -47,18 +47,28 @@ def random_graph_arrays(
                 n=n, classes=classes, directed=directed)
 
 
-def write_random_graph(path: Path | str, sparse_features: bool = False, **kwargs) -> Path:
+def edge_weights(g: dict, dtype: type = np.float32) -> np.ndarray:
+    """Seeded random weights in ``[0.1, 2)``, one per edge record of ``random_graph_arrays``."""
+    rng = np.random.default_rng(len(g["src"]))
+    return (0.1 + 1.9 * rng.random(len(g["src"]))).astype(dtype)
+
+
+def write_random_graph(
+    path: Path | str, sparse_features: bool = False, weights: type | None = None, **kwargs
+) -> Path:
     """Write :func:`random_graph_arrays` to ``path`` and return the path.
 
-    ``sparse_features``: store the features as CSR (``features_csr``).
+    ``sparse_features``: store the features as CSR (``features_csr``). ``weights``: the
+    dtype of :func:`edge_weights`, given to every edge (``None``: unweighted).
     """
     g = random_graph_arrays(**kwargs)
-    with EdgeSorter(g["n"], g["directed"], len(g["src"])) as sorter:
-        sorter.add(g["src"], g["dst"])
+    w = None if weights is None else edge_weights(g, weights)
+    with EdgeSorter(g["n"], g["directed"], len(g["src"]), weights=weights) as sorter:
+        sorter.add(g["src"], g["dst"], weights=w)
         with GraphFileWriter(
             path, num_nodes=g["n"], num_features=g["x"].shape[1], num_classes=g["classes"],
             directed=g["directed"], name="test", show_progress=False,
-            sparse_features=sparse_features,
+            sparse_features=sparse_features, weight_dtype=sorter.weight_dtype,
         ) as w:
             w.write_adjacency(sorter)
             w.write_features(0, g["x"])
@@ -108,6 +118,16 @@ def rewire(path: Path | str) -> None:
         cols[p], cols[q] = y, x
         cols[back[(x, a)]], cols[back[(y, b)]] = b, a
         h5["adjacency/indices"][...] = cols
+
+
+def add_weights(path: Path | str) -> None:
+    """Store edge weights ``w(i, j) = 0.5 + ((i + j) % 7) / 4`` (symmetric): a valid version 2."""
+    with h5py.File(path, "r+") as h5:
+        for group in ("adjacency", "adjacency_t"):
+            if group in h5:
+                rows, cols = _csr(h5, group)
+                h5.create_dataset(f"{group}/data", data=(0.5 + (rows + cols) % 7 / 4), dtype="f4")
+        h5.attrs["format_version"] = 2
 
 
 def add_partition(path: Path | str, offsets: list[int] | np.ndarray, perm: np.ndarray) -> None:
@@ -164,7 +184,26 @@ ALTERED: dict[str, Callable[[Path | str], None]] = {
     "node_ids": _in_place(_new_node_id),
     "edges": rewire,
     "partition": _two_parts,
+    "weights": add_weights,
 }
+
+
+def _weighted(change: Callable[[h5py.File], None]) -> Callable[[Path | str], None]:
+    """Weights added (:func:`add_weights`), then ``change`` applied."""
+
+    def alter(path: Path | str) -> None:
+        add_weights(path)
+        _in_place(change)(path)
+
+    return alter
+
+
+def _nan_weight(h5: h5py.File) -> None:
+    h5["adjacency/data"][h5["adjacency/indptr"][7] + 1] = np.nan  # the second entry of row 7
+
+
+def _asymmetric_weight(h5: h5py.File, group: str = "adjacency") -> None:
+    h5[f"{group}/data"][3] += 1.0
 
 
 def _indptr_starts_at_one(h5: h5py.File) -> None:
@@ -199,6 +238,19 @@ BROKEN: dict[str, tuple[bool, Callable[[Path | str], None], str]] = {
     "perm-not-permutation": (
         False, partial(_two_parts, repeat=True),
         "'partition/perm' is not a permutation of 0..39: id 3 is missing (id 4 occurs 2 times)",
+    ),
+    "nan-weight": (
+        False, _weighted(_nan_weight),
+        "edge weights contain NaN or Inf (first in row 7 of 'adjacency')",
+    ),
+    "asymmetric-weight": (
+        False, _weighted(_asymmetric_weight),
+        "'adjacency' of an undirected graph is not symmetric in its weights "
+        "(some edge has w(i, j) != w(j, i))",
+    ),
+    "weight-not-transposed": (
+        True, _weighted(partial(_asymmetric_weight, group="adjacency_t")),
+        "'adjacency_t/data' is not the transpose of 'adjacency/data'",
     ),
 }
 

@@ -21,7 +21,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="validate a graph file and print its statistics",
         description=(
             "Check every dataset of a graph file (structure, index ranges, monotone indptr, "
-            "finite features, label ranges, masks, partition) and print its statistics. "
+            "finite and symmetric edge weights, finite features, label ranges, masks, "
+            "partition) and print its statistics. "
             "Exits with status 1 and a one-line message on the first problem."
         ),
     )
@@ -72,6 +73,7 @@ def report_lines(report: GraphReport) -> list[str]:
         lines.append(
             f"edges:       {report.undirected_edges} ({kind}; {meta.num_edges} stored entries of A)"
         )
+    lines.append(f"weights:     {'stored (a weight per edge)' if meta.weighted else 'none'}")
     layout = ""
     if meta.feature_nnz is not None:
         density = meta.feature_nnz / (meta.num_nodes * meta.num_features)

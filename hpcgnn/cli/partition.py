@@ -65,7 +65,7 @@ def partition_file(
     with GraphFile(graph) as src:
         meta = src.meta
         check_num_parts(num_parts, meta.num_nodes)
-        adjacency = src.read_csr(0, meta.num_nodes)
+        adjacency = src.read_csr(0, meta.num_nodes, weights=meta.weighted)  # kept by the copy
         parts = compute_partition(method, adjacency, num_parts, seed)
         summary = summarise(adjacency, parts, num_parts, method, meta.directed)
         write_relabelled(src, out, parts, num_parts, method, summary.edge_cut,

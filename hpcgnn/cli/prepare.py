@@ -146,16 +146,20 @@ def _add_edgelist(sources: argparse._SubParsersAction) -> None:
     p = sources.add_parser(
         "edgelist",
         parents=[_output_options(), _split_options()],
-        help="SNAP-style edge list ('u v' per line, '#' comments), optional .npy arrays",
+        help="SNAP-style edge list ('u v' or 'u v w' per line, '#' comments), optional .npy "
+             "arrays",
         description=(
             "Convert a text edge list (plain or .gz). Vertex ids are relabelled 0..n-1 in "
             "increasing order unless --num-nodes is given; row k of --features and entry k "
             "of --labels belong to vertex k. Without --labels the labels are random and "
-            "without --features the features are random: such files are for timing only."
+            "without --features the features are random: such files are for timing only. "
+            "A third column is the edge's weight (on every line or on none); the weights of "
+            "a repeated edge are summed."
         ),
     )
     p.add_argument("--edges", type=Path, required=True, metavar="FILE",
-                   help="edge list: 'u v' per line, whitespace or comma separated")
+                   help="edge list: 'u v' per line, or 'u v w' with a weight w (float) on "
+                        "every line; whitespace or comma separated")
     p.add_argument("--features", type=Path, metavar="X.npy|X.npz",
                    help="float array of shape (n, F), one row per vertex; or a SciPy sparse"
                         " matrix (scipy.sparse.save_npz, .npz), stored sparse (CSR)")

@@ -11,6 +11,8 @@ they found with a few collectives:
 * an undirected ``A`` is symmetric, a directed file's ``adjacency_t`` is the transpose of
   ``A``: the order-independent edge fingerprints of the entries as ``(row, column)`` and
   as ``(column, row)``, summed over the ranks, agree;
+* edge weights (a weighted file): finite (the reads refuse NaN and Inf), and symmetric or
+  transposed with the edges: the same fingerprints with each entry's weight folded in;
 * labels lie in ``[-1, C)``, every vertex of a mask is labelled, the masks are disjoint;
 * ``node_ids`` are unique: every id is sent to rank ``hash(id) mod P`` (one all-to-all),
   which looks for repeats;
@@ -29,8 +31,9 @@ are refused by the reads of the models (or of this check when it fingerprints fe
 ``train`` with checkpoints, and ``sample``, which reads no features otherwise).
 
 With ``content=True`` the same pass also returns the graph's *content fingerprint*: the
-sums over ranks of order-independent hashes of the edges, labels, masks, node ids,
-partition and features, so it does not depend on the number of ranks. Checkpoints record
+sums over ranks of order-independent hashes of the edges (with their weights, if any),
+labels, masks, node ids, partition and features, so it does not depend on the number of
+ranks. Checkpoints record
 it (:mod:`hpcgnn.train.checkpoint`); the features are read for it only then.
 """
 
@@ -155,12 +158,13 @@ class _Check:
             scans = [self.scan(ptr, t) for ptr, t in zip(ptrs, transposes, strict=True)]
             if content:
                 self.features()
-        self.add("edges", scans[0].forward)
-        backward = scans[-1].backward
-        sums = np.array([self.sums[p] for p in PARTS] + [backward], dtype=_U64)
+        self.add("edges", scans[0].weights[0] if meta.weighted else scans[0].forward)
+        edges = [scans[0].forward, scans[-1].backward, scans[0].weights[0], scans[-1].weights[1]]
+        sums = np.array([self.sums[p] for p in PARTS] + edges, dtype=_U64)
         self.comm.allreduce(sums, CATEGORY)
         found = self.comm.allgather_obj((duplicate, counts), CATEGORY)
-        problem = edges_problem(meta.directed, int(sums[0]), int(sums[-1]))
+        forward, backward, fwd_w, bwd_w = (int(v) for v in sums[len(PARTS) :])
+        problem = edges_problem(meta.directed, forward, backward, (fwd_w, bwd_w))
         problem = problem or node_ids_problem(d for d, _ in found)
         if partitioned:
             name = f"{fmt.PARTITION}/{fmt.PART_PERM}"
@@ -193,10 +197,11 @@ class _Check:
         self.add("masks", rows_fingerprint(np.stack(list(masks.values()), axis=1), lo))
 
     def scan(self, ptr: np.ndarray, transpose: bool) -> CsrScan:
-        """Fingerprint the slice's rows of ``A`` (or ``A^T``) block by block."""
-        res = CsrScan(self.n)
+        """Fingerprint the slice's rows of ``A`` (or ``A^T``) block by block, with weights."""
+        weighted = self.meta.weighted
+        res = CsrScan(self.n, weighted=weighted)
         for a, b in row_blocks(ptr, self.lo):
-            res.add(a, self.gf.read_csr(a, b, transpose))
+            res.add(a, self.gf.read_csr(a, b, transpose, weights=weighted))
         return res
 
     def features(self) -> None:

@@ -9,7 +9,13 @@ from __future__ import annotations
 import numpy as np
 
 FORMAT_NAME = "hpcgnn-graph"
-FORMAT_VERSION = 1
+#: The newest ``format_version`` this code reads.
+FORMAT_VERSION = 2
+#: The version of a file without edge weights (what every hpcgnn reads).
+UNWEIGHTED_VERSION = 1
+#: The version of a file with edge weights (``adjacency/data``), which a reader of version 1
+#: would silently read as unweighted.
+WEIGHTED_VERSION = 2
 
 # Root attributes.
 #: Largest ``num_classes`` accepted (``2^31 - 1``): a label is a class id, and no data set
@@ -38,6 +44,8 @@ INDPTR = "indptr"
 INDICES = "indices"
 FEATURES = "features"
 FEATURES_CSR = "features_csr"  # the features as CSR (instead of FEATURES): indptr, indices, data
+#: Values of a CSR: of ``features_csr``, and the optional edge weights of ``adjacency`` and
+#: ``adjacency_t`` (one per entry of ``indices``).
 DATA = "data"
 LABELS = "labels"
 MASKS = "masks"
@@ -53,7 +61,19 @@ NODE_ID_DTYPE = np.dtype(np.int64)
 #: Feature dtypes a writer stores: float16 only where its input has them (``partition`` of a
 #: float16 file keeps them; ``train`` computes in ``--dtype``).
 FEATURE_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
+#: Edge weight dtypes a writer stores: float64 where its input has them, else float32.
+WEIGHT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 UNLABELLED = -1
+
+
+def format_version(weighted: bool) -> int:
+    """The ``format_version`` a file is written with: 2 with edge weights, else 1."""
+    return WEIGHTED_VERSION if weighted else UNWEIGHTED_VERSION
+
+
+def weight_dtype(dtype: np.dtype | type) -> np.dtype:
+    """The dtype edge weights given as ``dtype`` are stored in: float64 stays, else float32."""
+    return np.dtype(np.float64) if np.dtype(dtype) == np.float64 else np.dtype(np.float32)
 
 
 def sparse_dtype(dtype: np.dtype) -> np.dtype:

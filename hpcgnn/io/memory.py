@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from hpcgnn.errors import InputError
 from hpcgnn.io import format as fmt
-from hpcgnn.io.reader import GraphFile, GraphMeta
+from hpcgnn.io.reader import GraphFile, GraphMeta, first_nonfinite_row, weights_problem
 
 
 @dataclass(frozen=True, eq=False)
@@ -28,8 +29,8 @@ class MemoryGraph:
     Parameters
     ----------
     adjacency
-        ``n x n`` adjacency ``A`` (``A[u, v] != 0``: an edge ``u -> v``); only the pattern
-        is used, as a file stores it.
+        ``n x n`` adjacency ``A`` (a stored entry ``A[u, v]``: an edge ``u -> v``); only
+        the pattern is used, as a file without weights stores it, unless ``weighted``.
     features
         ``n x f`` features.
     labels
@@ -44,6 +45,10 @@ class MemoryGraph:
         Part offsets of a vertex partition (as ``hpcgnn partition`` writes), else ``None``.
     name
         The graph's name in reports.
+    weighted
+        Whether the values of ``adjacency`` are the edge weights (read with
+        ``read_csr(..., weights=True)``; float64 stays, other dtypes become float32;
+        duplicate entries are summed). Undirected: ``A`` must be symmetric with its weights.
     """
 
     adjacency: sp.csr_matrix
@@ -54,13 +59,16 @@ class MemoryGraph:
     directed: bool = False
     partition_offsets: tuple[int, ...] | None = None
     name: str = "memory"
+    weighted: bool = False
     _csr: dict[bool, sp.csr_matrix] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        a = sp.csr_matrix(self.adjacency, dtype=np.float32)
+        dtype = fmt.weight_dtype(self.adjacency.dtype) if self.weighted else np.float32
+        a = sp.csr_matrix(self.adjacency, dtype=dtype, copy=True)
         a.sum_duplicates()
         a.sort_indices()
-        a.data[:] = 1.0
+        if not self.weighted:
+            a.data[:] = 1.0
         a_t = a.T.tocsr() if self.directed else a
         a_t.sort_indices()
         object.__setattr__(self, "_csr", {False: a, True: a_t})
@@ -75,17 +83,35 @@ class MemoryGraph:
         return GraphMeta(
             path=f"<{self.name}>", num_nodes=n, num_edges=int(self._csr[False].nnz),
             num_features=f, num_classes=classes, directed=self.directed, name=self.name,
-            feature_dtype=np.dtype(self.features.dtype), format_version=fmt.FORMAT_VERSION,
+            feature_dtype=np.dtype(self.features.dtype),
+            format_version=fmt.format_version(self.weighted),
             partition_offsets=self.partition_offsets, partition_method=None,
+            weighted=self.weighted,
         )
 
     def read_indptr(self, row_lo: int, row_hi: int, transpose: bool = False) -> np.ndarray:
         """``indptr[row_lo : row_hi + 1]`` of ``A`` (or ``A^T``) as int64."""
         return self._csr[transpose].indptr[row_lo : row_hi + 1].astype(np.int64)
 
-    def read_csr(self, row_lo: int, row_hi: int, transpose: bool = False) -> sp.csr_matrix:
-        """Rows ``[row_lo, row_hi)`` of ``A`` (or ``A^T``), float32 ones."""
-        return self._csr[transpose][row_lo:row_hi].tocsr()
+    def read_csr(
+        self, row_lo: int, row_hi: int, transpose: bool = False, weights: bool = False
+    ) -> sp.csr_matrix:
+        """Rows ``[row_lo, row_hi)`` of ``A`` (or ``A^T``), as a file's block.
+
+        Float32 ones, or with ``weights`` the edge weights (ones when unweighted), checked
+        to be finite.
+        """
+        block = self._csr[transpose][row_lo:row_hi].tocsr()
+        if not self.weighted:
+            return block
+        if not weights:
+            ones = np.ones(block.nnz, dtype=np.float32)
+            return sp.csr_matrix((ones, block.indices, block.indptr), shape=block.shape)
+        row = first_nonfinite_row(block.data, block.indptr)
+        if row is not None:
+            group = fmt.ADJACENCY_T if transpose and self.directed else fmt.ADJACENCY
+            raise InputError(f"{self.meta.path}: {weights_problem(row_lo + row, group)}")
+        return block
 
     def read_features(self, row_lo: int, row_hi: int) -> np.ndarray:
         """Feature rows ``[row_lo, row_hi)``."""

@@ -2,7 +2,8 @@
 
 Every read is a hyperslab of the rows a rank owns: opening a file reads only metadata,
 and :meth:`GraphFile.read_csr` touches ``indptr[lo:hi+1]`` and the matching slice of
-``indices``, so a rank's memory is proportional to its block, never to the whole graph.
+``indices`` (and of the edge weights ``data`` when asked for them), so a rank's memory is
+proportional to its block, never to the whole graph.
 """
 
 from __future__ import annotations
@@ -52,6 +53,21 @@ class GraphMeta:
     feature_nnz: int | None = None
     #: How ``prepare`` normalised the features (``"row"``), or ``""``: as given.
     feature_normalization: str = ""
+    #: Whether the adjacency stores edge weights (``adjacency/data``; format version 2).
+    weighted: bool = False
+
+
+def first_nonfinite_row(values: np.ndarray, indptr: np.ndarray) -> int | None:
+    """The first row of a CSR block (``indptr`` from 0) with a NaN or Inf value, or ``None``."""
+    bad = np.flatnonzero(~np.isfinite(values))
+    if not bad.size:
+        return None
+    return int(np.searchsorted(indptr, bad[0], "right")) - 1
+
+
+def weights_problem(row: int, group: str) -> str:
+    """The line of a NaN or Inf edge weight, first in ``row`` of ``group``'s CSR."""
+    return f"edge weights contain NaN or Inf (first in row {row} of '{group}')"
 
 
 class GraphFile:
@@ -228,6 +244,7 @@ class GraphFile:
         for g in groups:
             self.dataset(f"{g}/{fmt.INDPTR}", (n + 1,), "iu")
             self.dataset(f"{g}/{fmt.INDICES}", (nnz,), "iu")
+        weighted = self._weights_meta(groups, version, nnz)
         feats, feature_nnz = self._features_meta(n, f)
         self.dataset(fmt.LABELS, (n,), "iu")
         for m in fmt.MASK_NAMES:
@@ -261,7 +278,27 @@ class GraphFile:
             source=printable(self._attr(fmt.ATTR_SOURCE, str, default="")),
             feature_nnz=feature_nnz,
             feature_normalization=normalization,
+            weighted=weighted,
         )
+
+    def _weights_meta(self, groups: list[str], version: int, nnz: int) -> bool:
+        """Whether the file stores edge weights: ``data`` beside every CSR's indices, or none.
+
+        Weights make a file version 2 (a version-1 reader would drop them unseen).
+        """
+        names = [f"{g}/{fmt.DATA}" for g in groups]
+        if names[0] not in self._h5:
+            if len(names) > 1 and names[1] in self._h5:
+                raise self._fail(f"has '{names[1]}' but no '{names[0]}' (edge weights of both)")
+            return False
+        if version < fmt.WEIGHTED_VERSION:
+            raise self._fail(
+                f"has edge weights ('{names[0]}') but format version {version}; "
+                f"weighted files are version {fmt.WEIGHTED_VERSION}"
+            )
+        for name in names:
+            self.dataset(name, (nnz,), "f")
+        return True
 
     def _features_meta(self, n: int, f: int) -> tuple[h5py.Dataset, int | None]:
         """The features' values dataset and, for CSR features, their nonzero count."""
@@ -290,11 +327,15 @@ class GraphFile:
         group = self._adjacency_group(transpose)
         return self._read(f"{group}/{fmt.INDPTR}", slice(row_lo, row_hi + 1)).astype(np.int64)
 
-    def read_csr(self, row_lo: int, row_hi: int, transpose: bool = False) -> sp.csr_matrix:
-        """Read rows ``[row_lo, row_hi)`` of ``A`` (or of ``A^T``) as an unweighted CSR block.
+    def read_csr(
+        self, row_lo: int, row_hi: int, transpose: bool = False, weights: bool = False
+    ) -> sp.csr_matrix:
+        """Read rows ``[row_lo, row_hi)`` of ``A`` (or of ``A^T``) as a CSR block.
 
-        The result has shape ``(row_hi - row_lo, num_nodes)`` and float32 ones as values.
-        Indices are checked to lie in range; ``indptr`` to be monotone over the block.
+        The result has shape ``(row_hi - row_lo, num_nodes)``. Its values are float32 ones
+        (the default: the pattern only), or with ``weights`` the stored edge weights
+        (float32 or float64 as stored; float32 ones when the file has none), checked to be
+        finite. Indices are checked to lie in range; ``indptr`` to be monotone over the block.
         """
         n = self.meta.num_nodes
         if not 0 <= row_lo <= row_hi <= n:
@@ -303,12 +344,21 @@ class GraphFile:
         ptr = self.read_indptr(row_lo, row_hi, transpose)
         if np.any(np.diff(ptr) < 0) or ptr[0] < 0 or ptr[-1] > self.meta.num_edges:
             raise self._fail(f"'{group}/{fmt.INDPTR}' is not monotone within [0, num_edges]")
-        idx = self._read(f"{group}/{fmt.INDICES}", slice(int(ptr[0]), int(ptr[-1])))
+        span = slice(int(ptr[0]), int(ptr[-1]))
+        idx = self._read(f"{group}/{fmt.INDICES}", span)
         if idx.size and (idx.min() < 0 or idx.max() >= n):
             bad = idx.min() if idx.min() < 0 else idx.max()
             raise self._fail(f"'{group}/{fmt.INDICES}' has vertex id {bad} out of range [0, {n})")
-        data = np.ones(idx.size, dtype=np.float32)
-        return sp.csr_matrix((data, idx, ptr - ptr[0]), shape=(row_hi - row_lo, n))
+        ptr = ptr - ptr[0]
+        if weights and self.meta.weighted:
+            data = self._read(f"{group}/{fmt.DATA}", span)
+            data = data.astype(fmt.sparse_dtype(data.dtype), copy=False)
+            row = first_nonfinite_row(data, ptr)
+            if row is not None:
+                raise self._fail(weights_problem(row_lo + row, group))
+        else:
+            data = np.ones(idx.size, dtype=np.float32)
+        return sp.csr_matrix((data, idx, ptr), shape=(row_hi - row_lo, n))
 
     def read_features(self, row_lo: int, row_hi: int) -> np.ndarray:
         """Read feature rows ``[row_lo, row_hi)`` as a dense block; fails on NaN or Inf."""
@@ -342,9 +392,9 @@ class GraphFile:
             raise self._fail(f"'{g}/{fmt.INDICES}' has feature column {bad} out of range [0, {f})")
         data = self._read(f"{g}/{fmt.DATA}", span)
         data = data.astype(fmt.sparse_dtype(data.dtype), copy=False)
-        if not np.isfinite(data).all():
-            k = int(np.argwhere(~np.isfinite(data))[0, 0])
-            raise self._not_finite(row_lo + int(np.searchsorted(ptr - ptr[0], k, "right")) - 1)
+        row = first_nonfinite_row(data, ptr - ptr[0])
+        if row is not None:
+            raise self._not_finite(row_lo + row)
         return sp.csr_matrix((data, idx, ptr - ptr[0]), shape=(row_hi - row_lo, f))
 
     def read_labels(self, row_lo: int, row_hi: int) -> np.ndarray:

@@ -9,6 +9,8 @@ name and version, every dataset present with the right shape and dtype kind).
 * undirected graphs: ``A`` is symmetric; directed graphs: ``adjacency_t`` holds exactly the
   entries of ``A^T`` (per-vertex degrees compared exactly, the edge sets through an
   order-independent 64-bit fingerprint of all entries);
+* edge weights (if stored): finite, and symmetric (``w(i, j) == w(j, i)``) or equal in
+  ``A^T`` (through a second fingerprint that folds in each entry's weight);
 * features are finite; labels lie in ``[-1, num_classes)``; every vertex of a mask is
   labelled; the train, val and test masks are disjoint; original vertex ids are unique;
 * a partition (if present): ``offsets`` run from 0 to ``num_nodes`` without decreasing and
@@ -187,6 +189,7 @@ class GraphReport:
             "name": meta.name,
             "format_version": meta.format_version,
             "directed": meta.directed,
+            "weighted": meta.weighted,
             "vertices": meta.num_nodes,
             "edges": meta.num_edges,
             "undirected_edges": self.undirected_edges,
@@ -257,16 +260,23 @@ def feature_block_rows(meta: GraphMeta) -> int:
 
 
 # -- edge fingerprints -------------------------------------------------------------------
-def edge_fingerprint(src: np.ndarray, dst: np.ndarray, num_nodes: int) -> int:
+def edge_fingerprint(
+    src: np.ndarray, dst: np.ndarray, num_nodes: int, weights: np.ndarray | None = None
+) -> int:
     """Order-independent 64-bit fingerprint of the multiset of edges ``src[k] -> dst[k]``.
 
     Fingerprints of disjoint edge sets add up modulo ``2**64``, so a matrix can be
     fingerprinted block by block; ``A^T`` stored correctly has the fingerprint of ``A``
-    when its entries are hashed as ``(column, row)``.
+    when its entries are hashed as ``(column, row)``. With ``weights`` each edge's hash
+    folds in the bit pattern of its weight as a float64 (``-0.0`` as ``0.0``), so equal
+    weights hash alike whatever their stored width.
     """
     with np.errstate(over="ignore"):
-        key = src.astype(_U64) * _U64(num_nodes) + dst.astype(_U64)
-        return int(mix(key).sum(dtype=_U64))
+        key = mix(src.astype(_U64) * _U64(num_nodes) + dst.astype(_U64))
+        if weights is not None:
+            bits = (weights.astype(np.float64) + 0.0).view(_U64)
+            key = mix(key ^ bits)
+        return int(key.sum(dtype=_U64))
 
 
 # -- checks of a slice of rows, shared with the distributed check ----------------------------
@@ -326,27 +336,36 @@ class CsrScan:
     offsets
         Partition offsets; when given, entries whose endpoints lie in different parts are
         counted in ``crossing``.
+    weighted
+        Whether the blocks' values are edge weights, fingerprinted in ``weights``.
     self_loops, duplicates, unsorted_rows, crossing
         Counts of stored self loops, repeated entries within a row, rows not sorted by
         column, and entries crossing parts.
     forward, backward
         :func:`edge_fingerprint` of the entries as ``(row, column)`` and as
         ``(column, row)``.
+    weights
+        The same two with each entry's weight folded in (``weighted`` only, else 0).
 
     """
 
     num_nodes: int
     col_counts: np.ndarray | None = None
     offsets: np.ndarray | None = None
+    weighted: bool = False
     self_loops: int = 0
     duplicates: int = 0
     unsorted_rows: int = 0
     crossing: int = 0
     forward: int = 0
     backward: int = 0
+    weights: tuple[int, int] = (0, 0)
 
     def add(self, lo: int, block: sp.csr_matrix) -> None:
-        """Count and fingerprint the rows ``lo ..`` of ``block`` (a :meth:`GraphFile.read_csr`)."""
+        """Count and fingerprint the rows ``lo ..`` of ``block`` (a :meth:`GraphFile.read_csr`).
+
+        With ``weighted``, the block is read with its weights (``weights=True``).
+        """
         n = self.num_nodes
         cols = block.indices.astype(np.int64, copy=False)
         rows = np.repeat(np.arange(lo, lo + block.shape[0], dtype=np.int64), np.diff(block.indptr))
@@ -363,28 +382,47 @@ class CsrScan:
         self.duplicates += int(np.count_nonzero(same_row & (step == 0)))
         self.forward = (self.forward + edge_fingerprint(rows, cols, n)) & _MASK64
         self.backward = (self.backward + edge_fingerprint(cols, rows, n)) & _MASK64
+        if self.weighted:
+            fwd, bwd = self.weights
+            self.weights = (
+                (fwd + edge_fingerprint(rows, cols, n, block.data)) & _MASK64,
+                (bwd + edge_fingerprint(cols, rows, n, block.data)) & _MASK64,
+            )
         if self.offsets is not None:
             part_r = np.searchsorted(self.offsets, rows, side="right")
             part_c = np.searchsorted(self.offsets, cols, side="right")
             self.crossing += int(np.count_nonzero(part_r != part_c))
 
 
-def edges_problem(directed: bool, forward: int, backward: int) -> str | None:
+def edges_problem(
+    directed: bool, forward: int, backward: int, weights: tuple[int, int] = (0, 0)
+) -> str | None:
     """Whether the edge sets agree, from :class:`CsrScan` fingerprints of the whole graph.
 
     ``forward``: ``A``'s entries as ``(row, column)``; ``backward``: the entries of ``A^T``
     (directed) or of ``A`` itself (undirected) as ``(column, row)``. Equal for a valid
     file; a difference means ``A^T`` is not the transpose of ``A`` or ``A`` is not
-    symmetric.
+    symmetric. ``weights``: the same two fingerprints with the edge weights folded in
+    (:attr:`CsrScan.weights`), equal when the weights agree too.
     """
-    if forward == backward:
-        return None
-    if directed:
+    if forward != backward and directed:
         return f"'{fmt.ADJACENCY_T}' is not the transpose of '{fmt.ADJACENCY}' (the edges differ)"
-    return (
-        f"'{fmt.ADJACENCY}' of an undirected graph is not symmetric "
-        "(some edge i -> j has no j -> i)"
-    )
+    if forward != backward:
+        return (
+            f"'{fmt.ADJACENCY}' of an undirected graph is not symmetric "
+            "(some edge i -> j has no j -> i)"
+        )
+    if weights[0] != weights[1] and directed:
+        return (
+            f"'{fmt.ADJACENCY_T}/{fmt.DATA}' is not the transpose of '{fmt.ADJACENCY}/{fmt.DATA}'"
+            " (some edge has another weight in A^T)"
+        )
+    if weights[0] != weights[1]:
+        return (
+            f"'{fmt.ADJACENCY}' of an undirected graph is not symmetric in its weights "
+            "(some edge has w(i, j) != w(j, i))"
+        )
+    return None
 
 
 def first_duplicate(ids: np.ndarray) -> int | None:
@@ -509,10 +547,12 @@ class _Validator:
         self, group: str, ptr: np.ndarray, transpose: bool, offsets: np.ndarray | None
     ) -> CsrScan:
         """Stream the column indices of one CSR; count and fingerprint its entries."""
-        res = CsrScan(self.n, col_counts=np.zeros(self.n, dtype=np.int64), offsets=offsets)
+        weighted = self.meta.weighted
+        res = CsrScan(self.n, col_counts=np.zeros(self.n, dtype=np.int64), offsets=offsets,
+                      weighted=weighted)
         with Progress(f"checking {group}", self.nnz, "edges", enabled=self.show_progress) as bar:
             for lo, hi in row_blocks(ptr, 0):
-                block = self.gf.read_csr(lo, hi, transpose)
+                block = self.gf.read_csr(lo, hi, transpose, weights=weighted)
                 res.add(lo, block)
                 bar.update(block.nnz)
         return res
@@ -551,7 +591,7 @@ class _Validator:
                     f"has {out_deg[v]} out-edges in A but appears in {t.col_counts[v]} "
                     "rows of A^T"
                 )
-            backward = t.backward
+            backward, weights = t.backward, (a.weights[0], t.weights[1])
             isolated = int(np.count_nonzero((out_deg == 0) & (in_deg == 0)))
             in_summary: DegreeSummary | None = DegreeSummary.of(in_deg)
             cut = a.crossing
@@ -563,11 +603,11 @@ class _Validator:
                     f"'{fmt.ADJACENCY}' of an undirected graph is not symmetric: vertex {v} "
                     f"has {out_deg[v]} neighbours in its row but appears in {in_counts[v]} rows"
                 )
-            backward = a.backward
+            backward, weights = a.backward, a.weights
             isolated = int(np.count_nonzero(out_deg == 0))
             in_summary = None
             cut = a.crossing // 2
-        problem = edges_problem(meta.directed, a.forward, backward)
+        problem = edges_problem(meta.directed, a.forward, backward, weights)
         if problem:
             raise self.fail(problem)
         part_edges = None

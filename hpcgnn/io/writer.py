@@ -13,6 +13,7 @@ import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+import h5py
 import numpy as np
 import scipy.sparse as sp
 
@@ -38,6 +39,22 @@ def _dataset_options(shape: tuple[int, ...], chunks: tuple[int, ...]) -> dict:
         "shuffle": True,
         **CHECKSUM,
     }
+
+
+def _growing_dataset(group: h5py.Group, name: str, dtype: np.dtype) -> h5py.Dataset:
+    """An empty 1-D dataset that grows as a CSR's entries are appended (chunked, compressed)."""
+    return group.create_dataset(
+        name, shape=(0,), maxshape=(None,), dtype=dtype, chunks=(fmt.CHUNK_ELEMENTS,),
+        compression=fmt.COMPRESSION, compression_opts=fmt.COMPRESSION_LEVEL, shuffle=True,
+        **CHECKSUM,
+    )
+
+
+def _append(dset: h5py.Dataset, start: int, values: np.ndarray) -> None:
+    """Write ``values`` at ``dset[start:]``, growing the dataset to hold them."""
+    if len(values):
+        dset.resize((start + len(values),))
+        dset[start : start + len(values)] = values.astype(dset.dtype, copy=False)
 
 
 def _writes(method: Callable) -> Callable:
@@ -69,6 +86,10 @@ class GraphFileWriter:
         ``float32`` (default) or ``float64``.
     what
         How error messages name the output (default ``"--out"``).
+    weight_dtype
+        ``None`` (default): an unweighted graph, written as format version 1. ``float32``
+        or ``float64``: every CSR of the adjacency carries its edge weights (``data``),
+        and the file is format version 2.
 
     Examples
     --------
@@ -95,6 +116,7 @@ class GraphFileWriter:
         what: str = "--out",
         sparse_features: bool = False,
         feature_normalization: str = "",
+        weight_dtype: np.dtype | type | None = None,
     ) -> None:
         self.path = Path(path)
         self.num_nodes = int(num_nodes)
@@ -108,6 +130,10 @@ class GraphFileWriter:
             raise InputError(
                 f"features must be float16, float32 or float64, got {self.feature_dtype}"
             )
+        #: The dtype of the edge weights, or ``None``: unweighted.
+        self.weight_dtype = None if weight_dtype is None else np.dtype(weight_dtype)
+        if self.weight_dtype is not None and self.weight_dtype not in fmt.WEIGHT_DTYPES:
+            raise InputError(f"edge weights must be float32 or float64, got {self.weight_dtype}")
         if self.num_nodes <= 0 or self.num_features <= 0 or self.num_classes <= 0:
             raise InputError(
                 f"nodes, features and classes must be positive, got {self.num_nodes}, "
@@ -132,7 +158,7 @@ class GraphFileWriter:
     def _start(self, name: str, source: str, feature_normalization: str) -> None:
         root = self._h5.attrs
         root[fmt.ATTR_FORMAT] = fmt.FORMAT_NAME
-        root[fmt.ATTR_VERSION] = fmt.FORMAT_VERSION
+        root[fmt.ATTR_VERSION] = fmt.format_version(self.weight_dtype is not None)
         root[fmt.ATTR_NUM_NODES] = self.num_nodes
         root[fmt.ATTR_NUM_FEATURES] = self.num_features
         root[fmt.ATTR_NUM_CLASSES] = self.num_classes
@@ -168,11 +194,7 @@ class GraphFileWriter:
         )
         self._csr_ptr[0] = 0
         self._csr = [
-            g.create_dataset(
-                name, shape=(0,), maxshape=(None,), dtype=dtype, chunks=(fmt.CHUNK_ELEMENTS,),
-                compression=fmt.COMPRESSION, compression_opts=fmt.COMPRESSION_LEVEL,
-                shuffle=True, **CHECKSUM,
-            )
+            _growing_dataset(g, name, dtype)
             for name, dtype in ((fmt.INDICES, fmt.index_dtype(self.num_features)),
                                 (fmt.DATA, self.feature_dtype))
         ]
@@ -226,7 +248,8 @@ class GraphFileWriter:
         group
             ``format.ADJACENCY`` or ``format.ADJACENCY_T``.
         blocks
-            Row blocks in order, covering rows ``0 .. num_nodes - 1`` exactly.
+            Row blocks in order, covering rows ``0 .. num_nodes - 1`` exactly; with
+            weights (a ``weight_dtype``) each block's ``data``, all finite, else none.
         """
         n = self.num_nodes
         g = self._h5.create_group(group)
@@ -236,18 +259,10 @@ class GraphFileWriter:
             dtype=fmt.INDPTR_DTYPE,
             **_dataset_options((n + 1,), (fmt.CHUNK_ELEMENTS,)),
         )
-        idx_dtype = fmt.index_dtype(n)
-        indices = g.create_dataset(
-            fmt.INDICES,
-            shape=(0,),
-            maxshape=(None,),
-            dtype=idx_dtype,
-            chunks=(fmt.CHUNK_ELEMENTS,),
-            compression=fmt.COMPRESSION,
-            compression_opts=fmt.COMPRESSION_LEVEL,
-            shuffle=True,
-            **CHECKSUM,
-        )
+        indices = _growing_dataset(g, fmt.INDICES, fmt.index_dtype(n))
+        weights = None
+        if self.weight_dtype is not None:
+            weights = _growing_dataset(g, fmt.DATA, self.weight_dtype)
         indptr[0] = 0
         nnz = 0
         next_row = 0
@@ -260,26 +275,38 @@ class GraphFileWriter:
                 rows = len(block.counts)
                 ends = nnz + np.cumsum(block.counts, dtype=np.int64)
                 indptr[next_row + 1 : next_row + 1 + rows] = ends
-                k = len(block.indices)
-                if k:
-                    indices.resize((nnz + k,))
-                    indices[nnz : nnz + k] = block.indices.astype(idx_dtype, copy=False)
-                nnz += k
+                _append(indices, nnz, block.indices)
+                if weights is not None:
+                    _append(weights, nnz, self._block_weights(block))
+                elif block.data is not None:
+                    raise ValueError("edge weights given to a writer without weight_dtype")
+                nnz += len(block.indices)
                 next_row += rows
                 bar.update(rows)
         if next_row != n:
             raise InputError(f"CSR covers {next_row} rows, expected {n}")
-        indptr.flush()  # now, not when the objects are collected (see hpcgnn.io.output)
-        indices.flush()
+        for dset in (indptr, indices, weights):  # now, not when collected (hpcgnn.io.output)
+            if dset is not None:
+                dset.flush()
         self._written.add(group)
         if group == fmt.ADJACENCY:
             self._num_edges = nnz
         return nnz
 
+    def _block_weights(self, block: CsrRows) -> np.ndarray:
+        """The weights of ``block``'s entries, checked: one each, all finite."""
+        if block.data is None or len(block.data) != len(block.indices):
+            raise ValueError("a weighted file needs one weight per CSR entry")
+        if not np.isfinite(block.data).all():
+            raise InputError("edge weights contain NaN or Inf")
+        return block.data
+
     def write_adjacency(self, sorter: EdgeSorter) -> int:
         """Write ``A`` (and ``A^T`` for directed graphs) from an :class:`EdgeSorter`."""
         if sorter.directed != self.directed:
             raise ValueError("sorter and writer disagree on directedness")
+        if sorter.weight_dtype != self.weight_dtype:
+            raise ValueError("sorter and writer disagree on edge weights")
         nnz = self.write_csr(fmt.ADJACENCY, sorter.rows())
         if self.directed:
             nnz_t = self.write_csr(fmt.ADJACENCY_T, sorter.transpose_rows())
@@ -320,12 +347,9 @@ class GraphFileWriter:
         start, nnz = self._features_rows, self._features_nnz
         rows = block.shape[0]
         self._csr_ptr[start + 1 : start + 1 + rows] = nnz + block.indptr[1:].astype(np.int64)
-        k = block.nnz
-        if k:
-            for dset, values in zip(self._csr, (block.indices, block.data), strict=True):
-                dset.resize((nnz + k,))
-                dset[nnz : nnz + k] = values.astype(dset.dtype, copy=False)
-        self._features_nnz = nnz + k
+        for dset, values in zip(self._csr, (block.indices, block.data), strict=True):
+            _append(dset, nnz, values)
+        self._features_nnz = nnz + block.nnz
 
     def write_labels(self, labels: np.ndarray) -> None:
         """Write one class id per vertex (``-1`` for unlabelled vertices)."""

@@ -6,7 +6,8 @@ stores it relative to the *original* numbering, so re-partitioning a partitioned
 composes the two permutations.
 
 The adjacency is permuted in memory (rows and column indices, columns re-sorted within
-each row); partitioning needs the whole graph on one process anyway. Feature rows are
+each row, edge weights carried along); partitioning needs the whole graph on one process
+anyway. Feature rows are
 permuted in bounded memory: old rows are read in blocks and routed to buckets of new rows
 (spilled to disk beside the output when the matrix exceeds ``feature_memory_bytes``), and
 each bucket is then written in new order.
@@ -67,12 +68,14 @@ def permute_csr(matrix: sp.csr_matrix, perm: np.ndarray, inv: np.ndarray) -> sp.
     return out
 
 
-def _csr_blocks(matrix: sp.csr_matrix) -> Iterator[CsrRows]:
+def _csr_blocks(matrix: sp.csr_matrix, weighted: bool) -> Iterator[CsrRows]:
     n = matrix.shape[0]
     for lo in range(0, n, _CSR_WRITE_ROWS):
         hi = min(n, lo + _CSR_WRITE_ROWS)
         ptr = matrix.indptr[lo : hi + 1]
-        yield CsrRows(lo, np.diff(ptr).astype(np.int64), matrix.indices[ptr[0] : ptr[-1]])
+        span = slice(ptr[0], ptr[-1])
+        data = matrix.data[span] if weighted else None
+        yield CsrRows(lo, np.diff(ptr).astype(np.int64), matrix.indices[span], data)
 
 
 class _RowBuckets:
@@ -218,7 +221,8 @@ def write_relabelled(
     method, edge_cut
         Recorded as attributes of the ``partition`` group.
     adjacency
-        ``A`` of ``src`` if the caller already holds it (otherwise it is read).
+        ``A`` of ``src`` if the caller already holds it, with its edge weights if ``src``
+        has them (otherwise it is read).
     feature_memory_bytes
         Memory budget for permuting feature rows.
     show_progress
@@ -236,6 +240,8 @@ def write_relabelled(
     inv = inverse_permutation(perm)
     stored_perm = perm if meta.partition_offsets is None else src.read_partition_perm()[perm]
     out = Path(out)
+    a = adjacency if adjacency is not None else src.read_csr(0, n, weights=meta.weighted)
+    del adjacency
     with GraphFileWriter(
         out,
         num_nodes=n,
@@ -248,16 +254,16 @@ def write_relabelled(
         show_progress=show_progress,
         sparse_features=meta.feature_nnz is not None,  # the input's layout kept
         feature_normalization=meta.feature_normalization,
+        weight_dtype=a.dtype if meta.weighted else None,
     ) as writer:
-        a = adjacency if adjacency is not None else src.read_csr(0, n)
         a_new = permute_csr(a, perm, inv)
-        del a, adjacency
-        writer.write_csr(fmt.ADJACENCY, _csr_blocks(a_new))
+        del a
+        writer.write_csr(fmt.ADJACENCY, _csr_blocks(a_new, meta.weighted))
         if meta.directed:
             at_new = a_new.T.tocsr()
             del a_new
             at_new.sort_indices()
-            writer.write_csr(fmt.ADJACENCY_T, _csr_blocks(at_new))
+            writer.write_csr(fmt.ADJACENCY_T, _csr_blocks(at_new, meta.weighted))
             del at_new
         else:
             del a_new

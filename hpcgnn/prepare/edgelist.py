@@ -1,8 +1,12 @@
 """Convert a SNAP-style edge list (text, optionally gzip-compressed) with optional arrays.
 
-Input format: one edge ``u v`` per line, separated by whitespace or a comma; extra
-columns (weights, timestamps) are ignored; lines starting with ``#`` or ``%`` are comments.
-Vertex ids are non-negative integers, not necessarily contiguous.
+Input format: one edge ``u v`` per line, separated by whitespace or a comma; lines
+starting with ``#`` or ``%`` are comments. Vertex ids are non-negative integers, not
+necessarily contiguous. A third column ``u v w`` is the edge's weight (a finite float,
+stored as float32): the graph is then weighted. The first edge line decides, and every
+line must then have a weight (or, for an unweighted list, none); columns after the weight
+are ignored (timestamps). A repeated edge is stored once, with the sum of its weights; a
+self loop is dropped with its weight.
 
 Vertices:
 
@@ -31,6 +35,8 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, ExitStack
 from pathlib import Path
 from typing import cast
 
@@ -48,11 +54,13 @@ from hpcgnn.prepare.output import GraphParts, check_memory, write_graph
 from hpcgnn.prepare.splits import check_fractions, class_ids, random_split
 from hpcgnn.prepare.summary import PrepareSummary
 from hpcgnn.prepare.synthetic import EDGE_CHUNK, balanced_labels
-from hpcgnn.prepare.textfile import NumericTable, require_file
+from hpcgnn.prepare.textfile import NumericTable, OptionalColumn, require_file
 from hpcgnn.utils.files import output_errors, temporary_directory, write_array
 
 #: Number of random classes when no labels are given and no class count is asked for.
 DEFAULT_RANDOM_CLASSES = 8
+#: The third column of a weighted edge list, and the dtype its weights are stored in.
+WEIGHT = OptionalColumn("weight", np.dtype(np.float32))
 
 
 class DistinctIds:
@@ -155,7 +163,8 @@ def convert_edgelist(
     Parameters
     ----------
     edges
-        Text edge list, plain or ``.gz``.
+        Text edge list, plain or ``.gz``; with a third column, weighted (see the module
+        notes).
     out
         Output ``.h5`` path.
     features, labels
@@ -197,13 +206,15 @@ def convert_edgelist(
         sized_by.append(f"--feature-dim {feature_dim}")
     if sized_by:
         check_memory(", ".join(sized_by), num_nodes or 0, feature_dim if features is None else 0)
-    table = NumericTable(edges, dtype=np.int64, first_columns=2, what="edge list")
+    table = NumericTable(edges, dtype=np.int64, first_columns=2, what="edge list",
+                         optional=WEIGHT)
     label_rng, feature_rng, split_rng = (
         np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(3)
     )
     with temporary_directory(tmpdir, "hpcgnn-edgelist-") as spill_dir:
-        spill = spill_dir / "edges.int64"
+        spill = _Spill(spill_dir)
         count, node_ids = _spill_edges(table, spill, num_nodes, show_progress)
+        weights = WEIGHT.dtype if table.has_optional else None
         # no distinct ids only with --num-nodes
         n = cast(int, num_nodes) if node_ids is None else node_ids.size
         if n == 0:
@@ -211,14 +222,11 @@ def convert_edgelist(
         y = _labels(labels, n, classes, label_rng)
         num_classes = classes or (int(y.max()) + 1 if (y >= 0).any() else 1)
         x = load_feature_array(features, n) if features is not None else None
-        with EdgeSorter(n, directed, count, tmpdir) as sorter:
-            with open(spill, "rb") as f:
-                while (pairs := np.fromfile(f, dtype=np.int64, count=2 * EDGE_CHUNK)).size:
-                    pairs = pairs.reshape(-1, 2)
-                    if node_ids is not None:
-                        pairs = np.searchsorted(node_ids, pairs)
-                    sorter.add(pairs[:, 0], pairs[:, 1], table.path)
-            spill.unlink()
+        with EdgeSorter(n, directed, count, tmpdir, weights=weights) as sorter:
+            for pairs, w in spill.read(weights):
+                if node_ids is not None:
+                    pairs = np.searchsorted(node_ids, pairs)
+                sorter.add(pairs[:, 0], pairs[:, 1], table.path, weights=w)
             parts = GraphParts(
                 num_nodes=n,
                 num_features=x.shape[1] if x is not None else feature_dim,
@@ -238,17 +246,41 @@ def convert_edgelist(
             return write_graph(out, sorter, parts, started=started, show_progress=show_progress)
 
 
+class _Spill:
+    """The parsed edge list in binary spill files: the id pairs, and the weights if any."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.pairs = directory / "edges.int64"
+        self.weights = directory / "weights.bin"
+
+    def errors(self) -> AbstractContextManager[None]:
+        """Report a failed write or read of a spill file as an ``OutputError``."""
+        return output_errors(self.directory, "temporary edge files in")
+
+    def read(self, weights: np.dtype | None) -> Iterator[tuple[np.ndarray, np.ndarray | None]]:
+        """Yield ``(pairs, weights)`` in chunks of :data:`EDGE_CHUNK` edges; delete the files."""
+        with self.errors(), ExitStack() as files:
+            f = files.enter_context(open(self.pairs, "rb"))
+            fw = files.enter_context(open(self.weights, "rb")) if weights is not None else None
+            while (pairs := np.fromfile(f, dtype=np.int64, count=2 * EDGE_CHUNK)).size:
+                w = None if fw is None else np.fromfile(fw, dtype=weights, count=pairs.size // 2)
+                yield pairs.reshape(-1, 2), w
+        for path in (self.pairs, self.weights):
+            path.unlink(missing_ok=True)
+
+
 def _spill_edges(
-    table: NumericTable, spill: Path, num_nodes: int | None, show_progress: bool
+    table: NumericTable, spill: _Spill, num_nodes: int | None, show_progress: bool
 ) -> tuple[int, np.ndarray | None]:
-    """Parse the edge list once into a binary spill file.
+    """Parse the edge list once into binary spill files (weights too, for a weighted list).
 
     Returns the number of edges and, unless ``num_nodes`` is given, the sorted distinct ids.
     """
     distinct = DistinctIds() if num_nodes is None else None
     count = 0
-    with output_errors(spill.parent, "temporary edge files in"), open(spill, "wb") as f:
-        for block in table.blocks("reading edges", show_progress):
+    with spill.errors(), open(spill.pairs, "wb") as f, open(spill.weights, "wb") as fw:
+        for block, weights in table.blocks_with_optional("reading edges", show_progress):
             lo, hi = int(block.min()), int(block.max())
             if lo < 0:
                 raise InputError(f"{table.path}: negative vertex id {lo}")
@@ -259,6 +291,8 @@ def _spill_edges(
             if distinct is not None:
                 distinct.add(block)
             write_array(f, block.astype(np.int64, copy=False))
+            if weights is not None:
+                write_array(fw, weights)
             count += block.shape[0]
     return count, (distinct.sorted() if distinct is not None else None)
 

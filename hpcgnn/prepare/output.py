@@ -121,7 +121,7 @@ def write_graph(
     path
         Output ``.h5`` file (written under a temporary name, renamed when complete).
     sorter
-        Holds every edge; consumed by this call.
+        Holds every edge (with its weight, if the sorter is weighted); consumed by this call.
     parts
         Features, labels, masks and metadata.
     started
@@ -142,6 +142,7 @@ def write_graph(
         show_progress=show_progress,
         sparse_features=parts.sparse_features,
         feature_normalization=parts.feature_normalization,
+        weight_dtype=sorter.weight_dtype,
     ) as writer:
         nnz = writer.write_adjacency(sorter)
         rows = 0
@@ -176,4 +177,5 @@ def write_graph(
         unlabelled=int(np.count_nonzero(parts.labels == fmt.UNLABELLED)),
         edges_read=sorter.edges_added,
         seconds=time.perf_counter() - started,
+        weighted=sorter.weight_dtype is not None,
     )

@@ -30,6 +30,8 @@ class PrepareSummary:
         (one record per input line or generated edge, not per stored direction).
     seconds
         Wall time of the whole run.
+    weighted
+        Whether the edges carry weights (the weights of duplicates summed).
 
     """
 
@@ -46,6 +48,7 @@ class PrepareSummary:
     unlabelled: int
     edges_read: int
     seconds: float
+    weighted: bool = False
 
     def describe(self) -> str:
         """Return the multi-line report printed by ``hpcgnn prepare``."""
@@ -53,10 +56,14 @@ class PrepareSummary:
             edges = f"edges {self.num_edges} (directed, A and A^T stored)"
         else:
             edges = f"edges {self.num_edges} stored (= {self.num_edges // 2} undirected)"
+        dropped = "self loops and duplicates dropped"
+        if self.weighted:
+            edges = f"weighted {edges}"
+            dropped = "self loops dropped, the weights of duplicates summed"
         lines = [
             f"wrote {self.path} ({self.name}) in {self.seconds:.1f} s",
             f"  vertices {self.num_nodes}, {edges}, "
-            f"{self.edges_read} edge records read (self loops and duplicates dropped)",
+            f"{self.edges_read} edge records read ({dropped})",
             f"  features {self.num_features}, classes {self.num_classes}, "
             f"unlabelled vertices {self.unlabelled}",
             f"  split: train {self.train}, val {self.val}, test {self.test}",

@@ -15,7 +15,7 @@ import pytest
 
 from hpcgnn.cli.common import launched_by_mpi
 from hpcgnn.cli.main import main
-from tests.graphs import write_random_graph
+from tests.graphs import BROKEN, write_broken_graph, write_random_graph
 from tests.mpi import assert_all, on_rank0
 
 N = 60
@@ -263,3 +263,25 @@ def test_info_under_mpiexec_fails_cleanly(tmp_path: Path) -> None:
     assert len(messages) == 2, proc.stderr
     assert messages[0] == messages[1]
     assert f"{path}: label 3 out of range" in messages[0]
+
+
+@serial
+@pytest.mark.parametrize("weights", [None, np.float32])
+def test_info_says_whether_the_graph_is_weighted(tmp_path: Path, capsys, weights) -> None:
+    path = write_random_graph(tmp_path / "g.h5", n=N, weights=weights)
+    assert main(["info", str(path)]) == 0
+    text = capsys.readouterr().out
+    expected = "weights:     stored (a weight per edge)" if weights else "weights:     none"
+    assert expected in text.splitlines()
+    assert f"format:      version {2 if weights else 1}" in text
+    assert main(["info", str(path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["weighted"] is (weights is not None)
+
+
+@serial
+@pytest.mark.parametrize("name", ["nan-weight", "asymmetric-weight", "weight-not-transposed"])
+def test_info_rejects_bad_weights_in_one_line(tmp_path: Path, capsys, name: str) -> None:
+    path = write_broken_graph(tmp_path / "bad.h5", name)
+    assert main(["info", str(path)]) == 1
+    line = _single_error_line(capsys)
+    assert line.startswith(f"hpcgnn: error: {path}: {BROKEN[name][2]}")

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from hpcgnn.cli.common import launched_by_mpi
 from hpcgnn.cli.main import main
+from hpcgnn.io import GraphFile
+from hpcgnn.partition import inverse_permutation
 from tests.graphs import write_random_graph
 from tests.mpi import assert_all
 
@@ -93,3 +96,19 @@ def test_partition_under_mpi_runs_once_and_agrees(world, graph_file, capsys) -> 
     err = capsys.readouterr().err
     assert_all(world, rc == 1 and "--parts 51" in err, f"rank {world.rank}: {rc} {err!r}")
     assert_all(world, main(["info", str(out), "--json"]) == 0, "info on the output")
+
+
+@serial
+@pytest.mark.parametrize("directed", [False, True])
+def test_partition_keeps_the_weights(tmp_path: Path, capsys, directed: bool) -> None:
+    src = write_random_graph(tmp_path / "g.h5", n=60, directed=directed, weights=np.float32)
+    out = tmp_path / "gp.h5"
+    assert main(["partition", str(src), "-k", "3", "--method", "metis", "--out", str(out)]) == 0
+    assert main(["info", str(out)]) == 0
+    assert "weights:     stored" in capsys.readouterr().out
+    with GraphFile(src) as f, GraphFile(out) as g:
+        inv = inverse_permutation(g.read_partition_perm())
+        for t in (False, True):
+            old = f.read_csr(0, 60, t, weights=True).toarray()
+            new = g.read_csr(0, 60, t, weights=True).toarray()
+            np.testing.assert_array_equal(new[np.ix_(inv, inv)], old)

@@ -63,3 +63,27 @@ def test_errors_exit_1_with_one_line(tmp_path, capsys, argv, message):
     assert err.startswith("hpcgnn: error: ") and message in err
     assert err.count("\n") == 1
     assert not (tmp_path / "g.h5").exists()
+
+
+def test_prepare_a_weighted_edgelist(tmp_path, capsys, rank0):
+    edges = tmp_path / "e.txt"
+    edges.write_text("# u v w\n5 9 0.5\n9 12 2\n12 5 1\n9 5 0.25\n")
+    out = tmp_path / "g.h5"
+    argv = ["prepare", "edgelist", "--edges", str(edges), "--feature-dim", "3", "--out", str(out)]
+    assert cli.main(argv) == 0
+    if rank0:
+        with GraphFile(out) as g:
+            assert g.meta.weighted and g.meta.num_edges == 6
+            assert g.read_csr(0, 3, weights=True)[0, 1] == 0.75  # 5-9 twice, summed
+        text = capsys.readouterr().out
+        assert "weighted edges 6 stored" in text and "weights of duplicates summed" in text
+
+
+def test_prepare_a_mixed_edgelist_is_one_line(tmp_path, capsys):
+    edges = tmp_path / "e.txt"
+    edges.write_text("5 9 0.5\n9 12\n")
+    argv = ["prepare", "edgelist", "--edges", str(edges), "--out", str(tmp_path / "g.h5")]
+    assert cli.main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "line 2: no weight, but the first line has one" in err
+    assert not (tmp_path / "g.h5").exists()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import h5py
 import numpy as np
 import pytest
 
@@ -96,3 +97,42 @@ def test_broken_files_fail_on_every_rank(world, shared_tmp, name) -> None:
     line = _error(lambda: check_graph(world, path))
     assert_all(world, line == _error(lambda: validate_file(path, show_progress=False)), line)
     assert_same_on_all_ranks(world, line)
+
+
+# -- edge weights -------------------------------------------------------------------------------
+@pytest.mark.parametrize("directed", [False, True])
+def test_a_weighted_file_passes_and_its_weights_are_content(tmp_path: Path, world, directed):
+    path = write_random_graph(tmp_path / "g.h5", n=50, directed=directed, seed=2,
+                              weights=np.float32)
+    content = check_graph(world, path, content=True)
+    other = tmp_path / "other.h5"
+    shutil.copy(path, other)
+    with h5py.File(other, "r+") as h5:  # one edge's weight, in every place it is stored
+        group = "adjacency_t" if directed else "adjacency"
+        rows, cols = _entries(h5, "adjacency")
+        i, j = int(rows[5]), int(cols[5])
+        h5["adjacency/data"][5] *= 2
+        rows_t, cols_t = _entries(h5, group)
+        k = int(np.flatnonzero((rows_t == j) & (cols_t == i))[0])
+        h5[f"{group}/data"][k] = h5["adjacency/data"][5]
+    validate_file(other, show_progress=False)  # still valid
+    assert check_graph(world, other, content=True) != content
+
+
+def _entries(h5: h5py.File, group: str) -> tuple[np.ndarray, np.ndarray]:
+    ptr = h5[f"{group}/indptr"][()]
+    return np.repeat(np.arange(len(ptr) - 1), np.diff(ptr)), h5[f"{group}/indices"][()]
+
+
+@pytest.mark.mpi
+def test_weighted_content_does_not_depend_on_the_number_of_ranks(world, shared_tmp) -> None:
+    from mpi4py import MPI
+
+    from hpcgnn.comm import Comm
+
+    path = shared_tmp / "w.h5"
+    on_rank0(world, write_random_graph, path, n=37, directed=True, seed=4, weights=np.float64)
+    everyone = check_graph(world, path, content=True)
+    alone = Comm(MPI.COMM_SELF, name="self")
+    assert_all(world, everyone == check_graph(alone, path, content=True), "content differs")
+    assert_same_on_all_ranks(world, everyone)

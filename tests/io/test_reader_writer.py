@@ -29,7 +29,7 @@ def test_round_trip(tmp_path: Path, directed: bool) -> None:
             50, a.nnz, 6, 3,
         )
         assert meta.directed is directed
-        assert meta.format_version == fmt.FORMAT_VERSION
+        assert meta.format_version == fmt.UNWEIGHTED_VERSION == 1  # no weights: version 1
         assert meta.feature_dtype == np.float32
         assert meta.partition_offsets is None
         assert (f.read_csr(0, 50).toarray() == a.toarray()).all()
@@ -70,7 +70,7 @@ def test_datasets_are_chunked_and_compressed(tmp_path: Path) -> None:
         assert h5["adjacency/indptr"].dtype == fmt.INDPTR_DTYPE
         assert h5["adjacency/indices"].dtype == fmt.index_dtype(50)
         assert h5.attrs["format"] == fmt.FORMAT_NAME
-        assert h5.attrs["format_version"] == fmt.FORMAT_VERSION
+        assert h5.attrs["format_version"] == fmt.UNWEIGHTED_VERSION
 
 
 def test_edge_sorter_with_many_buckets_gives_the_same_csr(tmp_path: Path, monkeypatch) -> None:

@@ -155,3 +155,31 @@ def test_a_full_disk_while_spilling_leaves_nothing(tmp_path: Path, monkeypatch) 
                                           r"No space left on device$"):
         partition(src, tmp_path / "disk.h5", "random", 3, feature_memory_bytes=220)
     assert [p.name for p in tmp_path.iterdir()] == ["g.h5"]
+
+
+@pytest.mark.parametrize("directed", [False, True])
+@pytest.mark.parametrize("method", ["random", "metis"])
+def test_relabelling_keeps_the_weights(tmp_path: Path, method: str, directed: bool) -> None:
+    src = write_random_graph(tmp_path / "g.h5", n=N, directed=directed, seed=11,
+                             weights=np.float64)
+    out = tmp_path / "gp.h5"
+    partition(src, out, method, 4)
+    validate_file(out, show_progress=False)  # finite, symmetric or transposed weights
+    with GraphFile(src) as f:
+        a_old = f.read_csr(0, N, weights=True).toarray()
+    with GraphFile(out) as f:
+        assert f.meta.weighted and f.meta.format_version == 2
+        a_new = f.read_csr(0, N, weights=True)
+        at_new = f.read_csr(0, N, transpose=True, weights=True).toarray()
+        perm = f.read_partition_perm()
+    assert a_new.dtype == np.float64  # the input's weight dtype kept
+    inv = inverse_permutation(perm)
+    np.testing.assert_array_equal(a_new.toarray()[np.ix_(inv, inv)], a_old)  # permuted back
+    np.testing.assert_array_equal(at_new, a_new.toarray().T)
+
+
+def test_an_unweighted_file_stays_unweighted(tmp_path: Path) -> None:
+    src = write_random_graph(tmp_path / "g.h5", n=N, seed=11)
+    partition(src, tmp_path / "gp.h5", "random", 3)
+    with GraphFile(tmp_path / "gp.h5") as f:
+        assert not f.meta.weighted and f.meta.format_version == 1

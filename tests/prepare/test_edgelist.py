@@ -18,7 +18,7 @@ SNAP = """\
 1000\t7
 7\t10
 % a KONECT-style comment
-20 10 0.5
+20 10
 10\t10
 """
 IDS = [7, 10, 20, 35, 1000]
@@ -177,3 +177,121 @@ def test_distinct_ids_merge_batches():
     for batch in batches:
         ids.add(batch)
     np.testing.assert_array_equal(ids.sorted(), np.unique(np.concatenate(batches)))
+
+
+# -- weighted edge lists --------------------------------------------------------------------
+WEIGHTED = """\
+# u v weight
+10 20 0.5
+20 35 2
+35 10 0.25
+1000,7,1.5
+7 10 -0.125
+20 10 0.75
+10 20 1.25
+10 10 8
+"""
+# The lines above in relabelled ids (7 -> 0, 10 -> 1, 20 -> 2, 35 -> 3, 1000 -> 4).
+WEIGHTED_EDGES = [(1, 2, 0.5), (2, 3, 2.0), (3, 1, 0.25), (4, 0, 1.5), (0, 1, -0.125),
+                  (2, 1, 0.75), (1, 2, 1.25), (1, 1, 8.0)]
+
+
+def scipy_reference(edges, n, directed):
+    """The weighted ``A`` built directly: both directions if undirected, duplicates summed,
+    self loops dropped."""
+    src, dst, w = (np.array(c) for c in zip(*edges, strict=True))
+    if not directed:
+        src, dst, w = np.r_[src, dst], np.r_[dst, src], np.r_[w, w]
+    keep = src != dst
+    return sp.coo_matrix((w[keep], (src[keep], dst[keep])), shape=(n, n)).toarray()
+
+
+@pytest.mark.parametrize("directed", [False, True])
+def test_a_weighted_edge_list_round_trips(tmp_path, directed):
+    edges = write(tmp_path, WEIGHTED)
+    summary = convert_edgelist(edges, tmp_path / "g.h5", directed=directed, show_progress=False)
+    expected = scipy_reference(WEIGHTED_EDGES, 5, directed)
+    with GraphFile(tmp_path / "g.h5") as g:
+        assert g.meta.weighted and g.meta.format_version == 2
+        a = g.read_csr(0, 5, weights=True)
+        at = g.read_csr(0, 5, transpose=True, weights=True)
+        pattern = g.read_csr(0, 5)
+        assert g.read_node_ids(0, 5).tolist() == IDS
+    assert a.dtype == np.float32
+    np.testing.assert_array_equal(a.toarray(), expected)  # exact: the weights are dyadic
+    np.testing.assert_array_equal(at.toarray(), expected.T)
+    assert (pattern.data == 1).all() and (pattern != (a != 0)).nnz == 0
+    assert summary.weighted and summary.num_edges == np.count_nonzero(expected)
+    assert "weighted edges" in summary.describe() and "weights of duplicates summed" in (
+        summary.describe()
+    )
+    if not directed:
+        assert a[1, 2] == a[2, 1] == 0.5 + 0.75 + 1.25  # three records of one edge, summed
+
+
+@pytest.mark.parametrize("directed", [False, True])
+def test_random_weights_match_scipy(tmp_path, directed):
+    rng = np.random.default_rng(3)
+    m, n = 400, 30
+    src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
+    w = rng.normal(size=m) * 10.0 ** rng.integers(-3, 4, m)
+    edges = tmp_path / "e.txt"
+    edges.write_text("".join(f"{u}\t{v}\t{x:.17g}\n" for u, v, x in zip(src, dst, w, strict=True)))
+    convert_edgelist(edges, tmp_path / "g.h5", directed=directed, num_nodes=n,
+                     show_progress=False)
+    w32 = w.astype(np.float32).astype(np.float64)  # as parsed
+    expected = scipy_reference(list(zip(src, dst, w32, strict=True)), n, directed)
+    with GraphFile(tmp_path / "g.h5") as g:
+        a = g.read_csr(0, n, weights=True).toarray()
+    np.testing.assert_allclose(a, expected, rtol=1e-6, atol=1e-6)
+    if not directed:
+        np.testing.assert_array_equal(a, a.T)  # bit for bit
+
+
+def test_an_unweighted_edge_list_is_version_1(tmp_path):
+    edges = write(tmp_path, SNAP)
+    summary = convert_edgelist(edges, tmp_path / "g.h5", show_progress=False)
+    with GraphFile(tmp_path / "g.h5") as g:
+        assert not g.meta.weighted and g.meta.format_version == 1
+        a = g.read_csr(0, 5)
+        assert a.dtype == np.float32 and (a.data == 1).all()
+        assert (g.read_csr(0, 5, weights=True) != a).nnz == 0
+    assert not summary.weighted and "weighted edges" not in summary.describe()
+
+
+def test_columns_after_the_weight_are_ignored(tmp_path):
+    edges = write(tmp_path, "0 1 0.5 1999\n1 2 4 2001 x\n")
+    convert_edgelist(edges, tmp_path / "g.h5", directed=True, show_progress=False)
+    with GraphFile(tmp_path / "g.h5") as g:
+        np.testing.assert_array_equal(
+            g.read_csr(0, 3, weights=True).toarray(), [[0, 0.5, 0], [0, 0, 4], [0, 0, 0]]
+        )
+
+
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("0 1\n1 2\n# c\n2 3 0.5\n",
+         r"^\S*edges\.txt, line 4: a weight, but the first line has none \(a weight on every "
+         r"line or on none\): '2 3 0\.5' \(edge list\)$"),
+        ("0 1 0.5\n\n1 2\n",
+         r"^\S*edges\.txt, line 3: no weight, but the first line has one \(a weight on every "
+         r"line or on none\): '1 2' \(edge list\)$"),
+        ("0 1 0.5\n1 2 nan\n", r"line 2: weight nan is not a finite float32: '1 2 nan'"),
+        ("0 1 0.5\n1 2 -inf\n", r"line 2: weight -inf is not a finite float32"),
+        ("0 1 0.5\n1 2 1e39\n", r"line 2: weight 1e39 is not a finite float32"),
+        ("0 1 0.5\n1 2 heavy\n", r"line 2: 'heavy' is not a number: '1 2 heavy'"),
+        ("0 1 0.5\n1 x 2\n", r"line 2: 'x' is not an integer"),
+        ("0 1 0.5\n3\n", r"line 2: expected at least 2 values, got 1"),
+        ("0 1 3e38\n0 1 3e38\n",
+         r"^the weights of the repeated edge 0 -> 1 sum to 6e\+38, beyond float32$"),
+    ],
+    ids=["weight-later", "weight-missing", "nan", "inf", "overflow", "word", "bad-id",
+         "short", "sum-overflow"],
+)
+def test_bad_weights_are_one_line(tmp_path, text, match):
+    edges = write(tmp_path, text)
+    with pytest.raises(InputError, match=match) as err:
+        convert_edgelist(edges, tmp_path / "g.h5", show_progress=False)
+    assert "\n" not in str(err.value)
+    assert not (tmp_path / "g.h5").exists()

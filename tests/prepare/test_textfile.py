@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from hpcgnn.errors import InputError
-from hpcgnn.prepare.textfile import NumericTable, read_column
+from hpcgnn.prepare.textfile import NumericTable, OptionalColumn, read_column
 
 
 def numbered_lines(count):
@@ -65,3 +65,54 @@ def test_missing_and_corrupt_files(tmp_path):
     bad.write_bytes(gzip.compress(b"1,2\n" * 1000)[:-20])
     with pytest.raises(InputError, match="corrupt or truncated"):
         NumericTable(bad, dtype=np.int64).read()
+
+
+WEIGHT = OptionalColumn("weight", np.dtype(np.float32))
+
+
+def _weighted_table(path, text, block_bytes=64):
+    path.write_text(text)
+    return NumericTable(path, dtype=np.int64, first_columns=2, optional=WEIGHT,
+                        block_bytes=block_bytes)
+
+
+@pytest.mark.parametrize("with_weights", [False, True])
+def test_an_optional_column_is_on_every_line_or_none(tmp_path, with_weights):
+    lines = [f"{i} {2 * i}" + (f" {i / 4}" if with_weights else "") for i in range(300)]
+    table = _weighted_table(tmp_path / "e.txt", "# header\n" + "\n".join(lines) + "\n")
+    blocks = list(table.blocks_with_optional())
+    assert len(blocks) > 10 and table.has_optional is with_weights
+    ids = np.concatenate([b for b, _ in blocks])
+    assert ids.dtype == np.int64
+    np.testing.assert_array_equal(ids, np.c_[np.arange(300), 2 * np.arange(300)])
+    if with_weights:
+        w = np.concatenate([v for _, v in blocks])
+        assert w.dtype == np.float32
+        np.testing.assert_array_equal(w, np.arange(300) / 4)
+    else:
+        assert all(v is None for _, v in blocks)
+    np.testing.assert_array_equal(np.concatenate(list(table.blocks())), ids)
+
+
+@pytest.mark.parametrize(
+    "lines, bad, words",
+    [
+        (["1 2"] * 200 + ["3 4 0.5"] + ["1 2"] * 5, 202, "a weight, but the first line has none"),
+        (["1 2 1"] * 200 + ["3 4"] + ["1 2 1"] * 5, 202, "no weight, but the first line has one"),
+        (["1 2 1"] * 200 + ["3 4"] * 50, 202, "no weight, but the first line has one"),
+        (["1 2"] * 200 + ["3 4 1"] * 50, 202, "a weight, but the first line has none"),
+        (["1 2 1"] * 200 + ["3 4 inf"], 202, "weight inf is not a finite float32"),
+    ],
+    ids=["weight-in-a-later-block", "no-weight-in-a-later-block", "a-block-without",
+         "a-block-with", "inf-in-a-later-block"],
+)
+def test_the_first_line_that_differs_is_named(tmp_path, lines, bad, words):
+    table = _weighted_table(tmp_path / "e.txt", "# c\n" + "\n".join(lines) + "\n")
+    with pytest.raises(InputError, match=rf"e\.txt, line {bad}: {words}"):
+        list(table.blocks_with_optional())
+
+
+def test_an_optional_column_needs_first_columns(tmp_path):
+    (tmp_path / "e.txt").write_text("1 2\n")
+    with pytest.raises(ValueError, match="follows first_columns"):
+        NumericTable(tmp_path / "e.txt", dtype=np.int64, optional=WEIGHT)

@@ -15,6 +15,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from hpcgnn.cli.layers import is_user_layer
 from hpcgnn.cli.train import add_run_arguments
 from hpcgnn.cli.train import run as run_train
 from hpcgnn.config import ALGORITHMS, MODE_NAMES
@@ -68,6 +69,10 @@ def run(args: argparse.Namespace, defaults: dict[str, object]) -> int:
     if args.out == "" or args.checkpoint == "":
         raise ConfigError("--out and --checkpoint need a path")
     saved = checkpoint_settings(args.checkpoint)
+    layer = saved.get("model")
+    if args.model is None and isinstance(layer, str) and is_user_layer(layer):
+        raise ConfigError(f"the checkpoint's model is the layer {layer!r}: a file never imports"
+                          f" code; give --model {layer} to predict with it")
     full_batch = args.mode in (None, MODE_NAMES[0]) and saved.get("algo") in ALGORITHMS
     for name in MODEL_SETTINGS:
         if getattr(args, name) is not None:

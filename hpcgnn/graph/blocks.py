@@ -21,7 +21,7 @@ def normalized_rows(
     block's rows and the full degree vector of the other side (``O(n)``).
     """
     n = gf.meta.num_nodes
-    block = gf.read_csr(lo, hi, transpose=transpose)
+    block = gf.read_csr(lo, hi, transpose=transpose, weights=kind.operator.weighted)
     row_indptr = gf.read_indptr(lo, hi, transpose=transpose)
     col_indptr = gf.read_indptr(0, n, transpose=not transpose)
     return operator_block(block, lo, transpose, row_indptr, col_indptr, kind, dtype)

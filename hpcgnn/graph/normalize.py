@@ -126,6 +126,19 @@ def mean_block(
     return a
 
 
+def weighted_block(block: sp.csr_matrix, dtype: np.dtype | type = np.float32) -> sp.csr_matrix:
+    """The weighted operator's rows: ``block`` with its values (the edge weights) as they are.
+
+    Unnormalised and without self loops (GraphConv's ``A_w^T``); columns sorted, duplicates
+    summed, values of ``dtype``.
+    """
+    a = block.tocsr(copy=True)
+    a.sum_duplicates()
+    a.sort_indices()
+    a.data = a.data.astype(dtype, copy=False)
+    return a
+
+
 def operator_block(
     block: sp.csr_matrix,
     row_offset: int,
@@ -140,7 +153,9 @@ def operator_block(
     Parameters
     ----------
     block
-        Unweighted CSR rows ``[row_offset, ..)`` of ``A^T`` (``transpose``) or of ``A``.
+        CSR rows ``[row_offset, ..)`` of ``A^T`` (``transpose``) or of ``A``: unweighted,
+        or with the file's per-edge weights for the weighted operator
+        (``read_csr(..., weights=True)``).
     row_offset
         Global id of the block's first row.
     transpose
@@ -153,11 +168,14 @@ def operator_block(
         The layer, whose :attr:`~hpcgnn.kinds.Layer.operator` says which:
         :func:`normalize_block`, or the mean ``D_in^-1 A^T`` and its adjoint ``A D_in^-1``
         (:func:`mean_block`), or the sum ``A^T + s I`` and its adjoint (:func:`sum_block`;
-        GIN's ``s = 1 + eps``, a pattern's ``s = 1``).
+        GIN's ``s = 1 + eps``, a pattern's ``s = 1``), or the weighted ``A_w^T`` and ``A_w``
+        (the block's own values, :func:`weighted_block`).
     dtype
         Value dtype of the result.
     """
     op = kind.operator
+    if op.weighted:
+        return weighted_block(block, dtype)
     if op.name in ("sum", "pattern"):  # the pattern: the ones of A^T + I
         return sum_block(block, row_offset, op.self_weight, dtype)
     if op.name == "mean":
@@ -179,8 +197,9 @@ def load_normalized(
     adjoint instead (:func:`~hpcgnn.graph.normalize.operator_block`).
     """
     n = gf.meta.num_nodes
-    a = gf.read_csr(0, n)
-    a_t = gf.read_csr(0, n, transpose=True) if gf.meta.directed else a
+    weights = kind.operator.weighted
+    a = gf.read_csr(0, n, weights=weights)
+    a_t = gf.read_csr(0, n, transpose=True, weights=weights) if gf.meta.directed else a
     norm_t = operator_block(a_t, 0, True, a_t.indptr, a.indptr, kind, dtype)
     norm = operator_block(a, 0, False, a.indptr, a_t.indptr, kind, dtype) if adjoint else None
     return norm_t, norm

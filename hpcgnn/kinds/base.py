@@ -47,6 +47,10 @@ class Weight:
     stream: int = 0
 
 
+#: The operators' names (:class:`Operator`).
+OPERATORS = ("normalized", "mean", "sum", "pattern", "weighted")
+
+
 @dataclass(frozen=True)
 class Operator:
     """The graph operator a layer's aggregations multiply by (``g.aggregate``).
@@ -56,7 +60,9 @@ class Operator:
     name
         ``"normalized"``: GCN's ``Â^T`` with ``Â = D_r^-1/2 (A + I) D_c^-1/2``;
         ``"mean"``: ``D_in^-1 A^T`` (no self loops); ``"sum"``: ``A^T + s I``
-        unnormalised; ``"pattern"``: the ones of ``A^T + I`` (attention's edges).
+        unnormalised; ``"pattern"``: the ones of ``A^T + I`` (attention's edges);
+        ``"weighted"``: ``A_w^T``, the per-edge weights stored in the graph file (ones
+        where it has none), unnormalised, no self loops.
     self_weight
         ``"sum"``'s diagonal ``s`` (GIN: ``1 + eps``).
     """
@@ -64,21 +70,30 @@ class Operator:
     name: str
     self_weight: float = 1.0
 
+    def __post_init__(self) -> None:
+        if self.name not in OPERATORS:
+            raise ValueError(f"operator {self.name!r} is none of {', '.join(OPERATORS)}")
+
     @property
     def self_loops(self) -> bool:
         """Whether the operator has ``A + I``'s pattern (every diagonal entry)."""
-        return self.name != "mean"
+        return self.name not in ("mean", "weighted")
 
     @property
     def symmetric(self) -> bool:
         """Whether it is symmetric on an undirected graph (its adjoint is itself)."""
         return self.name != "mean"
 
+    @property
+    def weighted(self) -> bool:
+        """Whether it reads the graph file's per-edge weights."""
+        return self.name == "weighted"
+
 
 NORMALIZED = Operator("normalized")
 MEAN = Operator("mean")
 PATTERN = Operator("pattern")
-OPERATORS = ("normalized", "mean", "sum", "pattern")
+WEIGHTED = Operator("weighted")
 
 
 class Primitives(Protocol):
@@ -105,6 +120,13 @@ class Primitives(Protocol):
 
     def dense(self, h: Any, w: Any) -> Any:
         """``H W`` on this rank's rows (on a SUMMA grid, the row collectives)."""
+
+    def own(self, h: Any) -> Any:
+        """The rows of ``h`` the layer outputs (a self term's, no communication).
+
+        ``h`` itself where a rank's input and output rows are the same (every full-batch
+        layout); a sampled block's or a chunk's destination rows among its input rows.
+        """
 
     def propagate(self, h: Any, w: Any, self_weight: Any | None = None) -> Any:
         """``Â^T H W`` (plus ``H W_self``) in the order whose SpMM is narrower."""

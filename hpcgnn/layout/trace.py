@@ -132,6 +132,10 @@ class Tracer:
         return Shape(f_out, True, self._record(DENSE, h, f_out, h.grad, f_in, f_out),
                      plain=False)
 
+    def own(self, h: Shape) -> Shape:
+        """The rows the layer outputs of ``h`` (no communication)."""
+        return h._same()
+
     def propagate(self, h: Shape, w: WeightShape, self_weight: WeightShape | None = None
                   ) -> Shape:
         """``Â^T H W`` in the narrower order (:func:`~hpcgnn.layout.order.transform_first`)."""
@@ -140,7 +144,7 @@ class Tracer:
             z = self.aggregate(self.dense(h, w))
         else:
             z = self.dense(self.aggregate(h), w)
-        return z if self_weight is None else z + self.dense(h, self_weight)
+        return z if self_weight is None else z + self.dense(self.own(h), self_weight)
 
     def attention(self, h: Shape, w: WeightShape, a_src: WeightShape, a_dst: WeightShape
                   ) -> Shape:

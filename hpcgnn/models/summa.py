@@ -118,7 +118,8 @@ def load_summa(source: GraphSource, grid: ProcessGrid, cfg: TrainConfig) -> Summ
             row_ptr, col_ptr = (in_ptr, out_ptr) if transpose else (out_ptr, in_ptr)
 
             def read(lo: int, hi: int) -> sp.csr_matrix:
-                block = gf.read_csr(lo, hi, transpose=transpose)
+                block = gf.read_csr(lo, hi, transpose=transpose,
+                                    weights=cfg.kind.operator.weighted)
                 return operator_block(
                     block, lo, transpose, row_ptr[lo : hi + 1], col_ptr, cfg.kind, np_dtype
                 )

@@ -271,6 +271,10 @@ class LayoutPrimitives:
         """``H W`` on this rank's block."""
         return self._planned()(h, w)
 
+    def own(self, h: Input) -> Input:
+        """``h`` itself: a rank's input and output rows are the same in full-batch layouts."""
+        return h
+
     def propagate(
         self, h: Input, w: torch.Tensor, self_weight: torch.Tensor | None = None
     ) -> torch.Tensor:
@@ -284,7 +288,7 @@ class LayoutPrimitives:
             z = self.aggregate(self.dense(h, w))
         else:
             z = self.dense(self.aggregate(h), w)
-        return z if self_weight is None else z + self.dense(h, self_weight)
+        return z if self_weight is None else z + self.dense(self.own(h), self_weight)
 
     def attention(
         self, h: Input, w: torch.Tensor, a_src: torch.Tensor, a_dst: torch.Tensor

@@ -14,13 +14,14 @@ import math
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from hpcgnn.cli.main import main
 from tests.mpi import assert_all
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "layers"
-LAYERS = ["appnp:APPNP", "gcnii:GCNII"]
+LAYERS = ["appnp:APPNP", "gcnii:GCNII", "graphconv:GraphConv"]
 COMMON = ["--layers", "2", "--hidden", "8", "--epochs", "3", "--dropout", "0", "--dtype",
           "float64", "--quiet", "--eval-every", "0"]
 
@@ -30,7 +31,7 @@ def examples_on_path(monkeypatch):
     """``PYTHONPATH=examples/layers``, as the docs run them."""
     monkeypatch.syspath_prepend(str(EXAMPLES))
     yield
-    for name in ("appnp", "gcnii"):
+    for name in ("appnp", "gcnii", "graphconv"):
         sys.modules.pop(name, None)
 
 
@@ -45,7 +46,8 @@ def _losses(path):
 def test_each_example_trains_and_learns_on_one_process(tmp_path):
     from tests.graphs import write_random_graph
 
-    graph = write_random_graph(tmp_path / "g.h5", n=80, features=6, seed=3)
+    graph = write_random_graph(tmp_path / "g.h5", n=80, features=6, seed=3,
+                               weights=np.float32)  # GraphConv's; the others ignore them
     for model in LAYERS:
         metrics = tmp_path / f"{model.split(':')[0]}.json"
         assert main(["train", str(graph), "--model", model, "--epochs", "30", "--hidden", "8",
@@ -76,7 +78,7 @@ def test_an_example_layer_equals_its_one_rank_run_with_every_byte_predicted(
 
     import hpcgnn.api
 
-    graph = graph_file(n=90, seed=4)
+    graph = graph_file(n=90, seed=4, weights=np.float64)
     ref = hpcgnn.api.train(graph, comm=MPI.COMM_SELF, model=model, **{
         "layers": 2, "hidden": 8, "epochs": 3, "dropout": 0, "dtype": "float64",
         "quiet": True, "eval_every": 0})
@@ -153,6 +155,12 @@ def test_a_file_never_imports_a_layer(tmp_path, capsys):
     assert main(["train", str(graph), "--epochs", "4", "--quiet", "--resume", str(ckpt)]) == 1
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and "model: 'appnp:APPNP' -> 'gcn'" in err[0], err
+    out = tmp_path / "p.h5"
+    assert main(["predict", str(graph), "--checkpoint", str(ckpt), "--out", str(out)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and "a file never imports code; give --model appnp:APPNP" in err[0]
+    assert main(["predict", str(graph), "--checkpoint", str(ckpt), "--model", "appnp:APPNP",
+                 "--out", str(out)]) == 0 and out.exists()
     assert main(["train", str(graph), "--model", "appnp:APPNP", "--epochs", "4", "--quiet",
                  "--resume", str(ckpt)]) == 0
 
@@ -172,3 +180,29 @@ def test_the_python_api_takes_a_layer_object_with_its_settings(tmp_path):
     assert five.metrics["config"]["layer_settings"] == {"alpha": 0.1, "steps": 5}
     logits = five.predict()
     assert tuple(logits.shape) == (40, five.metrics["graph"]["num_classes"])
+
+
+@pytest.mark.parametrize("directed", [False, True])
+def test_graphconv_sums_the_stored_edge_weights(tmp_path, directed):
+    """``H W_root + A_w^T H W`` with the file's weights, against the formula in NumPy."""
+    import torch
+    from graphconv import GraphConv
+
+    from hpcgnn.io import GraphFile
+    from hpcgnn.nn import GCN, Graph
+    from tests.graphs import write_random_graph
+
+    path = write_random_graph(tmp_path / "g.h5", n=40, features=5, seed=6, directed=directed,
+                              weights=np.float64)
+    graph = Graph.read(path, model=GraphConv(), dtype="float64")
+    net = GCN(5, 8, graph.num_classes, layers=2, model=GraphConv(), dtype="float64").eval()
+    with GraphFile(path) as gf:
+        a = gf.read_csr(0, 40, weights=True).toarray()  # A_w: row i, the edges i -> j
+        x = gf.read_features(0, 40).astype(np.float64)
+    assert np.unique(a[a > 0]).size > 10  # weights, not ones
+    w = [p.detach().numpy() for p in net.weights]  # W_root, W per layer
+    h = np.maximum(x @ w[0] + a.T @ x @ w[1], 0.0)
+    want = h @ w[2] + a.T @ h @ w[3]
+    with torch.no_grad():
+        got = net(graph).numpy()
+    assert np.allclose(got, want, rtol=1e-12, atol=1e-12)

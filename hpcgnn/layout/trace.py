@@ -60,33 +60,41 @@ class Call:
     final: bool = False
 
 
+#: Whose rows a value of the trace has: the layer input's (``IN``), the layer output's
+#: (``OUT``: after an aggregation or ``g.own``), an earlier layer's (``KEPT``: from
+#: ``g.state``), or several of them (``MIXED``). The same rows in every full-batch layout;
+#: not in a sampled block or an offload chunk, whose output rows are some of its input rows.
+IN, OUT, KEPT, MIXED = "input", "output", "kept", "mixed"
+
+
 class Shape:
     """A value of the trace: its width, whether it needs a gradient, where it comes from.
 
     ``sources``: the calls whose results reach it through elementwise operations only
     (their indices in the trace); ``plain``: something else does too (the layer's input,
-    a value an earlier layer kept).
+    a value an earlier layer kept); ``rows``: whose rows it has (:data:`IN` ...).
     """
 
     def __init__(self, width: int, grad: bool, sources: frozenset[int] = frozenset(),
-                 plain: bool = True) -> None:
+                 plain: bool = True, rows: str = IN) -> None:
         self.width, self.grad = int(width), bool(grad)
-        self.sources, self.plain = sources, plain
+        self.sources, self.plain, self.rows = sources, plain, rows
 
     def _join(self, other: object) -> Shape:
         if isinstance(other, Shape):
             if other.width != self.width and 1 not in (self.width, other.width):
                 raise ValueError(f"a layer combines values of {self.width} and {other.width}"
                                  " columns")
+            rows = self.rows if self.rows == other.rows else MIXED
             return Shape(max(self.width, other.width), self.grad or other.grad,
-                         self.sources | other.sources, self.plain or other.plain)
+                         self.sources | other.sources, self.plain or other.plain, rows)
         return self._same()  # a number
 
     __add__ = __radd__ = __sub__ = __rsub__ = _join
     __mul__ = __rmul__ = __truediv__ = __rtruediv__ = _join
 
     def _same(self, *args: Any, **kwargs: Any) -> Shape:
-        return Shape(self.width, self.grad, self.sources, self.plain)
+        return Shape(self.width, self.grad, self.sources, self.plain, self.rows)
 
     __neg__ = relu = elu = sigmoid = tanh = exp = clamp = contiguous = _same
 
@@ -111,6 +119,16 @@ class Tracer:
         self.first = first
         self.calls: list[Call] = []
         self.consumed: set[int] = set()
+        #: Why the layer needs a rank's input and output rows to be the same, if it does.
+        self.hops: str | None = None
+
+    def _reads_input_rows(self, h: Shape, what: str) -> None:
+        """Note when ``what`` reads ``h`` whose rows are not the layer input's."""
+        if h.rows != IN and self.hops is None:
+            why = {OUT: "a value of its output rows (an aggregation's): two hops",
+                   KEPT: "a value an earlier layer kept (g.state)",
+                   MIXED: "a value that mixes the input's rows and the output's"}[h.rows]
+            self.hops = f"layer {self.layer}'s {what} reads {why}"
 
     def _record(self, primitive: str, h: Shape, width: int, backward: bool, f_in: int,
                 f_out: int, heads: int = 1) -> frozenset[int]:
@@ -120,8 +138,9 @@ class Tracer:
 
     def aggregate(self, h: Shape) -> Shape:
         """The operator times ``h``: an SpMM of ``h``'s width."""
+        self._reads_input_rows(h, "aggregation")
         made = self._record(AGGREGATE, h, h.width, h.grad, h.width, h.width)
-        return Shape(h.width, h.grad, made, plain=False)
+        return Shape(h.width, h.grad, made, plain=False, rows=OUT)
 
     def dense(self, h: Shape, w: WeightShape) -> Shape:
         """``H W``."""
@@ -130,11 +149,14 @@ class Tracer:
             raise ValueError(f"layer {self.layer}: a {h.width}-column value times a"
                              f" {f_in} x {f_out} weight")
         return Shape(f_out, True, self._record(DENSE, h, f_out, h.grad, f_in, f_out),
-                     plain=False)
+                     plain=False, rows=h.rows)
 
     def own(self, h: Shape) -> Shape:
         """The rows the layer outputs of ``h`` (no communication)."""
-        return h._same()
+        self._reads_input_rows(h, "g.own")
+        out = h._same()
+        out.rows = OUT
+        return out
 
     def propagate(self, h: Shape, w: WeightShape, self_weight: WeightShape | None = None
                   ) -> Shape:
@@ -152,8 +174,9 @@ class Tracer:
         cols = w.shape[1]
         heads, per_head = a_src.shape
         z = self.dense(h, w)
+        self._reads_input_rows(z, "attention")
         made = self._record(ATTENTION, z, cols + heads, True, cols, cols, heads)
-        return Shape(per_head if self.last else cols, True, made, plain=False)
+        return Shape(per_head if self.last else cols, True, made, plain=False, rows=OUT)
 
     def finish(self, out: Shape) -> list[Call]:
         """The calls, those that deliver the last layer's output marked ``final``."""
@@ -169,11 +192,13 @@ class Tracer:
 
 
 def trace_layer(kind: Layer, f_in: int, f_out: int, layer: int, last: bool,
-                state: dict[str, Any] | None = None, first: int = 0) -> list[Call]:
+                state: dict[str, Any] | None = None, first: int = 0,
+                hops: list[str] | None = None) -> list[Call]:
     """The calls of one layer from ``f_in`` to ``f_out`` features (layer 0 reads ``X``).
 
     ``state``: what the layers before it kept (``g.state``) in this forward pass;
-    ``first``: how many calls they made.
+    ``first``: how many calls they made; ``hops``: gets why the layer needs a rank's input
+    and output rows to be the same, if it does (:func:`one_hop`).
     """
     tracer = Tracer(kind, layer, last, {} if state is None else state, first)
     weights = [WeightShape(w.shape) for w in kind.weights(f_in, f_out, layer, last)]
@@ -183,18 +208,43 @@ def trace_layer(kind: Layer, f_in: int, f_out: int, layer: int, last: bool,
         raise ValueError(f"{kind}: layer {layer} gives {got} columns, not {f_out}")
     for key, value in tracer.state.items():  # a later layer reads it as it is
         if isinstance(value, Shape):
-            tracer.state[key] = Shape(value.width, value.grad)
+            tracer.state[key] = Shape(value.width, value.grad, rows=KEPT)
+    if out.rows != OUT and tracer.hops is None:
+        tracer.hops = f"layer {layer}'s output has {OUTPUT_ROWS[out.rows]}"
+    if hops is not None and tracer.hops is not None:
+        hops.append(tracer.hops)
     return tracer.finish(out)
 
 
-def trace(widths: Sequence[int], kind: Layer = GCN) -> list[Call]:
+#: What a layer's output has instead of its output rows (:func:`trace_layer`).
+OUTPUT_ROWS = {IN: "its input's rows (neither an aggregation nor g.own made it)",
+               KEPT: "an earlier layer's rows (g.state)", MIXED: "mixed rows"}
+
+
+def trace(widths: Sequence[int], kind: Layer = GCN, hops: list[str] | None = None
+          ) -> list[Call]:
     """Every call of a model of ``kind`` layers with widths ``f_0 .. f_L``, in order."""
     last = len(widths) - 2
     state: dict[str, Any] = {}
     calls: list[Call] = []
     for layer, (f_in, f_out) in enumerate(zip(widths[:-1], widths[1:], strict=True)):
-        calls += trace_layer(kind, f_in, f_out, layer, layer == last, state, len(calls))
+        calls += trace_layer(kind, f_in, f_out, layer, layer == last, state, len(calls),
+                             hops)
     return calls
+
+
+def one_hop(widths: Sequence[int], kind: Layer) -> str | None:
+    """Why ``kind``'s layers need a rank's input and output rows the same; ``None``: they don't.
+
+    Where a layer's output rows are some of its input rows (a sampled block, an offload
+    chunk), a layer aggregates only values of its input's rows (one hop), takes a self term
+    through ``g.own``, outputs values of its output rows and keeps nothing across layers.
+    Every full-batch layout runs any layer: there a rank's input and output rows are the
+    same.
+    """
+    hops: list[str] = []
+    trace(widths, kind, hops)
+    return hops[0] if hops else None
 
 
 def uses(widths: Sequence[int], kind: Layer, primitive: str) -> bool:

@@ -69,3 +69,32 @@ def test_a_layer_that_cannot_run_its_widths_is_refused_in_one_line():
     with pytest.raises(ConfigError, match="AttributeError") as err:
         check_layer([7, 8, 3], Foreign())
     assert "\n" not in str(err.value)
+
+
+def test_one_hop_says_why_a_layer_needs_its_input_rows_as_its_output_rows():
+    from hpcgnn.layout.trace import one_hop
+
+    class Own(Layer):
+        def forward(self, g, h, w):
+            return g.aggregate(g.dense(h, w[0])) + g.dense(g.own(h), w[0])
+
+    class Forgot(Layer):  # the self term without g.own: right in full-batch layouts only
+        def forward(self, g, h, w):
+            return g.aggregate(g.dense(h, w[0])) + g.dense(h, w[0])
+
+    class TwoHops(Layer):
+        def forward(self, g, h, w):
+            return g.aggregate(g.aggregate(g.dense(h, w[0])))
+
+    class Kept(Layer):
+        def forward(self, g, h, w):
+            if g.layer == 0:
+                g.state["x"] = g.aggregate(h)
+            return g.aggregate(g.dense(h if g.layer == 0 else g.state["x"], w[0]))
+
+    for kind in (GCN, SAGE, GIN, GAT.replace(heads=2), Own()):
+        assert one_hop([7, 8, 3], kind) is None, kind
+    assert one_hop([7, 8, 3], Forgot()) == "layer 0's output has mixed rows"
+    assert one_hop([7, 3], TwoHops()) == (
+        "layer 0's aggregation reads a value of its output rows (an aggregation's): two hops")
+    assert "an earlier layer kept" in one_hop([8, 8, 3], Kept())

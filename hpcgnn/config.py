@@ -21,7 +21,7 @@ DTYPES = ("float32", "float64")
 ALGORITHMS = ("1d", "1.5d", "2d", "3d", "halo")
 
 #: The ``--mode`` choices, the default first (the registry of the modes themselves is
-#: :data:`hpcgnn.train.modes.MODES`, which loads torch).
+#: :data:`hpcgnn.training.modes.MODES`, which loads torch).
 MODE_NAMES = ("fullbatch", "minibatch", "offload", "gist")
 
 #: Layer kinds of ``--model`` (:mod:`hpcgnn.kinds`): GCN (``Â^T H W``), GraphSAGE-mean

@@ -13,7 +13,7 @@ import hpcgnn
 from hpcgnn.cli.main import main
 from hpcgnn.errors import ConfigError, HpcgnnError
 from hpcgnn.io import GraphFile
-from hpcgnn.train.loop import params_sha256
+from hpcgnn.training.loop import params_sha256
 from hpcgnn.utils.json_text import dumps
 from tests.mpi import assert_all, assert_same_on_all_ranks
 
@@ -129,11 +129,12 @@ def test_import_hpcgnn_stays_light():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.split() == ["False", "False"]
-    # the package is still the package: its modules are reached as before
-    import hpcgnn.train.checkpoint as ck
-    from hpcgnn.train import run
+    # the training package is hpcgnn.training; importing it leaves the function alone
+    import hpcgnn.training.checkpoint as ck
+    from hpcgnn.training import run
 
-    assert hpcgnn.train.checkpoint is ck and run.train is not None
+    assert hpcgnn.training.checkpoint is ck and run.train is not None
+    assert callable(hpcgnn.train) and not isinstance(hpcgnn.train, type(hpcgnn))
 
 
 @pytest.mark.mpi

@@ -34,7 +34,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("exchange", "plots"),
     ("spmm", "sampling", "nn"),
     ("models",),
-    ("train",),
+    ("training",),
     ("cli",),
     ("api",),
     ("__main__",),

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from mpi4py import MPI
 
     from hpcgnn.kinds import Layer
-    from hpcgnn.train.loop import TrainResult
+    from hpcgnn.training.loop import TrainResult
 
 #: Largest ``--threads`` (torch's thread pool fails on absurd counts without a word).
 MAX_THREADS = 4096
@@ -224,8 +224,8 @@ def train_from_args(
     from hpcgnn.config import TrainConfig
     from hpcgnn.cost.machine import tiers_from_flag
     from hpcgnn.kinds import GCN
-    from hpcgnn.train.modes import mode_from_args
-    from hpcgnn.train.run import RunOptions, train
+    from hpcgnn.training.modes import mode_from_args
+    from hpcgnn.training.run import RunOptions, train
 
     comm = MPI.COMM_WORLD if comm is None else comm
     if args.threads is not None:

@@ -20,22 +20,27 @@ Packages, top down (imports go one way; see ``docs/architecture.md``):
   communication layer, the device
 - ``hpcgnn.config``, ``hpcgnn.rng``, ``hpcgnn.errors``  settings, randomness, errors
 
-``hpcgnn.train(graph, ...)`` trains from Python and returns the trained model and its metrics
-(:func:`hpcgnn.api.train`; the training package itself is ``hpcgnn.training``).
+``hpcgnn.train(graph, mode=..., ...)`` trains from Python, its settings typed objects, and
+returns the trained model and its metrics (:func:`hpcgnn.api.train`, where the mode classes
+are too; the training package itself is ``hpcgnn.training``).
 ``import hpcgnn`` loads neither torch nor mpi4py; the call does.
 """
 
+import typing as _typing
 from typing import Any as _Any
 
 __version__ = "0.1.0"
 
+if _typing.TYPE_CHECKING:  # the typed signature, for checkers
+    from hpcgnn.api import train
+else:
 
-def train(graph: _Any, **settings: _Any) -> _Any:
-    """Train on ``graph``: :func:`hpcgnn.api.train`, imported on the first call.
+    def train(graph: _Any, /, **settings: _Any) -> _Any:
+        """Train on ``graph``: :func:`hpcgnn.api.train`, imported on the first call.
 
-    ``import hpcgnn`` stays light (no torch, no mpi4py); the call imports both. Typed code
-    may import :func:`hpcgnn.api.train` itself.
-    """
-    from hpcgnn.api import train as api_train
+        ``import hpcgnn`` stays light (no torch, no mpi4py); the call imports both. Typed
+        code may import :func:`hpcgnn.api.train` itself.
+        """
+        from hpcgnn.api import train as typed_train
 
-    return api_train(graph, **settings)
+        return typed_train(graph, **settings)

@@ -120,6 +120,12 @@ class GistOptions:
     local_iters: int
     rescale: bool = False
 
+    def __post_init__(self) -> None:
+        if self.subnets < 1:
+            raise ConfigError(f"--subnets must be >= 1, got {self.subnets}")
+        if self.local_iters < 1:
+            raise ConfigError(f"--local-iters must be >= 1, got {self.local_iters}")
+
 
 @dataclass(frozen=True)
 class GistBudget:
@@ -182,11 +188,7 @@ def gist_budget(
 
 def check_gist(opts: GistOptions, cfg: TrainConfig, ranks: int) -> None:
     """Reject settings GIST cannot run, with one line (the same on every rank)."""
-    m, k = opts.subnets, opts.local_iters
-    if m < 1:
-        raise ConfigError(f"--subnets must be >= 1, got {m}")
-    if k < 1:
-        raise ConfigError(f"--local-iters must be >= 1, got {k}")
+    m = opts.subnets  # M >= 1 and K >= 1: GistOptions
     if m > ranks:
         raise ConfigError(
             f"--subnets {m} needs at least {m} ranks (one group each); the job has {ranks}"

@@ -11,11 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import torch
 from mpi4py import MPI
 
 from hpcgnn.comm.collective import collective
 from hpcgnn.comm.memory import check_memory
-from hpcgnn.config import TrainConfig
+from hpcgnn.config import TrainConfig, check_types
 from hpcgnn.cost.ranking import cost_problem, grid_note
 from hpcgnn.errors import ConfigError
 from hpcgnn.graph.check import check_graph
@@ -41,13 +42,19 @@ from hpcgnn.training.predict import TRAINING_ONLY, write_predictions
 from hpcgnn.training.report import finish_run, max_over_ranks, summed_over_ranks
 from hpcgnn.utils.files import check_directory, check_output
 
+#: Largest ``threads`` (torch's thread pool fails on absurd counts without a word).
+MAX_THREADS = 4096
+#: The options that name a file or a directory (an empty one is refused).
+PATHS = ("metrics", "trace", "checkpoint_dir", "resume", "log_csv", "finetune")
+
 
 @dataclass
 class RunOptions:
     """Everything ``hpcgnn train`` needs besides the model hyper-parameters.
 
     ``mode``: the mode and its options (:mod:`hpcgnn.training.modes`); the rest is every
-    mode's: the graph, the outputs, checkpoints, the device.
+    mode's: the graph, the outputs, checkpoints, the device. Checked when made
+    (:class:`~hpcgnn.errors.ConfigError`).
     """
 
     graph: str
@@ -75,8 +82,25 @@ class RunOptions:
     #: ``hpcgnn.train``: the result carries the metrics document and the trained weights,
     #: whole, on every rank (``TrainResult.metrics``, ``TrainResult.weights``).
     keep_result: bool = False
+    #: ``--threads``: torch's intra-op threads in this process (``None``: torch's choice).
+    threads: int | None = None
 
     def __post_init__(self) -> None:
+        check_types(self)
+        if self.threads is not None and not 1 <= self.threads <= MAX_THREADS:
+            raise ConfigError(f"--threads must be in [1, {MAX_THREADS}], got {self.threads}")
+        for name in PATHS:
+            if getattr(self, name) == "":  # a path left empty by a script's unset variable
+                raise ConfigError(f"--{name.replace('_', '-')}: an empty path")
+        if self.trace_epochs is not None:
+            if not self.trace:
+                raise ConfigError("--trace-epochs needs --trace")
+            window = tuple(self.trace_epochs)
+            if len(window) != 2 or any(type(e) is not int for e in window) or not (
+                1 <= window[0] <= window[1] < 2**63
+            ):
+                raise ConfigError(f"--trace-epochs: expected the epochs (A, B) with"
+                                  f" 1 <= A <= B, got {self.trace_epochs}")
         if self.finetune and self.resume:
             raise ConfigError("--finetune starts a new run from a checkpoint's weights;"
                               " --resume continues one: give one of them")
@@ -91,7 +115,11 @@ def train(opts: RunOptions, cfg: TrainConfig, comm: MPI.Comm = MPI.COMM_WORLD) -
 
     With ``opts.predict_out`` the model of the checkpoint ``opts.resume`` writes its
     logits there instead (``hpcgnn predict``), and the result holds no epochs.
+    ``opts.threads`` sets torch's threads of this process first.
     """
+    if opts.threads is not None:
+        torch.set_num_threads(opts.threads)
+    opts = replace(opts, mode=opts.mode.for_run(cfg, comm.Get_size()))
     cfg = opts.mode.resolve(cfg, comm.Get_size())
     if cfg.select_model == "best" and opts.mode.sharded_checkpoints:
         raise ConfigError(
@@ -138,7 +166,8 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
         f"{mode.label} on grid {need.shape} ({meta.num_features} features, hidden"
         f" {need.hidden}, {meta.num_classes} classes, {cfg.layers} layers)"
     ))
-    setup = Setup(opts.graph, grid, cfg, meta, mode.link_topology(grid), need.bytes)
+    setup = Setup(opts.graph, grid, cfg, meta, mode.link_topology(grid), need.bytes,
+                  opts.tier_gbps)
     t0 = grid.stats.clock()
     trainer = mode.build(setup)
     setup_s = grid.stats.clock() - t0

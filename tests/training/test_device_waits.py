@@ -69,7 +69,6 @@ def test_minibatch_waits_per_epoch_do_not_grow_with_its_steps(
     around each sampled group) are bounded apart, the training's are as few as before.
     """
     from hpcgnn.sampling import bulk as bulk_module
-    from hpcgnn.sampling.spec import SamplerSpec
     from hpcgnn.training.modes import MinibatchMode
 
     if not (device.is_cuda and device.emulated):
@@ -101,12 +100,13 @@ def test_minibatch_waits_per_epoch_do_not_grow_with_its_steps(
         for epochs in (1, 2, 4):
             before = emulation.synchronisations() - sampler_waits[0]
             sampler, layers = ("ladies", "gat") if model == "ladies-gat" else ("sage", model)
-            spec = SamplerSpec(sampler, (4, 3) if sampler == "sage" else (30, 30),
-                               batch_size=batch, bulk=2, seed=0)
+            sizes = {"fanout" if sampler == "sage" else "layer_size":
+                     (4, 3) if sampler == "sage" else (30, 30)}
+            mode = MinibatchMode(sampler=sampler, batch_size=batch, bulk=2, **sizes)
             cfg = TrainConfig(epochs=epochs, hidden=8, eval_every=0, model=layers,
                               **({"heads": 2} if layers == "gat" else {}))
-            train(RunOptions(graph=graph, mode=MinibatchMode(spec=spec, model=layers),
-                             device="cuda", quiet=True), cfg, world.mpi)
+            train(RunOptions(graph=graph, mode=mode, device="cuda", quiet=True), cfg,
+                  world.mpi)
             counts.append(emulation.synchronisations() - sampler_waits[0] - before)
         per_epoch.append((counts[2] - counts[1]) / 2)
     assert_all(world, per_epoch[0] == per_epoch[1] <= MAX_WAITS_PER_EPOCH,

@@ -17,7 +17,6 @@ from hpcgnn.config import TrainConfig
 from hpcgnn.cost.ranking import memory_estimate
 from hpcgnn.io.reader import GraphFile
 from hpcgnn.layout.shapes import choose_shape
-from hpcgnn.training.gist import GistOptions
 from hpcgnn.training.modes import FullBatchMode, GistMode
 from tests.mpi import assert_all
 from tests.robustness.harness import expect_error
@@ -48,7 +47,7 @@ def test_gist_runs_where_ordinary_training_does_not_fit(
     with GraphFile(path) as gf:
         meta = gf.meta
     ordinary = memory_estimate(meta, cfg, choose_shape("1d", p, None, None))
-    mode = GistMode(options=GistOptions(m, 1), group=FullBatchMode())
+    mode = GistMode(subnets=m, local_iters=1, group=FullBatchMode())
     gist = mode.memory(cfg, meta, choose_shape("1d", p, None, None)).bytes
     assert gist < ordinary / 2, (gist, ordinary)
     here = _ranks_on_this_node(world)

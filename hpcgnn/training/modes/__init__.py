@@ -1,10 +1,10 @@
-"""The modes of ``hpcgnn train`` (``--mode``), one module each, and their registry.
+"""The modes of a training run (``--mode``), one module each, and their registry.
 
-A mode is a frozen dataclass of its options implementing :class:`~.base.Mode`; a new
-mode is one module and one entry in :data:`MODES`.
+A mode is a frozen dataclass of its options implementing :class:`~.base.Mode`, made from
+Python values (``FullBatchMode(algo="1.5d")``, the ``mode=`` of :func:`hpcgnn.api.train`)
+or from the command line's flags (:mod:`hpcgnn.cli.modes`); a new mode is one module and
+one entry in :data:`MODES`.
 """
-
-import argparse
 
 from hpcgnn.training.modes.base import Mode
 from hpcgnn.training.modes.fullbatch import FullBatchMode
@@ -17,11 +17,4 @@ MODES: dict[str, type[Mode]] = {
     mode.name: mode for mode in (FullBatchMode, MinibatchMode, OffloadMode, GistMode)
 }
 
-
-def mode_from_args(args: argparse.Namespace, ranks: int) -> Mode:
-    """The mode ``args.mode`` names, with its options from ``args`` (a job of ``ranks``)."""
-    return MODES[args.mode].from_args(args, ranks)
-
-
-__all__ = ["MODES", "FullBatchMode", "GistMode", "MinibatchMode", "Mode", "OffloadMode",
-           "mode_from_args"]
+__all__ = ["MODES", "FullBatchMode", "GistMode", "MinibatchMode", "Mode", "OffloadMode"]

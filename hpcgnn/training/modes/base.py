@@ -1,64 +1,30 @@
-"""What a training mode is: the part of ``hpcgnn train`` that differs from mode to mode.
+"""What a training mode is: the part of a training run that differs from mode to mode.
 
-A mode (``--mode``) owns its flags, their checks, its process grid, the memory a rank
-needs, the trainer it builds, the words that describe it, its section of the metrics'
-``config`` and its part of the checkpoint fingerprint. :mod:`hpcgnn.training.run` runs every
-mode through this interface alone; :mod:`hpcgnn.training.modes` registers the modes.
+A mode (``--mode``, or the ``mode=`` object of :func:`hpcgnn.api.train`) owns its options,
+their checks, the defaults it gives the model (depth, layer), its process grid, the memory
+a rank needs, the trainer it builds, the words that describe it, its section of the
+metrics' ``config`` and its part of the checkpoint fingerprint.
+:mod:`hpcgnn.training.run` runs every mode through this interface alone;
+:mod:`hpcgnn.training.modes` registers the modes. A mode is built from Python values; the
+command line's flags become one in :mod:`hpcgnn.cli.modes`.
 """
 
 from __future__ import annotations
 
-import argparse
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
-from hpcgnn.config import TrainConfig
+from hpcgnn.config import DEFAULT_LAYERS, TrainConfig
 from hpcgnn.errors import ConfigError
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.io.reader import GraphMeta
+from hpcgnn.kinds import GCN
 from hpcgnn.layout.shapes import GridShape
 from hpcgnn.planning.topology import Topology
 from hpcgnn.training.loop import Trainer
 
 T = TypeVar("T", bound=Trainer)
-
-#: The flags of ``hpcgnn train`` that belong to some modes only (argparse names, each left
-#: ``None`` or ``False`` by the parser when not given) and where they apply.
-MODE_FLAGS: dict[str, str] = {
-    "algo": "--mode fullbatch and gist",
-    "exchange": "--algo halo and --mode offload",
-    "topology": "--algo halo and --mode offload",
-    "chunks": "--mode offload", "dedup": "--mode offload", "reorganize": "--mode offload",
-    "device_memory": "--mode offload",
-    "subnets": "--mode gist", "local_iters": "--mode gist", "rounds": "--mode gist",
-    "gist_rescale": "--mode gist",
-    "sampler": "--mode minibatch or gist",
-    "fanout": "--mode minibatch or gist", "layer_size": "--mode minibatch or gist",
-    "batch_size": "--mode minibatch or gist", "global_batch": "--mode minibatch or gist",
-    "bulk": "--mode minibatch or gist", "graph_layout": "--mode minibatch or gist",
-    "sample_memory": "--mode minibatch or gist",
-    "clusters": "--sampler cluster", "clusters_per_batch": "--sampler cluster",
-}
-
-
-def flag(name: str) -> str:
-    """The command-line spelling of the argparse name ``name``."""
-    return "--" + name.replace("_", "-")
-
-
-def given(args: argparse.Namespace, name: str) -> bool:
-    """Whether the flag ``name`` was given (its parser default is ``None`` or ``False``)."""
-    return getattr(args, name, None) not in (None, False)
-
-
-def refuse_others(args: argparse.Namespace, owned: Iterable[str]) -> None:
-    """Refuse, with one line, a mode-specific flag the chosen mode does not read."""
-    owned = set(owned)
-    for name, where in MODE_FLAGS.items():
-        if name not in owned and given(args, name):
-            raise ConfigError(f"{flag(name)} applies to {where} only")
 
 
 @dataclass(frozen=True)
@@ -79,6 +45,8 @@ class Setup:
         The link topology of a partitioned exchange (:meth:`Mode.link_topology`), else ``None``.
     memory_bytes
         The bytes per rank the memory check allowed.
+    tier_gbps
+        The tiers' bandwidths of the run (``--tier-gbps``; ``None``: the defaults).
     """
 
     graph: str
@@ -87,6 +55,7 @@ class Setup:
     meta: GraphMeta
     topology: Topology | None = None
     memory_bytes: float = 0.0
+    tier_gbps: dict[str, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -101,7 +70,8 @@ class Estimate:
 class Mode(ABC, Generic[T]):
     """One ``--mode`` of ``hpcgnn train``: its options and everything they decide.
 
-    Subclasses are frozen dataclasses of their options, registered in
+    Subclasses are frozen dataclasses of their options, given by keyword and checked when
+    the mode is made (:class:`~hpcgnn.errors.ConfigError`), registered in
     :data:`hpcgnn.training.modes.MODES`.
     """
 
@@ -114,16 +84,28 @@ class Mode(ABC, Generic[T]):
     #: What one step of the loop is called on the console (GIST: a round).
     step_name: ClassVar[str] = "epoch"
 
-    @classmethod
-    @abstractmethod
-    def from_args(cls, args: argparse.Namespace, ranks: int) -> Mode:
-        """The mode of parsed ``hpcgnn train`` arguments for a job of ``ranks``.
+    def depth(self, layers: int | None) -> int:
+        """The model's layers: ``layers`` (``--layers``), else the mode's default (2).
 
         Raises
         ------
         ConfigError
-            For a flag of another mode, or inconsistent flags (the same on every rank).
+            For ``layers`` the mode's options contradict (a sampler's sizes).
         """
+        return DEFAULT_LAYERS if layers is None else layers
+
+    @property
+    def default_model(self) -> str:
+        """The layer trained when none is named (``--model``): GCN's."""
+        return GCN.name
+
+    def for_run(self, cfg: TrainConfig, ranks: int) -> Mode:
+        """This mode completed with what it takes from the run: ``cfg`` on ``ranks``.
+
+        The first step of a run (:func:`hpcgnn.training.run.train`); a mode that needs
+        nothing from the run (the default) is itself.
+        """
+        return self
 
     @property
     def label(self) -> str:

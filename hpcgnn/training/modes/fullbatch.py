@@ -7,26 +7,23 @@ and exchanges the halo rows it needs, point to point or along a DGCL plan on
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
 
 from hpcgnn.comm.collective import collective
-from hpcgnn.config import ALGORITHMS, GRID_KIND, TrainConfig
+from hpcgnn.config import ALGORITHMS, GRID_KIND, TrainConfig, check_types
 from hpcgnn.cost.ranking import memory_estimate
 from hpcgnn.errors import ConfigError
+from hpcgnn.exchange.staged import EXCHANGES
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.io.reader import GraphMeta
 from hpcgnn.layout.shapes import GridShape, choose_shape
 from hpcgnn.models.base import GCNModel
 from hpcgnn.planning.topology import Topology, load_topology, uniform_topology
 from hpcgnn.training.fullbatch import FullBatchTrainer
-from hpcgnn.training.modes.base import Estimate, Mode, Setup, refuse_others
-
-#: The flags of the full-batch mode (``exchange`` and ``topology``: ``--algo halo`` only).
-FLAGS = ("algo", "exchange", "topology")
+from hpcgnn.training.modes.base import Estimate, Mode, Setup
 
 
 def load_run_topology(name: str | None, grid: ProcessGrid) -> Topology:
@@ -35,52 +32,44 @@ def load_run_topology(name: str | None, grid: ProcessGrid) -> Topology:
         return load_topology(name, grid.size) if name else uniform_topology(grid.size)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class FullBatchMode(Mode[FullBatchTrainer]):
     """Full-batch training with the distributed SpMM of ``--algo`` on a grid of its kind.
+
+    ``FullBatchMode(algo="1.5d", replication=2)``; ``FullBatchMode()`` is 1D on every rank.
 
     Attributes
     ----------
     algo
         ``1d``, ``1.5d``, ``2d``, ``3d`` or ``halo``.
     grid, replication
-        ``--grid`` and ``--replication`` (``None``: chosen for the rank count).
+        ``--grid`` (``"4"``, ``"2x2"``, ``"2x2x2"``) and ``--replication`` (``None``: chosen
+        for the rank count).
     exchange, topology
-        ``--algo halo``: ``p2p`` or ``planned`` on ``topology`` (``None``: one node).
+        ``--algo halo``: ``p2p`` or ``planned`` on ``topology``, a topology file (``None``:
+        all ranks on one node).
     """
 
     name: ClassVar[str] = "fullbatch"
 
     algo: str = "1d"
-    grid: str | None = None
+    grid: str | tuple[int, ...] | None = None
     replication: int | None = None
     exchange: str = "p2p"
     topology: str | None = None
 
     def __post_init__(self) -> None:
+        check_types(self)
         if self.algo not in ALGORITHMS:
             raise ConfigError(
                 f"unknown algorithm '{self.algo}' (choose from {', '.join(ALGORITHMS)})"
             )
+        if self.exchange not in EXCHANGES:
+            raise ConfigError(f"--exchange must be one of {', '.join(EXCHANGES)}")
         if self.algo != "halo" and (self.exchange != "p2p" or self.topology):
             raise ConfigError(
                 "--exchange and --topology apply to --algo halo and --mode offload only"
             )
-
-    @classmethod
-    def from_args(cls, args: argparse.Namespace, ranks: int) -> FullBatchMode:
-        """``--algo``, ``--grid``, ``--replication``; ``--exchange``, ``--topology`` (halo)."""
-        mode = cls.of(args, ranks)  # refuses --exchange and --topology without halo first
-        refuse_others(args, FLAGS)
-        return mode
-
-    @classmethod
-    def of(cls, args: argparse.Namespace, ranks: int) -> FullBatchMode:
-        """The mode of ``--algo``, ``--grid``, ``--replication``, ``--exchange``, ``--topology``."""
-        return cls(
-            algo=args.algo or "1d", grid=args.grid, replication=args.replication,
-            exchange=args.exchange or "p2p", topology=args.topology,
-        )
 
     @property
     def label(self) -> str:

@@ -7,13 +7,12 @@ run's grid is a 1D grid of every rank, over which the global model's rows are sh
 
 from __future__ import annotations
 
-import argparse
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Protocol
 
 import torch
 
-from hpcgnn.config import GRID_KIND, TrainConfig
+from hpcgnn.config import GRID_KIND, TrainConfig, check_types
 from hpcgnn.cost.gist import memory_bytes
 from hpcgnn.errors import ConfigError, HpcgnnError
 from hpcgnn.io.reader import GraphMeta
@@ -21,13 +20,9 @@ from hpcgnn.layout.order import layer_sizes
 from hpcgnn.layout.shapes import GridShape, choose_shape
 from hpcgnn.layout.subnets import split_block, weight_chain
 from hpcgnn.training.gist import GistOptions, GistTrainer, GroupTrainer, check_gist, sub_config
-from hpcgnn.training.modes.base import Estimate, Mode, Setup, flag, given, refuse_others
+from hpcgnn.training.modes.base import Estimate, Mode, Setup
 from hpcgnn.training.modes.fullbatch import FullBatchMode
-from hpcgnn.training.modes.minibatch import FLAGS as SAMPLING_FLAGS
 from hpcgnn.training.modes.minibatch import MinibatchMode
-
-#: GIST's own flags.
-FLAGS = ("subnets", "local_iters", "rounds", "gist_rescale")
 
 
 class GroupMode(Protocol):
@@ -40,6 +35,16 @@ class GroupMode(Protocol):
     @property
     def sampler(self) -> str | None:
         """The sampler of sampled groups (their models have biases), else ``None``."""
+
+    def depth(self, layers: int | None) -> int:
+        """The model's layers (see :meth:`Mode.depth`)."""
+
+    @property
+    def default_model(self) -> str:
+        """The layer trained when none is named (see :meth:`Mode.default_model`)."""
+
+    def for_run(self, cfg: TrainConfig, ranks: int) -> Any:
+        """The group's mode completed for a group of ``ranks`` (see :meth:`Mode.for_run`)."""
 
     def resolve(self, cfg: TrainConfig, ranks: int) -> TrainConfig:
         """``cfg`` for the group's mode (see :meth:`Mode.resolve`)."""
@@ -63,56 +68,70 @@ class GroupMode(Protocol):
         """The group mode's part of the checkpoint fingerprint."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GistMode(Mode[GistTrainer]):
-    """GIST: ``--subnets M`` groups, ``--local-iters K`` per round, ``R`` rounds.
+    """GIST: ``subnets`` (M) groups, ``local_iters`` (K) per round, ``rounds`` (R) rounds.
+
+    ``GistMode(subnets=2, group=FullBatchMode(algo="1.5d"))``, or sampled groups:
+    ``GistMode(subnets=2, group=MinibatchMode(sampler="sage", fanout=[10, 5]))``; the
+    options are checked when the mode is made, and against the ranks and the model when the
+    run starts (:func:`~hpcgnn.training.gist.check_gist`).
 
     Attributes
     ----------
-    options
-        ``M`` and ``K``.
     group
-        The mode each group runs on its ``P / M`` ranks.
+        The mode each group runs on its ``P / M`` ranks: full-batch (default: 1D; the halo
+        exchange point to point) or minibatch.
+    subnets, local_iters
+        ``M`` sub-models and ``K`` local iterations (each default 1).
     rounds
-        ``--rounds`` (``None``: derived from the ``--epochs`` budget once the groups'
-        trainers know their steps per epoch, :class:`~hpcgnn.training.gist.GistBudget`).
+        ``R`` (``None``: derived from the ``epochs`` budget once the groups' trainers know
+        their steps per epoch, :class:`~hpcgnn.training.gist.GistBudget`).
+    rescale
+        Evaluate (and predict with) the merged model scaled by ``1/M`` where a weight reads
+        a split hidden dimension (``--gist-rescale``).
     """
 
     name: ClassVar[str] = "gist"
     sharded_checkpoints: ClassVar[bool] = True
     step_name: ClassVar[str] = "round"
 
-    options: GistOptions
-    group: GroupMode
+    group: GroupMode = field(default_factory=FullBatchMode)
+    subnets: int = 1
+    local_iters: int = 1
     rounds: int | None = None
+    rescale: bool = False
+    #: ``M``, ``K`` and the rescaled evaluation, as the trainer takes them (checked).
+    options: GistOptions = field(init=False, repr=False, compare=False)
 
-    @classmethod
-    def from_args(cls, args: argparse.Namespace, ranks: int) -> GistMode:
-        """GIST's flags and its groups' (``--algo``, or ``--sampler`` and its flags)."""
-        options = GistOptions(
-            subnets=1 if args.subnets is None else args.subnets,
-            local_iters=1 if args.local_iters is None else args.local_iters,
-            rescale=bool(args.gist_rescale),
-        )
-        if args.rounds is not None and args.rounds < 1:
-            raise ConfigError(f"--rounds must be >= 1, got {args.rounds}")
-        group: GroupMode
-        if args.sampler is not None:
-            if args.algo is not None:
-                raise ConfigError(
-                    f"--algo {args.algo} names a full-batch algorithm: with --mode gist --sampler"
-                    " the groups train sampled minibatches (drop --algo, or drop --sampler)"
-                )
-            refuse_others(args, (*FLAGS, *SAMPLING_FLAGS))
-            # --global-batch: a group's step
-            group = MinibatchMode.of(args, max(1, ranks // max(1, options.subnets)))
-        else:
-            for name in SAMPLING_FLAGS:
-                if given(args, name):
-                    raise ConfigError(f"{flag(name)} needs --sampler in --mode gist")
-            refuse_others(args, (*FLAGS, "algo"))
-            group = FullBatchMode.of(args, ranks)
-        return cls(options=options, group=group, rounds=args.rounds)
+    def __post_init__(self) -> None:
+        check_types(self)
+        if not isinstance(self.group, FullBatchMode | MinibatchMode):
+            raise ConfigError(f"--mode gist: a group runs FullBatchMode or MinibatchMode, not"
+                              f" {type(self.group).__name__}")
+        if isinstance(self.group, FullBatchMode) and (
+            self.group.exchange != "p2p" or self.group.topology
+        ):
+            raise ConfigError("--exchange and --topology apply to --algo halo and --mode"
+                              " offload only (a GIST group exchanges its halo point to point)")
+        if self.rounds is not None and self.rounds < 1:
+            raise ConfigError(f"--rounds must be >= 1, got {self.rounds}")
+        object.__setattr__(self, "options",
+                           GistOptions(self.subnets, self.local_iters, self.rescale))
+
+    def depth(self, layers: int | None) -> int:
+        """The group mode's."""
+        return self.group.depth(layers)
+
+    @property
+    def default_model(self) -> str:
+        """The group mode's."""
+        return self.group.default_model
+
+    def for_run(self, cfg: TrainConfig, ranks: int) -> GistMode:
+        """The group mode completed for a group of ``P / M`` ranks."""
+        group = self.group.for_run(cfg, max(1, ranks // max(1, self.subnets)))
+        return replace(self, group=group)
 
     def resolve(self, cfg: TrainConfig, ranks: int) -> TrainConfig:
         """The group's layers, a kind GIST trains, ``M`` groups that fit."""

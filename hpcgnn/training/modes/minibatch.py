@@ -2,85 +2,138 @@
 
 from __future__ import annotations
 
-import argparse
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 import torch
 
-from hpcgnn.config import GRID_KIND, TrainConfig
+from hpcgnn.config import GRID_KIND, TrainConfig, check_types
 from hpcgnn.cost.ranking import minibatch_memory_estimate
-from hpcgnn.errors import ConfigError
+from hpcgnn.errors import ConfigError, HpcgnnError
 from hpcgnn.io.reader import GraphMeta
 from hpcgnn.layout.shapes import GridShape, choose_shape
-from hpcgnn.sampling.samplers import resolve_model
-from hpcgnn.sampling.spec import (
-    LAYOUTS,
-    SamplerSpec,
-    capped_note,
-    sample_memory,
-    spec_from_args,
-)
+from hpcgnn.sampling.samplers import NODE_WISE, resolve_model
+from hpcgnn.sampling.spec import LAYOUTS, SamplerSpec, capped_note, make_spec, parse_sizes
 from hpcgnn.training.minibatch import MinibatchTrainer
-from hpcgnn.training.modes.base import Estimate, Mode, Setup, refuse_others
-
-#: The flags of the minibatch mode: the sampler's.
-FLAGS = (
-    "sampler", "fanout", "layer_size", "batch_size", "global_batch", "bulk", "graph_layout",
-    "sample_memory", "clusters", "clusters_per_batch",
-)
+from hpcgnn.training.modes.base import Estimate, Mode, Setup
+from hpcgnn.utils.memory import parse_bytes
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MinibatchMode(Mode[MinibatchTrainer]):
-    """Bulk-sampled minibatches of ``spec`` on a 1.5D grid of the graph's ``graph_layout``.
+    """Bulk-sampled minibatches of ``sampler`` on a 1.5D grid of the graph's ``graph_layout``.
+
+    ``MinibatchMode(sampler="sage", fanout=[10, 5], batch_size=512)``; the sampling options
+    are checked when the mode is made (:func:`~hpcgnn.sampling.spec.make_spec`, as the
+    command checks its flags) and sized for the run by :meth:`for_run` (the run's seed,
+    layers and ranks: :attr:`spec`).
 
     Attributes
     ----------
-    spec
-        The sampler, its sizes, the batch and the bulk.
+    sampler
+        ``sage`` (node-wise), ``ladies`` (layer-wise) or ``cluster`` (Cluster-GCN).
+    fanout
+        ``sage``: sampled in-neighbours per vertex, one per layer, the seeds' hop first
+        (``[15, 10, 5]``, or the flag's text ``"15,10,5"``; default: 10 per layer).
+    layer_size
+        ``ladies``: vertices sampled per batch and layer, one value or one per layer
+        (default: 512 for each of 2 layers).
+    batch_size, global_batch
+        Seeds per minibatch on each rank (default 1024), or instead seeds per optimizer
+        step over all ranks.
+    bulk
+        Minibatches sampled at once (default: 16).
+    clusters, clusters_per_batch
+        ``cluster``: METIS clusters of the training graph and clusters per minibatch.
     graph_layout
         ``replicated`` or ``partitioned`` (sparsity-aware 1.5D SpGEMM).
     grid, replication
         ``--grid`` and ``--replication`` of the ``(P/c) x c`` grid.
     sample_memory
-        ``--sample-memory`` in bytes (``None``: the sampler's default budget).
+        Bytes a hop's local SpGEMM may take (a number, or text such as ``"2G"``; ``None``:
+        the sampler's default budget); held in bytes.
     """
 
     name: ClassVar[str] = "minibatch"
 
-    spec: SamplerSpec
+    sampler: str = NODE_WISE.name
+    fanout: Sequence[int] | str | None = None
+    layer_size: Sequence[int] | str | None = None
+    batch_size: int | None = None
+    global_batch: int | None = None
+    bulk: int | None = None
+    clusters: int | None = None
+    clusters_per_batch: int | None = None
     graph_layout: str = LAYOUTS[0]
-    #: The layer kind (``--model``, or the sampler's own: :func:`resolve_model`).
-    model: str | None = None
-    grid: str | None = None
+    grid: str | tuple[int, ...] | None = None
     replication: int | None = None
-    sample_memory: float | None = None
+    sample_memory: float | str | None = None
+    #: The samples of the run (:meth:`for_run`, :attr:`spec`); ``None`` until then.
+    _run_spec: SamplerSpec | None = field(default=None, init=False, repr=False, compare=False)
 
-    @classmethod
-    def from_args(cls, args: argparse.Namespace, ranks: int) -> MinibatchMode:
-        """The sampling flags; a full-batch ``--algo`` is refused."""
-        if args.algo is not None:
-            raise ConfigError(
-                f"--algo {args.algo} names a full-batch algorithm: --mode minibatch samples on a"
-                " (P/c) x c grid (--replication, --grid; drop --algo)"
-            )
-        refuse_others(args, FLAGS)
-        return cls.of(args, ranks)
+    def __post_init__(self) -> None:
+        check_types(self)
+        for name, flag in (("fanout", "--fanout"), ("layer_size", "--layer-size")):
+            value = getattr(self, name)
+            if value is not None:  # held as a tuple of ints, checked
+                object.__setattr__(self, name, parse_sizes(flag, value))
+        if self.sample_memory is not None:
+            object.__setattr__(self, "sample_memory",
+                               parse_bytes(str(self.sample_memory), "--sample-memory"))
+        if self.graph_layout not in LAYOUTS:
+            raise ConfigError(f"--graph-layout must be one of {', '.join(LAYOUTS)},"
+                              f" got {self.graph_layout}")
+        self._spec(None, 0, 1)  # the checks that need no run (the sampler's own)
 
-    @classmethod
-    def of(cls, args: argparse.Namespace, ranks: int) -> MinibatchMode:
-        """The mode of the sampling flags, ``--global-batch`` a step over ``ranks``."""
-        spec = spec_from_args(args, ranks)
-        return cls(
-            spec=spec, graph_layout=args.graph_layout or LAYOUTS[0], grid=args.grid,
-            replication=args.replication, model=resolve_model(args.model, spec.sampler),
-            sample_memory=sample_memory(args),
+    def _spec(self, layers: int | None, seed: int, ranks: int) -> SamplerSpec:
+        """The samples of a run of ``layers`` (``None``: the sizes'), ``seed``, ``ranks``."""
+        return make_spec(
+            self.sampler, fanout=self.fanout, layer_size=self.layer_size, layers=layers,
+            batch_size=self.batch_size, bulk=self.bulk, seed=seed,
+            global_batch=self.global_batch, ranks=ranks, clusters=self.clusters,
+            clusters_per_batch=self.clusters_per_batch,
         )
 
+    @property
+    def sample_bytes(self) -> float | None:
+        """``sample_memory`` in bytes (``None``: the sampler's default budget)."""
+        return None if self.sample_memory is None else float(self.sample_memory)
+
+    @property
+    def spec(self) -> SamplerSpec:
+        """The samples of the run: the sampler, its sizes, the batch and the bulk.
+
+        Raises
+        ------
+        HpcgnnError
+            Before :meth:`for_run` (a run's seed, layers and ranks size them).
+        """
+        if self._run_spec is None:
+            raise HpcgnnError("MinibatchMode.spec: the samples are sized for a run (for_run)")
+        return self._run_spec
+
+    def depth(self, layers: int | None) -> int:
+        """``layers``, else as many as the sampler's sizes (checked against them)."""
+        return self._spec(layers, 0, 1).layers
+
+    @property
+    def default_model(self) -> str:
+        """The sampler's own layer (``sage`` samples for sage, the others for gcn)."""
+        return resolve_model(None, self.sampler)
+
+    def for_run(self, cfg: TrainConfig, ranks: int) -> MinibatchMode:
+        """The mode with its samples (:attr:`spec`) for ``cfg``'s layers and seed on ``ranks``.
+
+        ``ranks``: the ranks that share a step (a GIST group's, with ``--global-batch``).
+        """
+        bound = replace(self)
+        object.__setattr__(bound, "_run_spec", self._spec(cfg.layers, cfg.seed, ranks))
+        return bound
+
     def resolve(self, cfg: TrainConfig, ranks: int) -> TrainConfig:
-        """The layers: the sampler's number of hops, and ``--model`` or the sampler's kind."""
-        model = resolve_model(self.model, self.spec.sampler)
+        """The layers: the sampler's number of hops, and a layer kind the sampler trains."""
+        model = resolve_model(cfg.model, self.spec.sampler)
         cfg = replace(cfg, layers=self.spec.layers, model=model)
         return super().resolve(cfg, ranks)
 
@@ -88,11 +141,6 @@ class MinibatchMode(Mode[MinibatchTrainer]):
     def group_algo(self) -> str:
         """What a GIST group of this mode runs (``config.group_algo``)."""
         return self.name
-
-    @property
-    def sampler(self) -> str | None:
-        """``--sampler``."""
-        return self.spec.sampler
 
     def grid_shape(self, ranks: int) -> GridShape:
         """A ``(P/c) x c`` grid: ``--grid`` / ``--replication``, else chosen."""
@@ -107,7 +155,7 @@ class MinibatchMode(Mode[MinibatchTrainer]):
         """The minibatch trainer (``weights``: GIST's injected sub-model)."""
         return MinibatchTrainer(
             setup.graph, self.spec, self.graph_layout, setup.cfg, setup.grid, weights,
-            sample_memory=self.sample_memory,
+            sample_memory=self.sample_bytes,
         )
 
     def group_description(self, trainer: MinibatchTrainer) -> str:

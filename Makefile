@@ -72,7 +72,7 @@ test: setup
 	@echo "== grids, 3D on the 2x2x2 cube and GIST under a memory limit at 8 ranks"
 	$(MPIEXEC) -n 8 $(PY) -m mpi4py -m pytest --only-mpi $(PYTEST_ARGS) \
 		tests/grid/test_process_grid.py tests/models/test_summa.py::test_cube_2x2x2_at_8_ranks \
-		tests/test_params_table.py tests/train/test_gist_memory.py
+		tests/test_params_table.py tests/training/test_gist_memory.py
 
 # Compile check of the CUDA sources (CuPy compiles them again at run time with NVRTC).
 # -DHPCGNN_INSTANTIATE emits the template instantiations CuPy requests by name. One PTX
@@ -192,7 +192,7 @@ endif
 # and 4 ranks (the same bodies run on the CPU in make test and on a GPU under
 # HPCGNN_TEST_DEVICE=cuda).
 EMULATED_TESTS ?= tests/backend tests/models tests/exchange tests/spmm tests/comm/test_wire.py \
-                  tests/train/test_device_waits.py tests/kernels/test_sampling.py tests/kernels/test_csr.py \
+                  tests/training/test_device_waits.py tests/kernels/test_sampling.py tests/kernels/test_csr.py \
                   tests/kernels/test_spmm.py
 test-emulated: setup
 	HPCGNN_TEST_DEVICE=cuda HPCGNN_EMULATE_CUDA=1 $(PY) -m pytest $(PYTEST_ARGS) $(EMULATED_TESTS)

@@ -3,7 +3,7 @@
 Packages, top down (imports go one way; see ``docs/architecture.md``):
 
 - ``hpcgnn.cli``       the ``hpcgnn`` command (argparse and printing)
-- ``hpcgnn.train``     the one epoch loop, trainers, run orchestration, report, checkpoints
+- ``hpcgnn.training``  the one epoch loop, trainers, run orchestration, report, checkpoints
 - ``hpcgnn.models``    models: data layout + aggregation + layers (serial, 1D/1.5D, 2D/3D,
   halo, offload, minibatch)
 - ``hpcgnn.spmm``      distributed SpMM (CAGNET block rows, SUMMA / Split-3D, halo)
@@ -20,34 +20,27 @@ Packages, top down (imports go one way; see ``docs/architecture.md``):
   communication layer, the device
 - ``hpcgnn.config``, ``hpcgnn.rng``, ``hpcgnn.errors``  settings, randomness, errors
 
-``hpcgnn.train(graph, **settings)`` runs ``hpcgnn train`` from Python and returns the trained
-model and its metrics (:func:`hpcgnn.api.train`): the package ``hpcgnn.train`` is callable.
+``hpcgnn.train(graph, mode=..., ...)`` trains from Python, its settings typed objects, and
+returns the trained model and its metrics (:func:`hpcgnn.api.train`, where the mode classes
+are too; the training package itself is ``hpcgnn.training``).
 ``import hpcgnn`` loads neither torch nor mpi4py; the call does.
 """
 
-import importlib as _importlib
-import types as _types
+import typing as _typing
 from typing import Any as _Any
 
 __version__ = "0.1.0"
 
+if _typing.TYPE_CHECKING:  # the typed signature, for checkers
+    from hpcgnn.api import train
+else:
 
-class _TrainPackage(_types.ModuleType):
-    """The package ``hpcgnn.train``, which called is :func:`hpcgnn.api.train`.
+    def train(graph: _Any, /, **settings: _Any) -> _Any:
+        """Train on ``graph``: :func:`hpcgnn.api.train`, imported on the first call.
 
-    ``hpcgnn.train`` names the training package (``hpcgnn.train.run``, ...), so the function
-    of the same name is the package's ``__call__`` (a module's class may be set to a
-    subclass of ``ModuleType``): ``hpcgnn.train(...)`` and ``from hpcgnn import train``
-    train, and every submodule is reached as before. Typed code may import
-    ``hpcgnn.api.train`` instead.
-    """
+        ``import hpcgnn`` stays light (no torch, no mpi4py); the call imports both. Typed
+        code may import :func:`hpcgnn.api.train` itself.
+        """
+        from hpcgnn.api import train as typed_train
 
-    def __call__(self, graph: _Any, **settings: _Any) -> _Any:
-        """Train on ``graph`` (:func:`hpcgnn.api.train`; imports torch and mpi4py)."""
-        from hpcgnn.api import train
-
-        return train(graph, **settings)
-
-
-# light: the package's __init__ imports nothing
-_importlib.import_module("hpcgnn.train").__class__ = _TrainPackage
+        return typed_train(graph, **settings)

@@ -1,80 +1,51 @@
-"""``hpcgnn.train(graph, **settings)``: the run of ``hpcgnn train`` as a Python call.
+"""``hpcgnn.train(graph, ...)``: a training run from Python, its settings as typed objects.
 
 Every rank of ``comm`` calls it with the same arguments, as every rank runs the command
 under ``mpiexec`` (it is collective); on one process it needs no launcher::
 
     import hpcgnn
+    from hpcgnn.api import FullBatchMode
 
-    result = hpcgnn.train("inputs/cora.h5", epochs=200, early_stopping=10,
-                          select_model="best", quiet=True)
+    result = hpcgnn.train("inputs/cora.h5", mode=FullBatchMode(algo="1.5d"), epochs=200,
+                          early_stopping=10, select_model="best", quiet=True)
     print(result.final["test_acc"], result.params_sha256)
     logits = result.predict()            # one process: hpcgnn.nn.GCN with the weights
 
-The settings are the flags of ``hpcgnn train`` by name, as a ``--config`` file gives them
-(:func:`hpcgnn.cli.config_file.settings_flags`): ``algo="1.5d"``, ``replication=2``,
-``fanout=[10, 5]``, ``quiet=True``, ``metrics="m.json"``, ``config="run.toml"``; ``None``
-leaves a flag at its default. They go through the command's own parser and the command's
-own run (:func:`hpcgnn.cli.train.train_from_args`), so the defaults, the checks, the
-result and ``params_sha256`` are the command's. An error is the command's one line,
-raised as its :class:`~hpcgnn.errors.HpcgnnError` (a bad setting: a
+The mode is an object of :mod:`hpcgnn.training.modes` (:class:`FullBatchMode`,
+:class:`MinibatchMode`, :class:`OffloadMode`, :class:`GistMode`, checked when made); the
+model's settings are those of :class:`~hpcgnn.config.TrainConfig` and the run's those of
+:class:`~hpcgnn.training.run.RunOptions`, each a keyword with the default of the command's
+flag. The call builds the same objects the command builds from its flags
+(:mod:`hpcgnn.cli.train`, :mod:`hpcgnn.cli.modes`) and runs the same run
+(:func:`hpcgnn.training.run.train`), so the checks, the result and ``params_sha256`` are
+the command's; it goes through no command line (no argparse, no ``--config`` file: a TOML
+file of flags is the command's). An error is the command's one line, raised as its
+:class:`~hpcgnn.errors.HpcgnnError` (a bad setting: a
 :class:`~hpcgnn.errors.ConfigError` on every rank); nothing calls ``sys.exit``.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any
 
 import torch
 from mpi4py import MPI
 
-from hpcgnn.cli.config_file import settings_flags, with_config
-from hpcgnn.cli.layers import named
-from hpcgnn.cli.main import leaves_nothing_behind
-from hpcgnn.cli.train import add_run_arguments, train_from_args
+from hpcgnn.config import TrainConfig
+from hpcgnn.cost.machine import tiers_from_flag
 from hpcgnn.errors import ConfigError, HpcgnnError
+from hpcgnn.kinds import named
 from hpcgnn.nn import GCN, Graph, Layer
+from hpcgnn.training.modes import FullBatchMode, GistMode, MinibatchMode, Mode, OffloadMode
+from hpcgnn.training.run import RunOptions
+from hpcgnn.training.run import train as run
+from hpcgnn.utils.files import leaves_nothing_behind
 
-#: How :func:`train` names itself in error lines.
-WHERE = "hpcgnn.train"
-
-
-class _SettingsParser(argparse.ArgumentParser):
-    """``hpcgnn train``'s parser whose errors are raised, not printed with an exit."""
-
-    def error(self, message: str) -> NoReturn:
-        raise ConfigError(message)
-
-
-def _flag_value(value: Any) -> Any:
-    """A setting as :func:`settings_flags` takes it (paths as text, tuples as lists)."""
-    if isinstance(value, os.PathLike):
-        return os.fspath(value)
-    if isinstance(value, tuple):
-        return list(value)
-    return value
-
-
-def parse_settings(graph: str | os.PathLike, settings: Mapping[str, Any]) -> argparse.Namespace:
-    """The parsed ``hpcgnn train`` arguments of ``graph`` and keyword ``settings``.
-
-    Raises
-    ------
-    ConfigError
-        For an unknown setting, a value of the wrong kind, or one the parser refuses.
-    """
-    values = {k: _flag_value(v) for k, v in settings.items() if v is not None}
-    config = values.pop("config", None)
-    argv = [
-        "train", *([f"--config={config}"] if config is not None else []),
-        *settings_flags(values, WHERE, "train"), "--", os.fspath(graph),
-    ]
-    parser = _SettingsParser(prog=WHERE)
-    add_run_arguments(parser)
-    return parser.parse_args(with_config(argv)[1:])
+#: A path argument: text or a path object.
+PathLike = str | os.PathLike
 
 
 @dataclass(frozen=True)
@@ -90,7 +61,7 @@ class Trained:
     weights
         The trained parameters, whole, in the order ``params_sha256`` hashes them (GCN:
         ``W^1..W^L``): detached copies on the CPU. With ``select_model="best"`` the
-        best-validation epoch's. ``--mode gist`` assembles its row-sharded model on every
+        best-validation epoch's. :class:`GistMode` assembles its row-sharded model on every
         rank for them, which a run of its own never does.
     graph
         The graph file trained on.
@@ -115,9 +86,9 @@ class Trained:
     def model(self) -> GCN:
         """The trained layers as a :class:`hpcgnn.nn.GCN` on this process, in eval mode.
 
-        Full-batch (every ``algo``), offload and GIST (without ``sampler``) models are the
+        Full-batch (every ``algo``), offload and GIST (with full-batch groups) models are the
         layers of :class:`~hpcgnn.nn.GCN`; a minibatch model (biases, the sampler's
-        operator) is not, and ``gist_rescale`` evaluates rescaled weights: both raise
+        operator) is not, and GIST's ``rescale`` evaluates rescaled weights: both raise
         :class:`~hpcgnn.errors.HpcgnnError` (``hpcgnn predict`` serves them).
         """
         c, g = self.metrics["config"], self.metrics["graph"]
@@ -157,21 +128,87 @@ class Trained:
             return net(g)
 
 
-def train(graph: str | os.PathLike, *, comm: MPI.Comm | None = None, **settings: Any) -> Trained:
-    """Train on ``graph`` as ``hpcgnn train GRAPH --flag value ...`` does (collective).
+def train(
+    graph: PathLike,
+    *,
+    mode: Mode | None = None,
+    model: str | Layer | type[Layer] | None = None,
+    layers: int | None = None,
+    hidden: int = 16,
+    epochs: int = 100,
+    lr: float = 0.01,
+    weight_decay: float = 5e-4,
+    weight_decay_layers: str = "first",
+    dropout: float = 0.5,
+    seed: int = 0,
+    dtype: str = "float32",
+    early_stopping: int = 0,
+    select_model: str = "last",
+    sparse_features: str = "auto",
+    gin_eps: float = 0.0,
+    heads: int = 1,
+    output_heads: int = 1,
+    attention_dropout: float | None = None,
+    eval_every: int = 1,
+    metrics: PathLike | None = None,
+    trace: PathLike | None = None,
+    trace_epochs: tuple[int, int] | None = None,
+    sync_comm: bool = False,
+    log_csv: PathLike | None = None,
+    quiet: bool = False,
+    checkpoint_dir: PathLike | None = None,
+    checkpoint_every: int = 0,
+    resume: PathLike | None = None,
+    finetune: PathLike | None = None,
+    tier_gbps: str | Mapping[str, float] | None = None,
+    device: str | None = None,
+    threads: int | None = None,
+    comm: MPI.Comm | None = None,
+) -> Trained:
+    """Train on ``graph`` as ``hpcgnn train GRAPH ...`` does (collective).
+
+    Each setting is the command's flag of the same name (``weight_decay``:
+    ``--weight-decay``), with its default and its checks; ``docs/api.md`` has an example
+    per mode.
 
     Parameters
     ----------
     graph
         A graph file written by ``hpcgnn prepare`` / ``hpcgnn partition``.
+    mode
+        How the ranks train (default: ``FullBatchMode()``, the 1D SpMM on every rank):
+        :class:`FullBatchMode`, :class:`MinibatchMode`, :class:`OffloadMode` or
+        :class:`GistMode`.
+    model
+        The layers: a built-in name (``"gcn"``, ``"sage"``, ``"gin"``, ``"gat"``), or your
+        own layer, a :class:`hpcgnn.nn.Layer` object or a subclass (made with no arguments).
+        ``None``: ``"gcn"``, or with a sampler its own layer (``sage`` samples for sage).
+    layers
+        The model's depth (``None``: 2, or with a sampler as many as its sizes).
+    hidden, epochs, lr, weight_decay, weight_decay_layers, dropout, seed, dtype
+        The model and the optimiser (:class:`~hpcgnn.config.TrainConfig`).
+    early_stopping, select_model, eval_every
+        Stop after so many evaluations without a lower validation loss (0: never); end with
+        the ``"last"`` or the ``"best"`` model; evaluate every so many epochs.
+    sparse_features
+        ``"auto"``, ``"on"`` or ``"off"``: input features as CSR on each rank.
+    gin_eps, heads, output_heads, attention_dropout
+        GIN's ``eps``; GAT's heads and the drop probability of its attention.
+    metrics, trace, trace_epochs, sync_comm, log_csv, quiet
+        Outputs: the metrics JSON and the Chrome trace (rank 0), the 1-based epochs
+        ``(first, last)`` the trace records, collectives timed apart from their waits, a
+        CSV row per epoch, no per-epoch lines.
+    checkpoint_dir, checkpoint_every, resume, finetune
+        Checkpoints: where, how often, a run to continue, weights to start from.
+    tier_gbps
+        The tiers' bandwidths in GB/s of the cost models and the offload reorganisation:
+        ``{"hd": 25, "dd": 200, "ru": 1500}``, its text, or a machine (name or ``.json``).
+    device, threads
+        ``"cpu"`` or ``"cuda"`` (default: ``$HPCGNN_DEVICE``, else cuda when a GPU and CuPy
+        are visible); torch's threads in this process.
     comm
         The ranks that train (default: ``MPI.COMM_WORLD``); each calls with the same
         arguments. The run's own communicators are duplicates, freed before it returns.
-    **settings
-        ``hpcgnn train``'s flags by name (``epochs=200``, ``mode="minibatch"``,
-        ``fanout=[10, 5]``, ``quiet=True``, ``config="run.toml"``); ``None`` or ``False``
-        (a switch): the flag's default. ``model`` may also be a layer of your own: a
-        :class:`hpcgnn.nn.Layer` object, or a subclass (made with no arguments).
 
     Returns
     -------
@@ -186,19 +223,61 @@ def train(graph: str | os.PathLike, *, comm: MPI.Comm | None = None, **settings:
         ranks only, leaving the others in a collective: under ``mpiexec`` end the job
         then, as the command does (``comm.Abort(1)``).
     """
-    layer = _layer_object(settings.get("model"))
-    if layer is not None:
-        settings = {**settings, "model": str(layer)}
-    args = parse_settings(graph, settings)
+    mode = FullBatchMode() if mode is None else mode
+    if not isinstance(mode, Mode):
+        raise ConfigError(f"mode: a mode object (FullBatchMode(), MinibatchMode(), ...),"
+                          f" not {mode!r}")
+    name, layer = _model(model, mode)
+    cfg = TrainConfig(
+        layers=mode.depth(layers), hidden=hidden, epochs=epochs, lr=lr,
+        weight_decay=weight_decay, weight_decay_layers=weight_decay_layers,
+        early_stopping=early_stopping, select_model=select_model, dropout=dropout, seed=seed,
+        eval_every=eval_every, dtype=dtype, model=name, sparse_features=sparse_features,
+        gin_eps=gin_eps, heads=heads, output_heads=output_heads,
+        attention_dropout=attention_dropout, layer=layer,
+    )
+    opts = RunOptions(
+        graph=os.fspath(graph), mode=mode, metrics=_path(metrics), trace=_path(trace),
+        log_csv=_path(log_csv), finetune=_path(finetune), trace_epochs=trace_epochs,
+        checkpoint_dir=_path(checkpoint_dir), checkpoint_every=checkpoint_every,
+        resume=_path(resume), quiet=quiet, tier_gbps=tiers_from_flag(tier_gbps),
+        device=device, sync_comm=sync_comm, threads=threads, keep_result=True,
+    )
     with leaves_nothing_behind():
-        result = train_from_args(args, comm, keep_result=True, layer=layer)
+        result = run(opts, cfg, MPI.COMM_WORLD if comm is None else comm)
     assert result.metrics is not None and result.weights is not None
-    return Trained(metrics=result.metrics, weights=result.weights, graph=args.graph,
+    return Trained(metrics=result.metrics, weights=result.weights, graph=opts.graph,
                    layer=layer)
 
 
-def _layer_object(model: Any) -> Layer | None:
-    """``model=``'s layer object (a :class:`Layer` subclass made), else ``None`` (a name)."""
+def _path(path: PathLike | None) -> str | None:
+    """A path argument as text (``None`` stays)."""
+    return None if path is None else os.fspath(path)
+
+
+def _model(model: str | Layer | type[Layer] | None, mode: Mode) -> tuple[str, Layer | None]:
+    """``model=``'s name and layer object (a :class:`Layer` subclass made; ``None``: a name).
+
+    Raises
+    ------
+    ConfigError
+        For a ``MODULE:CLASS`` name: from Python the class itself is given (the command
+        line imports such a name; a call never imports code by name), or for what is no
+        layer.
+    """
     if isinstance(model, type) and issubclass(model, Layer):
         model = model()
-    return named(model) if isinstance(model, Layer) else None
+    if isinstance(model, Layer):
+        layer = named(model)
+        return str(layer), layer
+    if isinstance(model, str) and ":" in model:
+        module, _, cls = model.partition(":")
+        raise ConfigError(f"model={model!r}: give the layer itself (from {module} import"
+                          f" {cls}; model={cls}), or run hpcgnn train --model {model}")
+    if model is not None and not isinstance(model, str):
+        raise ConfigError(f"model: a layer's name, a hpcgnn.nn.Layer or a subclass, not"
+                          f" {model!r}")
+    return model or mode.default_model, None
+
+
+__all__ = ["FullBatchMode", "GistMode", "MinibatchMode", "OffloadMode", "Trained", "train"]

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -21,13 +22,15 @@ DTYPES = ("float32", "float64")
 ALGORITHMS = ("1d", "1.5d", "2d", "3d", "halo")
 
 #: The ``--mode`` choices, the default first (the registry of the modes themselves is
-#: :data:`hpcgnn.train.modes.MODES`, which loads torch).
+#: :data:`hpcgnn.training.modes.MODES`, which loads torch).
 MODE_NAMES = ("fullbatch", "minibatch", "offload", "gist")
 
 #: Layer kinds of ``--model`` (:mod:`hpcgnn.kinds`): GCN (``Â^T H W``), GraphSAGE-mean
 #: (``H W_self + D_in^-1 A^T H W_neigh``), GIN and GAT.
 MODELS = tuple(KINDS)
 
+#: Layers of a model when ``--layers`` is not given (a sampler's sizes may say otherwise).
+DEFAULT_LAYERS = 2
 #: Largest ``--layers`` (deep GNNs reach about a thousand layers).
 MAX_LAYERS = 4096
 #: Largest ``--hidden`` width.
@@ -58,6 +61,48 @@ def check_training_vertices(num_train: int) -> None:
         raise ConfigError("the graph has no training vertices (empty train mask)")
 
 
+#: The plain types a setting's annotation may name, with the words of an error and the
+#: values each takes (NumPy's numbers too, held as Python's: :func:`check_types`).
+_PLAIN: dict[str, tuple[str, Any]] = {
+    "int": ("an integer", numbers.Integral),
+    "float": ("a number", numbers.Real),
+    "str": ("text", str),
+    "bool": ("true or false", bool),
+}
+
+
+def _fits(value: Any, name: str) -> bool:
+    """Whether ``value`` is of the plain type ``name`` (``None`` included; no bool number)."""
+    if name == "None":
+        return value is None
+    kind = _PLAIN[name][1]
+    return isinstance(value, kind) and (name == "bool" or not isinstance(value, bool))
+
+
+def check_types(settings: Any) -> None:
+    """Refuse a field of the dataclass ``settings`` whose value is not of its plain type.
+
+    A field annotated with plain types only (``int``, ``float``, ``str``, ``bool``,
+    ``None``, and unions of them) must hold one of them (a ``bool`` is no number); a number
+    is then held as Python's ``int`` or ``float`` (a NumPy integer, an ``int`` given for a
+    ``float``), as the command's parser gives it. Other annotations (objects, paths,
+    tuples) are their owners' to check. Raises :class:`ConfigError` naming the field as
+    its flag (``--weight-decay``).
+    """
+    for f in fields(settings):
+        names = [t.strip() for t in str(f.type).split("|")]
+        if not set(names) <= {*_PLAIN, "None"}:
+            continue
+        value = getattr(settings, f.name)
+        match = next((name for name in names if _fits(value, name)), None)
+        if match is None:
+            what = " or ".join(_PLAIN[n][0] if n in _PLAIN else "none" for n in names)
+            raise ConfigError(f"--{f.name.replace('_', '-')} must be {what}, got {value!r}")
+        plain = {"int": int, "float": float}.get(match)
+        if plain is not None and type(value) is not plain:
+            object.__setattr__(settings, f.name, plain(value))
+
+
 #: Settings of ``--weight-decay-layers``: the first layer's weights only (Kipf & Welling's
 #: GCN, PyG's example), or every parameter.
 WEIGHT_DECAY_LAYERS = ("first", "all")
@@ -86,7 +131,7 @@ MAX_HEADS = 64
 class TrainConfig:
     """Model and optimiser settings shared by every algorithm (and the serial reference)."""
 
-    layers: int = 2
+    layers: int = DEFAULT_LAYERS
     hidden: int = 16
     epochs: int = 100
     lr: float = 0.01
@@ -120,6 +165,7 @@ class TrainConfig:
     layer: Layer | None = None
 
     def __post_init__(self) -> None:
+        check_types(self)
         check_layers(self.layers)
         if self.layer is None:
             layer_kind(self.model)  # an unknown name is refused

@@ -118,8 +118,8 @@ def one_rank_grid(kind: str, device: str, replication: int | None = None):
 def hpcgnn_epoch(path: str, cfg, device: str) -> dict:
     """One rank of ``hpcgnn train``'s full-batch path, in this process."""
     from hpcgnn.io.reader import GraphFile
-    from hpcgnn.train.modes import FullBatchMode
-    from hpcgnn.train.modes.base import Setup
+    from hpcgnn.training.modes import FullBatchMode
+    from hpcgnn.training.modes.base import Setup
 
     t0 = time.perf_counter()
     grid = one_rank_grid("1d", device)

@@ -39,7 +39,7 @@ on 8 seeds at 1 rank; 40 epochs, seeds 0-4, test accuracy: 1 rank 0.945, 4 ranks
 4 ranks with round-robin bulk shares, whose steps are the 1-rank run's global batches
 seed for seed: 0.947; 1 rank at ``B = 225``, the same 8 steps all full: 0.961;
 ``B = 200``: 1 rank 0.961, 4 ranks 0.964). A step at ``P`` ranks has the gradient of the
-serial mean loss over the same seeds (``tests/train/test_minibatch.py``).
+serial mean loss over the same seeds (``tests/training/test_minibatch.py``).
 
     python perf/bench_sampling.py                       # 3K (60 epochs) and 20K (30) SBM
     python perf/bench_sampling.py --smoke               # a few seconds: the chain works

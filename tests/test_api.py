@@ -1,8 +1,10 @@
-"""``hpcgnn.train(...)``: the run of ``hpcgnn train`` from Python, its result and its errors."""
+"""``hpcgnn.train(...)``: a training run from typed objects, the command's run, its errors."""
 
+import inspect
 import json
 import subprocess
 import sys
+from dataclasses import fields
 
 import h5py
 import numpy as np
@@ -10,17 +12,24 @@ import pytest
 import torch
 
 import hpcgnn
+from hpcgnn.api import FullBatchMode, GistMode, MinibatchMode, OffloadMode
 from hpcgnn.cli.main import main
 from hpcgnn.errors import ConfigError, HpcgnnError
 from hpcgnn.io import GraphFile
-from hpcgnn.train.loop import params_sha256
+from hpcgnn.training.loop import params_sha256
 from hpcgnn.utils.json_text import dumps
 from tests.mpi import assert_all, assert_same_on_all_ranks
 
-#: name -> the settings of both runs, as keywords (the command line is made from them)
+#: name -> (the mode object of the call, the flags of the command, further settings)
 RUNS = {
-    "fullbatch": {"algo": "1d"},
-    "minibatch": {"mode": "minibatch", "batch_size": 16, "fanout": [3, 2]},
+    "fullbatch": (lambda: FullBatchMode(algo="1d"), ["--algo", "1d"], {}),
+    "minibatch": (lambda: MinibatchMode(batch_size=16, fanout=[3, 2]),
+                  ["--mode", "minibatch", "--batch-size", "16", "--fanout", "3,2"], {}),
+    "offload": (lambda: OffloadMode(chunks=2, dedup="inter"),
+                ["--mode", "offload", "--chunks", "2", "--dedup", "inter"], {}),
+    "gist": (lambda: GistMode(rounds=2, group=MinibatchMode(batch_size=16, fanout=(3, 2))),
+             ["--mode", "gist", "--rounds", "2", "--sampler", "sage", "--batch-size", "16",
+              "--fanout", "3,2"], {"select_model": "last"}),
 }
 COMMON = {"epochs": 4, "hidden": 8, "quiet": True, "select_model": "best"}
 
@@ -29,10 +38,7 @@ def _argv(settings):
     out = []
     for key, value in settings.items():
         flag = "--" + key.replace("_", "-")
-        if value is True:
-            out.append(flag)
-        else:
-            out += [flag, ",".join(map(str, value)) if isinstance(value, list) else str(value)]
+        out += [flag] if value is True else [flag, str(value)]
     return out
 
 
@@ -46,6 +52,8 @@ def _comparable(doc):
         for key in ("time_s", "comm_s", "new_pages"):
             rec.pop(key)
     doc.get("sampling", {}).pop("sample_time_s", None)
+    for key in ("peak_memory_bytes", "memory_at_start_bytes"):  # the process's, measured
+        doc.get("gist", {}).pop(key, None)
     return doc
 
 
@@ -53,11 +61,12 @@ def _comparable(doc):
 @pytest.mark.parametrize("name", sorted(RUNS))
 def test_the_function_is_the_command(graph_file, shared_tmp, world, name):
     path = graph_file("api.h5", n=48, seed=2)
-    settings = {**COMMON, **RUNS[name]}
+    mode, flags, more = RUNS[name]
+    settings = {**COMMON, **more}
     out = shared_tmp / f"{name}.json"
-    rc = main(["train", str(path), "--metrics", str(out), *_argv(settings)])
+    rc = main(["train", str(path), "--metrics", str(out), *flags, *_argv(settings)])
     assert_all(world, rc == 0, f"train exited {rc}")
-    result = hpcgnn.train(path, **settings)
+    result = hpcgnn.train(path, mode=mode(), **settings)
     cli = json.loads(out.read_text())
     assert result.params_sha256 == cli["params_sha256"]
     assert _comparable(result.metrics) == _comparable(cli)
@@ -66,7 +75,7 @@ def test_the_function_is_the_command(graph_file, shared_tmp, world, name):
     assert params_sha256(result.weights) == result.params_sha256
     assert_same_on_all_ranks(world, result.weights, "weights differ across ranks")
     y, test = _labels(path)
-    if name == "minibatch":  # biases and the sampler's operator: no hpcgnn.nn.GCN
+    if name in ("minibatch", "gist"):  # biases and the sampler's operator: no hpcgnn.nn.GCN
         with pytest.raises(HpcgnnError, match=r"not hpcgnn\.nn\.GCN's layers"):
             result.model()
         return
@@ -87,7 +96,7 @@ def _labels(path):
 def test_the_returned_model_predicts_what_hpcgnn_predict_writes(graph_file, shared_tmp, world):
     path = graph_file("api-pred.h5", n=48, seed=2)
     ck, out = shared_tmp / "ck", shared_tmp / "p.h5"
-    result = hpcgnn.train(path, checkpoint_dir=ck, algo="1d", **COMMON)
+    result = hpcgnn.train(path, checkpoint_dir=ck, **COMMON)
     rc = main(["predict", str(path), "--checkpoint", str(ck), "--out", str(out), "--quiet"])
     assert_all(world, rc == 0, f"predict exited {rc}")
     with h5py.File(out) as f:
@@ -97,22 +106,23 @@ def test_the_returned_model_predicts_what_hpcgnn_predict_writes(graph_file, shar
     assert not module.training and isinstance(module, torch.nn.Module)
 
 
-#: settings -> words of the one-line error (argparse's, the config's, the mode's, the run's)
+#: settings -> words of the one-line error (a type, the config's, the mode's, the run's)
 BAD = [
-    ({"mode": "bogus"}, "argument --mode: invalid choice"),
-    ({"epochs": "ten"}, "argument --epochs: invalid int value"),
-    ({"epoch": 3}, "'epoch' is no flag of hpcgnn train"),
-    ({"quiet": 1}, "quiet is a switch"),
+    ({"mode": "minibatch"}, "mode: a mode object (FullBatchMode(), MinibatchMode(), ...)"),
+    ({"epochs": "ten"}, "--epochs must be an integer, got 'ten'"),
+    ({"quiet": 1}, "--quiet must be true or false, got 1"),
     ({"dropout": 1.5}, "--dropout must be in [0, 1)"),
-    ({"mode": "gist", "select_model": "best"}, "--select-model best keeps a copy"),
+    ({"mode": GistMode(), "select_model": "best"}, "--select-model best keeps a copy"),
     ({"metrics": ""}, "--metrics: an empty path"),
+    ({"trace_epochs": (1, 2)}, "--trace-epochs needs --trace"),
+    ({"mode": MinibatchMode(), "model": "gcn"}, "--model gcn does not exist with --sampler sage"),
+    ({"model": object()}, "model: a layer's name, a hpcgnn.nn.Layer or a subclass"),
 ]
 
 
 @pytest.mark.mpi
 @pytest.mark.parametrize(("settings", "words"), BAD)
-def test_a_bad_setting_raises_the_commands_line_on_every_rank(graph_file, world, settings,
-                                                              words):
+def test_a_bad_setting_raises_one_line_on_every_rank(graph_file, world, settings, words):
     path = graph_file("api-bad.h5", n=32, seed=1)
     try:
         hpcgnn.train(path, **{"epochs": 1, "quiet": True, **settings})
@@ -122,6 +132,103 @@ def test_a_bad_setting_raises_the_commands_line_on_every_rank(graph_file, world,
     assert_all(world, raised is not None and words in raised and "\n" not in raised, raised)
 
 
+#: (the call's settings, made when called; the command's flags): the same check, one line
+SAME_CHECKS = [
+    (lambda: {"mode": FullBatchMode(exchange="planned")}, ["--exchange", "planned"]),
+    (lambda: {"mode": MinibatchMode(fanout=[10, 0])}, ["--mode", "minibatch", "--fanout", "10,0"]),
+    (lambda: {"mode": MinibatchMode(sampler="ladies", fanout=[5])},
+     ["--mode", "minibatch", "--sampler", "ladies", "--fanout", "5"]),
+    (lambda: {"mode": MinibatchMode(batch_size=8, global_batch=16)},
+     ["--mode", "minibatch", "--batch-size", "8", "--global-batch", "16"]),
+    (lambda: {"mode": MinibatchMode(sampler="cluster", batch_size=8)},
+     ["--mode", "minibatch", "--sampler", "cluster", "--batch-size", "8"]),
+    (lambda: {"mode": MinibatchMode(sample_memory="lots")},
+     ["--mode", "minibatch", "--sample-memory", "lots"]),
+    (lambda: {"mode": MinibatchMode(fanout=[10, 5]), "layers": 3},
+     ["--mode", "minibatch", "--fanout", "10,5", "--layers", "3"]),
+    (lambda: {"mode": OffloadMode(chunks=0)}, ["--mode", "offload", "--chunks", "0"]),
+    (lambda: {"mode": OffloadMode(dedup="none", exchange="planned")},
+     ["--mode", "offload", "--dedup", "none", "--exchange", "planned"]),
+    (lambda: {"mode": OffloadMode(topology="t.json")},
+     ["--mode", "offload", "--topology", "t.json"]),
+    (lambda: {"mode": OffloadMode(device_memory="-1")},
+     ["--mode", "offload", "--device-memory=-1"]),
+    (lambda: {"mode": GistMode(rounds=0)}, ["--mode", "gist", "--rounds", "0"]),
+    (lambda: {"mode": GistMode(subnets=0)}, ["--mode", "gist", "--subnets", "0"]),
+    (lambda: {"mode": GistMode(local_iters=0)}, ["--mode", "gist", "--local-iters", "0"]),
+    (lambda: {"hidden": 0}, ["--hidden", "0"]),
+    (lambda: {"threads": 0}, ["--threads", "0"]),
+    (lambda: {"checkpoint_every": 2}, ["--checkpoint-every", "2"]),
+    (lambda: {"tier_gbps": {"hd": 0}}, ["--tier-gbps", "hd=0"]),
+]
+
+
+@pytest.mark.parametrize(("settings", "flags"), SAME_CHECKS)
+def test_the_call_checks_what_the_command_checks(tmp_path, capsys, settings, flags):
+    missing = tmp_path / "none.h5"  # each is refused before the graph is read
+    assert main(["train", str(missing), *flags]) == 1
+    line = capsys.readouterr().err.strip()
+    with pytest.raises(ConfigError) as err:
+        hpcgnn.train(missing, **settings())
+    assert line == f"hpcgnn: error: {err.value}"
+
+
+def test_a_mode_is_made_from_typed_values_and_checked():
+    mode = MinibatchMode(fanout=[10, 5], sample_memory="2M")
+    assert mode.fanout == (10, 5) and mode.sample_memory == 2.0 * 2**20
+    assert mode.depth(None) == 2 and mode.default_model == "sage"
+    with pytest.raises(HpcgnnError, match="sized for a run"):
+        mode.spec  # noqa: B018
+    assert GistMode(group=MinibatchMode(sampler="ladies")).default_model == "gcn"
+    assert OffloadMode(device_memory="1K").device_memory == 1024.0
+    assert FullBatchMode(grid=(2, 2), algo="2d").grid == (2, 2)
+    for make, words in [
+        (lambda: FullBatchMode(algo="4d"), "unknown algorithm '4d'"),
+        (lambda: FullBatchMode(replication="2"), "--replication must be an integer or none"),
+        (lambda: MinibatchMode(fanout=[10, 2.5]), "--fanout must be a list of integers"),
+        (lambda: MinibatchMode(graph_layout="x"), "--graph-layout must be one of"),
+        (lambda: MinibatchMode(sampler="bogus"), "bogus"),
+        (lambda: OffloadMode(reorganize="yes"), "--reorganize must be true or false"),
+        (lambda: GistMode(group=OffloadMode()), "a group runs FullBatchMode or MinibatchMode"),
+        (lambda: GistMode(group=FullBatchMode(algo="halo", exchange="planned")),
+         "a GIST group exchanges its halo point to point"),
+    ]:
+        with pytest.raises(ConfigError, match=words):
+            make()
+
+
+def test_the_settings_are_the_commands_flags_with_their_defaults():
+    """Every flag of ``hpcgnn train`` is a keyword of the call or an option of a mode."""
+    from hpcgnn.api import train
+    from hpcgnn.cli.main import build_parser
+    from hpcgnn.cli.modes import MODE_FLAGS
+    from hpcgnn.config import TrainConfig
+    from hpcgnn.training.modes import MODES
+    from hpcgnn.training.run import RunOptions
+
+    parser = build_parser()
+    action = next(a for a in parser._actions if a.dest == "command")
+    flags = {a.dest: a.default for a in action.choices["train"]._actions}
+    params = inspect.signature(train).parameters
+    options = {f.name for mode in MODES.values() for f in fields(mode)}
+    for name in ("grid", "replication", *MODE_FLAGS):  # a mode's option
+        assert {"gist_rescale": "rescale"}.get(name, name) in options, name
+        flags.pop(name)
+    for name in ("help", "graph", "config", "mode"):
+        flags.pop(name)
+    assert set(flags) == set(params) - {"graph", "mode", "comm"}
+    for name, default in flags.items():  # the parser's None: the mode's (layers, model)
+        assert params[name].default == default, name
+    assert {f.name for f in fields(TrainConfig)} - {"layer"} <= set(params)
+    run_only = {"graph", "mode", "keep_result", "predict_out"}
+    assert {f.name for f in fields(RunOptions)} - run_only <= set(params)
+
+
+def test_unknown_settings_are_pythons_errors(tmp_path):
+    with pytest.raises(TypeError, match="epoch"):
+        hpcgnn.train(tmp_path / "g.h5", epoch=3)
+
+
 def test_import_hpcgnn_stays_light():
     code = ("import sys, hpcgnn; assert callable(hpcgnn.train); from hpcgnn import train;"
             " assert train is hpcgnn.train;"
@@ -129,11 +236,12 @@ def test_import_hpcgnn_stays_light():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.split() == ["False", "False"]
-    # the package is still the package: its modules are reached as before
-    import hpcgnn.train.checkpoint as ck
-    from hpcgnn.train import run
+    # the training package is hpcgnn.training; importing it leaves the function alone
+    import hpcgnn.training.checkpoint as ck
+    from hpcgnn.training import run
 
-    assert hpcgnn.train.checkpoint is ck and run.train is not None
+    assert hpcgnn.training.checkpoint is ck and run.train is not None
+    assert callable(hpcgnn.train) and not isinstance(hpcgnn.train, type(hpcgnn))
 
 
 @pytest.mark.mpi
@@ -144,23 +252,3 @@ def test_comm_names_the_ranks_that_train(graph_file, world):
     alone = hpcgnn.train(path, comm=MPI.COMM_SELF, epochs=2, hidden=4, quiet=True)
     assert alone.metrics["world_size"] == 1
     assert_same_on_all_ranks(world, alone.params_sha256, "each rank trained alone alike")
-
-
-def test_settings_are_the_commands_flags(tmp_path):
-    from hpcgnn.api import parse_settings
-    from hpcgnn.cli.main import build_parser
-
-    run = tmp_path / "run.toml"
-    run.write_text('epochs = 3\nhidden = 32\nmode = "minibatch"\n')
-    got = vars(parse_settings(tmp_path / "-g.h5", {
-        "config": run, "epochs": 2, "fanout": (10, 5), "quiet": True, "reorganize": False,
-        "checkpoint_dir": tmp_path / "ck", "lr": 1e-3, "seed": None, "grid": "-1",
-    }))
-    want = vars(build_parser().parse_args([
-        "train", "--epochs", "3", "--hidden", "32", "--mode", "minibatch", "--epochs", "2",
-        "--fanout", "10,5", "--quiet", "--checkpoint-dir", str(tmp_path / "ck"), "--lr",
-        "0.001", "--grid=-1", "--", str(tmp_path / "-g.h5"),
-    ]))
-    for key in ("command", "func"):
-        want.pop(key)
-    assert got == want and got["epochs"] == 2 and got["hidden"] == 32  # the call's win

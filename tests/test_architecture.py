@@ -2,8 +2,9 @@
 
 Layers, bottom up (``docs/architecture.md``): a module may import its own package and
 packages of lower layers only, never a higher or a sibling one. ``cost``, ``layout`` and
-``planning`` import neither torch nor mpi4py, ``hpcgnn model`` runs without torch, and
-``backend`` never loads mpi4py.
+``planning`` import neither torch nor mpi4py, ``hpcgnn model`` runs without torch,
+``backend`` never loads mpi4py, and only the command line (``cli``) imports argparse: the
+Python API (``api``, a sibling of ``cli``) takes objects, never flags.
 """
 
 from __future__ import annotations
@@ -34,9 +35,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("exchange", "plots"),
     ("spmm", "sampling", "nn"),
     ("models",),
-    ("train",),
-    ("cli",),
-    ("api",),
+    ("training",),
+    ("api", "cli"),
     ("__main__",),
 ]
 LEVEL = {name: i for i, layer in enumerate(LAYERS) for name in layer}
@@ -175,6 +175,51 @@ def _violations(source: str, rel: Path) -> list[str]:
 
 def _modules() -> list[Path]:
     return sorted(p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+#: Modules outside ``hpcgnn/cli`` that may import argparse, and why.
+ARGPARSE_OUTSIDE_CLI = {
+    # ``python -m hpcgnn.kernels.nvrtc_check``: a build check that runs in an environment of
+    # NumPy and CuPy alone, importing only ``kernels/cuda_modules.py`` of hpcgnn
+    "kernels/nvrtc_check.py",
+}
+
+
+def _imports_argparse(source: str) -> list[int]:
+    """The lines of ``source`` that import argparse (any form, nested ones too)."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            lines += [node.lineno for a in node.names if a.name.split(".")[0] == "argparse"]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            lines += [node.lineno] if node.module.split(".")[0] == "argparse" else []
+        elif isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+            spelt = _static_prefix(node.args[0]) if node.args else None
+            if name in IMPORT_CALLS and spelt is not None and spelt[0].startswith("argparse"):
+                lines.append(node.lineno)
+    return lines
+
+
+def test_only_the_command_line_imports_argparse():
+    bad = []
+    for path in _modules():
+        rel = path.relative_to(PACKAGE)
+        if rel.parts[0] == "cli" or rel.as_posix() in ARGPARSE_OUTSIDE_CLI:
+            continue
+        bad += [f"hpcgnn/{rel.as_posix()}:{line}" for line in _imports_argparse(path.read_text())]
+    why = "argparse outside hpcgnn/cli (modes and options are made from values)"
+    assert not bad, why + ":\n" + "\n".join(bad)
+    assert all((PACKAGE / rel).exists() for rel in ARGPARSE_OUTSIDE_CLI)
+
+
+@pytest.mark.parametrize("source", [
+    "import argparse", "from argparse import Namespace", "import argparse as ap",
+    "def f():\n    import argparse", "import importlib\nimportlib.import_module('argparse')",
+])
+def test_the_argparse_check_catches_every_form(source):
+    assert _imports_argparse(source) != []
 
 
 def test_every_package_has_a_layer():

@@ -88,9 +88,9 @@ def settings_flags(values: dict[str, Any], where: str, command: str) -> list[str
     """The command-line flags of ``train`` (or ``predict``) settings given by name.
 
     ``values``: ``{name: value}`` as a ``--config`` file gives them (names without the
-    dashes, ``_`` or ``-``; a value a number, a string, a list or a boolean switch); also
-    ``hpcgnn.train``'s keyword settings. ``where`` starts each error line. Each value is
-    one ``--flag=value`` token (a value starting with a dash stays a value).
+    dashes, ``_`` or ``-``; a value a number, a string, a list or a boolean switch).
+    ``where`` starts each error line. Each value is one ``--flag=value`` token (a value
+    starting with a dash stays a value).
     """
     from hpcgnn.cli.train import add_run_arguments
 

@@ -1,8 +1,9 @@
 """``--model``: a built-in layer by name, or a researcher's own as ``MODULE:CLASS``.
 
-A layer from outside the package is imported here, and only because the command line (or
-the Python call of :mod:`hpcgnn.api`) names it: importing it runs that module's code, as
-any ``import`` does, from the user's Python path (``PYTHONPATH``, the installed packages).
+A layer from outside the package is imported here, and only because the command line
+names it: importing it runs that module's code, as any ``import`` does, from the user's
+Python path (``PYTHONPATH``, the installed packages). The Python call of :mod:`hpcgnn.api`
+takes the class or the object itself (its name: :func:`hpcgnn.kinds.named`).
 Files never import a module: a ``--config`` file, a checkpoint or a metrics file that
 names a layer is matched against the ``--model`` given and refused in one line otherwise.
 """
@@ -14,7 +15,7 @@ import re
 import sys
 
 from hpcgnn.errors import ConfigError
-from hpcgnn.kinds import KINDS, Layer
+from hpcgnn.kinds import KINDS, Layer, named
 
 #: ``MODULE:CLASS``: a dotted module path and a class (or attribute) name.
 SPEC = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
@@ -68,11 +69,3 @@ def load_layer(spec: str) -> Layer:
         raise ConfigError(f"--model {spec}: {attr} is not a layer (a subclass of"
                           " hpcgnn.nn.Layer, or an instance of one)")
     return named(obj, spec)
-
-
-def named(layer: Layer, spec: str | None = None) -> Layer:
-    """``layer`` with its ``--model`` name: ``spec``, else ``MODULE:CLASS`` of its class."""
-    if layer.name and layer.name in KINDS and type(layer) is type(KINDS[layer.name]):
-        return layer  # a built-in
-    cls = type(layer)
-    return layer.replace(name=spec or f"{cls.__module__}:{cls.__qualname__}")

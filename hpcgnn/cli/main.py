@@ -13,21 +13,17 @@ unwind the command (every writer removes its temporary files, see
 from __future__ import annotations
 
 import argparse
-import getpass
 import os
-import re
 import signal
 import sys
-import tempfile
 import traceback
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, suppress
-from pathlib import Path
+from collections.abc import Sequence
+from contextlib import suppress
 
 from hpcgnn import __version__
 from hpcgnn.cli.config_file import with_config
 from hpcgnn.errors import HpcgnnError
-from hpcgnn.utils.files import remove_temporaries
+from hpcgnn.utils.files import leaves_nothing_behind
 from hpcgnn.utils.interrupts import Interrupted, interrupts_unwind
 from hpcgnn.utils.text import printable
 
@@ -91,43 +87,6 @@ def missing_mpi(err: BaseException) -> str | None:
     else:
         return None
     return f"mpi4py cannot load an MPI library ({why}): {NO_MPI_HINT}"
-
-
-def inductor_dir() -> Path | None:
-    """The folder torch makes in the temporary directory when an optimiser is built.
-
-    ``torchinductor_<user>`` (torch's default cache folder, unless
-    ``$TORCHINDUCTOR_CACHE_DIR`` names another); ``None`` when that variable is set.
-    """
-    if os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
-        return None
-    try:
-        user = getpass.getuser()
-    except (KeyError, ModuleNotFoundError, OSError):
-        user = f"uid_{os.getuid()}" if hasattr(os, "getuid") else "unknown_user"
-    try:  # tempfile writes a probe file: none fits on a full disk
-        tmp = tempfile.gettempdir()
-    except OSError:
-        return None
-    return Path(tmp) / ("torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", user))
-
-
-@contextmanager
-def leaves_nothing_behind() -> Iterator[None]:
-    """Leave nothing behind: no temporary file, no new ``torchinductor_<user>`` folder.
-
-    No temporary file outlives the block (a command, ``hpcgnn.train``), nor the empty
-    folder torch makes for an optimiser when it was not there before.
-    """
-    stray = inductor_dir()
-    fresh = stray is not None and not stray.exists()
-    try:
-        yield
-    finally:
-        remove_temporaries()
-        if fresh and stray is not None:
-            with suppress(OSError):  # only when empty: another program's cache stays
-                stray.rmdir()
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -91,7 +91,7 @@ def checkpoint_settings(directory: str) -> dict[str, Any]:
     Empty when it cannot be read: the run that follows reports why, on every rank.
     """
     from hpcgnn.comm.communicator import Comm
-    from hpcgnn.train.checkpoint import MANIFEST
+    from hpcgnn.training.checkpoint import MANIFEST
 
     saved: dict[str, Any] = {}
     comm = Comm.world()

@@ -12,8 +12,9 @@ import argparse
 
 from hpcgnn.cli.common import add_device_argument
 from hpcgnn.errors import ConfigError
-from hpcgnn.sampling.samplers import SAMPLERS
-from hpcgnn.sampling.spec import LAYOUTS, sample_memory, spec_from_args
+from hpcgnn.sampling.samplers import NODE_WISE, SAMPLERS
+from hpcgnn.sampling.spec import LAYOUTS, SamplerSpec, make_spec
+from hpcgnn.utils.memory import parse_bytes
 
 
 def add_sampling_arguments(p: argparse.ArgumentParser) -> argparse._ArgumentGroup:
@@ -59,6 +60,23 @@ def add_sampling_arguments(p: argparse.ArgumentParser) -> argparse._ArgumentGrou
                         "(default: a quarter of the GPU's free memory with --device cuda, else "
                         "32M, a stack that stays in the CPU's caches)")
     return g
+
+
+def spec_from_args(args: argparse.Namespace, ranks: int) -> SamplerSpec:
+    """The sampling flags for a job of ``ranks``, validated (the same error on every rank)."""
+    return make_spec(
+        args.sampler or NODE_WISE.name, fanout=args.fanout, layer_size=args.layer_size,
+        layers=args.layers, batch_size=args.batch_size, bulk=args.bulk, seed=args.seed,
+        global_batch=args.global_batch, ranks=ranks, clusters=args.clusters,
+        clusters_per_batch=args.clusters_per_batch,
+    )
+
+
+def sample_memory(args: argparse.Namespace) -> float | None:
+    """``--sample-memory`` in bytes (``None``: not given, the default budget)."""
+    if args.sample_memory is None:
+        return None
+    return parse_bytes(args.sample_memory, "--sample-memory")
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -12,11 +12,7 @@ from hpcgnn.errors import ConfigError
 if TYPE_CHECKING:
     from mpi4py import MPI
 
-    from hpcgnn.kinds import Layer
-    from hpcgnn.train.loop import TrainResult
-
-#: Largest ``--threads`` (torch's thread pool fails on absurd counts without a word).
-MAX_THREADS = 4096
+    from hpcgnn.training.loop import TrainResult
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -207,72 +203,60 @@ def run(args: argparse.Namespace, predict_out: str | None = None) -> int:
 
 def train_from_args(
     args: argparse.Namespace, comm: MPI.Comm | None = None, *, predict_out: str | None = None,
-    keep_result: bool = False, layer: Layer | None = None,
 ) -> TrainResult:
     """The run of parsed ``train`` arguments on ``comm`` (default: ``COMM_WORLD``; collective).
 
-    The one place ``hpcgnn train`` (:func:`run`) and ``hpcgnn.train`` (:mod:`hpcgnn.api`)
-    turn flags into a mode, a :class:`~hpcgnn.config.TrainConfig` and run options.
-    ``keep_result``: the result carries the metrics document and the weights. ``layer``:
-    the layer object ``args.model`` names (``hpcgnn.train(model=...)``); else a
-    ``MODULE:CLASS`` of ``--model`` is imported here.
+    The flags become the objects :func:`hpcgnn.api.train` takes from Python: a mode
+    (:func:`hpcgnn.cli.modes.mode_from_args`), a :class:`~hpcgnn.config.TrainConfig` and
+    run options; a ``MODULE:CLASS`` of ``--model`` is imported here.
     """
-    import torch
     from mpi4py import MPI
 
     from hpcgnn.cli.layers import is_user_layer, load_layer
+    from hpcgnn.cli.modes import mode_from_args
     from hpcgnn.config import TrainConfig
     from hpcgnn.cost.machine import tiers_from_flag
-    from hpcgnn.kinds import GCN
-    from hpcgnn.train.modes import mode_from_args
-    from hpcgnn.train.run import RunOptions, train
+    from hpcgnn.training.run import RunOptions, train
 
     comm = MPI.COMM_WORLD if comm is None else comm
-    if args.threads is not None:
-        if not 1 <= args.threads <= MAX_THREADS:
-            raise ConfigError(f"--threads must be in [1, {MAX_THREADS}], got {args.threads}")
-        torch.set_num_threads(args.threads)
-    for flag in ("metrics", "trace", "checkpoint_dir", "resume", "log_csv", "finetune"):
-        if getattr(args, flag) == "":  # a path left empty by a script's unset variable
-            raise ConfigError(f"--{flag.replace('_', '-')}: an empty path")
-    mode = mode_from_args(args, comm.Get_size())
+    mode = mode_from_args(args)
     cfg = TrainConfig(
-        layers=2 if args.layers is None else args.layers, hidden=args.hidden,
+        layers=mode.depth(args.layers), hidden=args.hidden,
         epochs=args.epochs, lr=args.lr, weight_decay=args.weight_decay,
         weight_decay_layers=args.weight_decay_layers, early_stopping=args.early_stopping,
         select_model=args.select_model, dropout=args.dropout,
         seed=args.seed, eval_every=args.eval_every, dtype=args.dtype,
-        model=args.model or GCN.name, sparse_features=args.sparse_features,
+        model=args.model or mode.default_model, sparse_features=args.sparse_features,
         gin_eps=args.gin_eps, heads=args.heads, output_heads=args.output_heads,
         attention_dropout=args.attention_dropout,
-        layer=layer or (load_layer(args.model) if is_user_layer(args.model) else None),
+        layer=load_layer(args.model) if is_user_layer(args.model) else None,
     )
     opts = RunOptions(
         graph=args.graph, mode=mode, metrics=args.metrics, trace=args.trace,
         log_csv=args.log_csv, finetune=args.finetune,
-        trace_epochs=parse_epoch_range(args.trace_epochs, bool(args.trace)),
+        trace_epochs=parse_epoch_range(args.trace_epochs),
         checkpoint_dir=args.checkpoint_dir, checkpoint_every=args.checkpoint_every,
         resume=args.resume, quiet=args.quiet, tier_gbps=tiers_from_flag(args.tier_gbps),
         device=args.device, predict_out=predict_out, sync_comm=args.sync_comm,
-        keep_result=keep_result,
+        threads=args.threads,
     )
     return train(opts, cfg, comm)
 
 
-def parse_epoch_range(text: str | None, tracing: bool) -> tuple[int, int] | None:
-    """``"A:B"`` -> ``(A, B)`` (1-based, inclusive); ``"A:"``, ``":B"``, ``"A"`` too."""
+def parse_epoch_range(text: str | None) -> tuple[int, int] | None:
+    """``"A:B"`` -> ``(A, B)`` (1-based, inclusive); ``"A:"``, ``":B"``, ``"A"`` too.
+
+    The epochs themselves are checked by :class:`~hpcgnn.training.run.RunOptions`.
+    """
     if text is None:
         return None
-    if not tracing:
-        raise ConfigError("--trace-epochs needs --trace")
     first, sep, last = text.partition(":")
-    if not (first.strip() or last.strip()):
-        first = "0"  # nothing given: refused below
     try:
+        if not (first.strip() or last.strip()):
+            raise ValueError(text)
         a = int(first) if first.strip() else 1
         b = (int(last) if last.strip() else 2**63 - 1) if sep else a
     except ValueError:
-        a = b = 0
-    if not 1 <= a <= b < 2**63:
-        raise ConfigError(f"--trace-epochs: expected A:B with 1 <= A <= B, got {text!r}")
+        raise ConfigError(f"--trace-epochs: expected A:B with 1 <= A <= B, got {text!r}"
+                          ) from None
     return a, b

@@ -16,7 +16,7 @@ its numbers in ``comment`` and per link in ``source``.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -270,13 +270,13 @@ def fit_link(samples: Sequence[tuple[float, float, float]]) -> Link:
     return Link(float(alpha), float(beta))
 
 
-def tiers_from_flag(text: str | None) -> dict[str, float] | None:
+def tiers_from_flag(text: str | Mapping[str, float] | None) -> dict[str, float] | None:
     """``--tier-gbps``: ``hd=25,dd=200,ru=1500``, or a machine (name or ``.json``) whose tiers.
 
-    ``None`` or empty: the defaults. A machine file without ``tier_gbps`` is refused in
-    one line.
+    ``None`` or empty: the defaults; a mapping (``{"hd": 25}``) is checked as the text. A
+    machine file without ``tier_gbps`` is refused in one line.
     """
-    if not text or "=" in text:
+    if not text or isinstance(text, Mapping) or "=" in text:
         return parse_tier_gbps(text)
     machine = load_machine(text)
     if machine.tier_gbps is None:

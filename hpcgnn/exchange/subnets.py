@@ -13,11 +13,11 @@ The bytes of both are modelled by :func:`hpcgnn.cost.gist.round_bytes`. Outside 
 training steps, the model is evaluated over its shards (``gist_eval``,
 :class:`hpcgnn.models.sharded.ShardedForward`) and fingerprinted by streaming the shards
 through rank 0's hash one piece at a time (``gist_digest``, :meth:`SubnetShards.digest`);
-checkpoints write each rank's rows where they are (:mod:`hpcgnn.train.checkpoint`).
+checkpoints write each rank's rows where they are (:mod:`hpcgnn.training.checkpoint`).
 
 The shards and the round buffers are host NumPy arrays on every device, on purpose: the
 global model and its moments stay off the accelerator, which holds the sub-model being
-trained (:mod:`hpcgnn.train.gist` moves it there and back once per round through the
+trained (:mod:`hpcgnn.training.gist` moves it there and back once per round through the
 device); the exchange runs once per round and its buffers reach MPI as host buffers
 (``docs/gist.md``, "Where the global model lives").
 """
@@ -244,7 +244,7 @@ class SubnetShards:
         self, chunk_entries: int = DIGEST_CHUNK, biases: Sequence[np.ndarray] | None = None,
         links: Sequence[int] = (),
     ) -> str:
-        """SHA-256 of the weights as :func:`hpcgnn.train.loop.params_sha256` computes it.
+        """SHA-256 of the weights as :func:`hpcgnn.training.loop.params_sha256` computes it.
 
         The hash runs over the weights in the model's order (GraphSAGE: ``W_self^1,
         W_neigh^1, ..``) as float32, row-major: each weight's shards in

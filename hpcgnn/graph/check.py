@@ -33,8 +33,8 @@ are refused by the reads of the models (or of this check when it fingerprints fe
 With ``content=True`` the same pass also returns the graph's *content fingerprint*: the
 sums over ranks of order-independent hashes of the edges (with their weights, if any),
 labels, masks, node ids, partition and features, so it does not depend on the number of
-ranks. Checkpoints record
-it (:mod:`hpcgnn.train.checkpoint`); the features are read for it only then.
+ranks. Checkpoints record it (:mod:`hpcgnn.training.checkpoint`); the features are read for
+it only then.
 """
 
 from __future__ import annotations

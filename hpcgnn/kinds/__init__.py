@@ -32,7 +32,19 @@ def layer_kind(name: str) -> Layer:
     return kind
 
 
+def named(layer: Layer, spec: str | None = None) -> Layer:
+    """``layer`` with its ``--model`` name: ``spec``, else ``MODULE:CLASS`` of its class.
+
+    A built-in keeps its name; a researcher's own layer is named after where it lives (the
+    metrics' ``config.model``, what a checkpoint must match).
+    """
+    if layer.name and layer.name in KINDS and type(layer) is type(KINDS[layer.name]):
+        return layer  # a built-in
+    cls = type(layer)
+    return layer.replace(name=spec or f"{cls.__module__}:{cls.__qualname__}")
+
+
 __all__ = [
     "GAT", "GCN", "GIN", "KINDS", "SAGE", "GATLayer", "GCNLayer", "GINLayer", "Layer",
-    "Operator", "Primitives", "SAGELayer", "Weight", "layer_kind",
+    "Operator", "Primitives", "SAGELayer", "Weight", "layer_kind", "named",
 ]

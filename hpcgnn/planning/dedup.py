@@ -23,6 +23,7 @@ int64 arrays of global vertex ids.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,16 +35,18 @@ from hpcgnn.errors import ConfigError
 DEFAULT_TIER_GBPS = {"hd": 25.0, "dd": 200.0, "ru": 1500.0}
 
 
-def parse_tier_gbps(text: str | None) -> dict[str, float] | None:
-    """``"hd=25,dd=200"`` -> ``{"hd": 25.0, "dd": 200.0}`` (positive; hd, dd, ru only).
+def parse_tier_gbps(text: str | Mapping[str, float] | None) -> dict[str, float] | None:
+    """``"hd=25,dd=200"`` (or ``{"hd": 25, "dd": 200}``) -> ``{"hd": 25.0, "dd": 200.0}``.
 
-    ``--tier-gbps``: the tiers' bandwidths in GB/s (``None`` or empty: the defaults,
-    :data:`DEFAULT_TIER_GBPS`).
+    ``--tier-gbps``: the tiers' bandwidths in GB/s, positive, hd, dd, ru only (``None`` or
+    empty: the defaults, :data:`DEFAULT_TIER_GBPS`).
     """
     if not text:
         return None
+    items = ([f"{key}={value}" for key, value in text.items()] if isinstance(text, Mapping)
+             else text.split(","))
     out = {}
-    for item in text.split(","):
+    for item in items:
         key, _, value = item.partition("=")
         key = key.strip()
         try:

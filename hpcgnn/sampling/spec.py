@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-import argparse
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 
-from hpcgnn.config import MAX_LAYERS, check_layers, check_random_key, check_training_vertices
+from hpcgnn.config import (
+    DEFAULT_LAYERS,
+    MAX_LAYERS,
+    check_layers,
+    check_random_key,
+    check_training_vertices,
+)
 from hpcgnn.errors import ConfigError
 from hpcgnn.sampling.samplers import CLUSTER, LAYER_WISE, NODE_WISE, Sampler, sampler_named
-from hpcgnn.utils.memory import parse_bytes
 
 LAYOUTS = ("replicated", "partitioned")
 DEFAULT_FANOUT = 10
@@ -96,20 +101,24 @@ class SamplerSpec:
         return d
 
 
-def sample_memory(args: argparse.Namespace) -> float | None:
-    """``--sample-memory`` in bytes (``None``: not given, the default budget)."""
-    if getattr(args, "sample_memory", None) is None:
-        return None
-    return parse_bytes(args.sample_memory, "--sample-memory")
+def parse_sizes(flag: str, text: str | Sequence[int]) -> tuple[int, ...]:
+    """``--fanout`` or ``--layer-size``: ``"10,5"`` or ``[10, 5]`` -> ``(10, 5)``, checked.
 
-
-def _parse_list(flag: str, text: str) -> tuple[int, ...]:
-    try:
-        values = tuple(int(t) for t in str(text).split(","))
-    except ValueError:
-        raise ConfigError(
-            f"{flag} must be a comma-separated list of integers, got '{text}'"
-        ) from None
+    Each entry lies in ``[1, MAX_SIZE]``, at most :data:`~hpcgnn.config.MAX_LAYERS` of them;
+    anything else is one :class:`ConfigError` naming ``flag``.
+    """
+    if isinstance(text, str):
+        try:
+            values = tuple(int(t) for t in text.split(","))
+        except ValueError:
+            raise ConfigError(
+                f"{flag} must be a comma-separated list of integers, got '{text}'"
+            ) from None
+    else:
+        values = tuple(text)
+        if any(isinstance(v, bool) or not isinstance(v, int) for v in values):
+            raise ConfigError(f"{flag} must be a list of integers, got {list(values)}")
+        text = ",".join(map(str, values))
     if not values or any(not 1 <= v <= MAX_SIZE for v in values):
         raise ConfigError(f"{flag} entries must be in [1, {MAX_SIZE}], got '{text}'")
     if len(values) > MAX_LAYERS:
@@ -169,13 +178,15 @@ def optimizer_steps(num_batches: int, bulk: int, ranks: int) -> int:
 
 
 def make_spec(
-    sampler: str, *, fanout: str | None, layer_size: str | None, layers: int | None,
-    batch_size: int | None, bulk: int | None, seed: int, global_batch: int | None = None,
+    sampler: str, *, fanout: str | Sequence[int] | None, layer_size: str | Sequence[int] | None,
+    layers: int | None, batch_size: int | None, bulk: int | None, seed: int,
+    global_batch: int | None = None,
     ranks: int = 1, clusters: int | None = None, clusters_per_batch: int | None = None,
 ) -> SamplerSpec:
     """Validate the sampling flags; every rank raises the same :class:`ConfigError`.
 
-    ``--fanout`` (sage) lists one fanout per layer and must have exactly ``--layers``
+    ``--fanout`` (sage) lists one fanout per layer (text ``"10,5"`` or integers,
+    :func:`parse_sizes`) and must have exactly ``--layers``
     entries when ``--layers`` is given (default: ``10`` per layer, 2 layers).
     ``--layer-size`` (ladies) is one value for every layer or one per layer; without
     ``--layers`` the model has as many layers as values (neither given: 512 for each of 2
@@ -202,9 +213,9 @@ def make_spec(
                 f"--layer-size applies to --sampler {LAYER_WISE}; use --fanout with {NODE_WISE}"
             )
         if fanout is None:
-            sizes = (DEFAULT_FANOUT,) * (layers or 2)
+            sizes = (DEFAULT_FANOUT,) * (layers or DEFAULT_LAYERS)
         else:
-            sizes = _parse_list("--fanout", fanout)
+            sizes = parse_sizes("--fanout", fanout)
             if layers is not None and len(sizes) != layers:
                 raise ConfigError(
                     f"--fanout has {len(sizes)} entries but the model has {layers} layers "
@@ -216,9 +227,9 @@ def make_spec(
                 f"--fanout applies to --sampler {NODE_WISE}; use --layer-size with {LAYER_WISE}"
             )
         if layer_size is None:  # the default model has 2 layers, as sage's
-            sizes = (DEFAULT_LAYER_SIZE,) * (layers or 2)
+            sizes = (DEFAULT_LAYER_SIZE,) * (layers or DEFAULT_LAYERS)
         else:
-            sizes = _parse_list("--layer-size", layer_size)
+            sizes = parse_sizes("--layer-size", layer_size)
         if layers is not None:
             if len(sizes) == 1:
                 sizes = sizes * layers
@@ -231,7 +242,8 @@ def make_spec(
 
 
 def _cluster_spec(
-    fanout: str | None, layer_size: str | None, layers: int | None, batch_size: int | None,
+    fanout: str | Sequence[int] | None, layer_size: str | Sequence[int] | None,
+    layers: int | None, batch_size: int | None,
     global_batch: int | None, bulk: int | None, seed: int, clusters: int | None,
     clusters_per_batch: int | None,
 ) -> SamplerSpec:
@@ -253,9 +265,9 @@ def _cluster_spec(
             raise ConfigError(f"{name} must be in [1, {MAX_SIZE}], got {value}")
     check_random_key(seed)
     return SamplerSpec(
-        CLUSTER.name, (0,) * (layers or 2), 0, DEFAULT_BULK if bulk is None else bulk, seed,
-        clusters, DEFAULT_CLUSTERS_PER_BATCH if clusters_per_batch is None
-        else clusters_per_batch,
+        CLUSTER.name, (0,) * (layers or DEFAULT_LAYERS), 0,
+        DEFAULT_BULK if bulk is None else bulk, seed, clusters,
+        DEFAULT_CLUSTERS_PER_BATCH if clusters_per_batch is None else clusters_per_batch,
     )
 
 
@@ -299,14 +311,3 @@ def capped_note(asked: SamplerSpec, used: SamplerSpec) -> str:
         return ""
     return (f" (--batch-size {asked.batch_size} capped at the {used.batch_size} training"
             " vertices)")
-
-
-def spec_from_args(args: argparse.Namespace, ranks: int) -> SamplerSpec:
-    """Validate the sampling flags for a job of ``ranks`` (the same error on every rank)."""
-    return make_spec(
-        args.sampler or NODE_WISE.name, fanout=args.fanout, layer_size=args.layer_size,
-        layers=args.layers, batch_size=args.batch_size, bulk=args.bulk, seed=args.seed,
-        global_batch=args.global_batch, ranks=ranks,
-        clusters=args.clusters,
-        clusters_per_batch=args.clusters_per_batch,
-    )

@@ -17,11 +17,13 @@ A write that fails (a full disk, a file-size limit, a quota) becomes one
 Every temporary file or directory (outputs being written, spill files) is made by
 :func:`new_temporary` and recorded until it is removed or renamed into place, so that
 :func:`remove_temporaries`, the last step of every command, removes whatever an
-interrupted command could not (see :mod:`hpcgnn.utils.interrupts`).
+interrupted command could not (see :mod:`hpcgnn.utils.interrupts`);
+:func:`leaves_nothing_behind` wraps a command or a call of :func:`hpcgnn.api.train` so.
 """
 
 from __future__ import annotations
 
+import getpass
 import os
 import re
 import shutil
@@ -266,3 +268,40 @@ def write_array(fh: BinaryIO, array: np.ndarray) -> None:
     disk, a file-size limit), which :func:`output_errors` reports.
     """
     fh.write(np.ascontiguousarray(array).data)
+
+
+def inductor_dir() -> Path | None:
+    """The folder torch makes in the temporary directory when an optimiser is built.
+
+    ``torchinductor_<user>`` (torch's default cache folder, unless
+    ``$TORCHINDUCTOR_CACHE_DIR`` names another); ``None`` when that variable is set.
+    """
+    if os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
+        return None
+    try:
+        user = getpass.getuser()
+    except (KeyError, ModuleNotFoundError, OSError):
+        user = f"uid_{os.getuid()}" if hasattr(os, "getuid") else "unknown_user"
+    try:  # tempfile writes a probe file: none fits on a full disk
+        tmp = tempfile.gettempdir()
+    except OSError:
+        return None
+    return Path(tmp) / ("torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", user))
+
+
+@contextmanager
+def leaves_nothing_behind() -> Iterator[None]:
+    """Leave nothing behind: no temporary file, no new ``torchinductor_<user>`` folder.
+
+    No temporary file outlives the block (a command, ``hpcgnn.train``), nor the empty
+    folder torch makes for an optimiser when it was not there before.
+    """
+    stray = inductor_dir()
+    fresh = stray is not None and not stray.exists()
+    try:
+        yield
+    finally:
+        remove_temporaries()
+        if fresh and stray is not None:
+            with suppress(OSError):  # only when empty: another program's cache stays
+                stray.rmdir()

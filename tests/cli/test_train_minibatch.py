@@ -136,7 +136,7 @@ def test_metrics_trace_and_layouts_agree(graph_file, shared_tmp, world, sampler)
 def test_global_batch_is_split_over_the_ranks_and_the_steps_are_stated(
     graph_file, shared_tmp, world, monkeypatch
 ):
-    from hpcgnn.train.minibatch import MinibatchTrainer
+    from hpcgnn.training.minibatch import MinibatchTrainer
 
     steps = []
     step = MinibatchTrainer._step

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from hpcgnn.cli.main import main
+from hpcgnn.errors import ConfigError
 from tests.mpi import assert_all
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "layers"
@@ -33,6 +34,14 @@ def examples_on_path(monkeypatch):
     yield
     for name in ("appnp", "gcnii", "graphconv"):
         sys.modules.pop(name, None)
+
+
+def _layer_class(spec):
+    """The class ``MODULE:CLASS`` names (the Python API takes the class itself)."""
+    import importlib
+
+    module, _, name = spec.partition(":")
+    return getattr(importlib.import_module(module), name)
 
 
 def _run(graph, metrics, *flags):
@@ -79,9 +88,9 @@ def test_an_example_layer_equals_its_one_rank_run_with_every_byte_predicted(
     import hpcgnn.api
 
     graph = graph_file(n=90, seed=4, weights=np.float64)
-    ref = hpcgnn.api.train(graph, comm=MPI.COMM_SELF, model=model, **{
-        "layers": 2, "hidden": 8, "epochs": 3, "dropout": 0, "dtype": "float64",
-        "quiet": True, "eval_every": 0})
+    ref = hpcgnn.api.train(graph, comm=MPI.COMM_SELF, model=_layer_class(model), layers=2,
+                           hidden=8, epochs=3, dropout=0, dtype="float64", quiet=True,
+                           eval_every=0)
     metrics = shared_tmp / f"m-{model.split(':')[0]}-{'-'.join(algo[1::2])}.json"
     assert_all(world, _run(graph, metrics, "--model", model, *algo) == 0)
     doc = json.loads(metrics.read_text())
@@ -173,10 +182,18 @@ def test_the_python_api_takes_a_layer_object_with_its_settings(tmp_path):
 
     graph = write_random_graph(tmp_path / "g.h5", n=40, features=5, seed=2)
     common = {"epochs": 3, "hidden": 8, "dropout": 0.0, "dtype": "float64", "quiet": True}
-    by_name = hpcgnn.api.train(graph, model="appnp:APPNP", **common)
+    metrics = tmp_path / "by-name.json"
+    assert main(["train", str(graph), "--model", "appnp:APPNP", "--epochs", "3", "--hidden",
+                 "8", "--dropout", "0", "--dtype", "float64", "--quiet", "--metrics",
+                 str(metrics)]) == 0
+    by_name = json.loads(metrics.read_text())["params_sha256"]
     by_class = hpcgnn.api.train(graph, model=APPNP, **common)
     five = hpcgnn.api.train(graph, model=APPNP(steps=5), **common)
-    assert by_name.params_sha256 == by_class.params_sha256 != five.params_sha256
+    assert by_name == by_class.params_sha256 != five.params_sha256
+    assert by_class.metrics["config"]["model"] == "appnp:APPNP"
+    # a call imports no code by name: the class itself is given
+    with pytest.raises(ConfigError, match=r"from appnp import APPNP; model=APPNP"):
+        hpcgnn.api.train(graph, model="appnp:APPNP", **common)
     assert five.metrics["config"]["layer_settings"] == {"alpha": 0.1, "steps": 5}
     logits = five.predict()
     assert tuple(logits.shape) == (40, five.metrics["graph"]["num_classes"])

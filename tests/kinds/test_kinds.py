@@ -48,7 +48,7 @@ def test_gat_weights_are_w_and_the_score_vectors_per_head():
 
 
 def test_a_mode_a_kind_lacks_is_refused_in_one_line(monkeypatch):
-    from hpcgnn.train.modes import FullBatchMode, OffloadMode
+    from hpcgnn.training.modes import FullBatchMode, OffloadMode
 
     narrow = SAGE.replace(name="narrow", modes=frozenset({"1d"}))
     monkeypatch.setitem(kinds.KINDS, "narrow", narrow)

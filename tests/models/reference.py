@@ -13,7 +13,7 @@ import torch
 from hpcgnn.comm import Comm
 from hpcgnn.config import TrainConfig
 from hpcgnn.models.serial import SerialGCN
-from hpcgnn.train.fullbatch import train_fullbatch
+from hpcgnn.training.fullbatch import train_fullbatch
 from tests.mpi import assert_all, assert_close_all, assert_same_on_all_ranks
 
 #: The layer kinds besides GCN with their settings (GIN's ``eps`` not 0), as ``TrainConfig``
@@ -73,7 +73,7 @@ def check_cost_model(algo, result, problem, shape, world):
     """Measured bytes per category of one epoch equal the model's, summed over ranks and on
     the busiest rank (the largest per-rank value of each category)."""
     from hpcgnn.cost.predict import predict
-    from hpcgnn.train.report import max_over_ranks, summed_over_ranks
+    from hpcgnn.training.report import max_over_ranks, summed_over_ranks
 
     per_rank = result.per_epoch(result.step_bytes)
     est = predict(algo, problem, shape)
@@ -128,7 +128,7 @@ def block_row_every_grid(path, cfg: TrainConfig, world: Comm, device, kinds=("1.
 
 def assert_measured_equals_predicted(model, result, world) -> None:
     """Bytes per epoch summed over ranks equal ``model.predict_cost()`` in every category."""
-    from hpcgnn.train.report import summed_over_ranks
+    from hpcgnn.training.report import summed_over_ranks
 
     measured = summed_over_ranks(world, result.per_epoch(result.step_bytes))
     measured = {c: v for c, v in measured.items() if c != "control"}

@@ -6,8 +6,8 @@ from hpcgnn.config import TrainConfig
 from hpcgnn.cost.halo import halo_volumes, predict_halo
 from hpcgnn.grid import ProcessGrid
 from hpcgnn.models.halo import HaloGCN
-from hpcgnn.train.fullbatch import train_fullbatch
-from hpcgnn.train.report import summed_over_ranks
+from hpcgnn.training.fullbatch import train_fullbatch
+from hpcgnn.training.report import summed_over_ranks
 from tests.models.reference import KINDS, compare_with_serial, metis_graph, problem_of
 from tests.mpi import assert_all
 

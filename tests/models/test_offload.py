@@ -8,8 +8,8 @@ from hpcgnn.errors import ConfigError
 from hpcgnn.grid import ProcessGrid
 from hpcgnn.models.offload import OffloadGCN, OffloadOptions
 from hpcgnn.planning.dedup import dedup_volumes, remote_rows
-from hpcgnn.train.fullbatch import train_fullbatch
-from hpcgnn.train.report import summed_over_ranks
+from hpcgnn.training.fullbatch import train_fullbatch
+from hpcgnn.training.report import summed_over_ranks
 from tests.models.reference import (
     assert_measured_equals_predicted,
     compare_with_serial,

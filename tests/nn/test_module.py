@@ -8,7 +8,7 @@ import torch
 from hpcgnn.cli.main import main
 from hpcgnn.nn import GCN, Graph
 from hpcgnn.nn.gcn import cross_entropy_sum
-from hpcgnn.train.loop import params_sha256
+from hpcgnn.training.loop import params_sha256
 from tests.graphs import write_random_graph
 
 #: Each model's settings beyond the layer kind, as GCN's keywords and as CLI flags.

@@ -17,7 +17,7 @@ from hpcgnn.layout.summa import (
     sparse_block_bytes,
 )
 from hpcgnn.spmm.summa import SummaGrid, SummaSpMM, unpack_block
-from hpcgnn.train.report import summed_over_ranks
+from hpcgnn.training.report import summed_over_ranks
 from tests.mpi import assert_all
 
 

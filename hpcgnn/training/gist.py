@@ -1,0 +1,631 @@
+"""GIST: independent sub-GCN training on rank groups, for models wider than a rank holds.
+
+The ``P`` ranks form ``M`` groups of ``P / M`` (group ``m``: world ranks
+``m P/M .. (m+1) P/M - 1``, root the first). A *round* (one epoch of the loop):
+
+1. every hidden dimension of the global model is split at random into ``M`` disjoint
+   groups (:func:`hpcgnn.layout.subnets.subnets`, the same on every rank);
+2. the owners of the global weights' rows send each sub-model (weights and Adam moments)
+   to its group (:meth:`hpcgnn.exchange.subnets.SubnetShards.scatter`);
+3. group ``m`` trains sub-GCN ``m`` for ``K`` local iterations with the full-batch
+   algorithm of ``--algo`` on its own process grid: its trainer
+   (:class:`~hpcgnn.training.submodel.SubModelHost`) loads the sub-weights into the one
+   model of :mod:`hpcgnn.models`, with an Adam whose state is the sub-model's moments
+   (step count: the iterations run so far), trains and unloads them;
+4. the roots send the trained sub-models back to the owners
+   (:meth:`~hpcgnn.exchange.subnets.SubnetShards.gather`).
+
+``--epochs E`` is the budget of a baseline trained alone, split across the sub-GCNs as in
+the paper: ``R = ceil(E S / (M K))`` rounds, so each trains ``R K / S >= E / M`` epochs of
+work (``S``: a group's optimizer steps per epoch; :class:`GistBudget`); ``--rounds`` gives
+``R`` instead. With ``--gist-rescale`` the merged model is evaluated with the weights that
+read a split hidden dimension scaled by ``1 / M`` (:meth:`GistTrainer.merged_scales`).
+
+Only sub-models travel; no rank ever holds the whole model. Evaluation runs the global
+model where it lies, model-parallel over the row shards
+(:class:`~hpcgnn.models.sharded.ShardedForward`, ``gist_eval``, outside the training
+steps), ``params_sha256`` streams the shards through rank 0's hash
+(:meth:`~hpcgnn.exchange.subnets.SubnetShards.digest`) and checkpoints write each rank's
+rows to its own file (:func:`~hpcgnn.training.checkpoint.save_sharded_checkpoint`), so a model
+wider than any rank can hold trains, is evaluated and resumes. Dropout masks are the global
+model's masks at each sub-network's column ids in step ``round K + k``, so with
+``M = 1, K = 1`` GIST is ordinary full-batch training step for step.
+
+With ``--sampler`` a group runs the minibatch pipeline instead
+(:class:`~hpcgnn.training.minibatch.MinibatchTrainer` with the sub-model injected): ``K``
+local iterations are its next ``K`` optimizer steps in a stream of minibatch epochs that
+continues across rounds (every group walks epochs ``0, 1, ..`` of the shuffled training
+set, :meth:`~hpcgnn.training.minibatch.MinibatchTrainer.stream`); the minibatch dropout
+masks are the global model's at the sub-network's columns, and the sampled models'
+biases are replicated (:class:`~hpcgnn.exchange.subnet_biases.SubnetBiases`), each after
+its layer's last weight on the chain (:func:`~hpcgnn.layout.subnets.vector_links`: GIN's
+``b^l`` after ``W_2^l``). The groups train the sampler's layers, GIN's (``--model gin``)
+or GAT's (``--model gat``: sub-GATs of whole heads, as below, whose ``a_src^l, a_dst^l``
+(``gist_attention``) and ``b^l`` (``gist_bias``) are replicated, ``W, a_src, a_dst, b``
+per layer, :func:`~hpcgnn.exchange.subnet_biases.model_vectors`). With ``M = 1`` and ``K``
+the steps of an epoch, GIST is ``--mode minibatch`` step for step.
+
+GAT (``--model gat``, full-batch groups) keeps heads whole: each hidden layer's ``K``
+heads are split into ``M`` groups of whole heads (``M <= K``; :func:`check_gist`), so
+sub-GAT ``m`` is an ordinary GAT of its heads, whose attention is the merged model's for
+those heads. The score vectors ``a_src, a_dst`` are replicated like the sampled biases
+(``gist_attention``): a hidden layer's rows are its head's sub-model's, the output layer's
+are every sub-model's and averaged after the round. A sub-GAT draws the global model's
+attention dropout at its global head ids (:meth:`hpcgnn.models.base.GCNModel.logits`).
+``--gist-rescale`` is refused with GAT (the scaled weights would scale its scores too).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from hpcgnn.backend import Device, get_device
+from hpcgnn.config import TrainConfig
+from hpcgnn.cost.gist import bias_bytes, round_bytes
+from hpcgnn.errors import ConfigError, InputError
+from hpcgnn.exchange.subnet_biases import ATTENTION, BIAS, SubnetBiases, model_vectors
+from hpcgnn.exchange.subnets import EVAL, GATHER, SCATTER, SubnetShards
+from hpcgnn.grid.process_grid import ProcessGrid
+from hpcgnn.io.reader import GraphMeta
+from hpcgnn.layout.blocks import even_offsets
+from hpcgnn.layout.order import attention_shapes, layer_sizes, weight_shapes
+from hpcgnn.layout.shapes import GridShape
+from hpcgnn.layout.subnets import (
+    PARAM_KINDS,
+    Subnet,
+    chain_subnet,
+    group_sizes,
+    reads_split,
+    split_block,
+    subnets,
+    weight_chain,
+)
+from hpcgnn.models.sharded import ShardedForward
+from hpcgnn.nn.gcn import cross_entropy_sum
+from hpcgnn.nn.init import glorot_rows, glorot_shape_rows, glorot_shapes
+from hpcgnn.training.checkpoint import restore_sharded, save_sharded_checkpoint
+from hpcgnn.training.fullbatch import FullBatchTrainer, global_counts
+from hpcgnn.training.gist_report import gist_report
+from hpcgnn.training.loop import TrainResult
+from hpcgnn.training.minibatch import MinibatchTrainer
+from hpcgnn.utils.memory import current_rss_bytes
+
+#: Rows of a weight drawn at once by the initialiser (its float64 draw stays small).
+INIT_CHUNK = 1 << 20
+
+#: The trainer of a group: full-batch (``--algo``) or minibatch (``--sampler``).
+GroupTrainer = FullBatchTrainer | MinibatchTrainer
+
+#: ``make_trainer(grid, cfg, weights)``: a group's trainer on ``grid`` with the injected
+#: ``weights`` (the model of ``--algo``, or the sampled model of ``--sampler``).
+TrainerFactory = Callable[[ProcessGrid, TrainConfig, list[torch.Tensor]], GroupTrainer]
+
+
+@dataclass(frozen=True)
+class GistOptions:
+    """``--subnets M``, ``--local-iters K`` and ``--gist-rescale``.
+
+    ``rescale``: the global model is evaluated (and predicts) with every weight that reads
+    a split hidden dimension scaled by ``1 / M`` (:meth:`GistTrainer.merged_scales`).
+    """
+
+    subnets: int
+    local_iters: int
+    rescale: bool = False
+
+    def __post_init__(self) -> None:
+        if self.subnets < 1:
+            raise ConfigError(f"--subnets must be >= 1, got {self.subnets}")
+        if self.local_iters < 1:
+            raise ConfigError(f"--local-iters must be >= 1, got {self.local_iters}")
+
+
+@dataclass(frozen=True)
+class GistBudget:
+    """The rounds a run trains and each sub-GCN's share of the epochs.
+
+    As in the paper, ``--epochs E`` is the budget of a baseline trained alone, split across
+    the ``M`` sub-GCNs: each trains ``E / M`` epochs of work. An epoch of work is ``S``
+    optimizer steps of a group: one full batch (``S = 1``), or with ``--sampler`` the
+    group's steps over the training set. A round is ``K`` of those steps, so
+    ``R = ceil(E S / (M K))`` (rounded up: at least the budget); ``--rounds R`` overrides.
+
+    Attributes
+    ----------
+    epochs
+        ``E`` the rounds were derived from; ``None`` when ``--rounds`` gave them.
+    rounds
+        ``R``.
+    steps_per_epoch
+        ``S``.
+    local_iters
+        ``K``.
+    """
+
+    epochs: int | None
+    rounds: int
+    steps_per_epoch: int
+    local_iters: int
+
+    @property
+    def derived(self) -> bool:
+        """Whether ``R`` was derived from ``--epochs`` (not given by ``--rounds``)."""
+        return self.epochs is not None
+
+    def epochs_of_work(self, rounds: int | None = None) -> float:
+        """Epochs of work each sub-GCN trains in ``rounds`` rounds (default ``R``): ``R K / S``."""
+        r = self.rounds if rounds is None else rounds
+        return r * self.local_iters / self.steps_per_epoch
+
+    def describe(self, subnets: int) -> str:
+        """``R`` rounds and where they come from, for the run's first line."""
+        each = f"{self.epochs_of_work():.4g} epochs of work per sub-model"
+        source = "--rounds" if self.epochs is None else f"--epochs {self.epochs} / {subnets}"
+        return f"{self.rounds} rounds ({source}: {each})"
+
+
+def gist_budget(
+    epochs: int, opts: GistOptions, steps_per_epoch: int, rounds: int | None = None
+) -> GistBudget:
+    """The rounds of the ``--epochs`` budget, or of ``--rounds`` (see :class:`GistBudget`).
+
+    ``steps_per_epoch``: ``S``, a group's optimizer steps in an epoch of work.
+    """
+    if rounds is not None:
+        return GistBudget(None, rounds, steps_per_epoch, opts.local_iters)
+    per_round = opts.subnets * opts.local_iters
+    return GistBudget(
+        epochs, -(-epochs * steps_per_epoch // per_round), steps_per_epoch, opts.local_iters
+    )
+
+
+def check_gist(opts: GistOptions, cfg: TrainConfig, ranks: int) -> None:
+    """Reject settings GIST cannot run, with one line (the same on every rank)."""
+    m = opts.subnets  # M >= 1 and K >= 1: GistOptions
+    if m > ranks:
+        raise ConfigError(
+            f"--subnets {m} needs at least {m} ranks (one group each); the job has {ranks}"
+        )
+    if ranks % m:
+        raise ConfigError(f"--subnets {m} must divide the {ranks} ranks into equal groups")
+    if m > 1 and cfg.layers < 2:
+        raise ConfigError(
+            "--subnets > 1 needs --layers >= 2 (there is no hidden dimension to split)"
+        )
+    if cfg.hidden < m:
+        raise ConfigError(f"--hidden {cfg.hidden} cannot be split into {m} non-empty groups")
+    if cfg.kind.attention and m > cfg.heads:
+        raise ConfigError(
+            f"--subnets {m} splits GAT's --heads {cfg.heads} attention heads, kept whole, into"
+            f" {m} groups: it needs --subnets <= --heads"
+        )
+    if cfg.kind.attention and opts.rescale:
+        raise ConfigError(
+            "--gist-rescale is not available with --model gat (scaling the weights by 1/M"
+            " scales the attention scores too, which changes the merged model's attention)"
+        )
+
+
+class GistTrainer:
+    """The :class:`~hpcgnn.training.loop.Trainer` of GIST: one round per epoch of the loop.
+
+    Parameters
+    ----------
+    grid
+        All ranks (a 1D grid; the global model's shards are split over it).
+    cfg
+        The global model's settings (``epochs``: the budget ``E``, unless ``rounds``).
+    meta
+        The graph's sizes.
+    opts
+        ``M`` and ``K``.
+    group_shape
+        The process grid of each group (``--algo``, or the sampler's ``1.5d``, with
+        ``--grid`` on ``P / M`` ranks).
+    make_trainer
+        Builds a group's trainer with injected weights: full-batch on the model of
+        ``--algo``, or minibatch (``sampler`` given).
+    sampler
+        ``--sampler`` (the groups train the sampled models of
+        :mod:`hpcgnn.models.minibatch`, which have biases), else ``None``.
+    estimates
+        Memory estimates per rank to report beside the measured peak:
+        ``full_model_estimate_bytes`` (ordinary training of the global model) and
+        ``gist_estimate_bytes`` (what the memory check allowed for this run).
+    rounds
+        ``--rounds`` (``None``: derived from ``cfg.epochs``, :class:`GistBudget`).
+
+    Attributes
+    ----------
+    budget
+        The rounds and each sub-GCN's epochs of work; ``cfg.epochs`` is its ``R``.
+    """
+
+    def __init__(
+        self, grid: ProcessGrid, cfg: TrainConfig, meta: GraphMeta, opts: GistOptions,
+        group_shape: GridShape, make_trainer: TrainerFactory,
+        estimates: dict[str, float] | None = None, sampler: str | None = None,
+        rounds: int | None = None,
+    ) -> None:
+        world = grid.world
+        self.memory_at_start = current_rss_bytes()
+        self.grid, self.world, self.cfg, self.opts = grid, world, cfg, opts
+        self.meta, self.estimates = meta, dict(estimates or {})
+        m, size = opts.subnets, world.size // opts.subnets
+        self.group_size = size
+        self.index = world.rank // size
+        self.roots = [g * size for g in range(m)]
+        self.widths = layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, cfg.layers)
+        #: The widths the shards follow and weights per pair (GIN: W_1, W_2 as two steps).
+        self.chain, self.per_chain = weight_chain(self.widths, cfg.kind)
+        #: Hidden ids kept together (GAT: a head's units) and each sub-network's width.
+        self.block = split_block(cfg.kind, cfg.hidden)
+        self.hidden = [g * self.block for g in group_sizes(cfg.hidden // self.block, m)]
+        split = world.mpi.Split(self.index, world.rank)
+        try:
+            self.group_grid = ProcessGrid(split, group_shape, stats=grid.stats, device=grid.device)
+        finally:
+            split.Free()
+        self.shards = self._initial_shards()
+        self.sub_cfg = sub_config(cfg, self.hidden[self.index], self.block)
+        sub_widths = layer_sizes(
+            meta.num_features, self.sub_cfg.hidden, meta.num_classes, cfg.layers
+        )
+        self.sampler = sampler
+        #: The replicated per-layer vectors: the sampled biases, or GAT's score vectors.
+        self.vectors = self._initial_vectors()
+        order = self.shards.order
+        sub_vectors = model_vectors(sub_widths, self.sub_cfg.kind, sampler is not None)
+        kind = self.sub_cfg.kind  # GAT's score vectors are replicated, not on the chain
+        shapes = (attention_shapes(sub_widths, kind)[0] if kind.attention
+                  else weight_shapes(sub_widths, kind))
+        weights = [np.zeros(shape, dtype=cfg.numpy_dtype) for shape in shapes]
+        zeros = _tensors(order.with_biases(
+            weights, [np.zeros(s, cfg.numpy_dtype) for s in sub_vectors.shapes],
+            sub_vectors.links,
+        ), True, self.group_grid.device)
+        self.inner: GroupTrainer = make_trainer(self.group_grid, self.sub_cfg, zeros)
+        # between rounds the group's model holds empty weights: the sub-model lives in the
+        # round's buffer (weights, moments) and is freed with it
+        self.inner.release()
+        del zeros
+        self.budget = gist_budget(cfg.epochs, opts, self._steps_per_epoch(), rounds)
+        self.cfg = dataclasses.replace(cfg, epochs=self.budget.rounds)
+        #: The train-set loss of the global model evaluated after each round (by number).
+        self.merged_losses: dict[int, float] = {}
+        self.steps_done = 0
+        self.predicted_rounds: list[dict[str, float]] = []
+        self.measured_rounds: list[dict[str, float]] = []
+        self._forward: ShardedForward | None = None
+        self.eval_measured: list[float] = []
+
+    def _steps_per_epoch(self) -> int:
+        """``S``: a group's optimizer steps in an epoch of work (full batch: one)."""
+        if isinstance(self.inner, MinibatchTrainer):
+            return self.inner.batching()["optimizer_steps_per_epoch"]
+        return 1
+
+    def merged_scales(self) -> list[float] | None:
+        """The factor of each weight of the chain in the evaluated model (``None``: all 1).
+
+        With ``--gist-rescale``: ``1 / M`` for every weight that reads a hidden dimension
+        split across the sub-GCNs (:func:`~hpcgnn.layout.subnets.reads_split`), else 1.
+        The shards (training, checkpoints, ``params_sha256``) are never scaled.
+        """
+        if not self.opts.rescale:
+            return None
+        m = self.opts.subnets
+        return [1.0 / m if split else 1.0 for split in reads_split(self.widths, self.cfg.kind)]
+
+    def _initial_vectors(self) -> SubnetBiases | None:
+        """The sampled models' biases (zeros), GAT's score vectors (the serial run's), or none.
+
+        :func:`~hpcgnn.exchange.subnet_biases.model_vectors`: a sampled GAT has both. GAT's
+        ``a_src^l, a_dst^l`` are drawn from ``seed + 1`` in that order, as
+        :func:`hpcgnn.nn.init.init_weights` draws them (small: every rank draws all).
+        """
+        cfg = self.cfg
+        vectors = model_vectors(self.widths, cfg.kind, self.sampler is not None)
+        if not vectors.shapes:
+            return None
+        scores = [s for s, c in zip(vectors.shapes, vectors.categories, strict=True)
+                  if c == ATTENTION]
+        drawn = iter(glorot_shapes(scores, cfg.seed + 1, cfg.numpy_dtype))  # type: ignore[arg-type]
+        initial = [next(drawn) if c == ATTENTION else np.zeros(s, cfg.numpy_dtype)
+                   for s, c in zip(vectors.shapes, vectors.categories, strict=True)]
+        return SubnetBiases(self.world, vectors.shapes, vectors.links, cfg.numpy_dtype,
+                            category=vectors.categories, initial=initial)
+
+    def _vector_values(self) -> list[np.ndarray] | None:
+        """The replicated vectors' values in the model's order (``None``: there are none)."""
+        return None if self.vectors is None else self.vectors.values[0]
+
+    def _vector_links(self) -> list[int]:
+        """Each replicated vector's link of the weight chain (none: empty)."""
+        return [] if self.vectors is None else self.vectors.links
+
+    def _initial_shards(self) -> SubnetShards:
+        """This rank's rows of the Glorot weights (the serial run's) and zero moments.
+
+        Drawn in chunks of rows (:data:`INIT_CHUNK` entries), so the float64 draw never
+        doubles a wide weight's memory. GraphSAGE: ``W_self`` from ``seed``, ``W_neigh``
+        from ``seed + 1``; GIN: ``W_1`` from ``seed``, ``W_2`` from ``seed + 1``'s stream
+        of square matrices; GAT: the ``W`` of its chain from ``seed``
+        (:func:`hpcgnn.nn.init.init_weights`).
+        """
+        cfg, widths, chain = self.cfg, self.widths, self.chain
+        offsets = SubnetShards.offsets_of(chain, self.world.size)
+        squares = [(f, f) for f in widths[1:]]
+        r = self.world.rank
+
+        def draw(seed: int, i: int, a: int, b: int) -> np.ndarray:
+            if not cfg.kind.mlp:
+                return glorot_rows(chain, seed, i, a, b, cfg.numpy_dtype)
+            if i % 2 == 0:
+                return glorot_rows(widths, seed, i // 2, a, b, cfg.numpy_dtype)
+            return glorot_shape_rows(squares, seed + 1, i // 2, a, b, cfg.numpy_dtype)
+
+        kinds = []
+        for seed in range(cfg.seed, cfg.seed + self.per_chain):
+            w = []
+            for i, off in enumerate(offsets):
+                lo, hi = int(off[r]), int(off[r + 1])
+                rows = np.empty((hi - lo, chain[i + 1]), dtype=cfg.numpy_dtype)
+                step = max(1, INIT_CHUNK // max(1, chain[i + 1]))
+                for a in range(lo, hi, step):
+                    b = min(hi, a + step)
+                    rows[a - lo : b - lo] = draw(seed, i, a, b)
+                w.append(rows)
+            kinds.append(w)
+        moments = [[np.zeros_like(a) for a in w] for _ in PARAM_KINDS[1:] for w in kinds]
+        return SubnetShards(self.world, chain, [*kinds, *moments])
+
+    @property
+    def weights(self) -> list[torch.Tensor]:
+        """The global model, whole (collective: every rank gathers every shard).
+
+        For tests and small models: a run itself never assembles the model (see
+        :meth:`evaluate`, :meth:`params_digest`, :meth:`save_checkpoint`).
+        """
+        weights = self.shards.full_weights()
+        order = self.shards.order
+        return _tensors(order.with_biases(weights, self._vector_values(), self._vector_links()),
+                        False)
+
+    def params_digest(self) -> str:
+        """``params_sha256`` of the global model, streamed through rank 0 (collective)."""
+        return self.shards.digest(biases=self._vector_values(), links=self._vector_links())
+
+    def _shard_shapes(self) -> list[tuple[int, int]]:
+        return [tuple(w.shape) for _, w in self.shards.weight_shards()]
+
+    def save_checkpoint(
+        self, directory: str | os.PathLike, epoch: int, history: list[dict],
+        fingerprint: dict[str, Any],
+    ) -> None:
+        """Every rank writes its rows of the weights and moments (collective).
+
+        With ``--sampler`` the biases (GAT: the score vectors) and their moments
+        (replicated) follow the weights in every rank's file, as more "weights" of each kind.
+        """
+        shards = self.shards.order.by_weight(self.shards.shards)
+        if self.vectors is not None:
+            shards = [w + b for w, b in zip(shards, self.vectors.values, strict=True)]
+        save_sharded_checkpoint(
+            directory, self.world, epoch=epoch, shards=shards,
+            adam_step=self.steps_done, history=history, fingerprint=fingerprint,
+        )
+
+    def restore_checkpoint(self, state: dict, directory: str | os.PathLike) -> None:
+        """Read this rank's rows and the Adam step count of ``state`` (collective)."""
+        want = int(state["epoch"]) * self.opts.local_iters
+        if state.get("adam_step", want) != want:
+            raise InputError(
+                f"checkpoint in {directory}: Adam step {state['adam_step']} after round"
+                f" {state['epoch']} of {self.opts.local_iters} local iterations (want {want})",
+                collective=True,
+            )
+        self._take(restore_sharded(state, directory, self.world, self._saved_shapes(),
+                                   self._dtype()))
+        self.steps_done = want  # a sampled group's batch stream goes on from its step
+
+    def _dtype(self) -> np.dtype:
+        return self.shards.shards[0][0].dtype
+
+    def _saved_shapes(self) -> list[tuple[int, ...]]:
+        """This rank's arrays of each kind in a checkpoint: its rows, then the vectors."""
+        shapes: list[tuple[int, ...]] = list(self._shard_shapes())
+        if self.vectors is not None:
+            shapes += [b.shape for b in self.vectors.values[0]]
+        return shapes
+
+    def _take(self, kinds: list[list[np.ndarray]]) -> None:
+        """The rows (and vectors) of every kind, :func:`restore_sharded`'s order."""
+        n = len(self._shard_shapes())
+        self.shards.shards = self.shards.order.by_shard([kind[:n] for kind in kinds])
+        if self.vectors is not None:
+            self.vectors.values = [kind[n:] for kind in kinds]
+
+    def load_weights(self, state: dict, directory: str | os.PathLike) -> None:
+        """Start from a GIST checkpoint's weights alone (``--finetune``; collective).
+
+        The checkpoint must be a GIST run's on as many ranks with the same widths (each
+        rank reads its own rows; ``--subnets``, ``--local-iters``, the learning rate,
+        epochs and masks may differ); the Adam moments start at zero and the rounds at the
+        first, as a new run. A replicated model's checkpoint (another mode) is refused in
+        one line: its weights are not split into this run's rows.
+        """
+        rng = torch.get_rng_state()  # the checkpoint's RNG state is the old run's
+        kinds = restore_sharded(state, directory, self.world, self._saved_shapes(),
+                                self._dtype())
+        torch.set_rng_state(rng)
+        self._take([kinds[0], *([np.zeros_like(a) for a in kinds[0]] for _ in kinds[1:])])
+        self.steps_done = 0
+
+    def step(self, epoch: int) -> float:
+        """One round, the paper's four steps; this rank's share of the round's loss.
+
+        The shares sum over all ranks to the mean over groups of each group's mean loss.
+        """
+        cfg, k, m = self.cfg, self.opts.local_iters, self.opts.subnets
+        before = _gist_bytes(self.world.stats)
+        # 1. every hidden dimension split at random into M disjoint groups
+        nets = subnets(cfg.seed, epoch, self.widths, m, self.block)  # GAT: whole heads
+        net, group = nets[self.index], self.group_grid.world
+        chained = [chain_subnet(n, cfg.kind) for n in nets]  # GIN: W_2 by the same groups
+        # 2. the owners of the global rows send each sub-model to its group
+        sub = self.shards.scatter(chained, self.roots, group, self.index)
+        vec = None if self.vectors is None else self.vectors.select(chained[self.index])
+        order, dev, links = self.shards.order, self.group_grid.device, self._vector_links()
+        buffers = [  # weights, exp_avg, exp_avg_sq in the model's order, trained in place
+            order.with_biases(w, None if vec is None else vec[i], links)
+            for i, w in enumerate(order.by_weight(sub))
+        ]
+        # 3. the group trains its sub-model for K local iterations
+        self.inner.load(
+            _tensors(buffers[0], True, dev),
+            (_tensors(buffers[1], False, dev), _tensors(buffers[2], False, dev)),
+            self.steps_done, net,
+        )
+        share = self.inner.train(k) / m
+        for bufs, trained in zip(buffers, self.inner.unload(), strict=True):
+            for buf, t in zip(bufs, trained, strict=True):  # CPU: views of buf, a no-op
+                np.copyto(buf, dev.to_host(t))
+        del trained
+        # 4. the roots send the trained sub-models back to the owners
+        flat = self.shards.pack_trained(chained, self.roots, sub if group.rank == 0 else None)
+        del sub, buffers
+        self.shards.write_back(chained, self.roots, flat)
+        del flat
+        if self.vectors is not None:
+            self.vectors.write_back(m, chained[self.index], vec if group.rank == 0 else None)
+        self.steps_done += k
+        self._account(chained, before)
+        return share
+
+    def _account(self, nets: list[Subnet], before: dict[str, float]) -> None:
+        """The round's predicted and measured sub-model bytes (``nets`` along the chain)."""
+        cfg = self.cfg
+        predicted = round_bytes(
+            nets, self.shards.offsets, self.roots, self.group_size, cfg.itemsize,
+            self.per_chain,
+        )
+        if self.vectors is not None:
+            for category in self.vectors.categories:
+                predicted[category] = bias_bytes(
+                    self.vectors.sizes_of(category), self.world.size, cfg.itemsize
+                )
+        self.predicted_rounds.append(predicted)
+        after = _gist_bytes(self.world.stats)
+        self.measured_rounds.append({c: after[c] - before[c] for c in after})
+
+    def reduce_loss(self, local: float) -> float:
+        """The mean over groups of each group's loss (summed shares, collective)."""
+        return self.world.allreduce_scalar(local)
+
+    def global_logits(self) -> torch.Tensor:
+        """Logits of every vertex from the row shards, model-parallel (collective)."""
+        if self._forward is None:
+            self._forward = ShardedForward(
+                self.meta.path, self.world, self.cfg, self.chain, self.shards.offsets,
+                self.sampler,
+            )
+        shards, vectors = self.shards.shards, self.vectors
+        biases = None  # the sampled models' (GIN: None after W_1)
+        if vectors is not None and BIAS in vectors.categories:
+            biases = vectors.by_link(len(self.chain) - 1, BIAS)
+        if self.cfg.kind.attention:  # a_src, a_dst (replicated)
+            assert vectors is not None
+            return self._forward.logits(shards[0], biases=biases,
+                                        scores=vectors.of(ATTENTION))
+        scales = self.merged_scales()
+        if self.cfg.kind.self_weight:  # W_self, W_neigh
+            return self._forward.logits(shards[1], shards[0], biases, scales)
+        return self._forward.logits(shards[0], biases=biases, scales=scales)
+
+    def evaluate(self) -> dict[str, float]:
+        """Loss and accuracies of the global model, evaluated over its row shards.
+
+        Every rank gets all logits; each scores an even block of the vertices and the
+        counts are summed, as in full-batch training (so every rank reports the same).
+        """
+        before = _category_bytes(self.world.stats, EVAL)
+        logits = self.global_logits()
+        fwd = self._forward
+        assert fwd is not None
+        self.eval_measured.append(_category_bytes(self.world.stats, EVAL) - before)
+        off = even_offsets(fwd.num_nodes, self.world.size)
+        lo, hi = int(off[self.world.rank]), int(off[self.world.rank + 1])
+        block, y = logits[lo:hi], fwd.y[lo:hi]
+        masks = {k: m[lo:hi] for k, m in fwd.masks.items()}
+        num_train = max(1, int(fwd.masks["train"].sum()))
+        share = float(cross_entropy_sum(block, y, masks["train"])) / num_train
+        loss = self.world.allreduce_scalar(share)
+        self.merged_losses[self.steps_done // self.opts.local_iters] = loss
+        return {"loss": loss, **global_counts(self.world, block, y, masks)}
+
+    def predictions(self) -> tuple[np.ndarray, torch.Tensor]:
+        """An even block of the global model's logits per rank (as it scores them)."""
+        with torch.no_grad():
+            logits = self.global_logits()
+        assert self._forward is not None
+        off = even_offsets(self._forward.num_nodes, self.world.size)
+        lo, hi = int(off[self.world.rank]), int(off[self.world.rank + 1])
+        return np.arange(lo, hi, dtype=np.int64), logits[lo:hi]
+
+    def summary(
+        self, result: TrainResult, measured: dict[str, float], phases: dict[str, float],
+        tier_gbps: dict[str, float] | None,
+    ) -> tuple[dict[str, float], dict[str, Any], list[str]]:
+        """Predicted bytes (groups' models x K, plus sub-model traffic) and the ``gist`` section.
+
+        See :func:`hpcgnn.training.gist_report.gist_report`.
+        """
+        return gist_report(self, result, measured)
+
+    def categories(self) -> tuple[str, ...]:
+        """The categories of the sub-model traffic of a round."""
+        if self.vectors is None:
+            return (SCATTER, GATHER)
+        return (SCATTER, GATHER, *self.vectors.categories)
+
+    def free(self) -> None:
+        """Free the group's communicators."""
+        self.group_grid.free()
+
+
+def _tensors(
+    arrays: list[np.ndarray], grad: bool, device: Device | None = None
+) -> list[torch.Tensor]:
+    """``arrays`` as tensors on ``device`` (default: the host).
+
+    On the CPU they share the arrays' memory (on a GPU they are copies, written back after
+    the round); ``grad``: leaves that require gradients (parameters), else plain (moments).
+    """
+    dev = get_device(device)
+    return [dev.from_numpy(a).requires_grad_(grad) for a in arrays]
+
+
+def _category_bytes(stats: Any, category: str) -> float:
+    return float(stats.snapshot().get(category, {}).get("bytes", 0.0))
+
+
+def _gist_bytes(stats: Any) -> dict[str, float]:
+    snap = stats.snapshot()
+    return {
+        c: float(snap.get(c, {}).get("bytes", 0.0)) for c in (SCATTER, GATHER, BIAS, ATTENTION)
+    }
+
+
+def sub_config(cfg: TrainConfig, hidden: int, block: int) -> TrainConfig:
+    """A sub-network's settings: ``hidden`` wide (GAT: ``hidden / f'`` heads of ``f' = block``)."""
+    if cfg.kind.attention:
+        return dataclasses.replace(cfg, hidden=hidden, heads=hidden // block)
+    return dataclasses.replace(cfg, hidden=hidden)

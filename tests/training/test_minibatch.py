@@ -1,0 +1,100 @@
+import numpy as np
+import pytest
+import torch
+from mpi4py import MPI
+
+from hpcgnn.config import TrainConfig
+from hpcgnn.grid.process_grid import ProcessGrid
+from hpcgnn.layout.shapes import choose_shape
+from hpcgnn.sampling.bulk import my_share
+from hpcgnn.sampling.shuffle import minibatches
+from hpcgnn.sampling.spec import SamplerSpec
+from hpcgnn.training.minibatch import MinibatchTrainer
+from tests.mpi import assert_all
+
+
+def step_gradients(trainer: MinibatchTrainer) -> list[np.ndarray]:
+    """The gradient of every optimizer step of epoch 0, all from the initial weights."""
+    grads: list[np.ndarray] = []
+    trainer.optimizer.step = lambda: grads.append(
+        torch.cat([w.grad.reshape(-1) for w in trainer.weights]).numpy().copy()
+    )
+    for _ in trainer.steps(0):
+        pass
+    return grads
+
+
+#: (sampler, layer kind and its settings) of the minibatch runs: each sampler's own layers,
+#: and GIN's and GAT's on the node-wise and the LADIES sampler's blocks.
+MODELS = {
+    "sage": ("sage", {"model": "sage"}),
+    "ladies": ("ladies", {"model": "gcn"}),
+    "sage-gin": ("sage", {"model": "gin", "gin_eps": 0.5}),
+    "sage-gat": ("sage", {"model": "gat", "heads": 2, "attention_dropout": 0.4}),
+    "ladies-gin": ("ladies", {"model": "gin", "gin_eps": 0.5}),
+    "ladies-gat": ("ladies", {"model": "gat", "heads": 2, "attention_dropout": 0.4}),
+    "cluster-gin": ("cluster", {"model": "gin", "gin_eps": 0.5}),
+    "cluster-gat": ("cluster", {"model": "gat", "heads": 2, "attention_dropout": 0.4}),
+}
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("name", list(MODELS))
+def test_a_step_is_the_mean_loss_over_all_its_seeds(graph_file, world, name):
+    # 25 training vertices in batches of 4: six of 4 and a last one of 1 seed, all in one
+    # bulk; on P > 1 ranks the 1-seed batch shares a step with full ones. Its seed must
+    # weigh like any other seed of the step (global mean), not like a whole batch.
+    # (Cluster-GCN: 7 clusters of the training graph, one a batch, of differing sizes.)
+    sampler, model = MODELS[name]
+    path = graph_file(n=50, avg_degree=4.0, seed=5, features=6, classes=3)
+    if sampler == "cluster":
+        spec = SamplerSpec(sampler, (0, 0), batch_size=0, bulk=7, seed=2, clusters=7,
+                           clusters_per_batch=1)
+    else:
+        sizes = (3, 2) if sampler == "sage" else (8, 8)
+        spec = SamplerSpec(sampler, sizes, batch_size=4, bulk=7, seed=2)
+    cfg = TrainConfig(hidden=6, dropout=0.3, dtype="float64", seed=1, **model)
+    p = world.size
+    with ProcessGrid(MPI.COMM_WORLD, choose_shape("1.5d", p)) as grid:
+        ours = step_gradients(MinibatchTrainer(str(path), spec, "replicated", cfg, grid))
+    with ProcessGrid(MPI.COMM_SELF, choose_shape("1.5d", 1)) as grid:
+        serial = MinibatchTrainer(str(path), spec, "replicated", cfg, grid)
+        per_batch = step_gradients(serial)  # one batch per step on one rank
+    seeds = [len(b) for b in serial.sampler.batches(0)]
+    if sampler != "cluster":
+        assert seeds == [len(b) for b in minibatches(serial.train_ids, 4, spec.seed, 0)]
+        assert seeds == [4] * 6 + [1]
+    shares = [my_share(len(seeds), p, r) for r in range(p)]
+    assert len(ours) == max(len(s) for s in shares)
+    for t, grad in enumerate(ours):
+        step = [s[t] for s in shares if len(s) > t]
+        want = sum(seeds[b] * per_batch[b] for b in step) / sum(seeds[b] for b in step)
+        ok = np.allclose(grad, want, rtol=1e-10, atol=1e-12)
+        assert_all(world, ok, f"step {t} (batches {step}): not the mean over its seeds")
+
+
+@pytest.mark.parametrize("sampler", ["sage", "ladies"])
+@pytest.mark.parametrize("model", ["gin", "gat"])
+def test_a_block_of_every_in_neighbour_gives_the_full_batch_logits(graph_file, model, sampler):
+    """With fan-outs (LADIES: layer sizes) above every degree (vertex count) a block holds
+    each row's whole in-neighbourhood: the sampled GIN / GAT (zero biases) give the
+    full-batch model's logits of its seeds."""
+    from hpcgnn.models.serial import SerialGCN
+
+    path = graph_file(n=40, avg_degree=3.0, seed=8, features=5, classes=3, directed=True)
+    extra = {"gin_eps": 0.25} if model == "gin" else {"heads": 2, "output_heads": 2}
+    cfg = TrainConfig(layers=2, hidden=6, dropout=0.0, dtype="float64", seed=3, model=model,
+                      **extra)
+    spec = SamplerSpec(sampler, (100, 100), batch_size=7, bulk=1, seed=2)
+    with ProcessGrid(MPI.COMM_SELF, choose_shape("1.5d", 1)) as grid:
+        trainer = MinibatchTrainer(str(path), spec, "replicated", cfg, grid)
+        seeds = trainer.train_ids[:7]
+        (batch,) = trainer.sampler.sample(0, [seeds], 0)
+        x, _ = trainer.fetcher.fetch(batch.input_ids)
+        logits = trainer.model.forward_batch(batch, torch.from_numpy(x), 0.0, None)
+        serial = SerialGCN(str(path), cfg, weights=[
+            w.detach().clone() for i, w in enumerate(trainer.weights)
+            if (i + 1) % (cfg.kind.weights_per_layer + 1)  # no biases (zero)
+        ])
+        want = serial.logits(None)[torch.from_numpy(np.asarray(batch.seeds))]
+    assert torch.allclose(logits.detach(), want.detach(), atol=1e-12, rtol=1e-10)

@@ -375,5 +375,12 @@ def run_epochs(
         result.selected_epoch = result.validation.best.epoch
     with torch.no_grad():
         result.final = trainer.evaluate()
+    loss = result.final.get("loss", 0.0)
+    if not math.isfinite(loss):  # the last step's update: no epoch's loss saw it
+        done = result.epochs[-1].epoch if result.epochs else 0
+        raise HpcgnnError(
+            f"the trained model's loss is {loss} after epoch {done}: training diverged in"
+            " its last step (try a smaller --lr)", collective=True,
+        )
     result.params_sha256 = trainer.params_digest()
     return result

@@ -279,6 +279,7 @@ def test_halo_metrics_report_planner_stages(graph_file, shared_tmp, world, excha
         (["--seed", "-1"], "--seed must be in [0, 2^63), got -1"),
         (["--mode", "offload", "--chunks", "100000"], "--chunks 100000 is more than the graph's"),
         (["--lr", "1e30", "--epochs", "6"], "training diverged (try a smaller --lr)"),
+        (["--lr", "1e30", "--epochs", "1"], "training diverged in its last step (try a"),
         (["--epochs", str(2**63)], "--epochs must be in [0, 2^63), got 9223372036854775808"),
         (["--epochs", "-1"], "--epochs must be in [0, 2^63), got -1"),
         (["--threads", "1000000000"], "--threads must be in [1, 4096], got 1000000000"),

@@ -96,6 +96,14 @@ def sum_block(
     return a
 
 
+def _canonical(block: sp.csr_matrix) -> sp.csr_matrix:
+    """A copy of ``block`` as CSR with its duplicates summed and its columns sorted."""
+    a = block.tocsr(copy=True)
+    a.sum_duplicates()
+    a.sort_indices()
+    return a
+
+
 def _inverse(deg: np.ndarray | None, size: int) -> np.ndarray:
     """``1 / deg`` with ``1 / 0`` read as 0 (``None``: ones of length ``size``)."""
     if deg is None:
@@ -117,9 +125,7 @@ def mean_block(
     in-degree (``None``: no scaling on that side). A vertex without in-neighbours has an
     empty row, so its mean is 0.
     """
-    a = block.tocsr(copy=True)
-    a.sum_duplicates()
-    a.sort_indices()
+    a = _canonical(block)
     r = _inverse(row_deg, a.shape[0])
     c = _inverse(col_deg, a.shape[1])
     a.data = (np.repeat(r, np.diff(a.indptr)) * c[a.indices]).astype(dtype)
@@ -132,9 +138,7 @@ def weighted_block(block: sp.csr_matrix, dtype: np.dtype | type = np.float32) ->
     Unnormalised and without self loops (GraphConv's ``A_w^T``); columns sorted, duplicates
     summed, values of ``dtype``.
     """
-    a = block.tocsr(copy=True)
-    a.sum_duplicates()
-    a.sort_indices()
+    a = _canonical(block)
     a.data = a.data.astype(dtype, copy=False)
     return a
 

@@ -225,6 +225,15 @@ class Layer:
         """How many weights layer ``layer`` has."""
         return len(self.weights(1, 1, layer, last))
 
+    def weight_slices(self, layers: int) -> list[slice]:
+        """Where each layer's weights lie in a model of ``layers`` layers (the model's order)."""
+        out, start = [], 0
+        for layer in range(layers):
+            stop = start + self.weight_count(layer, layer == layers - 1)
+            out.append(slice(start, stop))
+            start = stop
+        return out
+
     @property
     def weights_per_layer(self) -> int:
         """The most weights a layer has (every layer's count for the built-in layers)."""

@@ -9,8 +9,9 @@ narrower; the models (:mod:`hpcgnn.nn.gcn`), the SUMMA layer plans
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-from hpcgnn.kinds import GCN, Layer
+from hpcgnn.kinds import GCN, Layer, Primitives
 
 
 def layer_sizes(num_features: int, hidden: int, num_classes: int, layers: int) -> list[int]:
@@ -62,3 +63,18 @@ def transform_first(layer: int, f_in: int, f_out: int) -> bool:
     ``W``'s gradient): there the narrow order pays off only when ``2 f_out < f_in``.
     """
     return 2 * f_out < f_in if layer == 0 else f_out < f_in
+
+
+def propagate(g: Primitives, h: Any, w: Any, self_weight: Any | None = None) -> Any:
+    """``Â^T H W`` (plus ``H W_self``) through ``g``'s primitives, before the activation.
+
+    The one definition of ``g.propagate`` for every layout and for the trace: the order
+    follows :func:`transform_first` on the shape of ``w`` (the whole ``W^l``), ``Â^T (H W)``
+    when it makes the SpMM narrower, else ``(Â^T H) W``; the self term is one more dense
+    step on the layer's own rows (``g.own``).
+    """
+    if transform_first(g.layer, w.shape[0], w.shape[1]):
+        z = g.aggregate(g.dense(h, w))
+    else:
+        z = g.dense(g.aggregate(h), w)
+    return z if self_weight is None else z + g.dense(g.own(h), self_weight)

@@ -17,7 +17,7 @@ from typing import Any
 
 from hpcgnn.errors import ConfigError
 from hpcgnn.kinds import GCN, Layer
-from hpcgnn.layout.order import transform_first
+from hpcgnn.layout.order import propagate
 
 AGGREGATE = "aggregate"
 DENSE = "dense"
@@ -160,13 +160,8 @@ class Tracer:
 
     def propagate(self, h: Shape, w: WeightShape, self_weight: WeightShape | None = None
                   ) -> Shape:
-        """``Â^T H W`` in the narrower order (:func:`~hpcgnn.layout.order.transform_first`)."""
-        f_in, f_out = w.shape
-        if transform_first(self.layer, f_in, f_out):
-            z = self.aggregate(self.dense(h, w))
-        else:
-            z = self.dense(self.aggregate(h), w)
-        return z if self_weight is None else z + self.dense(self.own(h), self_weight)
+        """``Â^T H W`` in the narrower order (:func:`~hpcgnn.layout.order.propagate`)."""
+        return propagate(self, h, w, self_weight)
 
     def attention(self, h: Shape, w: WeightShape, a_src: WeightShape, a_dst: WeightShape
                   ) -> Shape:

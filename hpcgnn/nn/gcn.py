@@ -38,7 +38,7 @@ from hpcgnn.kernels.gemm import matmul
 from hpcgnn.kernels.sparse_input import SparseFeatures, as_dense
 from hpcgnn.kernels.spmm import spmm
 from hpcgnn.kinds import GCN, Layer
-from hpcgnn.layout.order import transform_first
+from hpcgnn.layout.order import propagate, transform_first
 from hpcgnn.nn.gat import ColumnAttention, Neighbourhood, gat_layer
 from hpcgnn.rng import Columns, dropout_key
 
@@ -278,17 +278,8 @@ class LayoutPrimitives:
     def propagate(
         self, h: Input, w: torch.Tensor, self_weight: torch.Tensor | None = None
     ) -> torch.Tensor:
-        """``Â^T H W`` (plus ``H W_self``) on this rank's block, before the activation.
-
-        The order follows :func:`~hpcgnn.layout.order.transform_first` on the shape of
-        ``w`` (the whole ``W^l``): ``Â^T (H W)`` when it makes the SpMM narrower, else
-        ``(Â^T H) W``. The self term is one more dense step on the layer's input.
-        """
-        if transform_first(self.layer, w.shape[0], w.shape[1]):
-            z = self.aggregate(self.dense(h, w))
-        else:
-            z = self.dense(self.aggregate(h), w)
-        return z if self_weight is None else z + self.dense(self.own(h), self_weight)
+        """``Â^T H W`` (plus ``H W_self``) on this rank's block (:func:`propagate`)."""
+        return propagate(self, h, w, self_weight)
 
     def attention(
         self, h: Input, w: torch.Tensor, a_src: torch.Tensor, a_dst: torch.Tensor
@@ -347,15 +338,15 @@ def run_layers(
     """
     h = h0
     last = len(layers) - 1
-    ends = np.cumsum([kind.weight_count(layer, layer == last) for layer in range(len(layers))])
-    if len(weights) != (ends[-1] if len(ends) else 0):
+    slices = kind.weight_slices(len(layers))
+    if len(weights) != (slices[-1].stop if slices else 0):
         raise ValueError(f"{kind}: {len(weights)} weights for {len(layers)} layers")
     drop = None
     if keep is not None and attention_p > 0.0:
         drop = AttentionDrop(attention_p, keep.seed, keep.epoch, heads=heads)
     state: dict[str, Any] = {}
     for layer, ops in enumerate(layers):
-        w = weights[int(ends[layer]) - kind.weight_count(layer, layer == last) : int(ends[layer])]
+        w = weights[slices[layer]]
         if isinstance(h, SparseFeatures):  # the order follows the aggregated weight's shape
             h = sparse_input(h, w[kind.input_weight], p, keep)
         elif keep is not None and p > 0.0:

@@ -200,4 +200,4 @@ class GCN(torch.nn.Module):
         cfg = TrainConfig(lr=lr, weight_decay=weight_decay,
                           weight_decay_layers=weight_decay_layers)
         return make_optimizer(list(self.weights), cfg,
-                              self.kind.weight_count(0, self.cfg.layers == 1))
+                              self.kind.weight_slices(self.cfg.layers)[0].stop)

@@ -1,28 +1,23 @@
 """Communication cost model of HongTu offload training (``--mode offload``), exact.
 
-Per epoch (forward with dropout, backward, gradient all-reduce), with layer input widths
-``f_0 .. f_{L-1}``, output widths ``f_1 .. f_L``, ``s`` bytes per value and ``n`` vertices:
+Per epoch (forward with dropout, backward, gradient all-reduce), summed over ranks, with
+``n`` vertices, ``s`` bytes per value and each layer as offload runs it
+(:func:`hpcgnn.layout.chunks.chunk_plan`: its exchanges, the values they load and what its
+forward reads on the host), from the layer's trace alone:
 
-* ``offload_h2d``: ``loads * sum_l f_l s`` where ``loads`` is ``V_ori``, ``V_p2p`` or
-  ``V_ru`` for ``--dedup none``, ``inter``, ``full`` (:mod:`hpcgnn.planning.dedup`);
-* ``offload_d2h``: the gradients of layers ``1 .. L-1`` go back the same way,
-  ``loads * sum_{l >= 1} f_l s`` (layer 0's input needs no gradient);
-* ``offload_d2d``: ``R_f sum_l f_l s + R_b sum_{l >= 1} f_l s`` with the remote row counts
+* ``offload_h2d``: every load of an exchange's input rows, ``loads * f s`` where ``loads``
+  is ``V_ori``, ``V_p2p`` or ``V_ru`` for ``--dedup none``, ``inter``, ``full``
+  (:mod:`hpcgnn.planning.dedup`): once per exchange in the forward, and again in the
+  backward where the exchange's output is not kept (an attention, or an aggregate beyond
+  the cache budget, :func:`hpcgnn.planning.dedup.cached_layers`);
+* ``offload_d2h``: the gradients of the loaded rows go back the same way (not those of
+  the input features);
+* ``offload_d2d``: ``R_f f s`` per load and ``R_b f s`` per push with the remote row counts
   of :func:`hpcgnn.planning.dedup.remote_rows`, or, for ``--exchange planned``, the
-  transfers of the SPST plans (a row forwarded through ``k`` ranks counts at every hop, as
-  in :func:`hpcgnn.cost.halo.planned_volumes`);
-* ``offload_ckpt``: every chunk's own rows, ``2 n sum_l (f_l + f_{l+1}) s`` (aggregate and
-  output out in the forward, back in the backward);
-* a layer that recomputes its aggregate (:func:`hpcgnn.planning.dedup.cached_layers`)
-  caches no aggregate (``2 n f_l s`` less checkpoint traffic) and reloads its neighbour
-  rows in the backward: ``loads f_l s`` more ``offload_h2d``, ``R_f f_l s`` more
-  ``offload_d2d``;
-* GraphSAGE (two weights per layer): the chunk's own rows join its neighbour rows (they
-  are in the loads), a cached layer keeps the own rows beside the aggregate (``2 n f_l s``
-  more checkpoint traffic per layer), and both weights' gradients are all-reduced;
-* sparse input features: the first layer loads rows of ``X W`` (``f_1`` wide) and pushes
-  their gradients back like a hidden layer's (:func:`load_widths`); the CSR blocks of ``X``
-  and the rows of the products through the host are checkpoint traffic
+  transfers of the SPST plans (a row forwarded through ``k`` ranks counts at every hop);
+* ``offload_ckpt``: the chunks' own rows between the host and the device, ``n`` rows each
+  time the forward of a sweep or a backward stage reads or writes a value
+  (:func:`own_rows`); sparse input features add their CSR blocks
   (:func:`sparse_input_bytes`);
 * ``allreduce``: the weight gradients, as in :func:`hpcgnn.cost.halo.predict_halo`.
 """
@@ -32,40 +27,94 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from hpcgnn.cost.estimate import Estimate, Problem, allreduce_exact
+from hpcgnn.layout.chunks import ChunkLayer, chunk_plan, stage_leaves, stage_outputs, stored
 from hpcgnn.planning.dedup import DedupVolumes
 
 LOADS = {"none": "v_ori", "inter": "v_p2p", "full": "v_ru"}
 
 
-def load_widths(widths: Sequence[int], sparse_input: bool) -> list[int]:
-    """Width of the rows each layer loads: its input's; ``f_1`` for the first on sparse ``X``.
+def load_widths(plans: Sequence[ChunkLayer], cached: Sequence[bool]) -> list[int]:
+    """Width of each load of an epoch's fetch tables: every exchange, and its reloads."""
+    out = []
+    for plan, c in zip(plans, cached, strict=True):
+        keep = stored(plan, c)
+        out += [e.width for e in plan.exchanges]
+        out += [e.width for e, k in zip(plan.exchanges, keep, strict=True) if not k]
+    return out
 
-    Offload multiplies sparse input features first (``T = X W``,
-    :mod:`hpcgnn.models.offload_input`), so its first layer loads rows of ``T``.
+
+def push_widths(plans: Sequence[ChunkLayer]) -> list[int]:
+    """Width of each gradient push of an epoch (none for the input features' rows)."""
+    return [e.width for layer, plan in enumerate(plans) for i, e in enumerate(plan.exchanges)
+            if not (i == 0 and plan.raw == "h" and layer == 0)]
+
+
+def _reads(plan: ChunkLayer, stop: int, sparse: bool) -> int:
+    """Columns a run of the forward up to exchange ``stop`` reads of its leaves."""
+    cols = 0 if sparse else plan.f_in
+    cols += sum(w for w, pos in plan.reads.values() if pos <= stop)
+    return cols + sum(w for w, pos in plan.products.values() if pos <= stop)
+
+
+def _width(plan: ChunkLayer, tag: str) -> int:
+    if tag == "out":
+        return plan.f_out
+    if tag.startswith("x"):
+        return plan.exchanges[int(tag[1:])].width
+    if tag.startswith("s:"):
+        return plan.sets.get(tag[2:], plan.reads.get(tag[2:], (0, 0)))[0]
+    if tag == "h":
+        return plan.f_in
+    return plan.products[int(tag[1:])][0]
+
+
+def own_rows(plan: ChunkLayer, layer: int, cached: bool, sparse: bool) -> int:
+    """Columns of own rows one layer moves between host and device in an epoch.
+
+    Forward sweep ``s``: the forward's leaves (the layer input; earlier layers' values and
+    sparse products read before exchange ``s``), the kept outputs ``A_i`` (``i < s - 1``),
+    and it writes ``X_s`` (or the output), the output ``A_{s-1}`` where kept, and values
+    kept for later layers once. Backward stage ``k``: the leaves, every kept ``A_i``, the
+    gradients of the stage's outputs, and the gradients of its leaves written.
     """
-    w = list(widths)
-    return [w[1], *w[1:-1]] if sparse_input else w[:-1]
+    k_all = len(plan.exchanges)
+    keep = stored(plan, cached)
+    outs = [e.out for e in plan.exchanges]
+    first = 1 if plan.raw and k_all else 0
+    cols = 0
+    for s in range(first, k_all + 1):
+        cols += _reads(plan, s, sparse) + sum(outs[: max(s - 1, 0)])
+        cols += plan.exchanges[s].width if s < k_all else plan.f_out
+        cols += outs[s - 1] if s and keep[s - 1] else 0
+        cols += sum(w for w, pos in plan.sets.values() if max(pos, first) == s)
+    stages: list[int | None] = list(range(max(k_all, 1)))
+    if k_all and not plan.raw:
+        stages.append(None)
+    for k in stages:
+        if k is None:
+            cols += _reads(plan, 0, sparse)
+        else:
+            cols += _reads(plan, k_all, sparse)
+            cols += sum(o for i, (o, kp) in enumerate(zip(outs, keep, strict=True))
+                        if i != k or kp)
+        cols += sum(_width(plan, t) for t in stage_outputs(plan, k))
+        cols += sum(_width(plan, t) for t in stage_leaves(plan, k, layer))
+    return cols
 
 
 def sparse_input_bytes(
-    n: int, f: tuple[int, int], itemsize: int, per: int, nnz: int, chunks: int,
-    first_cached: bool,
+    n: int, f0: int, itemsize: int, nnz: int, chunks: int, products: Sequence[int],
 ) -> int:
-    """Checkpoint bytes of an epoch's first layer on sparse features (offload), all ranks.
+    """Checkpoint bytes of an epoch's sparse input features (offload), all ranks.
 
-    ``f = (f_0, f_1)``; ``nnz`` nonzeros of ``X``, ``chunks`` the chunks with rows, ``per``
-    the weights that multiply ``X`` (:attr:`~hpcgnn.kinds.Layer.operands`).
-    The CSR blocks go to the device twice: ``8 (n + chunks) + nnz (8 + s)``
-    forward, transposed ``8 chunks (f_0 + 1) + nnz (8 + s)`` backward (int64 indices).
-    Rows of ``f_1`` values through the host: ``T`` (GraphSAGE ``S`` too) written, and the
-    gradients ``dT`` (GraphSAGE ``dZ`` too) read back for the weight gradients; GraphSAGE
-    reads ``S`` in the forward, writes ``dZ`` in the backward, and reads ``S`` again when
-    the first layer recomputes its aggregate.
+    ``nnz`` nonzeros of ``X``, ``chunks`` the chunks with rows, ``products`` the widths of
+    the first layer's products ``X W``. The CSR blocks go to the device twice: ``8 (n +
+    chunks) + nnz (8 + s)`` forward, transposed ``8 chunks (f_0 + 1) + nnz (8 + s)``
+    backward (int64 indices); each product's rows are written to the host before the
+    first layer and its gradient's rows read back for the weight gradient.
     """
-    f0, f1 = f
     blocks = 8 * (n + chunks) + 8 * chunks * (f0 + 1) + 2 * nnz * (8 + itemsize)
-    rows = 2 * per + (per - 1) * (2 + (0 if first_cached else 1))
-    return blocks + rows * n * f1 * itemsize
+    return blocks + 2 * n * sum(products) * itemsize
 
 
 def predict_offload(
@@ -77,78 +126,37 @@ def predict_offload(
     Parameters
     ----------
     problem
-        Graph size, layer widths and value size.
+        Graph size, layer widths, value size and the layer.
     ranks
         Number of ranks (parts).
     volumes
         ``V_ori``, ``V_p2p``, ``V_ru`` of the schedule.
     remote
-        Rows sent between ranks' device buffers per layer, forward and backward (the
+        Rows sent between ranks' device buffers per load, forward and backward (the
         remote rows, or every transfer of the planned exchange, forwarding included).
     dedup
         ``none``, ``inter`` or ``full``.
     cached
-        Per layer, whether it caches its aggregate (default: all do).
+        Per layer, whether it keeps its aggregate for the backward (default: all do).
     sparse_input
-        Sparse input features: ``(nnz, chunks)`` of ``X`` over all ranks (the first layer
-        loads ``f_1``-wide rows and pushes their gradients back,
-        :func:`sparse_input_bytes`); ``None``: dense.
-    """
-    s, w = problem.itemsize, problem.widths
-    w_in = load_widths(w, sparse_input is not None)
-    cached = [True] * len(w_in) if cached is None else list(cached)
-    recomputed = sum(f for f, c in zip(w_in, cached, strict=True) if not c)
-    loads = getattr(volumes, LOADS[dedup])
-    pushed = w_in if sparse_input is not None else w_in[1:]  # layer 0: X needs no gradient
-    f_all, f_bwd = (sum(w_in) + recomputed) * s, sum(pushed) * s
-    est = Estimate()
-    msgs = 1 if ranks > 1 else 0
-    est.add("offload_h2d", float(loads * f_all), 0.0, msgs)
-    est.add("offload_d2h", float(loads * f_bwd), 0.0, msgs)
-    est.add("offload_d2d", float(remote[0] * f_all + remote[1] * f_bwd), 0.0, msgs)
-    per = problem.kind.operands  # a cached layer keeps the aggregate (and the own rows)
-    ckpt_width = per * (sum(w_in) - recomputed) + sum(w[1:])
-    ckpt = 2 * problem.n * ckpt_width * s
-    if sparse_input is not None:
-        ckpt += sparse_input_bytes(problem.n, (w[0], w[1]), s, per, *sparse_input, cached[0])
-    est.add("offload_ckpt", float(ckpt), 0.0, 0)
-    for fin, fout in problem.weight_shapes:
-        allreduce_exact(est, "allreduce", fin * fout * s, ranks)
-    return est
-
-
-def predict_offload_gat(
-    problem: Problem, ranks: int, volumes: DedupVolumes, remote: tuple[int, int], dedup: str,
-    heads: Sequence[tuple[int, int]],
-) -> Estimate:
-    """Bytes of one GAT offload epoch per category (:mod:`hpcgnn.models.offload_gat`).
-
-    Layer ``l`` (``K_l`` heads of ``f'_l``, input width ``f_l``, output ``o_l``: ``K_l
-    f'_l`` hidden, ``f'_L`` the last) loads rows ``[z | s_src]`` of ``w_l = K_l f'_l +
-    K_l`` values in the forward and again in the backward, and pushes their gradients
-    back (every layer: ``z = H W`` depends on ``W``): ``offload_h2d`` ``loads * 2 sum w_l
-    s``, ``offload_d2h`` ``loads * sum w_l s``, ``offload_d2d`` ``(2 R_f + R_b) sum w_l s``.
-    Own rows through the host (``offload_ckpt``, ``n`` rows each): forward the input
-    (``f_l``), ``[z | s_src]`` (``w_l``) and the output (``o_l``); backward the output's
-    gradient (``o_l``), ``d s_dst`` out and in (``2 K_l``), the pushed gradients
-    (``w_l``), the input (``f_l``) and, below the first layer, the input's gradient
-    (``f_l``). ``allreduce``: every weight's gradient (``W``, ``a_src``, ``a_dst``).
+        Sparse input features: ``(nnz, chunks)`` of ``X`` over all ranks; ``None``: dense.
     """
     s, w, n = problem.itemsize, problem.widths, problem.n
+    plans = chunk_plan(w, problem.kind, sparse_input is not None)
+    cached = [True] * len(plans) if cached is None else list(cached)
     loads = getattr(volumes, LOADS[dedup])
-    wl = [k * f + k for k, f in heads]
-    last = len(heads) - 1
-    out = [f if i == last else k * f for i, (k, f) in enumerate(heads)]
+    fetched, pushed = sum(load_widths(plans, cached)) * s, sum(push_widths(plans)) * s
     est = Estimate()
     msgs = 1 if ranks > 1 else 0
-    est.add("offload_h2d", float(loads * 2 * sum(wl) * s), 0.0, msgs)
-    est.add("offload_d2h", float(loads * sum(wl) * s), 0.0, msgs)
-    est.add("offload_d2d", float((2 * remote[0] + remote[1]) * sum(wl) * s), 0.0, msgs)
-    ckpt = sum(
-        3 * w[i] + 2 * wl[i] + 2 * out[i] + 2 * k - (w[i] if i == 0 else 0)
-        for i, (k, _) in enumerate(heads)
-    )
-    est.add("offload_ckpt", float(n * ckpt * s), 0.0, 0)
+    est.add("offload_h2d", float(loads * fetched), 0.0, msgs)
+    est.add("offload_d2h", float(loads * pushed), 0.0, msgs)
+    est.add("offload_d2d", float(remote[0] * fetched + remote[1] * pushed), 0.0, msgs)
+    ckpt = n * s * sum(own_rows(p, layer, c, sparse_input is not None and layer == 0)
+                       for layer, (p, c) in enumerate(zip(plans, cached, strict=True)))
+    if sparse_input is not None:
+        products = [f for f, _ in plans[0].products.values()]
+        ckpt += sparse_input_bytes(n, w[0], s, *sparse_input, products)
+    est.add("offload_ckpt", float(ckpt), 0.0, 0)
     for fin, fout in problem.weight_shapes:
         allreduce_exact(est, "allreduce", fin * fout * s, ranks)
     return est

@@ -77,10 +77,17 @@ def record_copy(comm: Comm, category: str, rows: int, row_bytes: int, t0: Mark |
         comm.stats.record(category, rows * row_bytes, since=t0)
 
 
-def rows_to_host(comm: Comm, host: torch.Tensor, a: int, b: int, rows: torch.Tensor) -> None:
-    """Write device ``rows`` into rows ``[a, b)`` of a host buffer (counted as ``offload_ckpt``)."""
+def rows_to_host(comm: Comm, host: torch.Tensor, a: int, b: int, rows: torch.Tensor,
+                 add: bool = False) -> None:
+    """Write (``add``: add) device ``rows`` into rows ``[a, b)`` of a host buffer.
+
+    Counted as ``offload_ckpt``.
+    """
     t0 = comm.stats.mark()
-    host[a:b] = rows
+    if add:
+        host[a:b] += rows.detach().to(host.device)
+    else:
+        host[a:b] = rows.detach()
     record_copy(comm, CKPT, b - a, rows.shape[1] * rows.element_size(), t0)
 
 

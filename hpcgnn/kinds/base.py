@@ -26,7 +26,7 @@ from typing import Any, Protocol
 #: Every run label (``--algo`` of full-batch training, or the mode) of the package.
 ALL_MODES = frozenset({"1d", "1.5d", "2d", "3d", "halo", "offload", "minibatch", "gist"})
 #: The run labels whose layouts run any layer through the primitives so far.
-PRIMITIVE_MODES = frozenset({"1d", "1.5d", "2d", "3d", "halo"})
+PRIMITIVE_MODES = frozenset({"1d", "1.5d", "2d", "3d", "halo", "offload"})
 
 
 @dataclass(frozen=True)

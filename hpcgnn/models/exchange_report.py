@@ -53,9 +53,8 @@ def _cost(
 
 
 def _load_widths(model: Any) -> list[int]:
-    """Widths of an offload epoch's loads: every layer's input, again if it recomputes."""
-    inputs = model.load_widths
-    return inputs + [f for f, c in zip(inputs, model.cached, strict=True) if not c]
+    """Widths of an offload epoch's loads: every exchange's input, again if it reloads."""
+    return list(model.load_widths)
 
 
 def offload_report(

@@ -1,46 +1,43 @@
-"""HongTu full-batch GCN: parts x chunks, host-resident vertex data, deduplicated loads.
+"""HongTu full-batch training of any layer: parts x chunks, host-resident vertex data.
 
 Rank ``i`` owns part ``i`` (the file's partition of ``P`` parts, or of a multiple of ``P``
 coarsened; an even split of a file without a partition; any other partition is refused)
-and cuts it into ``--chunks`` range-based chunks balanced by nonzeros. Every layer
-is a sweep over batches (the chunks the schedule puts together, one per rank): load the
-neighbour rows of the chunk (:class:`hpcgnn.exchange.offload.OffloadExchange`), aggregate
-``A = Â^T D``, cache ``A`` on the host (HongTu's recomputation-caching hybrid: the
-aggregate is the checkpoint, so the backward recomputes only the update), update
-``Z = A W`` and write the chunk's output rows to the host. A layer whose aggregates do not
-fit the cache budget (``--device-memory``; :func:`hpcgnn.planning.dedup.cached_layers`)
-caches nothing and recomputes ``A`` in the backward from its input's neighbour rows,
-reloaded through the same deduplicated path. The backward sweeps the layers
-in reverse: reload (or recompute) the aggregate and the output gradient, recompute ``Z``, form the
-weight gradient and the neighbour gradients ``(Â^T)^T (dZ W^T)``, and add those into the
-owners' host gradient buffers through the same deduplicated path. Host buffers hold every
-layer's input, aggregate and gradient; device buffers hold one batch.
+and cuts it into ``--chunks`` range-based chunks balanced by nonzeros. Every vertex value
+(each layer's input, its exchanges' inputs and outputs, the values a layer keeps for later
+ones, and their gradients) lives on the host; the device holds one batch (the chunks the
+schedule puts together, one per rank).
+
+A layer runs as :mod:`hpcgnn.layout.chunks` plans it: its forward on a chunk's own rows
+(:class:`~hpcgnn.nn.chunk.ChunkPrimitives`), one sweep over the chunks per exchange
+(``g.aggregate``, ``g.attention``): each chunk loads its neighbour rows of the exchange's
+input through the deduplicated path (:class:`hpcgnn.exchange.offload.OffloadExchange`),
+computes the exchange on them (the chunk's block of the operator, or GAT's edges) and runs
+the forward on to the next exchange's input, or to the layer's output. GCN's layer is one
+sweep: load the neighbour rows of ``H``, aggregate ``A = Â^T H``, update ``Z = A W``. The
+exchanges' outputs go to the host where the backward needs them (HongTu's
+recomputation-caching hybrid: a layer of one aggregate keeps it within ``--device-memory``,
+:func:`hpcgnn.planning.dedup.cached_layers`, else its backward reloads the neighbour rows
+through the same deduplicated path and recomputes it). The backward sweeps each layer's
+exchanges in reverse: per chunk it runs the forward again under torch autograd and pushes
+the gradients of the neighbour rows into their owners' host buffers through the same
+deduplicated path; a last stage forms the weights' and leaves' gradients.
 
 With ``exchange="planned"`` (``--exchange planned``, dedup ``inter`` or ``full``) the
 device-to-device fetches of the deduplicated rows and the pushes of their gradients run
-along one DGCL SPST plan per table on a topology, made once at set-up for rows of the widest
-layer input (:meth:`hpcgnn.exchange.offload.RowTable.plan`): staged and deduplicated in one
-exchange.
+along one DGCL SPST plan per table on a topology, made once at set-up for rows of the
+widest exchange (:meth:`hpcgnn.exchange.offload.RowTable.plan`).
 
-GraphSAGE (``--model sage``, a kind with a self weight): the operator is the mean, and a
-chunk's own rows join its neighbour rows, so the self term ``H W_self`` reads them from the
-same deduplicated load (and its gradient goes back with the neighbours'); a cached layer
-keeps the own rows beside the aggregate. GIN (``--model gin``, an MLP kind): the operator
-is the sum ``A^T + (1 + eps) I`` and the update ``ReLU(A W_1) W_2`` runs on the chunk's
-rows, recomputed from the cached aggregate in the backward like GCN's ``A W``. GAT
-(``--model gat``) is :class:`~hpcgnn.models.offload_gat.OffloadGAT`: this schedule and
-exchange with the edge computation inside the chunk sweep.
-
-The result equals the serial reference up to float rounding: the layer order is
-CAGNET's ``(Â^T H) W`` everywhere (sparse input features: the first layer's is
-``Â^T (X W)``, :mod:`hpcgnn.models.offload_input`), and dropout masks are keyed by global
-row ids.
+Sparse input features (:mod:`hpcgnn.models.offload_input`): the first layer's products
+``X W`` are SpMMs on the host tier's CSR before its sweeps. The result equals the serial
+reference up to float rounding; dropout masks are keyed by global row ids, attention
+dropout by global edge ids.
 """
+
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -63,13 +60,16 @@ from hpcgnn.exchange.offload import (
 from hpcgnn.exchange.reorganize import reorganize_distributed
 from hpcgnn.exchange.staged import EXCHANGES
 from hpcgnn.grid.process_grid import ProcessGrid
+from hpcgnn.kernels.attention import AttentionDrop, edge_pattern
 from hpcgnn.kernels.sparse_input import SparseFeatures
 from hpcgnn.kernels.spmm import spmm, to_torch_csr
+from hpcgnn.layout.chunks import ChunkLayer, chunk_plan, stage_leaves, stage_outputs, stored
 from hpcgnn.models.base import RowBlockModel
 from hpcgnn.models.exchange_report import offload_report
 from hpcgnn.models.offload_input import SparseInput
 from hpcgnn.models.share import RowShare
-from hpcgnn.nn.gcn import BlockMasks, activate, block_dropout, dropout
+from hpcgnn.nn.chunk import ChunkOps, ChunkPrimitives, ChunkRun, Products, Stop
+from hpcgnn.nn.gcn import BlockMasks, LocalAggregation, block_dropout, dropout
 from hpcgnn.planning.dedup import (
     DedupVolumes,
     cached_layers,
@@ -116,11 +116,13 @@ class OffloadOptions:
             )
 
 
+
+
 class _Epoch(torch.autograd.Function):
     """The offloaded forward of one epoch; its backward is the offloaded backward."""
 
     @staticmethod
-    def forward(ctx, model: OffloadGCN, epoch: int, *weights: torch.Tensor) -> torch.Tensor:
+    def forward(ctx, model: OffloadModel, epoch: int, *weights: torch.Tensor) -> torch.Tensor:
         ctx.model = model
         return model.forward_pass(epoch)
 
@@ -129,8 +131,17 @@ class _Epoch(torch.autograd.Function):
         return (None, None, *ctx.model.backward_pass(grad.contiguous()))
 
 
-class OffloadGCN(RowBlockModel):
-    """GCN trained HongTu-style (``--mode offload``) on a ``1d`` grid.
+@dataclass
+class _LayerHost:
+    """A layer's host buffers in one step: input ``h``, exchange inputs ``x``, outputs ``a``."""
+
+    h: Any
+    x: dict[int, torch.Tensor] = field(default_factory=dict)
+    a: dict[int, torch.Tensor] = field(default_factory=dict)
+
+
+class OffloadModel(RowBlockModel):
+    """Any layer trained HongTu-style (``--mode offload``) on a ``1d`` grid.
 
     Parameters
     ----------
@@ -140,12 +151,11 @@ class OffloadGCN(RowBlockModel):
     grid
         A ``1d`` process grid.
     cfg
-        Training configuration.
+        Training configuration (its ``kind``: the layer).
     opts
         Chunks per part, deduplication level, reorganisation, exchange.
     weights
-        ``W^1 .. W^L`` to train (default: Glorot from ``cfg.seed``; GraphSAGE: per layer
-        ``W_self, W_neigh``).
+        The weights to train (default: Glorot from ``cfg.seed``).
     topology
         Topology of a planned exchange (default: one node, equal links).
     """
@@ -166,26 +176,28 @@ class OffloadGCN(RowBlockModel):
         if opts.exchange == "planned":
             self.topology = topology if topology is not None else uniform_topology(grid.size)
         super().__init__(share, grid, cfg, weights)
-        a_t = share.a_t
-        # the features join the host tier: page-locked, as the layers' host buffers; or
-        # CSR, multiplied chunk by chunk on the device before the first sweep
         self.input: SparseInput | None = None
-        self._self_rows: torch.Tensor | None = None  # sparse GraphSAGE: X W_self (host)
-        if not isinstance(share.x, SparseFeatures):
+        sparse = isinstance(share.x, SparseFeatures)
+        if not sparse:  # the features join the host tier, page-locked as the layers' buffers
             self.x = self.comm.device.pinned(share.x)
-        self._setup(a_t)
+        try:
+            self.plans: list[ChunkLayer] = chunk_plan(self.widths, cfg.kind, sparse)
+        except ValueError as err:
+            raise ConfigError(f"--model {cfg.kind} in --mode offload: {err}") from None
+        self.slices = cfg.kind.weight_slices(len(self.plans))
+        self._setup(share.a_t)
 
     # -- set-up ------------------------------------------------------------------------
     def _setup(self, a_t: sp.csr_matrix) -> None:
         comm, opts = self.comm, self.opts
         bounds = chunk_bounds(np.diff(a_t.indptr), opts.chunks)
         first = self.rows[0]
-        self_term = self.cfg.kind.self_weight
+        attends = any(e.primitive == "attention" for p in self.plans for e in p.exchanges)
         sets = [
             column_set(a_t.indptr, a_t.indices, int(a), int(b))
             for a, b in zip(bounds[:-1], bounds[1:], strict=True)
         ]
-        if self_term:  # the self term's rows are loaded with the neighbours'
+        if attends:  # the destination terms are read from the chunk's own loaded rows
             sets = [
                 np.union1d(s, np.arange(first + a, first + b, dtype=np.int64))
                 for s, a, b in zip(sets, bounds[:-1], bounds[1:], strict=True)
@@ -202,50 +214,34 @@ class OffloadGCN(RowBlockModel):
                 comm, neigh, offsets, opts.dedup, self.topology,
                 self.exchange_width * self.cfg.itemsize,
             )
-        self.exchange = OffloadExchange(comm, tables, offsets, opts.dedup)
-        self.cached = self._cache_plan(int(np.diff(offsets).max()))
+        # the backward's reloads keep their own reuse buffers beside the pushes'
+        self.exchange, self.reload = (OffloadExchange(comm, tables, offsets, opts.dedup)
+                                      for _ in range(2))
+        largest = int(np.diff(offsets).max())
+        one = [p.exchanges[0].width if len(p.exchanges) == 1
+               and p.exchanges[0].primitive == "aggregate" else 0 for p in self.plans]
+        self.cached = [c and f > 0 for c, f in zip(
+            cached_layers(largest, one, self.cfg.itemsize, opts.cache_budget), one,
+            strict=True)]
         if isinstance(self.x, SparseFeatures):
             self.input = SparseInput(self.x, self.chunk_rows, comm)
-        # the backward's reloads of recomputed layers keep their own reuse buffers
-        self.reload = (
-            None if all(self.cached)
-            else OffloadExchange(comm, tables, offsets, opts.dedup)
-        )
-        self._blocks: list[tuple[torch.Tensor, torch.Tensor]] = []
-        self._own: list[torch.Tensor | None] = []  # positions of a chunk's rows in its load
+        dev, dtype = comm.device.torch_device, self.cfg.torch_dtype
+        self._ops: list[ChunkOps] = []
         for (a, b), cols in zip(self.chunk_rows, neigh, strict=True):
             blk = a_t[a:b]
             local = sp.csr_matrix(
                 (blk.data, np.searchsorted(cols, blk.indices), blk.indptr),
                 shape=(b - a, len(cols)),
             )
-            self._add_chunk(local, np.arange(first + a, first + b, dtype=np.int64), cols)
+            rows = np.arange(first + a, first + b, dtype=np.int64)
+            self._ops.append(ChunkOps(
+                LocalAggregation(to_torch_csr(local, dtype, dev),
+                                 to_torch_csr(local.T.tocsr(), dtype, dev)),
+                edge_pattern(local, rows, cols, dev, dtype) if attends else None,
+                comm.device.from_numpy(np.searchsorted(cols, rows)),
+            ))
         self.volumes = self._count_volumes(tables)
         self.transfers = self._count_transfers(tables)
-
-    def _add_chunk(self, local: sp.csr_matrix, rows: np.ndarray, cols: np.ndarray) -> None:
-        """A chunk's operators on the device: its block of ``Â^T`` and the transpose.
-
-        ``local``: the block, rows ``rows`` (global ids), columns the chunk's load ``cols``;
-        a self term also gets its own rows' positions in the load.
-        """
-        dev, dtype = self.comm.device.torch_device, self.cfg.torch_dtype
-        own = np.searchsorted(cols, rows) if self.cfg.kind.self_weight else None
-        self._own.append(None if own is None else self.comm.device.from_numpy(own))
-        self._blocks.append(
-            (to_torch_csr(local, dtype, dev), to_torch_csr(local.T.tocsr(), dtype, dev))
-        )
-
-    def _cache_plan(self, largest: int) -> Sequence[bool]:
-        """Per layer, whether it caches its aggregate (within ``--device-memory``).
-
-        ``largest``: the rows of the largest part.
-        """
-        per = self.cfg.kind.operands  # a cached layer keeps the aggregate (and own rows)
-        return cached_layers(
-            largest, [per * f for f in self.load_widths], self.cfg.itemsize,
-            self.opts.cache_budget,
-        )
 
     def _schedule(self, sets: list[np.ndarray]) -> tuple[np.ndarray, Reorganization | None]:
         """Identity schedule, or HongTu's reorganisation sharded by part (collective).
@@ -284,13 +280,13 @@ class OffloadGCN(RowBlockModel):
 
     @property
     def load_widths(self) -> list[int]:
-        """Width of the rows each layer loads (:func:`~hpcgnn.cost.offload.load_widths`)."""
-        return load_widths(self.widths, isinstance(self.x, SparseFeatures))
+        """Width of each load of an epoch (:func:`~hpcgnn.cost.offload.load_widths`)."""
+        return load_widths(self.plans, self.cached)
 
     @property
     def exchange_width(self) -> int:
         """Width of the widest rows fetched between ranks (the plans are made for them)."""
-        return max(self.load_widths)
+        return max((e.width for p in self.plans for e in p.exchanges), default=1)
 
     def _count_transfers(self, tables: list) -> tuple[int, int]:
         """Rows sent between ranks' device buffers per layer, forward and backward.
@@ -309,7 +305,8 @@ class OffloadGCN(RowBlockModel):
     def logits(self, epoch: int | None) -> torch.Tensor:
         """This rank's rows of the logits (``epoch=None``: evaluation, no dropout)."""
         if epoch is None:
-            return self.forward_pass(None)
+            with torch.no_grad():
+                return self.forward_pass(None)
         return _Epoch.apply(self, epoch, *self.weights)
 
     def predict_cost(self) -> Estimate | None:
@@ -331,197 +328,202 @@ class OffloadGCN(RowBlockModel):
         return offload_report(self, measured, predicted, tier_gbps)
 
     # -- passes ------------------------------------------------------------------------
+    def _pinned(self, cols: int, zero: bool = False) -> torch.Tensor:
+        t = self.comm.device.pinned_empty((self.rows[1] - self.rows[0], cols),
+                                          self.cfg.torch_dtype)
+        return t.zero_() if zero else t
+
+    def _run(self, layer: int, j: int, host: _LayerHost, ws: list[torch.Tensor],
+             stop: int | None, live: int | None, grad: bool
+             ) -> tuple[ChunkPrimitives, Any, Any]:
+        """Layer ``layer``'s forward on chunk ``j``: its primitives, output (or ``None``), input."""
+        plan, (a, b) = self.plans[layer], self.chunk_rows[j]
+        loader = self.reload if grad else self.exchange
+
+        def source(i: int) -> torch.Tensor:
+            if i or plan.raw is None:
+                return host.x[i]
+            return host.h if plan.raw == "h" else self._products[int(plan.raw[1:])]
+
+        def leaf(name: str) -> torch.Tensor:
+            buf = self._state[name[2:]] if name[0] == "s" else self._products[int(name[1:])]
+            return rows_to_device(self.comm, buf, a, b)
+
+        run = ChunkRun(stop, live, lambda i: loader.load(source(i), j),
+                       lambda i: rows_to_device(self.comm, host.a[i], a, b), leaf, grad)
+        if isinstance(host.h, Products):
+            h: Any = host.h
+        else:
+            h = rows_to_device(self.comm, host.h, a, b)
+            if grad:
+                h.requires_grad_()
+        last = layer == len(self.plans) - 1
+        g = ChunkPrimitives(run, self._ops[j], layer, last, ws, self.stats, self._drop)
+        try:
+            out = self.cfg.kind.forward(g, h, ws)
+        except Stop:
+            return g, None, h
+        mask = self._masks[layer]
+        return g, out if mask is None else dropout(out, mask[a:b], self.cfg.dropout), h
+
+    def _layer_weights(self, layer: int) -> list[torch.Tensor]:
+        return [w.detach() for w in self.weights[self.slices[layer]]]
+
     def forward_pass(self, epoch: int | None) -> torch.Tensor:
-        """Offloaded forward; with an epoch it applies dropout and keeps the checkpoints."""
-        train = epoch is not None
-        p = self.cfg.dropout
-        drop = train and p > 0.0
-        stats = self.comm.stats
-        n_own = self.rows[1] - self.rows[0]
-        self._masks: list[torch.Tensor | None] = []
-        self._aggregates: dict[int, torch.Tensor] = {}  # cached layers
-        self._inputs: dict[int, torch.Tensor] = {}  # recomputed layers (host rows)
-        host = self.comm.device  # the host tier: page-locked on the cuda device
-        keep = None
-        if drop:
+        """Offloaded forward; with an epoch it applies dropout and keeps the host buffers."""
+        train, cfg = epoch is not None, self.cfg
+        keep: BlockMasks | None = None
+        self._drop: AttentionDrop | None = None
+        if train and cfg.dropout > 0.0:
             assert epoch is not None
-            keep = block_dropout(
-                self.cfg.seed, p, epoch, self.rows, self.widths, device=self.comm.device
-            )
+            keep = block_dropout(cfg.seed, cfg.dropout, epoch, self.rows, self.widths,
+                                 device=self.comm.device)
+        if train and cfg.attention_p > 0.0:
+            assert epoch is not None
+            self._drop = AttentionDrop(cfg.attention_p, cfg.seed, epoch)
+        last = len(self.plans) - 1
+        self._masks = [keep(layer + 1) if keep is not None and layer < last else None
+                       for layer in range(last + 1)]
+        self._state: dict[str, torch.Tensor] = {}
+        self._hosts: list[_LayerHost] = []
         h = self._first_input(keep)
-        last = len(self.weights) // self.cfg.kind.weights_per_layer - 1
-        for layer in range(last + 1):
-            ws = self._layer_weights(layer)
-            w = ws[-1]
-            f_in = self.load_widths[layer]
-            out = host.pinned_empty((n_own, w.shape[1]), h.dtype)
-            agg_host = None
-            if train and self.cached[layer]:
-                agg_host = host.pinned_empty((n_own, self.cfg.kind.operands * f_in), h.dtype)
-            elif train:
-                self._inputs[layer] = h
-            mask = keep(layer + 1) if keep is not None and layer < last else None
-            for j, (a, b) in enumerate(self.chunk_rows):
-                neigh = self.exchange.load(h, j)
-                with stats.phase("local_spmm"):
-                    agg = spmm(self._blocks[j][0], neigh)
-                own = self._own_rows(neigh, j, layer)
-                if agg_host is not None:
-                    kept = agg if own is None else torch.cat([agg, own], 1)
-                    rows_to_host(self.comm, agg_host, a, b, kept)
-                with stats.phase("gemm"):
-                    z = self._update(agg, own, ws, layer)
-                z = activate(z, layer == last)
-                if mask is not None:
-                    z = dropout(z, mask[a:b], p)
-                rows_to_host(self.comm, out, a, b, z)
-            self.exchange.end_pass()
-            if agg_host is not None:
-                self._aggregates[layer] = agg_host
-            if layer < last:
-                self._masks.append(mask)
+        for layer, plan in enumerate(self.plans):
+            ws, host = self._layer_weights(layer), _LayerHost(h)
+            k_all, kept = len(plan.exchanges), stored(plan, self.cached[layer])
+            first = 1 if plan.raw and k_all else 0
+            out = self._pinned(plan.f_out)
+            for s in range(first, k_all + 1):
+                for j, (a, b) in enumerate(self.chunk_rows):
+                    g, z, _ = self._run(layer, j, host, ws, s if s < k_all else None,
+                                     s - 1 if s else None, False)
+                    if s < k_all:
+                        x = host.x.setdefault(s, self._pinned(plan.exchanges[s].width))
+                        rows_to_host(self.comm, x, a, b, g.xs[s])
+                    if s and kept[s - 1] and (train or k_all > 1):
+                        buf = host.a.setdefault(s - 1, self._pinned(plan.exchanges[s - 1].out))
+                        rows_to_host(self.comm, buf, a, b, g.outs[s - 1])
+                    for key, (width, pos) in plan.sets.items():
+                        if max(pos, first) == s:
+                            buf = self._state.setdefault(key, self._pinned(width))
+                            rows_to_host(self.comm, buf, a, b, g.sets[key])
+                    if s == k_all:
+                        rows_to_host(self.comm, out, a, b, z)
+                if s:
+                    self.exchange.end_pass()
+            self._hosts.append(host)
             h = out
+        if not train:
+            self._hosts, self._state = [], {}
         return h
 
-    def _first_input(self, keep: BlockMasks | None) -> torch.Tensor:
-        """The host rows the first layer loads: ``X`` after dropout, or ``X W`` (sparse).
-
-        Sparse features (:class:`~hpcgnn.models.offload_input.SparseInput`): ``T = X W``
-        (GraphSAGE ``X W_neigh``; the self term ``S = X W_self`` kept in :attr:`_self_rows`).
-        """
+    def _first_input(self, keep: BlockMasks | None) -> Any:
+        """The host rows of the first layer: ``X`` after dropout, or the products ``X W``."""
         p = self.cfg.dropout
         if self.input is None:
             assert isinstance(self.x, torch.Tensor)
-            mask = keep(0) if keep is not None else None
-            self._masks.append(mask)
-            return self.x if mask is None else dropout(
-                self.x, self.comm.device.host_tensor(mask), p
-            )
-        self._masks.append(None)
-        ws = self._layer_weights(0)[: self.cfg.kind.operands]  # the weights X multiplies
-        n_own, dev = self.rows[1] - self.rows[0], self.comm.device
-        bufs = [dev.pinned_empty((n_own, w.shape[1]), ws[0].dtype) for w in ws]
-        self.input.transform(ws, keep, p, bufs)
-        self._self_rows = bufs[0] if len(bufs) > 1 else None
-        return bufs[-1]
-
-    def _layer_weights(self, layer: int) -> list[torch.Tensor]:
-        """The layer's weights, detached: ``[W]``, ``[W_self, W_neigh]`` or ``[W_1, W_2]``."""
-        per = self.cfg.kind.weights_per_layer
-        return [w.detach() for w in self.weights[per * layer : per * (layer + 1)]]
-
-    @property
-    def _aggregated(self) -> int:
-        """Index in a layer's weights of the one that multiplies the aggregate."""
-        return 0 if self.cfg.kind.mlp else self.cfg.kind.weights_per_layer - 1
-
-    def _own_rows(self, neigh: torch.Tensor, j: int, layer: int) -> torch.Tensor | None:
-        """The self term's input rows of chunk ``j``, if any.
-
-        The chunk's own rows among its loaded rows; the first layer on sparse features
-        reads its ``S = X W_self`` rows from the host instead.
-        """
-        own = self._own[j]
-        if own is None:
-            return None
-        if layer == 0 and self.input is not None:
-            a, b = self.chunk_rows[j]
-            assert self._self_rows is not None
-            return rows_to_device(self.comm, self._self_rows, a, b)
-        return neigh[own]
-
-    def _update(
-        self, agg: torch.Tensor, own: torch.Tensor | None, ws: list[torch.Tensor], layer: int
-    ) -> torch.Tensor:
-        """``Z = A W``; GraphSAGE ``A W_neigh + H W_self``; GIN ``ReLU(A W_1) W_2``.
-
-        In the serial layer's order. The first layer on sparse features has its products
-        already: ``A (+ S)``.
-        """
-        z = self._product(agg, own, ws, layer)
-        return torch.relu(z) @ ws[1] if self.cfg.kind.mlp else z
-
-    def _product(
-        self, agg: torch.Tensor, own: torch.Tensor | None, ws: list[torch.Tensor], layer: int
-    ) -> torch.Tensor:
-        """``A W`` (GraphSAGE: ``+ H W_self``): the update before an MLP's second layer."""
-        if layer == 0 and self.input is not None:
-            return agg if own is None else agg + own
-        z = agg @ ws[self._aggregated]
-        return z if own is None else z + own @ ws[0]
+            if keep is None:
+                return self.x
+            return dropout(self.x, self.comm.device.host_tensor(keep(0)), p)
+        ws = self._layer_weights(0)
+        products = self.plans[0].products
+        self._products = {c: self._pinned(f) for c, (f, _) in products.items()}
+        self.input.transform([ws[c] for c in products], keep, p, list(self._products.values()))
+        return Products()
 
     def backward_pass(self, grad_logits: torch.Tensor) -> list[torch.Tensor]:
-        """Offloaded backward from the logits' gradient; returns the weight gradients.
-
-        The first layer on sparse features pushes ``dT = Â dZ`` like a hidden layer's input
-        gradient; its weight gradients are ``X^T dT`` (and ``X^T dZ``) after its sweep
-        (:meth:`~hpcgnn.models.offload_input.SparseInput.weight_grads`).
-        """
-        stats = self.comm.stats
-        n_own = self.rows[1] - self.rows[0]
+        """Offloaded backward from the logits' gradient; returns the weight gradients."""
         grads = [torch.zeros_like(w) for w in self.weights]
-        g_out = grad_logits
-        per = self.cfg.kind.weights_per_layer
-        last = len(self.weights) // per - 1
-        host = self.comm.device
-        operands, mlp = self.cfg.kind.operands, self.cfg.kind.mlp
-        for layer in range(last, -1, -1):
-            ws = self._layer_weights(layer)
-            w = ws[self._aggregated]
-            f = self.load_widths[layer]
-            products = layer == 0 and self.input is not None  # Z = Â^T T (+ S)
-            g_in = None
-            if layer > 0 or products:
-                g_in = host.pinned_empty((n_own, f), w.dtype).zero_()
-            g_z = host.pinned_empty((n_own, f), w.dtype) if products and operands > 1 else None
-            mask = self._masks[layer + 1] if layer < last else None
-            for j, (a, b) in enumerate(self.chunk_rows):
-                g = rows_to_device(self.comm, g_out, a, b)
-                own: torch.Tensor | None
-                if self.cached[layer]:
-                    kept = rows_to_device(self.comm, self._aggregates[layer], a, b)
-                    agg, own = (kept, None) if operands == 1 else (kept[:, :f], kept[:, f:])
-                else:  # recompute A = Â^T D from the reloaded neighbour rows
-                    assert self.reload is not None
-                    neigh = self.reload.load(self._inputs[layer], j)
-                    with stats.phase("local_spmm"):
-                        agg = spmm(self._blocks[j][0], neigh)
-                    own = self._own_rows(neigh, j, layer)
-                with stats.phase("gemm"):
-                    if layer < last:  # recompute Z for the ReLU mask
-                        if mask is not None:
-                            g = dropout(g, mask[a:b], self.cfg.dropout)
-                        g = g * (self._update(agg, own, ws, layer) > 0).to(g.dtype)
-                    if mlp:  # through W_2 and the inner ReLU: dZ becomes d(A W_1)
-                        inner = self._product(agg, own, ws, layer)
-                        grads[per * layer + 1] += torch.relu(inner).T @ g
-                        g = (g @ ws[1].T) * (inner > 0).to(g.dtype)
-                    if not products:
-                        grads[per * layer + self._aggregated] += agg.T @ g
-                        if own is not None:
-                            grads[per * layer] += own.T @ g
-                if g_z is not None:  # dW_self = X^T dZ after the sweep
-                    rows_to_host(self.comm, g_z, a, b, g)
-                if g_in is None:
-                    continue
-                with stats.phase("gemm"):
-                    g_agg = g if products else g @ w.T
-                with stats.phase("local_spmm"):
-                    g_neigh = spmm(self._blocks[j][1], g_agg)
-                own_pos = self._own[j]
-                if own_pos is not None and not products:  # the self term's gradient goes
-                    with stats.phase("gemm"):  # back with its rows
-                        g_neigh[own_pos] += g @ ws[0].T
-                self.exchange.store(g_neigh, j, g_in)
-            self.exchange.end_pass()
-            if self.reload is not None:
+        self._gstate: dict[str, torch.Tensor] = {}
+        self._gproducts = {c: self._pinned(f, True)
+                           for c, (f, _) in self.plans[0].products.items()}
+        g_out: torch.Tensor = grad_logits
+        for layer in range(len(self.plans) - 1, -1, -1):
+            plan = self.plans[layer]
+            k_all = len(plan.exchanges)
+            g_in = self._pinned(plan.f_in, True) if layer else None
+            gx = {i: self._pinned(e.width, True) for i, e in enumerate(plan.exchanges)
+                  if i or plan.raw is None}
+            if plan.raw:
+                gx[0] = g_in if plan.raw == "h" else self._gproducts[int(plan.raw[1:])]
+            stages: list[int | None] = list(range(max(k_all, 1) - 1, -1, -1))
+            if k_all and not plan.raw:
+                stages.append(None)
+            for stage in stages:
+                for j in range(len(self.chunk_rows)):
+                    self._stage(layer, j, stage, grads, g_out, g_in, gx)
+                self.exchange.end_pass()
                 self.reload.end_pass()
-            if products:
-                assert self.input is not None and g_in is not None
-                self.input.weight_grads(
-                    grads[:operands], [g_z, g_in] if g_z is not None else [g_in]
-                )
-            elif g_in is not None:
+            if g_in is not None:
                 g_out = g_in
-        self._aggregates, self._inputs, self._masks = {}, {}, []
+        if self.input is not None:
+            products = list(self._gproducts)
+            self.input.weight_grads([grads[c] for c in products],
+                                    [self._gproducts[c] for c in products])
+        self._hosts, self._state, self._gstate, self._masks = [], {}, {}, []
         return grads
+
+    def _grad_buffer(self, tag: str, g_out: torch.Tensor, gx: dict, g_in: Any) -> Any:
+        """The host buffer of a gradient: an output's, or a leaf's (``None``: not needed)."""
+        if tag == "out":
+            return g_out
+        if tag[0] == "x":
+            return gx[int(tag[1:])]
+        if tag == "h":
+            return g_in
+        if tag[0] == "p":
+            return self._gproducts[int(tag[1:])]
+        key = tag[2:]
+        if key not in self._gstate:
+            self._gstate[key] = self._pinned(self._state[key].shape[1], True)
+        return self._gstate[key]
+
+    def _stage(self, layer: int, j: int, stage: int | None, grads: list[torch.Tensor],
+               g_out: torch.Tensor, g_in: Any, gx: dict[int, Any]) -> None:
+        """Backward stage ``stage`` of a layer on chunk ``j`` (:func:`stage_outputs`).
+
+        Stage ``k``: the gradient of exchange ``k``'s loaded rows (from the reloaded rows,
+        or a kept aggregate's adjoint) pushed to their owners; stages ``0`` and ``None``:
+        the weights' gradients and the leaves' (added to their host buffers).
+        """
+        plan, host, (a, b) = self.plans[layer], self._hosts[layer], self.chunk_rows[j]
+        k = stage if plan.exchanges else None
+        kept = stored(plan, self.cached[layer])
+        live = k if k is not None and (plan.exchanges[k].primitive == "attention"
+                                       or not kept[k]) else None
+        ws = [w.requires_grad_() for w in self._layer_weights(layer)]
+        weights = stage in (0, None)
+        with torch.enable_grad():
+            g, out, h = self._run(layer, j, host, ws, 0 if stage is None else None, live, True)
+            tags = stage_outputs(plan, stage)
+            values = [out if t == "out" else g.xs[int(t[1:])] if t[0] == "x" else g.sets[t[2:]]
+                      for t in tags]
+            douts = [rows_to_device(self.comm, self._grad_buffer(t, g_out, gx, g_in), a, b)
+                     for t in tags]
+            pairs = [(v, d) for v, d in zip(values, douts, strict=True) if v.requires_grad]
+            wrt: list[torch.Tensor] = []
+            if k is not None:
+                wrt.append(g.neigh if live is not None else g.outs[k])  # type: ignore[arg-type]
+                wrt += [leaf for _, leaf in g.exchange_leaves]
+            n_ex = len(wrt)
+            named = [(t, h if t == "h" else g.leaves[t]) for t in stage_leaves(plan, stage, layer)]
+            wrt += (ws if weights else []) + [t for _, t in named]
+            res: Sequence[torch.Tensor | None] = (torch.autograd.grad(
+                [v for v, _ in pairs], wrt, [d for _, d in pairs], allow_unused=True)
+                if pairs else [None] * len(wrt))
+        start = self.slices[layer].start
+        if k is not None:
+            d = torch.zeros_like(wrt[0]) if res[0] is None else res[0]
+            if live is None:  # a kept aggregate: its adjoint gives the loaded rows' gradient
+                d = self._ops[j].block.backward(d)
+            if gx[k] is not None:
+                self.exchange.store(d, j, gx[k])
+            for (index, _), dw in zip(g.exchange_leaves, res[1:n_ex], strict=True):
+                if dw is not None:
+                    grads[start + index] += dw
+        if weights:
+            for i, dw in enumerate(res[n_ex : n_ex + len(ws)]):
+                if dw is not None:
+                    grads[start + i] += dw
+        for (name, t), dl in zip(named, res[len(res) - len(named):], strict=True):
+            rows_to_host(self.comm, self._grad_buffer(name, g_out, gx, g_in), a, b,
+                         torch.zeros_like(t) if dl is None else dl, add=True)

@@ -12,8 +12,7 @@ from hpcgnn.errors import ConfigError
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.io.reader import GraphMeta
 from hpcgnn.layout.shapes import GridShape, choose_shape
-from hpcgnn.models.offload import OffloadGCN, OffloadOptions
-from hpcgnn.models.offload_gat import OffloadGAT
+from hpcgnn.models.offload import OffloadModel, OffloadOptions
 from hpcgnn.planning.topology import Topology
 from hpcgnn.training.fullbatch import FullBatchTrainer
 from hpcgnn.training.modes.base import Estimate, Mode, Setup
@@ -110,8 +109,7 @@ class OffloadMode(Mode[FullBatchTrainer]):
 
     def build(self, setup: Setup) -> FullBatchTrainer:
         """The full-batch trainer of the offloaded model."""
-        cls = OffloadGAT if setup.cfg.kind.attention else OffloadGCN
-        model = cls.read(
+        model = OffloadModel.read(
             setup.graph, setup.grid, setup.cfg, self.options(setup.tier_gbps),
             topology=setup.topology,
         )

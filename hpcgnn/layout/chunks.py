@@ -35,16 +35,35 @@ class Value:
 
     def _join(self, other: object) -> Value:
         if isinstance(other, Value):
+            other._same()  # an input takes part
             return Value(max(self.width, other.width), self.deps | other.deps)
         return self._same()
 
-    __add__ = __radd__ = __sub__ = __rsub__ = _join
-    __mul__ = __rmul__ = __truediv__ = __rtruediv__ = _join
+    def __add__(self, other: object) -> Value:
+        return self._join(other)
+
+    __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = __add__
 
     def _same(self, *args: Any, **kwargs: Any) -> Value:
         return Value(self.width, self.deps)
 
-    __neg__ = relu = elu = sigmoid = tanh = exp = clamp = contiguous = _same
+    def relu(self, *args: Any, **kwargs: Any) -> Value:
+        return self._same()
+
+    __neg__ = elu = sigmoid = tanh = exp = clamp = contiguous = relu
+
+
+class InputValue(Value):
+    """The layer input: its first use (other than loading its rows) is recorded."""
+
+    def __init__(self, width: int, plan: ChunkLayer) -> None:
+        super().__init__(width, frozenset({"h"}))
+        self.plan = plan
+
+    def _same(self, *args: Any, **kwargs: Any) -> Value:
+        if self.plan.h_pos is None:
+            self.plan.h_pos = len(self.plan.exchanges)
+        return Value(self.width, self.deps)
 
 
 class SparseValue(Value):
@@ -78,6 +97,9 @@ class ChunkLayer:
         Its widths.
     exchanges
         In call order.
+    h_pos
+        Where the forward first reads the layer input's own rows (exchanges made before;
+        ``None``: it only loads its neighbour rows, :attr:`raw`).
     raw
         The leaf ``X_0`` is, when the first exchange reads the layer input (``"h"``) or a
         product of sparse features (``"p<weight>"``) as it is: its host rows are loaded.
@@ -94,6 +116,7 @@ class ChunkLayer:
     f_out: int
     exchanges: list[Exchange] = field(default_factory=list)
     raw: str | None = None
+    h_pos: int | None = None
     products: dict[int, tuple[int, int]] = field(default_factory=dict)
     reads: dict[str, tuple[int, int]] = field(default_factory=dict)
     sets: dict[str, tuple[int, int]] = field(default_factory=dict)
@@ -138,6 +161,8 @@ class ChunkTracer:
         plan, i = self.plan, len(self.plan.exchanges)
         if i == 0 and (x is self.h or getattr(x, "product", False)):
             plan.raw = "h" if x is self.h else next(iter(x.deps))
+        elif isinstance(x, InputValue):
+            x._same()
         plan.deps[f"x{i}"] = x.deps
         plan.exchanges.append(Exchange(primitive, x.width, out))
         return Value(out, frozenset({f"a{i}"}))
@@ -155,7 +180,7 @@ class ChunkTracer:
             out = Value(w.shape[1], frozenset({f"p{w.index}"}))
             out.product = True  # type: ignore[attr-defined]
             return out
-        return Value(w.shape[1], x.deps)
+        return Value(w.shape[1], x._same().deps)
 
     def own(self, x: Value) -> Value:
         """The chunk's own rows: ``x`` itself."""
@@ -189,7 +214,8 @@ def chunk_plan(widths: Sequence[int], kind: Layer, sparse: bool = False) -> list
     out = []
     for layer, (f_in, f_out) in enumerate(zip(widths[:-1], widths[1:], strict=True)):
         plan = ChunkLayer(f_in, f_out)
-        h = (SparseValue if sparse and layer == 0 else Value)(f_in, frozenset({"h"}))
+        h = (SparseValue(f_in, frozenset({"h"})) if sparse and layer == 0
+             else InputValue(f_in, plan))
         tracer = ChunkTracer(layer, layer == last, plan, kept, h)
         ws = [WeightRef(w.shape, i)
               for i, w in enumerate(kind.weights(f_in, f_out, layer, layer == last))]

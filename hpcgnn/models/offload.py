@@ -351,9 +351,11 @@ class OffloadModel(RowBlockModel):
 
         run = ChunkRun(stop, live, lambda i: loader.load(source(i), j),
                        lambda i: rows_to_device(self.comm, host.a[i], a, b), leaf, grad)
-        if isinstance(host.h, Products):
-            h: Any = host.h
-        else:
+        h: Any = host.h
+        if plan.h_pos is None or plan.h_pos > (len(plan.exchanges) if stop is None else stop):
+            if not isinstance(h, Products):  # unread: a placeholder that computes nothing
+                h = torch.empty((b - a, plan.f_in), dtype=self.cfg.torch_dtype, device="meta")
+        elif not isinstance(h, Products):
             h = rows_to_device(self.comm, host.h, a, b)
             if grad:
                 h.requires_grad_()

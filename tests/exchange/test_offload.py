@@ -8,7 +8,7 @@ from mpi4py import MPI
 from hpcgnn.backend import Device, cpu
 from hpcgnn.config import TrainConfig
 from hpcgnn.grid import ProcessGrid
-from hpcgnn.models.offload import OffloadGCN, OffloadOptions
+from hpcgnn.models.offload import OffloadModel, OffloadOptions
 from tests.devices import assert_same_training, train_on_both_devices
 from tests.mpi import assert_all
 
@@ -44,7 +44,7 @@ def test_host_tier_is_pinned_and_rows_cross_through_the_device(graph_file, world
     runs = {}
     for dev in (cpu(), RecordingDevice()):
         with ProcessGrid.create(MPI.COMM_WORLD, "1d", device=dev) as grid:
-            model = OffloadGCN.read(path, grid, cfg, OffloadOptions(3, dedup, False))
+            model = OffloadModel.read(path, grid, cfg, OffloadOptions(3, dedup, False))
             if isinstance(dev, RecordingDevice):
                 dev.log.clear()  # the passes only, not the set-up
             logits = model.forward_pass(0)

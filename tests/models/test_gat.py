@@ -102,8 +102,7 @@ def test_gat_offload_matches_serial_and_cost_model(graph_file, shared_tmp, world
                                                    dedup, reorganize, exchange, directed,
                                                    setting):
     """HongTu's chunked GAT: the attention inside the chunk sweep, measured = predicted."""
-    from hpcgnn.models.offload import OffloadOptions
-    from hpcgnn.models.offload_gat import OffloadGAT
+    from hpcgnn.models.offload import OffloadModel, OffloadOptions
 
     path = metis_graph(graph_file, shared_tmp, world, n=61, directed=directed, seed=5,
                        features=7, classes=3)
@@ -113,7 +112,7 @@ def test_gat_offload_matches_serial_and_cost_model(graph_file, shared_tmp, world
 
         def make():
             opts = OffloadOptions(3, dedup, reorganize, None, exchange)
-            models.append(OffloadGAT.read(path, grid, cfg, opts))
+            models.append(OffloadModel.read(path, grid, cfg, opts))
             return models[-1]
 
         res, _ = compare_with_serial(make, path, cfg, world, epochs=2)

@@ -6,7 +6,7 @@ from hpcgnn.config import TrainConfig
 from hpcgnn.cost.offload import predict_offload
 from hpcgnn.errors import ConfigError
 from hpcgnn.grid import ProcessGrid
-from hpcgnn.models.offload import OffloadGCN, OffloadOptions
+from hpcgnn.models.offload import OffloadModel, OffloadOptions
 from hpcgnn.planning.dedup import dedup_volumes, remote_rows
 from hpcgnn.training.fullbatch import train_fullbatch
 from hpcgnn.training.report import summed_over_ranks
@@ -48,13 +48,12 @@ def test_offload_matches_serial(
     cfg = TrainConfig(layers=3, hidden=6, dropout=0.3, dtype=dtype, seed=3, **kind_settings(model))
 
     def make(grid):
-        model = OffloadGCN.read(path, grid, cfg, OffloadOptions(3, dedup, reorganize))
+        model = OffloadModel.read(path, grid, cfg, OffloadOptions(3, dedup, reorganize))
         if cache == "all":
             return model
         rows = int(np.diff(model.offsets).max())
-        per = cfg.kind.operands
-        budget = rows * 6 * per * model.x.element_size() if cache == "one" else 0
-        model = OffloadGCN.read(path, grid, cfg, OffloadOptions(3, dedup, reorganize, budget))
+        budget = rows * 6 * model.x.element_size() if cache == "one" else 0
+        model = OffloadModel.read(path, grid, cfg, OffloadOptions(3, dedup, reorganize, budget))
         assert sum(model.cached) == (1 if cache == "one" else 0), model.cached
         return model
 
@@ -86,7 +85,7 @@ def test_counted_transfers_equal_set_formulas(
     host = {}
     with ProcessGrid.create(MPI.COMM_WORLD, "1d", device=device) as grid:
         for dedup in LEVELS:
-            model = OffloadGCN.read(path, grid, cfg, OffloadOptions(4, dedup, reorganize, budget))
+            model = OffloadModel.read(path, grid, cfg, OffloadOptions(4, dedup, reorganize, budget))
             volumes, remote = formulas(model, world)
             assert_all(world, model.volumes == volumes, f"{model.volumes} != {volumes}")
             assert_all(world, model.remote == remote, f"{model.remote} != {remote}")
@@ -117,8 +116,8 @@ def test_reorganization_never_increases_c(graph_file, world, device, seed, tiers
     path = graph_file(f"r{seed}.h5", n=100, directed=False, seed=seed, features=3, classes=2)
     cfg = TrainConfig(layers=2, hidden=4, dtype="float32", seed=seed, epochs=1)
     with ProcessGrid.create(MPI.COMM_WORLD, "1d", device=device) as grid:
-        plain = OffloadGCN.read(path, grid, cfg, OffloadOptions(5, "full", False))
-        reorg = OffloadGCN.read(path, grid, cfg,
+        plain = OffloadModel.read(path, grid, cfg, OffloadOptions(5, "full", False))
+        reorg = OffloadModel.read(path, grid, cfg,
                                 OffloadOptions(5, "full", True, tier_gbps=tiers))
     r = reorg.reorganization
     assert r is not None and r.before == plain.volumes
@@ -136,7 +135,7 @@ def test_more_chunks_than_rows(graph_file, world, device):
     cfg = TrainConfig(layers=2, hidden=3, dropout=0.0, dtype="float64", seed=2)
     with ProcessGrid.create(MPI.COMM_WORLD, "1d", device=device) as grid:
         compare_with_serial(
-            lambda: OffloadGCN.read(path, grid, cfg, OffloadOptions(6, "full", True)),
+            lambda: OffloadModel.read(path, grid, cfg, OffloadOptions(6, "full", True)),
             path, cfg, world, epochs=2,
         )
 
@@ -184,7 +183,7 @@ def test_planned_offload_matches_serial_p2p_and_cost_model(
 
         def make(exchange="planned"):
             opts = OffloadOptions(3, dedup, reorganize, budget, exchange)
-            models.append(OffloadGCN.read(path, grid, cfg, opts, topology=topo))
+            models.append(OffloadModel.read(path, grid, cfg, opts, topology=topo))
             return models[-1]
 
         res, _ = compare_with_serial(make, path, cfg, world, epochs=2)
@@ -216,4 +215,4 @@ def test_planned_exchange_needs_a_deduplicated_fetch(graph_file, world, device):
     cfg = TrainConfig(layers=2, hidden=3, dtype="float32", seed=1)
     with ProcessGrid.create(MPI.COMM_WORLD, "1d", device=device) as grid:
         with pytest.raises(ConfigError, match="fetches of --dedup inter or full"):
-            OffloadGCN.read(path, grid, cfg, OffloadOptions(2, "none", exchange="planned"))
+            OffloadModel.read(path, grid, cfg, OffloadOptions(2, "none", exchange="planned"))

@@ -27,7 +27,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from hpcgnn.cost.estimate import Estimate, Problem, allreduce_exact
-from hpcgnn.layout.chunks import ChunkLayer, chunk_plan, stage_leaves, stage_outputs, stored
+from hpcgnn.layout.chunks import (
+    ChunkLayer,
+    chunk_plan,
+    kept_at,
+    stage_leaves,
+    stage_outputs,
+    stages,
+    stored,
+    sweeps,
+)
 from hpcgnn.planning.dedup import DedupVolumes
 
 LOADS = {"none": "v_ori", "inter": "v_p2p", "full": "v_ru"}
@@ -80,17 +89,13 @@ def own_rows(plan: ChunkLayer, layer: int, cached: bool, sparse: bool) -> int:
     k_all = len(plan.exchanges)
     keep = stored(plan, cached)
     outs = [e.out for e in plan.exchanges]
-    first = 1 if plan.raw and k_all else 0
     cols = 0
-    for s in range(first, k_all + 1):
+    for s in sweeps(plan):
         cols += _reads(plan, s, sparse) + sum(outs[: max(s - 1, 0)])
         cols += plan.exchanges[s].width if s < k_all else plan.f_out
         cols += outs[s - 1] if s and keep[s - 1] else 0
-        cols += sum(w for w, pos in plan.sets.values() if max(pos, first) == s)
-    stages: list[int | None] = list(range(max(k_all, 1)))
-    if k_all and not plan.raw:
-        stages.append(None)
-    for k in stages:
+        cols += sum(plan.sets[key][0] for key in kept_at(plan, s))
+    for k in stages(plan):
         if k is None:
             cols += _reads(plan, 0, sparse)
         else:

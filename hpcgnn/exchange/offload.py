@@ -58,7 +58,7 @@ from hpcgnn.comm.communicator import Comm
 from hpcgnn.exchange.halo import HaloSets, request_rows
 from hpcgnn.exchange.staged import StagedExchange
 from hpcgnn.kernels.rows import gather_rows, scatter_add_rows, scatter_map
-from hpcgnn.planning.dedup import Sliding, sliding
+from hpcgnn.planning.dedup import DedupVolumes, Sliding, sliding
 from hpcgnn.planning.spst import DEFAULT_BYTES_PER_VERTEX
 from hpcgnn.planning.topology import Topology
 
@@ -446,3 +446,36 @@ class OffloadExchange:
     def end_pass(self) -> None:
         """Drop the device buffers kept for reuse (call after each layer's sweep)."""
         self._trans = self._neigh = None
+
+
+def table_volumes(comm: Comm, tables: list[BatchTables], dedup: str
+                  ) -> tuple[DedupVolumes, tuple[int, int]]:
+    """``V_ori``, ``V_p2p``, ``V_ru`` and the remote rows, summed over ranks (collective).
+
+    The remote rows: rows crossing between ranks' device buffers per load, ``(forward,
+    backward)`` (zero for ``--dedup none``).
+    """
+    me = comm.rank
+    mine = np.zeros(5, dtype=np.int64)
+    prev = np.zeros(0, dtype=np.int64)
+    for t in tables:
+        mine[0] += len(t.neigh)
+        mine[1] += len(t.trans)
+        mine[2] += len(sliding(prev, t.trans).new)
+        prev = t.trans
+        if dedup != "none":
+            mine[3] += int(t.fetch.recv_counts.sum() - t.fetch.recv_counts[me])
+            mine[4] += int(t.push.recv_counts.sum() - t.push.recv_counts[me])
+    comm.allreduce(mine, SETUP)
+    return DedupVolumes(int(mine[0]), int(mine[1]), int(mine[2])), (int(mine[3]), int(mine[4]))
+
+
+def planned_transfers(tables: list[BatchTables]) -> tuple[int, int]:
+    """Every transfer of the planned tables per load (forwarding included), both ways.
+
+    The plans are the same on every rank.
+    """
+    plans = [(t.fetch.staged, t.push.staged) for t in tables]
+    fwd = sum(sum(f.counts.values()) for f, _ in plans if f is not None)
+    bwd = sum(sum(b.counts.values()) for _, b in plans if b is not None)
+    return int(fwd), int(bwd)

@@ -48,6 +48,7 @@ class Value:
         return Value(self.width, self.deps)
 
     def relu(self, *args: Any, **kwargs: Any) -> Value:
+        """The same shape (every elementwise function)."""
         return self._same()
 
     __neg__ = elu = sigmoid = tanh = exp = clamp = contiguous = relu
@@ -123,7 +124,7 @@ class ChunkLayer:
     deps: dict[str, frozenset[str]] = field(default_factory=dict)
 
 
-class _State(dict):
+class _State(dict[str, Any]):
     """``g.state`` of a trace: records reads of earlier layers' values and sets."""
 
     def __init__(self, tracer: ChunkTracer, kept: dict[str, int]) -> None:
@@ -155,7 +156,7 @@ class ChunkTracer:
     def __init__(self, layer: int, last: bool, plan: ChunkLayer, kept: dict[str, int],
                  h: Value) -> None:
         self.layer, self.last, self.plan, self.h = layer, last, plan, h
-        self.state = _State(self, kept)
+        self.state: dict[str, Any] = _State(self, kept)
 
     def _exchange(self, primitive: str, x: Value, out: int) -> Value:
         plan, i = self.plan, len(self.plan.exchanges)
@@ -267,3 +268,22 @@ def stage_leaves(plan: ChunkLayer, stage: int | None, layer: int) -> list[str]:
     leaves = (["h"] if layer > 0 else []) + [f"s:{k}" for k in plan.reads]
     leaves += [f"p{c}" for c in plan.products]
     return [leaf for leaf in leaves if leaf in deps]
+
+
+def sweeps(plan: ChunkLayer) -> range:
+    """The forward's sweeps: ``s`` runs up to exchange ``s`` (``K``: the output)."""
+    k_all = len(plan.exchanges)
+    return range(1 if plan.raw and k_all else 0, k_all + 1)
+
+
+def kept_at(plan: ChunkLayer, sweep: int) -> list[str]:
+    """The values kept for later layers that sweep ``sweep`` writes (each once)."""
+    first = sweeps(plan).start
+    return [key for key, (_, pos) in plan.sets.items() if max(pos, first) == sweep]
+
+
+def stages(plan: ChunkLayer) -> list[int | None]:
+    """The backward's stages in order (:func:`stage_outputs`)."""
+    k_all = len(plan.exchanges)
+    out: list[int | None] = list(range(max(k_all, 1) - 1, -1, -1))
+    return [*out, None] if k_all and not plan.raw else out

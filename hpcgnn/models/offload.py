@@ -1,42 +1,28 @@
-"""HongTu full-batch training of any layer: parts x chunks, host-resident vertex data.
+"""HongTu's full-batch training of any layer: parts x chunks, host-resident vertex data.
 
 Rank ``i`` owns part ``i`` (the file's partition of ``P`` parts, or of a multiple of ``P``
-coarsened; an even split of a file without a partition; any other partition is refused)
-and cuts it into ``--chunks`` range-based chunks balanced by nonzeros. Every vertex value
-(each layer's input, its exchanges' inputs and outputs, the values a layer keeps for later
-ones, and their gradients) lives on the host; the device holds one batch (the chunks the
-schedule puts together, one per rank).
-
-A layer runs as :mod:`hpcgnn.layout.chunks` plans it: its forward on a chunk's own rows
-(:class:`~hpcgnn.nn.chunk.ChunkPrimitives`), one sweep over the chunks per exchange
-(``g.aggregate``, ``g.attention``): each chunk loads its neighbour rows of the exchange's
-input through the deduplicated path (:class:`hpcgnn.exchange.offload.OffloadExchange`),
-computes the exchange on them (the chunk's block of the operator, or GAT's edges) and runs
-the forward on to the next exchange's input, or to the layer's output. GCN's layer is one
-sweep: load the neighbour rows of ``H``, aggregate ``A = Â^T H``, update ``Z = A W``. The
-exchanges' outputs go to the host where the backward needs them (HongTu's
-recomputation-caching hybrid: a layer of one aggregate keeps it within ``--device-memory``,
-:func:`hpcgnn.planning.dedup.cached_layers`, else its backward reloads the neighbour rows
-through the same deduplicated path and recomputes it). The backward sweeps each layer's
-exchanges in reverse: per chunk it runs the forward again under torch autograd and pushes
-the gradients of the neighbour rows into their owners' host buffers through the same
-deduplicated path; a last stage forms the weights' and leaves' gradients.
-
-With ``exchange="planned"`` (``--exchange planned``, dedup ``inter`` or ``full``) the
-device-to-device fetches of the deduplicated rows and the pushes of their gradients run
-along one DGCL SPST plan per table on a topology, made once at set-up for rows of the
-widest exchange (:meth:`hpcgnn.exchange.offload.RowTable.plan`).
-
-Sparse input features (:mod:`hpcgnn.models.offload_input`): the first layer's products
-``X W`` are SpMMs on the host tier's CSR before its sweeps. The result equals the serial
-reference up to float rounding; dropout masks are keyed by global row ids, attention
-dropout by global edge ids.
+coarsened; an even split of a file without a partition) cut into ``--chunks`` range-based
+chunks balanced by nonzeros. Every vertex value (layer inputs, exchange inputs and
+outputs, values kept for later layers, their gradients) lives on the host; the device
+holds one batch (the chunks the schedule puts together, one per rank). A layer runs as
+:mod:`hpcgnn.layout.chunks` plans it: its forward on a chunk's own rows
+(:class:`~hpcgnn.nn.chunk.ChunkPrimitives`), one sweep over the chunks per exchange, each
+chunk loading its neighbour rows of the exchange's input through the deduplicated path
+(:class:`hpcgnn.exchange.offload.OffloadExchange`; GCN: load ``H``'s rows, aggregate,
+update, one sweep). An exchange's output is kept on the host where the backward needs it
+(HongTu's recomputation-caching hybrid: within ``--device-memory``,
+:func:`hpcgnn.planning.dedup.cached_layers`; else the backward reloads the rows through
+the same path). The backward re-runs each chunk's forward under autograd, exchange by
+exchange in reverse, and pushes the loaded rows' gradients to their owners' host buffers.
+``--exchange planned`` runs the fetches and pushes along DGCL SPST plans
+(:meth:`hpcgnn.exchange.offload.RowTable.plan`); sparse features multiply first
+(:mod:`hpcgnn.models.offload_input`). The result equals the serial reference up to float
+rounding: dropout masks are keyed by global row ids, attention dropout by edge ids.
 """
 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,30 +40,33 @@ from hpcgnn.exchange.offload import (
     SETUP,
     OffloadExchange,
     build_tables,
+    planned_transfers,
     rows_to_device,
     rows_to_host,
+    table_volumes,
 )
 from hpcgnn.exchange.reorganize import reorganize_distributed
 from hpcgnn.exchange.staged import EXCHANGES
 from hpcgnn.grid.process_grid import ProcessGrid
-from hpcgnn.kernels.attention import AttentionDrop, edge_pattern
+from hpcgnn.kernels.attention import AttentionDrop
 from hpcgnn.kernels.sparse_input import SparseFeatures
-from hpcgnn.kernels.spmm import spmm, to_torch_csr
-from hpcgnn.layout.chunks import ChunkLayer, chunk_plan, stage_leaves, stage_outputs, stored
+from hpcgnn.layout.chunks import (
+    ChunkLayer,
+    chunk_plan,
+    kept_at,
+    stage_leaves,
+    stage_outputs,
+    stages,
+    stored,
+    sweeps,
+)
 from hpcgnn.models.base import RowBlockModel
 from hpcgnn.models.exchange_report import offload_report
 from hpcgnn.models.offload_input import SparseInput
 from hpcgnn.models.share import RowShare
 from hpcgnn.nn.chunk import ChunkOps, ChunkPrimitives, ChunkRun, Products, Stop
-from hpcgnn.nn.gcn import BlockMasks, LocalAggregation, block_dropout, dropout
-from hpcgnn.planning.dedup import (
-    DedupVolumes,
-    cached_layers,
-    chunk_bounds,
-    column_set,
-    identity_schedule,
-    sliding,
-)
+from hpcgnn.nn.gcn import BlockMasks, block_dropout, dropout
+from hpcgnn.planning.dedup import cached_layers, chunk_bounds, column_set, identity_schedule
 from hpcgnn.planning.reorganization import Reorganization
 from hpcgnn.planning.topology import Topology, uniform_topology
 
@@ -114,8 +103,6 @@ class OffloadOptions:
                 "--exchange planned plans the device-to-device fetches of --dedup inter or"
                 " full; --dedup none loads every row from the host"
             )
-
-
 
 
 class _Epoch(torch.autograd.Function):
@@ -178,7 +165,7 @@ class OffloadModel(RowBlockModel):
         super().__init__(share, grid, cfg, weights)
         self.input: SparseInput | None = None
         sparse = isinstance(share.x, SparseFeatures)
-        if not sparse:  # the features join the host tier, page-locked as the layers' buffers
+        if not isinstance(share.x, SparseFeatures):  # the host tier, page-locked
             self.x = self.comm.device.pinned(share.x)
         try:
             self.plans: list[ChunkLayer] = chunk_plan(self.widths, cfg.kind, sparse)
@@ -217,31 +204,17 @@ class OffloadModel(RowBlockModel):
         # the backward's reloads keep their own reuse buffers beside the pushes'
         self.exchange, self.reload = (OffloadExchange(comm, tables, offsets, opts.dedup)
                                       for _ in range(2))
-        largest = int(np.diff(offsets).max())
-        one = [p.exchanges[0].width if len(p.exchanges) == 1
-               and p.exchanges[0].primitive == "aggregate" else 0 for p in self.plans]
-        self.cached = [c and f > 0 for c, f in zip(
-            cached_layers(largest, one, self.cfg.itemsize, opts.cache_budget), one,
+        one = [p.exchanges[0].width if stored(p, True) == [True] else 0 for p in self.plans]
+        self.cached = [c and f > 0 for c, f in zip(cached_layers(
+            int(np.diff(offsets).max()), one, self.cfg.itemsize, opts.cache_budget), one,
             strict=True)]
         if isinstance(self.x, SparseFeatures):
             self.input = SparseInput(self.x, self.chunk_rows, comm)
-        dev, dtype = comm.device.torch_device, self.cfg.torch_dtype
-        self._ops: list[ChunkOps] = []
-        for (a, b), cols in zip(self.chunk_rows, neigh, strict=True):
-            blk = a_t[a:b]
-            local = sp.csr_matrix(
-                (blk.data, np.searchsorted(cols, blk.indices), blk.indptr),
-                shape=(b - a, len(cols)),
-            )
-            rows = np.arange(first + a, first + b, dtype=np.int64)
-            self._ops.append(ChunkOps(
-                LocalAggregation(to_torch_csr(local, dtype, dev),
-                                 to_torch_csr(local.T.tocsr(), dtype, dev)),
-                edge_pattern(local, rows, cols, dev, dtype) if attends else None,
-                comm.device.from_numpy(np.searchsorted(cols, rows)),
-            ))
-        self.volumes = self._count_volumes(tables)
-        self.transfers = self._count_transfers(tables)
+        self._ops = [ChunkOps.of(a_t, rows, first, cols, attends, comm.device,
+                                 self.cfg.torch_dtype)
+                     for rows, cols in zip(self.chunk_rows, neigh, strict=True)]
+        self.volumes, self.remote = table_volumes(comm, tables, opts.dedup)
+        self.transfers = self.remote if self.topology is None else planned_transfers(tables)
 
     def _schedule(self, sets: list[np.ndarray]) -> tuple[np.ndarray, Reorganization | None]:
         """Identity schedule, or HongTu's reorganisation sharded by part (collective).
@@ -257,27 +230,6 @@ class OffloadModel(RowBlockModel):
         return reorganize_distributed(self.comm, sets, self.offsets,
                                       gbps=self.opts.tier_gbps, dedup=self.opts.dedup)
 
-    def _count_volumes(self, tables: list) -> DedupVolumes:
-        """``V_ori``, ``V_p2p``, ``V_ru`` and the remote rows, summed over ranks (collective).
-
-        Sets :attr:`remote`: rows crossing between ranks' device buffers per layer,
-        ``(forward, backward)`` (zero for ``--dedup none``).
-        """
-        me = self.comm.rank
-        mine = np.zeros(5, dtype=np.int64)
-        prev = np.zeros(0, dtype=np.int64)
-        for t in tables:
-            mine[0] += len(t.neigh)
-            mine[1] += len(t.trans)
-            mine[2] += len(sliding(prev, t.trans).new)
-            prev = t.trans
-            if self.opts.dedup != "none":
-                mine[3] += int(t.fetch.recv_counts.sum() - t.fetch.recv_counts[me])
-                mine[4] += int(t.push.recv_counts.sum() - t.push.recv_counts[me])
-        self.comm.allreduce(mine, SETUP)
-        self.remote = (int(mine[3]), int(mine[4]))
-        return DedupVolumes(int(mine[0]), int(mine[1]), int(mine[2]))
-
     @property
     def load_widths(self) -> list[int]:
         """Width of each load of an epoch (:func:`~hpcgnn.cost.offload.load_widths`)."""
@@ -287,19 +239,6 @@ class OffloadModel(RowBlockModel):
     def exchange_width(self) -> int:
         """Width of the widest rows fetched between ranks (the plans are made for them)."""
         return max((e.width for p in self.plans for e in p.exchanges), default=1)
-
-    def _count_transfers(self, tables: list) -> tuple[int, int]:
-        """Rows sent between ranks' device buffers per layer, forward and backward.
-
-        :attr:`remote` for the p2p exchange; every transfer of the plans (forwarding
-        included) for the planned one. The plans are the same on every rank.
-        """
-        if self.topology is None:
-            return self.remote
-        plans = [(t.fetch.staged, t.push.staged) for t in tables]
-        fwd = sum(sum(f.counts.values()) for f, _ in plans if f is not None)
-        bwd = sum(sum(b.counts.values()) for _, b in plans if b is not None)
-        return int(fwd), int(bwd)
 
     # -- training interface --------------------------------------------------------------
     def logits(self, epoch: int | None) -> torch.Tensor:
@@ -392,9 +331,8 @@ class OffloadModel(RowBlockModel):
         for layer, plan in enumerate(self.plans):
             ws, host = self._layer_weights(layer), _LayerHost(h)
             k_all, kept = len(plan.exchanges), stored(plan, self.cached[layer])
-            first = 1 if plan.raw and k_all else 0
             out = self._pinned(plan.f_out)
-            for s in range(first, k_all + 1):
+            for s in sweeps(plan):
                 for j, (a, b) in enumerate(self.chunk_rows):
                     g, z, _ = self._run(layer, j, host, ws, s if s < k_all else None,
                                      s - 1 if s else None, False)
@@ -404,10 +342,9 @@ class OffloadModel(RowBlockModel):
                     if s and kept[s - 1] and (train or k_all > 1):
                         buf = host.a.setdefault(s - 1, self._pinned(plan.exchanges[s - 1].out))
                         rows_to_host(self.comm, buf, a, b, g.outs[s - 1])
-                    for key, (width, pos) in plan.sets.items():
-                        if max(pos, first) == s:
-                            buf = self._state.setdefault(key, self._pinned(width))
-                            rows_to_host(self.comm, buf, a, b, g.sets[key])
+                    for key in kept_at(plan, s):
+                        buf = self._state.setdefault(key, self._pinned(plan.sets[key][0]))
+                        rows_to_host(self.comm, buf, a, b, g.sets[key])
                     if s == k_all:
                         rows_to_host(self.comm, out, a, b, z)
                 if s:
@@ -433,54 +370,37 @@ class OffloadModel(RowBlockModel):
         return Products()
 
     def backward_pass(self, grad_logits: torch.Tensor) -> list[torch.Tensor]:
-        """Offloaded backward from the logits' gradient; returns the weight gradients."""
+        """Offloaded backward from the logits' gradient; returns the weight gradients.
+
+        Per layer its stages (:func:`~hpcgnn.layout.chunks.stages`) over the chunks; the
+        host gradient buffers by name: ``out`` (the layer output's), ``h`` (its input's),
+        ``x<i>`` (exchange inputs'), ``s:<key>`` (kept values'), ``p<c>`` (products').
+        """
         grads = [torch.zeros_like(w) for w in self.weights]
-        self._gstate: dict[str, torch.Tensor] = {}
-        self._gproducts = {c: self._pinned(f, True)
-                           for c, (f, _) in self.plans[0].products.items()}
-        g_out: torch.Tensor = grad_logits
+        bufs: dict[str, Any] = {f"p{c}": self._pinned(f, True)
+                                for c, (f, _) in self.plans[0].products.items()}
+        bufs |= {f"s:{k}": self._pinned(t.shape[1], True) for k, t in self._state.items()}
+        bufs["h"] = grad_logits
         for layer in range(len(self.plans) - 1, -1, -1):
             plan = self.plans[layer]
-            k_all = len(plan.exchanges)
-            g_in = self._pinned(plan.f_in, True) if layer else None
-            gx = {i: self._pinned(e.width, True) for i, e in enumerate(plan.exchanges)
-                  if i or plan.raw is None}
-            if plan.raw:
-                gx[0] = g_in if plan.raw == "h" else self._gproducts[int(plan.raw[1:])]
-            stages: list[int | None] = list(range(max(k_all, 1) - 1, -1, -1))
-            if k_all and not plan.raw:
-                stages.append(None)
-            for stage in stages:
+            bufs["out"], bufs["h"] = bufs["h"], self._pinned(plan.f_in, True) if layer else None
+            for i, e in enumerate(plan.exchanges):
+                bufs[f"x{i}"] = bufs[plan.raw] if i == 0 and plan.raw else self._pinned(
+                    e.width, True)
+            for stage in stages(plan):
                 for j in range(len(self.chunk_rows)):
-                    self._stage(layer, j, stage, grads, g_out, g_in, gx)
+                    self._stage(layer, j, stage, grads, bufs)
                 self.exchange.end_pass()
                 self.reload.end_pass()
-            if g_in is not None:
-                g_out = g_in
         if self.input is not None:
-            products = list(self._gproducts)
+            products = self.plans[0].products
             self.input.weight_grads([grads[c] for c in products],
-                                    [self._gproducts[c] for c in products])
-        self._hosts, self._state, self._gstate, self._masks = [], {}, {}, []
+                                    [bufs[f"p{c}"] for c in products])
+        self._hosts, self._state, self._masks = [], {}, []
         return grads
 
-    def _grad_buffer(self, tag: str, g_out: torch.Tensor, gx: dict, g_in: Any) -> Any:
-        """The host buffer of a gradient: an output's, or a leaf's (``None``: not needed)."""
-        if tag == "out":
-            return g_out
-        if tag[0] == "x":
-            return gx[int(tag[1:])]
-        if tag == "h":
-            return g_in
-        if tag[0] == "p":
-            return self._gproducts[int(tag[1:])]
-        key = tag[2:]
-        if key not in self._gstate:
-            self._gstate[key] = self._pinned(self._state[key].shape[1], True)
-        return self._gstate[key]
-
     def _stage(self, layer: int, j: int, stage: int | None, grads: list[torch.Tensor],
-               g_out: torch.Tensor, g_in: Any, gx: dict[int, Any]) -> None:
+               bufs: dict[str, Any]) -> None:
         """Backward stage ``stage`` of a layer on chunk ``j`` (:func:`stage_outputs`).
 
         Stage ``k``: the gradient of exchange ``k``'s loaded rows (from the reloaded rows,
@@ -489,43 +409,33 @@ class OffloadModel(RowBlockModel):
         """
         plan, host, (a, b) = self.plans[layer], self._hosts[layer], self.chunk_rows[j]
         k = stage if plan.exchanges else None
-        kept = stored(plan, self.cached[layer])
         live = k if k is not None and (plan.exchanges[k].primitive == "attention"
-                                       or not kept[k]) else None
+                                       or not stored(plan, self.cached[layer])[k]) else None
         ws = [w.requires_grad_() for w in self._layer_weights(layer)]
-        weights = stage in (0, None)
         with torch.enable_grad():
             g, out, h = self._run(layer, j, host, ws, 0 if stage is None else None, live, True)
             tags = stage_outputs(plan, stage)
             values = [out if t == "out" else g.xs[int(t[1:])] if t[0] == "x" else g.sets[t[2:]]
                       for t in tags]
-            douts = [rows_to_device(self.comm, self._grad_buffer(t, g_out, gx, g_in), a, b)
-                     for t in tags]
+            douts = [rows_to_device(self.comm, bufs[t], a, b) for t in tags]
             pairs = [(v, d) for v, d in zip(values, douts, strict=True) if v.requires_grad]
-            wrt: list[torch.Tensor] = []
-            if k is not None:
-                wrt.append(g.neigh if live is not None else g.outs[k])  # type: ignore[arg-type]
-                wrt += [leaf for _, leaf in g.exchange_leaves]
-            n_ex = len(wrt)
-            named = [(t, h if t == "h" else g.leaves[t]) for t in stage_leaves(plan, stage, layer)]
-            wrt += (ws if weights else []) + [t for _, t in named]
-            res: Sequence[torch.Tensor | None] = (torch.autograd.grad(
-                [v for v, _ in pairs], wrt, [d for _, d in pairs], allow_unused=True)
-                if pairs else [None] * len(wrt))
-        start = self.slices[layer].start
+            loaded = [] if k is None else [g.outs[k] if g.neigh is None else g.neigh]
+            weights = list(g.exchange_leaves)
+            weights += list(enumerate(ws)) if stage in (0, None) else []
+            leaves = [(t, h if t == "h" else g.leaves[t])
+                      for t in stage_leaves(plan, stage, layer)]
+            wrt: list[torch.Tensor] = [*loaded, *(w for _, w in weights), *(t for _, t in leaves)]
+            got = (torch.autograd.grad([v for v, _ in pairs], wrt, [d for _, d in pairs],
+                                       allow_unused=True) if pairs else [None] * len(wrt))
+        res = [torch.zeros_like(t) if r is None else r for r, t in zip(got, wrt, strict=True)]
         if k is not None:
-            d = torch.zeros_like(wrt[0]) if res[0] is None else res[0]
+            d = res.pop(0)
             if live is None:  # a kept aggregate: its adjoint gives the loaded rows' gradient
                 d = self._ops[j].block.backward(d)
-            if gx[k] is not None:
-                self.exchange.store(d, j, gx[k])
-            for (index, _), dw in zip(g.exchange_leaves, res[1:n_ex], strict=True):
-                if dw is not None:
-                    grads[start + index] += dw
-        if weights:
-            for i, dw in enumerate(res[n_ex : n_ex + len(ws)]):
-                if dw is not None:
-                    grads[start + i] += dw
-        for (name, t), dl in zip(named, res[len(res) - len(named):], strict=True):
-            rows_to_host(self.comm, self._grad_buffer(name, g_out, gx, g_in), a, b,
-                         torch.zeros_like(t) if dl is None else dl, add=True)
+            if bufs[f"x{k}"] is not None:
+                self.exchange.store(d, j, bufs[f"x{k}"])
+        start = self.slices[layer].start
+        for (index, _), dw in zip(weights, res, strict=False):
+            grads[start + index] += dw
+        for (name, _), dl in zip(leaves, res[len(weights):], strict=True):
+            rows_to_host(self.comm, bufs[name], a, b, dl, add=True)

@@ -18,11 +18,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+import scipy.sparse as sp
 import torch
 
+from hpcgnn.backend import Device
 from hpcgnn.comm.stats import CommStats
-from hpcgnn.kernels.attention import AttentionDrop, EdgePattern
+from hpcgnn.kernels.attention import AttentionDrop, EdgePattern, edge_pattern
 from hpcgnn.kernels.gemm import matmul
+from hpcgnn.kernels.spmm import to_torch_csr
 from hpcgnn.nn.gat import LocalNeighbourhood, _Attend
 from hpcgnn.nn.gcn import LocalAggregation, aggregate
 
@@ -44,8 +48,29 @@ class ChunkOps:
     """
 
     block: LocalAggregation
-    pattern: EdgePattern
+    pattern: EdgePattern | None
     own: torch.Tensor
+
+    @classmethod
+    def of(cls, a_t: sp.csr_matrix, rows: tuple[int, int], first: int, cols: np.ndarray,
+           attends: bool, device: Device, dtype: torch.dtype) -> ChunkOps:
+        """The operators of the chunk of the rank's rows ``rows`` whose load is ``cols``.
+
+        ``a_t``: the rank's rows of the operator (global columns); ``first``: the global id
+        of its first row; ``attends``: build the edge pattern too.
+        """
+        a, b = rows
+        blk = a_t[a:b]
+        local = sp.csr_matrix((blk.data, np.searchsorted(cols, blk.indices), blk.indptr),
+                              shape=(b - a, len(cols)))
+        ids = np.arange(first + a, first + b, dtype=np.int64)
+        dev = device.torch_device
+        return cls(
+            LocalAggregation(to_torch_csr(local, dtype, dev),
+                             to_torch_csr(local.T.tocsr(), dtype, dev)),
+            edge_pattern(local, ids, cols, dev, dtype) if attends else None,
+            device.from_numpy(np.searchsorted(cols, ids)),
+        )
 
 
 @dataclass
@@ -186,6 +211,7 @@ class ChunkPrimitives:
             z_all = neigh[:, : heads * width].reshape(-1, heads, width)
             s_dst = (z_all[self.ops.own] * a).sum(dim=2)
             pattern = self.ops.pattern
+            assert pattern is not None
             keep = None if self.drop is None else self.drop.keep(self.layer, pattern, heads)
             p = 0.0 if self.drop is None else self.drop.p
             out = _Attend.apply(z_all, s_dst, neigh[:, heads * width:],

@@ -106,8 +106,38 @@ def test_an_example_layer_equals_its_one_rank_run_with_every_byte_predicted(
 
 
 @pytest.mark.mpi
+@pytest.mark.parametrize("model", LAYERS)
+@pytest.mark.parametrize("flags", [["--dedup", "full"], ["--dedup", "none", "--device-memory",
+                                                         "0", "--sparse-features", "on"]],
+                         ids=["full", "none-recompute-sparse"])
+def test_an_example_layer_on_offload_equals_its_one_rank_run_with_every_byte_predicted(
+    graph_file, shared_tmp, world, model, flags
+):
+    """HongTu's offload runs any layer: its forward per chunk, each exchange a chunk sweep."""
+    from mpi4py import MPI
+
+    import hpcgnn.api
+
+    graph = graph_file(n=90, seed=4, weights=np.float64)
+    ref = hpcgnn.api.train(graph, comm=MPI.COMM_SELF, model=_layer_class(model), layers=2,
+                           hidden=8, epochs=3, dropout=0, dtype="float64", quiet=True,
+                           eval_every=0)
+    metrics = shared_tmp / f"m-{model.split(':')[0]}-offload-{flags[1]}.json"
+    rc = _run(graph, metrics, "--model", model, "--mode", "offload", "--chunks", "3", *flags)
+    assert_all(world, rc == 0)
+    doc = json.loads(metrics.read_text())
+    want = [e["loss"] for e in ref.metrics["epochs"]]
+    got = [e["loss"] for e in doc["epochs"]]
+    assert len(got) == 3 and all(abs(a - b) <= 1e-10 for a, b in zip(got, want, strict=True))
+    measured, predicted = doc["comm"]["measured_bytes"], doc["comm"]["predicted_bytes"]
+    assert {c: v for c, v in measured.items() if v and c != "control"} == {
+        c: v for c, v in predicted.items() if v
+    }
+    assert measured["offload_h2d"] > 0 and measured["offload_ckpt"] > 0
+
+
+@pytest.mark.mpi
 @pytest.mark.parametrize("flags", [
-    ["--mode", "offload", "--chunks", "2"],
     ["--mode", "minibatch", "--sampler", "ladies", "--layer-size", "8,8"],
     ["--mode", "gist", "--subnets", "1"],
 ])

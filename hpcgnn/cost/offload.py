@@ -62,7 +62,7 @@ def _reads(plan: ChunkLayer, stop: int, sparse: bool) -> int:
     """Columns a run of the forward up to exchange ``stop`` reads of its leaves."""
     cols = plan.f_in if not sparse and plan.h_pos is not None and plan.h_pos <= stop else 0
     cols += sum(w for w, pos in plan.reads.values() if pos <= stop)
-    return cols + sum(w for w, pos in plan.products.values() if pos <= stop)
+    return cols + sum(w for w, pos in plan.products.values() if pos is not None and pos <= stop)
 
 
 def _width(plan: ChunkLayer, tag: str) -> int:

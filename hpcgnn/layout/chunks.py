@@ -34,10 +34,11 @@ class Value:
         self.width, self.deps = int(width), deps
 
     def _join(self, other: object) -> Value:
+        mine = self._same()  # an input takes part (:class:`InputValue`)
         if isinstance(other, Value):
-            other._same()  # an input takes part
-            return Value(max(self.width, other.width), self.deps | other.deps)
-        return self._same()
+            theirs = other._same()
+            return Value(max(mine.width, theirs.width), mine.deps | theirs.deps)
+        return mine
 
     def __add__(self, other: object) -> Value:
         return self._join(other)
@@ -55,15 +56,21 @@ class Value:
 
 
 class InputValue(Value):
-    """The layer input: its first use (other than loading its rows) is recorded."""
+    """A leaf whose own rows are read where first used (not where only loaded).
 
-    def __init__(self, width: int, plan: ChunkLayer) -> None:
-        super().__init__(width, frozenset({"h"}))
-        self.plan = plan
+    The layer input (``name`` ``"h"``), or a product of sparse features (``"p<weight>"``).
+    """
+
+    def __init__(self, width: int, plan: ChunkLayer, name: str = "h") -> None:
+        super().__init__(width, frozenset({name}))
+        self.plan, self.name = plan, name
 
     def _same(self, *args: Any, **kwargs: Any) -> Value:
-        if self.plan.h_pos is None:
-            self.plan.h_pos = len(self.plan.exchanges)
+        plan = self.plan
+        if self.name == "h" and plan.h_pos is None:
+            plan.h_pos = len(plan.exchanges)
+        elif self.name != "h" and plan.products[int(self.name[1:])][1] is None:
+            plan.products[int(self.name[1:])] = (self.width, len(plan.exchanges))
         return Value(self.width, self.deps)
 
 
@@ -105,7 +112,8 @@ class ChunkLayer:
         The leaf ``X_0`` is, when the first exchange reads the layer input (``"h"``) or a
         product of sparse features (``"p<weight>"``) as it is: its host rows are loaded.
     products
-        Sparse features: per weight index, the product's width and position.
+        Sparse features: per weight index, the product's width and where the forward first
+        reads its own rows (``None``: it only loads its neighbour rows).
     reads, sets
         Values of earlier layers (``g.state``) read, and values kept for later layers:
         per key its width and position (exchanges made before).
@@ -118,7 +126,7 @@ class ChunkLayer:
     exchanges: list[Exchange] = field(default_factory=list)
     raw: str | None = None
     h_pos: int | None = None
-    products: dict[int, tuple[int, int]] = field(default_factory=dict)
+    products: dict[int, tuple[int, int | None]] = field(default_factory=dict)
     reads: dict[str, tuple[int, int]] = field(default_factory=dict)
     sets: dict[str, tuple[int, int]] = field(default_factory=dict)
     deps: dict[str, frozenset[str]] = field(default_factory=dict)
@@ -160,8 +168,8 @@ class ChunkTracer:
 
     def _exchange(self, primitive: str, x: Value, out: int) -> Value:
         plan, i = self.plan, len(self.plan.exchanges)
-        if i == 0 and (x is self.h or getattr(x, "product", False)):
-            plan.raw = "h" if x is self.h else next(iter(x.deps))
+        if i == 0 and isinstance(x, InputValue):
+            plan.raw = x.name
         elif isinstance(x, InputValue):
             x._same()
         plan.deps[f"x{i}"] = x.deps
@@ -177,10 +185,8 @@ class ChunkTracer:
     def dense(self, x: Value, w: WeightRef) -> Value:
         """``X W`` on the chunk's rows; on sparse features a product on the host tier."""
         if isinstance(x, SparseValue):
-            self.plan.products.setdefault(w.index, (w.shape[1], len(self.plan.exchanges)))
-            out = Value(w.shape[1], frozenset({f"p{w.index}"}))
-            out.product = True  # type: ignore[attr-defined]
-            return out
+            self.plan.products.setdefault(w.index, (w.shape[1], None))
+            return InputValue(w.shape[1], self.plan, f"p{w.index}")
         return Value(w.shape[1], x._same().deps)
 
     def own(self, x: Value) -> Value:
@@ -198,7 +204,7 @@ class ChunkTracer:
 
     def attention(self, h: Value, w: WeightRef, a_src: WeightRef, a_dst: WeightRef) -> Value:
         """``[z | s_src]`` of the own rows exchanged; the heads' output."""
-        z = self.dense(h, w)
+        z = self.dense(h, w)._same()  # its own rows are scored
         heads, per_head = a_src.shape
         cols = w.shape[1]
         return self._exchange("attention", Value(cols + heads, z.deps),

@@ -285,8 +285,12 @@ class OffloadModel(RowBlockModel):
             return host.h if plan.raw == "h" else self._products[int(plan.raw[1:])]
 
         def leaf(name: str) -> torch.Tensor:
-            buf = self._state[name[2:]] if name[0] == "s" else self._products[int(name[1:])]
-            return rows_to_device(self.comm, buf, a, b)
+            if name[0] == "s":
+                return rows_to_device(self.comm, self._state[name[2:]], a, b)
+            width, pos = plan.products[int(name[1:])]
+            if pos is None or pos > (len(plan.exchanges) if stop is None else stop):
+                return torch.empty((b - a, width), dtype=self.cfg.torch_dtype, device="meta")
+            return rows_to_device(self.comm, self._products[int(name[1:])], a, b)
 
         run = ChunkRun(stop, live, lambda i: loader.load(source(i), j),
                        lambda i: rows_to_device(self.comm, host.a[i], a, b), leaf, grad)

@@ -239,11 +239,6 @@ class Layer:
         """The most weights a layer has (every layer's count for the built-in layers)."""
         return max(self.weight_count(layer, last) for layer in (0, 1) for last in (False, True))
 
-    @property
-    def operands(self) -> int:
-        """Row blocks a layer's update reads: the aggregate, and a self term's own rows."""
-        return 2 if self.self_weight else 1
-
     def layer_heads(self, last: bool) -> int:
         """Attention heads of a layer (1 for a layer without attention)."""
         if not self.attention:

@@ -284,24 +284,24 @@ class OffloadModel(RowBlockModel):
                 return host.x[i]
             return host.h if plan.raw == "h" else self._products[int(plan.raw[1:])]
 
+        reach = len(plan.exchanges) if stop is None else stop
+
+        def own(buf: torch.Tensor, pos: int | None) -> torch.Tensor:
+            """Own rows of a host buffer; a placeholder that computes nothing if unread."""
+            if pos is None or pos > reach:
+                return torch.empty((b - a, buf.shape[1]), dtype=buf.dtype, device="meta")
+            return rows_to_device(self.comm, buf, a, b)
+
         def leaf(name: str) -> torch.Tensor:
             if name[0] == "s":
-                return rows_to_device(self.comm, self._state[name[2:]], a, b)
-            width, pos = plan.products[int(name[1:])]
-            if pos is None or pos > (len(plan.exchanges) if stop is None else stop):
-                return torch.empty((b - a, width), dtype=self.cfg.torch_dtype, device="meta")
-            return rows_to_device(self.comm, self._products[int(name[1:])], a, b)
+                return own(self._state[name[2:]], 0)
+            return own(self._products[int(name[1:])], plan.products[int(name[1:])][1])
 
         run = ChunkRun(stop, live, lambda i: loader.load(source(i), j),
-                       lambda i: rows_to_device(self.comm, host.a[i], a, b), leaf, grad)
-        h: Any = host.h
-        if plan.h_pos is None or plan.h_pos > (len(plan.exchanges) if stop is None else stop):
-            if not isinstance(h, Products):  # unread: a placeholder that computes nothing
-                h = torch.empty((b - a, plan.f_in), dtype=self.cfg.torch_dtype, device="meta")
-        elif not isinstance(h, Products):
-            h = rows_to_device(self.comm, host.h, a, b)
-            if grad:
-                h.requires_grad_()
+                       lambda i: own(host.a[i], 0), leaf, grad)
+        h = host.h if isinstance(host.h, Products) else own(host.h, plan.h_pos)
+        if grad and not isinstance(h, Products):
+            h.requires_grad_()
         last = layer == len(self.plans) - 1
         g = ChunkPrimitives(run, self._ops[j], layer, last, ws, self.stats, self._drop)
         try:

@@ -25,16 +25,19 @@ forward reads on the host), from the layer's trace alone:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 
 from hpcgnn.cost.estimate import Estimate, Problem, allreduce_exact
 from hpcgnn.layout.chunks import (
     ChunkLayer,
     chunk_plan,
-    kept_at,
+    leaf_width,
+    leaves,
     stage_leaves,
     stage_outputs,
     stages,
     stored,
+    sweep_outputs,
     sweeps,
 )
 from hpcgnn.planning.dedup import DedupVolumes
@@ -58,52 +61,34 @@ def push_widths(plans: Sequence[ChunkLayer]) -> list[int]:
             if not (i == 0 and plan.raw == "h" and layer == 0)]
 
 
-def _reads(plan: ChunkLayer, stop: int, sparse: bool) -> int:
-    """Columns a run of the forward up to exchange ``stop`` reads of its leaves."""
-    cols = plan.f_in if not sparse and plan.h_pos is not None and plan.h_pos <= stop else 0
-    cols += sum(w for w, pos in plan.reads.values() if pos <= stop)
-    return cols + sum(w for w, pos in plan.products.values() if pos is not None and pos <= stop)
-
-
-def _width(plan: ChunkLayer, tag: str) -> int:
-    if tag == "out":
-        return plan.f_out
-    if tag.startswith("x"):
-        return plan.exchanges[int(tag[1:])].width
-    if tag.startswith("s:"):
-        return plan.sets.get(tag[2:], plan.reads.get(tag[2:], (0, 0)))[0]
-    if tag == "h":
-        return plan.f_in
-    return plan.products[int(tag[1:])][0]
+def recomputed(plan: ChunkLayer, stage: int | None, cached: bool) -> int | None:
+    """The exchange backward stage ``stage`` recomputes from reloaded rows, if any."""
+    if stage is None or not plan.exchanges:
+        return None
+    kept = stored(plan, cached)[stage]
+    return None if kept and plan.exchanges[stage].primitive == "aggregate" else stage
 
 
 def own_rows(plan: ChunkLayer, layer: int, cached: bool, sparse: bool) -> int:
     """Columns of own rows one layer moves between host and device in an epoch.
 
-    Forward sweep ``s``: the forward's leaves (the layer input; earlier layers' values and
-    sparse products read before exchange ``s``), the kept outputs ``A_i`` (``i < s - 1``),
-    and it writes ``X_s`` (or the output), the output ``A_{s-1}`` where kept, and values
-    kept for later layers once. Backward stage ``k``: the leaves, every kept ``A_i``, the
-    gradients of the stage's outputs, and the gradients of its leaves written.
+    Forward sweep ``s`` reads the leaves its outputs depend on (:func:`leaves`) and writes
+    ``X_s`` (or the output), the exchange output ``A_{s-1}`` where it is kept, and the
+    values kept for later layers (once). Backward stage ``k`` reads the leaves and the
+    gradients of its outputs and writes the gradients of its leaves.
     """
-    k_all = len(plan.exchanges)
     keep = stored(plan, cached)
-    outs = [e.out for e in plan.exchanges]
+    width = partial(leaf_width, plan)
     cols = 0
     for s in sweeps(plan):
-        cols += _reads(plan, s, sparse) + sum(outs[: max(s - 1, 0)])
-        cols += plan.exchanges[s].width if s < k_all else plan.f_out
-        cols += outs[s - 1] if s and keep[s - 1] else 0
-        cols += sum(plan.sets[key][0] for key in kept_at(plan, s))
+        outputs = sweep_outputs(plan, s)
+        cols += sum(map(width, leaves(plan, outputs, s - 1 if s else None, sparse)))
+        cols += sum(map(width, outputs))
+        cols += plan.exchanges[s - 1].out if s and keep[s - 1] else 0
     for k in stages(plan):
-        if k is None:
-            cols += _reads(plan, 0, sparse)
-        else:
-            cols += _reads(plan, k_all, sparse)
-            cols += sum(o for i, (o, kp) in enumerate(zip(outs, keep, strict=True))
-                        if i != k or kp)
-        cols += sum(_width(plan, t) for t in stage_outputs(plan, k))
-        cols += sum(_width(plan, t) for t in stage_leaves(plan, k, layer))
+        outputs = stage_outputs(plan, k)
+        cols += sum(map(width, leaves(plan, outputs, recomputed(plan, k, cached), sparse)))
+        cols += sum(map(width, outputs)) + sum(map(width, stage_leaves(plan, k, layer)))
     return cols
 
 
@@ -159,7 +144,7 @@ def predict_offload(
     ckpt = n * s * sum(own_rows(p, layer, c, sparse_input is not None and layer == 0)
                        for layer, (p, c) in enumerate(zip(plans, cached, strict=True)))
     if sparse_input is not None:
-        products = [f for f, _ in plans[0].products.values()]
+        products = list(plans[0].products.values())
         ckpt += sparse_input_bytes(n, w[0], s, *sparse_input, products)
     est.add("offload_ckpt", float(ckpt), 0.0, 0)
     for fin, fout in problem.weight_shapes:

@@ -11,11 +11,12 @@ the forward up to exchange ``s``'s input, with ``A_0 .. A_{s-1}`` given. The bac
 sweeps the exchanges in reverse (:func:`stage_outputs`).
 
 :func:`chunk_plan` traces a model's layers on :class:`Value` shapes: widths, positions
-(the exchanges made before a read) and which *leaves* (the layer input ``h``, the
+(the exchanges made before a value is kept) and which *leaves* (the layer input ``h``, the
 exchange outputs ``a<i>``, values of earlier layers ``s:<key>``, products of sparse input
-features ``p<weight>``) each output depends on. The model and the cost model
-(:func:`hpcgnn.cost.offload.predict_offload`) both follow it, so every byte is predicted.
-Pure: no torch, no MPI.
+features ``p<weight>``) each output depends on. A run of the forward reads the own rows
+of the leaves its outputs depend on, no others (:func:`leaves`). The model and the cost
+model (:func:`hpcgnn.cost.offload.predict_offload`) both follow the plan, so every byte
+is predicted. Pure: no torch, no MPI.
 """
 
 from __future__ import annotations
@@ -34,44 +35,21 @@ class Value:
         self.width, self.deps = int(width), deps
 
     def _join(self, other: object) -> Value:
-        mine = self._same()  # an input takes part (:class:`InputValue`)
         if isinstance(other, Value):
-            theirs = other._same()
-            return Value(max(mine.width, theirs.width), mine.deps | theirs.deps)
-        return mine
-
-    def __add__(self, other: object) -> Value:
-        return self._join(other)
-
-    __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = __add__
-
-    def _same(self, *args: Any, **kwargs: Any) -> Value:
-        return Value(self.width, self.deps)
-
-    def relu(self, *args: Any, **kwargs: Any) -> Value:
-        """The same shape (every elementwise function)."""
+            return Value(max(self.width, other.width), self.deps | other.deps)
         return self._same()
 
-    __neg__ = elu = sigmoid = tanh = exp = clamp = contiguous = relu
-
-
-class InputValue(Value):
-    """A leaf whose own rows are read where first used (not where only loaded).
-
-    The layer input (``name`` ``"h"``), or a product of sparse features (``"p<weight>"``).
-    """
-
-    def __init__(self, width: int, plan: ChunkLayer, name: str = "h") -> None:
-        super().__init__(width, frozenset({name}))
-        self.plan, self.name = plan, name
+    __add__ = __radd__ = __sub__ = __rsub__ = _join
+    __mul__ = __rmul__ = __truediv__ = __rtruediv__ = _join
 
     def _same(self, *args: Any, **kwargs: Any) -> Value:
-        plan = self.plan
-        if self.name == "h" and plan.h_pos is None:
-            plan.h_pos = len(plan.exchanges)
-        elif self.name != "h" and plan.products[int(self.name[1:])][1] is None:
-            plan.products[int(self.name[1:])] = (self.width, len(plan.exchanges))
         return Value(self.width, self.deps)
+
+    __neg__ = relu = elu = sigmoid = tanh = exp = clamp = contiguous = _same
+
+
+class Leaf(Value):
+    """A leaf as it is: the layer input, or a product of sparse features."""
 
 
 class SparseValue(Value):
@@ -105,18 +83,14 @@ class ChunkLayer:
         Its widths.
     exchanges
         In call order.
-    h_pos
-        Where the forward first reads the layer input's own rows (exchanges made before;
-        ``None``: it only loads its neighbour rows, :attr:`raw`).
     raw
         The leaf ``X_0`` is, when the first exchange reads the layer input (``"h"``) or a
         product of sparse features (``"p<weight>"``) as it is: its host rows are loaded.
     products
-        Sparse features: per weight index, the product's width and where the forward first
-        reads its own rows (``None``: it only loads its neighbour rows).
+        Sparse features: per weight index, the product's width.
     reads, sets
-        Values of earlier layers (``g.state``) read, and values kept for later layers:
-        per key its width and position (exchanges made before).
+        Values of earlier layers (``g.state``) read (per key its width), and values kept
+        for later layers (per key its width and position: exchanges made before).
     deps
         The leaves each output depends on: ``"out"``, ``"x<i>"``, ``"s:<key>"``.
     """
@@ -125,9 +99,8 @@ class ChunkLayer:
     f_out: int
     exchanges: list[Exchange] = field(default_factory=list)
     raw: str | None = None
-    h_pos: int | None = None
-    products: dict[int, tuple[int, int | None]] = field(default_factory=dict)
-    reads: dict[str, tuple[int, int]] = field(default_factory=dict)
+    products: dict[int, int] = field(default_factory=dict)
+    reads: dict[str, int] = field(default_factory=dict)
     sets: dict[str, tuple[int, int]] = field(default_factory=dict)
     deps: dict[str, frozenset[str]] = field(default_factory=dict)
 
@@ -144,8 +117,7 @@ class _State(dict[str, Any]):
             return dict.__getitem__(self, key)
         if key not in self.kept:
             raise KeyError(key)
-        plan = self.tracer.plan
-        plan.reads.setdefault(key, (self.kept[key], len(plan.exchanges)))
+        self.tracer.plan.reads[key] = self.kept[key]
         return Value(self.kept[key], frozenset({f"s:{key}"}))
 
     def get(self, key: str, default: Any = None) -> Any:
@@ -168,10 +140,8 @@ class ChunkTracer:
 
     def _exchange(self, primitive: str, x: Value, out: int) -> Value:
         plan, i = self.plan, len(self.plan.exchanges)
-        if i == 0 and isinstance(x, InputValue):
-            plan.raw = x.name
-        elif isinstance(x, InputValue):
-            x._same()
+        if i == 0 and isinstance(x, Leaf):
+            plan.raw = next(iter(x.deps))
         plan.deps[f"x{i}"] = x.deps
         plan.exchanges.append(Exchange(primitive, x.width, out))
         return Value(out, frozenset({f"a{i}"}))
@@ -185,9 +155,9 @@ class ChunkTracer:
     def dense(self, x: Value, w: WeightRef) -> Value:
         """``X W`` on the chunk's rows; on sparse features a product on the host tier."""
         if isinstance(x, SparseValue):
-            self.plan.products.setdefault(w.index, (w.shape[1], None))
-            return InputValue(w.shape[1], self.plan, f"p{w.index}")
-        return Value(w.shape[1], x._same().deps)
+            self.plan.products[w.index] = w.shape[1]
+            return Leaf(w.shape[1], frozenset({f"p{w.index}"}))
+        return Value(w.shape[1], x.deps)
 
     def own(self, x: Value) -> Value:
         """The chunk's own rows: ``x`` itself."""
@@ -204,7 +174,7 @@ class ChunkTracer:
 
     def attention(self, h: Value, w: WeightRef, a_src: WeightRef, a_dst: WeightRef) -> Value:
         """``[z | s_src]`` of the own rows exchanged; the heads' output."""
-        z = self.dense(h, w)._same()  # its own rows are scored
+        z = self.dense(h, w)
         heads, per_head = a_src.shape
         cols = w.shape[1]
         return self._exchange("attention", Value(cols + heads, z.deps),
@@ -221,8 +191,7 @@ def chunk_plan(widths: Sequence[int], kind: Layer, sparse: bool = False) -> list
     out = []
     for layer, (f_in, f_out) in enumerate(zip(widths[:-1], widths[1:], strict=True)):
         plan = ChunkLayer(f_in, f_out)
-        h = (SparseValue(f_in, frozenset({"h"})) if sparse and layer == 0
-             else InputValue(f_in, plan))
+        h = (SparseValue if sparse and layer == 0 else Leaf)(f_in, frozenset({"h"}))
         tracer = ChunkTracer(layer, layer == last, plan, kept, h)
         ws = [WeightRef(w.shape, i)
               for i, w in enumerate(kind.weights(f_in, f_out, layer, layer == last))]
@@ -293,3 +262,36 @@ def stages(plan: ChunkLayer) -> list[int | None]:
     k_all = len(plan.exchanges)
     out: list[int | None] = list(range(max(k_all, 1) - 1, -1, -1))
     return [*out, None] if k_all and not plan.raw else out
+
+
+def sweep_outputs(plan: ChunkLayer, sweep: int) -> list[str]:
+    """What forward sweep ``sweep`` writes: ``X_s`` (or the output) and values kept."""
+    tag = f"x{sweep}" if sweep < len(plan.exchanges) else "out"
+    return [tag, *(f"s:{k}" for k in kept_at(plan, sweep))]
+
+
+def leaves(plan: ChunkLayer, outputs: Sequence[str], live: int | None, sparse: bool
+           ) -> list[str]:
+    """The leaves whose own rows a run producing ``outputs`` reads from the host.
+
+    Those its outputs depend on, but the exchange it computes from loaded rows (``live``)
+    and sparse features themselves (only their products are rows).
+    """
+    deps = frozenset().union(*(plan.deps[t] for t in outputs))
+    skip = {f"a{live}", *(["h"] if sparse else [])}
+    return sorted(d for d in deps if d not in skip)
+
+
+def leaf_width(plan: ChunkLayer, name: str) -> int:
+    """The width of a leaf or an output (``"h"``, ``"a<i>"``, ``"x<i>"``, ``"out"`` ...)."""
+    if name == "h":
+        return plan.f_in
+    if name == "out":
+        return plan.f_out
+    if name[0] in "ax":
+        e = plan.exchanges[int(name[1:])]
+        return e.out if name[0] == "a" else e.width
+    if name[0] == "p":
+        return plan.products[int(name[1:])]
+    key = name[2:]
+    return plan.sets[key][0] if key in plan.sets else plan.reads[key]

@@ -33,7 +33,7 @@ import torch
 from hpcgnn.comm.collective import collective
 from hpcgnn.config import TrainConfig
 from hpcgnn.cost.estimate import Estimate
-from hpcgnn.cost.offload import load_widths, predict_offload
+from hpcgnn.cost.offload import load_widths, predict_offload, recomputed
 from hpcgnn.errors import ConfigError
 from hpcgnn.exchange.offload import (
     DEDUP_LEVELS,
@@ -54,10 +54,13 @@ from hpcgnn.layout.chunks import (
     ChunkLayer,
     chunk_plan,
     kept_at,
+    leaf_width,
+    leaves,
     stage_leaves,
     stage_outputs,
     stages,
     stored,
+    sweep_outputs,
     sweeps,
 )
 from hpcgnn.models.base import RowBlockModel
@@ -273,33 +276,35 @@ class OffloadModel(RowBlockModel):
         return t.zero_() if zero else t
 
     def _run(self, layer: int, j: int, host: _LayerHost, ws: list[torch.Tensor],
-             stop: int | None, live: int | None, grad: bool
+             stop: int | None, live: int | None, outputs: list[str], grad: bool
              ) -> tuple[ChunkPrimitives, Any, Any]:
-        """Layer ``layer``'s forward on chunk ``j``: its primitives, output (or ``None``), input."""
+        """Layer ``layer``'s forward on chunk ``j``: its primitives, output (or ``None``), input.
+
+        Reads the own rows of the leaves ``outputs`` depend on (:func:`leaves`); any
+        other leaf is zeros (what depends on it is unused).
+        """
         plan, (a, b) = self.plans[layer], self.chunk_rows[j]
         loader = self.reload if grad else self.exchange
+        needed = set(leaves(plan, outputs, live, isinstance(host.h, Products)))
 
         def source(i: int) -> torch.Tensor:
             if i or plan.raw is None:
                 return host.x[i]
             return host.h if plan.raw == "h" else self._products[int(plan.raw[1:])]
 
-        reach = len(plan.exchanges) if stop is None else stop
-
-        def own(buf: torch.Tensor, pos: int | None) -> torch.Tensor:
-            """Own rows of a host buffer; a placeholder that computes nothing if unread."""
-            if pos is None or pos > reach:
-                return torch.empty((b - a, buf.shape[1]), dtype=buf.dtype, device="meta")
+        def own(name: str) -> torch.Tensor:
+            if name not in needed:
+                return self.comm.device.zeros((b - a, leaf_width(plan, name)),
+                                              self.cfg.torch_dtype)
+            if name[0] in "ap":
+                buf = (host.a if name[0] == "a" else self._products)[int(name[1:])]
+            else:
+                buf = host.h if name == "h" else self._state[name[2:]]
             return rows_to_device(self.comm, buf, a, b)
 
-        def leaf(name: str) -> torch.Tensor:
-            if name[0] == "s":
-                return own(self._state[name[2:]], 0)
-            return own(self._products[int(name[1:])], plan.products[int(name[1:])][1])
-
         run = ChunkRun(stop, live, lambda i: loader.load(source(i), j),
-                       lambda i: own(host.a[i], 0), leaf, grad)
-        h = host.h if isinstance(host.h, Products) else own(host.h, plan.h_pos)
+                       lambda i: own(f"a{i}"), own, grad)
+        h = host.h if isinstance(host.h, Products) else own("h")
         if grad and not isinstance(h, Products):
             h.requires_grad_()
         last = layer == len(self.plans) - 1
@@ -339,7 +344,7 @@ class OffloadModel(RowBlockModel):
             for s in sweeps(plan):
                 for j, (a, b) in enumerate(self.chunk_rows):
                     g, z, _ = self._run(layer, j, host, ws, s if s < k_all else None,
-                                     s - 1 if s else None, False)
+                                        s - 1 if s else None, sweep_outputs(plan, s), False)
                     if s < k_all:
                         x = host.x.setdefault(s, self._pinned(plan.exchanges[s].width))
                         rows_to_host(self.comm, x, a, b, g.xs[s])
@@ -369,7 +374,7 @@ class OffloadModel(RowBlockModel):
             return dropout(self.x, self.comm.device.host_tensor(keep(0)), p)
         ws = self._layer_weights(0)
         products = self.plans[0].products
-        self._products = {c: self._pinned(f) for c, (f, _) in products.items()}
+        self._products = {c: self._pinned(f) for c, f in products.items()}
         self.input.transform([ws[c] for c in products], keep, p, list(self._products.values()))
         return Products()
 
@@ -382,7 +387,7 @@ class OffloadModel(RowBlockModel):
         """
         grads = [torch.zeros_like(w) for w in self.weights]
         bufs: dict[str, Any] = {f"p{c}": self._pinned(f, True)
-                                for c, (f, _) in self.plans[0].products.items()}
+                                for c, f in self.plans[0].products.items()}
         bufs |= {f"s:{k}": self._pinned(t.shape[1], True) for k, t in self._state.items()}
         bufs["h"] = grad_logits
         for layer in range(len(self.plans) - 1, -1, -1):
@@ -413,12 +418,12 @@ class OffloadModel(RowBlockModel):
         """
         plan, host, (a, b) = self.plans[layer], self._hosts[layer], self.chunk_rows[j]
         k = stage if plan.exchanges else None
-        live = k if k is not None and (plan.exchanges[k].primitive == "attention"
-                                       or not stored(plan, self.cached[layer])[k]) else None
+        live = recomputed(plan, stage, self.cached[layer])
         ws = [w.requires_grad_() for w in self._layer_weights(layer)]
         with torch.enable_grad():
-            g, out, h = self._run(layer, j, host, ws, 0 if stage is None else None, live, True)
             tags = stage_outputs(plan, stage)
+            g, out, h = self._run(layer, j, host, ws, 0 if stage is None else None, live, tags,
+                                  True)
             values = [out if t == "out" else g.xs[int(t[1:])] if t[0] == "x" else g.sets[t[2:]]
                       for t in tags]
             douts = [rows_to_device(self.comm, bufs[t], a, b) for t in tags]

@@ -5,7 +5,7 @@ and ``tests/examples/test_layers.py``)."""
 from hpcgnn.cost.estimate import Problem
 from hpcgnn.cost.offload import load_widths, own_rows, predict_offload, sparse_input_bytes
 from hpcgnn.kinds import GAT, GCN, SAGE, Layer
-from hpcgnn.layout.chunks import chunk_plan, stage_outputs, stages, stored, sweeps
+from hpcgnn.layout.chunks import chunk_plan, leaves, stage_outputs, stages, stored, sweeps
 from hpcgnn.planning.dedup import DedupVolumes
 
 
@@ -24,7 +24,10 @@ class Propagated(Layer):
 
 def test_gcn_loads_each_layer_input_once_and_again_where_it_recomputes():
     plans = chunk_plan([100, 16, 3], GCN)
-    assert [p.raw for p in plans] == ["h", "h"] and [p.h_pos for p in plans] == [None, None]
+    assert [p.raw for p in plans] == ["h", "h"]
+    # the update reads the kept aggregate, never the input's own rows (only their loads)
+    assert leaves(plans[1], ["out"], None, False) == ["a0"]
+    assert leaves(plans[1], ["out"], 0, False) == []
     assert load_widths(plans, [True, True]) == [100, 16]
     assert load_widths(plans, [True, False]) == [100, 16, 16]
     # forward: output and aggregate out; backward: aggregate and output gradient back
@@ -34,7 +37,7 @@ def test_gcn_loads_each_layer_input_once_and_again_where_it_recomputes():
 
 def test_a_self_term_reads_the_own_rows_from_the_host():
     plans = chunk_plan([10, 8, 3], SAGE)
-    assert [p.h_pos for p in plans] == [1, 1]  # after the aggregate
+    assert leaves(plans[1], ["out"], None, False) == ["a0", "h"]
     # the first layer's input needs no gradient; the second writes its own rows' gradient
     assert own_rows(plans[0], 0, True, False) == 2 * (10 + 8) + 2 * 10
     assert own_rows(plans[1], 1, True, False) == 2 * (8 + 3) + 2 * 8 + 8
@@ -45,6 +48,9 @@ def test_an_attention_loads_z_and_its_source_terms_twice():
     assert [(e.primitive, e.width, e.out) for p in plans for e in p.exchanges] == [
         ("attention", 8 + 2, 8), ("attention", 3 + 1, 3)]
     assert stored(plans[0], True) == [False] and stages(plans[0]) == [0, None]
+    # [z | s_src] of the own rows needs the input; the attention on the loads does not
+    assert leaves(plans[0], ["x0"], None, False) == ["h"]
+    assert leaves(plans[0], ["out"], 0, False) == []
     assert load_widths(plans, [False, False]) == [10, 10, 4, 4]  # each layer's, reloaded
 
 
@@ -56,6 +62,8 @@ def test_chained_aggregations_are_one_sweep_and_one_stage_each():
     assert list(sweeps(last)) == [0, 1, 2, 3] and stages(last) == [2, 1, 0, None]
     assert stage_outputs(last, 2) == ["out"] and stage_outputs(last, 1) == ["x2"]
     assert stage_outputs(last, 0) == ["out", "x1", "x2"] and stage_outputs(last, None) == ["x0"]
+    # stage 1 recomputes X_2 = (A_1 + Z_0) / 2 alone: A_1 and the input, no other A_i
+    assert leaves(last, stage_outputs(last, 1), None, False) == ["a1", "h"]
 
 
 def test_sparse_features_trade_wide_loads_for_csr_blocks():

@@ -257,10 +257,8 @@ class OffloadModel(RowBlockModel):
         if self.input is not None:
             counts = self.comm.allreduce(np.array([self.input.nnz, self.input.chunks]), SETUP)
             sparse = (int(counts[0]), int(counts[1]))
-        return predict_offload(
-            self.problem(), self.comm.size, self.volumes, self.transfers, self.opts.dedup,
-            self.cached, sparse,
-        )
+        return predict_offload(self.problem(), self.comm.size, self.volumes, self.transfers,
+                               self.opts.dedup, self.cached, sparse)
 
     def exchange_report(
         self, measured: dict[str, float], predicted: dict[str, float],
@@ -274,6 +272,9 @@ class OffloadModel(RowBlockModel):
         t = self.comm.device.pinned_empty((self.rows[1] - self.rows[0], cols),
                                           self.cfg.torch_dtype)
         return t.zero_() if zero else t
+
+    def _buffer(self, bufs: dict[Any, torch.Tensor], key: Any, cols: int) -> torch.Tensor:
+        return bufs[key] if key in bufs else bufs.setdefault(key, self._pinned(cols))
 
     def _run(self, layer: int, j: int, host: _LayerHost, ws: list[torch.Tensor],
              stop: int | None, live: int | None, outputs: list[str], grad: bool
@@ -346,13 +347,13 @@ class OffloadModel(RowBlockModel):
                     g, z, _ = self._run(layer, j, host, ws, s if s < k_all else None,
                                         s - 1 if s else None, sweep_outputs(plan, s), False)
                     if s < k_all:
-                        x = host.x.setdefault(s, self._pinned(plan.exchanges[s].width))
-                        rows_to_host(self.comm, x, a, b, g.xs[s])
+                        buf = self._buffer(host.x, s, plan.exchanges[s].width)
+                        rows_to_host(self.comm, buf, a, b, g.xs[s])
                     if s and kept[s - 1] and (train or k_all > 1):
-                        buf = host.a.setdefault(s - 1, self._pinned(plan.exchanges[s - 1].out))
+                        buf = self._buffer(host.a, s - 1, plan.exchanges[s - 1].out)
                         rows_to_host(self.comm, buf, a, b, g.outs[s - 1])
                     for key in kept_at(plan, s):
-                        buf = self._state.setdefault(key, self._pinned(plan.sets[key][0]))
+                        buf = self._buffer(self._state, key, plan.sets[key][0])
                         rows_to_host(self.comm, buf, a, b, g.sets[key])
                     if s == k_all:
                         rows_to_host(self.comm, out, a, b, z)
@@ -369,9 +370,8 @@ class OffloadModel(RowBlockModel):
         p = self.cfg.dropout
         if self.input is None:
             assert isinstance(self.x, torch.Tensor)
-            if keep is None:
-                return self.x
-            return dropout(self.x, self.comm.device.host_tensor(keep(0)), p)
+            return self.x if keep is None else dropout(
+                self.x, self.comm.device.host_tensor(keep(0)), p)
         ws = self._layer_weights(0)
         products = self.plans[0].products
         self._products = {c: self._pinned(f) for c, f in products.items()}

@@ -34,13 +34,12 @@ from typing import Any
 import torch
 from mpi4py import MPI
 
-from hpcgnn.config import TrainConfig
 from hpcgnn.cost.machine import tiers_from_flag
 from hpcgnn.errors import ConfigError, HpcgnnError
 from hpcgnn.kinds import named
 from hpcgnn.nn import GCN, Graph, Layer
 from hpcgnn.training.modes import FullBatchMode, GistMode, MinibatchMode, Mode, OffloadMode
-from hpcgnn.training.run import RunOptions
+from hpcgnn.training.run import PATHS, configure
 from hpcgnn.training.run import train as run
 from hpcgnn.utils.files import leaves_nothing_behind
 
@@ -228,31 +227,16 @@ def train(
         raise ConfigError(f"mode: a mode object (FullBatchMode(), MinibatchMode(), ...),"
                           f" not {mode!r}")
     name, layer = _model(model, mode)
-    cfg = TrainConfig(
-        layers=mode.depth(layers), hidden=hidden, epochs=epochs, lr=lr,
-        weight_decay=weight_decay, weight_decay_layers=weight_decay_layers,
-        early_stopping=early_stopping, select_model=select_model, dropout=dropout, seed=seed,
-        eval_every=eval_every, dtype=dtype, model=name, sparse_features=sparse_features,
-        gin_eps=gin_eps, heads=heads, output_heads=output_heads,
-        attention_dropout=attention_dropout, layer=layer,
-    )
-    opts = RunOptions(
-        graph=os.fspath(graph), mode=mode, metrics=_path(metrics), trace=_path(trace),
-        log_csv=_path(log_csv), finetune=_path(finetune), trace_epochs=trace_epochs,
-        checkpoint_dir=_path(checkpoint_dir), checkpoint_every=checkpoint_every,
-        resume=_path(resume), quiet=quiet, tier_gbps=tiers_from_flag(tier_gbps),
-        device=device, sync_comm=sync_comm, threads=threads, keep_result=True,
-    )
+    settings = {k: os.fspath(v) if k in PATHS and v is not None else v
+                for k, v in locals().items() if k not in ("graph", "mode", "comm")}
+    cfg, opts = configure(os.fspath(graph), mode, settings | {
+        "model": name, "tier_gbps": tiers_from_flag(tier_gbps), "keep_result": True,
+    }, layer)
     with leaves_nothing_behind():
         result = run(opts, cfg, MPI.COMM_WORLD if comm is None else comm)
     assert result.metrics is not None and result.weights is not None
     return Trained(metrics=result.metrics, weights=result.weights, graph=opts.graph,
                    layer=layer)
-
-
-def _path(path: PathLike | None) -> str | None:
-    """A path argument as text (``None`` stays)."""
-    return None if path is None else os.fspath(path)
 
 
 def _model(model: str | Layer | type[Layer] | None, mode: Mode) -> tuple[str, Layer | None]:

@@ -8,7 +8,8 @@ memory check, the mode's trainer (:mod:`hpcgnn.training.modes`), resume, the one
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import torch
@@ -24,6 +25,7 @@ from hpcgnn.grid.device import choose_device
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.io.reader import GraphFile
 from hpcgnn.kernels.prepare import prepare_kernels
+from hpcgnn.kinds import Layer
 from hpcgnn.layout.order import layer_sizes
 from hpcgnn.layout.trace import check_layer
 from hpcgnn.training.checkpoint import GRAPH_CONTENT, load_checkpoint, state_bytes_bound
@@ -108,6 +110,31 @@ class RunOptions:
             raise ConfigError(f"--checkpoint-every must be >= 0, got {self.checkpoint_every}")
         if self.checkpoint_every and not self.checkpoint_dir:
             raise ConfigError("--checkpoint-every needs --checkpoint-dir")
+
+
+def configure(
+    graph: str, mode: Mode, settings: Mapping[str, Any], layer: Layer | None = None
+) -> tuple[TrainConfig, RunOptions]:
+    """The run's :class:`~hpcgnn.config.TrainConfig` and :class:`RunOptions` from its settings.
+
+    ``settings``: every setting by its name, which is the field's (``hpcgnn.train``'s
+    keywords, the ``train`` flags' destinations); names of neither are not read (the
+    command's other flags). ``layers`` goes through the mode's :meth:`~Mode.depth`, a
+    missing ``model`` is the mode's default, ``layer`` is a researcher's own layer object.
+    Values arrive converted (paths as text, the tiers as a mapping).
+    """
+    own = {"layers", "model", "layer", "graph", "mode"}
+    cfg = TrainConfig(
+        layers=mode.depth(settings.get("layers")),
+        model=settings.get("model") or mode.default_model, layer=layer,
+        **{f.name: settings[f.name] for f in fields(TrainConfig)
+           if f.name in settings and f.name not in own},
+    )
+    opts = RunOptions(graph=graph, mode=mode, **{
+        f.name: settings[f.name] for f in fields(RunOptions)
+        if f.name in settings and f.name not in own
+    })
+    return cfg, opts
 
 
 def train(opts: RunOptions, cfg: TrainConfig, comm: MPI.Comm = MPI.COMM_WORLD) -> TrainResult:

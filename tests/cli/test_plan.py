@@ -6,7 +6,7 @@ import pytest
 from hpcgnn.cli.main import main
 from hpcgnn.planning import load_topology
 from tests.graphs import write_random_graph
-from tests.mpi import assert_all
+from tests.mpi import assert_all, error_output
 
 DGX1 = "configs/topologies/dgx1.json"
 
@@ -74,7 +74,7 @@ def test_calibrate_writes_a_topology_of_the_job(shared_tmp, world, capsys):
     assert_all(world, ok, str(topo))
     capsys.readouterr()
     assert_all(world, main(["plan", "--calibrate"]) == 1)
-    assert "--calibrate takes --out" in capsys.readouterr().err
+    assert "--calibrate takes --out" in error_output(world, capsys.readouterr().err)
 
 
 @pytest.mark.mpi
@@ -207,6 +207,6 @@ def test_calibration_refuses_a_bandwidth_it_cannot_fit(shared_tmp, world, capsys
     monkeypatch.setattr(cal, "_round_trip", lambda comm, a, b, buf, repeats: 1e-3)
     out = shared_tmp / "cal.json"
     rc = main(["plan", "--calibrate", "--out", str(out)])
-    err = capsys.readouterr().err.strip().splitlines()
+    err = error_output(world, capsys.readouterr().err).strip().splitlines()
     assert_all(world, rc == 1 and len(err) == 1 and "timed no slower" in err[0], err)
     assert_all(world, not out.exists(), "a calibration was written")

@@ -11,7 +11,7 @@ import pytest
 
 from hpcgnn.cli.main import main
 from hpcgnn.training.checkpoint import LEGACY, MANIFEST
-from tests.mpi import assert_all, on_rank0
+from tests.mpi import assert_all, error_output, on_rank0
 
 TRAIN = ["--epochs", "3", "--hidden", "8", "--quiet", "--threads", "1"]
 
@@ -55,7 +55,7 @@ def _rewrite_arrays(ckpt, change):
 
 def _resume_error(path, ckpt, world, capsys, *extra):
     rc = main(["train", str(path), *TRAIN, "--resume", str(ckpt), *extra])
-    err = capsys.readouterr().err.strip().splitlines()
+    err = error_output(world, capsys.readouterr().err).strip().splitlines()
     assert_all(world, rc == 1 and len(err) == 1 and err[0].startswith("hpcgnn: error: "),
                f"expected one error line, got rc {rc}: {err}")
     return err[0]
@@ -233,7 +233,7 @@ def test_a_full_disk_leaves_no_directory_and_keeps_the_previous_checkpoint(
     _disk_full_at_manifest(monkeypatch)
     fresh = shared_tmp / "fresh" / "ck"
     rc = main(["train", str(path), *TRAIN, "--checkpoint-dir", str(fresh)])
-    err = capsys.readouterr().err.strip().splitlines()
+    err = error_output(world, capsys.readouterr().err).strip().splitlines()
     assert_all(world, rc == 1 and len(err) == 1 and "No space left on device" in err[0], err)
     assert_all(world, not (shared_tmp / "fresh").exists(), "an empty directory was left")
     rc = main(["train", str(path), *TRAIN, "--epochs", "4", "--resume", str(ckpt),
@@ -268,5 +268,5 @@ def test_finetune_starts_from_the_weights_with_any_settings(graph_file, shared_t
                          (["--resume", str(ckpt)], "give one of them"),
                          (["--mode", "gist"], "holds a replicated model, not a row-sharded")):
         rc = main(["train", str(path), *TRAIN, "--finetune", str(ckpt), *extra])
-        err = capsys.readouterr().err.strip().splitlines()
+        err = error_output(world, capsys.readouterr().err).strip().splitlines()
         assert_all(world, rc == 1 and len(err) == 1 and words in err[0], err)

@@ -27,6 +27,8 @@ file of flags is the command's). An error is the command's one line, raised as i
 from __future__ import annotations
 
 import os
+import sys
+import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -196,7 +198,8 @@ def train(
     metrics, trace, trace_epochs, sync_comm, log_csv, quiet
         Outputs: the metrics JSON and the Chrome trace (rank 0), the 1-based epochs
         ``(first, last)`` the trace records, collectives timed apart from their waits, a
-        CSV row per epoch, no per-epoch lines.
+        CSV row per epoch, nothing printed (no per-epoch, set-up or summary lines; the
+        command's ``--quiet`` keeps its set-up and summary lines).
     checkpoint_dir, checkpoint_every, resume, finetune
         Checkpoints: where, how often, a run to continue, weights to start from.
     tier_gbps
@@ -218,9 +221,11 @@ def train(
     ------
     HpcgnnError
         The command's one-line error (:class:`~hpcgnn.errors.ConfigError` for a bad
-        setting, on every rank). One whose ``collective`` is false may be raised on some
-        ranks only, leaving the others in a collective: under ``mpiexec`` end the job
-        then, as the command does (``comm.Abort(1)``).
+        setting), on every rank: the ranks agreed on it. An error they cannot agree on (one
+        whose ``collective`` is false, or any other exception, raised on some ranks while the
+        others wait in a collective) ends the job instead, as ``python -m mpi4py`` does: the
+        rank prints it and calls ``comm.Abort(1)``, so no rank hangs. On one rank it is
+        raised.
     """
     mode = FullBatchMode() if mode is None else mode
     if not isinstance(mode, Mode):
@@ -231,12 +236,33 @@ def train(
                 for k, v in locals().items() if k not in ("graph", "mode", "comm")}
     cfg, opts = configure(os.fspath(graph), mode, settings | {
         "model": name, "tier_gbps": tiers_from_flag(tier_gbps), "keep_result": True,
+        "summary": not quiet,
     }, layer)
-    with leaves_nothing_behind():
-        result = run(opts, cfg, MPI.COMM_WORLD if comm is None else comm)
+    comm = MPI.COMM_WORLD if comm is None else comm
+    try:
+        with leaves_nothing_behind():
+            result = run(opts, cfg, comm)
+    except Exception as err:
+        if comm.Get_size() > 1 and not (isinstance(err, HpcgnnError) and err.collective):
+            end_job(comm, err)
+        raise
     assert result.metrics is not None and result.weights is not None
     return Trained(metrics=result.metrics, weights=result.weights, graph=opts.graph,
                    layer=layer)
+
+
+def end_job(comm: MPI.Comm, err: BaseException) -> None:
+    """Print ``err`` (with its traceback) and abort every rank of ``comm``'s job.
+
+    What an exception some ranks may not share must do: the others wait in a collective
+    that never completes.
+    """
+    rank = comm.Get_rank()
+    text = "".join(traceback.format_exception(err))
+    sys.stderr.write(f"hpcgnn: rank {rank} of {comm.Get_size()} failed; ending the job\n{text}")
+    sys.stderr.flush()
+    sys.stdout.flush()
+    comm.Abort(1)
 
 
 def _model(model: str | Layer | type[Layer] | None, mode: Mode) -> tuple[str, Layer | None]:

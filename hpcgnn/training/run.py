@@ -86,6 +86,9 @@ class RunOptions:
     keep_result: bool = False
     #: ``--threads``: torch's intra-op threads in this process (``None``: torch's choice).
     threads: int | None = None
+    #: The set-up line and the summary lines (rank 0); ``hpcgnn.train(quiet=True)`` prints
+    #: none, as it prints no per-epoch lines.
+    summary: bool = True
 
     def __post_init__(self) -> None:
         check_types(self)
@@ -176,7 +179,7 @@ def _check_outputs(opts: RunOptions, grid: ProcessGrid) -> None:
 
 def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> TrainResult:
     mode, root = opts.mode, grid.rank == 0
-    say = (lambda *a: print(*a, flush=True)) if root else (lambda *a: None)
+    say = (lambda *a: print(*a, flush=True)) if root and opts.summary else (lambda *a: None)
     with collective(grid.world):
         with GraphFile(opts.graph) as gf:
             meta = gf.meta
@@ -232,7 +235,8 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
         trainer.restore_checkpoint(state, opts.resume)
         start_epoch = int(state["epoch"])
         history = [EpochRecord(**rec) for rec in state["history"]]
-        say(f"resumed from {opts.resume} after epoch {start_epoch}")
+        say(f"{'the model of' if opts.predict_out else 'resumed from'} {opts.resume}"
+            f" after epoch {start_epoch}")
     if opts.finetune:
         state = load_checkpoint(opts.finetune, grid.world, None, None, max_bytes=bound)
         trainer.load_weights(state, opts.finetune)
@@ -363,4 +367,5 @@ def _report(
         grid, result, config=config, meta=setup.meta, measured=measured, phases=phases,
         predicted=predicted, sections=sections, lines=lines, metrics=opts.metrics,
         trace=opts.trace, step_name=mode.step_name, content=content, share=opts.keep_result,
+        summary=opts.summary,
     )

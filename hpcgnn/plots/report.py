@@ -27,6 +27,7 @@ from hpcgnn.cost.ranking import fastest_per_algo
 from hpcgnn.errors import ConfigError
 from hpcgnn.utils.files import atomic_path, atomic_write, check_directory, output_directory
 from hpcgnn.utils.json_text import read_json
+from hpcgnn.utils.text import printable
 
 FORMATS = ("png", "svg")
 
@@ -81,6 +82,27 @@ def load_inputs(paths: list[str]) -> tuple[list[Run], list[Study]]:
     return runs, studies
 
 
+#: The largest magnitude a figure takes: a plotted range must stay finite (matplotlib's
+#: tick arithmetic overflows on a span of about 1e308).
+PLOTTABLE = 1e150
+
+
+def _too_large(doc: Any, where: str = "") -> tuple[str, float] | None:
+    """The first number of ``doc`` (nested) beyond :data:`PLOTTABLE`, with where it is."""
+    if isinstance(doc, dict):
+        items: Any = ((f"{where}.{k}" if where else str(k), v) for k, v in doc.items())
+    elif isinstance(doc, list):
+        items = ((f"{where}[{i}]", v) for i, v in enumerate(doc))
+    else:
+        ok = isinstance(doc, bool) or not isinstance(doc, (int, float))
+        return None if ok or not math.isfinite(doc) or abs(doc) <= PLOTTABLE else (where, doc)
+    for key, value in items:
+        found = _too_large(value, key)
+        if found is not None:
+            return found
+    return None
+
+
 def _checked(path: str, item: Any) -> Any:
     """``item`` (a run or a study) once every value the report reads has its type.
 
@@ -113,6 +135,10 @@ def _checked(path: str, item: Any) -> Any:
             f"{path}: a value the report reads has the wrong type or is missing "
             f"({type(err).__name__}: {err})"
         ) from None
+    found = _too_large(item.doc)
+    if found is not None:
+        raise ConfigError(printable(f"{path}: {found[0]} = {found[1]:g} is beyond what a figure"
+                                    f" can draw (|value| <= {PLOTTABLE:g})"))
     return item
 
 

@@ -64,6 +64,8 @@ def test_the_curves_count_epochs_from_1_in_files_of_every_schema():
     (json.dumps({"epochs": [], "comm": {"measured_bytes": {"a": "b"}}}), "wrong type"),
     (json.dumps({"machine": "m", "results": [{"procs": 4, "choices": [{"algo": "1d"}]}]}),
      "missing (KeyError: 'time_s')"),
+    (json.dumps({"epochs": [{"epoch": 1, "loss": 1e308}, {"epoch": 2, "loss": -1e308}],
+                 "comm": {}}), "epochs[0].loss = 1e+308 is beyond what a figure can draw"),
 ])
 def test_bad_inputs_fail_in_one_line(tmp_path, capsys, content, words):
     path = tmp_path / "m.json"

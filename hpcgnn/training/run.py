@@ -43,6 +43,7 @@ from hpcgnn.training.modes.fullbatch import FullBatchMode
 from hpcgnn.training.predict import TRAINING_ONLY, write_predictions
 from hpcgnn.training.report import finish_run, max_over_ranks, summed_over_ranks
 from hpcgnn.utils.files import check_directory, check_output
+from hpcgnn.utils.progress import Step
 
 #: Largest ``threads`` (torch's thread pool fails on absurd counts without a word).
 MAX_THREADS = 4096
@@ -190,7 +191,9 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
                     cfg.kind)
     # the file's structure before any model, and its content fingerprint (checkpoints are
     # bound to it; the metrics record it): each rank reads 1/P of the file
-    content = check_graph(grid.world, opts.graph, True)
+    verb = "predict" if opts.predict_out else "train"
+    with Step(f"hpcgnn {verb}: checking {opts.graph}", enabled=root and opts.summary):
+        content = check_graph(grid.world, opts.graph, True)
     need = mode.memory(cfg, meta, grid.shape)
     check_memory(grid.world, need.bytes, (
         f"{mode.label} on grid {need.shape} ({meta.num_features} features, hidden"
@@ -199,7 +202,9 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
     setup = Setup(opts.graph, grid, cfg, meta, mode.link_topology(grid), need.bytes,
                   opts.tier_gbps)
     t0 = grid.stats.clock()
-    trainer = mode.build(setup)
+    with Step(f"hpcgnn {verb}: setting up {mode.label} on {grid.size} ranks",
+              enabled=root and opts.summary):
+        trainer = mode.build(setup)
     setup_s = grid.stats.clock() - t0
     kept: KeptWeights | None = None
     if cfg.select_model == "best" and not opts.predict_out:
@@ -294,6 +299,7 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
         result = run_epochs(
             trainer, cfg, progress, start_epoch=start_epoch, history=history,
             after_epoch=checkpoint, before_epoch=trace_window, kept=kept,
+            say_steps=root and opts.summary,
         )
         result.metrics = _report(opts, setup, trainer, result, content)
         if opts.keep_result:  # GIST: gathers its row shards (collective)

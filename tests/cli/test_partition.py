@@ -112,3 +112,16 @@ def test_partition_keeps_the_weights(tmp_path: Path, capsys, directed: bool) -> 
             old = f.read_csr(0, 60, t, weights=True).toarray()
             new = g.read_csr(0, 60, t, weights=True).toarray()
             np.testing.assert_array_equal(new[np.ix_(inv, inv)], old)
+
+
+@serial
+def test_a_large_partition_is_announced_before_metis_starts(tmp_path, capsys, monkeypatch):
+    import hpcgnn.cli.partition as partition
+
+    monkeypatch.setattr(partition, "LONG_PARTITION_EDGES", 1)  # as 2M edges would be
+    src = write_random_graph(tmp_path / "g.h5", n=60)
+    assert main(["partition", str(src), "--parts", "2", "--out", str(tmp_path / "p.h5")]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert any(ln.startswith("partitioning 60 vertices, ") and ln.endswith(
+        " into 2 parts by metis ...") for ln in err), err
+    assert any("into 2 parts by metis: done in " in ln for ln in err), err

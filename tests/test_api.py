@@ -307,8 +307,11 @@ def test_quiet_prints_nothing(tmp_path, capsys):
     from tests.graphs import write_random_graph
 
     graph = write_random_graph(tmp_path / "g.h5", n=40, features=4, seed=1)
-    hpcgnn.train(graph, epochs=2, hidden=4, quiet=True, eval_every=0, comm=_self())
+    trained = hpcgnn.train(graph, epochs=2, hidden=4, quiet=True, eval_every=0, comm=_self())
     assert capsys.readouterr().out == ""
+    device = trained.metrics["device"]
+    assert device["ranks_per_host"] == 1 and device["cores_per_host"] >= 1
+    assert "oversubscribed" not in device
     hpcgnn.train(graph, epochs=2, hidden=4, eval_every=0, comm=_self())
     assert "final (no dropout)" in capsys.readouterr().out
 

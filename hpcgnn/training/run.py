@@ -17,6 +17,7 @@ from mpi4py import MPI
 
 from hpcgnn.comm.collective import collective
 from hpcgnn.comm.memory import check_memory
+from hpcgnn.comm.node import host_cores
 from hpcgnn.config import TrainConfig, check_types
 from hpcgnn.cost.ranking import cost_problem, grid_note
 from hpcgnn.errors import ConfigError
@@ -312,14 +313,22 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
 
 
 def device_section(grid: ProcessGrid) -> dict:
-    """The ``device`` section: the kind, the GPU's model on cuda (rank 0's).
+    """The ``device`` section: the kind, the GPU's model on cuda (rank 0's), the cores.
 
-    ``emulated: true`` on the emulated GPU (:mod:`hpcgnn.backend.emulation`).
+    ``emulated: true`` on the emulated GPU (:mod:`hpcgnn.backend.emulation`);
+    ``ranks_per_host`` and ``cores_per_host`` of the host with the fewest cores per rank,
+    and ``oversubscribed: true`` where it has fewer cores than ranks (its communication
+    times include waiting for a core). Collective.
     """
     dev = grid.device
+    hosts, cores = host_cores(grid.world)
+    host = min(cores, key=lambda h: cores[h] / hosts.count(h))
+    ranks = hosts.count(host)
     return {
         "kind": dev.kind, **({"name": dev.name} if dev.is_cuda else {}),
         **({"emulated": True} if dev.emulated else {}),
+        "ranks_per_host": ranks, "cores_per_host": cores[host],
+        **({"oversubscribed": True} if ranks > cores[host] else {}),
     }
 
 

@@ -16,7 +16,8 @@
 #   make test-emulated       the model, exchange, spmm and wire tests on the emulated GPU
 #
 # Cluster MPI instead of the bundled MPICH wheel:  make setup MPI=system  (builds mpi4py
-# against the `mpicc` on PATH, or MPICC="cc -shared" on Cray) and  make run MPIEXEC="srun" .
+# against the `mpicc` on PATH, or MPICC="cc -target-accel=nvidia80 -shared" on Cray GPU
+# nodes: the GPU transport layer linked, see docs/jobs.md) and  make run MPIEXEC="srun" .
 
 PYTHON  ?= python3
 VENV    ?= .venv

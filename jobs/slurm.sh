@@ -26,7 +26,9 @@ set -u
 # MPICC="cc -target-accel=nvidia80 -shared"); set HPCGNN_CUDA_AWARE_MPI=0 to stage them
 # through host memory instead.
 export HPCGNN_CUDA_AWARE_MPI=${HPCGNN_CUDA_AWARE_MPI:-1}
-export OMP_NUM_THREADS={{threads}} OMP_PLACES=threads OMP_PROC_BIND=spread
+# No OMP_PROC_BIND/OMP_PLACES here: they pin the main thread, and with it the threads the
+# CUDA runtime starts, to one core (the CPU template sets them).
+export OMP_NUM_THREADS={{threads}}
 LAUNCH=(srun --ntasks={{ranks}} --ntasks-per-node={{ranks_per_node}}
         --cpus-per-task={{cpus_per_task}} --cpu-bind=cores
         --gpus-per-node={{ranks_per_node}} --gpu-bind=none)

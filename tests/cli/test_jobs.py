@@ -77,16 +77,16 @@ def test_perlmutter_binds_no_gpu_per_task_and_loads_the_gtl(tmp_path):
     assert "#SBATCH --gpus-per-node=4\n#SBATCH --gpu-bind=none\n" in text
     assert "--gpus-per-node=4 --gpu-bind=none)" in text  # srun says it again
     assert "#SBATCH --cpus-per-task=32\n" in text and "--cpus-per-task=32 --cpu-bind=cores" in text
-    assert "export OMP_NUM_THREADS=16 " in text
+    assert "export OMP_NUM_THREADS=16\n" in text and "OMP_PROC_BIND=" not in text
     assert "#SBATCH --constraint=gpu\n#SBATCH --qos=regular\n" in text
     load = "module load PrgEnv-gnu cray-mpich cudatoolkit craype-accel-nvidia80 python\n"
     assert load + "export MPICH_GPU_SUPPORT_ENABLED=1\n" in text
 
 
 @pytest.mark.parametrize("system, extra, shape", [
-    ("slurm", ["--ranks-per-node", "2"], ["--cpus-per-task=64", "OMP_NUM_THREADS=32 ",
+    ("slurm", ["--ranks-per-node", "2"], ["--cpus-per-task=64", "OMP_NUM_THREADS=32\n",
                                           "--gpus-per-node=2 --gpu-bind=none"]),
-    ("slurm", ["--threads", "4"], ["--cpus-per-task=32", "OMP_NUM_THREADS=4 "]),
+    ("slurm", ["--threads", "4"], ["--cpus-per-task=32", "OMP_NUM_THREADS=4\n"]),
     ("slurm-cpu", [], ["--ntasks-per-node=8", "--cpus-per-task=32", "OMP_NUM_THREADS=16 ",
                        "#SBATCH --constraint=cpu"]),
     ("slurm-cpu", ["--ranks-per-node", "2"], ["--cpus-per-task=128", "OMP_NUM_THREADS=64 "]),

@@ -33,7 +33,7 @@ from hpcgnn.utils.shipped import shipped_dir
 SYSTEMS = ("slurm", "slurm-cpu", "lsf", "local")
 #: The machine file of each batch system unless ``--machine`` names another.
 DEFAULT_MACHINES = {"slurm": "perlmutter", "slurm-cpu": "perlmutter-cpu", "lsf": "summit"}
-#: The comment character and keyword of each batch system's directives.
+#: The prefix of each batch system's directive lines.
 DIRECTIVE = {"slurm": "#SBATCH", "slurm-cpu": "#SBATCH", "lsf": "#BSUB"}
 #: The generators ``--generate`` may name (``prepare synthetic --generator``).
 GENERATORS = ("sbm", "rmat")
@@ -61,7 +61,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="fill in a batch template: prepare, partition, train, report",
         description="Write a batch script that runs the pipeline (the graph as it is, or "
                     "generated where --generate asks for it; partition when the model needs "
-                    "it, train, report) with one rank per GPU.",
+                    "it, train, report) with one rank per GPU, or per NUMA domain on a CPU "
+                    "cluster, shaped by a machine file.",
     )
     r.add_argument("--system", choices=SYSTEMS, required=True,
                    help="slurm (a GPU cluster, Perlmutter-like srun), slurm-cpu (a CPU "
@@ -221,7 +222,8 @@ def _node(args: argparse.Namespace) -> tuple[JobMachine | None, NodeShape | None
 
 def _job_machine(system: str, name: str | None) -> JobMachine:
     """The machine file of a batch job, checked to run ``system``'s template."""
-    job = load_job_machine(name or DEFAULT_MACHINES[system])
+    name = name or DEFAULT_MACHINES[system]
+    job = load_job_machine(name)
     if job.system != system:
         raise ConfigError(f"--machine {name}: machine {job.machine.name} runs --system"
                           f" {job.system}, not {system}")
@@ -237,7 +239,7 @@ def _machine_values(system: str, job: JobMachine | None,
                     shape: NodeShape | None) -> dict[str, str]:
     """The placeholders a machine file and a node shape fill in (empty for ``local``)."""
     if job is None or shape is None:
-        return {"machine": "this machine", "directives": "", "environment": ""}
+        return {}
     modules = [f"module load {' '.join(job.modules)}"] if job.modules else []
     exports = [f"export {name}={shlex.quote(value)}" for name, value in job.environment]
     lines = modules + exports

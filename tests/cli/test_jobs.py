@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -268,3 +269,22 @@ def test_a_local_run_prepares_in_its_own_script(tmp_path, capsys):
     rc = main(["jobs", "render", "--system", "local", "--prepare-job", "--ranks-per-node", "2",
                "--out", str(tmp_path / "job.sh")])
     assert rc == 1 and "--prepare-job is for batch systems" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("system", ["slurm", "slurm-cpu", "lsf"])
+def test_docs_give_every_scheduler_and_launcher_line_a_source(tmp_path, system):
+    """docs/jobs.md names each directive, launcher option, module and variable it writes."""
+    rc, out = render(tmp_path, "--account", "m42", system=system, ranks="")
+    assert rc == 0
+    docs = (REPO / "docs" / "jobs.md").read_text()
+    text = out.read_text().replace("\\\n", " ")
+    words = set()
+    for line in text.splitlines():
+        if line.startswith(("#SBATCH ", "#BSUB ")):
+            words.add(line.split()[1].split("=")[0])
+        elif line.startswith(("module load ", "export ")):
+            words.update(w.split("=")[0] for w in line.split()[1 if "export" in line else 2:])
+    launchers = re.findall(r"^(?:LAUNCH|PREP)=\(((?:[^)]|\n)*)\)", out.read_text(), re.M)
+    words.update(w.split("=")[0] for cmd in launchers for w in cmd.split() if w.startswith("-"))
+    missing = sorted(w for w in words if w not in docs)
+    assert not missing and len(words) > 8, missing

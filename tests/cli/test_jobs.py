@@ -1,4 +1,4 @@
-"""``hpcgnn jobs render``: every template renders to valid bash; flags are checked; local runs."""
+"""``hpcgnn jobs render``: valid bash, shapes from machine files, flags checked, local runs."""
 
 import json
 import os

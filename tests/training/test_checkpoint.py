@@ -270,3 +270,44 @@ def test_finetune_starts_from_the_weights_with_any_settings(graph_file, shared_t
         rc = main(["train", str(path), *TRAIN, "--finetune", str(ckpt), *extra])
         err = error_output(world, capsys.readouterr().err).strip().splitlines()
         assert_all(world, rc == 1 and len(err) == 1 and words in err[0], err)
+
+
+@pytest.mark.mpi
+@pytest.mark.ranks(4)
+def test_a_checkpoint_resumes_at_another_rank_count_and_layout(graph_file, shared_tmp, world):
+    """4 ranks, 1.5D with replication 2, then 2 ranks on a 2D grid and 1 rank on 1D: the
+    same losses as the run never stopped (float32, 1e-6 relative); predict at 1 rank."""
+    from mpi4py import MPI
+
+    import hpcgnn
+    from hpcgnn.api import FullBatchMode
+    from hpcgnn.training.run import configure
+    from hpcgnn.training.run import train as run
+
+    path = graph_file(n=70, seed=8)
+    ckpt = shared_tmp / "ckpt"
+    common = {"epochs": 4, "hidden": 8, "quiet": True, "eval_every": 0}
+    ref = hpcgnn.train(path, mode=FullBatchMode(algo="1.5d", replication=2), **common)
+    want = [e["loss"] for e in ref.metrics["epochs"]]
+    hpcgnn.train(path, mode=FullBatchMode(algo="1.5d", replication=2), checkpoint_dir=ckpt,
+                 checkpoint_every=1, **{**common, "epochs": 2})
+    pairs = world.mpi.Split(world.rank // 2, world.rank)  # two groups of 2 ranks
+    try:
+        for mode, comm in ((FullBatchMode(algo="2d"), pairs), (FullBatchMode(), MPI.COMM_SELF)):
+            got = [e["loss"] for e in hpcgnn.train(path, mode=mode, resume=ckpt, comm=comm,
+                                                   **common).metrics["epochs"]]
+            ok = len(got) == 4 and all(abs(a - b) <= 1e-6 * abs(b) for a, b in zip(got, want))
+            assert_all(world, ok, f"{mode}: {got} vs {want}")
+    finally:
+        pairs.Free()
+    out = shared_tmp / f"p{world.rank}.h5"  # every rank predicts alone
+    cfg, opts = configure(str(path), FullBatchMode(), {"hidden": 8, "resume": str(ckpt),
+                                                       "predict_out": str(out),
+                                                       "summary": False})
+    run(opts, cfg, MPI.COMM_SELF)
+    import h5py
+
+    with h5py.File(out) as f:
+        logits = np.asarray(f["logits"]) if "logits" in f else None
+    assert_all(world, logits is not None and logits.shape == (70, ref.metrics["graph"]
+                                                              ["num_classes"]), str(out))

@@ -273,10 +273,11 @@ def test_finetune_starts_from_the_weights_with_any_settings(graph_file, shared_t
 
 
 @pytest.mark.mpi
-@pytest.mark.ranks(4)
+@pytest.mark.ranks(4, 8)
 def test_a_checkpoint_resumes_at_another_rank_count_and_layout(graph_file, shared_tmp, world):
-    """4 ranks, 1.5D with replication 2, then 2 ranks on a 2D grid and 1 rank on 1D: the
-    same losses as the run never stopped (float32, 1e-6 relative); predict at 1 rank."""
+    """Written at 4 ranks by 1.5D with replication 2, resumed at 2 ranks on a 2D grid, at 1
+    rank on 1D and (where the suite runs 8 ranks) at 8 on 1D: the same losses as the run
+    never stopped (float32, 1e-6 relative); predict at 1 rank on it."""
     from mpi4py import MPI
 
     import hpcgnn
@@ -285,19 +286,28 @@ def test_a_checkpoint_resumes_at_another_rank_count_and_layout(graph_file, share
     from hpcgnn.training.run import train as run
 
     path = graph_file(n=70, seed=8)
-    ckpt = shared_tmp / "ckpt"
     common = {"epochs": 4, "hidden": 8, "quiet": True, "eval_every": 0}
-    ref = hpcgnn.train(path, mode=FullBatchMode(algo="1.5d", replication=2), **common)
-    want = [e["loss"] for e in ref.metrics["epochs"]]
-    hpcgnn.train(path, mode=FullBatchMode(algo="1.5d", replication=2), checkpoint_dir=ckpt,
-                 checkpoint_every=1, **{**common, "epochs": 2})
-    pairs = world.mpi.Split(world.rank // 2, world.rank)  # two groups of 2 ranks
+    quads = world.mpi.Split(world.rank // 4, world.rank)  # groups of 4 ranks
+    ckpt = shared_tmp / f"ckpt{world.rank // 4}"
+    written = FullBatchMode(algo="1.5d", replication=2)
     try:
-        for mode, comm in ((FullBatchMode(algo="2d"), pairs), (FullBatchMode(), MPI.COMM_SELF)):
-            got = [e["loss"] for e in hpcgnn.train(path, mode=mode, resume=ckpt, comm=comm,
+        ref = hpcgnn.train(path, mode=written, comm=quads, **common)
+        hpcgnn.train(path, mode=written, checkpoint_dir=ckpt, checkpoint_every=1, comm=quads,
+                     **{**common, "epochs": 2})
+    finally:
+        quads.Free()
+    want = [e["loss"] for e in ref.metrics["epochs"]]
+    pairs = world.mpi.Split(world.rank // 2, world.rank)
+    runs = [(FullBatchMode(algo="2d"), pairs, ckpt), (FullBatchMode(), MPI.COMM_SELF, ckpt)]
+    if world.size == 8:
+        runs.append((FullBatchMode(), world.mpi, shared_tmp / "ckpt0"))
+    try:
+        for mode, comm, where in runs:
+            got = [e["loss"] for e in hpcgnn.train(path, mode=mode, resume=where, comm=comm,
                                                    **common).metrics["epochs"]]
-            ok = len(got) == 4 and all(abs(a - b) <= 1e-6 * abs(b) for a, b in zip(got, want))
-            assert_all(world, ok, f"{mode}: {got} vs {want}")
+            ok = len(got) == 4 and all(abs(a - b) <= 1e-6 * abs(b)
+                                       for a, b in zip(got, want, strict=True))
+            assert_all(world, ok, f"{mode} at {comm.Get_size()}: {got} vs {want}")
     finally:
         pairs.Free()
     out = shared_tmp / f"p{world.rank}.h5"  # every rank predicts alone

@@ -180,6 +180,7 @@ class MemoryGraph:
         num_classes: int | None = None,
         row_normalize: bool = False,
         name: str = "memory",
+        source: str | None = None,
     ) -> MemoryGraph:
         """A graph made of arrays as ``hpcgnn prepare`` stores it (:mod:`hpcgnn.io.arrays`).
 
@@ -212,10 +213,12 @@ class MemoryGraph:
             --row-normalize``).
         name
             The graph's name in reports.
+        source
+            What the arrays are, named by errors (default: ``<name>``).
         """
         x = np.asarray(features) if not sp.issparse(features) else features
         n = int(x.shape[0]) if getattr(x, "ndim", 0) >= 1 else 0
-        where = f"<{name}>"
+        where = source or f"<{name}>"
         x = features_of(x, n, where)
         y = labels_of(labels, n, where)
         if num_classes is not None and y.size and num_classes <= y.max():

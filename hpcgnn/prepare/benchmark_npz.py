@@ -100,7 +100,7 @@ def npz_graph(
     return MemoryGraph.from_arrays(
         features=x, labels=labels, train_mask=train, val_mask=val, test_mask=test,
         adjacency=a, weighted=weighted, directed=directed, row_normalize=row_normalize,
-        name=name or p.stem,
+        name=name or p.stem, source=source,
     )
 
 

@@ -86,7 +86,7 @@ def load_pyg(path: str | os.PathLike) -> dict[str, Any]:
         with _stand_ins():
             obj = torch.load(p, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as err:
-        found = re.search(r"Unsupported global: GLOBAL ([\w.]+)", str(err))
+        found = re.search(r"(?:Unsupported global: |unsupported )GLOBAL ([\w.]+)", str(err))
         what = f" (it holds a {found.group(1)})" if found else ""
         raise InputError(f"{p}: not readable by a weights-only load{what}: {HOW}") from err
     except (OSError, RuntimeError, EOFError, ValueError, zipfile.BadZipFile) as err:
@@ -156,7 +156,7 @@ def pyg_graph(
         features=x, labels=labels, train_mask=train, val_mask=val, test_mask=test,
         edge_index=arrays["edge_index"], edge_weight=_weights(arrays, source),
         directed=directed, row_normalize=row_normalize,
-        name=name or os.path.splitext(os.path.basename(source))[0],
+        name=name or os.path.splitext(os.path.basename(source))[0], source=source,
     )
 
 

@@ -99,5 +99,5 @@ def test_the_split_is_asked_for_and_not_a_zip(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="no train/val/test masks; draw them with --split"):
         npz_graph(save(tmp_path, **members()), SplitSpec())
     (tmp_path / "bad.npz").write_bytes(b"not a zip")
-    with pytest.raises(InputError, match="not a readable .npz archive"):
+    with pytest.raises(InputError, match=r"not a readable \.npz archive"):
         npz_graph(tmp_path / "bad.npz", PER_CLASS)

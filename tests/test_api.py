@@ -266,20 +266,34 @@ def _memory_graph(seed: int = 5):
     )
 
 
+def _save_and_prepare(data, pt, out):
+    from hpcgnn.prepare import convert_pyg
+
+    torch.save(data, pt)
+    convert_pyg(pt, out, show_progress=False)
+
+
 @pytest.mark.mpi
 @pytest.mark.parametrize("algo", ["1d", "2d"])
 def test_a_graph_in_memory_trains_as_its_file(shared_tmp, world, algo):
-    from hpcgnn.prepare.output import write_memory_graph
+    """A PyG graph's tensors in memory, and the file ``prepare pyg`` makes of them."""
+    from hpcgnn.io.memory import MemoryGraph
     from tests.mpi import on_rank0
+    from tests.prepare.test_pyg import graph_dict
 
-    graph, path = _memory_graph(), shared_tmp / f"mem-{algo}.h5"
-    on_rank0(world, write_memory_graph, path, graph, source="test", started=0.0,
-             show_progress=False)
+    data, path = graph_dict(), shared_tmp / f"mem-{algo}.h5"
+    on_rank0(world, _save_and_prepare, data, shared_tmp / f"d-{algo}.pt", path)
+    graph = MemoryGraph.from_arrays(
+        edge_index=data["edge_index"], features=data["x"], labels=data["y"],
+        train_mask=data["train_mask"], val_mask=data["val_mask"], test_mask=data["test_mask"],
+        name="mine",
+    )
     settings = {**COMMON, "mode": FullBatchMode(algo=algo)}
     from_file, from_memory = hpcgnn.train(path, **settings), hpcgnn.train(graph, **settings)
     assert from_memory.params_sha256 == from_file.params_sha256
     assert from_memory.final == from_file.final
-    assert from_memory.metrics["graph"] == from_file.metrics["graph"]  # content fingerprint
+    same = {**from_memory.metrics["graph"], "name": from_file.metrics["graph"]["name"]}
+    assert same == from_file.metrics["graph"]  # the content fingerprint among them
     assert from_memory.metrics["config"]["graph"] == "<mine>"
     np.testing.assert_array_equal(from_memory.predict().numpy(), from_file.predict().numpy())
 

@@ -18,13 +18,13 @@ from hpcgnn.errors import ConfigError
 from hpcgnn.prepare import (
     PrepareSummary,
     SyntheticSpec,
+    convert_benchmark_npz,
     convert_edgelist,
     convert_ogb,
     convert_planetoid,
+    convert_pyg,
     generate_synthetic,
 )
-from hpcgnn.prepare.benchmark_npz import convert_benchmark_npz
-from hpcgnn.prepare.pyg import convert_pyg
 from hpcgnn.prepare.splits import SPLITS, SplitSpec
 from hpcgnn.prepare.synthetic import GENERATORS
 from hpcgnn.utils.files import check_output

@@ -125,10 +125,14 @@ def _array(value: Any, key: str, source: str) -> np.ndarray | sp.csr_matrix:
         if t.dim() != 2:
             raise InputError(f"{source}: '{key}' is a sparse tensor of {t.dim()} dimensions")
         t = t.to_sparse_csr()
+        if t.dtype == torch.bfloat16:
+            t = t.float()
         return sp.csr_matrix((t.values().numpy(), t.col_indices().numpy(),
                               t.crow_indices().numpy()), shape=tuple(t.shape))
     if t.layout != torch.strided:
         raise InputError(f"{source}: '{key}' is a tensor of layout {t.layout}")
+    if t.dtype == torch.bfloat16:  # no NumPy dtype: widened exactly
+        t = t.float()
     return t.numpy()
 
 

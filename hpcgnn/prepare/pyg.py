@@ -103,8 +103,9 @@ def _mapping(obj: Any, source: str) -> dict[str, Any]:
         if isinstance(mapping, dict):
             return mapping
     if isinstance(obj, (tuple, list)) and len(obj) in (2, 3) and isinstance(obj[0], dict) \
-            and isinstance(obj[1], dict):  # InMemoryDataset: (data.to_dict(), slices, cls)
-        graphs = {len(s) - 1 for s in obj[1].values() if hasattr(s, "__len__")}
+            and isinstance(obj[1], (dict, type(None))):
+        # InMemoryDataset.save: (data.to_dict(), slices, cls); slices None for one graph
+        graphs = {len(s) - 1 for s in (obj[1] or {}).values() if hasattr(s, "__len__")}
         if graphs - {1}:
             raise InputError(f"{source}: a dataset of {max(graphs)} graphs; hpcgnn trains on"
                              " one: save it with torch.save(dataset[k].to_dict(), path)")

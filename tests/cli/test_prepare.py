@@ -53,6 +53,11 @@ def test_prepare_edgelist(tmp_path, capsys, rank0):
         (["edgelist", "--edges", "{tmp}/none.txt"], "none.txt: no such file (edge list)"),
         (["synthetic", "--train-frac", "0.9", "--val-frac", "0.5"], "exceeds 1"),
         (["synthetic", "--tmpdir", "{tmp}/nowhere"], "--tmpdir"),
+        (["edgelist", "--edges", "{tmp}/none.txt", "--split", "given"],
+         "--split given has no masks to take"),
+        (["edgelist", "--edges", "{tmp}/none.txt", "--split", "{tmp}/s.txt"], "none.txt: no such"),
+        (["pyg", "--file", "{tmp}/none.pt"], "none.pt: no such file"),
+        (["npz", "--file", "{tmp}/none.npz", "--split", "per-class"], "none.npz: no such file"),
     ],
 )
 def test_errors_exit_1_with_one_line(tmp_path, capsys, argv, message):

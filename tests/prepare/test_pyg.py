@@ -163,3 +163,17 @@ def test_a_data_object_saved_whole_converts_without_pyg_code(tmp_path: Path) -> 
     with GraphFile(tmp_path / "g.h5") as f:
         np.testing.assert_array_equal(f.read_features(0, N), d["x"].numpy())
         np.testing.assert_array_equal(f.read_mask("train", 0, N), d["train_mask"].numpy())
+
+
+@pytest.mark.skipif(not HAS_PYG, reason="torch_geometric is not installed")
+def test_pyg_dataset_files_of_one_graph_convert_of_several_are_refused(tmp_path) -> None:
+    from torch_geometric.data import Data, InMemoryDataset
+
+    d = graph_dict()
+    InMemoryDataset.save([Data(**d)], str(tmp_path / "one.pt"))  # slices None
+    g = pyg_graph(tmp_path / "one.pt", SplitSpec())
+    np.testing.assert_array_equal(g.read_features(0, N), d["x"].numpy())
+    InMemoryDataset.save([Data(**d), Data(**d)], str(tmp_path / "two.pt"))
+    with pytest.raises(InputError, match=r"a dataset of 2 graphs; hpcgnn trains on one: save"
+                                         r" it with torch.save\(dataset\[k\].to_dict\(\)"):
+        pyg_graph(tmp_path / "two.pt", SplitSpec())

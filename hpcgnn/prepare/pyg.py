@@ -89,17 +89,19 @@ def load_pyg(path: str | os.PathLike) -> dict[str, Any]:
         found = re.search(r"(?:Unsupported global: |unsupported )GLOBAL ([\w.]+)", str(err))
         what = f" (it holds a {found.group(1)})" if found else ""
         raise InputError(f"{p}: not readable by a weights-only load{what}: {HOW}") from err
-    except (OSError, RuntimeError, EOFError, ValueError, zipfile.BadZipFile) as err:
+    except (OSError, RuntimeError, EOFError, ValueError, TypeError, AttributeError, KeyError,
+            IndexError, zipfile.BadZipFile) as err:  # a forged pickle's calls of a stand-in
         why = " ".join(str(err).split())[:200]
-        raise InputError(f"{p}: not a torch.save file ({why})") from err
+        raise InputError(f"{p}: not readable as a saved PyG graph ({why}): {HOW}") from err
     return _mapping(obj, str(p))
 
 
 def _mapping(obj: Any, source: str) -> dict[str, Any]:
     """The graph's key -> tensor mapping of a loaded object, or a one-line refusal."""
     if isinstance(obj, _Pickled):  # torch.save(data): Data -> _store -> _mapping
-        store = obj.state.get("_store")
-        mapping = store.state.get("_mapping") if isinstance(store, _Pickled) else None
+        store = getattr(obj, "state", {}).get("_store")
+        mapping = getattr(store, "state", {}).get("_mapping") if isinstance(
+            store, _Pickled) else None
         if isinstance(mapping, dict):
             return mapping
     if isinstance(obj, (tuple, list)) and len(obj) in (2, 3) and isinstance(obj[0], dict) \

@@ -10,7 +10,8 @@
 #                            (no GPU or driver needed; builds build/nvrtc12, build/nvrtc13)
 #   make gpu-wheels PY=3.12  the wheels a GPU node without a package index may lack
 #   make wheel-check         the built wheel, installed outside the checkout, runs model,
-#                            jobs render and a 2-rank train
+#                            jobs render, a 2-rank train, and prepares (pyg, npz) and trains
+#                            one's own graph at 2 ranks
 #   make gpu-check           prove the GPU path on one GPU node (jobs/gpu_check.py; a table in
 #                            perf/results/gpu-<date>.md); HPCGNN_EMULATE_CUDA=1 on the emulated GPU
 #   make test-emulated       the model, exchange, spmm and wire tests on the emulated GPU
@@ -207,7 +208,9 @@ test-emulated: setup
 # The installed tool, not the checkout: build the wheel, install it (no dependencies: the
 # venv's) into a folder outside the checkout, and from a directory outside it run
 # `hpcgnn model` (machine files), `jobs render` (job templates, a machine file's node) and
-# a 2-rank `train`.
+# a 2-rank `train`; then one's own graph: a PyG Data saved by torch.save and a
+# benchmark-layout npz (examples/own_graph/write_inputs.py), each prepared and trained at
+# 2 ranks.
 WHEEL_DIR ?= build/wheel
 .PHONY: wheel-check
 wheel-check: setup
@@ -223,4 +226,10 @@ wheel-check: setup
 	$$py -m hpcgnn jobs render --system slurm-cpu --nodes 2 --out cpu.sh; \
 	$$py -m hpcgnn prepare synthetic --num-nodes 400 --feature-dim 8 --out g.h5 --quiet; \
 	$$mpiexec -n 2 $$py -m hpcgnn train g.h5 --epochs 2 --quiet; \
+	$$py $(abspath examples/own_graph/write_inputs.py) .; \
+	$$py -m hpcgnn prepare pyg --file data.pt --out pyg.h5 --quiet; \
+	$$py -m hpcgnn prepare npz --file graph.npz --split per-class --val-size 100 \
+		--test-size 200 --row-normalize --out npz.h5 --quiet; \
+	$$mpiexec -n 2 $$py -m hpcgnn train pyg.h5 --epochs 2 --quiet; \
+	$$mpiexec -n 2 $$py -m hpcgnn train npz.h5 --epochs 2 --quiet; \
 	cd /; rm -rf $$work; echo "wheel-check: the installed wheel works outside the checkout"

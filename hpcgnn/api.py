@@ -11,6 +11,13 @@ under ``mpiexec`` (it is collective); on one process it needs no launcher::
     print(result.final["test_acc"], result.params_sha256)
     logits = result.predict()            # one process: hpcgnn.nn.GCN with the weights
 
+The graph is a file's path, or a graph in memory (:class:`~hpcgnn.io.memory.MemoryGraph`,
+e.g. ``MemoryGraph.from_arrays(edge_index=..., features=..., labels=..., train_mask=...,
+val_mask=..., test_mask=...)``), which every rank holds whole: each builds it (or loads
+it) the same way, and the run refuses graphs that differ between ranks. A graph in memory
+trains in :class:`FullBatchMode` (every ``algo``) to the weights its file would give (the
+same ``params_sha256``); the other modes read a file and refuse it in one line.
+
 The mode is an object of :mod:`hpcgnn.training.modes` (:class:`FullBatchMode`,
 :class:`MinibatchMode`, :class:`OffloadMode`, :class:`GistMode`, checked when made); the
 model's settings are those of :class:`~hpcgnn.config.TrainConfig` and the run's those of
@@ -38,6 +45,7 @@ from mpi4py import MPI
 
 from hpcgnn.cost.machine import tiers_from_flag
 from hpcgnn.errors import ConfigError, HpcgnnError
+from hpcgnn.io.memory import MemoryGraph
 from hpcgnn.kinds import named
 from hpcgnn.nn import GCN, Graph, Layer
 from hpcgnn.training.modes import FullBatchMode, GistMode, MinibatchMode, Mode, OffloadMode
@@ -65,12 +73,12 @@ class Trained:
         best-validation epoch's. :class:`GistMode` assembles its row-sharded model on every
         rank for them, which a run of its own never does.
     graph
-        The graph file trained on.
+        The graph file trained on, or the graph in memory.
     """
 
     metrics: dict[str, Any]
     weights: list[torch.Tensor]
-    graph: str
+    graph: str | MemoryGraph
     #: The layer object it trained (a researcher's own), else ``None`` (a built-in name).
     layer: Layer | None = None
 
@@ -112,7 +120,7 @@ class Trained:
                 p.copy_(w)
         return net.eval()
 
-    def predict(self, graph: str | os.PathLike | None = None) -> torch.Tensor:
+    def predict(self, graph: str | os.PathLike | MemoryGraph | None = None) -> torch.Tensor:
         """The logits of every vertex of ``graph`` (default: the one trained on), no dropout.
 
         On this process, with :meth:`model` on the graph read whole
@@ -120,8 +128,10 @@ class Trained:
         build them; rows in the file's vertex order.
         """
         c = self.metrics["config"]
+        source = self.graph if graph is None else graph
         g = Graph.read(
-            self.graph if graph is None else os.fspath(graph), model=self.layer or c["model"],
+            source if isinstance(source, MemoryGraph) else os.fspath(source),
+            model=self.layer or c["model"],
             dtype=c["dtype"], sparse_features=c["sparse_features"], gin_eps=c["gin_eps"],
         )
         net = self.model()
@@ -130,7 +140,7 @@ class Trained:
 
 
 def train(
-    graph: PathLike,
+    graph: PathLike | MemoryGraph,
     *,
     mode: Mode | None = None,
     model: str | Layer | type[Layer] | None = None,
@@ -175,7 +185,9 @@ def train(
     Parameters
     ----------
     graph
-        A graph file written by ``hpcgnn prepare`` / ``hpcgnn partition``.
+        A graph file written by ``hpcgnn prepare`` / ``hpcgnn partition``, or a graph in
+        memory (:class:`~hpcgnn.io.memory.MemoryGraph`, held whole by every rank, the same
+        on each: checked) for :class:`FullBatchMode`.
     mode
         How the ranks train (default: ``FullBatchMode()``, the 1D SpMM on every rank):
         :class:`FullBatchMode`, :class:`MinibatchMode`, :class:`OffloadMode` or
@@ -234,7 +246,8 @@ def train(
     name, layer = _model(model, mode)
     settings = {k: os.fspath(v) if k in PATHS and v is not None else v
                 for k, v in locals().items() if k not in ("graph", "mode", "comm")}
-    cfg, opts = configure(os.fspath(graph), mode, settings | {
+    source = graph if isinstance(graph, MemoryGraph) else os.fspath(graph)
+    cfg, opts = configure(source, mode, settings | {
         "model": name, "tier_gbps": tiers_from_flag(tier_gbps), "keep_result": True,
         "summary": not quiet,
     }, layer)
@@ -290,4 +303,5 @@ def _model(model: str | Layer | type[Layer] | None, mode: Mode) -> tuple[str, La
     return model or mode.default_model, None
 
 
-__all__ = ["FullBatchMode", "GistMode", "MinibatchMode", "OffloadMode", "Trained", "train"]
+__all__ = ["FullBatchMode", "GistMode", "MemoryGraph", "MinibatchMode", "OffloadMode", "Trained",
+           "train"]

@@ -320,3 +320,65 @@ def _self():
     from mpi4py import MPI
 
     return MPI.COMM_SELF
+
+
+def _memory_graph(seed: int = 5):
+    """The same graph on every rank: built from the same seeded arrays."""
+    from hpcgnn.io.memory import MemoryGraph
+    from tests.graphs import random_graph_arrays
+
+    g = random_graph_arrays(n=48, seed=seed)
+    return MemoryGraph.from_arrays(
+        edge_index=np.stack([g["src"], g["dst"]]), features=g["x"], labels=g["y"],
+        train_mask=g["train"], val_mask=g["val"], test_mask=g["test"], name="mine",
+    )
+
+
+def _save_and_prepare(data, pt, out):
+    from hpcgnn.prepare import convert_pyg
+
+    torch.save(data, pt)
+    convert_pyg(pt, out, show_progress=False)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("algo", ["1d", "2d"])
+def test_a_graph_in_memory_trains_as_its_file(shared_tmp, world, algo):
+    """A PyG graph's tensors in memory, and the file ``prepare pyg`` makes of them."""
+    from hpcgnn.io.memory import MemoryGraph
+    from tests.mpi import on_rank0
+    from tests.prepare.test_pyg import graph_dict
+
+    data, path = graph_dict(), shared_tmp / f"mem-{algo}.h5"
+    on_rank0(world, _save_and_prepare, data, shared_tmp / f"d-{algo}.pt", path)
+    graph = MemoryGraph.from_arrays(
+        edge_index=data["edge_index"], features=data["x"], labels=data["y"],
+        train_mask=data["train_mask"], val_mask=data["val_mask"], test_mask=data["test_mask"],
+        name="mine",
+    )
+    settings = {**COMMON, "mode": FullBatchMode(algo=algo)}
+    from_file, from_memory = hpcgnn.train(path, **settings), hpcgnn.train(graph, **settings)
+    assert from_memory.params_sha256 == from_file.params_sha256
+    assert from_memory.final == from_file.final
+    same = {**from_memory.metrics["graph"], "name": from_file.metrics["graph"]["name"]}
+    assert same == from_file.metrics["graph"]  # the content fingerprint among them
+    assert from_memory.metrics["config"]["graph"] == "<mine>"
+    np.testing.assert_array_equal(from_memory.predict().numpy(), from_file.predict().numpy())
+
+
+@pytest.mark.mpi
+def test_a_graph_in_memory_that_differs_between_ranks_is_refused_on_every_rank(world):
+    graph = _memory_graph(seed=5 + (world.rank > 0))
+    if world.size == 1:
+        pytest.skip("one rank holds one graph")
+    with pytest.raises(HpcgnnError, match=r"^<mine>: the graph in memory differs between"
+                                          r" ranks \(rank 1's is not rank 0's\)"):
+        hpcgnn.train(graph, **COMMON)
+
+
+@pytest.mark.parametrize("name", ["minibatch", "offload", "gist"])
+def test_the_modes_that_read_a_file_refuse_a_graph_in_memory(name):
+    settings = {**COMMON, **RUNS[name][2]}
+    with pytest.raises(ConfigError, match=r"^a graph in memory trains in FullBatchMode \(any"
+                                          r" algo\); the \w+ mode reads a graph file"):
+        hpcgnn.train(_memory_graph(), mode=RUNS[name][0](), **settings)

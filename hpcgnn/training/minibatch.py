@@ -41,7 +41,9 @@ from hpcgnn.cost.minibatch import (
     charge_gradients,
     seconds,
 )
+from hpcgnn.errors import ConfigError
 from hpcgnn.grid.process_grid import ProcessGrid
+from hpcgnn.io.memory import MemoryGraph
 from hpcgnn.io.reader import GraphFile
 from hpcgnn.kernels.sparse_input import SparseFeatures, dense
 from hpcgnn.layout.blocks import owner_of
@@ -98,9 +100,12 @@ class MinibatchTrainer(WholeModel, SubModelHost):
     """
 
     def __init__(
-        self, graph: str, spec: SamplerSpec, layout: str, cfg: TrainConfig, grid: ProcessGrid,
-        weights: list[torch.Tensor] | None = None, sample_memory: float | None = None,
+        self, graph: str | MemoryGraph, spec: SamplerSpec, layout: str, cfg: TrainConfig,
+        grid: ProcessGrid, weights: list[torch.Tensor] | None = None,
+        sample_memory: float | None = None,
     ) -> None:
+        if isinstance(graph, MemoryGraph):  # RunOptions refuses it first, on every rank
+            raise ConfigError("minibatch training samples a graph file, not a graph in memory")
         self.cfg, self.grid, self.layout = cfg, grid, layout
         self.world = grid.world
         self.np_dtype = cfg.numpy_dtype

@@ -24,7 +24,7 @@ from hpcgnn.errors import ConfigError
 from hpcgnn.graph.check import check_graph
 from hpcgnn.grid.device import choose_device
 from hpcgnn.grid.process_grid import ProcessGrid
-from hpcgnn.io.reader import GraphFile
+from hpcgnn.io.memory import MemoryGraph, open_graph
 from hpcgnn.kernels.prepare import prepare_kernels
 from hpcgnn.kinds import Layer
 from hpcgnn.layout.order import layer_sizes
@@ -66,7 +66,8 @@ class RunOptions:
     (:class:`~hpcgnn.errors.ConfigError`).
     """
 
-    graph: str
+    #: The graph file's path, or a graph in memory (full-batch modes only).
+    graph: str | MemoryGraph
     mode: Mode = field(default_factory=FullBatchMode)
     metrics: str | None = None
     trace: str | None = None
@@ -99,6 +100,13 @@ class RunOptions:
 
     def __post_init__(self) -> None:
         check_types(self)
+        if not isinstance(self.graph, (str, MemoryGraph)):
+            raise ConfigError(f"graph: a graph file's path or a hpcgnn.io.memory.MemoryGraph,"
+                              f" not {type(self.graph).__name__}")
+        if isinstance(self.graph, MemoryGraph) and not isinstance(self.mode, FullBatchMode):
+            raise ConfigError(f"a graph in memory trains in FullBatchMode (any algo); the"
+                              f" {self.mode.name} mode reads a graph file: write it with"
+                              " hpcgnn prepare, or train it from its file")
         if self.threads is not None and not 1 <= self.threads <= MAX_THREADS:
             raise ConfigError(f"--threads must be in [1, {MAX_THREADS}], got {self.threads}")
         for name in PATHS:
@@ -123,7 +131,7 @@ class RunOptions:
 
 
 def configure(
-    graph: str, mode: Mode, settings: Mapping[str, Any], layer: Layer | None = None
+    graph: str | MemoryGraph, mode: Mode, settings: Mapping[str, Any], layer: Layer | None = None
 ) -> tuple[TrainConfig, RunOptions]:
     """The run's :class:`~hpcgnn.config.TrainConfig` and :class:`RunOptions` from its settings.
 
@@ -188,7 +196,7 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
     mode, root = opts.mode, grid.rank == 0
     say = (lambda *a: print(*a, flush=True)) if root and opts.summary else (lambda *a: None)
     with collective(grid.world):
-        with GraphFile(opts.graph) as gf:
+        with open_graph(opts.graph) as gf:
             meta = gf.meta
         _check_outputs(opts, grid)
         mode.check_graph(meta)
@@ -381,7 +389,8 @@ def _report(
                  **wire_section(grid)},
     }
     config = {
-        **cfg.as_dict(), "algo": mode.label, "grid": str(grid.shape), "graph": opts.graph,
+        **cfg.as_dict(), "algo": mode.label, "grid": str(grid.shape),
+        "graph": setup.meta.path if isinstance(opts.graph, MemoryGraph) else opts.graph,
         "mode": mode.name, **mode.config(setup), "sync_comm": opts.sync_comm,
     }
     return finish_run(

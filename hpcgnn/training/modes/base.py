@@ -18,6 +18,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 from hpcgnn.config import DEFAULT_LAYERS, TrainConfig
 from hpcgnn.errors import ConfigError
 from hpcgnn.grid.process_grid import ProcessGrid
+from hpcgnn.io.memory import MemoryGraph
 from hpcgnn.io.reader import GraphMeta
 from hpcgnn.kinds import GCN
 from hpcgnn.layout.shapes import GridShape
@@ -34,7 +35,7 @@ class Setup:
     Attributes
     ----------
     graph
-        The graph file.
+        The graph file, or a graph in memory (full-batch modes).
     grid
         The run's process grid (GIST: all ranks; a group's trainer gets its group's grid).
     cfg
@@ -49,7 +50,7 @@ class Setup:
         The tiers' bandwidths of the run (``--tier-gbps``; ``None``: the defaults).
     """
 
-    graph: str
+    graph: str | MemoryGraph
     grid: ProcessGrid
     cfg: TrainConfig
     meta: GraphMeta

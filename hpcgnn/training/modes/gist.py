@@ -18,7 +18,8 @@ from hpcgnn.errors import ConfigError, HpcgnnError
 from hpcgnn.io.reader import GraphMeta
 from hpcgnn.layout.order import layer_sizes
 from hpcgnn.layout.shapes import GridShape, choose_shape
-from hpcgnn.layout.subnets import split_block, weight_chain
+from hpcgnn.layout.subnets import model_params, split_block
+from hpcgnn.layout.trace import ATTENTION, trace
 from hpcgnn.training.gist import GistOptions, GistTrainer, GroupTrainer, check_gist, sub_config
 from hpcgnn.training.modes.base import Estimate, Mode, Setup
 from hpcgnn.training.modes.fullbatch import FullBatchMode
@@ -154,7 +155,7 @@ class GistMode(Mode[GistTrainer]):
     def _sub_cfg(self, cfg: TrainConfig) -> TrainConfig:
         """A group's sub-model: ``ceil(hidden / M)`` wide (GAT: ``ceil(K / M)`` whole heads)."""
         block = split_block(cfg.kind, cfg.hidden)
-        return sub_config(cfg, -(-(cfg.hidden // block) // self.options.subnets) * block, block)
+        return sub_config(cfg, -(-(cfg.hidden // block) // self.options.subnets) * block)
 
     def memory(self, cfg: TrainConfig, meta: GraphMeta, shape: GridShape) -> Estimate:
         """A group's sub-model on its grid plus this rank's global rows and evaluation.
@@ -168,11 +169,16 @@ class GistMode(Mode[GistTrainer]):
         group_shape = self.group_shape(ranks)
         widths = layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, cfg.layers)
         sub = layer_sizes(meta.num_features, sub_cfg.hidden, meta.num_classes, cfg.layers)
-        chain, per = weight_chain(widths, cfg.kind)  # GIN: W_1, W_2 as two steps
-        heads = max(cfg.heads, cfg.output_heads) if cfg.kind.attention else 0
+        sampled = self.group.sampler is not None
+
+        def sharded(widths: list[int], cfg: TrainConfig) -> list[tuple[int, ...]]:
+            return [p.shape for p in model_params(widths, cfg.kind, sampled) if p.sharded]
+
+        heads = max((c.heads for c in trace(widths, cfg.kind) if c.primitive == ATTENTION),
+                    default=0)
         extra = memory_bytes(
-            chain, weight_chain(sub, cfg.kind)[0], meta.num_nodes, meta.num_edges, ranks,
-            cfg.itemsize, per, heads,
+            sharded(widths, cfg), sharded(sub, sub_cfg), meta.num_nodes, meta.num_edges,
+            ranks, cfg.itemsize, heads,
         )
         group = self.group.memory(sub_cfg, meta, group_shape).bytes
         return Estimate(group_shape, f"{sub_cfg.hidden} of {cfg.hidden}", group + extra)

@@ -91,7 +91,8 @@ def gist_report(
         **{name: float(v) for name, v in t.estimates.items()},
         "per_round": per_round,
     }
-    what = f"sub-{cfg.model.upper()}s"  # sub-GCNs, sub-GATs ...
+    # sub-GCNs, sub-GATs ..., or a researcher's layer by its MODULE:CLASS
+    what = f"sub-{cfg.model.upper()}s" if cfg.layer is None else f"sub-models of {cfg.kind}"
     sampling = t.inner.sampling_section()
     if sampling is not None:
         section["sampler"] = sampling

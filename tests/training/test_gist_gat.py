@@ -16,8 +16,8 @@ import pytest
 import torch
 
 from hpcgnn.config import TrainConfig
-from hpcgnn.layout.order import layer_sizes
 from hpcgnn.kinds.gat import GATLayer
+from hpcgnn.layout.order import layer_sizes
 from hpcgnn.layout.subnets import cut, model_params, subnets
 from hpcgnn.models.serial import SerialGCN
 from hpcgnn.nn.init import init_weights

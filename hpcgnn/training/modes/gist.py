@@ -136,6 +136,12 @@ class GistMode(Mode[GistTrainer]):
 
     def resolve(self, cfg: TrainConfig, ranks: int) -> TrainConfig:
         """The group's layers, a kind GIST trains, ``M`` groups that fit."""
+        if self.group.sampler is not None and "minibatch" not in cfg.kind.modes:
+            raise ConfigError(
+                f"--model {cfg.kind} is not available with --mode gist --sampler yet (sampled"
+                " groups train the layers --mode minibatch trains; without --sampler any"
+                " layer trains)"
+            )
         cfg = super().resolve(self.group.resolve(cfg, ranks), ranks)
         check_gist(self.options, cfg, ranks)
         return cfg

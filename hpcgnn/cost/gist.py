@@ -4,7 +4,7 @@ Counted as :class:`hpcgnn.comm.Comm` records them (bytes received, summed over r
 
 - scatter: each group root receives its sub-model's entries from their owners, except
   the ones it owns itself, then broadcasts the whole sub-model to the other
-  ``P/M - 1`` ranks of its group;
+  other ranks of its group;
 - gather: the owners receive the trained entries back from the roots (again except a
   root's own);
 - evaluation (:func:`eval_bytes`): the global model is evaluated over its row shards,
@@ -34,7 +34,7 @@ SCATTER, ALLREDUCE, LOCAL = "reduce_scatter", "allreduce", "local"
 
 def round_bytes(
     nets: Sequence[SubWeights], offsets: list[np.ndarray], roots: Sequence[int],
-    group_size: int, itemsize: int,
+    group_sizes: Sequence[int], itemsize: int,
 ) -> dict[str, float]:
     """Bytes of one round's ``gist_scatter`` and ``gist_gather``, summed over ranks.
 
@@ -46,14 +46,14 @@ def round_bytes(
         Row offsets of every weight's shards over the ranks.
     roots
         World rank of each sub-network's group root.
-    group_size
-        Ranks per group, ``P / M``.
+    group_sizes
+        Ranks of each sub-network's group (``P / M`` each when ``M`` divides ``P``).
     itemsize
         Bytes per entry.
     """
     per_entry = len(PARAM_KINDS) * itemsize
     fetched = sum(n.numel() - n.owned_numel(offsets, r) for n, r in zip(nets, roots, strict=True))
-    spread = sum(n.numel() for n in nets) * (group_size - 1)
+    spread = sum(n.numel() * (g - 1) for n, g in zip(nets, group_sizes, strict=True))
     return {
         "gist_scatter": float(per_entry * (fetched + spread)),
         "gist_gather": float(per_entry * fetched),

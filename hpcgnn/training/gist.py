@@ -1,7 +1,9 @@
 """GIST: independent sub-GCN training on rank groups, for models wider than a rank holds.
 
 The ``P`` ranks form ``M`` groups of ``P / M`` (group ``m``: world ranks
-``m P/M .. (m+1) P/M - 1``, root the first). A *round* (one epoch of the loop):
+``m P/M .. (m+1) P/M - 1``, root the first; where ``M`` does not divide ``P``, consecutive
+groups whose sizes differ by one, the larger first: full-batch groups only). A *round*
+(one epoch of the loop):
 
 1. every hidden dimension of the global model is split at random into ``M`` disjoint
    groups (:func:`hpcgnn.layout.subnets.subnets`, the same on every rank);
@@ -203,8 +205,6 @@ def check_gist(opts: GistOptions, cfg: TrainConfig, ranks: int) -> None:
         raise ConfigError(
             f"--subnets {m} needs at least {m} ranks (one group each); the job has {ranks}"
         )
-    if ranks % m:
-        raise ConfigError(f"--subnets {m} must divide the {ranks} ranks into equal groups")
     if m > 1 and cfg.layers < 2:
         raise ConfigError(
             "--subnets > 1 needs --layers >= 2 (there is no hidden dimension to split)"
@@ -239,8 +239,8 @@ class GistTrainer:
     opts
         ``M`` and ``K``.
     group_shape
-        The process grid of each group (``--algo``, or the sampler's ``1.5d``, with
-        ``--grid`` on ``P / M`` ranks).
+        The process grid of this rank's group (``--algo``, or the sampler's ``1.5d``, with
+        ``--grid`` on its ranks: :attr:`group_sizes`).
     make_trainer
         Builds a group's trainer with injected weights: full-batch on the model of
         ``--algo``, or minibatch (``sampler`` given).
@@ -270,10 +270,13 @@ class GistTrainer:
         self.memory_at_start = current_rss_bytes()
         self.grid, self.world, self.cfg, self.opts = grid, world, cfg, opts
         self.meta, self.estimates = meta, dict(estimates or {})
-        m, size = opts.subnets, world.size // opts.subnets
-        self.group_size = size
-        self.index = world.rank // size
-        self.roots = [g * size for g in range(m)]
+        m = opts.subnets
+        #: Ranks of each group: ``P / M``, or differing by one where ``M`` does not divide ``P``.
+        self.group_sizes = group_sizes(world.size, m)
+        bounds = np.cumsum([0, *self.group_sizes])
+        self.index = int(np.searchsorted(bounds, world.rank, side="right")) - 1
+        self.group_size = self.group_sizes[self.index]
+        self.roots = [int(b) for b in bounds[:-1]]
         self.widths = layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, cfg.layers)
         self.sampler = sampler
         #: The model's parameters and how a sub-network cuts them (its declared weights).
@@ -505,7 +508,7 @@ class GistTrainer:
         """The round's predicted and measured sub-model bytes."""
         cfg = self.cfg
         predicted = round_bytes(
-            nets, self.shards.offsets, self.roots, self.group_size, cfg.itemsize
+            nets, self.shards.offsets, self.roots, self.group_sizes, cfg.itemsize
         )
         if self.vectors is not None:
             for category in self.vectors.categories:

@@ -10,7 +10,7 @@ def test_one_group_of_all_ranks_moves_what_the_root_does_not_own_then_broadcasts
     widths = [4, 6, 2]
     offsets = [even_offsets(f, 2) for f in widths[:-1]]  # rank 0 owns rows 0-1 and 0-2
     (net,) = subnets(0, 0, widths, 1)
-    got = round_bytes([cut(model_params(widths, GCN), net)], offsets, [0], group_size=2,
+    got = round_bytes([cut(model_params(widths, GCN), net)], offsets, [0], group_sizes=[2],
                       itemsize=4)
     fetched = (2 * 6 + 3 * 2) * 3 * 4  # rank 1's rows, weight and two moments
     whole = (4 * 6 + 6 * 2) * 3 * 4

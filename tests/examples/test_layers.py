@@ -114,11 +114,11 @@ GIST = ["--mode", "gist", "--local-iters", "2", "--rounds", "3"]
 def test_an_example_layer_trains_gist_sub_networks_equal_at_every_rank_count(
     graph_file, shared_tmp, world, model
 ):
-    """``--mode gist``: sub-weights cut by the layer's declared shapes, its forward trained.
+    """``--mode gist --subnets 2``: sub-weights cut by the layer's declared shapes.
 
-    ``M = 2`` sub-networks on an even rank count (``M = 1`` on an odd one); the reference is
-    the run with one rank per group (each sub-network trained on one rank), on the first
-    ``M`` ranks. Every category's bytes, the sub-model traffic and the model-parallel
+    ``M = 2`` sub-networks (``M = 1`` on one rank; groups of 2 and 1 ranks on 3); the
+    reference is the run with one rank per group (each sub-network trained on one rank), on
+    the first ``M`` ranks. Every category's bytes, the sub-model traffic and the model-parallel
     evaluation's are predicted.
     """
     from mpi4py import MPI
@@ -126,7 +126,7 @@ def test_an_example_layer_trains_gist_sub_networks_equal_at_every_rank_count(
     import hpcgnn.api
     from hpcgnn.training.modes import FullBatchMode, GistMode
 
-    m = 1 if world.size % 2 else 2
+    m = min(2, world.size)
     graph = graph_file(n=90, seed=4, weights=np.float64)
     sub = world.mpi.Split(0 if world.rank < m else MPI.UNDEFINED, world.rank)
     want = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Protocol
 
+import numpy as np
 import torch
 
 from hpcgnn.config import GRID_KIND, TrainConfig, check_types
@@ -18,7 +19,7 @@ from hpcgnn.errors import ConfigError, HpcgnnError
 from hpcgnn.io.reader import GraphMeta
 from hpcgnn.layout.order import layer_sizes
 from hpcgnn.layout.shapes import GridShape, choose_shape
-from hpcgnn.layout.subnets import model_params, split_block
+from hpcgnn.layout.subnets import group_sizes, model_params, split_block
 from hpcgnn.layout.trace import ATTENTION, trace
 from hpcgnn.training.gist import GistOptions, GistTrainer, GroupTrainer, check_gist, sub_config
 from hpcgnn.training.modes.base import Estimate, Mode, Setup
@@ -144,6 +145,11 @@ class GistMode(Mode[GistTrainer]):
             )
         cfg = super().resolve(self.group.resolve(cfg, ranks), ranks)
         check_gist(self.options, cfg, ranks)
+        m = self.options.subnets
+        if ranks % m and self.group.sampler is not None:
+            raise ConfigError(f"--subnets {m} must divide the {ranks} ranks into equal groups"
+                              " with --sampler (each group's epoch has the same steps)")
+        self.group_shapes(ranks)  # every group's grid, refused on every rank alike
         return cfg
 
     def schedule(self, cfg: TrainConfig, trainer: GistTrainer) -> TrainConfig:
@@ -154,9 +160,13 @@ class GistMode(Mode[GistTrainer]):
         """A 1D grid of every rank (the global model's row shards)."""
         return choose_shape(GRID_KIND[self.name], ranks, None, None)
 
+    def group_shapes(self, ranks: int) -> list[GridShape]:
+        """The grid of each group: its mode's on its ranks (:func:`group_sizes`)."""
+        return [self.group.grid_shape(n) for n in group_sizes(ranks, self.options.subnets)]
+
     def group_shape(self, ranks: int) -> GridShape:
-        """The grid of each group: its mode's on ``P / M`` ranks."""
-        return self.group.grid_shape(ranks // self.options.subnets)
+        """The grid of the smallest group (the most per rank; every group's when ``M | P``)."""
+        return self.group_shapes(ranks)[-1]
 
     def _sub_cfg(self, cfg: TrainConfig) -> TrainConfig:
         """A group's sub-model: ``ceil(hidden / M)`` wide (GAT: ``ceil(K / M)`` whole heads)."""
@@ -200,6 +210,8 @@ class GistMode(Mode[GistTrainer]):
         """The GIST trainer; each group's trainer is its mode's, with injected weights."""
         grid, cfg, meta = setup.grid, setup.cfg, setup.meta
         full = self._full_shape(grid.size) or grid.shape
+        sizes = group_sizes(grid.size, self.options.subnets)
+        mine = int(np.searchsorted(np.cumsum(sizes), grid.world.rank, side="right"))
 
         def make_trainer(group_grid: Any, sub_cfg: TrainConfig, weights: Any) -> GroupTrainer:
             group_setup = replace(setup, grid=group_grid, cfg=sub_cfg, topology=None)
@@ -207,7 +219,7 @@ class GistMode(Mode[GistTrainer]):
             return trainer
 
         return GistTrainer(
-            grid, cfg, meta, self.options, self.group_shape(grid.size), make_trainer,
+            grid, cfg, meta, self.options, self.group_shapes(grid.size)[mine], make_trainer,
             estimates={
                 "full_model_estimate_bytes": self.group.memory(cfg, meta, full).bytes,
                 "gist_estimate_bytes": setup.memory_bytes,
@@ -245,5 +257,5 @@ class GistMode(Mode[GistTrainer]):
             **({"gist_rescale": True} if o.rescale else {}),
             **self.group.fingerprint(setup), "subnets": o.subnets,
             "local_iters": o.local_iters, "group_algo": self.group.group_algo,
-            "group_grid": str(self.group_shape(setup.grid.size)),
+            "group_grid": ", ".join(dict.fromkeys(map(str, self.group_shapes(setup.grid.size)))),
         }

@@ -19,7 +19,7 @@ import pytest
 
 from hpcgnn.cli.main import main
 from hpcgnn.errors import ConfigError
-from tests.mpi import assert_all
+from tests.mpi import assert_all, error_output
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "layers"
 LAYERS = ["appnp:APPNP", "gcnii:GCNII", "graphconv:GraphConv"]
@@ -170,7 +170,7 @@ def test_a_mode_that_cannot_run_a_layer_yet_refuses_it_in_one_line(
     graph = graph_file(n=40, seed=5)
     rc = main(["train", str(graph), "--model", "appnp:APPNP", "--epochs", "1", "--quiet",
                *flags])
-    err = capsys.readouterr().err.strip().splitlines()
+    err = error_output(world, capsys.readouterr().err).strip().splitlines()
     assert_all(world, rc == 1 and len(err) <= 1, f"rc {rc}, {err}")
     if err:
         assert "--model appnp:APPNP" in err[0] and "not available" in err[0], err

@@ -79,6 +79,10 @@ class Mode(ABC, Generic[T]):
     name: ClassVar[str]
     #: Every rank writes its own checkpoint file (the model lies sharded), not rank 0 alone.
     sharded_checkpoints: ClassVar[bool] = False
+    #: Its checkpoints resume at any rank count and on any layout of another such mode
+    #: (the model and Adam's state whole, the dropout masks keyed by global ids: the same
+    #: trajectory up to float rounding), so ``algo`` and ``grid`` do not bind them.
+    elastic_checkpoints: ClassVar[bool] = False
     #: Whether the mode's models take sparse input features (``--sparse-features``).
     sparse_features: ClassVar[bool] = True
     #: What one step of the loop is called on the console (GIST: a round).

@@ -203,6 +203,7 @@ def _follows(kind: Layer, f_in: int, f_out: int, layer: int, last: bool
               ((f_in, f_out), (2 * f_in, f_out), (f_in, 2 * f_out))]
     if len({len(p) for p in probes}) != 1:
         raise ValueError(f"{kind}: layer {layer}'s weight count depends on its widths")
+
     def which(v: int, v_in: int, v_out: int) -> int | None:
         """``v`` at the widths, at ``2 f_in``, at ``2 f_out``: what it follows."""
         if v == f_in and (v_in, v_out) == (2 * f_in, v):

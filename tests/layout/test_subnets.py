@@ -121,6 +121,40 @@ def test_the_declared_shapes_say_which_width_each_axis_follows(kind, dims):
     assert got == dims
 
 
+def _example(spec):
+    import importlib
+    import sys
+    from pathlib import Path
+
+    module, _, name = spec.partition(":")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples" / "layers"))
+    try:
+        return getattr(importlib.import_module(module), name)()
+    finally:
+        sys.path.pop(0)
+
+
+@pytest.mark.parametrize("spec", ["gcn", "sage", "gin", "gat", "appnp:APPNP", "gcnii:GCNII",
+                                  "graphconv:GraphConv", "conv"])
+@pytest.mark.parametrize("sampled", [False, True])
+def test_a_sub_networks_cut_is_the_layer_declared_at_its_widths(spec, sampled):
+    """Every sub-weight (sharded or replicated) has the shape the sub-model declares."""
+    kinds = {"gcn": GCN, "sage": SAGE, "gin": GIN, "gat": GAT.replace(heads=3, output_heads=2),
+             "conv": _Conv()}
+    kind = kinds[spec] if spec in kinds else _example(spec)
+    widths = [5, 12, 12, 12, 3]
+    block = split_block(kind, 12)
+    params = model_params(widths, kind, sampled)
+    for net in subnets(4, 1, widths, 3, block=block):
+        sub_kind = kind.replace(heads=kind.heads * net.sub_widths[1] // 12)
+        want = [p.shape for p in model_params(net.sub_widths, sub_kind, sampled)]
+        sharded = iter(cut(params, net).sizes())
+        got = [next(sharded) if p.sharded else
+               np.zeros(p.shape).reshape(-1)[entries(p, net)[0]].reshape(entries(p, net)[1]).shape
+               for p in params]
+        assert got == want
+
+
 def test_gin_biases_follow_w2_and_take_the_layers_ids():
     """``b^l`` follows ``W_2^l`` (the layer's last weight) and reads the layer's output ids."""
     widths = [5, 8, 8, 3]

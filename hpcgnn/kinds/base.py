@@ -26,7 +26,7 @@ from typing import Any, Protocol
 #: Every run label (``--algo`` of full-batch training, or the mode) of the package.
 ALL_MODES = frozenset({"1d", "1.5d", "2d", "3d", "halo", "offload", "minibatch", "gist"})
 #: The run labels whose layouts run any layer through the primitives so far.
-PRIMITIVE_MODES = frozenset({"1d", "1.5d", "2d", "3d", "halo"})
+PRIMITIVE_MODES = frozenset({"1d", "1.5d", "2d", "3d", "halo", "gist"})
 
 
 @dataclass(frozen=True)
@@ -204,6 +204,15 @@ class Layer:
         ``settings``: every such setting by name; the default implementation reads none.
         """
         return self
+
+    def width_groups(self, width: int) -> int:
+        """Groups of columns a hidden width of ``width`` has, each kept whole by GIST.
+
+        GIST splits a hidden width among its sub-networks by whole groups of
+        ``width / groups`` consecutive columns (``--mode gist``, ``docs/gist.md``). The
+        default, ``width``, splits it column by column; GAT's are its heads.
+        """
+        return width
 
     # -- derived facts -------------------------------------------------------------------
     @property

@@ -105,11 +105,64 @@ def test_an_example_layer_equals_its_one_rank_run_with_every_byte_predicted(
         assert sum(v for c, v in measured.items() if c != "control") > 0
 
 
+#: GIST's flags in :func:`test_an_example_layer_trains_gist_sub_networks_equal_at_every_rank_count`.
+GIST = ["--mode", "gist", "--local-iters", "2", "--rounds", "3"]
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("model", LAYERS)
+def test_an_example_layer_trains_gist_sub_networks_equal_at_every_rank_count(
+    graph_file, shared_tmp, world, model
+):
+    """``--mode gist --subnets 2``: sub-weights cut by the layer's declared shapes.
+
+    ``M = 2`` sub-networks (``M = 1`` on one rank; groups of 2 and 1 ranks on 3); the
+    reference is the run with one rank per group (each sub-network trained on one rank), on
+    the first ``M`` ranks. Every category's bytes, the sub-model traffic and the model-parallel
+    evaluation's are predicted.
+    """
+    from mpi4py import MPI
+
+    import hpcgnn.api
+    from hpcgnn.training.modes import FullBatchMode, GistMode
+
+    m = min(2, world.size)
+    graph = graph_file(n=90, seed=4, weights=np.float64)
+    sub = world.mpi.Split(0 if world.rank < m else MPI.UNDEFINED, world.rank)
+    want = None
+    if sub != MPI.COMM_NULL:
+        ref = hpcgnn.api.train(
+            graph, comm=sub, model=_layer_class(model), layers=2, hidden=8, epochs=3,
+            dropout=0, dtype="float64", quiet=True, eval_every=0,
+            mode=GistMode(subnets=m, local_iters=2, rounds=3, group=FullBatchMode()),
+        )
+        want = [e["loss"] for e in ref.metrics["epochs"]]
+        sub.Free()
+    want = world.mpi.bcast(want, 0)
+    metrics = shared_tmp / f"gist-{model.split(':')[0]}.json"
+    assert_all(world, _run(graph, metrics, "--model", model, *GIST, "--subnets", str(m)) == 0)
+    doc = json.loads(metrics.read_text())
+    got = [e["loss"] for e in doc["epochs"]]
+    assert len(got) == 3 and all(abs(a - b) <= 1e-10 for a, b in zip(got, want, strict=True))
+    measured, predicted = doc["comm"]["measured_bytes"], doc["comm"]["predicted_bytes"]
+    assert {c: v for c, v in measured.items() if v and c != "control"} == {
+        c: v for c, v in predicted.items() if v
+    }
+    section = doc["gist"]
+    for rec in section["per_round"]:
+        assert rec["sent_bytes"] == rec["predicted_sent_bytes"]
+        assert rec["returned_bytes"] == rec["predicted_returned_bytes"]
+    ev = section["eval_bytes_per_evaluation"]
+    assert ev["evaluations"] >= 1 and ev["measured"] == ev["predicted"]
+    if world.size > 1:
+        assert ev["measured"] > 0 and measured["gist_scatter"] > 0
+
+
 @pytest.mark.mpi
 @pytest.mark.parametrize("flags", [
     ["--mode", "offload", "--chunks", "2"],
     ["--mode", "minibatch", "--sampler", "ladies", "--layer-size", "8,8"],
-    ["--mode", "gist", "--subnets", "1"],
+    ["--mode", "gist", "--subnets", "1", "--sampler", "sage", "--fanout", "4,3"],
 ])
 def test_a_mode_that_cannot_run_a_layer_yet_refuses_it_in_one_line(
     graph_file, world, capsys, flags

@@ -157,14 +157,15 @@ def eval_block(
 ) -> sp.csr_matrix:
     """Rows ``[lo, hi)`` of the full-graph operator a sampled model of ``kind`` is evaluated with.
 
-    The sampler's normalised ``S`` (:func:`normalized_block`), or for GIN and GAT (an MLP
-    or attention kind) the sum ``A^T + (1 + eps) I`` of ``S``'s pattern, every stored entry
-    counting 1 (``S``'s own ``+ I`` replaced: :func:`~hpcgnn.graph.normalize.sum_block`),
-    whose pattern GAT attends over.
+    The sampler's normalised ``S`` (:func:`normalized_block`) for its own operator, or for
+    ``"sum"`` and ``"pattern"`` the sum ``A^T + s I`` of ``S``'s pattern, every stored
+    entry counting 1 (``S``'s own ``+ I`` replaced: :func:`~hpcgnn.graph.normalize.sum_block`),
+    whose pattern an attention attends over.
     """
-    if kind.mlp or kind.attention:
+    op = kind.operator
+    if op.name in ("sum", "pattern"):
         rows = store.matrix(np.arange(lo, hi), sampler).scipy()
-        return sum_block(rows, lo, 1.0 + kind.eps, dtype, replace_diagonal=sampler.self_loops)
+        return sum_block(rows, lo, op.self_weight, dtype, replace_diagonal=sampler.self_loops)
     return normalized_block(store, lo, hi, dtype)
 
 

@@ -132,10 +132,15 @@ class MinibatchMode(Mode[MinibatchTrainer]):
         return bound
 
     def resolve(self, cfg: TrainConfig, ranks: int) -> TrainConfig:
-        """The layers: the sampler's number of hops, and a layer kind the sampler trains."""
+        """The layers: the sampler's number of hops, and a layer whose operator it provides.
+
+        The layer's forward is checked against the blocks once the widths are known (the
+        trainer's :meth:`~hpcgnn.sampling.samplers.Sampler.check`).
+        """
         model = resolve_model(cfg.model, self.spec.sampler)
-        cfg = replace(cfg, layers=self.spec.layers, model=model)
-        return super().resolve(cfg, ranks)
+        cfg = super().resolve(replace(cfg, layers=self.spec.layers, model=model), ranks)
+        self.spec.method.check(cfg.kind)
+        return cfg
 
     @property
     def group_algo(self) -> str:

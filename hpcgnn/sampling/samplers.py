@@ -62,17 +62,20 @@ class Sampler:
     transform_first: bool
     induced: bool = False
 
-    def check(self, kind: Layer, widths: Sequence[int] | None = None) -> None:
-        """Refuse, in one line, a layer the sampler's blocks cannot run.
+    def check(self, kind: Layer, widths: Sequence[int]) -> None:
+        """Refuse, in one line, a layer of ``widths`` the sampler's blocks cannot run.
 
-        Its operator must be one of :attr:`operators`; with ``widths``, its forward
-        (traced, :func:`~hpcgnn.layout.trace.one_hop`) must read one hop per layer: a
-        block's output rows are some of its input rows, so a second aggregation in a
-        layer (APPNP's steps) or a value kept from an earlier layer (GCNII's ``H_0``)
-        has rows the block does not give.
+        Its forward (traced, :func:`~hpcgnn.layout.trace.one_hop`) must read one hop per
+        layer: a block's output rows are some of its input rows, so a second aggregation
+        in a layer (APPNP's steps) or a value kept from an earlier layer (GCNII's ``H_0``)
+        has rows the block does not give. Its operator must be one of :attr:`operators`.
         """
-        op = kind.operator.name
         head = f"--model {kind} does not exist with --sampler {self.name}"
+        why_not = one_hop(widths, kind)
+        if why_not is not None:
+            raise ConfigError(f"{head}: a sampled block's output rows are some of its input"
+                              f" rows, and {why_not}")
+        op = kind.operator.name
         if op not in self.operators:
             why = (" (the graph file's edge weights are not carried through the sampling)"
                    if kind.operator.weighted else "")
@@ -81,10 +84,6 @@ class Sampler:
             raise ConfigError(f"{head}: it aggregates over the {op} operator{why} and"
                               f" {self.name}'s blocks provide {', '.join(self.operators)}"
                               f"{hint}")
-        why_not = None if widths is None else one_hop(widths, kind)
-        if why_not is not None:
-            raise ConfigError(f"{head}: a sampled block's output rows are some of its input"
-                              f" rows, and {why_not}")
 
     def self_rows(self, kind: Layer, widths: Sequence[int]) -> bool:
         """Whether a layer-wise hop must keep each row's own vertex among its columns.

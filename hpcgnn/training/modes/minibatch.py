@@ -132,15 +132,13 @@ class MinibatchMode(Mode[MinibatchTrainer]):
         return bound
 
     def resolve(self, cfg: TrainConfig, ranks: int) -> TrainConfig:
-        """The layers: the sampler's number of hops, and a layer whose operator it provides.
+        """The layers: the sampler's number of hops, and its own layer if none is named.
 
-        The layer's forward is checked against the blocks once the widths are known (the
+        The layer is checked against the sampler's blocks once the widths are known (the
         trainer's :meth:`~hpcgnn.sampling.samplers.Sampler.check`).
         """
         model = resolve_model(cfg.model, self.spec.sampler)
-        cfg = super().resolve(replace(cfg, layers=self.spec.layers, model=model), ranks)
-        self.spec.method.check(cfg.kind)
-        return cfg
+        return super().resolve(replace(cfg, layers=self.spec.layers, model=model), ranks)
 
     @property
     def group_algo(self) -> str:

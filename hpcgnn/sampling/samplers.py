@@ -81,9 +81,9 @@ class Sampler:
                    if kind.operator.weighted else "")
             others = [s.name for s in SAMPLERS.values() if op in s.operators]
             hint = f"; use --sampler {others[0]} for {kind}" if others else ""
-            raise ConfigError(f"{head}: it aggregates over the {op} operator{why} and"
-                              f" {self.name}'s blocks provide {', '.join(self.operators)}"
-                              f"{hint}")
+            provided = ", ".join(self.operators)
+            raise ConfigError(f"{head}: it aggregates over the {op} operator{why} and the"
+                              f" blocks of --sampler {self.name} provide {provided}{hint}")
 
     def self_rows(self, kind: Layer, widths: Sequence[int]) -> bool:
         """Whether a layer-wise hop must keep each row's own vertex among its columns.

@@ -117,8 +117,8 @@ SAMPLED_REFUSALS = {
     "gcnii:GCNII": "a sampled block's output rows are some of its input rows, and layer 0's"
                    " output has mixed rows",
     "graphconv:GraphConv": "it aggregates over the weighted operator (the graph file's edge"
-                           " weights are not carried through the sampling) and sage's blocks"
-                           " provide mean, sum, pattern",
+                           " weights are not carried through the sampling) and the blocks of"
+                           " --sampler sage provide mean, sum, pattern",
 }
 
 

@@ -136,7 +136,8 @@ class MinibatchModel:
         self.layers = len(widths) - 1
         self.weights = weights
         self.attention_p = attention_p
-        self._slices = [slice(s.start + i, s.stop + i + 1)  # and the bias of each before
+        # each layer's weights and its bias, after the i biases of the layers before it
+        self._slices = [slice(s.start + i, s.stop + i + 1)
                         for i, s in enumerate(kind.weight_slices(self.layers))]
 
     def _layer(self, layer: int, block: Block, h: Input, drop: AttentionDrop | None,

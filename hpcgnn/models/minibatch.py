@@ -33,6 +33,7 @@ from hpcgnn.nn.gcn import Input, dropout
 from hpcgnn.nn.init import init_weights
 from hpcgnn.nn.sampled import Block, BlockPrimitives
 from hpcgnn.rng import dropout_key
+from hpcgnn.sampling.rows import EdgeWeights
 from hpcgnn.sampling.sampled import SampledBatch, SampledHop
 from hpcgnn.sampling.samplers import Sampler
 
@@ -128,11 +129,14 @@ class MinibatchModel:
         (:meth:`block`).
     attention_p
         The drop probability of the attention coefficients while training.
+    edge_weights
+        The graph file's edge weights where the layer's operator is ``"weighted"``.
     """
 
     def __init__(self, kind: Layer, widths: list[int], weights: list[torch.Tensor],
-                 sampler: Sampler, attention_p: float = 0.0) -> None:
-        self.kind, self.sampler = kind, sampler
+                 sampler: Sampler, attention_p: float = 0.0,
+                 edge_weights: EdgeWeights | None = None) -> None:
+        self.kind, self.sampler, self.edge_weights = kind, sampler, edge_weights
         self.layers = len(widths) - 1
         self.weights = weights
         self.attention_p = attention_p
@@ -172,7 +176,8 @@ class MinibatchModel:
         """The hop as the layer reads it: the matrix of its operator, its own rows, its edges.
 
         The sampler's own operator (mean, LADIES' or Cluster-GCN's normalised ``S``) is the
-        hop's matrix; ``"sum"`` counts every sampled edge 1 and a row's own vertex the
+        hop's matrix; ``"weighted"`` holds the file's weights of the sampled edges;
+        ``"sum"`` counts every sampled edge 1 and a row's own vertex the
         operator's ``s``, and ``"pattern"`` is its ones, over which the attention runs.
         Each row's own vertex is among the input rows: the first ones (node-wise,
         Cluster-GCN), or at its place among LADIES' sorted vertices (kept there for a
@@ -188,9 +193,17 @@ class MinibatchModel:
             return hop.sum_matrix(op.self_weight, dtype, sampler.self_loops,
                                   hop.own_columns(rows_lead))
 
+        def matrix() -> Any:
+            if op.name in ("sum", "pattern"):
+                return summed()
+            if op.weighted:
+                assert self.edge_weights is not None
+                return SampledHop(hop.rows, hop.cols, hop.indptr, hop.indices,
+                                  self.edge_weights.of_hop(hop)).matrix(dtype)
+            return hop.matrix(dtype)
+
         def aggregate(x: torch.Tensor) -> torch.Tensor:
-            summing = op.name in ("sum", "pattern")
-            return sparse_matmul(summed() if summing else hop.matrix(dtype), x)
+            return sparse_matmul(matrix(), x)
 
         def own(x: Input) -> Input:
             if rows_lead:

@@ -34,8 +34,9 @@ class Sampler:
         rescaled estimate of ``D^-1 (A^T + I)``; Cluster-GCN: ``"normalized"``, ``D^-1
         (A^T + I)`` renormalised on the batch's subgraph), and ``"sum"`` (every sampled
         edge 1, a row's own vertex ``s``) and ``"pattern"`` (their ones: the attention's
-        edges) over a row's sampled in-neighbours and itself. Edge weights
-        (``"weighted"``) are not carried through the sampling.
+        edges) over a row's sampled in-neighbours and itself; node-wise also
+        ``"weighted"``, the graph file's weights of the sampled in-edges
+        (:class:`~hpcgnn.sampling.rows.EdgeWeights`, in the replicated graph layout).
     transform_first
         A dense layer input is multiplied as ``S (H W)`` (LADIES, Cluster-GCN: a row of
         ``S`` may hold as many entries as the block has columns, so the narrower SpMM
@@ -77,12 +78,10 @@ class Sampler:
                               f" rows, and {why_not}")
         op = kind.operator.name
         if op not in self.operators:
-            why = (" (the graph file's edge weights are not carried through the sampling)"
-                   if kind.operator.weighted else "")
             others = [s.name for s in SAMPLERS.values() if op in s.operators]
             hint = f"; use --sampler {others[0]} for {kind}" if others else ""
             provided = ", ".join(self.operators)
-            raise ConfigError(f"{head}: it aggregates over the {op} operator{why} and the"
+            raise ConfigError(f"{head}: it aggregates over the {op} operator and the"
                               f" blocks of --sampler {self.name} provide {provided}{hint}")
 
     def self_rows(self, kind: Layer, widths: Sequence[int]) -> bool:
@@ -130,7 +129,7 @@ SUMMED = ("sum", "pattern")
 #: GraphSAGE's node-wise sampler, named after the layers it trains: ``S = A^T``.
 NODE_WISE = Sampler(
     name=SAGE.name, kind=SAGE, node_wise=True, row_normalised=False, tag=TAG_SAGE,
-    operators=("mean", *SUMMED), transform_first=False,
+    operators=("mean", *SUMMED, "weighted"), transform_first=False,
 )
 #: LADIES' layer-wise importance sampler of GCN layers: ``S = D^-1 (A^T + I)``.
 LAYER_WISE = Sampler(

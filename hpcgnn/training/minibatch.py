@@ -41,6 +41,7 @@ from hpcgnn.cost.minibatch import (
     charge_gradients,
     seconds,
 )
+from hpcgnn.errors import ConfigError
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.io.reader import GraphFile
 from hpcgnn.kernels.sparse_input import SparseFeatures, dense
@@ -63,7 +64,7 @@ from hpcgnn.nn.sampled import Block
 from hpcgnn.sampling.arrays import HOST
 from hpcgnn.sampling.bulk import BulkSampler, my_share, read_train_ids
 from hpcgnn.sampling.fetch import FeatureFetcher
-from hpcgnn.sampling.rows import eval_block
+from hpcgnn.sampling.rows import EdgeWeights, eval_block
 from hpcgnn.sampling.sampled import SampledBatch
 from hpcgnn.sampling.spec import SamplerSpec, fit_training_set, optimizer_steps
 from hpcgnn.sampling.spgemm_1p5d import byte_summary, members
@@ -119,6 +120,12 @@ class MinibatchTrainer(WholeModel, SubModelHost):
                 self.meta = meta = gf.meta
             widths = layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, spec.layers)
             spec.method.check(kind, widths)  # an operator or a forward its blocks lack
+            if kind.operator.weighted and layout != "replicated":
+                raise ConfigError(
+                    f"--model {kind} does not exist with --graph-layout {layout}: the"
+                    " weighted operator reads the file's edge weights whole on every rank"
+                    " (--graph-layout replicated)"
+                )
         if spec.method.self_rows(kind, widths):
             spec = replace(spec, self_rows=True)  # a row's own vertex: the layer reads it
         self.traffic = Traffic(grid.size)
@@ -139,6 +146,13 @@ class MinibatchTrainer(WholeModel, SubModelHost):
         self.x = input_features(raw, cfg, grid.world, dev)
         host = sp.csr_matrix(raw) if isinstance(self.x, SparseFeatures) else dense(raw)
         on_gpu = self.x if dev.is_cuda and isinstance(self.x, torch.Tensor) else None
+        #: The file's edge weights (the weighted operator's), where sampling runs.
+        self.edge_weights: EdgeWeights | None = None
+        if kind.operator.weighted:
+            with collective(grid.world), GraphFile(graph) as gf:
+                self.edge_weights = EdgeWeights.read(gf).on(
+                    dev.torch_device if dev.is_cuda else None
+                )
         self.fetcher = FeatureFetcher(grid.col, self.sampler.offsets, host, dev.to_host(self.y),
                                       on_gpu)
         self._eval_block: Block | None = None  # built by the first evaluation
@@ -146,7 +160,8 @@ class MinibatchTrainer(WholeModel, SubModelHost):
         injected = weights
         if weights is None:
             weights = sampled_weights(kind, widths, cfg.seed, self.np_dtype, grid.device)
-        self.model = MinibatchModel(kind, widths, weights, spec.method, cfg.attention_p)
+        self.model = MinibatchModel(kind, widths, weights, spec.method, cfg.attention_p,
+                                    self.edge_weights)
         self.weights = weights
         value_bytes = np.dtype(self.np_dtype).itemsize
         #: Bytes of a fetched feature row (dense), or of one value (sparse: the row's
@@ -337,7 +352,7 @@ class MinibatchTrainer(WholeModel, SubModelHost):
             kind, grid, dt = self.cfg.kind, self.grid, self.cfg.torch_dtype
             offsets = self.sampler.offsets
             block = eval_block(self.sampler.block, lo, hi, self.spec.method, kind,
-                               self.np_dtype)
+                               self.np_dtype, self.edge_weights)
             agg = nbh = None
             if uses(self.widths, kind, AGGREGATE):
                 agg = BlockRowAggregation(grid.col, grid.row, block, None, offsets, dt).forward

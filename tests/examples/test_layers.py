@@ -110,15 +110,12 @@ def test_an_example_layer_equals_its_one_rank_run_with_every_byte_predicted(
 #: Minibatch mode's flags (``--bulk 1``: one batch per optimizer step at any rank count,
 #: so a run on P ranks, which samples and fetches over all of them, is the 1-rank run's).
 MINIBATCH = ["--mode", "minibatch", "--sampler", "sage", "--batch-size", "12", "--bulk", "1"]
-#: Why the sampled blocks refuse an example (none of them trains on ``--sampler sage``).
+#: Why the sampled blocks refuse an example (GraphConv trains on ``--sampler sage``).
 SAMPLED_REFUSALS = {
     "appnp:APPNP": "a sampled block's output rows are some of its input rows, and layer 0's"
                    " output has its input's rows",
     "gcnii:GCNII": "a sampled block's output rows are some of its input rows, and layer 0's"
                    " output has mixed rows",
-    "graphconv:GraphConv": "it aggregates over the weighted operator (the graph file's edge"
-                           " weights are not carried through the sampling) and the blocks of"
-                           " --sampler sage provide mean, sum, pattern",
 }
 
 
@@ -158,6 +155,17 @@ def test_an_example_layer_on_sampled_blocks_trains_or_refuses_in_one_line(
     assert_all(world, rc == 0)
     _equal_to_one_rank(world, graph, json.loads(metrics.read_text()), _layer_class(model),
                        MinibatchMode(sampler="sage", batch_size=12, bulk=1))
+
+
+@pytest.mark.mpi
+def test_graphconv_on_a_partitioned_graph_is_one_line(graph_file, shared_tmp, world, capsys):
+    graph = graph_file(n=90, seed=4, weights=np.float64)
+    rc = _run(graph, shared_tmp / "mb-partitioned.json", "--model", "graphconv:GraphConv",
+              *MINIBATCH, "--graph-layout", "partitioned")
+    err = error_output(world, capsys.readouterr().err).strip().splitlines()
+    assert_all(world, rc == 1 and len(err) == 1, f"rc {rc}, {err}")
+    assert ("--model graphconv:GraphConv does not exist with --graph-layout partitioned: the"
+            " weighted operator reads the file's edge weights whole on every rank") in err[0]
 
 
 class MeanDifference(Layer):

@@ -36,7 +36,8 @@ class Weighted(Layer):
 
 
 @pytest.mark.parametrize(("sampler", "layers"), [
-    (NODE_WISE, [SAGE, GIN, GAT]), (LAYER_WISE, [GCN, GIN, GAT]), (CLUSTER, [GCN, GIN, GAT]),
+    (NODE_WISE, [SAGE, GIN, GAT, Weighted()]), (LAYER_WISE, [GCN, GIN, GAT]),
+    (CLUSTER, [GCN, GIN, GAT]),
 ])
 def test_each_sampler_runs_the_built_ins_whose_operators_it_provides(sampler, layers):
     for kind in layers:
@@ -46,12 +47,12 @@ def test_each_sampler_runs_the_built_ins_whose_operators_it_provides(sampler, la
 @pytest.mark.parametrize(("sampler", "kind", "words"), [
     (NODE_WISE, GCN, "--model gcn does not exist with --sampler sage: it aggregates over the"
                      " normalized operator and the blocks of --sampler sage provide mean, sum,"
-                     " pattern; use --sampler ladies for gcn"),
+                     " pattern, weighted; use --sampler ladies for gcn"),
     (LAYER_WISE, SAGE, "--model sage does not exist with --sampler ladies: it aggregates over"
                        " the mean operator and the blocks of --sampler ladies provide"
                        " normalized, sum, pattern; use --sampler sage for sage"),
-    (NODE_WISE, Weighted(), "over the weighted operator (the graph file's edge weights are"
-                            " not carried through the sampling)"),
+    (LAYER_WISE, Weighted(), "over the weighted operator and the blocks of --sampler ladies"
+                             " provide normalized, sum, pattern; use --sampler sage for"),
     (LAYER_WISE, DenseOnly(), "a sampled block's output rows are some of its input rows, and"
                               " layer 0's output has its input's rows"),
 ])

@@ -70,12 +70,15 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                         "a self term), gin (GIN: sum over in-neighbours plus (1 + eps) times the "
                         "self, then a two-layer MLP) or gat (GAT: attention over the "
                         "in-neighbours and the self, --heads heads); each with every --algo and "
-                        "--mode. Sampled (--sampler): sage samples node-wise blocks for sage "
-                        "(its default), gin or gat; ladies and cluster train gcn (their "
-                        "default), gin or gat; another --model is refused. MODULE:CLASS: your "
-                        "own layer (a subclass of hpcgnn.nn.Layer), imported from the Python "
-                        "path, which runs that module's code (docs/layers.md); it trains on "
-                        "every --algo (1d, 1.5d, 2d, 3d, halo)")
+                        "--mode. Sampled (--sampler): sage's node-wise blocks provide the mean, "
+                        "sum, pattern and weighted operators (sage, its default; gin, gat), "
+                        "ladies' and "
+                        "cluster's the normalized, sum and pattern ones (gcn, their default; "
+                        "gin, gat); a layer on another operator, or that reads more than one "
+                        "hop per layer, is refused. MODULE:CLASS: your own layer (a subclass "
+                        "of hpcgnn.nn.Layer), imported from the Python path, which runs that "
+                        "module's code (docs/layers.md); it trains on every --algo (1d, 1.5d, "
+                        "2d, 3d, halo) and --mode minibatch")
     m.add_argument("--hidden", type=int, default=16,
                    help="width of the hidden layers (default: 16)")
     m.add_argument("--gin-eps", type=float, default=0.0,

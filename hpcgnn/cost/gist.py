@@ -125,6 +125,10 @@ class EvalTrace:
         """A local SpMM on each rank's columns."""
         return h._same()
 
+    def bias(self, h: Shape) -> Shape:
+        """No message: a bias is added where the sharded product ends."""
+        return h._same()
+
     def own(self, h: Shape) -> Shape:
         """Every row is local."""
         return h._same()

@@ -58,7 +58,7 @@ class GATLayer(Layer):
                 Weight((heads, per_head), stream=1)]
 
     def forward(self, g: Primitives, h: Any, w: Sequence[Any]) -> Any:
-        """The attention primitive on ``W, a_src, a_dst``."""
+        """The attention primitive on ``W, a_src, a_dst`` (a bias inside, where the run has one)."""
         return g.attention(h, w[0], w[1], w[2])
 
 

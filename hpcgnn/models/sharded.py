@@ -260,6 +260,10 @@ class ShardedPrimitives:
             z = z * m.scale
         return self._bias(z, *weights)
 
+    def bias(self, z: torch.Tensor) -> torch.Tensor:
+        """``z``: a sampled model's bias is already added after the layer's last weight."""
+        return z
+
     def _bias(self, z: torch.Tensor, *weights: torch.Tensor) -> torch.Tensor:
         bias = next((self.meta[id(t)].bias for t in weights
                      if self.meta[id(t)].bias is not None), None)

@@ -19,6 +19,8 @@ import pytest
 
 from hpcgnn.cli.main import main
 from hpcgnn.errors import ConfigError
+from hpcgnn.kinds import Layer, Operator, Weight
+from hpcgnn.training.modes import MinibatchMode
 from tests.mpi import assert_all, error_output
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "layers"
@@ -109,6 +111,37 @@ def test_an_example_layer_equals_its_one_rank_run_with_every_byte_predicted(
 GIST = ["--mode", "gist", "--local-iters", "2", "--rounds", "3"]
 
 
+#: Minibatch mode's flags (``--bulk 1``: one batch per optimizer step at any rank count,
+#: so a run on P ranks, which samples and fetches over all of them, is the 1-rank run's).
+MINIBATCH = ["--mode", "minibatch", "--sampler", "sage", "--batch-size", "12", "--bulk", "1"]
+#: Why the sampled blocks refuse an example (GraphConv trains on ``--sampler sage``).
+SAMPLED_REFUSALS = {
+    "appnp:APPNP": "a sampled block's output rows are some of its input rows, and layer 0's"
+                   " output has its input's rows",
+    "gcnii:GCNII": "a sampled block's output rows are some of its input rows, and layer 0's"
+                   " output has mixed rows",
+}
+
+
+def _equal_to_one_rank(world, graph, doc, model, mode):
+    """The run's 3 losses are the 1-rank run's (1e-10), its bytes all predicted."""
+    from mpi4py import MPI
+
+    import hpcgnn.api
+
+    ref = hpcgnn.api.train(graph, comm=MPI.COMM_SELF, model=model, layers=2, hidden=8,
+                           epochs=3, dropout=0, dtype="float64", quiet=True, eval_every=0,
+                           mode=mode)
+    want = [e["loss"] for e in ref.metrics["epochs"]]
+    got = [e["loss"] for e in doc["epochs"]]
+    assert len(got) == 3 and all(abs(a - b) <= 1e-10 for a, b in zip(got, want, strict=True))
+    measured, predicted = doc["comm"]["measured_bytes"], doc["comm"]["predicted_bytes"]
+    # minibatch mode predicts its control messages too (the samples' counts)
+    assert {c: v for c, v in measured.items() if v} == {c: v for c, v in predicted.items() if v}
+    if world.size > 1:
+        assert sum(v for c, v in measured.items() if c != "control") > 0
+
+
 @pytest.mark.mpi
 @pytest.mark.parametrize("model", LAYERS)
 def test_an_example_layer_trains_gist_sub_networks_equal_at_every_rank_count(
@@ -159,9 +192,87 @@ def test_an_example_layer_trains_gist_sub_networks_equal_at_every_rank_count(
 
 
 @pytest.mark.mpi
+@pytest.mark.parametrize("model", LAYERS)
+def test_an_example_layer_on_sampled_blocks_trains_or_refuses_in_one_line(
+    graph_file, shared_tmp, world, capsys, model
+):
+    graph = graph_file(n=90, seed=4, weights=np.float64)
+    metrics = shared_tmp / f"mb-{model.split(':')[0]}.json"
+    rc = _run(graph, metrics, "--model", model, *MINIBATCH)
+    if model in SAMPLED_REFUSALS:
+        err = error_output(world, capsys.readouterr().err).strip().splitlines()
+        assert_all(world, rc == 1 and len(err) == 1, f"rc {rc}, {err}")
+        assert f"--model {model} does not exist with --sampler sage: " in err[0], err
+        assert SAMPLED_REFUSALS[model] in err[0], err
+        return
+    assert_all(world, rc == 0)
+    _equal_to_one_rank(world, graph, json.loads(metrics.read_text()), _layer_class(model),
+                       MinibatchMode(sampler="sage", batch_size=12, bulk=1))
+
+
+@pytest.mark.mpi
+def test_graphconv_on_a_partitioned_graph_is_one_line(graph_file, shared_tmp, world, capsys):
+    graph = graph_file(n=90, seed=4, weights=np.float64)
+    rc = _run(graph, shared_tmp / "mb-partitioned.json", "--model", "graphconv:GraphConv",
+              *MINIBATCH, "--graph-layout", "partitioned")
+    err = error_output(world, capsys.readouterr().err).strip().splitlines()
+    assert_all(world, rc == 1 and len(err) == 1, f"rc {rc}, {err}")
+    assert ("--model graphconv:GraphConv does not exist with --graph-layout partitioned: the"
+            " weighted operator reads the file's edge weights whole on every rank") in err[0]
+
+
+class MeanDifference(Layer):
+    """A layer of one's own on the mean: ``tanh(b + (D^-1 A^T H) W_1 - H W_0)``."""
+
+    operator = Operator("mean")
+
+    def weights(self, f_in, f_out, layer, last):
+        return [Weight((f_in, f_out)), Weight((f_in, f_out), stream=1)]
+
+    def forward(self, g, h, w):
+        z = g.bias(g.dense(g.aggregate(h), w[1]) - g.dense(g.own(h), w[0]))
+        return z if g.last else z.tanh()
+
+
+class DoubledSum(Layer):
+    """Another on the sum ``A^T + 2 I``, a self term and no bias: ``S H W + H W_self``."""
+
+    operator = Operator("sum", 2.0)
+
+    def weights(self, f_in, f_out, layer, last):
+        return [Weight((f_in, f_out)), Weight((f_in, f_out), stream=1)]
+
+    def forward(self, g, h, w):
+        z = g.propagate(h, w[0], self_weight=w[1])
+        return z if g.last else z.relu()
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize(("layer", "sampled"), [
+    (MeanDifference, {"sampler": "sage"}),
+    (DoubledSum, {"sampler": "sage"}),
+    (DoubledSum, {"sampler": "ladies", "layer_size": "16,16", "graph_layout": "partitioned"}),
+], ids=["mean-sage", "sum-sage", "sum-ladies-partitioned"])
+def test_a_layer_of_ones_own_trains_on_sampled_blocks_as_on_one_rank(
+    graph_file, shared_tmp, world, layer, sampled
+):
+    from mpi4py import MPI
+
+    import hpcgnn.api
+
+    graph = graph_file(n=90, seed=4)
+    mode = MinibatchMode(batch_size=12, bulk=1, **sampled)
+    metrics = shared_tmp / f"own-{layer.__name__}-{sampled['sampler']}.json"
+    hpcgnn.api.train(graph, comm=MPI.COMM_WORLD, model=layer, layers=2, hidden=8, epochs=3,
+                     dropout=0, dtype="float64", quiet=True, eval_every=0, mode=mode,
+                     metrics=metrics)
+    world.mpi.Barrier()
+    _equal_to_one_rank(world, graph, json.loads(metrics.read_text()), layer, mode)
+
+
+@pytest.mark.mpi
 @pytest.mark.parametrize("flags", [
     ["--mode", "offload", "--chunks", "2"],
-    ["--mode", "minibatch", "--sampler", "ladies", "--layer-size", "8,8"],
     ["--mode", "gist", "--subnets", "1", "--sampler", "sage", "--fanout", "4,3"],
 ])
 def test_a_mode_that_cannot_run_a_layer_yet_refuses_it_in_one_line(

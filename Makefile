@@ -10,13 +10,15 @@
 #                            (no GPU or driver needed; builds build/nvrtc12, build/nvrtc13)
 #   make gpu-wheels PY=3.12  the wheels a GPU node without a package index may lack
 #   make wheel-check         the built wheel, installed outside the checkout, runs model,
-#                            jobs render and a 2-rank train
+#                            jobs render, a 2-rank train, and prepares (pyg, npz) and trains
+#                            one's own graph at 2 ranks
 #   make gpu-check           prove the GPU path on one GPU node (jobs/gpu_check.py; a table in
 #                            perf/results/gpu-<date>.md); HPCGNN_EMULATE_CUDA=1 on the emulated GPU
 #   make test-emulated       the model, exchange, spmm and wire tests on the emulated GPU
 #
 # Cluster MPI instead of the bundled MPICH wheel:  make setup MPI=system  (builds mpi4py
-# against the `mpicc` on PATH, or MPICC="cc -shared" on Cray) and  make run MPIEXEC="srun" .
+# against the `mpicc` on PATH, or MPICC="cc -target-accel=nvidia80 -shared" on Cray GPU
+# nodes: the GPU transport layer linked, see docs/jobs.md) and  make run MPIEXEC="srun" .
 
 PYTHON  ?= python3
 VENV    ?= .venv
@@ -69,10 +71,11 @@ test: setup
 		echo "== MPI tests at $$n rank(s)"; \
 		$(MPIEXEC) -n $$n $(PY) -m mpi4py -m pytest --only-mpi $(PYTEST_ARGS); \
 	done
-	@echo "== grids, 3D on the 2x2x2 cube and GIST under a memory limit at 8 ranks"
+	@echo "== grids, 3D on the 2x2x2 cube, GIST under a memory limit, a 4-rank checkpoint at 8 ranks"
 	$(MPIEXEC) -n 8 $(PY) -m mpi4py -m pytest --only-mpi $(PYTEST_ARGS) \
 		tests/grid/test_process_grid.py tests/models/test_summa.py::test_cube_2x2x2_at_8_ranks \
-		tests/test_params_table.py tests/training/test_gist_memory.py
+		tests/test_params_table.py tests/training/test_gist_memory.py \
+		tests/training/test_checkpoint.py::test_a_checkpoint_resumes_at_another_rank_count_and_layout
 
 # Compile check of the CUDA sources (CuPy compiles them again at run time with NVRTC).
 # -DHPCGNN_INSTANTIATE emits the template instantiations CuPy requests by name. One PTX
@@ -204,7 +207,10 @@ test-emulated: setup
 
 # The installed tool, not the checkout: build the wheel, install it (no dependencies: the
 # venv's) into a folder outside the checkout, and from a directory outside it run
-# `hpcgnn model` (machine files), `jobs render` (job templates) and a 2-rank `train`.
+# `hpcgnn model` (machine files), `jobs render` (job templates, a machine file's node) and
+# a 2-rank `train`; then one's own graph: a PyG Data saved by torch.save and a
+# benchmark-layout npz (examples/own_graph/write_inputs.py), each prepared and trained at
+# 2 ranks.
 WHEEL_DIR ?= build/wheel
 .PHONY: wheel-check
 wheel-check: setup
@@ -217,6 +223,13 @@ wheel-check: setup
 	$$py -c "import hpcgnn, sys; assert hpcgnn.__file__.startswith('$$site'), hpcgnn.__file__"; \
 	$$py -m hpcgnn model --shape 20000,320000,64,8 --procs 4 --machine laptop --top 3; \
 	$$py -m hpcgnn jobs render --system local --nodes 1 --ranks-per-node 2 --out job.sh; \
+	$$py -m hpcgnn jobs render --system slurm-cpu --nodes 2 --out cpu.sh; \
 	$$py -m hpcgnn prepare synthetic --num-nodes 400 --feature-dim 8 --out g.h5 --quiet; \
 	$$mpiexec -n 2 $$py -m hpcgnn train g.h5 --epochs 2 --quiet; \
+	$$py $(abspath examples/own_graph/write_inputs.py) .; \
+	$$py -m hpcgnn prepare pyg --file data.pt --out pyg.h5 --quiet; \
+	$$py -m hpcgnn prepare npz --file graph.npz --split per-class --val-size 100 \
+		--test-size 200 --row-normalize --out npz.h5 --quiet; \
+	$$mpiexec -n 2 $$py -m hpcgnn train pyg.h5 --epochs 2 --quiet; \
+	$$mpiexec -n 2 $$py -m hpcgnn train npz.h5 --epochs 2 --quiet; \
 	cd /; rm -rf $$work; echo "wheel-check: the installed wheel works outside the checkout"

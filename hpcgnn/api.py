@@ -11,6 +11,13 @@ under ``mpiexec`` (it is collective); on one process it needs no launcher::
     print(result.final["test_acc"], result.params_sha256)
     logits = result.predict()            # one process: hpcgnn.nn.GCN with the weights
 
+The graph is a file's path, or a graph in memory (:class:`~hpcgnn.io.memory.MemoryGraph`,
+e.g. ``MemoryGraph.from_arrays(edge_index=..., features=..., labels=..., train_mask=...,
+val_mask=..., test_mask=...)``), which every rank holds whole: each builds it (or loads
+it) the same way, and the run refuses graphs that differ between ranks. A graph in memory
+trains in :class:`FullBatchMode` (every ``algo``) to the weights its file would give (the
+same ``params_sha256``); the other modes read a file and refuse it in one line.
+
 The mode is an object of :mod:`hpcgnn.training.modes` (:class:`FullBatchMode`,
 :class:`MinibatchMode`, :class:`OffloadMode`, :class:`GistMode`, checked when made); the
 model's settings are those of :class:`~hpcgnn.config.TrainConfig` and the run's those of
@@ -27,6 +34,8 @@ file of flags is the command's). An error is the command's one line, raised as i
 from __future__ import annotations
 
 import os
+import sys
+import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -34,13 +43,13 @@ from typing import Any
 import torch
 from mpi4py import MPI
 
-from hpcgnn.config import TrainConfig
 from hpcgnn.cost.machine import tiers_from_flag
 from hpcgnn.errors import ConfigError, HpcgnnError
+from hpcgnn.io.memory import MemoryGraph
 from hpcgnn.kinds import named
 from hpcgnn.nn import GCN, Graph, Layer
 from hpcgnn.training.modes import FullBatchMode, GistMode, MinibatchMode, Mode, OffloadMode
-from hpcgnn.training.run import RunOptions
+from hpcgnn.training.run import PATHS, configure
 from hpcgnn.training.run import train as run
 from hpcgnn.utils.files import leaves_nothing_behind
 
@@ -64,12 +73,12 @@ class Trained:
         best-validation epoch's. :class:`GistMode` assembles its row-sharded model on every
         rank for them, which a run of its own never does.
     graph
-        The graph file trained on.
+        The graph file trained on, or the graph in memory.
     """
 
     metrics: dict[str, Any]
     weights: list[torch.Tensor]
-    graph: str
+    graph: str | MemoryGraph
     #: The layer object it trained (a researcher's own), else ``None`` (a built-in name).
     layer: Layer | None = None
 
@@ -111,7 +120,7 @@ class Trained:
                 p.copy_(w)
         return net.eval()
 
-    def predict(self, graph: str | os.PathLike | None = None) -> torch.Tensor:
+    def predict(self, graph: str | os.PathLike | MemoryGraph | None = None) -> torch.Tensor:
         """The logits of every vertex of ``graph`` (default: the one trained on), no dropout.
 
         On this process, with :meth:`model` on the graph read whole
@@ -119,8 +128,10 @@ class Trained:
         build them; rows in the file's vertex order.
         """
         c = self.metrics["config"]
+        source = self.graph if graph is None else graph
         g = Graph.read(
-            self.graph if graph is None else os.fspath(graph), model=self.layer or c["model"],
+            source if isinstance(source, MemoryGraph) else os.fspath(source),
+            model=self.layer or c["model"],
             dtype=c["dtype"], sparse_features=c["sparse_features"], gin_eps=c["gin_eps"],
         )
         net = self.model()
@@ -129,7 +140,7 @@ class Trained:
 
 
 def train(
-    graph: PathLike,
+    graph: PathLike | MemoryGraph,
     *,
     mode: Mode | None = None,
     model: str | Layer | type[Layer] | None = None,
@@ -174,7 +185,9 @@ def train(
     Parameters
     ----------
     graph
-        A graph file written by ``hpcgnn prepare`` / ``hpcgnn partition``.
+        A graph file written by ``hpcgnn prepare`` / ``hpcgnn partition``, or a graph in
+        memory (:class:`~hpcgnn.io.memory.MemoryGraph`, held whole by every rank, the same
+        on each: checked) for :class:`FullBatchMode`.
     mode
         How the ranks train (default: ``FullBatchMode()``, the 1D SpMM on every rank):
         :class:`FullBatchMode`, :class:`MinibatchMode`, :class:`OffloadMode` or
@@ -197,7 +210,8 @@ def train(
     metrics, trace, trace_epochs, sync_comm, log_csv, quiet
         Outputs: the metrics JSON and the Chrome trace (rank 0), the 1-based epochs
         ``(first, last)`` the trace records, collectives timed apart from their waits, a
-        CSV row per epoch, no per-epoch lines.
+        CSV row per epoch, nothing printed (no per-epoch, set-up or summary lines; the
+        command's ``--quiet`` keeps its set-up and summary lines).
     checkpoint_dir, checkpoint_every, resume, finetune
         Checkpoints: where, how often, a run to continue, weights to start from.
     tier_gbps
@@ -219,40 +233,49 @@ def train(
     ------
     HpcgnnError
         The command's one-line error (:class:`~hpcgnn.errors.ConfigError` for a bad
-        setting, on every rank). One whose ``collective`` is false may be raised on some
-        ranks only, leaving the others in a collective: under ``mpiexec`` end the job
-        then, as the command does (``comm.Abort(1)``).
+        setting), on every rank: the ranks agreed on it. An error they cannot agree on (one
+        whose ``collective`` is false, or any other exception, raised on some ranks while the
+        others wait in a collective) ends the job instead, as ``python -m mpi4py`` does: the
+        rank prints it and calls ``comm.Abort(1)``, so no rank hangs. On one rank it is
+        raised.
     """
     mode = FullBatchMode() if mode is None else mode
     if not isinstance(mode, Mode):
         raise ConfigError(f"mode: a mode object (FullBatchMode(), MinibatchMode(), ...),"
                           f" not {mode!r}")
     name, layer = _model(model, mode)
-    cfg = TrainConfig(
-        layers=mode.depth(layers), hidden=hidden, epochs=epochs, lr=lr,
-        weight_decay=weight_decay, weight_decay_layers=weight_decay_layers,
-        early_stopping=early_stopping, select_model=select_model, dropout=dropout, seed=seed,
-        eval_every=eval_every, dtype=dtype, model=name, sparse_features=sparse_features,
-        gin_eps=gin_eps, heads=heads, output_heads=output_heads,
-        attention_dropout=attention_dropout, layer=layer,
-    )
-    opts = RunOptions(
-        graph=os.fspath(graph), mode=mode, metrics=_path(metrics), trace=_path(trace),
-        log_csv=_path(log_csv), finetune=_path(finetune), trace_epochs=trace_epochs,
-        checkpoint_dir=_path(checkpoint_dir), checkpoint_every=checkpoint_every,
-        resume=_path(resume), quiet=quiet, tier_gbps=tiers_from_flag(tier_gbps),
-        device=device, sync_comm=sync_comm, threads=threads, keep_result=True,
-    )
-    with leaves_nothing_behind():
-        result = run(opts, cfg, MPI.COMM_WORLD if comm is None else comm)
+    settings = {k: os.fspath(v) if k in PATHS and v is not None else v
+                for k, v in locals().items() if k not in ("graph", "mode", "comm")}
+    source = graph if isinstance(graph, MemoryGraph) else os.fspath(graph)
+    cfg, opts = configure(source, mode, settings | {
+        "model": name, "tier_gbps": tiers_from_flag(tier_gbps), "keep_result": True,
+        "summary": not quiet,
+    }, layer)
+    comm = MPI.COMM_WORLD if comm is None else comm
+    try:
+        with leaves_nothing_behind():
+            result = run(opts, cfg, comm)
+    except Exception as err:
+        if comm.Get_size() > 1 and not (isinstance(err, HpcgnnError) and err.collective):
+            end_job(comm, err)
+        raise
     assert result.metrics is not None and result.weights is not None
     return Trained(metrics=result.metrics, weights=result.weights, graph=opts.graph,
                    layer=layer)
 
 
-def _path(path: PathLike | None) -> str | None:
-    """A path argument as text (``None`` stays)."""
-    return None if path is None else os.fspath(path)
+def end_job(comm: MPI.Comm, err: BaseException) -> None:
+    """Print ``err`` (with its traceback) and abort every rank of ``comm``'s job.
+
+    What an exception some ranks may not share must do: the others wait in a collective
+    that never completes.
+    """
+    rank = comm.Get_rank()
+    text = "".join(traceback.format_exception(err))
+    sys.stderr.write(f"hpcgnn: rank {rank} of {comm.Get_size()} failed; ending the job\n{text}")
+    sys.stderr.flush()
+    sys.stdout.flush()
+    comm.Abort(1)
 
 
 def _model(model: str | Layer | type[Layer] | None, mode: Mode) -> tuple[str, Layer | None]:
@@ -280,4 +303,5 @@ def _model(model: str | Layer | type[Layer] | None, mode: Mode) -> tuple[str, La
     return model or mode.default_model, None
 
 
-__all__ = ["FullBatchMode", "GistMode", "MinibatchMode", "OffloadMode", "Trained", "train"]
+__all__ = ["FullBatchMode", "GistMode", "MemoryGraph", "MinibatchMode", "OffloadMode", "Trained",
+           "train"]

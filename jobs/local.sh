@@ -5,5 +5,6 @@
 set -euo pipefail
 
 read -r -a LAUNCH <<< "${MPIEXEC:-mpiexec} -n {{ranks}}"
+PREP=(env)
 
 {{pipeline}}

@@ -22,7 +22,8 @@ Replicated data may be asserted plainly.
       serial reference run);
     * rank-local: the logits and the gradients of a rank's row block, a rank's halo and
       send sets, measured bytes before they are summed over ranks, a command's exit code
-      and what it printed (only rank 0 prints results; errors are printed by every rank);
+      and what it printed (only rank 0 prints results, and an error every rank agrees on:
+      read it with :func:`error_output`);
     * to check that something meant to be replicated really is, use
       :func:`assert_same_on_all_ranks`.
 
@@ -40,6 +41,7 @@ never initialise MPI.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -183,3 +185,27 @@ def on_rank0(comm: Any, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     if not ok:
         raise AssertionError(f"rank 0 failed: {value}") from error
     return value
+
+
+#: How the command ends a collective error's line at several ranks (:mod:`hpcgnn.cli.main`).
+AGREE = re.compile(r" \((all \d+ ranks agree|found on \d+ of \d+ ranks; all \d+ agree)\)$")
+
+
+def error_output(comm: Any, err: str) -> str:
+    """Rank 0's stderr ``err`` on every rank, with collective errors' tails cut.
+
+    An error every rank agrees on is printed once, by rank 0, ending with how many ranks
+    agree (at several ranks); the other ranks print no error line (asserted collectively).
+    ``err``: this rank's, e.g. ``capsys.readouterr().err``.
+    """
+    rank, size = _mpi(comm).Get_rank(), _mpi(comm).Get_size()
+    assert_all(comm, rank == 0 or "hpcgnn: error" not in err,
+               f"rank {rank} printed an error line: {err[-2000:]!r}")
+    err = _mpi(comm).bcast(err, root=0) if size > 1 else err
+    lines = err.splitlines(keepends=True)
+    if size > 1:
+        errors = [ln for ln in lines if ln.startswith("hpcgnn: error")]
+        assert all(AGREE.search(ln.rstrip("\n")) for ln in errors), errors
+        lines = [AGREE.sub("", ln.rstrip("\n")) + ln[len(ln.rstrip("\n")):]
+                 if ln.startswith("hpcgnn: error") else ln for ln in lines]
+    return "".join(lines)

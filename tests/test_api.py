@@ -220,7 +220,7 @@ def test_the_settings_are_the_commands_flags_with_their_defaults():
     for name, default in flags.items():  # the parser's None: the mode's (layers, model)
         assert params[name].default == default, name
     assert {f.name for f in fields(TrainConfig)} - {"layer"} <= set(params)
-    run_only = {"graph", "mode", "keep_result", "predict_out"}
+    run_only = {"graph", "mode", "keep_result", "predict_out", "summary"}  # from the call
     assert {f.name for f in fields(RunOptions)} - run_only <= set(params)
 
 
@@ -252,3 +252,133 @@ def test_comm_names_the_ranks_that_train(graph_file, world):
     alone = hpcgnn.train(path, comm=MPI.COMM_SELF, epochs=2, hidden=4, quiet=True)
     assert alone.metrics["world_size"] == 1
     assert_same_on_all_ranks(world, alone.params_sha256, "each rank trained alone alike")
+
+
+#: A researcher's layer that fails on one rank only, in training (not in the shape trace).
+_FAILS_ON_ONE_RANK = """
+import sys, time
+from mpi4py import MPI
+import hpcgnn
+from hpcgnn.nn import Layer
+
+class FailsOnRank2(Layer):
+    def forward(self, g, h, w):
+        if type(h).__name__ != "Shape" and MPI.COMM_WORLD.Get_rank() == 2:
+            with open(sys.argv[2], "w") as f:
+                f.write(repr(time.time()))
+            raise RuntimeError("a failure on rank 2 only")
+        z = g.propagate(h, w[0])
+        return z if g.last else z.relu()
+
+hpcgnn.train(sys.argv[1], model=FailsOnRank2, epochs=50, hidden=8, quiet=True, eval_every=0)
+"""
+
+
+@pytest.mark.skipif("mpi4py.MPI" in sys.modules and __import__("mpi4py.MPI").MPI.COMM_WORLD
+                    .Get_size() > 1, reason="launches its own mpiexec")
+def test_an_exception_on_one_rank_ends_every_rank(tmp_path):
+    import shutil
+    import time
+    from pathlib import Path
+
+    from tests.graphs import write_random_graph
+
+    mpiexec = shutil.which("mpiexec", path=f"{Path(sys.executable).parent}:"
+                                          f"{__import__('os').environ.get('PATH', '')}")
+    if mpiexec is None:
+        pytest.skip("no mpiexec")
+    graph = write_random_graph(tmp_path / "g.h5", n=60, features=5, seed=2)
+    script, stamp = tmp_path / "fails.py", tmp_path / "raised"
+    script.write_text(_FAILS_ON_ONE_RANK)
+    try:
+        proc = subprocess.run([mpiexec, "-n", "4", sys.executable, str(script), str(graph),
+                               str(stamp)], capture_output=True, text=True, timeout=300,
+                              cwd=tmp_path)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the other ranks hung after rank 2's exception")
+    ended = time.time()
+    assert proc.returncode != 0, proc.stderr[-2000:]
+    assert "rank 2 of 4 failed; ending the job" in proc.stderr, proc.stderr[-2000:]
+    assert "a failure on rank 2 only" in proc.stderr
+    assert ended - float(stamp.read_text()) < 30, "the job took over 30 s to end"
+
+
+def test_quiet_prints_nothing(tmp_path, capsys):
+    from tests.graphs import write_random_graph
+
+    graph = write_random_graph(tmp_path / "g.h5", n=40, features=4, seed=1)
+    trained = hpcgnn.train(graph, epochs=2, hidden=4, quiet=True, eval_every=0, comm=_self())
+    assert capsys.readouterr().out == ""
+    device = trained.metrics["device"]
+    assert device["ranks_per_host"] == 1 and device["cores_per_host"] >= 1
+    assert "oversubscribed" not in device
+    hpcgnn.train(graph, epochs=2, hidden=4, eval_every=0, comm=_self())
+    assert "final (no dropout)" in capsys.readouterr().out
+
+
+def _self():
+    from mpi4py import MPI
+
+    return MPI.COMM_SELF
+
+
+def _memory_graph(seed: int = 5):
+    """The same graph on every rank: built from the same seeded arrays."""
+    from hpcgnn.io.memory import MemoryGraph
+    from tests.graphs import random_graph_arrays
+
+    g = random_graph_arrays(n=48, seed=seed)
+    return MemoryGraph.from_arrays(
+        edge_index=np.stack([g["src"], g["dst"]]), features=g["x"], labels=g["y"],
+        train_mask=g["train"], val_mask=g["val"], test_mask=g["test"], name="mine",
+    )
+
+
+def _save_and_prepare(data, pt, out):
+    from hpcgnn.prepare import convert_pyg
+
+    torch.save(data, pt)
+    convert_pyg(pt, out, show_progress=False)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("algo", ["1d", "2d"])
+def test_a_graph_in_memory_trains_as_its_file(shared_tmp, world, algo):
+    """A PyG graph's tensors in memory, and the file ``prepare pyg`` makes of them."""
+    from hpcgnn.io.memory import MemoryGraph
+    from tests.mpi import on_rank0
+    from tests.prepare.test_pyg import graph_dict
+
+    data, path = graph_dict(), shared_tmp / f"mem-{algo}.h5"
+    on_rank0(world, _save_and_prepare, data, shared_tmp / f"d-{algo}.pt", path)
+    graph = MemoryGraph.from_arrays(
+        edge_index=data["edge_index"], features=data["x"], labels=data["y"],
+        train_mask=data["train_mask"], val_mask=data["val_mask"], test_mask=data["test_mask"],
+        name="mine",
+    )
+    settings = {**COMMON, "mode": FullBatchMode(algo=algo)}
+    from_file, from_memory = hpcgnn.train(path, **settings), hpcgnn.train(graph, **settings)
+    assert from_memory.params_sha256 == from_file.params_sha256
+    assert from_memory.final == from_file.final
+    same = {**from_memory.metrics["graph"], "name": from_file.metrics["graph"]["name"]}
+    assert same == from_file.metrics["graph"]  # the content fingerprint among them
+    assert from_memory.metrics["config"]["graph"] == "<mine>"
+    np.testing.assert_array_equal(from_memory.predict().numpy(), from_file.predict().numpy())
+
+
+@pytest.mark.mpi
+def test_a_graph_in_memory_that_differs_between_ranks_is_refused_on_every_rank(world):
+    graph = _memory_graph(seed=5 + (world.rank > 0))
+    if world.size == 1:
+        pytest.skip("one rank holds one graph")
+    with pytest.raises(HpcgnnError, match=r"^<mine>: the graph in memory differs between"
+                                          r" ranks \(rank 1's is not rank 0's\)"):
+        hpcgnn.train(graph, **COMMON)
+
+
+@pytest.mark.parametrize("name", ["minibatch", "offload", "gist"])
+def test_the_modes_that_read_a_file_refuse_a_graph_in_memory(name):
+    settings = {**COMMON, **RUNS[name][2]}
+    with pytest.raises(ConfigError, match=r"^a graph in memory trains in FullBatchMode \(any"
+                                          r" algo\); the \w+ mode reads a graph file"):
+        hpcgnn.train(_memory_graph(), mode=RUNS[name][0](), **settings)

@@ -1,10 +1,17 @@
 """``hpcgnn jobs render``: a batch script for Slurm, LSF/jsrun or mpiexec from ``jobs/``.
 
-A system's template (``jobs/<system>.sh``: scheduler directives and the ``LAUNCH`` command)
-takes the shared pipeline ``jobs/pipeline.sh`` (check the graph, or generate it where
-``--generate`` asks for that; partition when the model needs it, train, report) in place
-of ``{{pipeline}}``; every ``{{name}}`` is then filled in. A line naming ``{{account}}`` is
-left out when no ``--account`` is given.
+A system's template (``jobs/<system>.sh``: scheduler directives, the ``LAUNCH`` command of
+training and the ``PREP`` prefix of preparing and partitioning) takes the shared pipeline
+``jobs/pipeline.sh`` (activate the Python environment, check the graph, or generate it
+where ``--generate`` asks for that; partition when the model needs it, train, report) in
+place of ``{{pipeline}}``; every ``{{name}}`` is then filled in. A line naming
+``{{account}}`` is left out when no ``--account`` is given, and a line that is only a
+placeholder with nothing to say (``{{directives}}``) is left out.
+
+A batch system's node shape, scheduler directives, ``module load`` and environment lines
+come from a machine file (``--machine``, by default the system's
+:data:`DEFAULT_MACHINES`; :mod:`hpcgnn.cost.node_shape`): a shape that cannot run there
+(more ranks than GPUs, more threads than cores) is refused in one line.
 
 Every ``hpcgnn`` command of the rendered script is checked against the real parser of
 that sub-command, so a template (or ``--train-args``) can never name a flag that does not
@@ -16,12 +23,18 @@ from __future__ import annotations
 import argparse
 import re
 import shlex
+import sys
 from pathlib import Path
 
+from hpcgnn.cost.node_shape import JobMachine, NodeShape, fit_node, load_job_machine
 from hpcgnn.errors import ConfigError
 from hpcgnn.utils.shipped import shipped_dir
 
-SYSTEMS = ("slurm", "lsf", "local")
+SYSTEMS = ("slurm", "slurm-cpu", "lsf", "local")
+#: The machine file of each batch system unless ``--machine`` names another.
+DEFAULT_MACHINES = {"slurm": "perlmutter", "slurm-cpu": "perlmutter-cpu", "lsf": "summit"}
+#: The prefix of each batch system's directive lines.
+DIRECTIVE = {"slurm": "#SBATCH", "slurm-cpu": "#SBATCH", "lsf": "#BSUB"}
 #: The generators ``--generate`` may name (``prepare synthetic --generator``).
 GENERATORS = ("sbm", "rmat")
 #: Vertices of a ``--generate`` graph unless ``--prepare-nodes`` says otherwise.
@@ -32,8 +45,6 @@ JOBS_DIR = shipped_dir("jobs", "*.sh")
 PARTITIONED_MODES = ("offload",)
 _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
 _COMMAND_WORDS = ("hpcgnn", "$HPCGNN", "${HPCGNN}", "${HPCGNN[@]}")
-#: Systems whose ranks each have a GPU (the others train where the default device is).
-GPU_SYSTEMS = ("slurm", "lsf")
 #: Characters a --train-args word may not hold: the shell would act on them.
 _SHELL_CHARS = set(";&|<>`$\\\"'(){}*?[]!#~\n")
 _SEPARATORS = (";", "&&", "||", "|", "&")
@@ -50,14 +61,27 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="fill in a batch template: prepare, partition, train, report",
         description="Write a batch script that runs the pipeline (the graph as it is, or "
                     "generated where --generate asks for it; partition when the model needs "
-                    "it, train, report) with one rank per GPU.",
+                    "it, train, report) with one rank per GPU, or per NUMA domain on a CPU "
+                    "cluster, shaped by a machine file.",
     )
     r.add_argument("--system", choices=SYSTEMS, required=True,
-                   help="slurm (Perlmutter-like srun), lsf (Summit-like jsrun) or local "
-                        "(mpiexec, runs here)")
+                   help="slurm (a GPU cluster, Perlmutter-like srun), slurm-cpu (a CPU "
+                        "cluster), lsf (Summit-like jsrun) or local (mpiexec, runs here)")
+    r.add_argument("--machine", default=None, metavar="NAME|M.json",
+                   help="the machine file of the node shape, modules and environment (default:"
+                        " perlmutter for slurm, perlmutter-cpu for slurm-cpu, summit for lsf;"
+                        " configs/machines/; local takes none)")
     r.add_argument("--nodes", type=int, default=1, help="nodes (default: 1)")
-    r.add_argument("--ranks-per-node", type=int, required=True,
-                   help="ranks per node, one per GPU")
+    r.add_argument("--ranks-per-node", type=int, default=None,
+                   help="ranks per node (default: one per GPU of the machine, one per NUMA "
+                        "domain on a CPU machine; local: required)")
+    r.add_argument("--threads", type=int, default=None,
+                   help="OpenMP threads per rank (default: the rank's share of its socket's "
+                        "cores; refused beyond it)")
+    r.add_argument("--venv", default=None, metavar="DIR",
+                   help="the Python environment the job activates (default: the virtual "
+                        "environment running this command, if any; '' for none: hpcgnn on "
+                        "PATH as it is)")
     r.add_argument("--algo", choices=ALGORITHMS, default="1d",
                    help="--algo of train (default: 1d)")
     r.add_argument("--mode", choices=["fullbatch", "minibatch", "offload", "gist"],
@@ -82,9 +106,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="use this template instead of jobs/SYSTEM.sh")
     r.add_argument("--out", required=True, help="the script to write")
     r.add_argument("--prepare-job", action="store_true",
-                   help="slurm, lsf: prepare and partition in a separate one-node job (written"
-                        " beside --out as NAME-prepare.sh) that the training job depends on,"
-                        " so the training allocation does not wait on one node")
+                   help="slurm, slurm-cpu, lsf: prepare and partition in a separate one-node"
+                        " job (written beside --out as NAME-prepare.sh; on a compute node, under"
+                        " jsrun on LSF) that the training job depends on, so the training"
+                        " allocation does not wait on one node")
     r.set_defaults(func=run)
 
 
@@ -104,23 +129,24 @@ def _render_to_file(args: argparse.Namespace) -> None:
                           " too (a missing --graph is otherwise an error)")
     prepare_nodes = DEFAULT_PREPARE_NODES if args.prepare_nodes is None else args.prepare_nodes
     for flag, value in (("--nodes", args.nodes), ("--ranks-per-node", args.ranks_per_node),
-                        ("--epochs", args.epochs), ("--prepare-nodes", prepare_nodes),
-                        ("--minutes", args.minutes)):
-        if value < 1:
+                        ("--threads", args.threads), ("--epochs", args.epochs),
+                        ("--prepare-nodes", prepare_nodes), ("--minutes", args.minutes)):
+        if value is not None and value < 1:
             raise ConfigError(f"{flag} must be >= 1, got {value}")
-    if args.system == "local" and args.nodes != 1:
-        raise ConfigError(f"--system local runs on one node, got --nodes {args.nodes}")
-    if args.prepare_job and args.system not in GPU_SYSTEMS:
-        raise ConfigError("--prepare-job is for batch systems (slurm, lsf): a local run"
-                          " prepares in the same script")
-    ranks = args.nodes * args.ranks_per_node
+    job, shape = _node(args)
+    ranks_per_node = args.ranks_per_node if shape is None else shape.ranks_per_node
+    ranks = args.nodes * ranks_per_node
+    venv = _default_venv() if args.venv is None else args.venv
     train_words = _train_words(args.train_args)
     # sampled minibatches (minibatch, gist --sampler) run no full-batch algorithm
     sampled = args.mode == "minibatch" or (args.mode == "gist" and "--sampler" in train_words)
     values = {
+        **_machine_values(args.system, job, shape),
+        "venv": shlex.quote(venv),
         "nodes": str(args.nodes),
-        "ranks_per_node": str(args.ranks_per_node),
+        "ranks_per_node": str(ranks_per_node),
         "ranks": str(ranks),
+        "parts": str(ranks),  # of the training job, also in its prepare job
         "mode": args.mode,
         "algo": args.algo,
         "epochs": str(args.epochs),
@@ -132,13 +158,16 @@ def _render_to_file(args: argparse.Namespace) -> None:
         "partition": "yes" if args.algo == "halo" or args.mode in PARTITIONED_MODES else "no",
         "train_args": shlex.join(train_words),
         "algo_args": "" if sampled else f"--algo {args.algo} ",
-        "device_args": "--device cuda " if args.system in GPU_SYSTEMS else "",
+        "device_args": {"slurm": "--device cuda ", "lsf": "--device cuda ",
+                        "slurm-cpu": "--device cpu "}.get(args.system, ""),
         "account": "" if args.account is None else shlex.quote(args.account),
         "steps": "train" if args.prepare_job else "all",
         "job_suffix": "",
         "command": shlex.join([
-            "hpcgnn", "jobs", "render", "--system", args.system, "--nodes", str(args.nodes),
-            "--ranks-per-node", str(args.ranks_per_node), "--mode", args.mode,
+            "hpcgnn", "jobs", "render", "--system", args.system,
+            *(["--machine", args.machine] if args.machine else []), "--nodes", str(args.nodes),
+            "--ranks-per-node", str(ranks_per_node),
+            *(["--threads", str(shape.threads)] if shape else []), "--mode", args.mode,
             "--algo", args.algo, "--epochs", str(args.epochs), "--graph", args.graph,
             *(["--generate", args.generate] if args.generate else []),
         ]),
@@ -147,7 +176,9 @@ def _render_to_file(args: argparse.Namespace) -> None:
     text, pipeline = _read(template), _read(JOBS_DIR / "pipeline.sh")
     scripts = {Path(args.out): render(text, pipeline, values)}
     if args.prepare_job:  # one node, one task: prepare and partition for the training job
-        prep = {**values, "nodes": "1", "ranks_per_node": "1", "steps": "prepare",
+        assert job is not None
+        prep = {**values, **_machine_values(args.system, job, fit_node(job, 1)), "nodes": "1",
+                "ranks_per_node": "1", "ranks": "1", "steps": "prepare",
                 "job_suffix": "-prepare"}
         out = Path(args.out)
         scripts = {out.with_name(f"{out.stem}-prepare{out.suffix}"): render(text, pipeline, prep),
@@ -156,16 +187,74 @@ def _render_to_file(args: argparse.Namespace) -> None:
         check_commands(script)
     for path, script in scripts.items():
         atomic_write(path, script, "job script").chmod(0o755)
-    print(f"{args.system} job: {args.nodes} node(s) x {args.ranks_per_node} rank(s) -> {args.out}")
+    where = "" if job is None else f" on {job.machine.name}"
+    threads = "" if shape is None else f" x {shape.threads} thread(s)"
+    print(f"{args.system} job{where}: {args.nodes} node(s) x {ranks_per_node} rank(s){threads}"
+          f" -> {args.out}")
     if args.prepare_job:
         prep_path, train_path = (shlex.quote(str(p)) for p in scripts)
         name = f"hpcgnn-{args.mode}-{args.algo}-prepare"
         submit = (
-            f"jid=$(sbatch --parsable {prep_path}) && sbatch --dependency=afterok:$jid"
-            f" {train_path}" if args.system == "slurm"
-            else f"bsub < {prep_path} && bsub -w 'done({name})' < {train_path}"
+            f"bsub < {prep_path} && bsub -w 'done({name})' < {train_path}" if args.system == "lsf"
+            else f"jid=$(sbatch --parsable {prep_path}) && sbatch --dependency=afterok:$jid"
+            f" {train_path}"
         )
         print(f"prepare job (1 node) -> {prep_path}; submit both with: {submit}")
+
+
+def _node(args: argparse.Namespace) -> tuple[JobMachine | None, NodeShape | None]:
+    """The machine and node shape of a batch job; ``(None, None)`` for ``--system local``."""
+    if args.system != "local":
+        job = _job_machine(args.system, args.machine)
+        return job, fit_node(job, args.ranks_per_node, args.threads)
+    if args.nodes != 1:
+        raise ConfigError(f"--system local runs on one node, got --nodes {args.nodes}")
+    if args.prepare_job:
+        raise ConfigError("--prepare-job is for batch systems (slurm, slurm-cpu, lsf): a local"
+                          " run prepares in the same script")
+    if args.machine or args.threads:
+        raise ConfigError("--system local runs here with mpiexec: --machine and --threads are"
+                          " for batch systems")
+    if args.ranks_per_node is None:
+        raise ConfigError("--system local needs --ranks-per-node")
+    return None, None
+
+
+def _job_machine(system: str, name: str | None) -> JobMachine:
+    """The machine file of a batch job, checked to run ``system``'s template."""
+    name = name or DEFAULT_MACHINES[system]
+    job = load_job_machine(name)
+    if job.system != system:
+        raise ConfigError(f"--machine {name}: machine {job.machine.name} runs --system"
+                          f" {job.system}, not {system}")
+    return job
+
+
+def _default_venv() -> str:
+    """The virtual environment running this command, or ``""`` outside one."""
+    return sys.prefix if sys.prefix != sys.base_prefix else ""
+
+
+def _machine_values(system: str, job: JobMachine | None,
+                    shape: NodeShape | None) -> dict[str, str]:
+    """The placeholders a machine file and a node shape fill in (empty for ``local``)."""
+    if job is None or shape is None:
+        return {}
+    modules = [f"module load {' '.join(job.modules)}"] if job.modules else []
+    exports = [f"export {name}={shlex.quote(value)}" for name, value in job.environment]
+    lines = modules + exports
+    environment = "\n".join(
+        [f"# The environment of machine {job.machine.name} (its machine file's job section)",
+         *lines] if lines else [])
+    return {
+        "machine": job.machine.name,
+        "directives": "\n".join(f"{DIRECTIVE[system]} {d}" for d in job.directives),
+        "environment": environment,
+        "threads": str(shape.threads),
+        "cpus_per_task": str(shape.cpus_per_task),
+        "cores_per_rank": str(shape.cores_per_rank),
+        "cores_per_socket": str(shape.cores_per_socket),
+    }
 
 
 def _train_words(text: str) -> list[str]:
@@ -200,7 +289,8 @@ def render(template: str, pipeline: str, values: dict[str, str]) -> str:
     pipeline
         The shared pipeline, put in place of ``{{pipeline}}``.
     values
-        Text for each placeholder; an empty ``account`` drops the lines that name it.
+        Text for each placeholder; an empty ``account`` drops the lines that name it, and
+        any empty value a line that holds only its placeholder.
 
     Raises
     ------
@@ -210,6 +300,10 @@ def render(template: str, pipeline: str, values: dict[str, str]) -> str:
     text = template.replace("{{pipeline}}", pipeline.rstrip("\n"))
     if not values.get("account"):
         text = "".join(ln for ln in text.splitlines(True) if "{{account}}" not in ln)
+    text = "".join(  # a line that is only a placeholder with nothing to say
+        ln for ln in text.splitlines(True)
+        if not ((m := _PLACEHOLDER.fullmatch(ln.strip())) and values.get(m.group(1)) == "")
+    )
     unknown = sorted({m for m in _PLACEHOLDER.findall(text) if m not in values})
     if unknown:
         raise ConfigError(f"job template names unknown placeholder(s): {', '.join(unknown)}")

@@ -3,11 +3,11 @@
 Expected errors (:class:`~hpcgnn.errors.HpcgnnError`) print one line,
 ``hpcgnn: error: <message>`` (control characters and newlines escaped, so text read from a
 file can neither forge a line nor drive the terminal), and exit with status 1. When such an
-error was agreed collectively (see :mod:`hpcgnn.comm.collective`) every rank prints the same
-line and exits; otherwise, with more than one rank, the job is aborted so no rank can hang.
-Any other exception prints its traceback and aborts the whole MPI job. SIGINT and SIGTERM
-unwind the command (every writer removes its temporary files, see
-:mod:`hpcgnn.utils.interrupts`), print one line and exit with 130 or 143.
+error was agreed collectively (see :mod:`hpcgnn.comm.collective`) rank 0 prints it once,
+saying how many ranks agree, and every rank exits; otherwise, with more than one rank, the
+job is aborted so no rank can hang. Any other exception prints its traceback and aborts the
+whole MPI job. SIGINT and SIGTERM unwind the command (every writer removes its temporary
+files, see :mod:`hpcgnn.utils.interrupts`), print one line and exit with 130 or 143.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from hpcgnn.cli.config_file import with_config
 from hpcgnn.errors import HpcgnnError
 from hpcgnn.utils.files import leaves_nothing_behind
 from hpcgnn.utils.interrupts import Interrupted, interrupts_unwind
+from hpcgnn.utils.memory import allocation_failure
 from hpcgnn.utils.text import printable
 
 SUBCOMMANDS = (
@@ -54,6 +55,20 @@ def _world_size() -> int:
     from mpi4py import MPI
 
     return MPI.COMM_WORLD.Get_size() if MPI.Is_initialized() and not MPI.Is_finalized() else 1
+
+
+def _world_rank() -> int:
+    from mpi4py import MPI
+
+    return MPI.COMM_WORLD.Get_rank()
+
+
+def agreement(err: HpcgnnError, size: int) -> str:
+    """What follows a collective error's message: how many of ``size`` ranks agree."""
+    failing = err.failing
+    if failing is None or failing == size:
+        return f" (all {size} ranks agree)"
+    return f" (found on {failing} of {size} ranks; all {size} agree)"
 
 
 def _abort(code: int) -> None:
@@ -104,9 +119,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except HpcgnnError as err:
         # One write per line, so lines of different ranks never interleave; one line
         # whatever the message holds (names read from files are data: escaped, never raw)
-        sys.stderr.write(f"hpcgnn: error: {printable(str(err))}\n")
-        sys.stderr.flush()
-        if _world_size() > 1 and not getattr(err, "collective", False):
+        size = _world_size()
+        together = size > 1 and err.collective
+        if not together or _world_rank() == 0:  # an agreed error once, not once per rank
+            tail = agreement(err, size) if together else ""
+            sys.stderr.write(f"hpcgnn: error: {printable(str(err))}{tail}\n")
+            sys.stderr.flush()
+        if size > 1 and not together:
             _abort(1)
         return 1
     except BrokenPipeError:
@@ -128,6 +147,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         line = missing_mpi(err)
         if line is not None:  # no MPI at all: this process is alone, nothing to abort
             sys.stderr.write(f"hpcgnn: error: {printable(line)}\n")
+            return 1
+        line = allocation_failure(err)
+        if line is not None:  # one rank's allocator: one line, and the job ends
+            size = _world_size()
+            where = f" (rank {_world_rank()} of {size})" if size > 1 else ""
+            sys.stderr.write(f"hpcgnn: error: {printable(line)}{where}\n")
+            if size > 1:
+                _abort(1)
             return 1
         traceback.print_exc()
         if _world_size() > 1:

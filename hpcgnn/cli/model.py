@@ -174,7 +174,7 @@ def run(args: argparse.Namespace) -> int:
         _print_ranking(rows[: args.top], p, machine.link_kind(p), alpha, beta)
         if by_axis and machine.link_kind(p) == "inter_node" and p not in machine.collectives:
             print(f"  (collectives inside a node: beta={machine.links['intra_node'].beta:g}"
-                  f" s/B; ranks fill nodes of {machine.gpus_per_node} in order)")
+                  f" s/B; ranks fill nodes of {machine.node_ranks} in order)")
         if by_axis and machine.groups.get(p):
             sizes = ", ".join(f"{q}: beta={g.beta:g} s/B" for q, g in machine.groups[p].items())
             print(f"  (calibrated grid axes of fewer ranks, by size: {sizes})")

@@ -17,6 +17,7 @@ from hpcgnn.io.validate import PartitionSummary, validate_file
 from hpcgnn.partition.methods import METHODS, check_num_parts, compute_partition, summarise
 from hpcgnn.partition.relabel import write_relabelled
 from hpcgnn.utils.files import check_output
+from hpcgnn.utils.progress import Step
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -44,6 +45,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
+#: Edges from which a partition is announced before it starts (METIS on 32M edges took
+#: 65-139 s here, holding the interpreter, so no line can come while it runs).
+LONG_PARTITION_EDGES = 2_000_000
+
+
 def partition_file(
     graph: Path, out: Path, num_parts: int, method: str, seed: int = 0,
     show_progress: bool = True,
@@ -65,8 +71,12 @@ def partition_file(
     with GraphFile(graph) as src:
         meta = src.meta
         check_num_parts(num_parts, meta.num_nodes)
-        adjacency = src.read_csr(0, meta.num_nodes, weights=meta.weighted)  # kept by the copy
-        parts = compute_partition(method, adjacency, num_parts, seed)
+        with Step(f"reading {meta.num_edges:,} edges", enabled=show_progress):
+            adjacency = src.read_csr(0, meta.num_nodes, weights=meta.weighted)  # kept
+        big = adjacency.nnz >= LONG_PARTITION_EDGES  # METIS says nothing until it returns
+        with Step(f"partitioning {meta.num_nodes:,} vertices, {adjacency.nnz:,} edges into"
+                  f" {num_parts} parts by {method}", announce=big, enabled=show_progress):
+            parts = compute_partition(method, adjacency, num_parts, seed)
         summary = summarise(adjacency, parts, num_parts, method, meta.directed)
         write_relabelled(src, out, parts, num_parts, method, summary.edge_cut,
                          adjacency=adjacency, show_progress=show_progress)

@@ -1,9 +1,11 @@
 """``hpcgnn predict G.h5 --checkpoint D --out P.h5 [train's flags]``: a trained model's logits.
 
-Run it on the ranks of the training run. The model's settings (:data:`MODEL_SETTINGS`:
-layers, widths, kind and its options, dtype; a full-batch run's ``--algo`` and ``--grid``)
+The model's settings (:data:`MODEL_SETTINGS`: layers, widths, kind and its options, dtype)
 come from the checkpoint where the command line does not give them; the other flags of
-another mode (``--mode offload``, a sampler's) are given as for training. The checkpoint is
+another mode (``--mode offload``, a sampler's) are given as for training. A full-batch or
+offload checkpoint predicts at any rank count and on any layout (``--algo``, default 1D:
+:attr:`~hpcgnn.training.modes.base.Mode.elastic_checkpoints`); a GIST one on the ranks and
+layout of its run. The checkpoint is
 checked against the whole command line as ``--resume`` does; the flags that only steer
 training (:data:`TRAINING_ONLY`) are refused, the model being the checkpoint's.
 """
@@ -18,7 +20,6 @@ from typing import Any
 from hpcgnn.cli.layers import is_user_layer
 from hpcgnn.cli.train import add_run_arguments
 from hpcgnn.cli.train import run as run_train
-from hpcgnn.config import ALGORITHMS, MODE_NAMES
 from hpcgnn.errors import ConfigError
 from hpcgnn.utils.json_text import read_json
 
@@ -31,8 +32,7 @@ TRAINING_ONLY = ("epochs", "lr", "weight_decay", "weight_decay_layers", "dropout
 
 #: Settings the checkpoint's fingerprint gives the prediction when the command line does
 #: not (each the flag's ``dest`` and the fingerprint's key alike).
-MODEL_SETTINGS = ("layers", "hidden", "model", "gin_eps", "heads", "output_heads", "dtype",
-                  "algo", "grid")
+MODEL_SETTINGS = ("layers", "hidden", "model", "gin_eps", "heads", "output_heads", "dtype")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -73,11 +73,10 @@ def run(args: argparse.Namespace, defaults: dict[str, object]) -> int:
     if args.model is None and isinstance(layer, str) and is_user_layer(layer):
         raise ConfigError(f"the checkpoint's model is the layer {layer!r}: a file never imports"
                           f" code; give --model {layer} to predict with it")
-    full_batch = args.mode in (None, MODE_NAMES[0]) and saved.get("algo") in ALGORITHMS
     for name in MODEL_SETTINGS:
         if getattr(args, name) is not None:
             continue
-        if name in saved and (full_batch or name not in ("algo", "grid")):
+        if name in saved:
             setattr(args, name, saved[name])
         else:  # not in the checkpoint (or another mode's): train's default
             setattr(args, name, defaults[name])

@@ -1,7 +1,8 @@
 """``hpcgnn prepare SOURCE ... --out G.h5``: generate or convert a graph into the HDF5 format.
 
 Sources: ``synthetic`` (SBM or RMAT), ``planetoid`` (Cora, CiteSeer, PubMed), ``ogb``
-(OGB node-property raw layout) and ``edgelist`` (SNAP-style text). The work runs on one
+(OGB node-property raw layout), ``edgelist`` (SNAP-style text), ``pyg`` (a PyG graph saved
+with ``torch.save``) and ``npz`` (the benchmark ``.npz`` layout). The work runs on one
 process (rank 0 under ``mpiexec``); an error there becomes the same one-line message and
 exit status 1 on every rank. A summary is printed when the file is complete.
 """
@@ -17,11 +18,14 @@ from hpcgnn.errors import ConfigError
 from hpcgnn.prepare import (
     PrepareSummary,
     SyntheticSpec,
+    convert_benchmark_npz,
     convert_edgelist,
     convert_ogb,
     convert_planetoid,
+    convert_pyg,
     generate_synthetic,
 )
+from hpcgnn.prepare.splits import SPLITS, SplitSpec
 from hpcgnn.prepare.synthetic import GENERATORS
 from hpcgnn.utils.files import check_output
 
@@ -41,6 +45,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _add_planetoid(sources)
     _add_ogb(sources)
     _add_edgelist(sources)
+    _add_pyg(sources)
+    _add_npz(sources)
 
 
 def _output_options() -> argparse.ArgumentParser:
@@ -64,10 +70,35 @@ def _split_options() -> argparse.ArgumentParser:
     return split
 
 
+def _normalize_option() -> argparse.ArgumentParser:
+    norm = argparse.ArgumentParser(add_help=False)
+    norm.add_argument("--row-normalize", action="store_true",
+                      help="divide every feature row by the sum of its absolute values (for"
+                           " non-negative features, as Kipf & Welling's preprocessing: rows"
+                           " summing to 1); recorded in the file (default: values as given)")
+    return norm
+
+
+def _per_class_options() -> argparse.ArgumentParser:
+    sizes = argparse.ArgumentParser(add_help=False)
+    sizes.add_argument("--train-per-class", type=int, default=20, metavar="K",
+                       help="--split per-class: training vertices per class (default: 20)")
+    sizes.add_argument("--val-size", type=int, default=500, metavar="V",
+                       help="--split per-class: validation vertices (default: 500)")
+    sizes.add_argument("--test-size", type=int, default=1000, metavar="T",
+                       help="--split per-class: test vertices (default: 1000)")
+    return sizes
+
+
+def _split_spec(args: argparse.Namespace) -> SplitSpec:
+    return SplitSpec(args.split, args.seed, args.train_frac, args.val_frac,
+                     args.train_per_class, args.val_size, args.test_size)
+
+
 def _add_synthetic(sources: argparse._SubParsersAction) -> None:
     p = sources.add_parser(
         "synthetic",
-        parents=[_output_options(), _split_options()],
+        parents=[_output_options(), _split_options(), _normalize_option()],
         help="seeded SBM (homophilous, for accuracy) or RMAT (power law, for scale) graph",
         description=(
             "Generate a graph in streaming fashion; the same parameters and seed give the "
@@ -115,13 +146,15 @@ def _add_planetoid(sources: argparse._SubParsersAction) -> None:
     p.add_argument("--no-normalize-features", dest="normalize_features", action="store_false",
                    help="store the feature values as the files give them (default: each row"
                         " divided by its sum)")
+    p.add_argument("--row-normalize", dest="normalize_features", action="store_true",
+                   help="each feature row divided by its sum (the default here)")
     p.set_defaults(func=_planetoid)
 
 
 def _add_ogb(sources: argparse._SubParsersAction) -> None:
     p = sources.add_parser(
         "ogb",
-        parents=[_output_options()],
+        parents=[_output_options(), _normalize_option()],
         help="OGB node-property dataset (ogbn-arxiv, ogbn-products, papers100M-bin) from its"
              " raw files",
         description=(
@@ -145,7 +178,7 @@ def _add_ogb(sources: argparse._SubParsersAction) -> None:
 def _add_edgelist(sources: argparse._SubParsersAction) -> None:
     p = sources.add_parser(
         "edgelist",
-        parents=[_output_options(), _split_options()],
+        parents=[_output_options(), _split_options(), _per_class_options(), _normalize_option()],
         help="SNAP-style edge list ('u v' or 'u v w' per line, '#' comments), optional .npy "
              "arrays",
         description=(
@@ -154,9 +187,16 @@ def _add_edgelist(sources: argparse._SubParsersAction) -> None:
             "of --labels belong to vertex k. Without --labels the labels are random and "
             "without --features the features are random: such files are for timing only. "
             "A third column is the edge's weight (on every line or on none); the weights of "
-            "a repeated edge are summed."
+            "a repeated edge are summed. The split is random (--train-frac, --val-frac), "
+            "per class, or your own (--split FILE)."
         ),
     )
+    p.add_argument("--split", default="random", metavar="random|per-class|FILE",
+                   help="random: --train-frac/--val-frac of the labelled vertices (default);"
+                        " per-class: Planetoid's 20 per class / 500 / 1000; FILE: your masks,"
+                        " a text file of one train, val, test or - per vertex line (line k:"
+                        " vertex k, as --labels), or an .npz of boolean arrays train, val and"
+                        " test")
     p.add_argument("--edges", type=Path, required=True, metavar="FILE",
                    help="edge list: 'u v' per line, or 'u v w' with a weight w (float) on "
                         "every line; whitespace or comma separated")
@@ -177,6 +217,58 @@ def _add_edgelist(sources: argparse._SubParsersAction) -> None:
                         "else the largest label + 1)")
     p.add_argument("--name", help="dataset name stored in the file (default: file name)")
     p.set_defaults(func=_edgelist)
+
+
+def _add_in_memory(
+    sources: argparse._SubParsersAction, name: str, metavar: str, file_help: str,
+    summary: str, description: str,
+) -> None:
+    """A source read whole into memory (``pyg``, ``npz``): one file, a split, a direction."""
+    p = sources.add_parser(
+        name, parents=[_output_options(), _split_options(), _per_class_options(),
+                       _normalize_option()], help=summary, description=description,
+    )
+    p.add_argument("--file", type=Path, required=True, metavar=metavar, help=file_help)
+    p.add_argument("--split", choices=SPLITS, default="given",
+                   help="given: the file's train/val/test masks (default); per-class: "
+                        "Planetoid's 20 per class / 500 / 1000 (--train-per-class, --val-size,"
+                        " --test-size), seeded by --seed; random: --train-frac/--val-frac")
+    p.add_argument("--directed", action="store_true",
+                   help="keep the edges' directions (default: made undirected; symmetric"
+                        " edges, as PyG stores them, are taken as they are)")
+    p.add_argument("--name", help="dataset name stored in the file (default: file name)")
+    p.set_defaults(func=_in_memory, convert=name)
+
+
+def _add_pyg(sources: argparse._SubParsersAction) -> None:
+    _add_in_memory(
+        sources, "pyg", metavar="D.pt",
+        file_help="torch.save of data.to_dict() (or of a Data, or a one-graph PyG dataset"
+                  " file), read with weights_only=True: keys x, edge_index, y, train_mask,"
+                  " val_mask, test_mask, edge_weight",
+        summary="a PyTorch Geometric graph saved with torch.save (no PyG needed)",
+        description=(
+            "Convert a PyG graph saved with torch.save(data.to_dict(), D.pt) (or "
+            "torch.save(data, D.pt), or an InMemoryDataset file of one graph). The file is "
+            "read with torch.load(weights_only=True): no code in it runs. Other forms are "
+            "refused, saying how to save them. See inputs/README.md."
+        ),
+    )
+
+
+def _add_npz(sources: argparse._SubParsersAction) -> None:
+    _add_in_memory(
+        sources, "npz", metavar="F.npz",
+        file_help="archive with adj_data/adj_indices/adj_indptr/adj_shape, attr_data/"
+                  "attr_indices/attr_indptr/attr_shape or attr_matrix, and labels",
+        summary="the benchmark .npz layout (Shchur et al.'s citation and co-purchase graphs)",
+        description=(
+            "Convert a graph in the .npz layout of Shchur et al.'s 'Pitfalls of GNN "
+            "evaluation' and nettack (cora.npz, amazon_electronics_computers.npz, ...): the "
+            "adjacency and features as CSR arrays (or attr_matrix dense), labels. These "
+            "files hold no split: give --split per-class or --split random."
+        ),
+    )
 
 
 def _report(args: argparse.Namespace, task: Callable[[], PrepareSummary]) -> int:
@@ -204,7 +296,8 @@ def _synthetic(args: argparse.Namespace) -> int:
         train_frac=args.train_frac, val_frac=args.val_frac,
     )
     return _report(args, lambda: generate_synthetic(
-        spec, args.out, name=args.name, tmpdir=args.tmpdir, show_progress=not args.quiet
+        spec, args.out, name=args.name, tmpdir=args.tmpdir, show_progress=not args.quiet,
+        row_normalize=args.row_normalize,
     ))
 
 
@@ -218,7 +311,7 @@ def _planetoid(args: argparse.Namespace) -> int:
 def _ogb(args: argparse.Namespace) -> int:
     return _report(args, lambda: convert_ogb(
         args.root, args.out, split=args.split, directed=args.directed, name=args.name,
-        tmpdir=args.tmpdir, show_progress=not args.quiet,
+        tmpdir=args.tmpdir, show_progress=not args.quiet, row_normalize=args.row_normalize,
     ))
 
 
@@ -228,5 +321,15 @@ def _edgelist(args: argparse.Namespace) -> int:
         directed=args.directed, num_nodes=args.num_nodes, feature_dim=args.feature_dim,
         classes=args.classes, seed=args.seed, train_frac=args.train_frac,
         val_frac=args.val_frac, name=args.name, tmpdir=args.tmpdir,
+        show_progress=not args.quiet, split=args.split, train_per_class=args.train_per_class,
+        val_size=args.val_size, test_size=args.test_size, row_normalize=args.row_normalize,
+    ))
+
+
+def _in_memory(args: argparse.Namespace) -> int:
+    convert = convert_pyg if args.convert == "pyg" else convert_benchmark_npz
+    return _report(args, lambda: convert(
+        args.file, args.out, split=_split_spec(args), directed=args.directed,
+        row_normalize=args.row_normalize, name=args.name, tmpdir=args.tmpdir,
         show_progress=not args.quiet,
     ))

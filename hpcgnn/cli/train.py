@@ -70,12 +70,15 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                         "a self term), gin (GIN: sum over in-neighbours plus (1 + eps) times the "
                         "self, then a two-layer MLP) or gat (GAT: attention over the "
                         "in-neighbours and the self, --heads heads); each with every --algo and "
-                        "--mode. Sampled (--sampler): sage samples node-wise blocks for sage "
-                        "(its default), gin or gat; ladies and cluster train gcn (their "
-                        "default), gin or gat; another --model is refused. MODULE:CLASS: your "
-                        "own layer (a subclass of hpcgnn.nn.Layer), imported from the Python "
-                        "path, which runs that module's code (docs/layers.md); it trains on "
-                        "every --algo (1d, 1.5d, 2d, 3d, halo)")
+                        "--mode. Sampled (--sampler): sage's node-wise blocks provide the mean, "
+                        "sum, pattern and weighted operators (sage, its default; gin, gat), "
+                        "ladies' and "
+                        "cluster's the normalized, sum and pattern ones (gcn, their default; "
+                        "gin, gat); a layer on another operator, or that reads more than one "
+                        "hop per layer, is refused. MODULE:CLASS: your own layer (a subclass "
+                        "of hpcgnn.nn.Layer), imported from the Python path, which runs that "
+                        "module's code (docs/layers.md); it trains on every --algo (1d, 1.5d, "
+                        "2d, 3d, halo) and --mode minibatch")
     m.add_argument("--hidden", type=int, default=16,
                    help="width of the hidden layers (default: 16)")
     m.add_argument("--gin-eps", type=float, default=0.0,
@@ -214,32 +217,16 @@ def train_from_args(
 
     from hpcgnn.cli.layers import is_user_layer, load_layer
     from hpcgnn.cli.modes import mode_from_args
-    from hpcgnn.config import TrainConfig
     from hpcgnn.cost.machine import tiers_from_flag
-    from hpcgnn.training.run import RunOptions, train
+    from hpcgnn.training.run import configure, train
 
     comm = MPI.COMM_WORLD if comm is None else comm
-    mode = mode_from_args(args)
-    cfg = TrainConfig(
-        layers=mode.depth(args.layers), hidden=args.hidden,
-        epochs=args.epochs, lr=args.lr, weight_decay=args.weight_decay,
-        weight_decay_layers=args.weight_decay_layers, early_stopping=args.early_stopping,
-        select_model=args.select_model, dropout=args.dropout,
-        seed=args.seed, eval_every=args.eval_every, dtype=args.dtype,
-        model=args.model or mode.default_model, sparse_features=args.sparse_features,
-        gin_eps=args.gin_eps, heads=args.heads, output_heads=args.output_heads,
-        attention_dropout=args.attention_dropout,
-        layer=load_layer(args.model) if is_user_layer(args.model) else None,
-    )
-    opts = RunOptions(
-        graph=args.graph, mode=mode, metrics=args.metrics, trace=args.trace,
-        log_csv=args.log_csv, finetune=args.finetune,
-        trace_epochs=parse_epoch_range(args.trace_epochs),
-        checkpoint_dir=args.checkpoint_dir, checkpoint_every=args.checkpoint_every,
-        resume=args.resume, quiet=args.quiet, tier_gbps=tiers_from_flag(args.tier_gbps),
-        device=args.device, predict_out=predict_out, sync_comm=args.sync_comm,
-        threads=args.threads,
-    )
+    settings = vars(args) | {
+        "trace_epochs": parse_epoch_range(args.trace_epochs),
+        "tier_gbps": tiers_from_flag(args.tier_gbps), "predict_out": predict_out,
+    }
+    layer = load_layer(args.model) if is_user_layer(args.model) else None
+    cfg, opts = configure(args.graph, mode_from_args(args), settings, layer)
     return train(opts, cfg, comm)
 
 

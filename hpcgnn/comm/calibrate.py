@@ -25,7 +25,6 @@ as if all were.
 
 from __future__ import annotations
 
-import os
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,6 +37,7 @@ from mpi4py import MPI
 
 from hpcgnn.backend.csr import to_torch_csr
 from hpcgnn.comm.communicator import Comm
+from hpcgnn.comm.node import host_cores
 from hpcgnn.errors import HpcgnnError
 
 CATEGORY = "calibrate"
@@ -171,11 +171,7 @@ def calibrate(
     pairs: dict[tuple[int, int], tuple[float, float]] = {}
     for part in comm.allgather_obj(mine, CATEGORY):
         pairs.update(part)
-    hosts = comm.allgather_obj(MPI.Get_processor_name(), CATEGORY)
-    cpus: dict[str, set[int]] = {}
-    for host, mine_cpus in zip(hosts, comm.allgather_obj(_cpus(), CATEGORY), strict=True):
-        cpus.setdefault(host, set()).update(mine_cpus)
-    cores = {h: len(c) for h, c in cpus.items()}
+    hosts, cores = host_cores(comm, CATEGORY)
     if endpoint is not None:  # all ranks were busy: each had cores / ranks of a core
         share = min(min(1.0, cores[h] / hosts.count(h)) for h in cores)
         endpoint = (endpoint[0] * share, endpoint[1] * share)
@@ -342,14 +338,6 @@ def _stage_block(comm: Comm, rows: int, p: int) -> torch.Tensor:
     a = sp.coo_matrix((np.ones(nnz, np.float32), (rng.integers(0, rows, nnz),
                        rng.integers(0, rows, nnz))), shape=(rows, rows))
     return to_torch_csr(a, torch.float32, comm.device.torch_device)
-
-
-def _cpus() -> set[int]:
-    """The CPUs this process may run on."""
-    try:
-        return set(os.sched_getaffinity(0))
-    except AttributeError:  # no affinity API (macOS): every CPU
-        return set(range(os.cpu_count() or 1))
 
 
 def _all_to_all(comm: Comm, row_bytes: int, rows_per_peer: int, repeats: int) -> float:

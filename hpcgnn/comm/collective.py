@@ -34,6 +34,7 @@ def agree(comm: Comm, error: BaseException | None) -> None:
     bad = comm.allreduce_scalar(comm.rank if error is not None else comm.size, MPI.MIN)
     if bad == comm.size:
         return
+    failing = comm.allreduce_scalar(int(error is not None), MPI.SUM)
     payload = None
     if comm.rank == bad:
         assert error is not None
@@ -42,6 +43,7 @@ def agree(comm: Comm, error: BaseException | None) -> None:
     cls = _KINDS.get(kind, HpcgnnError)
     text = message if expected else f"internal error on rank {bad} ({kind}): {message}"
     err = cls(text, collective=True)
+    err.failing = failing
     if error is not None:
         raise err from error
     raise err

@@ -6,7 +6,7 @@ from hpcgnn.comm.collective import check
 from hpcgnn.comm.communicator import Comm
 from hpcgnn.comm.node import node_rank
 from hpcgnn.errors import ConfigError
-from hpcgnn.utils.memory import GIB, available_bytes
+from hpcgnn.utils.memory import GIB, address_space_left, available_bytes
 
 
 def check_memory(comm: Comm, need_bytes: float, what: str) -> None:
@@ -23,5 +23,13 @@ def check_memory(comm: Comm, need_bytes: float, what: str) -> None:
         f"not enough memory for {what}: about {need_bytes / GIB:.2f} GiB per rank needed, "
         f"{per_rank / GIB:.2f} GiB available per rank ({ranks_here} ranks on a node); "
         f"use more nodes or ranks, or a smaller model",
+        ConfigError,
+    )
+    left = address_space_left()
+    check(
+        comm, left is None or need_bytes <= left,
+        f"not enough memory for {what}: about {need_bytes / GIB:.2f} GiB per rank needed, "
+        f"{(left or 0) / GIB:.2f} GiB more may be mapped under this process's address-space "
+        "limit (ulimit -v); raise the limit, or use more ranks or a smaller model",
         ConfigError,
     )

@@ -1,8 +1,12 @@
-"""The ranks that share this rank's node (``MPI.COMM_TYPE_SHARED``)."""
+"""The ranks that share this rank's node (``MPI.COMM_TYPE_SHARED``), and its cores."""
 
 from __future__ import annotations
 
+import os
+
 from mpi4py import MPI
+
+from hpcgnn.comm.communicator import Comm
 
 
 def node_rank(comm: MPI.Comm) -> tuple[int, int]:
@@ -17,3 +21,24 @@ def node_rank(comm: MPI.Comm) -> tuple[int, int]:
         return node.Get_rank(), node.Get_size()
     finally:
         node.Free()
+
+
+def cpus() -> set[int]:
+    """The CPUs this process may run on."""
+    try:
+        return set(os.sched_getaffinity(0))
+    except AttributeError:  # no affinity API (macOS): every CPU
+        return set(range(os.cpu_count() or 1))
+
+
+def host_cores(comm: Comm, category: str = "control") -> tuple[list[str], dict[str, int]]:
+    """Every rank's host name, and each host's cores: the union of its ranks' affinities.
+
+    Where a host has fewer cores than ranks, they share cores (oversubscribed: what one
+    rank times as communication includes waiting for a core). Collective over ``comm``.
+    """
+    hosts = comm.allgather_obj(MPI.Get_processor_name(), category)
+    union: dict[str, set[int]] = {}
+    for host, mine in zip(hosts, comm.allgather_obj(cpus(), category), strict=True):
+        union.setdefault(host, set()).update(mine)
+    return hosts, {h: len(c) for h, c in union.items()}

@@ -11,6 +11,12 @@ broadcast rounds timed with every rank busy (:func:`fit_link`), and in ``groups`
 of broadcasts within groups of each smaller size ``q`` (a grid axis of ``q`` ranks), which
 the model uses for a run of exactly that ``P`` instead of the links. Every file names the source of
 its numbers in ``comment`` and per link in ``source``.
+
+A machine file may also describe its node for batch jobs (``hpcgnn jobs render --machine``):
+``cores_per_node`` (the cores a job may use), ``sockets_per_node``, ``numa_per_node`` and
+``threads_per_core``, and a ``job`` section (:mod:`hpcgnn.cost.node_shape`). A machine
+without GPUs runs one rank per NUMA domain, so the model's node holds ``numa_per_node``
+ranks there (:attr:`Machine.node_ranks`).
 """
 
 from __future__ import annotations
@@ -71,6 +77,11 @@ class Machine:
     groups
         Calibrated fits within groups of ``q < P`` ranks, by job size ``P`` then ``q``
         (:meth:`axis_betas`).
+    cores_per_node
+        Cores a job may use on a node; 0 where the file does not say.
+    sockets_per_node, numa_per_node, threads_per_core
+        The node's sockets, NUMA domains and hardware threads per core (1 where the file
+        does not say).
 
     """
 
@@ -82,17 +93,26 @@ class Machine:
     tier_gbps: dict[str, float] | None = None
     collectives: dict[int, Link] = field(default_factory=dict)
     groups: dict[int, dict[int, Link]] = field(default_factory=dict)
+    cores_per_node: int = 0
+    sockets_per_node: int = 1
+    numa_per_node: int = 1
+    threads_per_core: int = 1
+
+    @property
+    def node_ranks(self) -> int:
+        """Ranks of a node in the model: one per GPU, else one per NUMA domain."""
+        return self.gpus_per_node or self.numa_per_node
 
     def link_kind(self, procs: int) -> str:
         """The link that bounds a collective over ``procs`` ranks."""
-        if "inter_node" in self.links and procs > max(self.gpus_per_node, 1):
+        if "inter_node" in self.links and procs > self.node_ranks:
             return "inter_node"
         return "intra_node"
 
     def link(self, procs: int) -> Link:
         """:meth:`link_kind`'s alpha and beta, the network's beta with injection contention.
 
-        Across nodes the ``gpus_per_node`` ranks of a node (or all ``procs``, if fewer)
+        Across nodes the :attr:`node_ranks` ranks of a node (or all ``procs``, if fewer)
         send at once through the node's NICs, so a rank gets at most ``injection_gbps``
         divided among them: ``beta = max(beta_link, ranks / injection bytes/s)`` (Summit:
         6 GPUs on 25 GB/s, 4.2 GB/s each, below the 12.5 GB/s per socket of the link;
@@ -106,14 +126,14 @@ class Machine:
         link = self.links[kind]
         if kind != "inter_node" or self.injection_gbps <= 0:
             return link
-        ranks = min(max(self.gpus_per_node, 1), procs)
+        ranks = min(self.node_ranks, procs)
         return Link(link.alpha, max(link.beta, ranks / (self.injection_gbps * 1e9)))
 
     def axis_betas(self, dims: tuple[int, ...]) -> dict[str, float]:
         """Seconds per byte of each axis of a grid ``dims`` (rank-ordered placement).
 
         An axis whose every group lies in one node (:func:`hpcgnn.layout.placement.
-        spans_nodes`, ``gpus_per_node`` ranks a node) runs over the ``intra_node`` link,
+        spans_nodes`, :attr:`node_ranks` ranks a node) runs over the ``intra_node`` link,
         another over :meth:`link`'s network figure for the job (with the node's injection
         shared). A calibrated job size (:attr:`collectives`) gives an axis of ``q`` ranks
         the fit of its groups of ``q`` (:attr:`groups`; the job's fit for ``q = P`` and for
@@ -127,15 +147,15 @@ class Machine:
             out = {"world": whole}
             for axis in AXES:
                 q = math.prod(dims[d] for d in axis_dims(axis, len(dims)))
-                crosses = spans_nodes(dims, axis, self.gpus_per_node) and not spans_nodes(
-                    (procs // q, q), "row", self.gpus_per_node)
+                crosses = spans_nodes(dims, axis, self.node_ranks) and not spans_nodes(
+                    (procs // q, q), "row", self.node_ranks)
                 out[axis] = whole if crosses or q not in groups else groups[q].beta
             return out
         if self.link_kind(procs) != "inter_node":
             return {axis: whole for axis in ("world", *AXES)}
         inside = self.links["intra_node"].beta
         return {
-            axis: whole if spans_nodes(dims, axis, self.gpus_per_node) else inside
+            axis: whole if spans_nodes(dims, axis, self.node_ranks) else inside
             for axis in ("world", *AXES)
         }
 
@@ -154,6 +174,12 @@ def load_machine(name: str) -> Machine:
         One line: an unknown name (listing the known ones), an unreadable file, bad JSON,
         or a missing or non-positive field.
     """
+    path, doc = read_machine_doc(name)
+    return parse_machine(doc, str(path))
+
+
+def read_machine_doc(name: str) -> tuple[Path, object]:
+    """The path and parsed JSON of machine ``name`` (a name or a ``.json`` path), unchecked."""
     path = Path(name) if name.endswith(".json") else MACHINES_DIR / f"{name}.json"
     if not name.endswith(".json") and not path.is_file():
         raise ConfigError(
@@ -161,10 +187,9 @@ def load_machine(name: str) -> Machine:
             " or pass a .json file)"
         )
     try:
-        doc = read_json(path)
+        return path, read_json(path)
     except ValueError as err:
         raise ConfigError(f"machine file {path}: {err}") from None
-    return parse_machine(doc, str(path))
 
 
 def parse_machine(doc: object, where: str = "<dict>") -> Machine:
@@ -195,9 +220,18 @@ def parse_machine(doc: object, where: str = "<dict>") -> Machine:
     for key in ("gpus_per_node", "injection_gbps", "links"):
         if key not in doc:
             raise bad(f"missing field '{key}'")
-    gpus = doc["gpus_per_node"]
-    if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 0:
-        raise bad(f"'gpus_per_node' must be an integer >= 0, got {gpus!r}")
+    def count(key: str, least: int, default: int) -> int:
+        value = doc.get(key, default)
+        if not isinstance(value, int) or isinstance(value, bool) or value < least:
+            raise bad(f"'{key}' must be an integer >= {least}, got {value!r}")
+        return value
+
+    gpus = count("gpus_per_node", 0, 0)
+    sockets, numa = count("sockets_per_node", 1, 1), count("numa_per_node", 1, 1)
+    cores = count("cores_per_node", 0, 0)
+    if numa % sockets or cores % sockets:
+        raise bad(f"'numa_per_node' ({numa}) and 'cores_per_node' ({cores}) must be multiples"
+                  f" of 'sockets_per_node' ({sockets})")
     links = doc["links"]
     if not isinstance(links, dict) or "intra_node" not in links:
         raise bad("'links' must be an object with at least 'intra_node'")
@@ -242,6 +276,10 @@ def parse_machine(doc: object, where: str = "<dict>") -> Machine:
         tier_gbps=tiers,
         collectives=fits,
         groups=groups,
+        cores_per_node=cores,
+        sockets_per_node=sockets,
+        numa_per_node=numa,
+        threads_per_core=count("threads_per_core", 1, 1),
     )
 
 

@@ -31,7 +31,7 @@ import numpy as np
 
 from hpcgnn.comm.communicator import Comm
 from hpcgnn.layout.blocks import even_offsets
-from hpcgnn.layout.subnets import PARAM_KINDS, ParamOrder, Subnet
+from hpcgnn.layout.subnets import SubWeights
 
 SCATTER = "gist_scatter"
 GATHER = "gist_gather"
@@ -48,53 +48,46 @@ class SubnetShards:
     ----------
     world
         All ranks.
-    widths
-        Global widths ``f_0 .. f_L``.
+    shapes
+        The global shapes of the row-sharded weights, in the model's order
+        (:class:`~hpcgnn.layout.subnets.Param`: every declared weight whose rows follow a
+        width; a layer's replicated parameters, GAT's score vectors, are
+        :class:`~hpcgnn.exchange.subnet_biases.SubnetBiases`).
     shards
-        ``shards[k][l]``: this rank's rows of kind ``k`` of layer ``l + 1``'s weight, i.e.
-        rows ``offsets[l][rank] ..`` (see :meth:`offsets_of`). The kinds are ``PARAM_KINDS``,
-        each for every weight of a layer in turn: GCN ``W, m1, m2``; GraphSAGE
-        ``W_self, W_neigh, m1_self, m1_neigh, m2_self, m2_neigh`` (the weights of a
-        layer share its rows and columns, so they split alike); GAT ``W, m1, m2`` (its score
-        vectors are replicated, :class:`~hpcgnn.exchange.subnet_biases.SubnetBiases`).
+        ``shards[k][i]``: this rank's rows of kind ``k`` of weight ``i``, i.e. rows
+        ``offsets[i][rank] ..`` (see :meth:`offsets_of`). The kinds are ``PARAM_KINDS``:
+        the weights, then Adam's two moments.
     """
 
     def __init__(
-        self, world: Comm, widths: Sequence[int], shards: list[list[np.ndarray]]
+        self, world: Comm, shapes: Sequence[tuple[int, ...]], shards: list[list[np.ndarray]]
     ) -> None:
         self.world = world
-        self.widths = tuple(widths)
-        self.offsets = self.offsets_of(widths, world.size)
+        self.shapes = [tuple(int(n) for n in s) for s in shapes]
+        self.offsets = self.offsets_of(self.shapes, world.size)
         self.shards = shards
-        #: Weights per layer (1: GCN, 2: GraphSAGE).
-        self.per_layer = len(shards) // len(PARAM_KINDS)
-        #: The shards' order and the model's (:class:`~hpcgnn.layout.subnets.ParamOrder`).
-        self.order = ParamOrder(self.per_layer)
 
     def weight_shards(self) -> list[tuple[int, np.ndarray]]:
-        """``(layer, rows)`` of this rank's weights in the model's order (no moments)."""
-        return [
-            (i, self.shards[j][i]) for i in range(len(self.widths) - 1)
-            for j in range(self.per_layer)
-        ]
+        """``(weight, rows)`` of this rank's weights in the model's order (no moments)."""
+        return list(enumerate(self.shards[0]))
 
     @staticmethod
-    def offsets_of(widths: Sequence[int], ranks: int) -> list[np.ndarray]:
-        """Row offsets of every weight's shards over ``ranks`` ranks."""
-        return [even_offsets(f, ranks) for f in widths[:-1]]
+    def offsets_of(shapes: Sequence[tuple[int, ...]], ranks: int) -> list[np.ndarray]:
+        """Row offsets of every weight's shards over ``ranks`` ranks (an even split)."""
+        return [even_offsets(int(s[0]), ranks) for s in shapes]
 
     def _range(self, layer: int, rank: int) -> tuple[int, int]:
         off = self.offsets[layer]
         return int(off[rank]), int(off[rank + 1])
 
-    def _pieces(self, net: Subnet, owner: int) -> list[tuple[int, np.ndarray]]:
+    def _pieces(self, net: SubWeights, owner: int) -> list[tuple[int, np.ndarray]]:
         """``(layer, rows)`` of ``net`` that ``owner`` holds, layer by layer."""
         return [
-            (i, net.owned_rows(i, *self._range(i, owner))) for i in range(len(self.widths) - 1)
+            (i, net.owned_rows(i, *self._range(i, owner))) for i in range(len(self.shapes))
         ]
 
     def _my_blocks(
-        self, nets: list[Subnet]
+        self, nets: list[SubWeights]
     ) -> Iterator[tuple[np.ndarray, tuple[np.ndarray, ...], slice, tuple[int, int]]]:
         """The blocks of this rank's shards that ``nets`` select, in exchange-buffer order.
 
@@ -112,11 +105,11 @@ class SubnetShards:
                     yield kind[i], index, slice(pos, pos + n), (len(rows), len(cols))
                     pos += n
 
-    def _count(self, net: Subnet, owner: int) -> int:
+    def _count(self, net: SubWeights, owner: int) -> int:
         return len(self.shards) * net.owned_numel(self.offsets, owner)
 
     def scatter(
-        self, nets: list[Subnet], roots: list[int], group: Comm, mine: int
+        self, nets: list[SubWeights], roots: list[int], group: Comm, mine: int
     ) -> list[list[np.ndarray]]:
         """Send every sub-model from the owners to its group; return this rank's.
 
@@ -180,7 +173,7 @@ class SubnetShards:
         return out
 
     def gather(
-        self, nets: list[Subnet], roots: list[int], trained: list[list[np.ndarray]] | None
+        self, nets: list[SubWeights], roots: list[int], trained: list[list[np.ndarray]] | None
     ) -> None:
         """Write the trained sub-models back into the owners' shards (collective).
 
@@ -191,7 +184,7 @@ class SubnetShards:
         self.write_back(nets, roots, self.pack_trained(nets, roots, trained))
 
     def pack_trained(
-        self, nets: list[Subnet], roots: list[int], trained: list[list[np.ndarray]] | None
+        self, nets: list[SubWeights], roots: list[int], trained: list[list[np.ndarray]] | None
     ) -> np.ndarray:
         """The send buffer of :meth:`write_back`: a root's sub-model, owner by owner (local).
 
@@ -216,7 +209,7 @@ class SubnetShards:
                     pos += n
         return flat
 
-    def write_back(self, nets: list[Subnet], roots: list[int], flat: np.ndarray) -> None:
+    def write_back(self, nets: list[SubWeights], roots: list[int], flat: np.ndarray) -> None:
         """Send the packed sub-models from the roots to the owners, who write them (collective)."""
         me, size = self.world.rank, self.world.size
         counts = np.zeros(size, dtype=np.int64)
@@ -242,7 +235,7 @@ class SubnetShards:
 
     def digest(
         self, chunk_entries: int = DIGEST_CHUNK, biases: Sequence[np.ndarray] | None = None,
-        links: Sequence[int] = (),
+        places: Sequence[int] = (),
     ) -> str:
         """SHA-256 of the weights as :func:`hpcgnn.training.loop.params_sha256` computes it.
 
@@ -251,14 +244,22 @@ class SubnetShards:
         rank order, which rank 0 receives one piece of at most ``chunk_entries`` entries
         (whole rows) at a time and feeds to the hash, so no rank ever holds the model.
         ``biases`` (replicated: the sampled models' ``b^l``, GAT's ``a_src^l, a_dst^l``)
-        follow the weights of their chain link ``links[i]``, as
-        :meth:`~hpcgnn.layout.subnets.ParamOrder.with_biases` puts them.
+        come after the first ``places[i]`` weights, as
+        :func:`~hpcgnn.layout.subnets.merge` puts them.
         Collective; the pieces are category ``gist_digest``; every rank returns the digest.
         """
         me, size = self.world.rank, self.world.size
         h = hashlib.sha256() if me == 0 else None
-        for at, (i, w) in enumerate(self.weight_shards()):
-            cols = self.widths[i + 1]
+        vectors = list(zip(places, biases or (), strict=True))
+
+        def hash_vectors(before: int) -> None:
+            for place, vec in vectors:
+                if h is not None and place == before:
+                    h.update(np.ascontiguousarray(vec, dtype=np.float32))  # type: ignore[arg-type]
+
+        for i, w in self.weight_shards():
+            hash_vectors(i)
+            cols = self.shapes[i][1]
             step = max(1, chunk_entries // max(1, cols))
             for owner in range(size):
                 lo, hi = self._range(i, owner)
@@ -281,7 +282,5 @@ class SubnetShards:
                     if h is not None:
                         # numpy's stubs give ndarray ``__buffer__`` on Python >= 3.12 only
                         h.update(np.ascontiguousarray(piece, dtype=np.float32))  # type: ignore[arg-type]
-            if h is not None and biases is not None and (at + 1) % self.per_layer == 0:
-                for vec in self.order.vectors_after(biases, links, i):
-                    h.update(np.ascontiguousarray(vec, dtype=np.float32))  # type: ignore[arg-type]
+        hash_vectors(len(self.shapes))
         return str(self.world.bcast_obj(h.hexdigest() if h is not None else None, 0, DIGEST))

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
+from contextlib import ExitStack
 
 import numpy as np
 from mpi4py import MPI
@@ -50,7 +50,8 @@ from hpcgnn.comm.collective import collective
 from hpcgnn.comm.communicator import Comm
 from hpcgnn.errors import InputError
 from hpcgnn.io import format as fmt
-from hpcgnn.io.reader import GraphFile, GraphMeta
+from hpcgnn.io.memory import GraphReader, GraphSource, MemoryGraph, open_graph
+from hpcgnn.io.reader import GraphMeta
 from hpcgnn.io.validate import (
     CsrScan,
     IdCounts,
@@ -91,7 +92,7 @@ def rows_fingerprint(values: np.ndarray, lo: int) -> int:
         return int(mix(mix(pos) ^ bits).sum(dtype=_U64))
 
 
-def check_graph(comm: Comm, path: str | os.PathLike, content: bool = False) -> str | None:
+def check_graph(comm: Comm, path: GraphSource, content: bool = False) -> str | None:
     """Run the cheap structural checks of the module docstring (collective).
 
     Parameters
@@ -99,7 +100,9 @@ def check_graph(comm: Comm, path: str | os.PathLike, content: bool = False) -> s
     comm
         Every rank of the run; each scans ``1 / comm.size`` of the rows.
     path
-        The graph file.
+        The graph file, or a graph in memory (:class:`~hpcgnn.io.memory.MemoryGraph`):
+        checked the same way, after the ranks agree that they hold the same graph
+        (:meth:`~hpcgnn.io.memory.MemoryGraph.digest`).
     content
         Also read the features and return the content fingerprint.
 
@@ -114,20 +117,32 @@ def check_graph(comm: Comm, path: str | os.PathLike, content: bool = False) -> s
     InputError
         On every rank, with ``info``'s line ``"<path>: <what is wrong>"``.
     """
-    gf = None
-    try:
-        with collective(comm):
-            gf = GraphFile(path)
+    if isinstance(path, MemoryGraph):
+        _same_graph(comm, path)
+    with ExitStack() as stack:
+        with collective(comm):  # a file that does not open fails on every rank
+            gf = stack.enter_context(open_graph(path))
         return _Check(comm, gf).run(content)
-    finally:
-        if gf is not None:
-            gf.close()
+
+
+def _same_graph(comm: Comm, graph: MemoryGraph) -> None:
+    """Refuse, on every rank, a graph in memory that differs between the ranks."""
+    with collective(comm):
+        mine = graph.digest()
+    digests = comm.allgather_obj(mine, CATEGORY)
+    other = next((r for r, d in enumerate(digests) if d != digests[0]), None)
+    if other is not None:
+        raise InputError(
+            f"{graph.meta.path}: the graph in memory differs between ranks (rank {other}'s is"
+            " not rank 0's): build it the same way on every rank (same arrays, same seed)",
+            collective=True,
+        )
 
 
 class _Check:
     """One distributed check of an open file: this rank's slice of rows and the sums."""
 
-    def __init__(self, comm: Comm, gf: GraphFile) -> None:
+    def __init__(self, comm: Comm, gf: GraphReader) -> None:
         self.comm, self.gf, self.meta = comm, gf, gf.meta
         self.n = gf.meta.num_nodes
         self.offsets = even_offsets(self.n, comm.size)

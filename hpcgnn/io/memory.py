@@ -3,12 +3,16 @@
 :class:`MemoryGraph` answers the block reads of :class:`~hpcgnn.io.reader.GraphFile`
 (``meta``, ``read_indptr``, ``read_csr``, ``read_features``, ``read_labels``,
 ``read_mask``) from SciPy and NumPy arrays, so every layout's loader, and so every model,
-can be built from matrices in memory (tests, notebooks) without writing HDF5. Every rank
-holds the whole graph; each loader still takes only its rows of it.
+can be built from matrices in memory (tests, notebooks) without writing HDF5, and
+``hpcgnn.train`` trains on one (full-batch modes). Every rank holds the whole graph (each
+builds it, or each loads it); each loader still takes only its rows of it.
+:meth:`MemoryGraph.from_arrays` makes one from an edge index or a SciPy matrix, features,
+labels and masks, as ``hpcgnn prepare`` would store them (:mod:`hpcgnn.io.arrays`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
@@ -19,6 +23,7 @@ import scipy.sparse as sp
 
 from hpcgnn.errors import InputError
 from hpcgnn.io import format as fmt
+from hpcgnn.io.arrays import adjacency_of, features_of, labels_of, masks_of, row_normalized
 from hpcgnn.io.reader import GraphFile, GraphMeta, first_nonfinite_row, weights_problem
 
 
@@ -32,7 +37,7 @@ class MemoryGraph:
         ``n x n`` adjacency ``A`` (a stored entry ``A[u, v]``: an edge ``u -> v``); only
         the pattern is used, as a file without weights stores it, unless ``weighted``.
     features
-        ``n x f`` features.
+        ``n x f`` features, dense or CSR (read as a file's ``features_csr``).
     labels
         Class ids (``-1``: unlabelled).
     masks
@@ -49,10 +54,12 @@ class MemoryGraph:
         Whether the values of ``adjacency`` are the edge weights (read with
         ``read_csr(..., weights=True)``; float64 stays, other dtypes become float32;
         duplicate entries are summed). Undirected: ``A`` must be symmetric with its weights.
+    feature_normalization
+        How the features were normalised (``"row"``), as a file records it; ``""``: as given.
     """
 
     adjacency: sp.csr_matrix
-    features: np.ndarray
+    features: np.ndarray | sp.csr_matrix
     labels: np.ndarray
     masks: dict[str, np.ndarray]
     num_classes: int | None = None
@@ -60,6 +67,7 @@ class MemoryGraph:
     partition_offsets: tuple[int, ...] | None = None
     name: str = "memory"
     weighted: bool = False
+    feature_normalization: str = ""
     _csr: dict[bool, sp.csr_matrix] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -72,6 +80,8 @@ class MemoryGraph:
         a_t = a.T.tocsr() if self.directed else a
         a_t.sort_indices()
         object.__setattr__(self, "_csr", {False: a, True: a_t})
+        if sp.issparse(self.features):  # any sparse format reads as CSR
+            object.__setattr__(self, "features", sp.csr_matrix(self.features))
 
     @property
     def meta(self) -> GraphMeta:
@@ -87,6 +97,9 @@ class MemoryGraph:
             format_version=fmt.format_version(self.weighted),
             partition_offsets=self.partition_offsets, partition_method=None,
             weighted=self.weighted,
+            feature_nnz=(int(self.features.nnz) if isinstance(self.features, sp.csr_matrix)
+                         else None),
+            feature_normalization=self.feature_normalization,
         )
 
     def read_indptr(self, row_lo: int, row_hi: int, transpose: bool = False) -> np.ndarray:
@@ -114,8 +127,9 @@ class MemoryGraph:
         return block
 
     def read_features(self, row_lo: int, row_hi: int) -> np.ndarray:
-        """Feature rows ``[row_lo, row_hi)``."""
-        return self.features[row_lo:row_hi]
+        """Feature rows ``[row_lo, row_hi)``, dense."""
+        rows = self.features[row_lo:row_hi]
+        return rows.toarray() if isinstance(rows, sp.csr_matrix) else rows
 
     def read_feature_csr(self, row_lo: int, row_hi: int) -> sp.csr_matrix:
         """Feature rows ``[row_lo, row_hi)`` as CSR."""
@@ -128,6 +142,96 @@ class MemoryGraph:
     def read_mask(self, name: str, row_lo: int, row_hi: int) -> np.ndarray:
         """The ``train``, ``val`` or ``test`` mask of rows ``[row_lo, row_hi)``."""
         return np.asarray(self.masks[name][row_lo:row_hi], dtype=bool)
+
+    def read_node_ids(self, row_lo: int, row_hi: int) -> np.ndarray:
+        """The ids of rows ``[row_lo, row_hi)``: the rows themselves."""
+        return np.arange(row_lo, row_hi, dtype=np.int64)
+
+    def read_partition_perm(self, row_lo: int = 0, row_hi: int | None = None) -> np.ndarray:
+        """The identity: a graph in memory is in its partition's order already."""
+        return np.arange(row_lo, self.meta.num_nodes if row_hi is None else row_hi,
+                         dtype=np.int64)
+
+    def digest(self) -> str:
+        """SHA-256 of the whole graph (sizes, edges, features, labels, masks): equal graphs'."""
+        h = hashlib.sha256(repr(self.meta).encode())
+        x = self.features
+        parts = [self._csr[False].indptr, self._csr[False].indices, self._csr[False].data]
+        parts += [x.indptr, x.indices, x.data] if isinstance(x, sp.csr_matrix) else [x]
+        parts += [np.asarray(self.labels), *(np.asarray(self.masks[m]) for m in fmt.MASK_NAMES)]
+        for a in parts:
+            h.update(np.ascontiguousarray(a).tobytes())
+        return h.hexdigest()
+
+    @classmethod
+    def from_arrays(
+        cls,
+        *,
+        features: Any,
+        labels: Any,
+        train_mask: Any,
+        val_mask: Any,
+        test_mask: Any,
+        edge_index: Any = None,
+        edge_weight: Any = None,
+        adjacency: Any = None,
+        weighted: bool = False,
+        directed: bool = False,
+        num_classes: int | None = None,
+        row_normalize: bool = False,
+        name: str = "memory",
+        source: str | None = None,
+    ) -> MemoryGraph:
+        """A graph made of arrays as ``hpcgnn prepare`` stores it (:mod:`hpcgnn.io.arrays`).
+
+        NumPy arrays, SciPy matrices, or CPU tensors (anything :func:`numpy.asarray`
+        reads), checked: a refusal is one :class:`~hpcgnn.errors.InputError`. A file that
+        ``hpcgnn prepare pyg`` or ``npz`` writes of the same arrays trains to the same
+        weights (the same ``params_sha256``).
+
+        Parameters
+        ----------
+        features
+            ``n x F`` numbers, dense or a SciPy sparse matrix (kept CSR); stored float32.
+        labels
+            A class id per vertex (``n`` or ``n x 1``); negative: unlabelled.
+        train_mask, val_mask, test_mask
+            ``n`` booleans each: disjoint, on labelled vertices only.
+        edge_index, edge_weight
+            ``(2, E)`` vertex ids, an edge ``src -> dst`` per column (PyG's
+            ``edge_index``), and optionally a weight per edge.
+        adjacency, weighted
+            Instead of ``edge_index``: an ``n x n`` SciPy sparse matrix; with ``weighted``
+            its values are the edge weights.
+        directed
+            Keep the edges' directions; else the graph is made undirected (symmetric
+            weights are required of a weighted one).
+        num_classes
+            Classes (default: the largest label + 1).
+        row_normalize
+            Divide each feature row by the sum of its absolute values (``prepare
+            --row-normalize``).
+        name
+            The graph's name in reports.
+        source
+            What the arrays are, named by errors (default: ``<name>``).
+        """
+        x = np.asarray(features) if not sp.issparse(features) else features
+        n = int(x.shape[0]) if getattr(x, "ndim", 0) >= 1 else 0
+        where = source or f"<{name}>"
+        x = features_of(x, n, where)
+        y = labels_of(labels, n, where)
+        if num_classes is not None and y.size and num_classes <= y.max():
+            raise InputError(f"{where}: num_classes {num_classes} but label {int(y.max())}")
+        masks = masks_of({"train": train_mask, "val": val_mask, "test": test_mask}, y, where)
+        a = adjacency_of(n, edge_index=edge_index, adjacency=adjacency, edge_weight=edge_weight,
+                         weighted=weighted, directed=directed, source=where)
+        return cls(
+            a, row_normalized(x) if row_normalize else x, y, masks, num_classes=num_classes,
+            directed=directed, name=name,
+            weighted=edge_weight is not None or (adjacency is not None and weighted),
+            feature_normalization="row" if row_normalize else "",
+        )
 
     def __enter__(self) -> MemoryGraph:
         return self

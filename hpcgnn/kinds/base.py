@@ -26,7 +26,7 @@ from typing import Any, Protocol
 #: Every run label (``--algo`` of full-batch training, or the mode) of the package.
 ALL_MODES = frozenset({"1d", "1.5d", "2d", "3d", "halo", "offload", "minibatch", "gist"})
 #: The run labels whose layouts run any layer through the primitives so far.
-PRIMITIVE_MODES = frozenset({"1d", "1.5d", "2d", "3d", "halo", "offload"})
+PRIMITIVE_MODES = frozenset({"1d", "1.5d", "2d", "3d", "halo", "offload", "minibatch", "gist"})
 
 
 @dataclass(frozen=True)
@@ -136,7 +136,15 @@ class Primitives(Protocol):
 
         The coefficients' softmax over each row with the attention dropout, the weighted
         sum of ``z``; the heads concatenated and ELU on a hidden layer, their mean on the
-        last.
+        last. Where the run has biases (minibatch mode), the layer's is added before the
+        ELU (after the heads' mean on the last layer).
+        """
+
+    def bias(self, z: Any) -> Any:
+        """``z`` plus the layer's bias where the run has biases, else ``z`` itself.
+
+        Only the sampled models of minibatch mode have biases (one per layer, of the
+        layer's output width, zero at first); everywhere else it is ``z``, at no cost.
         """
 
 
@@ -204,6 +212,15 @@ class Layer:
         ``settings``: every such setting by name; the default implementation reads none.
         """
         return self
+
+    def width_groups(self, width: int) -> int:
+        """Groups of columns a hidden width of ``width`` has, each kept whole by GIST.
+
+        GIST splits a hidden width among its sub-networks by whole groups of
+        ``width / groups`` consecutive columns (``--mode gist``, ``docs/gist.md``). The
+        default, ``width``, splits it column by column; GAT's are its heads.
+        """
+        return width
 
     # -- derived facts -------------------------------------------------------------------
     @property

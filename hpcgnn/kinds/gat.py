@@ -46,6 +46,10 @@ class GATLayer(Layer):
         return GATLayer(settings.get("heads", self.heads),
                         settings.get("output_heads", self.output_heads))
 
+    def width_groups(self, width: int) -> int:
+        """The hidden layers' heads: GIST's sub-networks own whole heads."""
+        return self.heads
+
     def weights(self, f_in: int, f_out: int, layer: int, last: bool) -> list[Weight]:
         """``W`` (stream 0), then ``a_src, a_dst`` (stream 1)."""
         heads = self.layer_heads(last)
@@ -54,7 +58,7 @@ class GATLayer(Layer):
                 Weight((heads, per_head), stream=1)]
 
     def forward(self, g: Primitives, h: Any, w: Sequence[Any]) -> Any:
-        """The attention primitive on ``W, a_src, a_dst``."""
+        """The attention primitive on ``W, a_src, a_dst`` (a bias inside, where the run has one)."""
         return g.attention(h, w[0], w[1], w[2])
 
 

@@ -16,8 +16,8 @@ class GCNLayer(Layer):
     modes = ALL_MODES
 
     def forward(self, g: Primitives, h: Any, w: Sequence[Any]) -> Any:
-        """``Â^T H W`` in the narrower order, then ReLU unless last."""
-        z = g.propagate(h, w[0])
+        """``Â^T H W`` in the narrower order (a bias where the run has one), ReLU unless last."""
+        z = g.bias(g.propagate(h, w[0]))
         return z if g.last else z.relu()
 
 

@@ -43,9 +43,9 @@ class GINLayer(Layer):
         return [Weight((f_in, f_out)), Weight((f_out, f_out), stream=1)]
 
     def forward(self, g: Primitives, h: Any, w: Sequence[Any]) -> Any:
-        """The sum and ``W_1`` in the narrower order, ReLU, ``W_2``, ReLU unless last."""
+        """The sum and ``W_1`` in the narrower order, ReLU, ``W_2`` (+ bias), ReLU unless last."""
         u = g.propagate(h, w[0]).relu()
-        z = g.dense(u, w[1])
+        z = g.bias(g.dense(u, w[1]))
         return z if g.last else z.relu()
 
 

@@ -28,8 +28,8 @@ class SAGELayer(Layer):
         return [Weight((f_in, f_out)), Weight((f_in, f_out), stream=1)]
 
     def forward(self, g: Primitives, h: Any, w: Sequence[Any]) -> Any:
-        """``D_in^-1 A^T H W_neigh + H W_self``, then ReLU unless last."""
-        z = g.propagate(h, w[1], self_weight=w[0])
+        """``D_in^-1 A^T H W_neigh + H W_self`` (a bias where the run has one), ReLU unless last."""
+        z = g.bias(g.propagate(h, w[1], self_weight=w[0]))
         return z if g.last else z.relu()
 
 

@@ -163,6 +163,10 @@ class ChunkTracer:
         """The chunk's own rows: ``x`` itself."""
         return x
 
+    def bias(self, z: Value) -> Value:
+        """``z`` itself (full-batch offload has no biases)."""
+        return z
+
     def propagate(self, h: Value, w: WeightRef, self_weight: WeightRef | None = None
                   ) -> Value:
         """Aggregate first (the layer input's rows are loaded), sparse features last."""

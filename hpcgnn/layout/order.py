@@ -8,7 +8,6 @@ narrower; the models (:mod:`hpcgnn.nn.gcn`), the SUMMA layer plans
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from hpcgnn.kinds import GCN, Layer, Primitives
@@ -19,11 +18,6 @@ def layer_sizes(num_features: int, hidden: int, num_classes: int, layers: int) -
     if layers < 1:
         raise ValueError("a GCN needs at least one layer")
     return [num_features] + [hidden] * (layers - 1) + [num_classes]
-
-
-def weight_entries(widths: Sequence[int]) -> int:
-    """Entries of all weights ``W^1 .. W^L`` of a GCN of ``widths`` (``sum f_{l-1} f_l``)."""
-    return sum(a * b for a, b in zip(widths[:-1], widths[1:], strict=True))
 
 
 def weight_shapes(
@@ -40,18 +34,6 @@ def weight_shapes(
         shape for layer, (a, b) in enumerate(zip(widths[:-1], widths[1:], strict=True))
         for shape in kind.layer_shapes(a, b, layer, layer == last)
     ]
-
-
-def attention_shapes(
-    widths: list[int] | tuple[int, ...], kind: Layer
-) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
-    """An attention kind's :func:`weight_shapes` split in two.
-
-    Each layer's ``W^l``, and the score vectors ``a_src^l, a_dst^l`` (``heads x f'``), each
-    in the model's order.
-    """
-    shapes, per = weight_shapes(widths, kind), kind.weights_per_layer
-    return shapes[0::per], [s for i, s in enumerate(shapes) if i % per]
 
 
 def transform_first(layer: int, f_in: int, f_out: int) -> bool:

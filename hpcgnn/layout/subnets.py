@@ -1,18 +1,27 @@
 """GIST's sub-networks: random disjoint groups of every hidden dimension (pure).
 
 Each round, every hidden width ``H`` of the global model is split at random into ``M``
-disjoint groups; the input features and the output classes are never split. Sub-network
-``m`` keeps, of each weight ``W^l`` (``f_{l-1} x f_l``), the rows its group of layer
-``l - 1`` selects and the columns its group of layer ``l`` selects. Group ``m`` has
-``H // M`` ids, plus one for ``m < H % M``, so a sub-network has the same width in every
-hidden layer; its ids are sorted, so rows of ``W^l`` keep their order.
+disjoint groups; the input features and the output classes are never split. Group ``m``
+has ``H // M`` ids, plus one for ``m < H % M``, so a sub-network has the same width in every
+hidden layer; its ids are sorted, so the rows of a weight keep their order.
 
-GAT (an attention kind) splits whole heads: the ``H = K f'`` units of a hidden layer are
-``K`` blocks of ``f'`` consecutive ids (one head each), and the ``K`` heads are split into
-``M`` groups as above (``block=f'`` in :func:`subnets`, :func:`split_block`), so a
-sub-network keeps every unit of its heads and none of the others'. The output layer's
-``W`` (``f_{L-1} x K' C``, its ``K'`` heads averaged) is kept whole by every sub-network
-(:func:`weight_chain`, :func:`chain_subnet`).
+What a sub-network keeps of each weight comes from the shapes the layer declares
+(:meth:`~hpcgnn.kinds.Layer.weights`), never from its name: :func:`model_params` probes a
+layer's weights at doubled widths to see which axis follows its input width ``f_in`` or
+its output width ``f_out`` (a layer's own width that equals one of them, as GIN's ``W_2``
+or GCNII's convolution, follows it; a width that follows neither is not cut). A weight
+whose rows follow a width is row-sharded over the ranks (:class:`Param`, ``sharded``) and
+a sub-network keeps its rows and columns at its ids of the widths they follow
+(:func:`cut`); any other parameter is a small replicated one (GAT's score vectors
+``a_src, a_dst``, whose ``K x f'`` entries follow the layer's output; a sampled model's
+bias), whose entries at its ids a sub-network takes (:func:`entries`), averaged over the
+sub-networks when no axis follows a split width.
+
+A layer may keep groups of a hidden width's columns together
+(:meth:`~hpcgnn.kinds.Layer.width_groups`): GAT's ``H = K f'`` units are ``K`` blocks of
+``f'`` consecutive ids (one head each), split into ``M`` groups of whole heads (``block=f'``
+in :func:`subnets`, :func:`split_block`), so a sub-network keeps every unit of its heads
+and none of the others'.
 
 The draws come from the counter-based stream of ``(seed, round, layer)``
 (:func:`hpcgnn.rng.stream_key`), so every rank computes the same groups without
@@ -23,6 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from math import prod
 from typing import TypeVar
 
 import numpy as np
@@ -80,22 +90,6 @@ class Subnet:
         """The sub-network's widths."""
         return [len(i) for i in self.ids]
 
-    def rows(self, layer: int) -> np.ndarray:
-        """Rows of ``W^layer`` (0-based layer) the sub-network keeps."""
-        return self.ids[layer]
-
-    def cols(self, layer: int) -> np.ndarray:
-        """Columns of ``W^layer`` (0-based layer) the sub-network keeps."""
-        return self.ids[layer + 1]
-
-    def sizes(self) -> list[tuple[int, int]]:
-        """Shape of each sub-weight."""
-        return [(len(self.rows(i)), len(self.cols(i))) for i in range(len(self.widths) - 1)]
-
-    def numel(self) -> int:
-        """Entries of all sub-weights."""
-        return sum(r * c for r, c in self.sizes())
-
     def blocks(self, index: int, size: int) -> tuple[int, np.ndarray]:
         """Blocks of ``size`` ids of width ``index``: how many the global model has, and ours.
 
@@ -104,30 +98,19 @@ class Subnet:
         """
         return self.widths[index] // size, self.ids[index][::size] // size
 
-    def owned_rows(self, layer: int, lo: int, hi: int) -> np.ndarray:
-        """The rows of ``W^layer`` kept by the sub-network that lie in ``[lo, hi)``."""
-        rows = self.rows(layer)
-        return rows[np.searchsorted(rows, lo) : np.searchsorted(rows, hi)]
-
-    def owned_numel(self, offsets: list[np.ndarray], owner: int) -> int:
-        """Entries of the sub-weights in the row shards of ``owner`` (``offsets[l]`` per weight)."""
-        return sum(
-            len(self.owned_rows(i, int(off[owner]), int(off[owner + 1]))) * len(self.cols(i))
-            for i, off in enumerate(offsets)
-        )
-
 
 def subnet_heads(
     net: Subnet | None, kind: Layer, hidden: int, heads: int
 ) -> Callable[[int], tuple[int, np.ndarray] | None] | None:
-    """A GIST sub-GAT's global heads per layer, its attention dropout keys; else ``None``.
+    """A GIST sub-network's global heads per layer, its attention dropout keys; else ``None``.
 
     ``net``: the sub-network (``None``: the whole model); ``hidden``, ``heads``: the
-    sub-GAT's. ``heads(layer)`` (:data:`~hpcgnn.kernels.attention.HeadIds`):
-    :meth:`Subnet.blocks` of ``f'`` ids of a hidden layer's output; ``None`` on the output
-    layer, whose heads are every sub-network's (its own ids).
+    sub-model's (``kind`` is unused: a layer without attention never reads them).
+    ``heads(layer)`` (:data:`~hpcgnn.kernels.attention.HeadIds`): :meth:`Subnet.blocks` of
+    ``hidden / heads`` ids of a hidden layer's output; ``None`` on the output layer, whose
+    heads are every sub-network's (its own ids).
     """
-    if net is None or not kind.attention:
+    if net is None:
         return None
     last, size = len(net.widths) - 2, hidden // heads
     return lambda layer: None if layer == last else net.blocks(layer + 1, size)
@@ -161,61 +144,8 @@ def subnets(
 
 
 def split_block(kind: Layer, hidden: int) -> int:
-    """Hidden ids GIST keeps together: a head's ``f' = hidden / K`` units (GAT), else 1."""
-    return hidden // kind.heads if kind.attention else 1
-
-
-def weight_chain(widths: Sequence[int], kind: Layer) -> tuple[list[int], int]:
-    """The widths whose consecutive pairs are the model's weight shapes, and weights per pair.
-
-    GIST shards, splits and exchanges the weights along this chain. GCN: ``widths`` and
-    one; GraphSAGE: ``widths`` and two (``W_self``, ``W_neigh``, of one shape); GIN (an MLP
-    kind): ``f_0, f_1, f_1, f_2, f_2, .., f_L, f_L`` and one, the pairs ``W_1^l`` (``f_{l-1}
-    x f_l``) and ``W_2^l`` (``f_l x f_l``) in the model's order, so both MLP layers split by
-    the layer's groups (:func:`chain_subnet`); GAT (an attention kind): ``f_0 .. f_{L-1},
-    K' f_L`` and one, the ``W^l`` (the output layer's ``K'`` heads of ``f_L`` classes each);
-    its score vectors ``a_src, a_dst`` are not on the chain (GIST replicates them).
-    """
-    chain = along_chain([int(f) for f in widths], kind)
-    if kind.attention:
-        return [*chain[:-1], kind.output_heads * chain[-1]], 1
-    return chain, 1 if kind.mlp else kind.weights_per_layer
-
-
-def along_chain(per_width: Sequence[T], kind: Layer) -> list[T]:
-    """One value per width ``f_0 .. f_L`` as one per width of :func:`weight_chain`.
-
-    GIN (an MLP kind) repeats each ``f_l`` (``l >= 1``): ``W_1^l`` and ``W_2^l`` both
-    write it; other kinds keep the widths as they are.
-    """
-    if not kind.mlp:
-        return list(per_width)
-    return [per_width[0], *(v for v in per_width[1:] for _ in range(2))]
-
-
-def chain_subnet(net: Subnet, kind: Layer) -> Subnet:
-    """``net`` along :func:`weight_chain`: GIN's ``W_2^l`` keeps layer ``l``'s group twice.
-
-    GAT: the last width is the output layer's ``K' f_L`` columns, all kept.
-    """
-    if kind.attention:
-        chain, _ = weight_chain(net.widths, kind)
-        return Subnet(tuple(chain), (*net.ids[:-1], np.arange(chain[-1])))
-    if not kind.mlp:
-        return net
-    chain, _ = weight_chain(net.widths, kind)
-    return Subnet(tuple(chain), tuple(along_chain(net.ids, kind)))
-
-
-def reads_split(widths: Sequence[int], kind: Layer) -> list[bool]:
-    """Whether each weight of :func:`weight_chain` reads a hidden dimension GIST splits.
-
-    Weight ``i`` of the chain reads chain width ``i``: the input features (never split)
-    for the first, a hidden width (split across the sub-networks) or, for GIN's last
-    ``W_2``, the classes (never split) for the others.
-    """
-    hidden = [0 < i < len(widths) - 1 for i in range(len(widths))]
-    return along_chain(hidden, kind)[:-1]
+    """Hidden ids GIST keeps together: ``hidden / groups`` (:meth:`Layer.width_groups`)."""
+    return hidden // kind.width_groups(hidden)
 
 
 #: What GIST keeps per weight entry: the weight and Adam's two moments.
@@ -223,65 +153,212 @@ PARAM_KINDS = ("weight", "exp_avg", "exp_avg_sq")
 
 
 @dataclass(frozen=True)
-class ParamOrder:
-    """The two orders of a GIST model's parameters and the way between them.
-
-    The shards' order (:class:`~hpcgnn.exchange.subnets.SubnetShards`, checkpoints):
-    ``shards[k * per_layer + j][l]`` is kind ``k`` of :data:`PARAM_KINDS` of weight ``j``
-    of layer ``l`` (GraphSAGE: ``j = 0`` ``W_self``, ``j = 1`` ``W_neigh``). The model's
-    order (a model's ``weights``): layer by layer, the layer's weights in turn, then its
-    bias when the model has biases (the sampled models'), or GAT's ``a_src, a_dst`` (the
-    shards hold its ``W`` alone).
+class Param:
+    """One parameter of a GIST model, in the model's order, and the widths it follows.
 
     Attributes
     ----------
-    per_layer
-        Weights per layer.
+    shape
+        Its shape in the global model.
+    layer
+        Its layer.
+    rows, cols
+        The width (index ``l`` of ``f_0 .. f_L``) its rows, its columns follow; ``None``:
+        neither the layer's input nor output width (never cut).
+    flat
+        The width its entries follow, row-major (GAT's ``K x f'`` score vectors follow
+        the layer's output), when its axes do not; else ``None``.
+    stream, index
+        Its Glorot stream (``seed + stream``) and its place among the stream's matrices
+        (:func:`hpcgnn.nn.init.init_weights`); ``stream`` ``None``: a sampled model's bias,
+        not a declared weight (zeros).
     """
 
-    per_layer: int
+    shape: tuple[int, ...]
+    layer: int
+    rows: int | None = None
+    cols: int | None = None
+    flat: int | None = None
+    stream: int | None = None
+    index: int = 0
 
-    def by_weight(self, shards: Sequence[Sequence[T]]) -> list[list[T]]:
-        """``out[k]``: kind ``k`` of every weight in the model's order (no biases)."""
-        per, layers = self.per_layer, len(shards[0])
-        return [
-            [shards[k * per + j][i] for i in range(layers) for j in range(per)]
-            for k in range(len(PARAM_KINDS))
-        ]
+    @property
+    def sharded(self) -> bool:
+        """Whether its rows follow a width: row-sharded over the ranks (else replicated)."""
+        return self.rows is not None and len(self.shape) == 2
 
-    def by_shard(self, by_weight: Sequence[Sequence[T]]) -> list[list[T]]:
-        """The inverse of :meth:`by_weight`."""
-        per = self.per_layer
-        return [list(w[j::per]) for w in by_weight for j in range(per)]
-
-    def with_biases(
-        self, weights: Sequence[T], biases: Sequence[T] | None, links: Sequence[int] = ()
-    ) -> list[T]:
-        """``weights`` (the model's order) with each vector after its chain link's weights.
-
-        ``biases``: the replicated vectors in the model's order (the sampled models' bias
-        ``b^l``; GAT's ``a_src^l, a_dst^l``); vector ``i`` follows the weights of chain link
-        ``links[i]`` (:func:`vector_links`).
-        """
-        per, out = self.per_layer, list[T]()
-        for i in range(len(weights) // per):
-            out += weights[per * i : per * (i + 1)]
-            if biases is not None:
-                out += self.vectors_after(biases, links, i)
-        return out
-
-    @staticmethod
-    def vectors_after(biases: Sequence[T], links: Sequence[int], link: int) -> list[T]:
-        """The vectors that follow chain link ``link``'s weights (``links[i]``: vector ``i``'s)."""
-        return [b for b, at in zip(biases, links, strict=True) if at == link]
+    @property
+    def bias(self) -> bool:
+        """Whether it is a sampled model's bias (not a declared weight)."""
+        return self.stream is None
 
 
-def vector_links(kind: Layer, layers: int, per_layer: int = 1) -> list[int]:
-    """The link of :func:`weight_chain` each of ``per_layer`` vectors per layer belongs to.
+def _follows(kind: Layer, f_in: int, f_out: int, layer: int, last: bool
+             ) -> list[tuple[int | None, int | None, int | None]]:
+    """For each weight of the layer: what its rows, columns and entries follow.
 
-    A layer's vectors (the sampled models' bias ``b^l``; GAT's ``a_src^l, a_dst^l``) read
-    the layer's output ids, the columns of its last weight on the chain and follow it in
-    the model's order: link ``l`` for most kinds, GIN's ``W_2^l`` (link ``2 l + 1``).
+    ``0``: ``f_in``, ``1``: ``f_out``, ``None``: neither; probed at doubled widths.
     """
-    step = 2 if kind.mlp else 1
-    return [step * (layer + 1) - 1 for layer in range(layers) for _ in range(per_layer)]
+    probes = [kind.weights(a, b, layer, last) for a, b in
+              ((f_in, f_out), (2 * f_in, f_out), (f_in, 2 * f_out))]
+    if len({len(p) for p in probes}) != 1:
+        raise ValueError(f"{kind}: layer {layer}'s weight count depends on its widths")
+
+    def which(v: int, v_in: int, v_out: int) -> int | None:
+        """``v`` at the widths, at ``2 f_in``, at ``2 f_out``: what it follows."""
+        if v == f_in and (v_in, v_out) == (2 * f_in, v):
+            return 0
+        if v == f_out and (v_in, v_out) == (v, 2 * f_out):
+            return 1
+        return None
+
+    out = []
+    for base, w_in, w_out in zip(*probes, strict=True):
+        axes = [which(base.shape[k], w_in.shape[k], w_out.shape[k]) for k in (0, 1)]
+        flat = which(prod(base.shape), prod(w_in.shape), prod(w_out.shape))
+        out.append((axes[0], axes[1], flat))
+    return out
+
+
+def model_params(widths: Sequence[int], kind: Layer, sampled: bool = False) -> list[Param]:
+    """The parameters of a model of ``kind`` layers of ``widths`` (``f_0 .. f_L``), in order.
+
+    Each layer's declared weights (:meth:`~hpcgnn.kinds.Layer.weights`) with the widths
+    their axes follow (:class:`Param`), then, for a sampled model (``--sampler``), its bias
+    ``b^l`` (``f_l`` entries, following the layer's output).
+    """
+    widths = [int(f) for f in widths]
+    last, count = len(widths) - 2, dict[int, int]()
+    out: list[Param] = []
+    for layer, (a, b) in enumerate(zip(widths[:-1], widths[1:], strict=True)):
+        declared = kind.weights(a, b, layer, layer == last)
+        for w, dims in zip(declared, _follows(kind, a, b, layer, layer == last), strict=True):
+            rows, cols, flat = (None if d is None else layer + d for d in dims)
+            if rows is not None or cols is not None:
+                flat = None
+            out.append(Param(tuple(w.shape), layer, rows, cols, flat, w.stream,
+                             count.get(w.stream, 0)))
+            count[w.stream] = count.get(w.stream, 0) + 1
+        if sampled:
+            out.append(Param((b,), layer, flat=layer + 1))
+    return out
+
+
+def stream_shapes(params: Sequence[Param]) -> dict[int, list[tuple[int, int]]]:
+    """The shapes of each Glorot stream's matrices, in its order (the declared weights')."""
+    out: dict[int, list[tuple[int, int]]] = {}
+    for p in params:
+        if p.stream is not None:
+            out.setdefault(p.stream, []).append((int(p.shape[0]), int(p.shape[1])))
+    return out
+
+
+def _ids(net: Subnet, dim: int | None, size: int) -> np.ndarray:
+    return np.arange(size) if dim is None else net.ids[dim]
+
+
+def shared(param: Param, widths: Sequence[int]) -> bool:
+    """Whether every sub-network keeps all of a replicated ``param`` (then averaged)."""
+    hidden = range(1, len(widths) - 1)
+    return not any(d in hidden for d in (param.rows, param.cols, param.flat))
+
+
+def entries(param: Param, net: Subnet) -> tuple[np.ndarray, tuple[int, ...]]:
+    """The flat (row-major) entries of a replicated ``param`` that ``net`` keeps, and their shape.
+
+    Its entries at ``net``'s ids of the width they follow (GAT's ``K x f'`` scores: the
+    rows of its heads, ``K_m x f'``), or at its ids of the widths its rows and columns
+    follow; all of them where they follow no split width.
+    """
+    shape = param.shape
+    if param.flat is not None:
+        ids = net.ids[param.flat]
+        return ids, (-1, *shape[1:]) if len(shape) > 1 else (len(ids),)
+    if len(shape) == 1:
+        return np.arange(shape[0]), shape
+    r, c = _ids(net, param.rows, shape[0]), _ids(net, param.cols, shape[1])
+    return (r[:, None] * shape[1] + c[None, :]).reshape(-1), (len(r), len(c))
+
+
+@dataclass(frozen=True)
+class SubWeights:
+    """One sub-network's rows and columns of every row-sharded weight (:func:`cut`).
+
+    Attributes
+    ----------
+    shapes
+        The global weights' shapes.
+    row_ids, col_ids
+        ``row_ids[i]``, ``col_ids[i]``: the global rows and columns of weight ``i`` it keeps.
+    """
+
+    shapes: tuple[tuple[int, ...], ...]
+    row_ids: tuple[np.ndarray, ...]
+    col_ids: tuple[np.ndarray, ...]
+
+    def rows(self, i: int) -> np.ndarray:
+        """Rows of weight ``i`` the sub-network keeps."""
+        return self.row_ids[i]
+
+    def cols(self, i: int) -> np.ndarray:
+        """Columns of weight ``i`` the sub-network keeps."""
+        return self.col_ids[i]
+
+    def sizes(self) -> list[tuple[int, int]]:
+        """Shape of each sub-weight."""
+        return [(len(r), len(c)) for r, c in zip(self.row_ids, self.col_ids, strict=True)]
+
+    def numel(self) -> int:
+        """Entries of all sub-weights."""
+        return sum(r * c for r, c in self.sizes())
+
+    def owned_rows(self, i: int, lo: int, hi: int) -> np.ndarray:
+        """The rows of weight ``i`` kept by the sub-network that lie in ``[lo, hi)``."""
+        rows = self.rows(i)
+        return rows[np.searchsorted(rows, lo) : np.searchsorted(rows, hi)]
+
+    def owned_numel(self, offsets: list[np.ndarray], owner: int) -> int:
+        """Entries of the sub-weights in the row shards of ``owner`` (``offsets[i]`` per weight)."""
+        return sum(
+            len(self.owned_rows(i, int(off[owner]), int(off[owner + 1]))) * len(self.cols(i))
+            for i, off in enumerate(offsets)
+        )
+
+
+def cut(params: Sequence[Param], net: Subnet) -> SubWeights:
+    """``net``'s rows and columns of the row-sharded ``params`` (at its ids of their widths)."""
+    mine = [p for p in params if p.sharded]
+    return SubWeights(
+        tuple(p.shape for p in mine),
+        tuple(_ids(net, p.rows, p.shape[0]) for p in mine),
+        tuple(_ids(net, p.cols, p.shape[1]) for p in mine),
+    )
+
+
+def reads_split(params: Sequence[Param], widths: Sequence[int]) -> list[bool]:
+    """Whether each row-sharded weight's rows follow a hidden width GIST splits."""
+    hidden = range(1, len(widths) - 1)
+    return [p.rows in hidden for p in params if p.sharded]
+
+
+def merge(params: Sequence[Param], weights: Sequence[T], vectors: Sequence[T] | None
+          ) -> list[T]:
+    """The model's order of the row-sharded ``weights`` and the replicated ``vectors``.
+
+    ``vectors`` ``None``: the model has none (``weights`` alone).
+    """
+    if vectors is None:
+        return list(weights)
+    w, v = iter(weights), iter(vectors)
+    return [next(w) if p.sharded else next(v) for p in params]
+
+
+def vector_places(params: Sequence[Param]) -> list[int]:
+    """How many row-sharded weights precede each replicated parameter in the model's order."""
+    out, seen = [], 0
+    for p in params:
+        if p.sharded:
+            seen += 1
+        else:
+            out.append(seen)
+    return out

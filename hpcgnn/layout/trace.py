@@ -158,6 +158,10 @@ class Tracer:
         out.rows = OUT
         return out
 
+    def bias(self, h: Shape) -> Shape:
+        """``h`` plus the layer's bias where the run has one (no communication)."""
+        return h._same()
+
     def propagate(self, h: Shape, w: WeightShape, self_weight: WeightShape | None = None
                   ) -> Shape:
         """``Â^T H W`` in the narrower order (:func:`~hpcgnn.layout.order.propagate`)."""

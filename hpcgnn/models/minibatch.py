@@ -1,21 +1,23 @@
-"""The sampled models of ``--mode minibatch``: GraphSAGE (mean), LADIES, GIN and GAT.
+"""The sampled models of ``--mode minibatch``: any layer's forward on each sampled hop.
 
-Parameters are replicated. Hop ``L-1`` of a sampled batch is applied first. Evaluation is
-full-graph, layer by layer, with the operator the sampled one estimates (the
-full-neighbourhood mean ``D^{-1} A^T`` for sage, ``D^{-1}(A^T + I)`` for ladies, GIN's sum
-``A^T + (1 + eps) I``) distributed 1.5D by CAGNET's staged broadcast SpMM
-(:class:`~hpcgnn.spmm.block_row.BlockRowAggregation`, forward only), or for GAT over all
-of every vertex's in-edges (the 1D / 1.5D neighbourhoods of :mod:`hpcgnn.spmm.block_row`).
-GIN and GAT read the node-wise or LADIES sampler's blocks: the sum, or the attention, over
-a row's sampled in-neighbours and itself (every row's vertex is among the block's input
-rows: the seeds lead them node-wise, LADIES keeps them in its next vertex set).
+Parameters are replicated: per layer the layer's weights and a bias (:func:`sampled_weights`).
+Hop ``L-1`` of a sampled batch is applied first, each layer through the hop's
+:class:`~hpcgnn.nn.sampled.BlockPrimitives` (the sampler's matrix of the layer's operator,
+the output rows' own rows, the sampled edges). Evaluation is full-graph, the same forward on
+the operator the sampled one estimates (the full-neighbourhood mean ``D^{-1} A^T`` for
+sage, ``D^{-1}(A^T + I)`` for ladies and cluster, the sum ``A^T + s I`` of the sampler's
+pattern, whose ones GAT attends over; :func:`~hpcgnn.sampling.rows.eval_block`),
+distributed 1.5D by CAGNET's staged broadcast SpMM
+(:class:`~hpcgnn.spmm.block_row.BlockRowAggregation`, forward only), or for an attention
+over all of every vertex's in-edges (the 1D / 1.5D neighbourhoods of
+:mod:`hpcgnn.spmm.block_row`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import partial
+from typing import Any
 
 import numpy as np
 import torch
@@ -23,16 +25,17 @@ import torch
 from hpcgnn.backend import Device
 from hpcgnn.kernels.attention import HeadIds, edge_pattern
 from hpcgnn.kernels.dropout import global_columns, keep_pairs, rows_keep
-from hpcgnn.kernels.gemm import matmul
 from hpcgnn.kernels.sparse_input import SparseFeatures, as_dense
 from hpcgnn.kernels.spmm import sparse_matmul
 from hpcgnn.kinds import Layer
-from hpcgnn.nn.gat import AttentionDrop, LocalNeighbourhood, Neighbourhood, gat_layer
+from hpcgnn.nn.gat import AttentionDrop, LocalNeighbourhood, Neighbourhood
 from hpcgnn.nn.gcn import Input, dropout
 from hpcgnn.nn.init import init_weights
-from hpcgnn.nn.sampled import Agg, gin_layer, ladies_layer, sage_layer
+from hpcgnn.nn.sampled import Block, BlockPrimitives
 from hpcgnn.rng import dropout_key
+from hpcgnn.sampling.rows import EdgeWeights
 from hpcgnn.sampling.sampled import SampledBatch, SampledHop
+from hpcgnn.sampling.samplers import Sampler
 
 
 @dataclass(frozen=True)
@@ -84,83 +87,69 @@ def sampled_weights(
     """Glorot weights and zero biases of ``kind``'s layers, on ``device``.
 
     Per layer the kind's weights (:func:`~hpcgnn.nn.init.init_weights`) and a bias of the
-    layer's output width ``f_l``: ``W_self, W_neigh, b`` (GraphSAGE), ``W_1, W_2, b``
-    (GIN), ``W, a_src, a_dst, b`` (GAT: ``b`` of ``K f'``, or ``C`` after the output
-    heads' mean), else ``W, b``.
+    layer's output width ``f_l`` (:func:`sampled_shapes`).
     """
-    per = kind.weights_per_layer
     mats = init_weights(widths, seed, dtype, kind, device)
     out: list[torch.Tensor] = []
-    for layer in range(len(widths) - 1):
-        out.extend(mats[per * layer : per * (layer + 1)])
+    for layer, part in enumerate(kind.weight_slices(len(widths) - 1)):
+        out.extend(mats[part])
         out.append(device.from_numpy(np.zeros(widths[layer + 1], dtype=dtype)).requires_grad_(True))
     return out
 
 
-#: What a layer reads its input rows through: an aggregation ``H -> S H`` or GAT's edges.
-Reader = Agg | Neighbourhood
+def sampled_shapes(kind: Layer, widths: Sequence[int]) -> list[tuple[int, ...]]:
+    """The shapes of a sampled model's parameters in its order, from the layer's declaration.
+
+    Per layer its weights (:meth:`~hpcgnn.kinds.Layer.weights`), then its bias ``(f_l,)``:
+    ``W_self, W_neigh, b`` (GraphSAGE), ``W_1, W_2, b`` (GIN), ``W, a_src, a_dst, b``
+    (GAT: ``b`` of ``K f'``, or ``C`` after the output heads' mean), ``W, b`` (GCN).
+    """
+    last = len(widths) - 2
+    out: list[tuple[int, ...]] = []
+    for layer, (f_in, f_out) in enumerate(zip(widths[:-1], widths[1:], strict=True)):
+        out += [w.shape for w in kind.weights(f_in, f_out, layer, layer == last)]
+        out.append((f_out,))
+    return out
 
 
 class MinibatchModel:
-    """GraphSAGE (mean), LADIES GCN, GIN or GAT layers on sampled batches.
+    """Any layer on sampled batches: its forward on each hop's :class:`BlockPrimitives`.
 
     Parameters
     ----------
     kind
-        The layers (``cfg.kind``): GraphSAGE's with a self weight, GIN's (an MLP kind),
-        GAT's (attention), else LADIES' GCN layers.
+        The layers (``cfg.kind``); the sampler's blocks provide its operator
+        (:meth:`~hpcgnn.sampling.samplers.Sampler.check`).
     widths
         Layer widths ``f_0 .. f_L``.
     weights
-        Per layer the kind's weights and a bias: ``W_self, W_neigh, b`` (sage), ``W, b``
-        (ladies), ``W_1, W_2, b`` (gin), ``W, a_src, a_dst, b`` (gat); see
-        :func:`sampled_weights`.
+        Per layer the kind's weights and a bias (:func:`sampled_weights`).
+    sampler
+        Whose hops the batches hold: the matrix each operator has on them
+        (:meth:`block`).
     attention_p
-        GAT's drop probability of the attention coefficients while training.
-    self_loops
-        The sampled matrix ``S`` has ``A^T + I``'s pattern (LADIES, Cluster-GCN): GIN's sum
-        counts a row's own entry ``1 + eps`` alone.
-    rows_lead
-        A hop's rows are its first columns (node-wise, Cluster-GCN), else its columns are
-        sorted (LADIES); see :meth:`~hpcgnn.sampling.sampled.SampledHop.own_columns`.
+        The drop probability of the attention coefficients while training.
+    edge_weights
+        The graph file's edge weights where the layer's operator is ``"weighted"``.
     """
 
     def __init__(self, kind: Layer, widths: list[int], weights: list[torch.Tensor],
-                 attention_p: float = 0.0, self_loops: bool = False,
-                 rows_lead: bool = True) -> None:
-        self.kind = kind
+                 sampler: Sampler, attention_p: float = 0.0,
+                 edge_weights: EdgeWeights | None = None) -> None:
+        self.kind, self.sampler, self.edge_weights = kind, sampler, edge_weights
         self.layers = len(widths) - 1
         self.weights = weights
         self.attention_p = attention_p
-        self.self_loops = self_loops
-        self.rows_lead = rows_lead
+        # each layer's weights and its bias, after the i biases of the layers before it
+        self._slices = [slice(s.start + i, s.stop + i + 1)
+                        for i, s in enumerate(kind.weight_slices(self.layers))]
 
-    def _layer(
-        self, layer: int, read: Reader, h: Input, seeds: int | None = None,
-        drop: AttentionDrop | None = None,
-    ) -> torch.Tensor:
-        """Layer ``layer`` on the input rows ``h``: the first ``seeds`` rows' outputs.
-
-        ``seeds`` ``None``: every row's (evaluation). A self weight multiplies those rows.
-        """
-        per = self.kind.weights_per_layer + 1  # and a bias
-        params = self.weights[per * layer : per * (layer + 1)]
-        last = layer == self.layers - 1
-        if self.kind.attention:  # the reader is its edges (:meth:`_reader`)
-            assert not callable(read)
-            w, a_src, a_dst, b = params
-            dst = read.dst if isinstance(read, LocalNeighbourhood) else None
-            return gat_layer(h, w, a_src, a_dst, layer, last, read, matmul, drop, bias=b,
-                             dst=dst)
-        assert callable(read)
-        if self.kind.mlp:
-            return gin_layer(h, read, params, last)
-        if self.kind.self_weight:
-            h_self = h if seeds is None else (
-                h.head(seeds) if isinstance(h, SparseFeatures) else h[:seeds]
-            )
-            return sage_layer(h_self, h, read, params, last)
-        return ladies_layer(h, read, params, last)
+    def _layer(self, layer: int, block: Block, h: Input, drop: AttentionDrop | None,
+               state: dict[str, Any]) -> torch.Tensor:
+        """Layer ``layer``'s forward on ``block`` (its output rows' values)."""
+        *w, b = self.weights[self._slices[layer]]
+        g = BlockPrimitives(block, layer, layer == self.layers - 1, b, drop, state)
+        return self.kind.forward(g, h, w)
 
     def forward_batch(
         self, batch: SampledBatch, x: Input, p: float, keep: BatchMasks | None,
@@ -175,37 +164,94 @@ class MinibatchModel:
         if keep is not None and self.attention_p > 0.0:
             drop = AttentionDrop(self.attention_p, keep.seed, keep.epoch, keep.batch,
                                  keep.heads)
+        state: dict[str, Any] = {}
         for layer in range(self.layers):
             hop = batch.hops[self.layers - 1 - layer]
             if keep is not None and p > 0.0:
                 h = _dropout(h, keep, layer, hop.cols, p)
-            h = self._layer(layer, self._reader(hop, h), h, len(hop.rows), drop)
+            h = self._layer(layer, self.block(hop, h), h, drop, state)
         return as_dense(h)
 
-    def _reader(self, hop: SampledHop, h: Input) -> Reader:
-        """How the layer reads the hop's block: its matrix, GIN's sum, GAT's edges."""
-        dtype = np.float32 if h.dtype == torch.float32 else np.float64
-        if not (self.kind.mlp or self.kind.attention):  # where the hop was sampled
-            return partial(sparse_matmul, hop.matrix(dtype))
-        # every sampled edge counts 1, the row's own vertex 1 + eps
-        own = hop.own_columns(self.rows_lead)
-        block = hop.sum_matrix(1.0 + self.kind.eps, dtype, self.self_loops, own)
-        if self.kind.mlp:
-            return partial(sparse_matmul, block)
-        device = h.nz_rows.device if isinstance(h, SparseFeatures) else h.device
-        return LocalNeighbourhood(edge_pattern(block, hop.rows, hop.cols, device, h.dtype),
-                                  torch.as_tensor(own, device=device))
+    def block(self, hop: SampledHop, h: Input) -> Block:
+        """The hop as the layer reads it: the matrix of its operator, its own rows, its edges.
 
-    def forward_full(self, x: Input, op: Reader) -> torch.Tensor:
+        The sampler's own operator (mean, LADIES' or Cluster-GCN's normalised ``S``) is the
+        hop's matrix; ``"weighted"`` holds the file's weights of the sampled edges;
+        ``"sum"`` counts every sampled edge 1 and a row's own vertex the
+        operator's ``s``, and ``"pattern"`` is its ones, over which the attention runs.
+        Each row's own vertex is among the input rows: the first ones (node-wise,
+        Cluster-GCN), or at its place among LADIES' sorted vertices (kept there for a
+        layer that reads it, :attr:`~hpcgnn.sampling.spec.SamplerSpec.self_rows`).
+        """
+        op, sampler = self.kind.operator, self.sampler
+        dtype = np.float32 if h.dtype == torch.float32 else np.float64
+        device = h.nz_rows.device if isinstance(h, SparseFeatures) else h.device
+        rows_lead = not sampler.layer_wise
+        rows = len(hop.rows)
+
+        def summed() -> Any:
+            return hop.sum_matrix(op.self_weight, dtype, sampler.self_loops,
+                                  hop.own_columns(rows_lead))
+
+        def matrix() -> Any:
+            if op.name in ("sum", "pattern"):
+                return summed()
+            if op.weighted:
+                assert self.edge_weights is not None
+                return SampledHop(hop.rows, hop.cols, hop.indptr, hop.indices,
+                                  self.edge_weights.of_hop(hop)).matrix(dtype)
+            return hop.matrix(dtype)
+
+        def aggregate(x: torch.Tensor) -> torch.Tensor:
+            return sparse_matmul(matrix(), x)
+
+        def own(x: Input) -> Input:
+            if rows_lead:
+                return x.head(rows) if isinstance(x, SparseFeatures) else x[:rows]
+            at = torch.as_tensor(hop.own_columns(False), device=device)
+            return as_dense(x)[at]
+
+        def attend() -> tuple[Neighbourhood, torch.Tensor | None]:
+            own_cols = hop.own_columns(rows_lead)
+            nbh = LocalNeighbourhood(edge_pattern(summed(), hop.rows, hop.cols, device, h.dtype),
+                                     torch.as_tensor(own_cols, device=device))
+            return nbh, nbh.dst
+
+        return Block(aggregate, own, attend, sampler.transform_first)
+
+    def forward_full(self, x: Input, block: Block) -> torch.Tensor:
         """This process row's block of the full-graph logits (evaluation, no dropout).
 
-        ``op``: ``H -> E H`` on this process row's block (the forward of a
-        :class:`~hpcgnn.spmm.block_row.BlockRowAggregation`), or GAT's neighbourhood of it.
+        ``block``: the full graph's operator on this process row's rows (the forward of a
+        :class:`~hpcgnn.spmm.block_row.BlockRowAggregation`) and the attention's
+        neighbourhood of them; its own rows are its rows.
         """
         h: Input = x
+        state: dict[str, Any] = {}
         for layer in range(self.layers):
-            h = self._layer(layer, op, h)
+            h = self._layer(layer, block, h, None, state)
         return as_dense(h)
+
+
+def full_block(aggregate: Callable[[torch.Tensor], torch.Tensor] | None,
+               neighbourhood: Neighbourhood | None, transform_first: bool) -> Block:
+    """The full graph on this process row's rows as a :class:`Block` (evaluation).
+
+    ``aggregate``: ``H -> E H`` with the operator the sampled one estimates;
+    ``neighbourhood``: the attention's edges of its pattern (``None`` where the layer
+    makes no such call). Its output rows are its input rows.
+    """
+
+    def missing(*_: Any) -> Any:
+        raise ValueError("the evaluation holds no operator for this call")
+
+    def attend() -> tuple[Neighbourhood, torch.Tensor | None]:
+        if neighbourhood is None:
+            return missing()
+        dst = neighbourhood.dst if isinstance(neighbourhood, LocalNeighbourhood) else None
+        return neighbourhood, dst
+
+    return Block(aggregate or missing, lambda h: h, attend, transform_first)
 
 
 def _dropout(

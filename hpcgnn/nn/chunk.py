@@ -188,6 +188,10 @@ class ChunkPrimitives:
         """``h`` itself: the run holds the chunk's own rows only."""
         return h
 
+    def bias(self, z: Any) -> Any:
+        """``z`` itself: full-batch offload has no biases."""
+        return z
+
     def propagate(self, h: Any, w: torch.Tensor, self_weight: torch.Tensor | None = None
                   ) -> torch.Tensor:
         """``(Â^T H) W`` (sparse features: ``Â^T (X W)``) plus ``H W_self``."""

@@ -275,6 +275,10 @@ class LayoutPrimitives:
         """``h`` itself: a rank's input and output rows are the same in full-batch layouts."""
         return h
 
+    def bias(self, z: torch.Tensor) -> torch.Tensor:
+        """``z`` itself: the full-batch models have no biases."""
+        return z
+
     def propagate(
         self, h: Input, w: torch.Tensor, self_weight: torch.Tensor | None = None
     ) -> torch.Tensor:

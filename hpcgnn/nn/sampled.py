@@ -1,55 +1,101 @@
-"""Layers of the sampled (minibatch) models, with injected parameters.
+"""The graph primitives of a sampled block: any layer's forward on one hop of a minibatch.
 
-- GraphSAGE with the mean aggregator:
-  ``h_v' = act(W_self^T h_v + W_neigh^T mean_{u in N_s(v)} h_u + b)``;
-- LADIES' GCN layer: ``H' = act(Â_s H W + b)`` with ``Â_s`` the sampled, rescaled block;
-- GIN on a node-wise block: ``h_v' = act(ReLU(((1 + eps) h_v + sum_{u in N_s(v)} h_u) W_1)
-  W_2 + b)``, the sum and the self term one operator (as full-batch GIN's);
-- GAT on a node-wise block: :func:`hpcgnn.nn.gat.gat_layer` over the sampled in-edges and
-  the self loop, with a bias.
-
-``act`` is ReLU except on the last layer (:func:`hpcgnn.nn.gcn.activate`); ``agg`` is the
-layer's aggregation (a sampled hop matrix, or the full-graph operator in evaluation).
+A sampled model runs :meth:`hpcgnn.kinds.Layer.forward` on :class:`BlockPrimitives`, the
+:class:`~hpcgnn.kinds.Primitives` of one hop (:mod:`hpcgnn.models.minibatch` builds its
+:class:`Block`): ``g.aggregate(h)`` is the hop's matrix of the layer's operator times
+``h`` (its input rows -> its output rows), ``g.own(h)`` the output rows' own rows among
+the input rows, ``g.dense`` a local product, ``g.propagate`` the aggregation and the
+product in the block's order, ``g.attention`` GAT's attention over the hop's sampled
+in-edges and self loops, and ``g.bias(z)`` adds the layer's bias (the sampled models have
+one per layer; GAT's attention adds it itself, before its activation). The full-graph
+evaluation runs the same forward on a :class:`Block` of the whole graph (output rows =
+input rows). Backward by autograd; nothing here names a layer.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 
+from hpcgnn.kernels.attention import AttentionDrop
 from hpcgnn.kernels.gemm import matmul
-from hpcgnn.kernels.sparse_input import SparseFeatures
-from hpcgnn.nn.gcn import Input, activate
+from hpcgnn.kernels.sparse_input import SparseFeatures, as_dense
+from hpcgnn.nn.gat import Neighbourhood, gat_layer
 
-Agg = Callable[[torch.Tensor], torch.Tensor]
+#: A layer input: dense, or the sparse input features.
+Input = torch.Tensor | SparseFeatures
 
 
-def sage_layer(
-    h_self: Input, h: Input, agg: Agg, params: list[torch.Tensor], last: bool
-) -> torch.Tensor:
-    """GraphSAGE-mean ``act(h_self W_self + agg(h) W_neigh + b)``; params ``W_self, W_neigh, b``.
+@dataclass(frozen=True)
+class Block:
+    """What a layer reads of one hop (or of the whole graph, in evaluation).
 
-    Sparse input features (the first layer's): ``agg(h W_neigh)``, the same product
-    associated the other way, so the wide rows are multiplied by an SpMM before the mean.
+    Attributes
+    ----------
+    aggregate
+        ``H -> S H``: the hop's matrix of the layer's operator (input rows -> output rows).
+    own
+        The output rows' own rows of a layer input.
+    attend
+        The attention's source rows of the block's edges and the positions of its output
+        rows among the input rows (``None``: the first ones), built when asked for.
+    transform_first
+        Dense inputs are multiplied as ``S (H W)`` rather than ``(S H) W`` (the sampler's
+        choice, :attr:`~hpcgnn.sampling.samplers.Sampler.transform_first`); sparse input
+        features always as ``S (X W)``.
     """
-    w_self, w_neigh, b = params
-    neigh = agg(matmul(h, w_neigh)) if isinstance(h, SparseFeatures) else agg(h) @ w_neigh
-    return activate(matmul(h_self, w_self) + neigh + b, last)
+
+    aggregate: Callable[[torch.Tensor], torch.Tensor]
+    own: Callable[[Input], Input]
+    attend: Callable[[], tuple[Neighbourhood, torch.Tensor | None]]
+    transform_first: bool
 
 
-def gin_layer(h: Input, agg: Agg, params: list[torch.Tensor], last: bool) -> torch.Tensor:
-    """GIN ``act(ReLU(agg(h) W_1) W_2 + b)``; params ``W_1, W_2, b``.
+class BlockPrimitives:
+    """The primitives of layer ``layer`` on one :class:`Block`, with the layer's ``bias``.
 
-    ``agg``: the sampled sum with ``1 + eps`` on the seeds' own columns. Sparse input
-    features: ``agg(h W_1)``, the product associated the other way.
+    ``drop``: the batch's attention dropout (``None``: evaluation, or probability 0);
+    ``state``: what the layers keep for the later ones in this forward pass (``g.state``).
     """
-    w_1, w_2, b = params
-    u = agg(matmul(h, w_1)) if isinstance(h, SparseFeatures) else agg(h) @ w_1
-    return activate(torch.relu(u) @ w_2 + b, last)
 
+    def __init__(self, block: Block, layer: int, last: bool, bias: torch.Tensor,
+                 drop: AttentionDrop | None, state: dict[str, Any]) -> None:
+        self.block, self.layer, self.last = block, layer, last
+        self.b, self.drop, self.state = bias, drop, state
 
-def ladies_layer(h: Input, agg: Agg, params: list[torch.Tensor], last: bool) -> torch.Tensor:
-    """LADIES GCN layer: ``act(agg(h W) + b)``; ``params = [W, b]``."""
-    w, b = params
-    return activate(agg(matmul(h, w)) + b, last)
+    def aggregate(self, h: Input) -> torch.Tensor:
+        """The block's matrix times ``h``: the output rows' aggregates."""
+        return self.block.aggregate(as_dense(h))
+
+    def dense(self, h: Input, w: torch.Tensor) -> torch.Tensor:
+        """``H W`` (a sparse ``X`` by an SpMM)."""
+        return matmul(h, w)
+
+    def own(self, h: Input) -> Input:
+        """The output rows' own rows of ``h`` (the seeds lead the input rows node-wise)."""
+        return self.block.own(h)
+
+    def propagate(
+        self, h: Input, w: torch.Tensor, self_weight: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """``S H W`` in the block's order (plus ``H_own W_self``)."""
+        if isinstance(h, SparseFeatures) or self.block.transform_first:
+            z = self.aggregate(self.dense(h, w))
+        else:
+            z = self.dense(self.aggregate(h), w)
+        return z if self_weight is None else z + self.dense(self.own(h), self_weight)
+
+    def attention(
+        self, h: Input, w: torch.Tensor, a_src: torch.Tensor, a_dst: torch.Tensor
+    ) -> torch.Tensor:
+        """GAT's attention over the block's edges, the layer's bias added before the ELU."""
+        nbh, dst = self.block.attend()
+        return gat_layer(h, w, a_src, a_dst, self.layer, self.last, nbh, matmul, self.drop,
+                         bias=self.b, dst=dst)
+
+    def bias(self, z: torch.Tensor) -> torch.Tensor:
+        """``z`` plus the layer's bias (of the layer's output width)."""
+        return z + self.b

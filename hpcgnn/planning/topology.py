@@ -47,7 +47,11 @@ from scipy.sparse.csgraph import breadth_first_order
 
 from hpcgnn.errors import ConfigError, InputError
 from hpcgnn.utils.json_text import read_json
+from hpcgnn.utils.shipped import shipped_dir
 from hpcgnn.utils.text import printable
+
+#: The shipped topology files (``configs/topologies`` of a checkout, or a wheel's copy).
+TOPOLOGIES_DIR = shipped_dir("configs", "*.json") / "topologies"
 
 #: Latency of one message on a link whose kind has no ``alpha_us`` (microseconds): about a
 #: GPU peer copy or an MPI message between processes of one node.
@@ -240,7 +244,8 @@ def load_topology(path: str | os.PathLike, ranks: int | None = None) -> Topology
     Parameters
     ----------
     path
-        The JSON file.
+        The JSON file, or the name of a shipped one (``dgx1``: ``configs/topologies/
+        dgx1.json``, as ``--machine`` takes a name).
     ranks
         The number of ranks the caller needs (the job's size, ``--parts``), or ``None``;
         a file declaring another number is refused before anything is built per rank.
@@ -254,6 +259,12 @@ def load_topology(path: str | os.PathLike, ranks: int | None = None) -> Topology
         or a topology that is not connected.
     """
     p = os.fspath(path)
+    if not p.endswith(".json") and os.sep not in p and not os.path.exists(p):
+        known = sorted(f.stem for f in TOPOLOGIES_DIR.glob("*.json"))
+        if p not in known:
+            raise InputError(printable(f"unknown topology '{p}' (known: "
+                                       f"{', '.join(known) or 'none'}; or pass a .json file)"))
+        p = str(TOPOLOGIES_DIR / f"{p}.json")
     try:
         doc = read_json(p)
     except ValueError as err:

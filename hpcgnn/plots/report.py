@@ -27,6 +27,7 @@ from hpcgnn.cost.ranking import fastest_per_algo
 from hpcgnn.errors import ConfigError
 from hpcgnn.utils.files import atomic_path, atomic_write, check_directory, output_directory
 from hpcgnn.utils.json_text import read_json
+from hpcgnn.utils.text import printable
 
 FORMATS = ("png", "svg")
 
@@ -81,6 +82,27 @@ def load_inputs(paths: list[str]) -> tuple[list[Run], list[Study]]:
     return runs, studies
 
 
+#: The largest magnitude a figure takes: a plotted range must stay finite (matplotlib's
+#: tick arithmetic overflows on a span of about 1e308).
+PLOTTABLE = 1e150
+
+
+def _too_large(doc: Any, where: str = "") -> tuple[str, float] | None:
+    """The first number of ``doc`` (nested) beyond :data:`PLOTTABLE`, with where it is."""
+    if isinstance(doc, dict):
+        items: Any = ((f"{where}.{k}" if where else str(k), v) for k, v in doc.items())
+    elif isinstance(doc, list):
+        items = ((f"{where}[{i}]", v) for i, v in enumerate(doc))
+    else:
+        ok = isinstance(doc, bool) or not isinstance(doc, (int, float))
+        return None if ok or not math.isfinite(doc) or abs(doc) <= PLOTTABLE else (where, doc)
+    for key, value in items:
+        found = _too_large(value, key)
+        if found is not None:
+            return found
+    return None
+
+
 def _checked(path: str, item: Any) -> Any:
     """``item`` (a run or a study) once every value the report reads has its type.
 
@@ -113,6 +135,10 @@ def _checked(path: str, item: Any) -> Any:
             f"{path}: a value the report reads has the wrong type or is missing "
             f"({type(err).__name__}: {err})"
         ) from None
+    found = _too_large(item.doc)
+    if found is not None:
+        raise ConfigError(printable(f"{path}: {found[0]} = {found[1]:g} is beyond what a figure"
+                                    f" can draw (|value| <= {PLOTTABLE:g})"))
     return item
 
 
@@ -184,29 +210,37 @@ def epoch_numbers(doc: dict[str, Any]) -> list[float]:
     return [float(e["epoch"]) + shift for e in doc["epochs"]]
 
 
+#: Markers that tell runs apart where their curves coincide (the same losses at 1 and 4
+#: ranks are the point of a check): each run also draws a thinner line than the one before.
+MARKERS = ("o", "s", "^", "v", "D", "x", "+", "*")
+
+
 def _curves(fig: Any, runs: list[Run]) -> None:
     loss, acc = fig.subplots(1, 2)
     for i, run in enumerate(runs):
         epochs, numbers = run.doc["epochs"], epoch_numbers(run.doc)
-        colour = f"C{i % 10}"
-        loss.plot(numbers, [e.get("loss") for e in epochs], color=colour, label=run.label)
-        for key, style in (("train_acc", "-"), ("val_acc", "--")):
+        kw = dict(color=f"C{i % 10}", marker=MARKERS[i % len(MARKERS)], markersize=4,
+                  markevery=max(1, len(epochs) // 12), linewidth=1 + 2.0 * (len(runs) - 1 - i)
+                  / max(1, len(runs) - 1), markerfacecolor="none")
+        for ax, key, style, what in ((loss, "loss", "-", "train"),
+                                     (loss, "val_loss", "--", "val"),
+                                     (acc, "train_acc", "-", "train"),
+                                     (acc, "val_acc", "--", "val"),
+                                     (acc, "test_acc", ":", "test")):
             points = [(n, e[key]) for n, e in zip(numbers, epochs, strict=True)
                       if e.get(key) is not None]
             if points:
-                acc.plot(*zip(*points, strict=True), style, color=colour,
-                         label=f"{run.label} ({key.removesuffix('_acc')})")
+                ax.plot(*zip(*points, strict=True), style, label=f"{run.label} ({what})", **kw)
     from matplotlib.ticker import MaxNLocator
 
     for ax in (loss, acc):
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    loss.set(xlabel="epoch", ylabel="training loss", title="Loss")
-    acc.set(xlabel="epoch", ylabel="accuracy", title="Accuracy (solid: train, dashed: val)",
-            ylim=(0, 1))
-    loss.legend(fontsize="small")
+    loss.set(xlabel="epoch", ylabel="loss", title="Loss (solid: train, dashed: val)")
+    acc.set(xlabel="epoch", ylabel="accuracy",
+            title="Accuracy (solid: train, dashed: val, dotted: test)", ylim=(0, 1))
     handles, labels = acc.get_legend_handles_labels()
     fig.legend(handles, labels, fontsize="x-small", loc="outside right upper",
-               ncol=1 + len(runs) // 8)
+               ncol=1 + len(labels) // 24)
 
 
 def phase_bars(doc: dict[str, Any]) -> dict[str, float]:
@@ -233,8 +267,14 @@ def _phases(fig: Any, runs: list[Run]) -> None:
         ax.bar(x, ms, bottom=bottom, label=phase, color=colour)
         bottom = [b + v for b, v in zip(bottom, ms, strict=True)]
     ax.set_xticks(list(x), [r.label for r in runs], rotation=20, ha="right", fontsize="small")
+    minibatch = any(r.doc.get("time", {}).get("minibatch_phases") for r in runs)
     ax.set(ylabel="milliseconds per epoch (mean over ranks)",
-           title="Time per epoch by phase (minibatch: its pipeline stages)")
+           title="Time per epoch by phase" + (" (minibatch runs: their pipeline stages)"
+                                              if minibatch else ""))
+    shared = [r.label for r in runs if r.doc.get("device", {}).get("oversubscribed")]
+    if shared:
+        fig.supxlabel(f"{', '.join(shared)}: more ranks than cores on a host, so a"
+                      " communication phase includes waiting for a core", fontsize="small")
     fig.legend(fontsize="small", loc="outside right upper")
 
 
@@ -289,7 +329,7 @@ def _scaling(fig: Any, studies: list[Study]) -> None:
             kw = dict(color=f"C{a % 10}", linestyle=styles[s % len(styles)], marker="o")
             times.plot(procs, [1e3 * r["time_s"] for _, r in points], label=label, **kw)
             volumes.plot(procs, [r["max_rank_bytes"] / 1e6 for _, r in points], **kw)
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+    from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
     procs = sorted({r["procs"] for study in studies for r in study.doc["results"]})
     for ax in (times, volumes):
@@ -302,9 +342,15 @@ def _scaling(fig: Any, studies: list[Study]) -> None:
         ax.yaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("ranks P")
         ax.grid(True, which="major", alpha=0.3)
+    for ax in (times, volumes):  # a narrow range: a log axis shows one or two labels
+        low, high = ax.get_ylim()
+        if high < 10 * low:
+            ax.set_yscale("linear")
+            ax.yaxis.set_major_locator(MaxNLocator(nbins=6))
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     times.set(ylabel="modelled communication, ms per epoch",
-              title="Fastest grid of each algorithm")
-    volumes.set(ylabel="MB received by the busiest rank per epoch",
+              title="Fastest grid of each algorithm (modelled, not measured)")
+    volumes.set(ylabel="MB received by the busiest rank per epoch (modelled)",
                 title="Busiest-rank volume of that grid")
     times.legend(fontsize="small")
 

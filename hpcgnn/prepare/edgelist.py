@@ -28,7 +28,10 @@ Without a label array every vertex gets a seeded random label (balanced over
 of width ``feature_dim``: such files exercise the full training pipeline at the graph's
 real size, for timing, but the accuracy is that of chance. Labels below zero (or NaN in a
 float array) mean unlabelled. The train/val/test masks are a seeded random split of the
-labelled vertices.
+labelled vertices (``split="random"``, the default), Planetoid's per-class split
+(``"per-class"``), or the user's own: a file of one ``train``/``val``/``test``/``-`` per
+vertex line, or an ``.npz`` of three boolean masks
+(:func:`~hpcgnn.prepare.splits.read_split_file`).
 """
 
 from __future__ import annotations
@@ -44,14 +47,16 @@ import numpy as np
 import scipy.sparse as sp
 
 from hpcgnn.errors import ConfigError, InputError
+from hpcgnn.io.arrays import class_ids
 from hpcgnn.io.edges import EdgeSorter, sorted_unique
 from hpcgnn.prepare.features import (
     array_feature_blocks,
     random_feature_blocks,
+    row_normalized_blocks,
     sparse_feature_blocks,
 )
 from hpcgnn.prepare.output import GraphParts, check_memory, write_graph
-from hpcgnn.prepare.splits import check_fractions, class_ids, random_split
+from hpcgnn.prepare.splits import SplitSpec, check_fractions
 from hpcgnn.prepare.summary import PrepareSummary
 from hpcgnn.prepare.synthetic import EDGE_CHUNK, balanced_labels
 from hpcgnn.prepare.textfile import NumericTable, OptionalColumn, require_file
@@ -157,6 +162,11 @@ def convert_edgelist(
     name: str | None = None,
     tmpdir: str | os.PathLike | None = None,
     show_progress: bool = True,
+    split: str | os.PathLike = "random",
+    train_per_class: int = 20,
+    val_size: int = 500,
+    test_size: int = 1000,
+    row_normalize: bool = False,
 ) -> PrepareSummary:
     """Convert the edge list ``edges`` (and optional arrays) to ``out``.
 
@@ -182,17 +192,29 @@ def convert_edgelist(
     seed
         Seed of the random labels, features and split.
     train_frac, val_frac
-        Fractions of the labelled vertices in the train and validation masks.
+        Fractions of the labelled vertices in the train and validation masks of the
+        ``random`` split.
     name
         Dataset name stored in the file (default: the file name without extensions).
     tmpdir
         Directory for the spill files.
     show_progress
         Show progress bars.
+    split
+        ``"random"`` (default), ``"per-class"`` (``train_per_class`` per class, then
+        ``val_size`` and ``test_size``), or the path of a split file (module notes).
+    train_per_class, val_size, test_size
+        The sizes of the ``per-class`` split.
+    row_normalize
+        Divide every feature row by the sum of its absolute values.
 
     """
     started = time.perf_counter()
     check_fractions(train_frac, val_frac)
+    if split == "given":
+        raise ConfigError("prepare edgelist: --split given has no masks to take: give a file"
+                          " of masks (--split FILE), per-class or random")
+    splits = SplitSpec(split, seed, train_frac, val_frac, train_per_class, val_size, test_size)
     if seed < 0:
         raise ConfigError(f"--seed must be non-negative, got {seed}")
     if num_nodes is not None and num_nodes < 1:
@@ -222,26 +244,29 @@ def convert_edgelist(
         y = _labels(labels, n, classes, label_rng)
         num_classes = classes or (int(y.max()) + 1 if (y >= 0).any() else 1)
         x = load_feature_array(features, n) if features is not None else None
+        masks = splits.masks(y, None, str(table.path), split_rng)
         with EdgeSorter(n, directed, count, tmpdir, weights=weights) as sorter:
             for pairs, w in spill.read(weights):
                 if node_ids is not None:
                     pairs = np.searchsorted(node_ids, pairs)
                 sorter.add(pairs[:, 0], pairs[:, 1], table.path, weights=w)
+            blocks = (
+                random_feature_blocks(n, feature_dim, feature_rng) if x is None
+                else sparse_feature_blocks(x) if sp.issparse(x)
+                else array_feature_blocks(x)
+            )
             parts = GraphParts(
                 num_nodes=n,
                 num_features=x.shape[1] if x is not None else feature_dim,
                 num_classes=num_classes,
-                feature_blocks=(
-                    random_feature_blocks(n, feature_dim, feature_rng) if x is None
-                    else sparse_feature_blocks(x) if sp.issparse(x)
-                    else array_feature_blocks(x)
-                ),
+                feature_blocks=row_normalized_blocks(blocks) if row_normalize else blocks,
                 labels=y,
-                masks=random_split(y, train_frac, val_frac, split_rng),
+                masks=masks,
                 name=name or _default_name(table.path),
                 source=f"edgelist:{table.path}",
                 node_ids=node_ids,
                 sparse_features=x is not None and sp.issparse(x),
+                feature_normalization="row" if row_normalize else "",
             )
             return write_graph(out, sorter, parts, started=started, show_progress=show_progress)
 

@@ -8,10 +8,12 @@ only on the feature width, which keeps seeded features identical from run to run
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 import scipy.sparse as sp
+
+from hpcgnn.io.arrays import row_normalized
 
 #: Size of one generated or converted block of feature rows.
 BLOCK_BYTES = 32 << 20
@@ -81,3 +83,14 @@ def sparse_feature_blocks(matrix: sp.csr_matrix) -> Iterator[sp.csr_matrix]:
     step = block_rows(matrix.shape[1])
     for lo in range(0, matrix.shape[0], step):
         yield matrix[lo : lo + step].astype(np.float32)
+
+
+def row_normalized_blocks(
+    blocks: Iterable[np.ndarray | sp.csr_matrix],
+) -> Iterator[np.ndarray | sp.csr_matrix]:
+    """The blocks with each row divided by the sum of its absolute values (``--row-normalize``).
+
+    :func:`hpcgnn.io.arrays.row_normalized` per block: a row of zeros stays zero, float32.
+    """
+    for block in blocks:
+        yield row_normalized(block).astype(np.float32)

@@ -35,9 +35,11 @@ import numpy as np
 from hpcgnn.errors import ConfigError, InputError
 from hpcgnn.io import EdgeSorter
 from hpcgnn.io import format as fmt
+from hpcgnn.io.arrays import class_ids
+from hpcgnn.prepare.features import row_normalized_blocks
 from hpcgnn.prepare.npz import NpzArray
 from hpcgnn.prepare.output import GraphParts, write_graph
-from hpcgnn.prepare.splits import class_ids, masks_from_ids
+from hpcgnn.prepare.splits import masks_from_ids
 from hpcgnn.prepare.summary import PrepareSummary
 from hpcgnn.prepare.textfile import NumericTable, read_column, require_file
 from hpcgnn.utils.progress import Progress
@@ -94,6 +96,7 @@ def convert_ogb(
     name: str | None = None,
     tmpdir: str | os.PathLike | None = None,
     show_progress: bool = True,
+    row_normalize: bool = False,
 ) -> PrepareSummary:
     """Convert the OGB node-property dataset under ``root`` to ``out``.
 
@@ -113,6 +116,9 @@ def convert_ogb(
         Directory for the edge sorter's spill files.
     show_progress
         Show progress bars.
+    row_normalize
+        Divide every feature row by the sum of its absolute values (recorded in the file,
+        ``feature_normalization = "row"``).
 
     """
     started = time.perf_counter()
@@ -153,11 +159,13 @@ def convert_ogb(
             num_nodes=n,
             num_features=first.shape[1],
             num_classes=int(labels.max()) + 1,
-            feature_blocks=chain([first], blocks),
+            feature_blocks=(row_normalized_blocks(chain([first], blocks)) if row_normalize
+                            else chain([first], blocks)),
             labels=labels,
             masks=masks,
             name=name or root.resolve().name.replace("_", "-"),
             source=f"ogb:{root}",
+            feature_normalization="row" if row_normalize else "",
         )
         return write_graph(out, sorter, parts, started=started, show_progress=show_progress)
 

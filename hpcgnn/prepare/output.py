@@ -1,7 +1,8 @@
 """What every converter shares: a memory check first, and writing the graph file last.
 
 :func:`check_memory` refuses impossible sizes before anything is allocated;
-:func:`write_graph` writes the sorted edges, features, labels and masks.
+:func:`write_graph` writes the sorted edges, features, labels and masks;
+:func:`write_memory_graph` writes a graph held in memory.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from hpcgnn.errors import ConfigError, HpcgnnError, InputError
 from hpcgnn.io import EdgeSorter, GraphFileWriter
 from hpcgnn.io import format as fmt
 from hpcgnn.io.edges import BYTES_PER_EDGE, EDGES_PER_BUCKET
-from hpcgnn.prepare.features import BLOCK_BYTES
+from hpcgnn.io.memory import MemoryGraph
+from hpcgnn.prepare.features import BLOCK_BYTES, array_feature_blocks, sparse_feature_blocks
 from hpcgnn.prepare.splits import Masks
 from hpcgnn.prepare.summary import PrepareSummary
 from hpcgnn.utils.memory import require_memory
@@ -179,3 +181,44 @@ def write_graph(
         seconds=time.perf_counter() - started,
         weighted=sorter.weight_dtype is not None,
     )
+
+
+def write_memory_graph(
+    path: str | os.PathLike,
+    graph: MemoryGraph,
+    *,
+    source: str,
+    started: float,
+    tmpdir: str | os.PathLike | None = None,
+    show_progress: bool = True,
+) -> PrepareSummary:
+    """Write ``graph`` as a graph file: a file that trains as the graph in memory does.
+
+    An undirected graph's edges go to the sorter once (``u < v``; it adds both
+    directions), a directed graph's all; weights, features (dense or CSR), labels, masks
+    and the feature normalisation as the graph holds them.
+    """
+    meta = graph.meta
+    n = meta.num_nodes
+    a = graph.read_csr(0, n, weights=True).tocoo()
+    keep = a.row < a.col if not meta.directed else np.ones(a.nnz, dtype=bool)
+    weights = a.dtype if meta.weighted else None
+    x = graph.features
+    with EdgeSorter(n, meta.directed, int(keep.sum()), tmpdir, weights=weights) as sorter:
+        sorter.add(a.row[keep].astype(np.int64), a.col[keep].astype(np.int64), source,
+                   weights=a.data[keep] if meta.weighted else None)
+        parts = GraphParts(
+            num_nodes=n,
+            num_features=meta.num_features,
+            num_classes=meta.num_classes,
+            feature_blocks=(sparse_feature_blocks(x) if sp.issparse(x)
+                            else array_feature_blocks(x)),
+            labels=np.asarray(graph.labels, dtype=np.int64),
+            masks=(graph.read_mask("train", 0, n), graph.read_mask("val", 0, n),
+                   graph.read_mask("test", 0, n)),
+            name=meta.name,
+            source=source,
+            sparse_features=sp.issparse(x),
+            feature_normalization=meta.feature_normalization,
+        )
+        return write_graph(path, sorter, parts, started=started, show_progress=show_progress)

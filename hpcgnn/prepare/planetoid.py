@@ -16,7 +16,9 @@ one test vertex id per line. The conversion reproduces ``load_data`` of the GCN 
   test = the ids in ``test.index`` — 140/500/1000 (Cora), 120/500/1000 (CiteSeer),
   60/500/1000 (PubMed);
 - the graph is made undirected, self loops and duplicate edges are dropped;
-- features are stored as given (binary bag of words, TF-IDF for PubMed), not row-normalised.
+- features are row-normalised (each row divided by its sum, as Kipf & Welling's
+  preprocessing does; ``normalize_features=False``: stored as given, binary bag of words
+  and TF-IDF for PubMed).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import scipy.sparse as sp
 from hpcgnn.errors import InputError
 from hpcgnn.io import EdgeSorter
 from hpcgnn.io import format as fmt
+from hpcgnn.io.arrays import row_normalized
 from hpcgnn.prepare.features import sparse_feature_blocks
 from hpcgnn.prepare.legacy_pickle import load_legacy_pickle
 from hpcgnn.prepare.output import GraphParts, check_memory, write_graph
@@ -104,13 +107,6 @@ def read_planetoid(directory: Path, name: str) -> dict[str, Any]:
     raw["test.index"] = read_column(directory / f"ind.{name}.test.index", np.int64,
                                     "Planetoid test index")
     return raw
-
-
-def row_normalized(x: sp.csr_matrix) -> sp.csr_matrix:
-    """``D^-1 X`` with ``D`` the row sums: every row sums to 1, a row of zeros stays zero."""
-    sums = np.asarray(x.sum(axis=1), dtype=np.float64).ravel()
-    inv = np.divide(1.0, sums, out=np.zeros_like(sums), where=sums != 0)
-    return sp.csr_matrix(sp.diags(inv) @ x)
 
 
 def convert_planetoid(

@@ -44,7 +44,7 @@ import numpy as np
 from hpcgnn.errors import ConfigError
 from hpcgnn.io import EdgeSorter
 from hpcgnn.io.format import index_dtype
-from hpcgnn.prepare.features import class_centres, class_feature_blocks
+from hpcgnn.prepare.features import class_centres, class_feature_blocks, row_normalized_blocks
 from hpcgnn.prepare.output import GraphParts, check_memory, write_graph
 from hpcgnn.prepare.splits import check_fractions, random_split
 from hpcgnn.prepare.summary import PrepareSummary
@@ -232,6 +232,7 @@ def generate(
     name: str | None = None,
     tmpdir: str | os.PathLike | None = None,
     show_progress: bool = True,
+    row_normalize: bool = False,
 ) -> PrepareSummary:
     """Generate the graph described by ``spec`` and write it to ``out``.
 
@@ -247,6 +248,9 @@ def generate(
         Directory for the edge sorter's spill files.
     show_progress
         Show progress bars.
+    row_normalize
+        Divide every feature row by the sum of its absolute values (recorded in the file,
+        ``feature_normalization = "row"``).
 
     Returns
     -------
@@ -280,14 +284,16 @@ def generate(
                 sorter.add(src, dst)
                 bar.update(src.size)
         centres = class_centres(spec.classes, spec.features, feature_rng)
+        blocks = class_feature_blocks(labels, centres, spec.feature_noise, feature_rng)
         parts = GraphParts(
             num_nodes=n,
             num_features=spec.features,
             num_classes=spec.classes,
-            feature_blocks=class_feature_blocks(labels, centres, spec.feature_noise, feature_rng),
+            feature_blocks=row_normalized_blocks(blocks) if row_normalize else blocks,
             labels=labels,
             masks=random_split(labels, spec.train_frac, spec.val_frac, split_rng),
             name=name or spec.name,
             source=f"hpcgnn synthetic {spec}",
+            feature_normalization="row" if row_normalize else "",
         )
         return write_graph(out, sorter, parts, started=started, show_progress=show_progress)

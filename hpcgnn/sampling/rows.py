@@ -28,11 +28,12 @@ from hpcgnn.graph.normalize import sum_block
 from hpcgnn.io.reader import GraphFile
 from hpcgnn.kernels.csr import gather_ranges
 from hpcgnn.kinds import Layer
-from hpcgnn.sampling.arrays import Array, HostOps, ops, ops_on
+from hpcgnn.sampling.arrays import HOST, Array, HostOps, ops, ops_on
 from hpcgnn.sampling.samplers import Sampler
 
 if TYPE_CHECKING:
     from hpcgnn.sampling.matrices import Csr
+    from hpcgnn.sampling.sampled import SampledHop
 
 
 def row_values(normalised: bool, indptr: Array) -> Array:
@@ -133,6 +134,60 @@ class RowStore:
         return cls(ids[order], out_ptr, out_idx, num_nodes)
 
 
+@dataclass
+class EdgeWeights:
+    """The graph file's weights of ``A^T``'s entries by global ``(row, column)``.
+
+    The ``"weighted"`` operator's values on a sampled block (:meth:`of_hop`): every rank
+    reads them whole (``16`` bytes per edge), so no rank asks another for them.
+
+    Attributes
+    ----------
+    keys
+        ``row * num_nodes + column`` of every entry of ``A^T``, sorted.
+    values
+        Their weights (float64; ones where the file has none).
+    num_nodes
+        Vertices.
+    """
+
+    keys: Array
+    values: Array
+    num_nodes: int
+
+    @classmethod
+    def read(cls, gf: GraphFile) -> EdgeWeights:
+        """Every entry's weight of ``A_w^T`` from ``gf``."""
+        n = gf.meta.num_nodes
+        a = gf.read_csr(0, n, transpose=True, weights=True)
+        a.sum_duplicates()
+        a.sort_indices()
+        rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(a.indptr))
+        return cls(rows * n + a.indices.astype(np.int64), a.data.astype(np.float64), n)
+
+    def on(self, device: Any | None) -> EdgeWeights:
+        """The weights on ``device`` (a ``torch.device``; ``None``: the host)."""
+        xp = ops_on(device)
+        return EdgeWeights(xp.asarray(self.keys), xp.asarray(self.values, "float64"),
+                           self.num_nodes)
+
+    def of_hop(self, hop: SampledHop) -> Array:
+        """The weights of a hop's sampled entries (its rows' in-edges from its columns)."""
+        xp = ops(hop.indices)
+        rows = xp.int64(hop.rows)[xp.rows_of(hop.indptr)]
+        keys = rows * self.num_nodes + xp.int64(hop.cols)[hop.indices]
+        return self.values[xp.searchsorted(self.keys, keys)]
+
+    def rows(self, lo: int, hi: int, dtype: np.dtype | type) -> sp.csr_matrix:
+        """Rows ``[lo, hi)`` of ``A_w^T`` (SciPy CSR, ``dtype``)."""
+        n = self.num_nodes
+        keys, values = HOST.to_host(self.keys), HOST.to_host(self.values)
+        a, b = np.searchsorted(keys, [lo * n, hi * n])
+        rows, cols = np.divmod(keys[a:b], n)
+        ptr = np.concatenate([[0], np.cumsum(np.bincount(rows - lo, minlength=hi - lo))])
+        return sp.csr_matrix((values[a:b].astype(dtype), cols, ptr), shape=(hi - lo, n))
+
+
 def read_pattern(gf: GraphFile, lo: int, hi: int, sampler: Sampler) -> RowStore:
     """Rows ``[lo, hi)`` of the pattern of ``S`` (``A^T``, plus ``I`` for LADIES) from a file."""
     block = gf.read_csr(lo, hi, transpose=True)
@@ -153,18 +208,24 @@ def read_pattern(gf: GraphFile, lo: int, hi: int, sampler: Sampler) -> RowStore:
 
 def eval_block(
     store: RowStore, lo: int, hi: int, sampler: Sampler, kind: Layer,
-    dtype: np.dtype | type,
+    dtype: np.dtype | type, edge_weights: EdgeWeights | None = None,
 ) -> sp.csr_matrix:
     """Rows ``[lo, hi)`` of the full-graph operator a sampled model of ``kind`` is evaluated with.
 
-    The sampler's normalised ``S`` (:func:`normalized_block`), or for GIN and GAT (an MLP
-    or attention kind) the sum ``A^T + (1 + eps) I`` of ``S``'s pattern, every stored entry
-    counting 1 (``S``'s own ``+ I`` replaced: :func:`~hpcgnn.graph.normalize.sum_block`),
-    whose pattern GAT attends over.
+    The sampler's normalised ``S`` (:func:`normalized_block`) for its own operator, or for
+    ``"sum"`` and ``"pattern"`` the sum ``A^T + s I`` of ``S``'s pattern, every stored
+    entry counting 1 (``S``'s own ``+ I`` replaced: :func:`~hpcgnn.graph.normalize.sum_block`),
+    whose pattern an attention attends over; for ``"weighted"`` the rows of ``A_w^T``
+    (``edge_weights``).
     """
-    if kind.mlp or kind.attention:
+    op = kind.operator
+    if op.weighted:
+        if edge_weights is None:
+            raise ValueError("the weighted operator needs the file's edge weights")
+        return edge_weights.rows(lo, hi, dtype)
+    if op.name in ("sum", "pattern"):
         rows = store.matrix(np.arange(lo, hi), sampler).scipy()
-        return sum_block(rows, lo, 1.0 + kind.eps, dtype, replace_diagonal=sampler.self_loops)
+        return sum_block(rows, lo, op.self_weight, dtype, replace_diagonal=sampler.self_loops)
     return normalized_block(store, lo, hi, dtype)
 
 

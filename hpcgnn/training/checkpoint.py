@@ -394,10 +394,16 @@ def restore_sharded(
     return out
 
 
+#: What a checkpoint records of the layout it was trained on (see ``elastic`` of
+#: :func:`load_checkpoint`).
+LAYOUT = ("algo", "grid")
+
+
 def load_checkpoint(
     directory: str | os.PathLike, comm: Comm, fingerprint: dict[str, Any] | None,
     epochs: int | None,
     ignore: tuple[str, ...] = (), max_bytes: int | None = None,
+    elastic: frozenset[str] = frozenset(),
 ) -> dict:
     """Read a checkpoint on rank 0, broadcast it, and check it fits this run (collective).
 
@@ -419,6 +425,9 @@ def load_checkpoint(
     max_bytes
         What a replicated checkpoint's arrays may inflate to (a bound of this run's model
         and Adam state): a crafted archive is refused before it is inflated.
+    elastic
+        The ``algo`` labels whose checkpoints resume on one another's layouts at any rank
+        count: between two of them, :data:`LAYOUT` need not match.
 
     Raises
     ------
@@ -449,6 +458,8 @@ def load_checkpoint(
             f"checkpoint in {directory} was written for a graph with other content"
             f" (graph content {theirs}; this graph's is {ours})"
         )
+    if saved.get("algo") in elastic and fingerprint.get("algo") in elastic:
+        ignore = (*ignore, *LAYOUT)
     diff = sorted(
         k for k in set(saved) | set(fingerprint)
         if saved.get(k) != fingerprint.get(k) and k not in ignore

@@ -17,15 +17,17 @@ from hpcgnn.nn.gcn import correct_count, cross_entropy_sum
 from hpcgnn.nn.optim import make_optimizer
 from hpcgnn.training.loop import TrainResult, WholeModel, run_epochs
 from hpcgnn.training.predict import writer_rows
+from hpcgnn.training.scores import class_counts, f1_scores
 from hpcgnn.training.submodel import SubModelHost
 
 
 def global_counts(
     comm: Comm, logits: torch.Tensor, y: torch.Tensor, masks: dict[str, torch.Tensor]
 ) -> dict[str, float]:
-    """Accuracy on train/val/test and the validation loss, summed over ``comm``'s rows.
+    """Accuracy and F1 on train/val/test and the validation loss, over ``comm``'s rows.
 
-    ``val_loss`` is the mean cross-entropy over every validation vertex (NaN without any).
+    ``val_loss`` is the mean cross-entropy over every validation vertex (NaN without any);
+    ``<split>_f1_macro`` and ``<split>_f1_micro`` (:mod:`hpcgnn.training.scores`).
     """
     out = {}
     for name in ("train", "val", "test"):
@@ -33,6 +35,9 @@ def global_counts(
         correct = comm.allreduce_scalar(correct_count(logits, y, mask))
         total = comm.allreduce_scalar(int(mask.sum()))
         out[f"{name}_acc"] = correct / total if total else float("nan")
+        counts = class_counts(logits, y, mask)
+        comm.allreduce(counts, "control")
+        out[f"{name}_f1_macro"], out[f"{name}_f1_micro"] = f1_scores(counts)
         if name == "val":
             loss = comm.allreduce_scalar(float(cross_entropy_sum(logits, y, mask)))
             out["val_loss"] = loss / total if total else float("nan")

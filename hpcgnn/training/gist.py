@@ -1,7 +1,9 @@
 """GIST: independent sub-GCN training on rank groups, for models wider than a rank holds.
 
 The ``P`` ranks form ``M`` groups of ``P / M`` (group ``m``: world ranks
-``m P/M .. (m+1) P/M - 1``, root the first). A *round* (one epoch of the loop):
+``m P/M .. (m+1) P/M - 1``, root the first; where ``M`` does not divide ``P``, consecutive
+groups whose sizes differ by one, the larger first: full-batch groups only). A *round*
+(one epoch of the loop):
 
 1. every hidden dimension of the global model is split at random into ``M`` disjoint
    groups (:func:`hpcgnn.layout.subnets.subnets`, the same on every rank);
@@ -31,6 +33,13 @@ wider than any rank can hold trains, is evaluated and resumes. Dropout masks are
 model's masks at each sub-network's column ids in step ``round K + k``, so with
 ``M = 1, K = 1`` GIST is ordinary full-batch training step for step.
 
+Any layer trains (:class:`~hpcgnn.kinds.Layer`; ``--model MODULE:CLASS``): the sub-weights
+are cut by the shapes the layer declares (:func:`~hpcgnn.layout.subnets.model_params`:
+each axis that follows a split hidden width keeps the sub-network's ids of it, so GIN's
+``W_2`` and GCNII's convolution follow the hidden width they equal), a group trains the
+same forward on its layout's primitives with them, and the evaluation runs that forward
+too, on column blocks (:class:`~hpcgnn.models.sharded.ShardedPrimitives`).
+
 With ``--sampler`` a group runs the minibatch pipeline instead
 (:class:`~hpcgnn.training.minibatch.MinibatchTrainer` with the sub-model injected): ``K``
 local iterations are its next ``K`` optimizer steps in a stream of minibatch epochs that
@@ -38,21 +47,19 @@ continues across rounds (every group walks epochs ``0, 1, ..`` of the shuffled t
 set, :meth:`~hpcgnn.training.minibatch.MinibatchTrainer.stream`); the minibatch dropout
 masks are the global model's at the sub-network's columns, and the sampled models'
 biases are replicated (:class:`~hpcgnn.exchange.subnet_biases.SubnetBiases`), each after
-its layer's last weight on the chain (:func:`~hpcgnn.layout.subnets.vector_links`: GIN's
-``b^l`` after ``W_2^l``). The groups train the sampler's layers, GIN's (``--model gin``)
-or GAT's (``--model gat``: sub-GATs of whole heads, as below, whose ``a_src^l, a_dst^l``
-(``gist_attention``) and ``b^l`` (``gist_bias``) are replicated, ``W, a_src, a_dst, b``
-per layer, :func:`~hpcgnn.exchange.subnet_biases.model_vectors`). With ``M = 1`` and ``K``
-the steps of an epoch, GIST is ``--mode minibatch`` step for step.
+its layer's last weight. The groups train the layers the minibatch mode runs. With ``M =
+1`` and ``K`` the steps of an epoch, GIST is ``--mode minibatch`` step for step.
 
-GAT (``--model gat``, full-batch groups) keeps heads whole: each hidden layer's ``K``
-heads are split into ``M`` groups of whole heads (``M <= K``; :func:`check_gist`), so
-sub-GAT ``m`` is an ordinary GAT of its heads, whose attention is the merged model's for
-those heads. The score vectors ``a_src, a_dst`` are replicated like the sampled biases
-(``gist_attention``): a hidden layer's rows are its head's sub-model's, the output layer's
-are every sub-model's and averaged after the round. A sub-GAT draws the global model's
-attention dropout at its global head ids (:meth:`hpcgnn.models.base.GCNModel.logits`).
-``--gist-rescale`` is refused with GAT (the scaled weights would scale its scores too).
+A layer may keep groups of a hidden width's columns together
+(:meth:`~hpcgnn.kinds.Layer.width_groups`): GAT's heads. Each hidden layer's ``K`` heads
+are split into ``M`` groups of whole heads (``M <= K``; :func:`check_gist`), so sub-GAT
+``m`` is an ordinary GAT of its heads, whose attention is the merged model's for those
+heads. The score vectors ``a_src, a_dst`` (whose rows follow no width) are replicated
+like the sampled biases (``gist_attention``): a hidden layer's rows are its head's
+sub-model's, the output layer's are every sub-model's and averaged after the round. A
+sub-GAT draws the global model's attention dropout at its global head ids
+(:meth:`hpcgnn.models.base.GCNModel.logits`). ``--gist-rescale`` is refused with a layer
+that attends (the scaled weights would scale its scores too).
 """
 
 from __future__ import annotations
@@ -70,26 +77,31 @@ from hpcgnn.backend import Device, get_device
 from hpcgnn.config import TrainConfig
 from hpcgnn.cost.gist import bias_bytes, round_bytes
 from hpcgnn.errors import ConfigError, InputError
-from hpcgnn.exchange.subnet_biases import ATTENTION, BIAS, SubnetBiases, model_vectors
+from hpcgnn.exchange.subnet_biases import ATTENTION, BIAS, SubnetBiases
 from hpcgnn.exchange.subnets import EVAL, GATHER, SCATTER, SubnetShards
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.io.reader import GraphMeta
 from hpcgnn.layout.blocks import even_offsets
-from hpcgnn.layout.order import attention_shapes, layer_sizes, weight_shapes
+from hpcgnn.layout.order import layer_sizes
 from hpcgnn.layout.shapes import GridShape
 from hpcgnn.layout.subnets import (
     PARAM_KINDS,
-    Subnet,
-    chain_subnet,
+    SubWeights,
+    cut,
     group_sizes,
+    merge,
+    model_params,
     reads_split,
     split_block,
+    stream_shapes,
     subnets,
-    weight_chain,
+    vector_places,
 )
+from hpcgnn.layout.trace import ATTENTION as ATTENDS
+from hpcgnn.layout.trace import uses
 from hpcgnn.models.sharded import ShardedForward
 from hpcgnn.nn.gcn import cross_entropy_sum
-from hpcgnn.nn.init import glorot_rows, glorot_shape_rows, glorot_shapes
+from hpcgnn.nn.init import glorot_shape_rows
 from hpcgnn.training.checkpoint import restore_sharded, save_sharded_checkpoint
 from hpcgnn.training.fullbatch import FullBatchTrainer, global_counts
 from hpcgnn.training.gist_report import gist_report
@@ -193,23 +205,23 @@ def check_gist(opts: GistOptions, cfg: TrainConfig, ranks: int) -> None:
         raise ConfigError(
             f"--subnets {m} needs at least {m} ranks (one group each); the job has {ranks}"
         )
-    if ranks % m:
-        raise ConfigError(f"--subnets {m} must divide the {ranks} ranks into equal groups")
     if m > 1 and cfg.layers < 2:
         raise ConfigError(
             "--subnets > 1 needs --layers >= 2 (there is no hidden dimension to split)"
         )
     if cfg.hidden < m:
         raise ConfigError(f"--hidden {cfg.hidden} cannot be split into {m} non-empty groups")
-    if cfg.kind.attention and m > cfg.heads:
+    groups = cfg.kind.width_groups(cfg.hidden)
+    if m > groups:
         raise ConfigError(
-            f"--subnets {m} splits GAT's --heads {cfg.heads} attention heads, kept whole, into"
-            f" {m} groups: it needs --subnets <= --heads"
+            f"--subnets {m} splits --model {cfg.kind}'s --hidden {cfg.hidden} into {m} groups"
+            f" of its {groups} column groups kept whole (GAT: --heads {cfg.heads} attention"
+            f" heads): it needs --subnets <= {groups}"
         )
-    if cfg.kind.attention and opts.rescale:
+    if opts.rescale and uses([cfg.hidden] * (cfg.layers + 1), cfg.kind, ATTENDS):
         raise ConfigError(
-            "--gist-rescale is not available with --model gat (scaling the weights by 1/M"
-            " scales the attention scores too, which changes the merged model's attention)"
+            f"--gist-rescale is not available with --model {cfg.kind} (scaling the weights by"
+            " 1/M scales the attention scores too, which changes the merged model's attention)"
         )
 
 
@@ -227,8 +239,8 @@ class GistTrainer:
     opts
         ``M`` and ``K``.
     group_shape
-        The process grid of each group (``--algo``, or the sampler's ``1.5d``, with
-        ``--grid`` on ``P / M`` ranks).
+        The process grid of this rank's group (``--algo``, or the sampler's ``1.5d``, with
+        ``--grid`` on its ranks: :attr:`group_sizes`).
     make_trainer
         Builds a group's trainer with injected weights: full-batch on the model of
         ``--algo``, or minibatch (``sampler`` given).
@@ -258,13 +270,17 @@ class GistTrainer:
         self.memory_at_start = current_rss_bytes()
         self.grid, self.world, self.cfg, self.opts = grid, world, cfg, opts
         self.meta, self.estimates = meta, dict(estimates or {})
-        m, size = opts.subnets, world.size // opts.subnets
-        self.group_size = size
-        self.index = world.rank // size
-        self.roots = [g * size for g in range(m)]
+        m = opts.subnets
+        #: Ranks of each group: ``P / M``, or differing by one where ``M`` does not divide ``P``.
+        self.group_sizes = group_sizes(world.size, m)
+        bounds = np.cumsum([0, *self.group_sizes])
+        self.index = int(np.searchsorted(bounds, world.rank, side="right")) - 1
+        self.group_size = self.group_sizes[self.index]
+        self.roots = [int(b) for b in bounds[:-1]]
         self.widths = layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, cfg.layers)
-        #: The widths the shards follow and weights per pair (GIN: W_1, W_2 as two steps).
-        self.chain, self.per_chain = weight_chain(self.widths, cfg.kind)
+        self.sampler = sampler
+        #: The model's parameters and how a sub-network cuts them (its declared weights).
+        self.params = model_params(self.widths, cfg.kind, sampler is not None)
         #: Hidden ids kept together (GAT: a head's units) and each sub-network's width.
         self.block = split_block(cfg.kind, cfg.hidden)
         self.hidden = [g * self.block for g in group_sizes(cfg.hidden // self.block, m)]
@@ -274,23 +290,15 @@ class GistTrainer:
         finally:
             split.Free()
         self.shards = self._initial_shards()
-        self.sub_cfg = sub_config(cfg, self.hidden[self.index], self.block)
+        self.sub_cfg = sub_config(cfg, self.hidden[self.index])
         sub_widths = layer_sizes(
             meta.num_features, self.sub_cfg.hidden, meta.num_classes, cfg.layers
         )
-        self.sampler = sampler
-        #: The replicated per-layer vectors: the sampled biases, or GAT's score vectors.
+        #: The replicated parameters: the sampled biases, GAT's score vectors.
         self.vectors = self._initial_vectors()
-        order = self.shards.order
-        sub_vectors = model_vectors(sub_widths, self.sub_cfg.kind, sampler is not None)
-        kind = self.sub_cfg.kind  # GAT's score vectors are replicated, not on the chain
-        shapes = (attention_shapes(sub_widths, kind)[0] if kind.attention
-                  else weight_shapes(sub_widths, kind))
-        weights = [np.zeros(shape, dtype=cfg.numpy_dtype) for shape in shapes]
-        zeros = _tensors(order.with_biases(
-            weights, [np.zeros(s, cfg.numpy_dtype) for s in sub_vectors.shapes],
-            sub_vectors.links,
-        ), True, self.group_grid.device)
+        sub_params = model_params(sub_widths, self.sub_cfg.kind, sampler is not None)
+        zeros = _tensors([np.zeros(p.shape, dtype=cfg.numpy_dtype) for p in sub_params], True,
+                         self.group_grid.device)
         self.inner: GroupTrainer = make_trainer(self.group_grid, self.sub_cfg, zeros)
         # between rounds the group's model holds empty weights: the sub-model lives in the
         # round's buffer (weights, moments) and is freed with it
@@ -313,7 +321,7 @@ class GistTrainer:
         return 1
 
     def merged_scales(self) -> list[float] | None:
-        """The factor of each weight of the chain in the evaluated model (``None``: all 1).
+        """The factor of each row-sharded weight in the evaluated model (``None``: all 1).
 
         With ``--gist-rescale``: ``1 / M`` for every weight that reads a hidden dimension
         split across the sub-GCNs (:func:`~hpcgnn.layout.subnets.reads_split`), else 1.
@@ -322,70 +330,58 @@ class GistTrainer:
         if not self.opts.rescale:
             return None
         m = self.opts.subnets
-        return [1.0 / m if split else 1.0 for split in reads_split(self.widths, self.cfg.kind)]
+        return [1.0 / m if split else 1.0 for split in reads_split(self.params, self.widths)]
 
     def _initial_vectors(self) -> SubnetBiases | None:
-        """The sampled models' biases (zeros), GAT's score vectors (the serial run's), or none.
+        """The replicated parameters (:class:`SubnetBiases`), or none.
 
-        :func:`~hpcgnn.exchange.subnet_biases.model_vectors`: a sampled GAT has both. GAT's
-        ``a_src^l, a_dst^l`` are drawn from ``seed + 1`` in that order, as
-        :func:`hpcgnn.nn.init.init_weights` draws them (small: every rank draws all).
+        The sampled biases (zeros); a layer's replicated weights (GAT's score vectors) the
+        serial run's draws.
         """
-        cfg = self.cfg
-        vectors = model_vectors(self.widths, cfg.kind, self.sampler is not None)
-        if not vectors.shapes:
+        cfg, params = self.cfg, [p for p in self.params if not p.sharded]
+        if not params:
             return None
-        scores = [s for s, c in zip(vectors.shapes, vectors.categories, strict=True)
-                  if c == ATTENTION]
-        drawn = iter(glorot_shapes(scores, cfg.seed + 1, cfg.numpy_dtype))  # type: ignore[arg-type]
-        initial = [next(drawn) if c == ATTENTION else np.zeros(s, cfg.numpy_dtype)
-                   for s, c in zip(vectors.shapes, vectors.categories, strict=True)]
-        return SubnetBiases(self.world, vectors.shapes, vectors.links, cfg.numpy_dtype,
-                            category=vectors.categories, initial=initial)
+        streams = stream_shapes(self.params)
+        initial = [
+            np.zeros(p.shape, cfg.numpy_dtype) if p.stream is None else glorot_shape_rows(
+                streams[p.stream], cfg.seed + p.stream, p.index, 0, int(p.shape[0]),
+                cfg.numpy_dtype,
+            ) for p in params
+        ]
+        return SubnetBiases(self.world, params, self.widths, cfg.numpy_dtype, initial=initial)
 
     def _vector_values(self) -> list[np.ndarray] | None:
-        """The replicated vectors' values in the model's order (``None``: there are none)."""
+        """The replicated parameters' values in the model's order (``None``: there are none)."""
         return None if self.vectors is None else self.vectors.values[0]
-
-    def _vector_links(self) -> list[int]:
-        """Each replicated vector's link of the weight chain (none: empty)."""
-        return [] if self.vectors is None else self.vectors.links
 
     def _initial_shards(self) -> SubnetShards:
         """This rank's rows of the Glorot weights (the serial run's) and zero moments.
 
-        Drawn in chunks of rows (:data:`INIT_CHUNK` entries), so the float64 draw never
-        doubles a wide weight's memory. GraphSAGE: ``W_self`` from ``seed``, ``W_neigh``
-        from ``seed + 1``; GIN: ``W_1`` from ``seed``, ``W_2`` from ``seed + 1``'s stream
-        of square matrices; GAT: the ``W`` of its chain from ``seed``
-        (:func:`hpcgnn.nn.init.init_weights`).
+        Each row-sharded weight's rows from its stream (:func:`hpcgnn.nn.init.init_weights`:
+        ``seed + stream``, the stream's matrices in the model's order), drawn in chunks of
+        rows (:data:`INIT_CHUNK` entries), so the float64 draw never doubles a wide
+        weight's memory.
         """
-        cfg, widths, chain = self.cfg, self.widths, self.chain
-        offsets = SubnetShards.offsets_of(chain, self.world.size)
-        squares = [(f, f) for f in widths[1:]]
-        r = self.world.rank
-
-        def draw(seed: int, i: int, a: int, b: int) -> np.ndarray:
-            if not cfg.kind.mlp:
-                return glorot_rows(chain, seed, i, a, b, cfg.numpy_dtype)
-            if i % 2 == 0:
-                return glorot_rows(widths, seed, i // 2, a, b, cfg.numpy_dtype)
-            return glorot_shape_rows(squares, seed + 1, i // 2, a, b, cfg.numpy_dtype)
-
-        kinds = []
-        for seed in range(cfg.seed, cfg.seed + self.per_chain):
-            w = []
-            for i, off in enumerate(offsets):
-                lo, hi = int(off[r]), int(off[r + 1])
-                rows = np.empty((hi - lo, chain[i + 1]), dtype=cfg.numpy_dtype)
-                step = max(1, INIT_CHUNK // max(1, chain[i + 1]))
-                for a in range(lo, hi, step):
-                    b = min(hi, a + step)
-                    rows[a - lo : b - lo] = draw(seed, i, a, b)
-                w.append(rows)
-            kinds.append(w)
-        moments = [[np.zeros_like(a) for a in w] for _ in PARAM_KINDS[1:] for w in kinds]
-        return SubnetShards(self.world, chain, [*kinds, *moments])
+        cfg, r = self.cfg, self.world.rank
+        params = [p for p in self.params if p.sharded]
+        shapes = [p.shape for p in params]
+        streams = stream_shapes(self.params)
+        offsets = SubnetShards.offsets_of(shapes, self.world.size)
+        weights = []
+        for p, off in zip(params, offsets, strict=True):
+            lo, hi = int(off[r]), int(off[r + 1])
+            cols = int(p.shape[1])
+            rows = np.empty((hi - lo, cols), dtype=cfg.numpy_dtype)
+            step = max(1, INIT_CHUNK // max(1, cols))
+            for a in range(lo, hi, step):
+                b = min(hi, a + step)
+                assert p.stream is not None
+                rows[a - lo : b - lo] = glorot_shape_rows(
+                    streams[p.stream], cfg.seed + p.stream, p.index, a, b, cfg.numpy_dtype
+                )
+            weights.append(rows)
+        moments = [[np.zeros_like(a) for a in weights] for _ in PARAM_KINDS[1:]]
+        return SubnetShards(self.world, shapes, [weights, *moments])
 
     @property
     def weights(self) -> list[torch.Tensor]:
@@ -395,13 +391,12 @@ class GistTrainer:
         :meth:`evaluate`, :meth:`params_digest`, :meth:`save_checkpoint`).
         """
         weights = self.shards.full_weights()
-        order = self.shards.order
-        return _tensors(order.with_biases(weights, self._vector_values(), self._vector_links()),
-                        False)
+        return _tensors(merge(self.params, weights, self._vector_values()), False)
 
     def params_digest(self) -> str:
         """``params_sha256`` of the global model, streamed through rank 0 (collective)."""
-        return self.shards.digest(biases=self._vector_values(), links=self._vector_links())
+        return self.shards.digest(biases=self._vector_values(),
+                                  places=vector_places(self.params))
 
     def _shard_shapes(self) -> list[tuple[int, int]]:
         return [tuple(w.shape) for _, w in self.shards.weight_shards()]
@@ -415,7 +410,7 @@ class GistTrainer:
         With ``--sampler`` the biases (GAT: the score vectors) and their moments
         (replicated) follow the weights in every rank's file, as more "weights" of each kind.
         """
-        shards = self.shards.order.by_weight(self.shards.shards)
+        shards = self.shards.shards
         if self.vectors is not None:
             shards = [w + b for w, b in zip(shards, self.vectors.values, strict=True)]
         save_sharded_checkpoint(
@@ -449,7 +444,7 @@ class GistTrainer:
     def _take(self, kinds: list[list[np.ndarray]]) -> None:
         """The rows (and vectors) of every kind, :func:`restore_sharded`'s order."""
         n = len(self._shard_shapes())
-        self.shards.shards = self.shards.order.by_shard([kind[:n] for kind in kinds])
+        self.shards.shards = [kind[:n] for kind in kinds]
         if self.vectors is not None:
             self.vectors.values = [kind[n:] for kind in kinds]
 
@@ -479,14 +474,13 @@ class GistTrainer:
         # 1. every hidden dimension split at random into M disjoint groups
         nets = subnets(cfg.seed, epoch, self.widths, m, self.block)  # GAT: whole heads
         net, group = nets[self.index], self.group_grid.world
-        chained = [chain_subnet(n, cfg.kind) for n in nets]  # GIN: W_2 by the same groups
+        cuts = [cut(self.params, n) for n in nets]  # each weight's rows and columns
         # 2. the owners of the global rows send each sub-model to its group
-        sub = self.shards.scatter(chained, self.roots, group, self.index)
-        vec = None if self.vectors is None else self.vectors.select(chained[self.index])
-        order, dev, links = self.shards.order, self.group_grid.device, self._vector_links()
+        sub = self.shards.scatter(cuts, self.roots, group, self.index)
+        vec = None if self.vectors is None else self.vectors.select(net)
+        dev = self.group_grid.device
         buffers = [  # weights, exp_avg, exp_avg_sq in the model's order, trained in place
-            order.with_biases(w, None if vec is None else vec[i], links)
-            for i, w in enumerate(order.by_weight(sub))
+            merge(self.params, w, None if vec is None else vec[i]) for i, w in enumerate(sub)
         ]
         # 3. the group trains its sub-model for K local iterations
         self.inner.load(
@@ -500,22 +494,21 @@ class GistTrainer:
                 np.copyto(buf, dev.to_host(t))
         del trained
         # 4. the roots send the trained sub-models back to the owners
-        flat = self.shards.pack_trained(chained, self.roots, sub if group.rank == 0 else None)
+        flat = self.shards.pack_trained(cuts, self.roots, sub if group.rank == 0 else None)
         del sub, buffers
-        self.shards.write_back(chained, self.roots, flat)
+        self.shards.write_back(cuts, self.roots, flat)
         del flat
         if self.vectors is not None:
-            self.vectors.write_back(m, chained[self.index], vec if group.rank == 0 else None)
+            self.vectors.write_back(m, net, vec if group.rank == 0 else None)
         self.steps_done += k
-        self._account(chained, before)
+        self._account(cuts, before)
         return share
 
-    def _account(self, nets: list[Subnet], before: dict[str, float]) -> None:
-        """The round's predicted and measured sub-model bytes (``nets`` along the chain)."""
+    def _account(self, nets: list[SubWeights], before: dict[str, float]) -> None:
+        """The round's predicted and measured sub-model bytes."""
         cfg = self.cfg
         predicted = round_bytes(
-            nets, self.shards.offsets, self.roots, self.group_size, cfg.itemsize,
-            self.per_chain,
+            nets, self.shards.offsets, self.roots, self.group_sizes, cfg.itemsize
         )
         if self.vectors is not None:
             for category in self.vectors.categories:
@@ -534,21 +527,10 @@ class GistTrainer:
         """Logits of every vertex from the row shards, model-parallel (collective)."""
         if self._forward is None:
             self._forward = ShardedForward(
-                self.meta.path, self.world, self.cfg, self.chain, self.shards.offsets,
-                self.sampler,
+                self.meta.path, self.world, self.cfg, self.params, self.widths, self.sampler,
             )
-        shards, vectors = self.shards.shards, self.vectors
-        biases = None  # the sampled models' (GIN: None after W_1)
-        if vectors is not None and BIAS in vectors.categories:
-            biases = vectors.by_link(len(self.chain) - 1, BIAS)
-        if self.cfg.kind.attention:  # a_src, a_dst (replicated)
-            assert vectors is not None
-            return self._forward.logits(shards[0], biases=biases,
-                                        scores=vectors.of(ATTENTION))
-        scales = self.merged_scales()
-        if self.cfg.kind.self_weight:  # W_self, W_neigh
-            return self._forward.logits(shards[1], shards[0], biases, scales)
-        return self._forward.logits(shards[0], biases=biases, scales=scales)
+        return self._forward.logits(self.shards.shards[0], self._vector_values(),
+                                    self.merged_scales())
 
     def evaluate(self) -> dict[str, float]:
         """Loss and accuracies of the global model, evaluated over its row shards.
@@ -624,8 +606,6 @@ def _gist_bytes(stats: Any) -> dict[str, float]:
     }
 
 
-def sub_config(cfg: TrainConfig, hidden: int, block: int) -> TrainConfig:
-    """A sub-network's settings: ``hidden`` wide (GAT: ``hidden / f'`` heads of ``f' = block``)."""
-    if cfg.kind.attention:
-        return dataclasses.replace(cfg, hidden=hidden, heads=hidden // block)
-    return dataclasses.replace(cfg, hidden=hidden)
+def sub_config(cfg: TrainConfig, hidden: int) -> TrainConfig:
+    """A sub-network's settings: ``hidden`` wide (GAT: the heads of those columns)."""
+    return dataclasses.replace(cfg, hidden=hidden, heads=max(1, cfg.heads * hidden // cfg.hidden))

@@ -16,7 +16,6 @@ from hpcgnn.comm.communicator import Comm
 from hpcgnn.cost.gist import data_parallel_bytes, eval_bytes
 from hpcgnn.exchange.subnet_biases import LABELS
 from hpcgnn.exchange.subnets import GATHER, SCATTER
-from hpcgnn.layout.order import weight_entries
 from hpcgnn.training.loop import TrainResult
 from hpcgnn.utils.memory import peak_rss_bytes
 
@@ -57,14 +56,14 @@ def gist_report(
     ]
     sub_measured = sum(measured.get(c, 0.0) for c in cats)
     sub_predicted = sum(predicted[c] for c in cats)
+    weights = sum(int(np.prod(s)) for s in t.shards.shapes)
     dp = data_parallel_bytes(
-        t.chain, world.size, cfg.itemsize, k, t.per_chain,
-        vectors=0 if t.vectors is None else sum(t.vectors.sizes),
+        weights + (0 if t.vectors is None else sum(t.vectors.sizes)), world.size,
+        cfg.itemsize, k,
     )
     evals = world.allreduce_scalar(float(sum(t.eval_measured)))
     eval_predicted = eval_bytes(
-        t.chain, t.meta.num_nodes, world.size, cfg.itemsize,
-        cfg.heads if cfg.kind.attention else 0,
+        t.params, t.widths, cfg.kind, t.meta.num_nodes, world.size, cfg.itemsize
     )
     peaks = [int(v) for v in world.allgather_obj(peak_rss_bytes())]
     starts = [int(v) for v in world.allgather_obj(t.memory_at_start)]
@@ -76,10 +75,10 @@ def gist_report(
         "epochs_budget": budget.epochs, "rounds_planned": budget.rounds,
         "rounds_derived": budget.derived, "steps_per_epoch": budget.steps_per_epoch,
         "subnet_epochs_of_work": budget.epochs_of_work(done),
-        "merged_scales": [1.0] * len(t.chain[1:]) if scales is None else scales,
+        "merged_scales": [1.0] * len(t.shards.shapes) if scales is None else scales,
         "group_grid": str(t.group_grid.shape),
         "hidden": cfg.hidden, "subnet_hidden": t.hidden,
-        "full_model_bytes": weight_entries(t.chain) * t.per_chain * cfg.itemsize,
+        "full_model_bytes": weights * cfg.itemsize,
         "submodel_bytes_per_round": {"measured": sub_measured, "predicted": sub_predicted},
         "data_parallel_allreduce_bytes_per_round": dp,
         "eval_bytes_per_evaluation": {
@@ -92,7 +91,8 @@ def gist_report(
         **{name: float(v) for name, v in t.estimates.items()},
         "per_round": per_round,
     }
-    what = f"sub-{cfg.model.upper()}s"  # sub-GCNs, sub-GATs ...
+    # sub-GCNs, sub-GATs ..., or a researcher's layer by its MODULE:CLASS
+    what = f"sub-{cfg.model.upper()}s" if cfg.layer is None else f"sub-models of {cfg.kind}"
     sampling = t.inner.sampling_section()
     if sampling is not None:
         section["sampler"] = sampling

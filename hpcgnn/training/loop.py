@@ -27,6 +27,7 @@ from hpcgnn.errors import HpcgnnError
 from hpcgnn.training.checkpoint import copy_weights, restore, restore_weights, save_checkpoint
 from hpcgnn.training.early_stopping import BestValidation
 from hpcgnn.utils.memory import minor_faults
+from hpcgnn.utils.progress import Step
 
 
 class Trainer(Protocol):
@@ -318,6 +319,7 @@ def run_epochs(
     after_epoch: Callable[[int, TrainResult], None] | None = None,
     before_epoch: Callable[[int], None] | None = None,
     kept: KeptWeights | None = None,
+    say_steps: bool = False,
 ) -> TrainResult:
     """Train for epochs ``start_epoch .. cfg.epochs - 1``, evaluating every ``cfg.eval_every``.
 
@@ -341,6 +343,9 @@ def run_epochs(
         ``--select-model best``: keeps the weights of each new lowest validation loss
         (before ``after_epoch``, so checkpoints hold them) and restores them before the
         final evaluation (``result.selected_epoch``).
+    say_steps
+        Say on stderr when the final evaluation takes long (:class:`~hpcgnn.utils.progress.Step`;
+        rank 0 of a run that prints).
 
     Notes
     -----
@@ -373,7 +378,7 @@ def run_epochs(
     if kept is not None and kept.restore():
         assert result.validation.best is not None  # kept at its evaluation or resumed with it
         result.selected_epoch = result.validation.best.epoch
-    with torch.no_grad():
+    with torch.no_grad(), Step("evaluating the trained model", enabled=say_steps):
         result.final = trainer.evaluate()
     loss = result.final.get("loss", 0.0)
     if not math.isfinite(loss):  # the last step's update: no epoch's loss saw it

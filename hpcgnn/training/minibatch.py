@@ -41,23 +41,32 @@ from hpcgnn.cost.minibatch import (
     charge_gradients,
     seconds,
 )
+from hpcgnn.errors import ConfigError
 from hpcgnn.grid.process_grid import ProcessGrid
+from hpcgnn.io.memory import MemoryGraph
 from hpcgnn.io.reader import GraphFile
 from hpcgnn.kernels.sparse_input import SparseFeatures, dense
 from hpcgnn.layout.blocks import owner_of
 from hpcgnn.layout.order import layer_sizes
 from hpcgnn.layout.subnets import Subnet, subnet_heads
+from hpcgnn.layout.trace import AGGREGATE, ATTENTION, uses
 from hpcgnn.models.base import allreduce_gradients
-from hpcgnn.models.minibatch import BatchMasks, MinibatchModel, Reader, sampled_weights
+from hpcgnn.models.minibatch import (
+    BatchMasks,
+    MinibatchModel,
+    full_block,
+    sampled_shapes,
+    sampled_weights,
+)
 from hpcgnn.models.share import input_features, read_vertex_arrays
 from hpcgnn.nn.gcn import cross_entropy_sum
 from hpcgnn.nn.optim import make_optimizer
+from hpcgnn.nn.sampled import Block
 from hpcgnn.sampling.arrays import HOST
 from hpcgnn.sampling.bulk import BulkSampler, my_share, read_train_ids
 from hpcgnn.sampling.fetch import FeatureFetcher
-from hpcgnn.sampling.rows import eval_block
+from hpcgnn.sampling.rows import EdgeWeights, eval_block
 from hpcgnn.sampling.sampled import SampledBatch
-from hpcgnn.sampling.samplers import resolve_model
 from hpcgnn.sampling.spec import SamplerSpec, fit_training_set, optimizer_steps
 from hpcgnn.sampling.spgemm_1p5d import byte_summary, members
 from hpcgnn.spmm.block_row import BlockRowAggregation, block_row_neighbourhood
@@ -98,17 +107,31 @@ class MinibatchTrainer(WholeModel, SubModelHost):
     """
 
     def __init__(
-        self, graph: str, spec: SamplerSpec, layout: str, cfg: TrainConfig, grid: ProcessGrid,
-        weights: list[torch.Tensor] | None = None, sample_memory: float | None = None,
+        self, graph: str | MemoryGraph, spec: SamplerSpec, layout: str, cfg: TrainConfig,
+        grid: ProcessGrid, weights: list[torch.Tensor] | None = None,
+        sample_memory: float | None = None,
     ) -> None:
+        if isinstance(graph, MemoryGraph):  # RunOptions refuses it first, on every rank
+            raise ConfigError("minibatch training samples a graph file, not a graph in memory")
         self.cfg, self.grid, self.layout = cfg, grid, layout
         self.world = grid.world
         self.np_dtype = cfg.numpy_dtype
+        kind = cfg.kind
         with collective(grid.world):
             self.train_ids = read_train_ids(graph)
             self.spec = spec = fit_training_set(spec, len(self.train_ids))
-        if spec.method.layer_wise and (cfg.kind.mlp or cfg.kind.attention):
-            spec = replace(spec, self_rows=True)  # a row's own vertex: the self term
+            with GraphFile(graph) as gf:
+                self.meta = meta = gf.meta
+            widths = layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, spec.layers)
+            spec.method.check(kind, widths)  # an operator or a forward its blocks lack
+            if kind.operator.weighted and layout != "replicated":
+                raise ConfigError(
+                    f"--model {kind} does not exist with --graph-layout {layout}: the"
+                    " weighted operator reads the file's edge weights whole on every rank"
+                    " (--graph-layout replicated)"
+                )
+        if spec.method.self_rows(kind, widths):
+            spec = replace(spec, self_rows=True)  # a row's own vertex: the layer reads it
         self.traffic = Traffic(grid.size)
         self.sampler = BulkSampler(spec, grid, graph, layout, self.traffic, sample_memory,
                                    self.train_ids)
@@ -118,7 +141,6 @@ class MinibatchTrainer(WholeModel, SubModelHost):
         lo, hi = self.sampler.rows_range
         dev = grid.device
         with collective(grid.world), GraphFile(graph) as gf:
-            self.meta = meta = gf.meta
             raw, self.y, self.masks = read_vertex_arrays(
                 gf, (lo, hi), self.np_dtype, None, None, dev
             )
@@ -128,16 +150,22 @@ class MinibatchTrainer(WholeModel, SubModelHost):
         self.x = input_features(raw, cfg, grid.world, dev)
         host = sp.csr_matrix(raw) if isinstance(self.x, SparseFeatures) else dense(raw)
         on_gpu = self.x if dev.is_cuda and isinstance(self.x, torch.Tensor) else None
+        #: The file's edge weights (the weighted operator's), where sampling runs.
+        self.edge_weights: EdgeWeights | None = None
+        if kind.operator.weighted:
+            with collective(grid.world), GraphFile(graph) as gf:
+                self.edge_weights = EdgeWeights.read(gf).on(
+                    dev.torch_device if dev.is_cuda else None
+                )
         self.fetcher = FeatureFetcher(grid.col, self.sampler.offsets, host, dev.to_host(self.y),
                                       on_gpu)
-        self._eval_op: Reader | None = None  # built by the first evaluation
-        widths = layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, spec.layers)
-        resolve_model(cfg.model, spec.sampler)  # a kind the sampler's blocks cannot train
-        kind = cfg.kind
+        self._eval_block: Block | None = None  # built by the first evaluation
+        self.widths = widths
+        injected = weights
         if weights is None:
             weights = sampled_weights(kind, widths, cfg.seed, self.np_dtype, grid.device)
-        self.model = MinibatchModel(kind, widths, weights, cfg.attention_p,
-                                    spec.method.self_loops, not spec.method.layer_wise)
+        self.model = MinibatchModel(kind, widths, weights, spec.method, cfg.attention_p,
+                                    self.edge_weights)
         self.weights = weights
         value_bytes = np.dtype(self.np_dtype).itemsize
         #: Bytes of a fetched feature row (dense), or of one value (sparse: the row's
@@ -145,8 +173,13 @@ class MinibatchTrainer(WholeModel, SubModelHost):
         self.feature_row_bytes = value_bytes if self.fetcher.sparse else (
             meta.num_features * value_bytes
         )
-        self.gradient_bytes = sum(w.numel() * w.element_size() for w in weights)
-        self.first_layer = kind.weights_per_layer + 1  # and its bias
+        #: The gradients all-reduced per step: the layer's declared weights and the
+        #: biases (a GIST group's injected sub-model: its own).
+        self.gradient_bytes = value_bytes * (
+            sum(int(np.prod(s)) for s in sampled_shapes(kind, widths)) if injected is None
+            else sum(w.numel() for w in weights)
+        )
+        self.first_layer = kind.weight_count(0, spec.layers == 1) + 1  # and its bias
         self.optimizer = make_optimizer(weights, cfg, self.first_layer)
         self.num_train = len(self.train_ids)
         self._num_batches = 1
@@ -307,31 +340,34 @@ class MinibatchTrainer(WholeModel, SubModelHost):
         """The mean batch loss of the epoch (global)."""
         return self.world.allreduce_scalar(local) / self._num_batches
 
-    def eval_operator(self) -> Reader:
-        """The full graph's operator for evaluation (``H -> E H``), built on first use.
+    def eval_block(self) -> Block:
+        """The full graph as the layers read it in evaluation, built on first use.
 
-        The sampler's normalised ``S`` (sage's mean, ladies' ``S``), GIN's sum ``A^T + (1 +
-        eps) I``, or GAT's edges of ``A^T + I`` (every block row all-gathered, or the stage
+        The operator the sampled one estimates on this process row's rows
+        (:func:`~hpcgnn.sampling.rows.eval_block`: the sampler's normalised ``S``, or the
+        sum ``A^T + s I`` of its pattern) by a forward-only
+        :class:`~hpcgnn.spmm.block_row.BlockRowAggregation`, and for a layer that attends
+        (traced) the edges of that pattern (every block row all-gathered, or the stage
         chunks of a 1.5D grid). Collective over the grid, like the evaluation that asks for
         it; GIST's groups never evaluate their sub-models, so they never hold it.
         """
-        if self._eval_op is None:
+        if self._eval_block is None:
             lo, hi = self.sampler.rows_range
             kind, grid, dt = self.cfg.kind, self.grid, self.cfg.torch_dtype
             offsets = self.sampler.offsets
             block = eval_block(self.sampler.block, lo, hi, self.spec.method, kind,
-                               self.np_dtype)
-            if kind.attention:
-                self._eval_op = block_row_neighbourhood(grid.col, grid.row, block, offsets, dt)
-            else:
-                self._eval_op = BlockRowAggregation(
-                    grid.col, grid.row, block, None, offsets, dt
-                ).forward
-        return self._eval_op
+                               self.np_dtype, self.edge_weights)
+            agg = nbh = None
+            if uses(self.widths, kind, AGGREGATE):
+                agg = BlockRowAggregation(grid.col, grid.row, block, None, offsets, dt).forward
+            if uses(self.widths, kind, ATTENTION):
+                nbh = block_row_neighbourhood(grid.col, grid.row, block, offsets, dt)
+            self._eval_block = full_block(agg, nbh, self.spec.method.transform_first)
+        return self._eval_block
 
     def evaluate(self) -> dict[str, float]:
         """Full-graph loss and accuracies with counts summed over the process column."""
-        logits = self.model.forward_full(self.x, self.eval_operator())
+        logits = self.model.forward_full(self.x, self.eval_block())
         col = self.grid.col
         loss = float(cross_entropy_sum(logits, self.y, self.masks["train"]))
         return {
@@ -343,7 +379,7 @@ class MinibatchTrainer(WholeModel, SubModelHost):
     def predictions(self) -> tuple[np.ndarray, torch.Tensor]:
         """This process row's block of the full-graph logits, once over the replicas."""
         with torch.no_grad():
-            logits = self.model.forward_full(self.x, self.eval_operator())
+            logits = self.model.forward_full(self.x, self.eval_block())
         return writer_rows(self.grid.col, self.world, np.arange(*self.sampler.rows_range),
                            logits)
 

@@ -131,6 +131,7 @@ def finish_run(
     measured: dict[str, float], phases: dict[str, float], predicted: dict[str, float],
     sections: dict[str, Any], lines: list[str], metrics: str | None, trace: str | None,
     step_name: str = "epoch", content: str | None = None, share: bool = False,
+    summary: bool = True,
 ) -> dict[str, Any] | None:
     """Print the summary on rank 0, write the metrics and the trace (collective).
 
@@ -164,6 +165,8 @@ def finish_run(
     share
         Build the metrics document even without ``metrics`` and give it to every rank
         (``hpcgnn.train``'s result).
+    summary
+        Print the summary lines (``hpcgnn.train(quiet=True)``: none).
     """
     events = gather_trace(grid.world, grid.stats) if trace else None
     doc = None
@@ -172,7 +175,8 @@ def finish_run(
             doc = _report(result, config=config, meta=meta, world_size=grid.size,
                           measured=measured, phases=phases, predicted=predicted,
                           sections=sections, lines=lines, metrics=metrics, trace=trace,
-                          events=events, step_name=step_name, content=content, share=share)
+                          events=events, step_name=step_name, content=content, share=share,
+                          summary=summary)
     return grid.world.mpi.bcast(doc, root=0) if share else None
 
 
@@ -199,7 +203,7 @@ def _report(
     measured: dict[str, float], phases: dict[str, float], predicted: dict[str, float],
     sections: dict[str, Any], lines: list[str], metrics: str | None, trace: str | None,
     events: list[dict] | None, step_name: str = "epoch", content: str | None = None,
-    share: bool = False,
+    share: bool = False, summary: bool = True,
 ) -> dict[str, Any] | None:
     """Rank 0's part of :func:`finish_run`: the summary lines and the files.
 
@@ -218,7 +222,8 @@ def _report(
         if predicted:
             comm += f", {sum(predicted.values()) / 1e6:.3f} MB predicted"
         out.append(f"{step_name} median {med * 1e3:.1f} ms | comm per {step_name} {comm}")
-    print("\n".join(out + lines), flush=True)
+    if summary:
+        print("\n".join(out + lines), flush=True)
     doc = None
     if metrics or share:
         best = result.validation.as_dict()

@@ -8,7 +8,8 @@ memory check, the mode's trainer (:mod:`hpcgnn.training.modes`), resume, the one
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import torch
@@ -16,14 +17,16 @@ from mpi4py import MPI
 
 from hpcgnn.comm.collective import collective
 from hpcgnn.comm.memory import check_memory
-from hpcgnn.config import TrainConfig, check_types
+from hpcgnn.comm.node import host_cores
+from hpcgnn.config import ALGORITHMS, TrainConfig, check_types
 from hpcgnn.cost.ranking import cost_problem, grid_note
 from hpcgnn.errors import ConfigError
 from hpcgnn.graph.check import check_graph
 from hpcgnn.grid.device import choose_device
 from hpcgnn.grid.process_grid import ProcessGrid
-from hpcgnn.io.reader import GraphFile
+from hpcgnn.io.memory import MemoryGraph, open_graph
 from hpcgnn.kernels.prepare import prepare_kernels
+from hpcgnn.kinds import Layer
 from hpcgnn.layout.order import layer_sizes
 from hpcgnn.layout.trace import check_layer
 from hpcgnn.training.checkpoint import GRAPH_CONTENT, load_checkpoint, state_bytes_bound
@@ -38,12 +41,18 @@ from hpcgnn.training.loop import (
 )
 from hpcgnn.training.modes.base import Mode, Setup
 from hpcgnn.training.modes.fullbatch import FullBatchMode
+from hpcgnn.training.modes.offload import OffloadMode
 from hpcgnn.training.predict import TRAINING_ONLY, write_predictions
 from hpcgnn.training.report import finish_run, max_over_ranks, summed_over_ranks
 from hpcgnn.utils.files import check_directory, check_output
+from hpcgnn.utils.progress import Step
 
 #: Largest ``threads`` (torch's thread pool fails on absurd counts without a word).
 MAX_THREADS = 4096
+#: The ``algo`` labels of the modes with elastic checkpoints
+#: (:attr:`~hpcgnn.training.modes.base.Mode.elastic_checkpoints`): the full-batch layouts
+#: and HongTu's offload resume one another's checkpoints at any rank count.
+ELASTIC = frozenset({*ALGORITHMS, OffloadMode.name})
 #: The options that name a file or a directory (an empty one is refused).
 PATHS = ("metrics", "trace", "checkpoint_dir", "resume", "log_csv", "finetune")
 
@@ -57,7 +66,8 @@ class RunOptions:
     (:class:`~hpcgnn.errors.ConfigError`).
     """
 
-    graph: str
+    #: The graph file's path, or a graph in memory (full-batch modes only).
+    graph: str | MemoryGraph
     mode: Mode = field(default_factory=FullBatchMode)
     metrics: str | None = None
     trace: str | None = None
@@ -84,9 +94,19 @@ class RunOptions:
     keep_result: bool = False
     #: ``--threads``: torch's intra-op threads in this process (``None``: torch's choice).
     threads: int | None = None
+    #: The set-up line and the summary lines (rank 0); ``hpcgnn.train(quiet=True)`` prints
+    #: none, as it prints no per-epoch lines.
+    summary: bool = True
 
     def __post_init__(self) -> None:
         check_types(self)
+        if not isinstance(self.graph, (str, MemoryGraph)):
+            raise ConfigError(f"graph: a graph file's path or a hpcgnn.io.memory.MemoryGraph,"
+                              f" not {type(self.graph).__name__}")
+        if isinstance(self.graph, MemoryGraph) and not isinstance(self.mode, FullBatchMode):
+            raise ConfigError(f"a graph in memory trains in FullBatchMode (any algo); the"
+                              f" {self.mode.name} mode reads a graph file: write it with"
+                              " hpcgnn prepare, or train it from its file")
         if self.threads is not None and not 1 <= self.threads <= MAX_THREADS:
             raise ConfigError(f"--threads must be in [1, {MAX_THREADS}], got {self.threads}")
         for name in PATHS:
@@ -108,6 +128,31 @@ class RunOptions:
             raise ConfigError(f"--checkpoint-every must be >= 0, got {self.checkpoint_every}")
         if self.checkpoint_every and not self.checkpoint_dir:
             raise ConfigError("--checkpoint-every needs --checkpoint-dir")
+
+
+def configure(
+    graph: str | MemoryGraph, mode: Mode, settings: Mapping[str, Any], layer: Layer | None = None
+) -> tuple[TrainConfig, RunOptions]:
+    """The run's :class:`~hpcgnn.config.TrainConfig` and :class:`RunOptions` from its settings.
+
+    ``settings``: every setting by its name, which is the field's (``hpcgnn.train``'s
+    keywords, the ``train`` flags' destinations); names of neither are not read (the
+    command's other flags). ``layers`` goes through the mode's :meth:`~Mode.depth`, a
+    missing ``model`` is the mode's default, ``layer`` is a researcher's own layer object.
+    Values arrive converted (paths as text, the tiers as a mapping).
+    """
+    own = {"layers", "model", "layer", "graph", "mode"}
+    cfg = TrainConfig(
+        layers=mode.depth(settings.get("layers")),
+        model=settings.get("model") or mode.default_model, layer=layer,
+        **{f.name: settings[f.name] for f in fields(TrainConfig)
+           if f.name in settings and f.name not in own},
+    )
+    opts = RunOptions(graph=graph, mode=mode, **{
+        f.name: settings[f.name] for f in fields(RunOptions)
+        if f.name in settings and f.name not in own
+    })
+    return cfg, opts
 
 
 def train(opts: RunOptions, cfg: TrainConfig, comm: MPI.Comm = MPI.COMM_WORLD) -> TrainResult:
@@ -149,9 +194,9 @@ def _check_outputs(opts: RunOptions, grid: ProcessGrid) -> None:
 
 def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> TrainResult:
     mode, root = opts.mode, grid.rank == 0
-    say = (lambda *a: print(*a, flush=True)) if root else (lambda *a: None)
+    say = (lambda *a: print(*a, flush=True)) if root and opts.summary else (lambda *a: None)
     with collective(grid.world):
-        with GraphFile(opts.graph) as gf:
+        with open_graph(opts.graph) as gf:
             meta = gf.meta
         _check_outputs(opts, grid)
         mode.check_graph(meta)
@@ -160,7 +205,9 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
                     cfg.kind)
     # the file's structure before any model, and its content fingerprint (checkpoints are
     # bound to it; the metrics record it): each rank reads 1/P of the file
-    content = check_graph(grid.world, opts.graph, True)
+    verb = "predict" if opts.predict_out else "train"
+    with Step(f"hpcgnn {verb}: checking {opts.graph}", enabled=root and opts.summary):
+        content = check_graph(grid.world, opts.graph, True)
     need = mode.memory(cfg, meta, grid.shape)
     check_memory(grid.world, need.bytes, (
         f"{mode.label} on grid {need.shape} ({meta.num_features} features, hidden"
@@ -169,7 +216,9 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
     setup = Setup(opts.graph, grid, cfg, meta, mode.link_topology(grid), need.bytes,
                   opts.tier_gbps)
     t0 = grid.stats.clock()
-    trainer = mode.build(setup)
+    with Step(f"hpcgnn {verb}: setting up {mode.label} on {grid.size} ranks",
+              enabled=root and opts.summary):
+        trainer = mode.build(setup)
     setup_s = grid.stats.clock() - t0
     kept: KeptWeights | None = None
     if cfg.select_model == "best" and not opts.predict_out:
@@ -201,11 +250,13 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
     if opts.resume:
         more = None if opts.predict_out else cfg.epochs
         ignore = TRAINING_ONLY if opts.predict_out else ()
-        state = load_checkpoint(opts.resume, grid.world, fingerprint, more, ignore, bound)
+        state = load_checkpoint(opts.resume, grid.world, fingerprint, more, ignore, bound,
+                                elastic=ELASTIC if mode.elastic_checkpoints else frozenset())
         trainer.restore_checkpoint(state, opts.resume)
         start_epoch = int(state["epoch"])
         history = [EpochRecord(**rec) for rec in state["history"]]
-        say(f"resumed from {opts.resume} after epoch {start_epoch}")
+        say(f"{'the model of' if opts.predict_out else 'resumed from'} {opts.resume}"
+            f" after epoch {start_epoch}")
     if opts.finetune:
         state = load_checkpoint(opts.finetune, grid.world, None, None, max_bytes=bound)
         trainer.load_weights(state, opts.finetune)
@@ -263,6 +314,7 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
         result = run_epochs(
             trainer, cfg, progress, start_epoch=start_epoch, history=history,
             after_epoch=checkpoint, before_epoch=trace_window, kept=kept,
+            say_steps=root and opts.summary,
         )
         result.metrics = _report(opts, setup, trainer, result, content)
         if opts.keep_result:  # GIST: gathers its row shards (collective)
@@ -275,14 +327,22 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
 
 
 def device_section(grid: ProcessGrid) -> dict:
-    """The ``device`` section: the kind, the GPU's model on cuda (rank 0's).
+    """The ``device`` section: the kind, the GPU's model on cuda (rank 0's), the cores.
 
-    ``emulated: true`` on the emulated GPU (:mod:`hpcgnn.backend.emulation`).
+    ``emulated: true`` on the emulated GPU (:mod:`hpcgnn.backend.emulation`);
+    ``ranks_per_host`` and ``cores_per_host`` of the host with the fewest cores per rank,
+    and ``oversubscribed: true`` where it has fewer cores than ranks (its communication
+    times include waiting for a core). Collective.
     """
     dev = grid.device
+    hosts, cores = host_cores(grid.world)
+    host = min(cores, key=lambda h: cores[h] / hosts.count(h))
+    ranks = hosts.count(host)
     return {
         "kind": dev.kind, **({"name": dev.name} if dev.is_cuda else {}),
         **({"emulated": True} if dev.emulated else {}),
+        "ranks_per_host": ranks, "cores_per_host": cores[host],
+        **({"oversubscribed": True} if ranks > cores[host] else {}),
     }
 
 
@@ -329,11 +389,13 @@ def _report(
                  **wire_section(grid)},
     }
     config = {
-        **cfg.as_dict(), "algo": mode.label, "grid": str(grid.shape), "graph": opts.graph,
+        **cfg.as_dict(), "algo": mode.label, "grid": str(grid.shape),
+        "graph": setup.meta.path if isinstance(opts.graph, MemoryGraph) else opts.graph,
         "mode": mode.name, **mode.config(setup), "sync_comm": opts.sync_comm,
     }
     return finish_run(
         grid, result, config=config, meta=setup.meta, measured=measured, phases=phases,
         predicted=predicted, sections=sections, lines=lines, metrics=opts.metrics,
         trace=opts.trace, step_name=mode.step_name, content=content, share=opts.keep_result,
+        summary=opts.summary,
     )

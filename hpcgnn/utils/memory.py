@@ -34,6 +34,51 @@ def available_bytes() -> int | None:
     return None
 
 
+def address_space_left() -> int | None:
+    """Bytes this process may still map under its address-space limit (``ulimit -v``).
+
+    ``None`` without a limit. The limit is per process and counts every mapping (a torch
+    process maps a few GiB before it allocates anything), so a job's ``ulimit -v`` can
+    stop a run that the node's memory would hold.
+    """
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft == resource.RLIM_INFINITY:
+            return None
+        with open("/proc/self/statm") as fh:
+            mapped = int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (ImportError, OSError, ValueError):
+        return None
+    return max(0, soft - mapped)
+
+
+#: Words of the allocators' failures (torch's CPU allocator; torch's and CuPy's device
+#: out-of-memory errors are recognised by their class names).
+ALLOCATION_FAILED = ("can't allocate memory", "out of memory", "cannot allocate memory")
+
+
+def allocation_failure(err: BaseException) -> str | None:
+    """The one line for an allocation that failed (``MemoryError``, an allocator's error).
+
+    ``None`` for any other exception.
+    """
+    name = type(err).__name__
+    text = str(err).strip().splitlines()[0] if str(err).strip() else ""
+    if not (isinstance(err, MemoryError) or name == "OutOfMemoryError"
+            or (isinstance(err, RuntimeError)
+                and any(w in text.lower() for w in ALLOCATION_FAILED))):
+        return None
+    asked = text[text.find("you tried to allocate"):] if "you tried to allocate" in text else ""
+    left = address_space_left()
+    limit = (f"; this process may map {left / GIB:.2f} GiB more under its address-space limit"
+             " (ulimit -v)") if left is not None else ""
+    what = asked.split(".")[0] if asked else (text[:200] or name)
+    return (f"out of memory: {what}{limit}; use more ranks or nodes, a smaller model, or a"
+            " higher memory limit")
+
+
 def peak_rss_bytes() -> int:
     """This process's peak resident set size so far (``getrusage``'s ``ru_maxrss``), bytes.
 
@@ -63,6 +108,8 @@ def require_memory(
 ) -> None:
     """Raise ``error`` naming ``what`` unless ``need_bytes`` are available on this node.
 
+    And to this process: within its address-space limit (:func:`address_space_left`).
+
     Parameters
     ----------
     need_bytes
@@ -72,11 +119,17 @@ def require_memory(
     error
         :class:`ConfigError` for flags (default), :class:`InputError` for input files.
     """
-    avail = available_bytes()
+    avail, left = available_bytes(), address_space_left()
     if avail is not None and need_bytes > avail:
         raise error(
             f"{what}: needs about {need_bytes / GIB:.2f} GiB of memory "
             f"({need_bytes:.3g} bytes), {avail / GIB:.2f} GiB available"
+        )
+    if left is not None and need_bytes > left:
+        raise error(
+            f"{what}: needs about {need_bytes / GIB:.2f} GiB of memory "
+            f"({need_bytes:.3g} bytes), {left / GIB:.2f} GiB more under this process's"
+            " address-space limit (ulimit -v)"
         )
 
 

@@ -1,8 +1,13 @@
-"""A dependency-free progress bar for long single-process steps (prepare, partition, info)."""
+"""Progress on stderr for long steps.
+
+A bar where the work is counted (:class:`Progress`: prepare, partition, info), lines for a
+step that cannot be counted (:class:`Step`: METIS, a training run's set-up).
+"""
 
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from typing import TextIO
 
@@ -84,4 +89,65 @@ class Progress:
         end = "\n" if (final or not self._tty) else ""
         prefix = "\r" if self._tty else ""
         self.stream.write(prefix + text + end)
+        self.stream.flush()
+
+
+class Step:
+    """Lines on stderr for one long step whose progress cannot be counted.
+
+    A step that may take long says so when it starts (``announce``: e.g. METIS on a large
+    graph, which holds the interpreter until it returns), a line every ``every`` seconds
+    while it runs where the step lets Python threads run (``still <label>: 30 s``), and
+    its time when it ends if it said anything. A short step prints nothing.
+
+    Parameters
+    ----------
+    label
+        What is being done, e.g. ``"partitioning 2,000,000 vertices with METIS"``.
+    announce
+        Say it at once (the caller expects it to be long); otherwise only after ``delay``.
+    delay, every
+        Seconds before the first line, and between lines.
+    enabled
+        ``False``: silent (non-root ranks, quiet runs).
+    """
+
+    def __init__(
+        self, label: str, *, announce: bool = False, delay: float = 10.0, every: float = 30.0,
+        enabled: bool = True, stream: TextIO | None = None,
+    ) -> None:
+        self.label, self.announce, self.delay, self.every = label, announce, delay, every
+        self.enabled = enabled
+        self.stream = stream if stream is not None else sys.stderr
+        self._said = False
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._start = 0.0
+
+    def __enter__(self) -> Step:
+        self._start = time.perf_counter()
+        if not self.enabled:
+            return self
+        if self.announce:
+            self._say(f"{self.label} ...")
+        self._thread = threading.Thread(target=self._beat, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        if self._thread is not None:
+            self._thread.join()
+        if self._said and exc[0] is None:
+            self._say(f"{self.label}: done in {time.perf_counter() - self._start:.1f} s")
+
+    def _beat(self) -> None:
+        wait = self.delay
+        while not self._done.wait(wait):
+            self._say(f"still {self.label}: {time.perf_counter() - self._start:.0f} s")
+            wait = self.every
+
+    def _say(self, text: str) -> None:
+        self._said = True
+        self.stream.write(text + "\n")
         self.stream.flush()

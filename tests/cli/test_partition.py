@@ -12,7 +12,7 @@ from hpcgnn.cli.main import main
 from hpcgnn.io import GraphFile
 from hpcgnn.partition import inverse_permutation
 from tests.graphs import write_random_graph
-from tests.mpi import assert_all
+from tests.mpi import assert_all, error_output
 
 #: Serial tests call the CLI as one process; under an MPI launcher the CLI turns collective
 #: and only rank 0 prints, so they are skipped there (the ``mpi`` test covers that path).
@@ -93,7 +93,7 @@ def test_partition_under_mpi_runs_once_and_agrees(world, graph_file, capsys) -> 
     assert_all(world, rc == 0, f"rank {world.rank} returned {rc}")
     assert_all(world, ("edge cut:" in printed) == (world.rank == 0), "only rank 0 reports")
     rc = main(["partition", str(src), "--parts", "51", "--out", str(out)])
-    err = capsys.readouterr().err
+    err = error_output(world, capsys.readouterr().err)
     assert_all(world, rc == 1 and "--parts 51" in err, f"rank {world.rank}: {rc} {err!r}")
     assert_all(world, main(["info", str(out), "--json"]) == 0, "info on the output")
 
@@ -112,3 +112,16 @@ def test_partition_keeps_the_weights(tmp_path: Path, capsys, directed: bool) -> 
             old = f.read_csr(0, 60, t, weights=True).toarray()
             new = g.read_csr(0, 60, t, weights=True).toarray()
             np.testing.assert_array_equal(new[np.ix_(inv, inv)], old)
+
+
+@serial
+def test_a_large_partition_is_announced_before_metis_starts(tmp_path, capsys, monkeypatch):
+    import hpcgnn.cli.partition as partition
+
+    monkeypatch.setattr(partition, "LONG_PARTITION_EDGES", 1)  # as 2M edges would be
+    src = write_random_graph(tmp_path / "g.h5", n=60)
+    assert main(["partition", str(src), "--parts", "2", "--out", str(tmp_path / "p.h5")]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert any(ln.startswith("partitioning 60 vertices, ") and ln.endswith(
+        " into 2 parts by metis ...") for ln in err), err
+    assert any("into 2 parts by metis: done in " in ln for ln in err), err

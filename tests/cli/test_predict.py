@@ -10,7 +10,7 @@ import torch
 from hpcgnn.cli.main import main
 from hpcgnn.io import GraphFile
 from hpcgnn.nn import GCN, Graph
-from tests.mpi import assert_all
+from tests.mpi import assert_all, error_output
 
 #: name -> flags of the training run (and of the prediction).
 RUNS = {
@@ -73,7 +73,7 @@ def test_training_flags_are_refused(graph_file, shared_tmp, world, capsys):
     path = graph_file("pred.h5", n=64, seed=6)
     rc = main(["predict", str(path), "--checkpoint", str(shared_tmp), "--out",
                str(shared_tmp / "p.h5"), "--lr", "0.1"])
-    err = capsys.readouterr().err.strip().splitlines()
+    err = error_output(world, capsys.readouterr().err).strip().splitlines()
     assert_all(world, rc != 0 and len(err) == 1 and "--lr: predict does not train" in err[0], err)
 
 
@@ -90,5 +90,5 @@ def test_a_given_setting_must_match_the_checkpoint(graph_file, shared_tmp, world
     capsys.readouterr()
     rc = main(["predict", str(path), "--checkpoint", str(ck), "--out", str(out), "--heads",
                "4"])
-    err = capsys.readouterr().err.strip().splitlines()
+    err = error_output(world, capsys.readouterr().err).strip().splitlines()
     assert_all(world, rc != 0 and len(err) == 1 and "heads: 2 -> 4" in err[0], err)

@@ -7,7 +7,7 @@ from hpcgnn.sampling.bulk import read_train_ids, sample_epoch_serial
 from hpcgnn.sampling.rows import read_pattern
 from hpcgnn.sampling.sample_file import read_samples
 from hpcgnn.sampling.spec import SamplerSpec
-from tests.mpi import assert_all
+from tests.mpi import assert_all, error_output
 from tests.sampling import same_batches
 
 
@@ -75,7 +75,7 @@ def test_bad_parameters_fail_on_every_rank(graph_file, shared_tmp, world, capsys
     else:
         argv = ["train", str(path), "--mode", "minibatch", "--epochs", "1", *base, *flags]
     assert_all(world, main(argv) == 1)
-    err = capsys.readouterr().err.strip().splitlines()
+    err = error_output(world, capsys.readouterr().err).strip().splitlines()
     assert_all(world, err == [f"hpcgnn: error: {message}"], f"rank {world.rank} stderr: {err}")
 
 

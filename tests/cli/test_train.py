@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from hpcgnn.cli.main import main
-from tests.mpi import assert_all, on_rank0
+from tests.mpi import assert_all, error_output, on_rank0
 
 
 def run_train(path, *extra):
@@ -118,7 +118,7 @@ def test_resume_with_other_settings_is_refused(graph_file, shared_tmp, world, ca
     )
     rc = run_train(path, "--resume", str(ckpt), "--lr", "0.5")
     assert_all(world, rc == 1)
-    err = capsys.readouterr().err
+    err = error_output(world, capsys.readouterr().err)
     assert_all(world, "written with other settings (lr" in err, f"rank {world.rank}: {err!r}")
 
 
@@ -127,7 +127,7 @@ def test_replication_that_does_not_divide_is_refused_on_every_rank(graph_file, w
     path = graph_file(n=30, seed=4)
     rc = run_train(path, "--algo", "1.5d", "--replication", str(world.size + 1))
     assert_all(world, rc == 1)
-    err = capsys.readouterr().err.strip().splitlines()
+    err = error_output(world, capsys.readouterr().err).strip().splitlines()
     valid = ", ".join(str(d) for d in range(1, world.size + 1) if world.size % d == 0)
     expected = [
         f"hpcgnn: error: 1.5d replication {world.size + 1} does not divide "
@@ -141,7 +141,7 @@ def test_too_little_memory_is_refused_on_every_rank(graph_file, world, capsys, m
     path = graph_file(n=30, seed=5)
     monkeypatch.setenv("HPCGNN_MEMORY_LIMIT", "1000")
     assert_all(world, run_train(path) == 1)
-    err = capsys.readouterr().err
+    err = error_output(world, capsys.readouterr().err)
     assert_all(world, "not enough memory" in err, f"rank {world.rank}: {err!r}")
 
 
@@ -161,7 +161,7 @@ def test_nan_features_fail_on_every_rank(graph_file, shared_tmp, world, capsys, 
         rc = main(["sample", str(path), "--batch-size", "4", "--fanout", "3",
                    "--out", str(shared_tmp / "nan-samples.h5"), "--quiet"])
     assert_all(world, rc == 1)
-    err = capsys.readouterr().err
+    err = error_output(world, capsys.readouterr().err)
     message = "features contain NaN or Inf (first at vertex 39)"
     assert_all(world, message in err, f"rank {world.rank}: {err!r}")
 
@@ -169,7 +169,7 @@ def test_nan_features_fail_on_every_rank(graph_file, shared_tmp, world, capsys, 
 @pytest.mark.mpi
 def test_missing_graph_fails_on_every_rank(shared_tmp, world, capsys):
     assert_all(world, run_train(shared_tmp / "nope.h5") == 1)
-    err = capsys.readouterr().err
+    err = error_output(world, capsys.readouterr().err)
     assert_all(world, "no such file" in err, f"rank {world.rank}: {err!r}")
 
 
@@ -296,7 +296,7 @@ def test_halo_metrics_report_planner_stages(graph_file, shared_tmp, world, excha
 def test_bad_exchange_flags_fail_on_every_rank(graph_file, world, capsys, args, message):
     path = graph_file(n=30, seed=4)
     assert_all(world, run_train(path, *args) == 1)
-    err = capsys.readouterr().err.strip().splitlines()
+    err = error_output(world, capsys.readouterr().err).strip().splitlines()
     assert_all(world, len(err) == 1 and message in err[0], f"rank {world.rank} stderr: {err}")
 
 
@@ -310,7 +310,7 @@ def test_unwritable_outputs_fail_before_training(graph_file, shared_tmp, world, 
     world.mpi.Barrier()
     extra = ["--checkpoint-every", "1"] if flag == "--checkpoint-dir" else []
     rc = run_train(path, flag, str(blocker / "sub" / "out"), *extra)
-    err = capsys.readouterr().err.strip().splitlines()
+    err = error_output(world, capsys.readouterr().err).strip().splitlines()
     assert_all(world, rc == 1 and len(err) == 1 and "not a writable directory" in err[0], str(err))
 
 
@@ -325,7 +325,7 @@ def test_a_symlinked_metrics_file_is_refused_and_its_target_kept(
         link.symlink_to(victim)
     world.mpi.Barrier()
     rc = run_train(path, "--metrics", str(link))
-    err = capsys.readouterr().err.strip().splitlines()
+    err = error_output(world, capsys.readouterr().err).strip().splitlines()
     assert_all(world, rc == 1 and len(err) == 1 and "not a regular file" in err[0], str(err))
     assert_all(world, victim.read_text() == "precious")
 
@@ -339,7 +339,7 @@ def test_unlabelled_training_vertex_fails_on_every_rank(graph_file, world, capsy
             f["labels"][v] = -1
     world.mpi.Barrier()
     rc = run_train(path)
-    err = capsys.readouterr().err.strip().splitlines()
+    err = error_output(world, capsys.readouterr().err).strip().splitlines()
     ok = rc == 1 and len(err) == 1 and f"vertex {v if world.rank == 0 else ''}" in err[0]
     assert_all(world, ok and "is in the train mask but unlabelled (label -1)" in err[0], str(err))
 
@@ -398,10 +398,10 @@ def test_the_trace_records_the_epochs_asked_for(graph_file, shared_tmp, world, c
     capsys.readouterr()
     for bad in ("3:2", "0:1", "x", ""):
         rc = main(["train", str(path), "--trace", str(trace), "--trace-epochs", bad])
-        err = capsys.readouterr().err.strip().splitlines()
+        err = error_output(world, capsys.readouterr().err).strip().splitlines()
         assert_all(world, rc == 1 and len(err) == 1 and "--trace-epochs" in err[0], err)
     rc = main(["train", str(path), "--trace-epochs", "1:2"])
-    err = capsys.readouterr().err.strip().splitlines()
+    err = error_output(world, capsys.readouterr().err).strip().splitlines()
     assert_all(world, rc == 1 and "--trace-epochs needs --trace" in err[0], err)
 
 

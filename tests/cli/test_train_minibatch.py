@@ -7,7 +7,7 @@ import pytest
 from hpcgnn.cli.main import main
 from hpcgnn.io import EdgeSorter, GraphFileWriter
 from tests.devices import assert_same_training, train_on_both_devices
-from tests.mpi import assert_all
+from tests.mpi import assert_all, error_output
 
 
 def write_sbm(path, n=800, classes=4, avg_degree=10.0, intra=0.6, features=16, noise=3.0, seed=0):
@@ -179,7 +179,7 @@ def test_resume_gives_identical_parameters(graph_file, shared_tmp, world, capsys
     capsys.readouterr()
     rc, _ = train_metrics(path, shared_tmp / "other.json", *flags[:-2], "--bulk", "4",
                           "--epochs", "4", "--resume", str(ckpt))
-    err = capsys.readouterr().err
+    err = error_output(world, capsys.readouterr().err)
     assert_all(world, rc == 1 and "other settings" in err and "sampling" in err, err[-500:])
 
 

@@ -29,8 +29,17 @@ def test_summit_uses_the_network_beyond_one_node():
     assert load_machine("laptop").link_kind(4096) == "intra_node"  # no network
 
 
+def test_a_cpu_machine_fills_a_node_with_a_rank_per_numa_domain():
+    cpu = load_machine("perlmutter-cpu")
+    assert cpu.gpus_per_node == 0 and cpu.node_ranks == 8 == cpu.numa_per_node
+    assert cpu.link_kind(8) == "intra_node" and cpu.link_kind(9) == "inter_node"
+    # 8 ranks share the node's one 25 GB/s NIC
+    assert cpu.link(64).beta == pytest.approx(8 / 25e9)
+    assert load_machine("perlmutter").node_ranks == 4 and load_machine("laptop").node_ranks == 1
+
+
 @pytest.mark.parametrize("doc, words", [
-    (None, "unknown machine 'nope' (known: laptop, perlmutter, summit"),
+    (None, "unknown machine 'nope' (known: laptop, perlmutter, perlmutter-cpu, summit"),
     ("{", "not valid JSON"),
     ([], "top level must be a JSON object"),
     ({"gpus_per_node": 4, "links": {}}, "missing field 'injection_gbps'"),
@@ -44,6 +53,10 @@ def test_summit_uses_the_network_beyond_one_node():
       "tier_gbps": {"hd": 0}}, "'tier_gbps.hd' must be a positive"),
     ({"gpus_per_node": 4, "injection_gbps": 1, "links": {"intra_node": {"alpha": 0, "beta": 1}},
       "tier_gbps": {"pcie": 25}}, "'tier_gbps' must be an object of hd, dd, ru"),
+    ({"gpus_per_node": 4, "injection_gbps": 1, "links": {"intra_node": {"alpha": 0, "beta": 1}},
+      "cores_per_node": 63, "sockets_per_node": 2}, "must be multiples of 'sockets_per_node'"),
+    ({"gpus_per_node": 4, "injection_gbps": 1, "links": {"intra_node": {"alpha": 0, "beta": 1}},
+      "threads_per_core": 0}, "'threads_per_core' must be an integer >= 1"),
 ])
 def test_bad_machines_fail_in_one_line(tmp_path, doc, words):
     if doc is None:

@@ -19,7 +19,9 @@ import pytest
 
 from hpcgnn.cli.main import main
 from hpcgnn.errors import ConfigError
-from tests.mpi import assert_all
+from hpcgnn.kinds import Layer, Operator, Weight
+from hpcgnn.training.modes import MinibatchMode
+from tests.mpi import assert_all, error_output
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "layers"
 LAYERS = ["appnp:APPNP", "gcnii:GCNII", "graphconv:GraphConv"]
@@ -105,6 +107,169 @@ def test_an_example_layer_equals_its_one_rank_run_with_every_byte_predicted(
         assert sum(v for c, v in measured.items() if c != "control") > 0
 
 
+#: GIST's flags in :func:`test_an_example_layer_trains_gist_sub_networks_equal_at_every_rank_count`.
+GIST = ["--mode", "gist", "--local-iters", "2", "--rounds", "3"]
+
+
+#: Minibatch mode's flags (``--bulk 1``: one batch per optimizer step at any rank count,
+#: so a run on P ranks, which samples and fetches over all of them, is the 1-rank run's).
+MINIBATCH = ["--mode", "minibatch", "--sampler", "sage", "--batch-size", "12", "--bulk", "1"]
+#: Why the sampled blocks refuse an example (GraphConv trains on ``--sampler sage``).
+SAMPLED_REFUSALS = {
+    "appnp:APPNP": "a sampled block's output rows are some of its input rows, and layer 0's"
+                   " output has its input's rows",
+    "gcnii:GCNII": "a sampled block's output rows are some of its input rows, and layer 0's"
+                   " output has mixed rows",
+}
+
+
+def _equal_to_one_rank(world, graph, doc, model, mode):
+    """The run's 3 losses are the 1-rank run's (1e-10), its bytes all predicted."""
+    from mpi4py import MPI
+
+    import hpcgnn.api
+
+    ref = hpcgnn.api.train(graph, comm=MPI.COMM_SELF, model=model, layers=2, hidden=8,
+                           epochs=3, dropout=0, dtype="float64", quiet=True, eval_every=0,
+                           mode=mode)
+    want = [e["loss"] for e in ref.metrics["epochs"]]
+    got = [e["loss"] for e in doc["epochs"]]
+    assert len(got) == 3 and all(abs(a - b) <= 1e-10 for a, b in zip(got, want, strict=True))
+    measured, predicted = doc["comm"]["measured_bytes"], doc["comm"]["predicted_bytes"]
+    # minibatch mode predicts its control messages too (the samples' counts)
+    assert {c: v for c, v in measured.items() if v} == {c: v for c, v in predicted.items() if v}
+    if world.size > 1:
+        assert sum(v for c, v in measured.items() if c != "control") > 0
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("model", LAYERS)
+def test_an_example_layer_trains_gist_sub_networks_equal_at_every_rank_count(
+    graph_file, shared_tmp, world, model
+):
+    """``--mode gist --subnets 2``: sub-weights cut by the layer's declared shapes.
+
+    ``M = 2`` sub-networks (``M = 1`` on one rank; groups of 2 and 1 ranks on 3); the
+    reference is the run with one rank per group (each sub-network trained on one rank), on
+    the first ``M`` ranks. Every category's bytes, the sub-model traffic and the model-parallel
+    evaluation's are predicted.
+    """
+    from mpi4py import MPI
+
+    import hpcgnn.api
+    from hpcgnn.training.modes import FullBatchMode, GistMode
+
+    m = min(2, world.size)
+    graph = graph_file(n=90, seed=4, weights=np.float64)
+    sub = world.mpi.Split(0 if world.rank < m else MPI.UNDEFINED, world.rank)
+    want = None
+    if sub != MPI.COMM_NULL:
+        ref = hpcgnn.api.train(
+            graph, comm=sub, model=_layer_class(model), layers=2, hidden=8, epochs=3,
+            dropout=0, dtype="float64", quiet=True, eval_every=0,
+            mode=GistMode(subnets=m, local_iters=2, rounds=3, group=FullBatchMode()),
+        )
+        want = [e["loss"] for e in ref.metrics["epochs"]]
+        sub.Free()
+    want = world.mpi.bcast(want, 0)
+    metrics = shared_tmp / f"gist-{model.split(':')[0]}.json"
+    assert_all(world, _run(graph, metrics, "--model", model, *GIST, "--subnets", str(m)) == 0)
+    doc = json.loads(metrics.read_text())
+    got = [e["loss"] for e in doc["epochs"]]
+    assert len(got) == 3 and all(abs(a - b) <= 1e-10 for a, b in zip(got, want, strict=True))
+    measured, predicted = doc["comm"]["measured_bytes"], doc["comm"]["predicted_bytes"]
+    assert {c: v for c, v in measured.items() if v and c != "control"} == {
+        c: v for c, v in predicted.items() if v
+    }
+    section = doc["gist"]
+    for rec in section["per_round"]:
+        assert rec["sent_bytes"] == rec["predicted_sent_bytes"]
+        assert rec["returned_bytes"] == rec["predicted_returned_bytes"]
+    ev = section["eval_bytes_per_evaluation"]
+    assert ev["evaluations"] >= 1 and ev["measured"] == ev["predicted"]
+    if world.size > 1:
+        assert ev["measured"] > 0 and measured["gist_scatter"] > 0
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("model", LAYERS)
+def test_an_example_layer_on_sampled_blocks_trains_or_refuses_in_one_line(
+    graph_file, shared_tmp, world, capsys, model
+):
+    graph = graph_file(n=90, seed=4, weights=np.float64)
+    metrics = shared_tmp / f"mb-{model.split(':')[0]}.json"
+    rc = _run(graph, metrics, "--model", model, *MINIBATCH)
+    if model in SAMPLED_REFUSALS:
+        err = error_output(world, capsys.readouterr().err).strip().splitlines()
+        assert_all(world, rc == 1 and len(err) == 1, f"rc {rc}, {err}")
+        assert f"--model {model} does not exist with --sampler sage: " in err[0], err
+        assert SAMPLED_REFUSALS[model] in err[0], err
+        return
+    assert_all(world, rc == 0)
+    _equal_to_one_rank(world, graph, json.loads(metrics.read_text()), _layer_class(model),
+                       MinibatchMode(sampler="sage", batch_size=12, bulk=1))
+
+
+@pytest.mark.mpi
+def test_graphconv_on_a_partitioned_graph_is_one_line(graph_file, shared_tmp, world, capsys):
+    graph = graph_file(n=90, seed=4, weights=np.float64)
+    rc = _run(graph, shared_tmp / "mb-partitioned.json", "--model", "graphconv:GraphConv",
+              *MINIBATCH, "--graph-layout", "partitioned")
+    err = error_output(world, capsys.readouterr().err).strip().splitlines()
+    assert_all(world, rc == 1 and len(err) == 1, f"rc {rc}, {err}")
+    assert ("--model graphconv:GraphConv does not exist with --graph-layout partitioned: the"
+            " weighted operator reads the file's edge weights whole on every rank") in err[0]
+
+
+class MeanDifference(Layer):
+    """A layer of one's own on the mean: ``tanh(b + (D^-1 A^T H) W_1 - H W_0)``."""
+
+    operator = Operator("mean")
+
+    def weights(self, f_in, f_out, layer, last):
+        return [Weight((f_in, f_out)), Weight((f_in, f_out), stream=1)]
+
+    def forward(self, g, h, w):
+        z = g.bias(g.dense(g.aggregate(h), w[1]) - g.dense(g.own(h), w[0]))
+        return z if g.last else z.tanh()
+
+
+class DoubledSum(Layer):
+    """Another on the sum ``A^T + 2 I``, a self term and no bias: ``S H W + H W_self``."""
+
+    operator = Operator("sum", 2.0)
+
+    def weights(self, f_in, f_out, layer, last):
+        return [Weight((f_in, f_out)), Weight((f_in, f_out), stream=1)]
+
+    def forward(self, g, h, w):
+        z = g.propagate(h, w[0], self_weight=w[1])
+        return z if g.last else z.relu()
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize(("layer", "sampled"), [
+    (MeanDifference, {"sampler": "sage"}),
+    (DoubledSum, {"sampler": "sage"}),
+    (DoubledSum, {"sampler": "ladies", "layer_size": "16,16", "graph_layout": "partitioned"}),
+], ids=["mean-sage", "sum-sage", "sum-ladies-partitioned"])
+def test_a_layer_of_ones_own_trains_on_sampled_blocks_as_on_one_rank(
+    graph_file, shared_tmp, world, layer, sampled
+):
+    from mpi4py import MPI
+
+    import hpcgnn.api
+
+    graph = graph_file(n=90, seed=4)
+    mode = MinibatchMode(batch_size=12, bulk=1, **sampled)
+    metrics = shared_tmp / f"own-{layer.__name__}-{sampled['sampler']}.json"
+    hpcgnn.api.train(graph, comm=MPI.COMM_WORLD, model=layer, layers=2, hidden=8, epochs=3,
+                     dropout=0, dtype="float64", quiet=True, eval_every=0, mode=mode,
+                     metrics=metrics)
+    world.mpi.Barrier()
+    _equal_to_one_rank(world, graph, json.loads(metrics.read_text()), layer, mode)
+
+
 @pytest.mark.mpi
 @pytest.mark.parametrize("model", LAYERS)
 @pytest.mark.parametrize("flags", [["--dedup", "full"], ["--dedup", "none", "--device-memory",
@@ -138,8 +303,7 @@ def test_an_example_layer_on_offload_equals_its_one_rank_run_with_every_byte_pre
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("flags", [
-    ["--mode", "minibatch", "--sampler", "ladies", "--layer-size", "8,8"],
-    ["--mode", "gist", "--subnets", "1"],
+    ["--mode", "gist", "--subnets", "1", "--sampler", "sage", "--fanout", "4,3"],
 ])
 def test_a_mode_that_cannot_run_a_layer_yet_refuses_it_in_one_line(
     graph_file, world, capsys, flags
@@ -147,7 +311,7 @@ def test_a_mode_that_cannot_run_a_layer_yet_refuses_it_in_one_line(
     graph = graph_file(n=40, seed=5)
     rc = main(["train", str(graph), "--model", "appnp:APPNP", "--epochs", "1", "--quiet",
                *flags])
-    err = capsys.readouterr().err.strip().splitlines()
+    err = error_output(world, capsys.readouterr().err).strip().splitlines()
     assert_all(world, rc == 1 and len(err) <= 1, f"rc {rc}, {err}")
     if err:
         assert "--model appnp:APPNP" in err[0] and "not available" in err[0], err

@@ -77,3 +77,50 @@ def test_a_nan_weight_is_one_line_naming_its_row(directed: bool) -> None:
     if directed:
         with pytest.raises(InputError, match=r"\(first in row 0 of 'adjacency_t'\)$"):
             g.read_csr(0, N, transpose=True, weights=True)
+
+
+def arrays(seed: int = 0, sparse: bool = False) -> dict:
+    """A small graph's arrays as a PyG user holds them (both directions of each edge)."""
+    from tests.graphs import random_graph_arrays
+
+    g = random_graph_arrays(n=40, seed=seed, feature_density=0.3 if sparse else 1.0)
+    e = np.stack([g["src"], g["dst"]])
+    x = np.abs(g["x"])
+    return dict(edge_index=np.concatenate([e, e[::-1]], axis=1),
+                features=sp.csr_matrix(x) if sparse else x, labels=g["y"],
+                train_mask=g["train"], val_mask=g["val"], test_mask=g["test"])
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_from_arrays_reads_as_the_file_prepare_writes(tmp_path, sparse: bool) -> None:
+    from hpcgnn.io import GraphFile
+    from hpcgnn.prepare.output import write_memory_graph
+
+    g = MemoryGraph.from_arrays(**arrays(sparse=sparse), row_normalize=True, name="toy")
+    assert g.meta.feature_normalization == "row" and (g.meta.feature_nnz is not None) == sparse
+    write_memory_graph(tmp_path / "g.h5", g, source="test", started=0.0, show_progress=False)
+    with GraphFile(tmp_path / "g.h5") as f:
+        fm, gm = f.meta, g.meta
+        for key in ("num_nodes", "num_edges", "num_features", "num_classes", "directed",
+                    "feature_dtype", "feature_nnz", "feature_normalization", "weighted"):
+            assert getattr(fm, key) == getattr(gm, key), key
+        n = gm.num_nodes
+        assert (f.read_csr(0, n) != g.read_csr(0, n)).nnz == 0
+        np.testing.assert_array_equal(f.read_features(0, n), g.read_features(0, n))
+        np.testing.assert_array_equal(f.read_labels(0, n), g.read_labels(0, n))
+        for m in ("train", "val", "test"):
+            np.testing.assert_array_equal(f.read_mask(m, 0, n), g.read_mask(m, 0, n))
+    sums = g.read_features(0, n).sum(axis=1)  # non-negative rows: 1, or 0 for a zero row
+    np.testing.assert_allclose(sums[sums != 0], 1, rtol=1e-6)
+
+
+def test_from_arrays_checks_and_digests() -> None:
+    a = arrays()
+    g, same = MemoryGraph.from_arrays(**a), MemoryGraph.from_arrays(**a)
+    assert g.digest() == same.digest()
+    a["features"] = a["features"] + 1
+    assert MemoryGraph.from_arrays(**a).digest() != g.digest()
+    a["test_mask"] = a["train_mask"]
+    with pytest.raises(InputError, match=r"^<memory>: masks overlap"):
+        MemoryGraph.from_arrays(**a)
+    np.testing.assert_array_equal(g.read_node_ids(3, 6), [3, 4, 5])

@@ -282,3 +282,12 @@ def test_names_from_a_topology_file_are_escaped(tmp_path):
         parse_topology(d, "t.json")
     assert "appears twice" in str(err.value)
     assert "\n" not in str(err.value) and "\x1b" not in str(err.value)
+
+
+def test_a_shipped_topology_is_found_by_its_name_from_anywhere(tmp_path, monkeypatch):
+    from hpcgnn.planning.topology import load_topology
+
+    monkeypatch.chdir(tmp_path)  # as from an installed wheel: no configs/ below the cwd
+    assert load_topology("dgx1").num_ranks == load_topology("dgx1", ranks=8).num_ranks == 8
+    with pytest.raises(InputError, match=r"unknown topology 'dgx9' \(known: .*dgx1"):
+        load_topology("dgx9")

@@ -64,6 +64,8 @@ def test_the_curves_count_epochs_from_1_in_files_of_every_schema():
     (json.dumps({"epochs": [], "comm": {"measured_bytes": {"a": "b"}}}), "wrong type"),
     (json.dumps({"machine": "m", "results": [{"procs": 4, "choices": [{"algo": "1d"}]}]}),
      "missing (KeyError: 'time_s')"),
+    (json.dumps({"epochs": [{"epoch": 1, "loss": 1e308}, {"epoch": 2, "loss": -1e308}],
+                 "comm": {}}), "epochs[0].loss = 1e+308 is beyond what a figure can draw"),
 ])
 def test_bad_inputs_fail_in_one_line(tmp_path, capsys, content, words):
     path = tmp_path / "m.json"
@@ -119,3 +121,60 @@ def test_labels_and_colours_are_distinct(tmp_path):
     runs, _ = load_inputs(docs)
     assert len({r.label for r in runs}) == 2 and runs[0].label.startswith("a/metrics")
     assert len(set(_colours(24))) == 24
+
+
+def _run(label, **doc):
+    from hpcgnn.plots.report import Run
+
+    return Run(label, {"comm": {}, "run": {"schema_version": 2}, **doc})
+
+
+def test_the_phase_bars_say_what_they_hold():
+    from matplotlib.figure import Figure
+
+    from hpcgnn.plots.report import _phases
+
+    full = _run("1d", epochs=[], time={"phases": {"dense_bcast": 0.1, "compute": 0.2}},
+                device={"kind": "cpu", "oversubscribed": True})
+    fig = Figure()
+    _phases(fig, [full])
+    assert fig.axes[0].get_title() == "Time per epoch by phase"
+    assert "1d: more ranks than cores on a host" in fig._supxlabel.get_text()
+    mini = _run("mb", epochs=[], time={"minibatch_phases": {"sample": 0.1}})
+    fig = Figure()
+    _phases(fig, [full, mini])
+    assert fig.axes[0].get_title().endswith("(minibatch runs: their pipeline stages)")
+
+
+def test_curves_that_coincide_stay_visible_with_validation_and_test():
+    from matplotlib.figure import Figure
+
+    from hpcgnn.plots.report import _curves
+
+    epochs = [{"epoch": e, "loss": 1.0 / e, "val_loss": 1.1 / e, "train_acc": 0.5,
+               "val_acc": 0.4, "test_acc": 0.45} for e in (1, 2, 3)]
+    fig = Figure()
+    _curves(fig, [_run("P=1", epochs=epochs), _run("P=4", epochs=epochs)])
+    loss, acc = fig.axes[:2]
+    assert [ln.get_label() for ln in loss.lines] == ["P=1 (train)", "P=1 (val)", "P=4 (train)",
+                                                    "P=4 (val)"]
+    assert "P=4 (test)" in [ln.get_label() for ln in acc.lines]
+    first, second = loss.lines[0], loss.lines[2]  # the same values, told apart
+    assert first.get_linewidth() > second.get_linewidth()
+    assert first.get_marker() != second.get_marker()
+
+
+def test_a_narrow_scaling_range_gets_a_linear_axis_with_labels():
+    from matplotlib.figure import Figure
+
+    from hpcgnn.plots.report import Study, _scaling
+
+    choice = {"algo": "1d", "grid": "P", "time_s": 1e-3, "max_rank_bytes": 1.5e6}
+    doc = {"machine": "m", "results": [
+        {"procs": p, "choices": [{**choice, "max_rank_bytes": 1.5e6 + 1e5 * p}]}
+        for p in (2, 4, 8)]}
+    fig = Figure()
+    _scaling(fig, [Study("s", doc)])
+    times, volumes = fig.axes[:2]
+    assert volumes.get_yscale() == "linear" and len(volumes.get_yticks()) >= 3
+    assert "modelled" in times.get_title()

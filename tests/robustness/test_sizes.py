@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from hpcgnn.cli.common import launched_by_mpi
 from tests.mpi import assert_all, on_rank0
 from tests.robustness.harness import expect_error_untouched
 
@@ -220,3 +221,45 @@ def test_a_small_file_declaring_a_huge_graph_is_refused_unread(
         "partition": ["partition", path, "--parts", "2", "--out", shared_tmp / "p.h5"],
     }[command]
     expect_error_untouched(world, capfd, [shared_tmp], argv, words)
+
+
+#: ``hpcgnn`` under an address-space limit (``ulimit -v``), as a batch system may set it.
+_LIMITED = """
+import resource, sys
+limit = int(sys.argv[1])
+resource.setrlimit(resource.RLIMIT_AS, (limit, resource.getrlimit(resource.RLIMIT_AS)[1]))
+from hpcgnn.cli.main import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+@pytest.mark.skipif(launched_by_mpi(), reason="runs hpcgnn in a subprocess")
+def test_a_model_beyond_the_address_space_limit_is_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    from tests.graphs import write_random_graph
+
+    graph = write_random_graph(tmp_path / "g.h5", n=2000, features=8, seed=1)
+    run = subprocess.run(
+        [sys.executable, "-c", _LIMITED, str(3 << 30), "train", str(graph), "--hidden",
+         "65536", "--epochs", "1", "--quiet"], capture_output=True, text=True, timeout=300)
+    lines = run.stderr.strip().splitlines()
+    assert run.returncode == 1 and len(lines) == 1, run.stderr[-2000:]
+    assert "address-space limit (ulimit -v)" in lines[0], lines
+
+
+@pytest.mark.skipif(launched_by_mpi(), reason="one process: no job to end")
+def test_an_allocation_that_fails_anyway_is_one_line(tmp_path, capsys, monkeypatch):
+    import hpcgnn.cli.train as train
+    from hpcgnn.cli.main import main
+
+    def fails(args, predict_out=None):
+        raise RuntimeError("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator:"
+                           " can't allocate memory: you tried to allocate 1310720000 bytes.")
+
+    monkeypatch.setattr(train, "train_from_args", fails)
+    assert main(["train", str(tmp_path / "g.h5")]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err == ["hpcgnn: error: out of memory: you tried to allocate 1310720000 bytes; use"
+                   " more ranks or nodes, a smaller model, or a higher memory limit"], err

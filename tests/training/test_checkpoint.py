@@ -11,7 +11,7 @@ import pytest
 
 from hpcgnn.cli.main import main
 from hpcgnn.training.checkpoint import LEGACY, MANIFEST
-from tests.mpi import assert_all, on_rank0
+from tests.mpi import assert_all, error_output, on_rank0
 
 TRAIN = ["--epochs", "3", "--hidden", "8", "--quiet", "--threads", "1"]
 
@@ -55,7 +55,7 @@ def _rewrite_arrays(ckpt, change):
 
 def _resume_error(path, ckpt, world, capsys, *extra):
     rc = main(["train", str(path), *TRAIN, "--resume", str(ckpt), *extra])
-    err = capsys.readouterr().err.strip().splitlines()
+    err = error_output(world, capsys.readouterr().err).strip().splitlines()
     assert_all(world, rc == 1 and len(err) == 1 and err[0].startswith("hpcgnn: error: "),
                f"expected one error line, got rc {rc}: {err}")
     return err[0]
@@ -233,7 +233,7 @@ def test_a_full_disk_leaves_no_directory_and_keeps_the_previous_checkpoint(
     _disk_full_at_manifest(monkeypatch)
     fresh = shared_tmp / "fresh" / "ck"
     rc = main(["train", str(path), *TRAIN, "--checkpoint-dir", str(fresh)])
-    err = capsys.readouterr().err.strip().splitlines()
+    err = error_output(world, capsys.readouterr().err).strip().splitlines()
     assert_all(world, rc == 1 and len(err) == 1 and "No space left on device" in err[0], err)
     assert_all(world, not (shared_tmp / "fresh").exists(), "an empty directory was left")
     rc = main(["train", str(path), *TRAIN, "--epochs", "4", "--resume", str(ckpt),
@@ -268,5 +268,56 @@ def test_finetune_starts_from_the_weights_with_any_settings(graph_file, shared_t
                          (["--resume", str(ckpt)], "give one of them"),
                          (["--mode", "gist"], "holds a replicated model, not a row-sharded")):
         rc = main(["train", str(path), *TRAIN, "--finetune", str(ckpt), *extra])
-        err = capsys.readouterr().err.strip().splitlines()
+        err = error_output(world, capsys.readouterr().err).strip().splitlines()
         assert_all(world, rc == 1 and len(err) == 1 and words in err[0], err)
+
+
+@pytest.mark.mpi
+@pytest.mark.ranks(4, 8)
+def test_a_checkpoint_resumes_at_another_rank_count_and_layout(graph_file, shared_tmp, world):
+    """Written at 4 ranks by 1.5D with replication 2, resumed at 2 ranks on a 2D grid, at 1
+    rank on 1D and (where the suite runs 8 ranks) at 8 on 1D: the same losses as the run
+    never stopped (float32, 1e-6 relative); predict at 1 rank on it."""
+    from mpi4py import MPI
+
+    import hpcgnn
+    from hpcgnn.api import FullBatchMode
+    from hpcgnn.training.run import configure
+    from hpcgnn.training.run import train as run
+
+    path = graph_file(n=70, seed=8)
+    common = {"epochs": 4, "hidden": 8, "quiet": True, "eval_every": 0}
+    quads = world.mpi.Split(world.rank // 4, world.rank)  # groups of 4 ranks
+    ckpt = shared_tmp / f"ckpt{world.rank // 4}"
+    written = FullBatchMode(algo="1.5d", replication=2)
+    try:
+        ref = hpcgnn.train(path, mode=written, comm=quads, **common)
+        hpcgnn.train(path, mode=written, checkpoint_dir=ckpt, checkpoint_every=1, comm=quads,
+                     **{**common, "epochs": 2})
+    finally:
+        quads.Free()
+    want = [e["loss"] for e in ref.metrics["epochs"]]
+    pairs = world.mpi.Split(world.rank // 2, world.rank)
+    runs = [(FullBatchMode(algo="2d"), pairs, ckpt), (FullBatchMode(), MPI.COMM_SELF, ckpt)]
+    if world.size == 8:
+        runs.append((FullBatchMode(), world.mpi, shared_tmp / "ckpt0"))
+    try:
+        for mode, comm, where in runs:
+            got = [e["loss"] for e in hpcgnn.train(path, mode=mode, resume=where, comm=comm,
+                                                   **common).metrics["epochs"]]
+            ok = len(got) == 4 and all(abs(a - b) <= 1e-6 * abs(b)
+                                       for a, b in zip(got, want, strict=True))
+            assert_all(world, ok, f"{mode} at {comm.Get_size()}: {got} vs {want}")
+    finally:
+        pairs.Free()
+    out = shared_tmp / f"p{world.rank}.h5"  # every rank predicts alone
+    cfg, opts = configure(str(path), FullBatchMode(), {"hidden": 8, "resume": str(ckpt),
+                                                       "predict_out": str(out),
+                                                       "summary": False})
+    run(opts, cfg, MPI.COMM_SELF)
+    import h5py
+
+    with h5py.File(out) as f:
+        logits = np.asarray(f["logits"]) if "logits" in f else None
+    assert_all(world, logits is not None and logits.shape == (70, ref.metrics["graph"]
+                                                              ["num_classes"]), str(out))

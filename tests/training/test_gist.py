@@ -92,8 +92,9 @@ def _bad_settings(size):
         (["--rounds", "0"], "--rounds must be >= 1"),
         (["--subnets", str(size + 1)], "ranks"),
     ]
-    if size >= 3:
-        cases.append((["--subnets", "2" if size % 2 else "3"], "must divide"))
+    if size >= 3:  # unequal groups are full-batch groups only
+        cases.append((["--subnets", "2" if size % 2 else "3", "--sampler", "sage", "--fanout",
+                       "3,2,2"], "must divide"))
     if size >= 2:
         cases.append((["--subnets", str(size), "--hidden", "1"], "--hidden 1 cannot be split"))
     return cases

@@ -16,8 +16,9 @@ import pytest
 import torch
 
 from hpcgnn.config import TrainConfig
+from hpcgnn.kinds.gat import GATLayer
 from hpcgnn.layout.order import layer_sizes
-from hpcgnn.layout.subnets import chain_subnet, subnets
+from hpcgnn.layout.subnets import cut, model_params, subnets
 from hpcgnn.models.serial import SerialGCN
 from hpcgnn.nn.init import init_weights
 from hpcgnn.training.checkpoint import SHARD_FILE
@@ -74,7 +75,7 @@ def _serial_sub_gat(path, weights, net, heads, k, lr):
     sub_heads = len(net.ids[1]) // (HIDDEN // HEADS)
     cfg = TrainConfig(layers=LAYERS, hidden=len(net.ids[1]), dropout=0.3, seed=SEED, lr=lr,
                       dtype="float64", model="gat", heads=sub_heads, output_heads=heads)
-    chained = chain_subnet(net, cfg.kind)
+    chained = cut(model_params(net.widths, GATLayer(HEADS, heads)), net)  # W's rows, columns
     sliced = []
     for layer in range(LAYERS):
         w, a_src, a_dst = weights[3 * layer : 3 * layer + 3]
@@ -186,10 +187,10 @@ def test_gat_settings_gist_cannot_run_give_one_line_on_every_rank(graph_file, wo
     gist = ["train", path, *BASE, "--mode", "gist", "--epochs", "2"]
     m = str(world.size)
     expect_error(world, capfd, [*gist, "--subnets", m, "--heads", "1"],
-                 f"--subnets {m} splits GAT's --heads 1", "--subnets <= --heads")
+                 f"--subnets {m} splits --model gat's --hidden", "it needs --subnets <= 1")
     expect_error(world, capfd, [*gist, "--subnets", "2", "--heads", "3", "--gist-rescale"],
                  "--gist-rescale is not available with --model gat")
     # sampled groups keep heads whole too
     expect_error(world, capfd, [*gist, "--sampler", "sage", "--fanout", "4,3,2", "--subnets", m,
-                                "--heads", "1"], f"--subnets {m} splits GAT's --heads 1")
+                                "--heads", "1"], f"--subnets {m} splits --model gat's --hidden")
 

@@ -5,6 +5,7 @@ from mpi4py import MPI
 
 from hpcgnn.config import TrainConfig
 from hpcgnn.grid.process_grid import ProcessGrid
+from hpcgnn.kinds import Layer, Operator, Weight
 from hpcgnn.layout.shapes import choose_shape
 from hpcgnn.sampling.bulk import my_share
 from hpcgnn.sampling.shuffle import minibatches
@@ -98,3 +99,43 @@ def test_a_block_of_every_in_neighbour_gives_the_full_batch_logits(graph_file, m
         ])
         want = serial.logits(None)[torch.from_numpy(np.asarray(batch.seeds))]
     assert torch.allclose(logits.detach(), want.detach(), atol=1e-12, rtol=1e-10)
+
+
+class WeightedConv(Layer):
+    """GraphConv's ``H W_root + A_w^T H W`` on the file's edge weights."""
+
+    operator = Operator("weighted")
+
+    def weights(self, f_in, f_out, layer, last):
+        return [Weight((f_in, f_out)), Weight((f_in, f_out), stream=1)]
+
+    def forward(self, g, h, w):
+        z = g.bias(g.propagate(h, w[1], self_weight=w[0]))
+        return z if g.last else z.relu()
+
+
+def test_a_node_wise_block_of_every_in_neighbour_carries_the_edge_weights(graph_file):
+    """Fan-outs above every degree: a weighted layer's sampled logits are the full-batch
+    model's (its biases zero), the file's weights on every sampled edge."""
+    from hpcgnn.kinds import named
+    from hpcgnn.models.serial import SerialGCN
+
+    path = graph_file(n=40, avg_degree=3.0, seed=8, features=5, classes=3, directed=True,
+                      weights=np.float64)
+    layer = named(WeightedConv())
+    cfg = TrainConfig(layers=2, hidden=6, dropout=0.0, dtype="float64", seed=3,
+                      model=str(layer), layer=layer)
+    spec = SamplerSpec("sage", (100, 100), batch_size=7, bulk=1, seed=2)
+    with ProcessGrid(MPI.COMM_SELF, choose_shape("1.5d", 1)) as grid:
+        trainer = MinibatchTrainer(str(path), spec, "replicated", cfg, grid)
+        seeds = trainer.train_ids[:7]
+        (batch,) = trainer.sampler.sample(0, [seeds], 0)
+        x, _ = trainer.fetcher.fetch(batch.input_ids)
+        logits = trainer.model.forward_batch(batch, torch.from_numpy(x), 0.0, None)
+        serial = SerialGCN(str(path), cfg, weights=[
+            w.detach().clone() for w in trainer.weights if w.dim() == 2  # no biases (zero)
+        ])
+        want = serial.logits(None)[torch.from_numpy(np.asarray(batch.seeds))]
+        full = trainer.model.forward_full(trainer.x, trainer.eval_block())
+    assert torch.allclose(logits.detach(), want.detach(), atol=1e-12, rtol=1e-10)
+    assert torch.allclose(full.detach(), serial.logits(None).detach(), atol=1e-12, rtol=1e-10)

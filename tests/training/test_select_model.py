@@ -15,7 +15,7 @@ from hpcgnn.cli.main import main
 from hpcgnn.config import TrainConfig
 from hpcgnn.errors import ConfigError
 from hpcgnn.training.loop import params_sha256
-from tests.mpi import assert_all
+from tests.mpi import assert_all, error_output
 
 #: name -> flags: a learning rate at which the validation loss turns before the last epoch
 MODES = {
@@ -101,7 +101,7 @@ def test_a_resumed_run_keeps_the_best_weights(graph_file, shared_tmp, world, mod
 def test_gist_refuses_in_one_line(graph_file, world, capsys):
     path = graph_file("select-gist.h5", n=32, seed=1)
     rc = main(["train", str(path), "--mode", "gist", "--select-model", "best", "--epochs", "2"])
-    err = capsys.readouterr().err.strip().splitlines()
+    err = error_output(world, capsys.readouterr().err).strip().splitlines()
     assert_all(world, rc == 1 and len(err) == 1 and "--select-model best keeps" in err[0], err)
 
 

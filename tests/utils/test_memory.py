@@ -34,3 +34,31 @@ def test_byte_counts_with_binary_suffixes(text, value):
 def test_bad_byte_counts_name_the_flag(text):
     with pytest.raises(ConfigError, match="--x must be a byte count"):
         parse_bytes(text, "--x")
+
+
+def test_an_allocators_failure_is_one_line():
+    from hpcgnn.utils.memory import allocation_failure
+
+    torch_cpu = RuntimeError(
+        "[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate "
+        "memory: you tried to allocate 1310720000 bytes. Error code 12 (Cannot allocate memory)")
+    line = allocation_failure(torch_cpu)
+    assert line is not None and "\n" not in line
+    assert line.startswith("out of memory: you tried to allocate 1310720000 bytes")
+    assert allocation_failure(MemoryError()).startswith("out of memory: MemoryError")
+    assert allocation_failure(type("OutOfMemoryError", (Exception,), {})("cuda: 2 GiB"))
+    assert allocation_failure(RuntimeError("shapes do not match")) is None
+    assert allocation_failure(ValueError("out of memory")) is None
+
+
+def test_the_address_space_limit_is_what_may_still_be_mapped():
+    import subprocess
+    import sys
+
+    code = ("import resource; from hpcgnn.utils.memory import address_space_left as a;"
+            "hard = resource.getrlimit(resource.RLIMIT_AS)[1];"
+            "cap = 6 << 30 if hard == resource.RLIM_INFINITY else min(hard, 6 << 30);"
+            "resource.setrlimit(resource.RLIMIT_AS, (cap, hard));"
+            "left = a(); assert left is not None and 0 <= left < cap, left")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr

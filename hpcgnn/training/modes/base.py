@@ -18,6 +18,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 from hpcgnn.config import DEFAULT_LAYERS, TrainConfig
 from hpcgnn.errors import ConfigError
 from hpcgnn.grid.process_grid import ProcessGrid
+from hpcgnn.io.memory import MemoryGraph
 from hpcgnn.io.reader import GraphMeta
 from hpcgnn.kinds import GCN
 from hpcgnn.layout.shapes import GridShape
@@ -34,7 +35,7 @@ class Setup:
     Attributes
     ----------
     graph
-        The graph file.
+        The graph file, or a graph in memory (full-batch modes).
     grid
         The run's process grid (GIST: all ranks; a group's trainer gets its group's grid).
     cfg
@@ -49,7 +50,7 @@ class Setup:
         The tiers' bandwidths of the run (``--tier-gbps``; ``None``: the defaults).
     """
 
-    graph: str
+    graph: str | MemoryGraph
     grid: ProcessGrid
     cfg: TrainConfig
     meta: GraphMeta
@@ -79,6 +80,10 @@ class Mode(ABC, Generic[T]):
     name: ClassVar[str]
     #: Every rank writes its own checkpoint file (the model lies sharded), not rank 0 alone.
     sharded_checkpoints: ClassVar[bool] = False
+    #: Its checkpoints resume at any rank count and on any layout of another such mode
+    #: (the model and Adam's state whole, the dropout masks keyed by global ids: the same
+    #: trajectory up to float rounding), so ``algo`` and ``grid`` do not bind them.
+    elastic_checkpoints: ClassVar[bool] = False
     #: Whether the mode's models take sparse input features (``--sparse-features``).
     sparse_features: ClassVar[bool] = True
     #: What one step of the loop is called on the console (GIST: a round).

@@ -51,6 +51,7 @@ class FullBatchMode(Mode[FullBatchTrainer]):
     """
 
     name: ClassVar[str] = "fullbatch"
+    elastic_checkpoints: ClassVar[bool] = True
 
     algo: str = "1d"
     grid: str | tuple[int, ...] | None = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Protocol
 
+import numpy as np
 import torch
 
 from hpcgnn.config import GRID_KIND, TrainConfig, check_types
@@ -18,7 +19,8 @@ from hpcgnn.errors import ConfigError, HpcgnnError
 from hpcgnn.io.reader import GraphMeta
 from hpcgnn.layout.order import layer_sizes
 from hpcgnn.layout.shapes import GridShape, choose_shape
-from hpcgnn.layout.subnets import split_block, weight_chain
+from hpcgnn.layout.subnets import group_sizes, model_params, split_block
+from hpcgnn.layout.trace import ATTENTION, trace
 from hpcgnn.training.gist import GistOptions, GistTrainer, GroupTrainer, check_gist, sub_config
 from hpcgnn.training.modes.base import Estimate, Mode, Setup
 from hpcgnn.training.modes.fullbatch import FullBatchMode
@@ -135,8 +137,19 @@ class GistMode(Mode[GistTrainer]):
 
     def resolve(self, cfg: TrainConfig, ranks: int) -> TrainConfig:
         """The group's layers, a kind GIST trains, ``M`` groups that fit."""
+        if self.group.sampler is not None and cfg.layer is not None:  # not yet tested
+            raise ConfigError(
+                f"--model {cfg.kind} is not available with --mode gist --sampler yet (sampled"
+                " groups train the layers --mode minibatch trains; without --sampler any"
+                " layer trains)"
+            )
         cfg = super().resolve(self.group.resolve(cfg, ranks), ranks)
         check_gist(self.options, cfg, ranks)
+        m = self.options.subnets
+        if ranks % m and self.group.sampler is not None:
+            raise ConfigError(f"--subnets {m} must divide the {ranks} ranks into equal groups"
+                              " with --sampler (each group's epoch has the same steps)")
+        self.group_shapes(ranks)  # every group's grid, refused on every rank alike
         return cfg
 
     def schedule(self, cfg: TrainConfig, trainer: GistTrainer) -> TrainConfig:
@@ -147,14 +160,18 @@ class GistMode(Mode[GistTrainer]):
         """A 1D grid of every rank (the global model's row shards)."""
         return choose_shape(GRID_KIND[self.name], ranks, None, None)
 
+    def group_shapes(self, ranks: int) -> list[GridShape]:
+        """The grid of each group: its mode's on its ranks (:func:`group_sizes`)."""
+        return [self.group.grid_shape(n) for n in group_sizes(ranks, self.options.subnets)]
+
     def group_shape(self, ranks: int) -> GridShape:
-        """The grid of each group: its mode's on ``P / M`` ranks."""
-        return self.group.grid_shape(ranks // self.options.subnets)
+        """The grid of the smallest group (the most per rank; every group's when ``M | P``)."""
+        return self.group_shapes(ranks)[-1]
 
     def _sub_cfg(self, cfg: TrainConfig) -> TrainConfig:
         """A group's sub-model: ``ceil(hidden / M)`` wide (GAT: ``ceil(K / M)`` whole heads)."""
         block = split_block(cfg.kind, cfg.hidden)
-        return sub_config(cfg, -(-(cfg.hidden // block) // self.options.subnets) * block, block)
+        return sub_config(cfg, -(-(cfg.hidden // block) // self.options.subnets) * block)
 
     def memory(self, cfg: TrainConfig, meta: GraphMeta, shape: GridShape) -> Estimate:
         """A group's sub-model on its grid plus this rank's global rows and evaluation.
@@ -168,11 +185,16 @@ class GistMode(Mode[GistTrainer]):
         group_shape = self.group_shape(ranks)
         widths = layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, cfg.layers)
         sub = layer_sizes(meta.num_features, sub_cfg.hidden, meta.num_classes, cfg.layers)
-        chain, per = weight_chain(widths, cfg.kind)  # GIN: W_1, W_2 as two steps
-        heads = max(cfg.heads, cfg.output_heads) if cfg.kind.attention else 0
+        sampled = self.group.sampler is not None
+
+        def sharded(widths: list[int], cfg: TrainConfig) -> list[tuple[int, ...]]:
+            return [p.shape for p in model_params(widths, cfg.kind, sampled) if p.sharded]
+
+        heads = max((c.heads for c in trace(widths, cfg.kind) if c.primitive == ATTENTION),
+                    default=0)
         extra = memory_bytes(
-            chain, weight_chain(sub, cfg.kind)[0], meta.num_nodes, meta.num_edges, ranks,
-            cfg.itemsize, per, heads,
+            sharded(widths, cfg), sharded(sub, sub_cfg), meta.num_nodes, meta.num_edges,
+            ranks, cfg.itemsize, heads,
         )
         group = self.group.memory(sub_cfg, meta, group_shape).bytes
         return Estimate(group_shape, f"{sub_cfg.hidden} of {cfg.hidden}", group + extra)
@@ -188,6 +210,8 @@ class GistMode(Mode[GistTrainer]):
         """The GIST trainer; each group's trainer is its mode's, with injected weights."""
         grid, cfg, meta = setup.grid, setup.cfg, setup.meta
         full = self._full_shape(grid.size) or grid.shape
+        sizes = group_sizes(grid.size, self.options.subnets)
+        mine = int(np.searchsorted(np.cumsum(sizes), grid.world.rank, side="right"))
 
         def make_trainer(group_grid: Any, sub_cfg: TrainConfig, weights: Any) -> GroupTrainer:
             group_setup = replace(setup, grid=group_grid, cfg=sub_cfg, topology=None)
@@ -195,7 +219,7 @@ class GistMode(Mode[GistTrainer]):
             return trainer
 
         return GistTrainer(
-            grid, cfg, meta, self.options, self.group_shape(grid.size), make_trainer,
+            grid, cfg, meta, self.options, self.group_shapes(grid.size)[mine], make_trainer,
             estimates={
                 "full_model_estimate_bytes": self.group.memory(cfg, meta, full).bytes,
                 "gist_estimate_bytes": setup.memory_bytes,
@@ -233,5 +257,5 @@ class GistMode(Mode[GistTrainer]):
             **({"gist_rescale": True} if o.rescale else {}),
             **self.group.fingerprint(setup), "subnets": o.subnets,
             "local_iters": o.local_iters, "group_algo": self.group.group_algo,
-            "group_grid": str(self.group_shape(setup.grid.size)),
+            "group_grid": ", ".join(dict.fromkeys(map(str, self.group_shapes(setup.grid.size)))),
         }

@@ -132,10 +132,13 @@ class MinibatchMode(Mode[MinibatchTrainer]):
         return bound
 
     def resolve(self, cfg: TrainConfig, ranks: int) -> TrainConfig:
-        """The layers: the sampler's number of hops, and a layer kind the sampler trains."""
+        """The layers: the sampler's number of hops, and its own layer if none is named.
+
+        The layer is checked against the sampler's blocks once the widths are known (the
+        trainer's :meth:`~hpcgnn.sampling.samplers.Sampler.check`).
+        """
         model = resolve_model(cfg.model, self.spec.sampler)
-        cfg = replace(cfg, layers=self.spec.layers, model=model)
-        return super().resolve(cfg, ranks)
+        return super().resolve(replace(cfg, layers=self.spec.layers, model=model), ranks)
 
     @property
     def group_algo(self) -> str:

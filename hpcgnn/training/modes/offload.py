@@ -52,6 +52,7 @@ class OffloadMode(Mode[FullBatchTrainer]):
     """
 
     name: ClassVar[str] = "offload"
+    elastic_checkpoints: ClassVar[bool] = True
 
     chunks: int = 4
     dedup: str = "full"

@@ -98,10 +98,8 @@ def load_pyg(path: str | os.PathLike) -> dict[str, Any]:
 
 def _mapping(obj: Any, source: str) -> dict[str, Any]:
     """The graph's key -> tensor mapping of a loaded object, or a one-line refusal."""
-    if isinstance(obj, _Pickled):  # torch.save(data): Data -> _store -> _mapping
-        store = getattr(obj, "state", {}).get("_store")
-        mapping = getattr(store, "state", {}).get("_mapping") if isinstance(
-            store, _Pickled) else None
+    if _is_pyg(obj):  # torch.save(data): Data -> _store -> _mapping
+        mapping = _attributes(_attributes(obj).get("_store")).get("_mapping")
         if isinstance(mapping, dict):
             return mapping
     if isinstance(obj, (tuple, list)) and len(obj) in (2, 3) and isinstance(obj[0], dict) \
@@ -115,6 +113,28 @@ def _mapping(obj: Any, source: str) -> dict[str, Any]:
     if isinstance(obj, dict) and obj and all(isinstance(k, str) for k in obj):
         return obj
     raise InputError(f"{source}: holds a {type(obj).__name__}, not a PyG graph: {HOW}")
+
+
+def _is_pyg(obj: Any) -> bool:
+    """Whether ``obj`` is a stand-in of a PyG object, or PyG's own.
+
+    A process that imported PyG allows its classes to weights-only loads itself, so either
+    may come back.
+    """
+    return isinstance(obj, _Pickled) or type(obj).__module__.startswith("torch_geometric.")
+
+
+def _attributes(obj: Any) -> dict:
+    """A loaded PyG object's attributes as pickled, or ``{}``.
+
+    None of its code runs (no ``__getattr__``).
+    """
+    if isinstance(obj, _Pickled):
+        return obj.state
+    if _is_pyg(obj):
+        attrs = object.__getattribute__(obj, "__dict__")
+        return attrs if isinstance(attrs, dict) else {}
+    return {}
 
 
 def _array(value: Any, key: str, source: str) -> np.ndarray | sp.csr_matrix:

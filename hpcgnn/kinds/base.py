@@ -23,10 +23,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-#: Every run label (``--algo`` of full-batch training, or the mode) of the package.
+#: Every run label (``--algo`` of full-batch training, or the mode) of the package: each
+#: runs any layer through the primitives.
 ALL_MODES = frozenset({"1d", "1.5d", "2d", "3d", "halo", "offload", "minibatch", "gist"})
-#: The run labels whose layouts run any layer through the primitives so far.
-PRIMITIVE_MODES = frozenset({"1d", "1.5d", "2d", "3d", "halo", "offload", "minibatch", "gist"})
 
 
 @dataclass(frozen=True)
@@ -165,28 +164,27 @@ class Layer:
     operator
         The operator ``g.aggregate`` multiplies by.
     modes
-        The run labels (``--algo`` of full-batch training, or the mode) that train it.
+        The run labels (``--algo`` of full-batch training, or the mode) that train it
+        (default: every one; a layer may narrow them).
     input_weight
         The weight whose shape sets the order of a sparse input's first product (the
         one its first aggregation multiplies).
     flags
         The command's settings the layer reads (``gin_eps``; ``heads``, ``output_heads``,
         ``attention_dropout``); another layer refuses them (:meth:`configured`).
-    self_weight, mlp, attention, eps, heads, output_heads
-        What the modes that do not yet run every layer through the primitives read of a
-        built-in layer (GraphSAGE's self term, GIN's MLP and ``eps``, GAT's heads).
+    attention, heads, output_heads
+        GAT's: whether the layer attends (the whole-graph module then builds the
+        neighbourhoods, a directed graph's SUMMA backward keeps the forward's operator),
+        its heads on hidden layers and on the last (memory estimates, GIST's head ids).
     """
 
     name: str = ""
     title: str = ""
     operator: Operator = NORMALIZED
-    modes: frozenset[str] = PRIMITIVE_MODES
+    modes: frozenset[str] = ALL_MODES
     input_weight: int = 0
     flags: frozenset[str] = frozenset()
-    self_weight: bool = False
-    mlp: bool = False
     attention: bool = False
-    eps: float = 0.0
     heads: int = 1
     output_heads: int = 1
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from hpcgnn.kinds.base import ALL_MODES, PATTERN, Layer, Primitives, Weight
+from hpcgnn.kinds.base import PATTERN, Layer, Primitives, Weight
 
 
 class GATLayer(Layer):
@@ -34,7 +34,6 @@ class GATLayer(Layer):
     name = "gat"
     title = "GAT (ELU(||_k sum_j alpha_ij z_j), alpha = softmax_j LeakyReLU(a . [z_i, z_j]))"
     operator = PATTERN
-    modes = ALL_MODES
     flags = frozenset({"heads", "output_heads", "attention_dropout"})
     attention = True
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from hpcgnn.kinds.base import ALL_MODES, Layer, Primitives
+from hpcgnn.kinds.base import Layer, Primitives
 
 
 class GCNLayer(Layer):
@@ -13,7 +13,6 @@ class GCNLayer(Layer):
 
     name = "gcn"
     title = "GCN (Â^T H W)"
-    modes = ALL_MODES
 
     def forward(self, g: Primitives, h: Any, w: Sequence[Any]) -> Any:
         """``Â^T H W`` in the narrower order (a bias where the run has one), ReLU unless last."""

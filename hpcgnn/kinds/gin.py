@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from hpcgnn.kinds.base import ALL_MODES, Layer, Operator, Primitives, Weight
+from hpcgnn.kinds.base import Layer, Operator, Primitives, Weight
 
 
 class GINLayer(Layer):
@@ -22,9 +22,7 @@ class GINLayer(Layer):
 
     name = "gin"
     title = "GIN (ReLU(((1+eps) H + A^T H) W_1) W_2)"
-    modes = ALL_MODES
     flags = frozenset({"gin_eps"})
-    mlp = True
 
     def __init__(self, eps: float = 0.0) -> None:
         self.eps = eps

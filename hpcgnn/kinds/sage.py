@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from hpcgnn.kinds.base import ALL_MODES, MEAN, Layer, Primitives, Weight
+from hpcgnn.kinds.base import MEAN, Layer, Primitives, Weight
 
 
 class SAGELayer(Layer):
@@ -19,9 +19,7 @@ class SAGELayer(Layer):
     name = "sage"
     title = "GraphSAGE-mean (H W_self + D_in^-1 A^T H W_neigh)"
     operator = MEAN
-    modes = ALL_MODES
     input_weight = 1
-    self_weight = True
 
     def weights(self, f_in: int, f_out: int, layer: int, last: bool) -> list[Weight]:
         """``W_self`` (stream 0) and ``W_neigh`` (stream 1), both ``f_in x f_out``."""

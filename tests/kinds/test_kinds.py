@@ -29,7 +29,7 @@ def test_facts_of_gcn_and_graphsage():
 
 
 def test_gin_is_an_mlp_on_the_unnormalised_sum():
-    assert (GIN.weights_per_layer, GIN.self_loops, GIN.summed, GIN.mlp) == (2, True, True, True)
+    assert (GIN.weights_per_layer, GIN.self_loops, GIN.summed) == (2, True, True)
     assert GIN.modes == {"1d", "1.5d", "2d", "3d", "halo", "offload", "gist", "minibatch"}
     assert weight_shapes([7, 5, 3], GIN) == [(7, 5), (5, 5), (5, 3), (3, 3)]
     assert weight_shapes([7, 5, 3], SAGE) == [(7, 5), (7, 5), (5, 3), (5, 3)]

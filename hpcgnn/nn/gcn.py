@@ -388,10 +388,3 @@ def cross_entropy_sum(
     if not bool(mask.any()):
         return logits.sum() * 0.0
     return torch.nn.functional.cross_entropy(logits[mask], labels[mask], reduction="sum")
-
-
-def correct_count(logits: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor) -> int:
-    """Number of rows under ``mask`` whose arg-max equals the label."""
-    if not bool(mask.any()):
-        return 0
-    return int((logits[mask].argmax(dim=1) == labels[mask]).sum())

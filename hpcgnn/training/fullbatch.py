@@ -13,7 +13,7 @@ from hpcgnn.kernels.sparse_input import SparseFeatures
 from hpcgnn.layout.subnets import Subnet
 from hpcgnn.models.base import GCNModel
 from hpcgnn.models.exchange_report import exchange_line
-from hpcgnn.nn.gcn import correct_count, cross_entropy_sum
+from hpcgnn.nn.gcn import cross_entropy_sum
 from hpcgnn.nn.optim import make_optimizer
 from hpcgnn.training.loop import TrainResult, WholeModel, run_epochs
 from hpcgnn.training.predict import writer_rows
@@ -27,19 +27,21 @@ def global_counts(
     """Accuracy and F1 on train/val/test and the validation loss, over ``comm``'s rows.
 
     ``val_loss`` is the mean cross-entropy over every validation vertex (NaN without any);
-    ``<split>_f1_macro`` and ``<split>_f1_micro`` (:mod:`hpcgnn.training.scores`).
+    ``<split>_f1_macro`` and ``<split>_f1_micro`` (:mod:`hpcgnn.training.scores`). One
+    all-reduce carries every split's per-class counts, whose sums are the correct
+    predictions and the split's size (every vertex of a mask is labelled), and one the
+    validation loss.
     """
+    names = ("train", "val", "test")
+    counts = np.stack([class_counts(logits, y, masks[name]) for name in names])
+    comm.allreduce(counts, "control")
+    loss = comm.allreduce_scalar(float(cross_entropy_sum(logits, y, masks["val"])))
     out = {}
-    for name in ("train", "val", "test"):
-        mask = masks[name]
-        correct = comm.allreduce_scalar(correct_count(logits, y, mask))
-        total = comm.allreduce_scalar(int(mask.sum()))
+    for name, split in zip(names, counts, strict=True):
+        correct, total = int(split[0].sum()), int(split[2].sum())
         out[f"{name}_acc"] = correct / total if total else float("nan")
-        counts = class_counts(logits, y, mask)
-        comm.allreduce(counts, "control")
-        out[f"{name}_f1_macro"], out[f"{name}_f1_micro"] = f1_scores(counts)
+        out[f"{name}_f1_macro"], out[f"{name}_f1_micro"] = f1_scores(split)
         if name == "val":
-            loss = comm.allreduce_scalar(float(cross_entropy_sum(logits, y, mask)))
             out["val_loss"] = loss / total if total else float("nan")
     return out
 

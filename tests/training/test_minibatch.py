@@ -80,25 +80,13 @@ def test_a_block_of_every_in_neighbour_gives_the_full_batch_logits(graph_file, m
     """With fan-outs (LADIES: layer sizes) above every degree (vertex count) a block holds
     each row's whole in-neighbourhood: the sampled GIN / GAT (zero biases) give the
     full-batch model's logits of its seeds."""
-    from hpcgnn.models.serial import SerialGCN
 
     path = graph_file(n=40, avg_degree=3.0, seed=8, features=5, classes=3, directed=True)
     extra = {"gin_eps": 0.25} if model == "gin" else {"heads": 2, "output_heads": 2}
     cfg = TrainConfig(layers=2, hidden=6, dropout=0.0, dtype="float64", seed=3, model=model,
                       **extra)
-    spec = SamplerSpec(sampler, (100, 100), batch_size=7, bulk=1, seed=2)
-    with ProcessGrid(MPI.COMM_SELF, choose_shape("1.5d", 1)) as grid:
-        trainer = MinibatchTrainer(str(path), spec, "replicated", cfg, grid)
-        seeds = trainer.train_ids[:7]
-        (batch,) = trainer.sampler.sample(0, [seeds], 0)
-        x, _ = trainer.fetcher.fetch(batch.input_ids)
-        logits = trainer.model.forward_batch(batch, torch.from_numpy(x), 0.0, None)
-        serial = SerialGCN(str(path), cfg, weights=[
-            w.detach().clone() for i, w in enumerate(trainer.weights)
-            if (i + 1) % (cfg.kind.weights_per_layer + 1)  # no biases (zero)
-        ])
-        want = serial.logits(None)[torch.from_numpy(np.asarray(batch.seeds))]
-    assert torch.allclose(logits.detach(), want.detach(), atol=1e-12, rtol=1e-10)
+    logits, want, _, _ = _sampled_and_serial_logits(path, cfg, sampler)
+    assert torch.allclose(logits, want, atol=1e-12, rtol=1e-10)
 
 
 class WeightedConv(Layer):
@@ -118,24 +106,34 @@ def test_a_node_wise_block_of_every_in_neighbour_carries_the_edge_weights(graph_
     """Fan-outs above every degree: a weighted layer's sampled logits are the full-batch
     model's (its biases zero), the file's weights on every sampled edge."""
     from hpcgnn.kinds import named
-    from hpcgnn.models.serial import SerialGCN
 
     path = graph_file(n=40, avg_degree=3.0, seed=8, features=5, classes=3, directed=True,
                       weights=np.float64)
     layer = named(WeightedConv())
     cfg = TrainConfig(layers=2, hidden=6, dropout=0.0, dtype="float64", seed=3,
                       model=str(layer), layer=layer)
-    spec = SamplerSpec("sage", (100, 100), batch_size=7, bulk=1, seed=2)
+    logits, want, full, serial = _sampled_and_serial_logits(path, cfg, "sage", full=True)
+    assert torch.allclose(logits, want, atol=1e-12, rtol=1e-10)
+    assert torch.allclose(full, serial, atol=1e-12, rtol=1e-10)
+
+def _sampled_and_serial_logits(path, cfg, sampler, full=False):
+    """One batch of 7 seeds sampled with fan-outs (LADIES: layer sizes) of 100 on one rank.
+
+    Returns the batch's logits, the serial model's with the same weights (the biases,
+    zero at first, left out) at the batch's seeds, the trainer's full-graph evaluation
+    (with ``full``, else ``None``) and the serial model's logits of every vertex.
+    """
+    from hpcgnn.models.serial import SerialGCN
+
+    spec = SamplerSpec(sampler, (100, 100), batch_size=7, bulk=1, seed=2)
     with ProcessGrid(MPI.COMM_SELF, choose_shape("1.5d", 1)) as grid:
         trainer = MinibatchTrainer(str(path), spec, "replicated", cfg, grid)
-        seeds = trainer.train_ids[:7]
-        (batch,) = trainer.sampler.sample(0, [seeds], 0)
+        (batch,) = trainer.sampler.sample(0, [trainer.train_ids[:7]], 0)
         x, _ = trainer.fetcher.fetch(batch.input_ids)
         logits = trainer.model.forward_batch(batch, torch.from_numpy(x), 0.0, None)
         serial = SerialGCN(str(path), cfg, weights=[
-            w.detach().clone() for w in trainer.weights if w.dim() == 2  # no biases (zero)
-        ])
-        want = serial.logits(None)[torch.from_numpy(np.asarray(batch.seeds))]
-        full = trainer.model.forward_full(trainer.x, trainer.eval_block())
-    assert torch.allclose(logits.detach(), want.detach(), atol=1e-12, rtol=1e-10)
-    assert torch.allclose(full.detach(), serial.logits(None).detach(), atol=1e-12, rtol=1e-10)
+            w.detach().clone() for w in trainer.weights if w.dim() == 2  # no biases
+        ]).logits(None).detach()
+        whole = trainer.model.forward_full(trainer.x, trainer.eval_block()) if full else None
+    at_seeds = serial[torch.from_numpy(np.asarray(batch.seeds))]
+    return logits.detach(), at_seeds, None if whole is None else whole.detach(), serial

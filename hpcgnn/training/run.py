@@ -18,7 +18,7 @@ from mpi4py import MPI
 from hpcgnn.comm.collective import collective
 from hpcgnn.comm.memory import check_memory
 from hpcgnn.comm.node import host_cores
-from hpcgnn.config import ALGORITHMS, TrainConfig, check_types
+from hpcgnn.config import TrainConfig, check_types
 from hpcgnn.cost.ranking import cost_problem, grid_note
 from hpcgnn.errors import ConfigError
 from hpcgnn.graph.check import check_graph
@@ -39,9 +39,9 @@ from hpcgnn.training.loop import (
     WholeModel,
     run_epochs,
 )
+from hpcgnn.training.modes import MODES
 from hpcgnn.training.modes.base import Mode, Setup
 from hpcgnn.training.modes.fullbatch import FullBatchMode
-from hpcgnn.training.modes.offload import OffloadMode
 from hpcgnn.training.predict import TRAINING_ONLY, write_predictions
 from hpcgnn.training.report import finish_run, max_over_ranks, summed_over_ranks
 from hpcgnn.utils.files import check_directory, check_output
@@ -49,10 +49,10 @@ from hpcgnn.utils.progress import Step
 
 #: Largest ``threads`` (torch's thread pool fails on absurd counts without a word).
 MAX_THREADS = 4096
-#: The ``algo`` labels of the modes with elastic checkpoints
-#: (:attr:`~hpcgnn.training.modes.base.Mode.elastic_checkpoints`): the full-batch layouts
-#: and HongTu's offload resume one another's checkpoints at any rank count.
-ELASTIC = frozenset({*ALGORITHMS, OffloadMode.name})
+#: The ``algo`` labels whose checkpoints resume one another's at any rank count
+#: (:attr:`~hpcgnn.training.modes.base.Mode.elastic_labels`: the full-batch layouts and
+#: HongTu's offload).
+ELASTIC = frozenset().union(*(mode.elastic_labels for mode in MODES.values()))
 #: The options that name a file or a directory (an empty one is refused).
 PATHS = ("metrics", "trace", "checkpoint_dir", "resume", "log_csv", "finetune")
 
@@ -251,7 +251,7 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
         more = None if opts.predict_out else cfg.epochs
         ignore = TRAINING_ONLY if opts.predict_out else ()
         state = load_checkpoint(opts.resume, grid.world, fingerprint, more, ignore, bound,
-                                elastic=ELASTIC if mode.elastic_checkpoints else frozenset())
+                                elastic=ELASTIC if mode.elastic_labels else frozenset())
         trainer.restore_checkpoint(state, opts.resume)
         start_epoch = int(state["epoch"])
         history = [EpochRecord(**rec) for rec in state["history"]]

@@ -80,10 +80,11 @@ class Mode(ABC, Generic[T]):
     name: ClassVar[str]
     #: Every rank writes its own checkpoint file (the model lies sharded), not rank 0 alone.
     sharded_checkpoints: ClassVar[bool] = False
-    #: Its checkpoints resume at any rank count and on any layout of another such mode
-    #: (the model and Adam's state whole, the dropout masks keyed by global ids: the same
-    #: trajectory up to float rounding), so ``algo`` and ``grid`` do not bind them.
-    elastic_checkpoints: ClassVar[bool] = False
+    #: The ``algo`` labels of the mode whose checkpoints are elastic: they resume at any
+    #: rank count and under any label of a mode that has them (the model and Adam's state
+    #: whole, the dropout masks keyed by global ids: the same trajectory up to float
+    #: rounding), so ``algo`` and ``grid`` do not bind them. Empty: bound to both.
+    elastic_labels: ClassVar[frozenset[str]] = frozenset()
     #: Whether the mode's models take sparse input features (``--sparse-features``).
     sparse_features: ClassVar[bool] = True
     #: What one step of the loop is called on the console (GIST: a round).

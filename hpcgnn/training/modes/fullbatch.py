@@ -51,7 +51,7 @@ class FullBatchMode(Mode[FullBatchTrainer]):
     """
 
     name: ClassVar[str] = "fullbatch"
-    elastic_checkpoints: ClassVar[bool] = True
+    elastic_labels: ClassVar[frozenset[str]] = frozenset(ALGORITHMS)
 
     algo: str = "1d"
     grid: str | tuple[int, ...] | None = None

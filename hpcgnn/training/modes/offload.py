@@ -52,7 +52,7 @@ class OffloadMode(Mode[FullBatchTrainer]):
     """
 
     name: ClassVar[str] = "offload"
-    elastic_checkpoints: ClassVar[bool] = True
+    elastic_labels: ClassVar[frozenset[str]] = frozenset({"offload"})
 
     chunks: int = 4
     dedup: str = "full"

@@ -4,8 +4,8 @@ The model's settings (:data:`MODEL_SETTINGS`: layers, widths, kind and its optio
 come from the checkpoint where the command line does not give them; the other flags of
 another mode (``--mode offload``, a sampler's) are given as for training. A full-batch or
 offload checkpoint predicts at any rank count and on any layout (``--algo``, default 1D:
-:attr:`~hpcgnn.training.modes.base.Mode.elastic_labels`); a GIST one on the ranks and
-layout of its run. The checkpoint is
+:attr:`~hpcgnn.training.modes.base.Mode.elastic_labels`); a GIST one at any rank count,
+its full-batch groups on any layout (sampled groups on their grid). The checkpoint is
 checked against the whole command line as ``--resume`` does; the flags that only steer
 training (:data:`TRAINING_ONLY`) are refused, the model being the checkpoint's.
 """

@@ -106,14 +106,14 @@ class SubnetBiases:
         ]
 
     def write_back(
-        self, groups: int, net: Subnet, trained: list[list[np.ndarray]] | None
+        self, groups: int, trained: Sequence[tuple[Subnet, list[list[np.ndarray]]]]
     ) -> None:
         """Every group's trained entries into every rank's parameters (collective).
 
-        ``trained`` (as returned by :meth:`select` for ``net``, after training) is read on
-        one rank per group (its root); the others pass ``None``. ``groups``: ``M``. The
-        parameters every sub-network keeps whole are averaged over the groups. One
-        all-reduce per category.
+        ``trained``: ``(net, entries)`` of each sub-network this rank is the root of
+        (``entries`` as returned by :meth:`select` for ``net``, after training), empty on
+        the other ranks. ``groups``: ``M``. The parameters every sub-network keeps whole
+        are averaged over the groups. One all-reduce per category.
         """
         dtype = self.values[0][0].dtype
         for cat in self.categories:
@@ -126,12 +126,12 @@ class SubnetBiases:
                  zip(offsets[:-1], offsets[1:], strict=True)]
                 for k in range(len(PARAM_KINDS))
             ]
-            if trained is not None:
-                for kind, into in zip(trained, views, strict=True):
+            for net, kinds in trained:  # a sub-network's own entries, or its share of a mean
+                for kind, into in zip(kinds, views, strict=True):
                     for i, view in zip(mine, into, strict=True):
                         flat = kind[i].reshape(-1)
                         at, _ = entries(self.params[i], net)
-                        view[at] = flat / groups if self.averaged[i] else flat
+                        view[at] += flat / groups if self.averaged[i] else flat
             self.world.allreduce(buf, cat)
             for kind, into in zip(self.values, views, strict=True):
                 for i, view in zip(mine, into, strict=True):

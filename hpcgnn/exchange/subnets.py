@@ -5,8 +5,9 @@ The global weights ``W^l`` and their Adam moments are never held whole by any ra
 round, :meth:`SubnetShards.scatter` sends every sub-network's rows/columns from their
 owners to the root of the rank group that trains it (one all-to-all-v, category
 ``gist_scatter``), which broadcasts them in its group (same category);
-:meth:`SubnetShards.gather` sends the trained sub-weights and moments from the roots back
-to the owners (``gist_gather``), who write them into place. Groups are disjoint, so no
+:meth:`SubnetShards.pack_trained` and :meth:`SubnetShards.write_back` send the trained
+sub-weights and moments from the roots back to the owners (``gist_gather``), who write them
+into place. Groups are disjoint, so no
 entry is written twice. Every size is known on both sides beforehand: no counts travel.
 
 The bytes of both are modelled by :func:`hpcgnn.cost.gist.round_bytes`. Outside the
@@ -108,9 +109,13 @@ class SubnetShards:
     def _count(self, net: SubWeights, owner: int) -> int:
         return len(self.shards) * net.owned_numel(self.offsets, owner)
 
+    def _rooted(self, roots: Sequence[int]) -> list[int]:
+        """The sub-networks whose group this rank is the root of, in order."""
+        return [m for m, root in enumerate(roots) if root == self.world.rank]
+
     def scatter(
-        self, nets: list[SubWeights], roots: list[int], group: Comm, mine: int
-    ) -> list[list[np.ndarray]]:
+        self, nets: list[SubWeights], roots: list[int], group: Comm, mine: Sequence[int]
+    ) -> list[list[list[np.ndarray]]]:
         """Send every sub-model from the owners to its group; return this rank's.
 
         Parameters
@@ -118,16 +123,19 @@ class SubnetShards:
         nets
             This round's sub-networks.
         roots
-            World rank of the root of each sub-network's group.
+            World rank of the root of each sub-network's group (non-decreasing; a rank that
+            hosts several sub-networks is the root of each,
+            :class:`~hpcgnn.layout.subnets.Placement`).
         group
             This rank's group (its root has group rank 0).
         mine
-            Index of the sub-network this rank's group trains.
+            The sub-networks this rank's group trains (several only in a group of one rank).
 
         Returns
         -------
-        list of list of numpy.ndarray
-            ``out[k][l]``: kind ``PARAM_KINDS[k]`` of sub-weight ``l`` (on every rank of the group).
+        list of list of list of numpy.ndarray
+            ``out[j][k][l]``: kind ``PARAM_KINDS[k]`` of sub-weight ``l`` of sub-network
+            ``mine[j]`` (on every rank of the group).
         """
         me, size = self.world.rank, self.world.size
         assert list(roots) == sorted(roots), "groups are ordered by rank"
@@ -139,86 +147,79 @@ class SubnetShards:
         flat = np.empty(int(counts.sum()), dtype=dtype)
         for shard, index, span, _ in self._my_blocks(nets[: len(roots)]):
             flat[span] = shard[index].reshape(-1)
-        recv_counts = np.zeros(size, dtype=np.int64)
-        if me in roots:
-            net = nets[roots.index(me)]
-            recv_counts[:] = [self._count(net, r) for r in range(size)]
+        rooted = self._rooted(roots)
+        recv_counts = np.array(
+            [sum(self._count(nets[m], r) for m in rooted) for r in range(size)], dtype=np.int64
+        )
         got, _ = self.world.alltoallv(flat, counts, SCATTER, recvcounts=recv_counts)
         del flat
-        net = nets[mine]
-        sizes = net.sizes()
         kinds = len(self.shards)
-        packed = np.empty(kinds * net.numel(), dtype=dtype)
-        # packed: kind by kind, layer by layer, each sub-weight's rows in order
-        starts = np.cumsum([0] + [r * c for _ in range(kinds) for r, c in sizes])
-        if group.rank == 0:  # owners' pieces, in rank order, are each sub-weight's rows in order
-            filled = [0] * len(starts)
-            pos = 0
-            for owner in range(size):
-                for i, rows in self._pieces(net, owner):
-                    n = len(rows) * sizes[i][1]
-                    for k in range(kinds):
-                        j = k * len(sizes) + i
-                        at = int(starts[j]) + filled[j]
-                        packed[at : at + n] = got[pos : pos + n]
-                        filled[j] += n
-                        pos += n
-        del got
-        group.bcast(packed, 0, SCATTER)
-        out: list[list[np.ndarray]] = [[] for _ in range(kinds)]
-        for k in range(kinds):
-            for i, (r, c) in enumerate(sizes):
-                at = int(starts[k * len(sizes) + i])
-                out[k].append(packed[at : at + r * c].reshape(r, c))
-        return out
-
-    def gather(
-        self, nets: list[SubWeights], roots: list[int], trained: list[list[np.ndarray]] | None
-    ) -> None:
-        """Write the trained sub-models back into the owners' shards (collective).
-
-        ``trained`` (as returned by :meth:`scatter`, after training) is read on the roots
-        only; other ranks pass ``None``. The same as :meth:`pack_trained` followed by
-        :meth:`write_back`, between which a caller may free the trained sub-model.
-        """
-        self.write_back(nets, roots, self.pack_trained(nets, roots, trained))
-
-    def pack_trained(
-        self, nets: list[SubWeights], roots: list[int], trained: list[list[np.ndarray]] | None
-    ) -> np.ndarray:
-        """The send buffer of :meth:`write_back`: a root's sub-model, owner by owner (local).
-
-        Empty on ranks that are not roots (``trained`` is ``None`` there).
-        """
-        me, size = self.world.rank, self.world.size
-        dtype = self.shards[0][0].dtype
-        if me not in roots:
-            return np.zeros(0, dtype=dtype)
-        assert trained is not None
-        net = nets[roots.index(me)]
-        flat = np.empty(sum(self._count(net, owner) for owner in range(size)), dtype=dtype)
+        packed, starts = {}, {}
+        for m in mine:
+            packed[m] = np.empty(kinds * nets[m].numel(), dtype=dtype)
+            # packed: kind by kind, layer by layer, each sub-weight's rows in order
+            starts[m] = np.cumsum([0] + [r * c for _ in range(kinds) for r, c in nets[m].sizes()])
+        # an owner's pieces, in rank order, are each sub-weight's rows in order
+        filled = {m: [0] * len(starts[m]) for m in rooted}
         pos = 0
         for owner in range(size):
-            for i, rows in self._pieces(net, owner):
-                at = np.searchsorted(net.rows(i), rows)
-                width = len(net.cols(i))
-                n = len(rows) * width
-                for k in range(len(self.shards)):
-                    out_block = flat[pos : pos + n].reshape(len(rows), width)
-                    np.take(trained[k][i], at, axis=0, out=out_block)
-                    pos += n
+            for m in rooted:
+                layers = len(nets[m].sizes())
+                for i, rows in self._pieces(nets[m], owner):
+                    n = len(rows) * len(nets[m].cols(i))
+                    for k in range(kinds):
+                        j = k * layers + i
+                        at = int(starts[m][j]) + filled[m][j]
+                        packed[m][at : at + n] = got[pos : pos + n]
+                        filled[m][j] += n
+                        pos += n
+        del got
+        out: list[list[list[np.ndarray]]] = []
+        for m in mine:
+            group.bcast(packed[m], 0, SCATTER)
+            sizes = nets[m].sizes()
+            out.append([
+                [packed[m][int(starts[m][k * len(sizes) + i]):][: r * c].reshape(r, c)
+                 for i, (r, c) in enumerate(sizes)]
+                for k in range(kinds)
+            ])
+        return out
+
+    def pack_trained(
+        self, nets: list[SubWeights], trained: Sequence[tuple[int, list[list[np.ndarray]]]]
+    ) -> np.ndarray:
+        """The send buffer of :meth:`write_back`: a root's sub-models, owner by owner (local).
+
+        Empty on ranks that are not roots (``trained`` is empty there).
+        """
+        size = self.world.size
+        dtype = self.shards[0][0].dtype
+        total = sum(self._count(nets[m], owner) for owner in range(size) for m, _ in trained)
+        flat = np.empty(total, dtype=dtype)
+        pos = 0
+        for owner in range(size):
+            for m, model in trained:
+                net = nets[m]
+                for i, rows in self._pieces(net, owner):
+                    at = np.searchsorted(net.rows(i), rows)
+                    width = len(net.cols(i))
+                    n = len(rows) * width
+                    for k in range(len(self.shards)):
+                        out_block = flat[pos : pos + n].reshape(len(rows), width)
+                        np.take(model[k][i], at, axis=0, out=out_block)
+                        pos += n
         return flat
 
     def write_back(self, nets: list[SubWeights], roots: list[int], flat: np.ndarray) -> None:
         """Send the packed sub-models from the roots to the owners, who write them (collective)."""
         me, size = self.world.rank, self.world.size
-        counts = np.zeros(size, dtype=np.int64)
-        if me in roots:
-            net = nets[roots.index(me)]
-            counts[:] = [self._count(net, owner) for owner in range(size)]
-        recv_counts = np.array([self._count(nets[m], me) for m in range(len(roots))])
+        rooted = self._rooted(roots)
+        counts = np.array(
+            [sum(self._count(nets[m], owner) for m in rooted) for owner in range(size)],
+            dtype=np.int64,
+        )
         by_rank = np.zeros(size, dtype=np.int64)
-        by_rank[roots] = recv_counts
+        np.add.at(by_rank, list(roots), [self._count(nets[m], me) for m in range(len(roots))])
         got, _ = self.world.alltoallv(flat, counts, GATHER, recvcounts=by_rank)
         del flat
         for shard, index, span, shape in self._my_blocks(nets[: len(roots)]):

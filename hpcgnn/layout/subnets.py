@@ -49,6 +49,43 @@ def group_sizes(width: int, groups: int) -> list[int]:
     return [base + (1 if m < extra else 0) for m in range(groups)]
 
 
+@dataclass(frozen=True)
+class Placement:
+    """Where the ``M`` sub-networks of a GIST run train on ``P`` ranks.
+
+    With ``M <= P`` the ranks form ``M`` groups of consecutive ranks, ``P / M`` each (sizes
+    differing by one where ``M`` does not divide ``P``, the larger first), each training one
+    sub-network. With ``M > P`` every group is one rank and a rank hosts several
+    consecutive sub-networks (``M / P`` each, differing by one, the more first), which it
+    trains one after the other in the round: the sub-networks are independent, so the
+    result is the one of ``M`` ranks.
+
+    Attributes
+    ----------
+    sizes
+        Ranks of each sub-network's group.
+    roots
+        World rank of each group's first rank (non-decreasing).
+    """
+
+    sizes: tuple[int, ...]
+    roots: tuple[int, ...]
+
+    @classmethod
+    def of(cls, ranks: int, groups: int) -> Placement:
+        """The placement of ``groups`` sub-networks on ``ranks`` ranks."""
+        if groups <= ranks:
+            sizes = group_sizes(ranks, groups)
+            return cls(tuple(sizes), tuple(int(b) for b in np.cumsum([0, *sizes[:-1]])))
+        hosted = group_sizes(groups, ranks)
+        return cls((1,) * groups, tuple(int(r) for r in np.repeat(np.arange(ranks), hosted)))
+
+    def hosted(self, rank: int) -> list[int]:
+        """The sub-networks whose group ``rank`` belongs to, in order (one when ``M <= P``)."""
+        return [m for m, (root, size) in enumerate(zip(self.roots, self.sizes, strict=True))
+                if root <= rank < root + size]
+
+
 def split_ids(seed: int, round_: int, layer: int, width: int, groups: int) -> list[np.ndarray]:
     """Split ``0 .. width - 1`` at random into ``groups`` disjoint sorted id arrays.
 

@@ -70,7 +70,7 @@ from hpcgnn.layout.subnets import Param
 from hpcgnn.layout.trace import ATTENTION, uses
 from hpcgnn.models.share import read_vertex_data
 from hpcgnn.nn.gat import attend
-from hpcgnn.sampling.rows import eval_block, read_pattern
+from hpcgnn.sampling.rows import EdgeWeights, eval_block, read_pattern
 from hpcgnn.sampling.samplers import sampler_named
 
 
@@ -127,7 +127,8 @@ class ShardedForward:
             else:  # the operator the sampled model is evaluated with
                 method = sampler_named(sampler)
                 store = read_pattern(gf, 0, n, method)
-                norm_t = eval_block(store, 0, n, method, cfg.kind, cfg.numpy_dtype)
+                weights = EdgeWeights.read(gf) if cfg.kind.operator.weighted else None
+                norm_t = eval_block(store, 0, n, method, cfg.kind, cfg.numpy_dtype, weights)
             off = even_offsets(self.widths[0], world.size)
             self.x, self.y, self.masks = read_vertex_data(
                 gf, (0, n), cfg.numpy_dtype, (int(off[r]), int(off[r + 1])),

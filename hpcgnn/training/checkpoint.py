@@ -29,8 +29,10 @@ never gathered: its checkpoint (:func:`save_sharded_checkpoint`, manifest ``layo
 and holding its rows of every weight and both Adam moments (``w<i>``, ``exp_avg<i>``,
 ``exp_avg_sq<i>``) and its ``torch_rng``; the manifest, written last by rank 0, adds the
 Adam step count and each file's SHA-256 (no ``.npz`` of its own). On resume every rank
-reads and validates its own file (:func:`restore_sharded`), so the directory must be one
-that every rank sees, or node-local with the ranks placed on the same nodes again. The
+reads and validates the files that hold its rows (:func:`restore_sharded`: its own on as
+many ranks; at another rank count, those of the old ranks whose rows overlap its own), so
+the directory must be one that every rank sees, or node-local with the ranks placed on the
+same nodes again. The
 files of an older epoch are removed only once the new manifest is in place.
 
 Both go through :func:`hpcgnn.utils.files.atomic_write` (a fresh temporary file,
@@ -49,6 +51,7 @@ import json
 import os
 import re
 import zipfile
+from collections.abc import Callable, Sequence
 from contextlib import suppress
 from pathlib import Path
 from typing import Any, TypeGuard
@@ -331,72 +334,117 @@ def save_sharded_checkpoint(
     return d / MANIFEST
 
 
-def restore_sharded(
-    state: dict, directory: str | os.PathLike, comm: Comm, shapes: list[tuple[int, ...]],
-    dtype: np.dtype,
-) -> list[list[np.ndarray]]:
-    """Read and validate this rank's file of a row-sharded checkpoint (collective).
+#: ``offsets_of(shapes, ranks)``: each row-sharded weight's row offsets over ``ranks`` ranks.
+RowOffsets = Callable[[Sequence[tuple[int, ...]], int], list[np.ndarray]]
 
-    ``state`` comes from :func:`load_checkpoint`; ``shapes[l]`` is the shape of this rank's
-    rows of ``W^{l+1}`` (or of a replicated array saved after them, e.g. a bias). Returns
-    ``out[k][l]`` (kind ``SHARD_KINDS[k]``) and sets this
-    rank's torch RNG state. Any problem on any rank is one :class:`InputError` on every
-    rank (the lowest failing rank's line).
+
+def restore_sharded(
+    state: dict, directory: str | os.PathLike, comm: Comm, shapes: Sequence[tuple[int, ...]],
+    vectors: Sequence[tuple[int, ...]], dtype: np.dtype, offsets_of: RowOffsets,
+) -> list[list[np.ndarray]]:
+    """This rank's rows of a row-sharded checkpoint, from the files that hold them (collective).
+
+    ``state`` comes from :func:`load_checkpoint`; ``shapes[l]`` is the global shape of
+    ``W^{l+1}``, whose rows ``offsets_of(shapes, P)`` splits over ``P`` ranks, and
+    ``vectors`` the shapes of the replicated arrays saved after them (e.g. biases; every
+    file holds them whole). The checkpoint may come from any number of ranks: this rank
+    reads the files of the old ranks whose rows overlap its own (on as many ranks, its own
+    file alone), validated one at a time, and takes the replicated arrays and the torch
+    RNG state from the first (its own rank's where it reads that). Returns ``out[k][l]``
+    (kind ``SHARD_KINDS[k]``: its rows of each weight, then the vectors). Any problem on
+    any rank is one :class:`InputError` on every rank (the lowest failing rank's line).
     """
     where = f"checkpoint in {directory}"
     if state.get("layout") != SHARDED:
         raise InputError(
             f"{where} holds a replicated model, not a row-sharded (GIST) one", collective=True
         )
-    if state["ranks"] != comm.size or state["num_weights"] != len(shapes):
+    count = len(shapes) + len(vectors)
+    if state["num_weights"] != count:
         raise InputError(
-            f"{where} holds {state['num_weights']} weights row-sharded over {state['ranks']}"
-            f" ranks; this run has {len(shapes)} over {comm.size}", collective=True,
+            f"{where} holds {state['num_weights']} arrays of each kind; this run has {count}",
+            collective=True,
         )
-    out: list[list[np.ndarray]] = []
+    old, me = int(state["ranks"]), comm.rank
+    mine = [(int(o[me]), int(o[me + 1])) for o in offsets_of(shapes, comm.size)]
+    theirs = offsets_of(shapes, old)
+    sources = [r for r in range(old) if any(
+        int(o[r]) < hi and int(o[r + 1]) > lo for o, (lo, hi) in zip(theirs, mine, strict=True)
+    )] or [min(me, old - 1)]
+    if me in sources:  # its own file first: its RNG state, as a run on as many ranks
+        sources.remove(me)
+        sources.insert(0, me)
+    itemsize = np.dtype(dtype).itemsize
+    out = [[np.empty((hi - lo, int(s[1])), dtype=dtype) for s, (lo, hi) in
+            zip(shapes, mine, strict=True)] for _ in SHARD_KINDS]
     with collective(comm):
-        entry = state["shards"][comm.rank]
-        path = Path(directory) / entry["file"]
-        if not path.is_file():
-            raise InputError(f"{where}: the file of rank {comm.rank}, {path.name}, is missing")
-        if _file_sha256(path) != entry["sha256"]:
-            raise InputError(f"{path} does not belong to {Path(directory) / MANIFEST}"
-                             " (checksum differs)")
-        bound = len(SHARD_KINDS) * np.dtype(dtype).itemsize * sum(
-            int(np.prod(shape)) for shape in shapes
-        ) + (1 << 20)
-        try:
-            arrays = _load_arrays(path, path.read_bytes(), bound)
-        except Exception as err:  # a corrupt or hostile file
-            raise InputError(f"cannot read checkpoint file {path}: {err}") from err
-        for prefix in SHARD_KINDS:
-            out.append([])
-            for i, shape in enumerate(shapes):
-                key = f"{prefix}{i}"
-                a = arrays.get(key)
-                if a is None:
-                    raise InputError(f"{path}: array {key!r} is missing")
-                if a.shape != tuple(shape) or a.dtype != dtype:
-                    raise InputError(
-                        f"{path}: array {key!r} is {a.dtype}{list(a.shape)}, this run needs"
-                        f" {np.dtype(dtype)}{list(shape)}"
-                    )
-                if not np.isfinite(a).all() or (prefix == "exp_avg_sq" and (a < 0).any()):
-                    raise InputError(f"{path}: array {key!r} has values Adam cannot hold")
-                out[-1].append(a)
-        rng = arrays.get("torch_rng")
-        if rng is None or rng.dtype != np.uint8 or rng.ndim != 1:
-            raise InputError(f"{path}: array 'torch_rng' is missing or not uint8[n]")
-        try:
-            torch.set_rng_state(torch.from_numpy(rng.copy()))
-        except RuntimeError as err:
-            raise InputError(f"{path}: array 'torch_rng' is not a torch RNG state") from err
+        for n, r in enumerate(sources):
+            rows = [(int(o[r]), int(o[r + 1])) for o in theirs]
+            saved = [(b - a, int(s[1])) for s, (a, b) in zip(shapes, rows, strict=True)]
+            path, arrays = _shard_file(directory, state, r, [*saved, *vectors], itemsize)
+            for k, prefix in enumerate(SHARD_KINDS):
+                for i, shape in enumerate([*saved, *vectors]):
+                    key = f"{prefix}{i}"
+                    a = arrays.get(key)
+                    if a is None:
+                        raise InputError(f"{path}: array {key!r} is missing")
+                    if a.shape != tuple(shape) or a.dtype != dtype:
+                        raise InputError(
+                            f"{path}: array {key!r} is {a.dtype}{list(a.shape)}, this run needs"
+                            f" {np.dtype(dtype)}{list(shape)}"
+                        )
+                    if not np.isfinite(a).all() or (prefix == "exp_avg_sq" and (a < 0).any()):
+                        raise InputError(f"{path}: array {key!r} has values Adam cannot hold")
+                    if i >= len(shapes):  # a replicated array: the first file's
+                        if n == 0:
+                            out[k].append(a)
+                        continue
+                    (lo, hi), (a_lo, a_hi) = mine[i], rows[i]
+                    top, bottom = max(lo, a_lo), min(hi, a_hi)
+                    if top < bottom:
+                        out[k][i][top - lo : bottom - lo] = a[top - a_lo : bottom - a_lo]
+            if n == 0:
+                rng = arrays.get("torch_rng")
+                if rng is None or rng.dtype != np.uint8 or rng.ndim != 1:
+                    raise InputError(f"{path}: array 'torch_rng' is missing or not uint8[n]")
+                try:
+                    torch.set_rng_state(torch.from_numpy(rng.copy()))
+                except RuntimeError as err:
+                    raise InputError(f"{path}: array 'torch_rng' is not a torch RNG state") from err
+            del arrays
     return out
+
+
+def _shard_file(
+    directory: str | os.PathLike, state: dict, rank: int, shapes: Sequence[tuple[int, ...]],
+    itemsize: int,
+) -> tuple[Path, dict[str, np.ndarray]]:
+    """The arrays of old rank ``rank``'s file, its checksum checked (``InputError``).
+
+    ``shapes``: the arrays of each kind the file should hold (a bound on what it may
+    inflate to).
+    """
+    entry = state["shards"][rank]
+    path = Path(directory) / entry["file"]
+    if not path.is_file():
+        raise InputError(f"checkpoint in {directory}: the file of rank {rank}, {path.name},"
+                         " is missing")
+    if _file_sha256(path) != entry["sha256"]:
+        raise InputError(f"{path} does not belong to {Path(directory) / MANIFEST}"
+                         " (checksum differs)")
+    bound = len(SHARD_KINDS) * itemsize * sum(int(np.prod(s)) for s in shapes) + (1 << 20)
+    try:
+        return path, _load_arrays(path, path.read_bytes(), bound)
+    except Exception as err:  # a corrupt or hostile file
+        raise InputError(f"cannot read checkpoint file {path}: {err}") from err
 
 
 #: What a checkpoint records of the layout it was trained on (see ``elastic`` of
 #: :func:`load_checkpoint`).
 LAYOUT = ("algo", "grid")
+#: What a GIST checkpoint records of its groups' layout: it binds unless both runs' groups
+#: run elastic layouts (full-batch groups; a sampled group's steps depend on its ranks).
+GROUP_LAYOUT = ("group_algo", "group_grid")
 
 
 def load_checkpoint(
@@ -427,7 +475,9 @@ def load_checkpoint(
         and Adam state): a crafted archive is refused before it is inflated.
     elastic
         The ``algo`` labels whose checkpoints resume on one another's layouts at any rank
-        count: between two of them, :data:`LAYOUT` need not match.
+        count: between two of them, :data:`LAYOUT` need not match; between two GIST runs
+        whose groups run one of them, the grid and :data:`GROUP_LAYOUT` need not (its
+        rows are re-split as they are read, :func:`restore_sharded`).
 
     Raises
     ------
@@ -460,6 +510,8 @@ def load_checkpoint(
         )
     if saved.get("algo") in elastic and fingerprint.get("algo") in elastic:
         ignore = (*ignore, *LAYOUT)
+    if saved.get("group_algo") in elastic and fingerprint.get("group_algo") in elastic:
+        ignore = (*ignore, "grid", *GROUP_LAYOUT)  # GIST: rows re-split as they are read
     diff = sorted(
         k for k in set(saved) | set(fingerprint)
         if saved.get(k) != fingerprint.get(k) and k not in ignore

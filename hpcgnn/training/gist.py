@@ -2,8 +2,10 @@
 
 The ``P`` ranks form ``M`` groups of ``P / M`` (group ``m``: world ranks
 ``m P/M .. (m+1) P/M - 1``, root the first; where ``M`` does not divide ``P``, consecutive
-groups whose sizes differ by one, the larger first: full-batch groups only). A *round*
-(one epoch of the loop):
+groups whose sizes differ by one, the larger first: full-batch groups only; where
+``M > P``, groups of one rank, a rank hosting several sub-networks, which it trains one
+after the other: :class:`~hpcgnn.layout.subnets.Placement`). A *round* (one epoch of the
+loop):
 
 1. every hidden dimension of the global model is split at random into ``M`` disjoint
    groups (:func:`hpcgnn.layout.subnets.subnets`, the same on every rank);
@@ -15,7 +17,7 @@ groups whose sizes differ by one, the larger first: full-batch groups only). A *
    model of :mod:`hpcgnn.models`, with an Adam whose state is the sub-model's moments
    (step count: the iterations run so far), trains and unloads them;
 4. the roots send the trained sub-models back to the owners
-   (:meth:`~hpcgnn.exchange.subnets.SubnetShards.gather`).
+   (:meth:`~hpcgnn.exchange.subnets.SubnetShards.write_back`).
 
 ``--epochs E`` is the budget of a baseline trained alone, split across the sub-GCNs as in
 the paper: ``R = ceil(E S / (M K))`` rounds, so each trains ``R K / S >= E / M`` epochs of
@@ -86,6 +88,7 @@ from hpcgnn.layout.order import layer_sizes
 from hpcgnn.layout.shapes import GridShape
 from hpcgnn.layout.subnets import (
     PARAM_KINDS,
+    Placement,
     SubWeights,
     cut,
     group_sizes,
@@ -201,10 +204,6 @@ def gist_budget(
 def check_gist(opts: GistOptions, cfg: TrainConfig, ranks: int) -> None:
     """Reject settings GIST cannot run, with one line (the same on every rank)."""
     m = opts.subnets  # M >= 1 and K >= 1: GistOptions
-    if m > ranks:
-        raise ConfigError(
-            f"--subnets {m} needs at least {m} ranks (one group each); the job has {ranks}"
-        )
     if m > 1 and cfg.layers < 2:
         raise ConfigError(
             "--subnets > 1 needs --layers >= 2 (there is no hidden dimension to split)"
@@ -271,12 +270,14 @@ class GistTrainer:
         self.grid, self.world, self.cfg, self.opts = grid, world, cfg, opts
         self.meta, self.estimates = meta, dict(estimates or {})
         m = opts.subnets
-        #: Ranks of each group: ``P / M``, or differing by one where ``M`` does not divide ``P``.
-        self.group_sizes = group_sizes(world.size, m)
-        bounds = np.cumsum([0, *self.group_sizes])
-        self.index = int(np.searchsorted(bounds, world.rank, side="right")) - 1
-        self.group_size = self.group_sizes[self.index]
-        self.roots = [int(b) for b in bounds[:-1]]
+        placement = Placement.of(world.size, m)
+        #: Ranks of each group: ``P / M``, or differing by one where ``M`` does not divide
+        #: ``P``; one each when ``M > P`` (a rank hosts several sub-networks).
+        self.group_sizes = list(placement.sizes)
+        self.roots = list(placement.roots)
+        #: The sub-networks this rank's group trains, in order (several only when ``M > P``).
+        self.mine = placement.hosted(world.rank)
+        self.group_size = self.group_sizes[self.mine[0]]
         self.widths = layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, cfg.layers)
         self.sampler = sampler
         #: The model's parameters and how a sub-network cuts them (its declared weights).
@@ -284,26 +285,28 @@ class GistTrainer:
         #: Hidden ids kept together (GAT: a head's units) and each sub-network's width.
         self.block = split_block(cfg.kind, cfg.hidden)
         self.hidden = [g * self.block for g in group_sizes(cfg.hidden // self.block, m)]
-        split = world.mpi.Split(self.index, world.rank)
+        split = world.mpi.Split(self.mine[0], world.rank)
         try:
             self.group_grid = ProcessGrid(split, group_shape, stats=grid.stats, device=grid.device)
         finally:
             split.Free()
         self.shards = self._initial_shards()
-        self.sub_cfg = sub_config(cfg, self.hidden[self.index])
-        sub_widths = layer_sizes(
-            meta.num_features, self.sub_cfg.hidden, meta.num_classes, cfg.layers
-        )
         #: The replicated parameters: the sampled biases, GAT's score vectors.
         self.vectors = self._initial_vectors()
-        sub_params = model_params(sub_widths, self.sub_cfg.kind, sampler is not None)
-        zeros = _tensors([np.zeros(p.shape, dtype=cfg.numpy_dtype) for p in sub_params], True,
-                         self.group_grid.device)
-        self.inner: GroupTrainer = make_trainer(self.group_grid, self.sub_cfg, zeros)
-        # between rounds the group's model holds empty weights: the sub-model lives in the
-        # round's buffer (weights, moments) and is freed with it
-        self.inner.release()
-        del zeros
+        #: A group trainer per width of this rank's sub-networks (at most two: the widths
+        #: differ by one block); one trains each of its width's sub-networks in turn.
+        self.trainers: dict[int, GroupTrainer] = {}
+        for width in dict.fromkeys(self.hidden[i] for i in self.mine):
+            sub_cfg = sub_config(cfg, width)
+            sub_widths = layer_sizes(meta.num_features, width, meta.num_classes, cfg.layers)
+            sub_params = model_params(sub_widths, sub_cfg.kind, sampler is not None)
+            zeros = _tensors([np.zeros(p.shape, dtype=cfg.numpy_dtype) for p in sub_params],
+                             True, self.group_grid.device)
+            self.trainers[width] = make_trainer(self.group_grid, sub_cfg, zeros)
+            # between rounds the group's model holds empty weights: the sub-model lives in
+            # the round's buffer (weights, moments) and is freed with it
+            self.trainers[width].release()
+            del zeros
         self.budget = gist_budget(cfg.epochs, opts, self._steps_per_epoch(), rounds)
         self.cfg = dataclasses.replace(cfg, epochs=self.budget.rounds)
         #: The train-set loss of the global model evaluated after each round (by number).
@@ -313,6 +316,11 @@ class GistTrainer:
         self.measured_rounds: list[dict[str, float]] = []
         self._forward: ShardedForward | None = None
         self.eval_measured: list[float] = []
+
+    @property
+    def inner(self) -> GroupTrainer:
+        """The trainer of this rank's first sub-network (what the run's lines describe)."""
+        return self.trainers[self.hidden[self.mine[0]]]
 
     def _steps_per_epoch(self) -> int:
         """``S``: a group's optimizer steps in an epoch of work (full batch: one)."""
@@ -427,19 +435,14 @@ class GistTrainer:
                 f" {state['epoch']} of {self.opts.local_iters} local iterations (want {want})",
                 collective=True,
             )
-        self._take(restore_sharded(state, directory, self.world, self._saved_shapes(),
-                                   self._dtype()))
+        self._take(self._read(state, directory))
         self.steps_done = want  # a sampled group's batch stream goes on from its step
 
-    def _dtype(self) -> np.dtype:
-        return self.shards.shards[0][0].dtype
-
-    def _saved_shapes(self) -> list[tuple[int, ...]]:
-        """This rank's arrays of each kind in a checkpoint: its rows, then the vectors."""
-        shapes: list[tuple[int, ...]] = list(self._shard_shapes())
-        if self.vectors is not None:
-            shapes += [b.shape for b in self.vectors.values[0]]
-        return shapes
+    def _read(self, state: dict, directory: str | os.PathLike) -> list[list[np.ndarray]]:
+        """This rank's rows (then the vectors) of every kind in a checkpoint of any ``P``."""
+        vectors = [] if self.vectors is None else [b.shape for b in self.vectors.values[0]]
+        return restore_sharded(state, directory, self.world, self.shards.shapes, vectors,
+                               self.shards.shards[0][0].dtype, SubnetShards.offsets_of)
 
     def _take(self, kinds: list[list[np.ndarray]]) -> None:
         """The rows (and vectors) of every kind, :func:`restore_sharded`'s order."""
@@ -451,15 +454,14 @@ class GistTrainer:
     def load_weights(self, state: dict, directory: str | os.PathLike) -> None:
         """Start from a GIST checkpoint's weights alone (``--finetune``; collective).
 
-        The checkpoint must be a GIST run's on as many ranks with the same widths (each
-        rank reads its own rows; ``--subnets``, ``--local-iters``, the learning rate,
+        The checkpoint must be a GIST run's with the same widths, on any number of ranks
+        (each rank reads the rows it holds now; ``--subnets``, ``--local-iters``, the learning rate,
         epochs and masks may differ); the Adam moments start at zero and the rounds at the
         first, as a new run. A replicated model's checkpoint (another mode) is refused in
         one line: its weights are not split into this run's rows.
         """
         rng = torch.get_rng_state()  # the checkpoint's RNG state is the old run's
-        kinds = restore_sharded(state, directory, self.world, self._saved_shapes(),
-                                self._dtype())
+        kinds = self._read(state, directory)
         torch.set_rng_state(rng)
         self._take([kinds[0], *([np.zeros_like(a) for a in kinds[0]] for _ in kinds[1:])])
         self.steps_done = 0
@@ -473,33 +475,41 @@ class GistTrainer:
         before = _gist_bytes(self.world.stats)
         # 1. every hidden dimension split at random into M disjoint groups
         nets = subnets(cfg.seed, epoch, self.widths, m, self.block)  # GAT: whole heads
-        net, group = nets[self.index], self.group_grid.world
+        group = self.group_grid.world
         cuts = [cut(self.params, n) for n in nets]  # each weight's rows and columns
         # 2. the owners of the global rows send each sub-model to its group
-        sub = self.shards.scatter(cuts, self.roots, group, self.index)
-        vec = None if self.vectors is None else self.vectors.select(net)
-        dev = self.group_grid.device
-        buffers = [  # weights, exp_avg, exp_avg_sq in the model's order, trained in place
-            merge(self.params, w, None if vec is None else vec[i]) for i, w in enumerate(sub)
-        ]
-        # 3. the group trains its sub-model for K local iterations
-        self.inner.load(
-            _tensors(buffers[0], True, dev),
-            (_tensors(buffers[1], False, dev), _tensors(buffers[2], False, dev)),
-            self.steps_done, net,
-        )
-        share = self.inner.train(k) / m
-        for bufs, trained in zip(buffers, self.inner.unload(), strict=True):
-            for buf, t in zip(bufs, trained, strict=True):  # CPU: views of buf, a no-op
-                np.copyto(buf, dev.to_host(t))
-        del trained
+        subs = self.shards.scatter(cuts, self.roots, group, self.mine)
+        dev, share = self.group_grid.device, 0.0
+        trained: list[tuple[int, list[list[np.ndarray]], list[list[np.ndarray]] | None]] = []
+        for index, sub in zip(self.mine, subs, strict=True):
+            net = nets[index]
+            vec = None if self.vectors is None else self.vectors.select(net)
+            buffers = [  # weights, exp_avg, exp_avg_sq in the model's order, trained in place
+                merge(self.params, w, None if vec is None else vec[i]) for i, w in enumerate(sub)
+            ]
+            # 3. the group trains its sub-model for K local iterations (a rank hosting
+            # several sub-networks trains them one after the other)
+            inner = self.trainers[self.hidden[index]]
+            inner.load(
+                _tensors(buffers[0], True, dev),
+                (_tensors(buffers[1], False, dev), _tensors(buffers[2], False, dev)),
+                self.steps_done, net,
+            )
+            share += inner.train(k) / m
+            for bufs, out in zip(buffers, inner.unload(), strict=True):
+                for buf, t in zip(bufs, out, strict=True):  # CPU: views of buf, a no-op
+                    np.copyto(buf, dev.to_host(t))
+            del out, buffers
+            trained.append((index, sub, vec))
+        del subs
+        roots = trained if group.rank == 0 else []
         # 4. the roots send the trained sub-models back to the owners
-        flat = self.shards.pack_trained(cuts, self.roots, sub if group.rank == 0 else None)
-        del sub, buffers
+        flat = self.shards.pack_trained(cuts, [(i, sub) for i, sub, _ in roots])
         self.shards.write_back(cuts, self.roots, flat)
         del flat
         if self.vectors is not None:
-            self.vectors.write_back(m, net, vec if group.rank == 0 else None)
+            self.vectors.write_back(m, [(nets[i], v) for i, _, v in roots if v is not None])
+        del trained, roots
         self.steps_done += k
         self._account(cuts, before)
         return share

@@ -32,11 +32,13 @@ def gist_report(
     """
     t, cfg, world = trainer, trainer.cfg, trainer.world
     k, rounds = t.opts.local_iters, max(1, len(t.predicted_rounds))
-    mine = t.inner.predicted_bytes(k, result.steps_run)  # collective in the group
+    # collective in the group; a rank hosting several sub-networks is a group of one
+    mine = [inner.predicted_bytes(k, result.steps_run) for inner in t.trainers.values()]
     predicted: dict[str, float] = {}
-    for part in world.allgather_obj(mine if t.group_grid.world.rank == 0 else {}):
-        for c, v in part.items():
-            predicted[c] = predicted.get(c, 0.0) + v
+    for parts in world.allgather_obj(mine if t.group_grid.world.rank == 0 else []):
+        for part in parts:
+            for c, v in part.items():
+                predicted[c] = predicted.get(c, 0.0) + v
     cats = t.categories()
     for c in cats:
         predicted[c] = sum(r[c] for r in t.predicted_rounds) / rounds

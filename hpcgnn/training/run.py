@@ -51,7 +51,8 @@ from hpcgnn.utils.progress import Step
 MAX_THREADS = 4096
 #: The ``algo`` labels whose checkpoints resume one another's at any rank count
 #: (:attr:`~hpcgnn.training.modes.base.Mode.elastic_labels`: the full-batch layouts and
-#: HongTu's offload).
+#: HongTu's offload; a GIST checkpoint resumes at any rank count when both runs' groups
+#: run one of them, :func:`~hpcgnn.training.checkpoint.load_checkpoint`).
 ELASTIC = frozenset().union(*(mode.elastic_labels for mode in MODES.values()))
 #: The options that name a file or a directory (an empty one is refused).
 PATHS = ("metrics", "trace", "checkpoint_dir", "resume", "log_csv", "finetune")
@@ -251,7 +252,7 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
         more = None if opts.predict_out else cfg.epochs
         ignore = TRAINING_ONLY if opts.predict_out else ()
         state = load_checkpoint(opts.resume, grid.world, fingerprint, more, ignore, bound,
-                                elastic=ELASTIC if mode.elastic_labels else frozenset())
+                                elastic=ELASTIC)
         trainer.restore_checkpoint(state, opts.resume)
         start_epoch = int(state["epoch"])
         history = [EpochRecord(**rec) for rec in state["history"]]

@@ -7,6 +7,7 @@ import pytest
 from hpcgnn.exchange.subnet_biases import ATTENTION, BIAS, SubnetBiases
 from hpcgnn.kinds import GAT, GCN, GIN, SAGE, Layer, Weight
 from hpcgnn.layout.subnets import (
+    Placement,
     cut,
     entries,
     group_sizes,
@@ -29,6 +30,26 @@ def test_groups_are_disjoint_cover_and_differ_by_at_most_one(width, groups):
         sizes = [len(g) for g in ids]
         assert sizes == group_sizes(width, groups) and max(sizes) - min(sizes) <= 1
         assert all(np.all(np.diff(g) > 0) for g in ids)
+
+
+@pytest.mark.parametrize(("ranks", "groups", "sizes", "roots"), [
+    (4, 2, (2, 2), (0, 2)), (3, 2, (2, 1), (0, 2)), (2, 2, (1, 1), (0, 1)),
+    (1, 2, (1, 1), (0, 0)), (2, 5, (1,) * 5, (0, 0, 0, 1, 1)),
+    (3, 7, (1,) * 7, (0, 0, 0, 1, 1, 2, 2)),
+])
+def test_a_placement_gives_every_sub_network_one_group_and_every_rank_one(
+    ranks, groups, sizes, roots
+):
+    """``M <= P``: groups of consecutive ranks; ``M > P``: a rank hosts several of one rank."""
+    p = Placement.of(ranks, groups)
+    assert (p.sizes, p.roots) == (sizes, roots)
+    hosted = [p.hosted(r) for r in range(ranks)]
+    assert all(h for h in hosted) and sorted({m for h in hosted for m in h}) == list(range(groups))
+    if groups <= ranks:
+        assert all(len(h) == 1 for h in hosted)
+    else:  # disjoint, consecutive, the counts differing by at most one
+        assert sum(len(h) for h in hosted) == groups
+        assert max(map(len, hosted)) - min(map(len, hosted)) <= 1
 
 
 def test_every_round_and_layer_draws_a_new_split_and_the_same_everywhere():
@@ -216,7 +237,7 @@ def test_a_sampled_gat_replicates_scores_and_biases_in_the_models_order():
     for got, want in zip(picked[0][6:], initial[6:], strict=True):  # the output's, whole
         np.testing.assert_array_equal(got, want)
     assert entries(vec[0], net)[1] == (-1, 4)
-    biases.write_back(1, net, picked)  # one category at a time
+    biases.write_back(1, [(net, picked)])  # one category at a time
     assert world.calls == [(ATTENTION, 3 * 44), (BIAS, 3 * 19)]
     drops = subnet_heads(net, kind, 4, 1)
     assert drops is not None and drops(2) is None

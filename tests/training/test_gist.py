@@ -90,7 +90,6 @@ def _bad_settings(size):
         (["--subnets", "0"], "--subnets must be >= 1"),
         (["--local-iters", "0"], "--local-iters must be >= 1"),
         (["--rounds", "0"], "--rounds must be >= 1"),
-        (["--subnets", str(size + 1)], "ranks"),
     ]
     if size >= 3:  # unequal groups are full-batch groups only
         cases.append((["--subnets", "2" if size % 2 else "3", "--sampler", "sage", "--fanout",
@@ -105,3 +104,45 @@ def test_bad_settings_give_one_line_on_every_rank(graph_file, world, capfd):
     path = graph_file(n=30, seed=7)
     for flags, words in _bad_settings(world.size):
         expect_error(world, capfd, ["train", path, *BASE, "--mode", "gist", *flags], words)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize(("model", "sampled"), [
+    ("gcn", None), ("gin", None), ("sage", {"sampler": "sage", "fanout": [3, 2],
+                                            "batch_size": 10}),
+], ids=["gcn", "gin", "sage-sampled"])
+def test_more_sub_networks_than_ranks_train_as_on_one_rank(
+    graph_file, shared_tmp, world, model, sampled
+):
+    """``M = 5 > P``: a rank hosts several sub-networks and trains them in turn.
+
+    Their widths differ (``--hidden 8``: 2, 2, 2, 1, 1), so a rank may hold a group trainer
+    per width; the run equals the one on one rank that hosts all five, every byte predicted.
+    """
+    from mpi4py import MPI
+
+    import hpcgnn.api
+    from hpcgnn.training.modes import FullBatchMode, GistMode, MinibatchMode
+
+    group = FullBatchMode() if sampled is None else MinibatchMode(**sampled)
+    path = graph_file(n=60, seed=8)
+    common = {"model": model, "layers": 2, "hidden": 8, "epochs": 3, "dropout": 0.5,
+              "dtype": "float64", "quiet": True, "eval_every": 1,
+              "mode": GistMode(subnets=5, local_iters=2, rounds=3, group=group)}
+    ref = hpcgnn.api.train(path, comm=MPI.COMM_SELF, **common)
+    metrics = shared_tmp / f"hosted-{model}.json"
+    run = hpcgnn.api.train(path, comm=MPI.COMM_WORLD, metrics=metrics, **common)
+    world.mpi.Barrier()
+    doc = json.loads(metrics.read_text())
+    np.testing.assert_allclose([e["loss"] for e in doc["epochs"]],
+                               [e["loss"] for e in ref.metrics["epochs"]], rtol=1e-10)
+    assert run.params_sha256 == ref.params_sha256
+    section = doc["gist"]
+    assert section["subnets"] == 5 and section["subnet_hidden"] == [2, 2, 2, 1, 1]
+    for rec in section["per_round"]:
+        assert rec["sent_bytes"] == rec["predicted_sent_bytes"]
+        assert rec["returned_bytes"] == rec["predicted_returned_bytes"]
+    measured, predicted = doc["comm"]["measured_bytes"], doc["comm"]["predicted_bytes"]
+    assert {c: v for c, v in measured.items() if v and c != "control"} == {
+        c: v for c, v in predicted.items() if v and c != "control"
+    }

@@ -1,6 +1,7 @@
 """GIST checkpoints: row-sharded, resumed at round boundaries bit for bit, refused with one line."""
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -176,3 +177,74 @@ def test_finetune_from_a_gist_checkpoint_is_a_new_run_from_its_weights(graph_fil
         kept = _train(world, path, "--subnets", "2", "--rounds", "1", "--lr", "0",
                       "--finetune", str(ckpt_g), metrics=shared_tmp / "ft-m2.json")
         assert kept["params_sha256"] == source["params_sha256"]
+
+
+@pytest.mark.mpi
+@pytest.mark.ranks(4, 8)
+def test_a_gist_checkpoint_resumes_at_another_rank_count_and_group_layout(
+    graph_file, shared_tmp, world
+):
+    """Written at 4 ranks (``M = 2``, groups of 2 on 1D), resumed at 3 ranks (groups of 2
+    and 1), at 2 on 2D groups and at 1 (hosting both sub-networks): every rank reads the
+    rows it holds now from the files that hold them, and the losses are the uninterrupted
+    run's (float64, 1e-10); predict at 1 rank on it. Sampled groups stay bound to theirs."""
+    from mpi4py import MPI
+
+    import hpcgnn
+    from hpcgnn.api import FullBatchMode, GistMode, MinibatchMode
+    from hpcgnn.errors import ConfigError
+    from hpcgnn.training.run import configure
+    from hpcgnn.training.run import train as run
+
+    path = graph_file(n=70, seed=8)
+    common = {"epochs": 4, "hidden": 8, "layers": 3, "quiet": True, "eval_every": 0,
+              "dtype": "float64", "dropout": 0.5}
+
+    def gist(group=None):
+        return GistMode(subnets=2, local_iters=2, rounds=4, group=group or FullBatchMode())
+
+    quads = world.mpi.Split(world.rank // 4, world.rank)  # groups of 4 ranks
+    ckpt, sampled = shared_tmp / f"g{world.rank // 4}", shared_tmp / f"gs{world.rank // 4}"
+    try:
+        ref = hpcgnn.train(path, mode=gist(), comm=quads, **common)
+        hpcgnn.train(path, mode=replace(gist(), rounds=2), checkpoint_dir=ckpt,
+                     checkpoint_every=1, comm=quads, **common)
+        hpcgnn.train(path, mode=replace(gist(MinibatchMode(sampler="sage", batch_size=10)),
+                                        rounds=2),
+                     checkpoint_dir=sampled, checkpoint_every=1, comm=quads, **common)
+    finally:
+        quads.Free()
+    want = [e["loss"] for e in ref.metrics["epochs"]]
+    runs = [(gist(), 3), (gist(FullBatchMode(algo="2d")), 2), (gist(), 1)]
+    for mode, size in runs:
+        comm = world.mpi.Split(0 if world.rank < size else MPI.UNDEFINED, world.rank)
+        ok, got = True, None
+        if comm != MPI.COMM_NULL:
+            try:
+                got = [e["loss"] for e in hpcgnn.train(path, mode=mode, resume=ckpt, comm=comm,
+                                                       **common).metrics["epochs"]]
+                ok = len(got) == 4 and all(abs(a - b) <= 1e-10 * abs(b)
+                                           for a, b in zip(got, want, strict=True))
+            finally:
+                comm.Free()
+        assert_all(world, ok, f"{mode.group} at {size}: {got} vs {want}")
+    refused = ""
+    if world.rank == 0:  # a sampled group's steps depend on its ranks: bound to its grid
+        try:
+            hpcgnn.train(path, mode=gist(MinibatchMode(sampler="sage", batch_size=10)),
+                         resume=sampled, comm=MPI.COMM_SELF, **common)
+        except ConfigError as err:
+            refused = str(err)
+    assert_all(world, world.rank or "group_grid" in refused, refused)
+    out = shared_tmp / f"gp{world.rank}.h5"  # every rank predicts alone
+    cfg, opts = configure(str(path), gist(), {"hidden": 8, "layers": 3, "dtype": "float64",
+                                              "resume": str(ckpt), "predict_out": str(out),
+                                              "summary": False})
+    run(opts, cfg, MPI.COMM_SELF)
+    import h5py
+
+    with h5py.File(out) as f:
+        logits = np.asarray(f["logits"]) if "logits" in f else None
+    assert_all(world, logits is not None and logits.shape == (70, ref.metrics["graph"]
+                                                              ["num_classes"]), str(out))
+

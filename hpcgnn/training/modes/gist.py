@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Protocol
 
-import numpy as np
 import torch
 
 from hpcgnn.config import GRID_KIND, TrainConfig, check_types
@@ -19,7 +18,7 @@ from hpcgnn.errors import ConfigError, HpcgnnError
 from hpcgnn.io.reader import GraphMeta
 from hpcgnn.layout.order import layer_sizes
 from hpcgnn.layout.shapes import GridShape, choose_shape
-from hpcgnn.layout.subnets import group_sizes, model_params, split_block
+from hpcgnn.layout.subnets import Placement, group_sizes, model_params, split_block
 from hpcgnn.layout.trace import ATTENTION, trace
 from hpcgnn.training.gist import GistOptions, GistTrainer, GroupTrainer, check_gist, sub_config
 from hpcgnn.training.modes.base import Estimate, Mode, Setup
@@ -137,16 +136,10 @@ class GistMode(Mode[GistTrainer]):
 
     def resolve(self, cfg: TrainConfig, ranks: int) -> TrainConfig:
         """The group's layers, a kind GIST trains, ``M`` groups that fit."""
-        if self.group.sampler is not None and cfg.layer is not None:  # not yet tested
-            raise ConfigError(
-                f"--model {cfg.kind} is not available with --mode gist --sampler yet (sampled"
-                " groups train the layers --mode minibatch trains; without --sampler any"
-                " layer trains)"
-            )
         cfg = super().resolve(self.group.resolve(cfg, ranks), ranks)
         check_gist(self.options, cfg, ranks)
         m = self.options.subnets
-        if ranks % m and self.group.sampler is not None:
+        if m < ranks and ranks % m and self.group.sampler is not None:
             raise ConfigError(f"--subnets {m} must divide the {ranks} ranks into equal groups"
                               " with --sampler (each group's epoch has the same steps)")
         self.group_shapes(ranks)  # every group's grid, refused on every rank alike
@@ -161,8 +154,8 @@ class GistMode(Mode[GistTrainer]):
         return choose_shape(GRID_KIND[self.name], ranks, None, None)
 
     def group_shapes(self, ranks: int) -> list[GridShape]:
-        """The grid of each group: its mode's on its ranks (:func:`group_sizes`)."""
-        return [self.group.grid_shape(n) for n in group_sizes(ranks, self.options.subnets)]
+        """The grid of each group: its mode's on its ranks (:class:`Placement`)."""
+        return [self.group.grid_shape(n) for n in Placement.of(ranks, self.options.subnets).sizes]
 
     def group_shape(self, ranks: int) -> GridShape:
         """The grid of the smallest group (the most per rank; every group's when ``M | P``)."""
@@ -179,9 +172,14 @@ class GistMode(Mode[GistTrainer]):
         ``shape``: the run's 1D grid. A GIST rank holds its group's sub-model of
         ``ceil(hidden / M)`` on the group's grid plus its rows of the global model and the
         model-parallel evaluation (:func:`hpcgnn.cost.gist.memory_bytes`), never the whole
-        global model.
+        global model. With ``M > P`` rank 0 hosts the most sub-networks: their exchange
+        buffers all at once, and a group trainer per width among them.
         """
         ranks, sub_cfg = shape.size, self._sub_cfg(cfg)
+        hosted = Placement.of(ranks, self.options.subnets).hosted(0)
+        block = split_block(cfg.kind, cfg.hidden)
+        split = group_sizes(cfg.hidden // block, self.options.subnets)
+        trainers = len({split[m] for m in hosted})
         group_shape = self.group_shape(ranks)
         widths = layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, cfg.layers)
         sub = layer_sizes(meta.num_features, sub_cfg.hidden, meta.num_classes, cfg.layers)
@@ -193,10 +191,11 @@ class GistMode(Mode[GistTrainer]):
         heads = max((c.heads for c in trace(widths, cfg.kind) if c.primitive == ATTENTION),
                     default=0)
         extra = memory_bytes(
-            sharded(widths, cfg), sharded(sub, sub_cfg), meta.num_nodes, meta.num_edges,
+            sharded(widths, cfg), sharded(sub, sub_cfg) * len(hosted), meta.num_nodes,
+            meta.num_edges,
             ranks, cfg.itemsize, heads,
         )
-        group = self.group.memory(sub_cfg, meta, group_shape).bytes
+        group = trainers * self.group.memory(sub_cfg, meta, group_shape).bytes
         return Estimate(group_shape, f"{sub_cfg.hidden} of {cfg.hidden}", group + extra)
 
     def _full_shape(self, ranks: int) -> GridShape | None:
@@ -210,8 +209,7 @@ class GistMode(Mode[GistTrainer]):
         """The GIST trainer; each group's trainer is its mode's, with injected weights."""
         grid, cfg, meta = setup.grid, setup.cfg, setup.meta
         full = self._full_shape(grid.size) or grid.shape
-        sizes = group_sizes(grid.size, self.options.subnets)
-        mine = int(np.searchsorted(np.cumsum(sizes), grid.world.rank, side="right"))
+        mine = Placement.of(grid.size, self.options.subnets).hosted(grid.world.rank)[0]
 
         def make_trainer(group_grid: Any, sub_cfg: TrainConfig, weights: Any) -> GroupTrainer:
             group_setup = replace(setup, grid=group_grid, cfg=sub_cfg, topology=None)

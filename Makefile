@@ -195,7 +195,7 @@ endif
 # and 4 ranks (the same bodies run on the CPU in make test and on a GPU under
 # HPCGNN_TEST_DEVICE=cuda).
 EMULATED_TESTS ?= tests/backend tests/models tests/exchange tests/spmm tests/comm/test_wire.py \
-                  tests/training/test_device_waits.py tests/kernels/test_sampling.py tests/kernels/test_csr.py \
+                  tests/training/test_device_waits.py tests/training/test_memory.py tests/kernels/test_sampling.py tests/kernels/test_csr.py \
                   tests/kernels/test_spmm.py
 test-emulated: setup
 	HPCGNN_TEST_DEVICE=cuda HPCGNN_EMULATE_CUDA=1 $(PY) -m pytest $(PYTEST_ARGS) $(EMULATED_TESTS)

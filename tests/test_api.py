@@ -54,6 +54,10 @@ def _comparable(doc):
     doc.get("sampling", {}).pop("sample_time_s", None)
     for key in ("peak_memory_bytes", "memory_at_start_bytes"):  # the process's, measured
         doc.get("gist", {}).pop(key, None)
+    memory = doc["memory"]  # the processes' peaks, measured; their sources and estimates agree
+    for part in (memory, *([memory["device"]] if memory["device"] else [])):
+        for key in ("peak_bytes", "phases"):
+            part.pop(key)
     return doc
 
 

@@ -128,6 +128,18 @@ class CudaRuntime:
         """Bytes of GPU ``index``'s memory free now (``cudaMemGetInfo``)."""
         return int(torch.cuda.mem_get_info(index)[0])
 
+    def peak_bytes(self, index: int) -> int:
+        """The most bytes torch's allocator held in tensors on GPU ``index`` so far.
+
+        ``torch.cuda.max_memory_allocated`` (:data:`DEVICE_PEAK_SOURCE`): every device
+        tensor of the run is torch's (the raw kernels of ``cuda/`` take torch's memory by
+        DLPack), a high-water mark since the process started (nothing resets it).
+        """
+        return int(torch.cuda.max_memory_allocated(index))
+
+
+#: What :meth:`CudaRuntime.peak_bytes` reads (the metrics' ``memory.device.source``).
+DEVICE_PEAK_SOURCE = "torch.cuda.max_memory_allocated"
 
 _RUNTIMES: dict[bool, Any] = {False: CudaRuntime(), True: emulation.EmulatedRuntime()}
 
@@ -279,6 +291,15 @@ class Device:
     def free_bytes(self) -> int | None:
         """The GPU's free memory now (the emulated one's: the host's); ``None`` on the CPU."""
         return self.runtime.free_bytes(self.index) if self.is_cuda else None
+
+    def peak_bytes(self) -> int | None:
+        """The GPU's peak of allocated bytes so far (:meth:`CudaRuntime.peak_bytes`).
+
+        ``None`` on the CPU, and on the emulated GPU, whose memory is host memory (in the
+        process's peak resident set, :func:`hpcgnn.utils.memory.peak_rss_bytes`) and not
+        counted apart.
+        """
+        return self.runtime.peak_bytes(self.index) if self.is_cuda else None
 
     # -- allocation ------------------------------------------------------------------------
     def empty(self, shape: Shape, dtype: torch.dtype) -> torch.Tensor:

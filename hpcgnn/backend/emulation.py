@@ -419,6 +419,14 @@ class EmulatedRuntime:
         avail = available_bytes()
         return None if avail is None else int(avail)
 
+    def peak_bytes(self, index: int) -> int | None:
+        """``None``: the emulated GPU's memory is host memory, not counted apart.
+
+        Its tensors are in the process's peak resident set like every host allocation
+        (:func:`hpcgnn.utils.memory.peak_rss_bytes`).
+        """
+        return None
+
     def event(self) -> EmulatedEvent:
         """A new :class:`EmulatedEvent`."""
         return EmulatedEvent()

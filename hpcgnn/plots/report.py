@@ -126,7 +126,7 @@ def _checked(path: str, item: Any) -> Any:
             time = doc.get("time", {})
             printed = [*time.get("phases", {}).values(), time.get("epoch_median_s"),
                        *(doc.get("exchange", {}).get(key) for key in EXCHANGE_VOLUMES),
-                       doc.get("final", {}).get("test_acc")]
+                       doc.get("final", {}).get("test_acc"), peak_memory(doc)]
             for value in printed:  # numbers or None
                 _fmt(value)
             doc.get("config", {}).get("mode")
@@ -355,6 +355,15 @@ def _scaling(fig: Any, studies: list[Study]) -> None:
     times.legend(fontsize="small")
 
 
+def peak_memory(doc: dict[str, Any]) -> int | None:
+    """The largest rank's peak host memory of a run (``memory.peak_bytes``), bytes.
+
+    ``None`` for a file without the ``memory`` section (written before it).
+    """
+    peaks = (doc.get("memory") or {}).get("peak_bytes") or []
+    return max(peaks) if peaks else None
+
+
 def _colours(n: int) -> list[Any]:
     """``n`` colours, distinct up to 60 (tab20, then tab20b and tab20c), then repeating."""
     from matplotlib import colormaps
@@ -375,8 +384,8 @@ def _index(runs: list[Run], studies: list[Study], figures: list[str]) -> str:
         lines += [
             "## Runs", "",
             "| run | mode | P | test acc | epoch median ms | MB/epoch measured"
-            " | MB/epoch predicted | measured / predicted |",
-            "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+            " | MB/epoch predicted | measured / predicted | peak host MiB |",
+            "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
         ]
         for r in runs:
             m, p = _total(r, "measured_bytes"), _total(r, "predicted_bytes")
@@ -386,7 +395,7 @@ def _index(runs: list[Run], studies: list[Study], figures: list[str]) -> str:
                 f" | {_fmt(r.doc.get('final', {}).get('test_acc'))}"
                 f" | {_fmt(r.doc.get('time', {}).get('epoch_median_s'), 1e3)}"
                 f" | {_fmt(m, 1e-6)} | {_fmt(p, 1e-6) if p else '-'}"
-                f" | {_fmt(m / p) if p else '-'} |"
+                f" | {_fmt(m / p) if p else '-'} | {_fmt(peak_memory(r.doc), 2.0**-20)} |"
             )
         lines.append("")
     for study in studies:

@@ -21,6 +21,7 @@ import torch
 
 from hpcgnn.comm.collective import collective
 from hpcgnn.comm.communicator import Comm
+from hpcgnn.comm.memory import MemoryPeaks
 from hpcgnn.comm.stats import CommStats
 from hpcgnn.config import TrainConfig
 from hpcgnn.errors import HpcgnnError
@@ -145,6 +146,10 @@ class TrainResult:
     #: The trained weights, whole, copied to the host on every rank, when the run was asked
     #: to keep them (``hpcgnn.train``).
     weights: list[torch.Tensor] | None = None
+    #: This rank's peak memory by the end of each phase: the run's own (``start``,
+    #: ``setup``), then the loop's ``training`` (the epochs, their evaluations included)
+    #: and ``evaluation`` (the trained model's).
+    memory: MemoryPeaks = field(default_factory=MemoryPeaks)
 
     def per_epoch(self, counters: dict[str, float]) -> dict[str, float]:
         """Divide counters accumulated over this process's epochs by their number."""
@@ -320,6 +325,7 @@ def run_epochs(
     before_epoch: Callable[[int], None] | None = None,
     kept: KeptWeights | None = None,
     say_steps: bool = False,
+    memory: MemoryPeaks | None = None,
 ) -> TrainResult:
     """Train for epochs ``start_epoch .. cfg.epochs - 1``, evaluating every ``cfg.eval_every``.
 
@@ -346,6 +352,9 @@ def run_epochs(
     say_steps
         Say on stderr when the final evaluation takes long (:class:`~hpcgnn.utils.progress.Step`;
         rank 0 of a run that prints).
+    memory
+        The peaks of the phases before the loop (``result.memory`` goes on from them);
+        the loop marks ``training`` and ``evaluation``.
 
     Notes
     -----
@@ -354,7 +363,7 @@ def run_epochs(
     ``EpochRecord.time_s`` is the training step (forward, backward, gradient reduction,
     optimiser), started after a barrier; evaluation is timed separately.
     """
-    result = TrainResult(epochs=list(history or []))
+    result = TrainResult(epochs=list(history or []), memory=memory or MemoryPeaks())
     result.validation = BestValidation.replay(cfg.early_stopping, result.epochs)
     for epoch in range(start_epoch, cfg.epochs):
         if result.validation.stop:  # a resumed run that had stopped
@@ -378,8 +387,10 @@ def run_epochs(
     if kept is not None and kept.restore():
         assert result.validation.best is not None  # kept at its evaluation or resumed with it
         result.selected_epoch = result.validation.best.epoch
+    result.memory.mark("training", trainer.world.device)
     with torch.no_grad(), Step("evaluating the trained model", enabled=say_steps):
         result.final = trainer.evaluate()
+    result.memory.mark("evaluation", trainer.world.device)
     loss = result.final.get("loss", 0.0)
     if not math.isfinite(loss):  # the last step's update: no epoch's loss saw it
         done = result.epochs[-1].epoch if result.epochs else 0

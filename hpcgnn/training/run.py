@@ -16,7 +16,7 @@ import torch
 from mpi4py import MPI
 
 from hpcgnn.comm.collective import collective
-from hpcgnn.comm.memory import check_memory
+from hpcgnn.comm.memory import MemoryPeaks, check_memory, memory_section
 from hpcgnn.comm.node import host_cores
 from hpcgnn.config import TrainConfig, check_types
 from hpcgnn.cost.ranking import cost_problem, grid_note
@@ -195,6 +195,8 @@ def _check_outputs(opts: RunOptions, grid: ProcessGrid) -> None:
 
 def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> TrainResult:
     mode, root = opts.mode, grid.rank == 0
+    peaks = MemoryPeaks()
+    peaks.mark("start", grid.device)  # the process before the run: libraries, MPI, device
     say = (lambda *a: print(*a, flush=True)) if root and opts.summary else (lambda *a: None)
     with collective(grid.world):
         with open_graph(opts.graph) as gf:
@@ -302,6 +304,7 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
             history = [e.as_dict() for e in result.epochs]
             trainer.save_checkpoint(directory, done, history, fingerprint)
 
+    peaks.mark("setup", grid.device)  # the graph's checks, the model built, a checkpoint read
     grid.world.barrier()
     grid.stats.reset()
     grid.stats.tracing = bool(opts.trace)
@@ -315,7 +318,7 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
         result = run_epochs(
             trainer, cfg, progress, start_epoch=start_epoch, history=history,
             after_epoch=checkpoint, before_epoch=trace_window, kept=kept,
-            say_steps=root and opts.summary,
+            say_steps=root and opts.summary, memory=peaks,
         )
         result.metrics = _report(opts, setup, trainer, result, content)
         if opts.keep_result:  # GIST: gathers its row shards (collective)
@@ -388,6 +391,7 @@ def _report(
         **sections, "device": device_section(grid),
         "comm": {**sections.get("comm", {}), "busiest_rank_bytes": busiest,
                  **wire_section(grid)},
+        "memory": memory_section(grid.world, result.memory, setup.memory_bytes or None),
     }
     config = {
         **cfg.as_dict(), "algo": mode.label, "grid": str(grid.shape),

@@ -79,6 +79,10 @@ def allocation_failure(err: BaseException) -> str | None:
             " higher memory limit")
 
 
+#: What :func:`peak_rss_bytes` reads (the metrics' ``memory.source``).
+PEAK_RSS_SOURCE = "getrusage(RUSAGE_SELF).ru_maxrss"
+
+
 def peak_rss_bytes() -> int:
     """This process's peak resident set size so far (``getrusage``'s ``ru_maxrss``), bytes.
 

@@ -38,9 +38,20 @@ def test_report_draws_the_metrics_of_every_mode(tmp_path, capsys):
     index = (rep / "index.md").read_text()
     assert index.count("| fullbatch |") == 2 and "| minibatch |" in index
     assert "## Scaling study: scaling on laptop" in index and "![scaling](scaling.png)" in index
+    assert "| peak host MiB |" in index
     for metrics in inputs:  # this hpcgnn's files count from 1, as the curves' x axes
         doc = json.loads(open(metrics).read())
         assert [e["epoch"] for e in doc["epochs"]] == [1, 2], metrics
+        peak = doc["memory"]["peak_bytes"]  # every mode's: one rank, a positive count
+        assert len(peak) == 1 and peak[0] > 0, metrics
+        assert f" | {peak[0] / 2**20:.4g} |" in index, metrics
+
+
+def test_a_file_without_the_memory_section_has_no_peak():
+    from hpcgnn.plots.report import peak_memory
+
+    assert peak_memory({}) is None and peak_memory({"memory": None}) is None
+    assert peak_memory({"memory": {"peak_bytes": [3, 7, 5]}}) == 7
 
 
 def test_the_curves_count_epochs_from_1_in_files_of_every_schema():
@@ -62,6 +73,8 @@ def test_the_curves_count_epochs_from_1_in_files_of_every_schema():
     (json.dumps({"epochs": [{"epoch": 0, "loss": "x"}], "comm": {}}), "wrong type"),
     (json.dumps({"epochs": [], "comm": {}, "time": {"phases": 3}}), "wrong type"),
     (json.dumps({"epochs": [], "comm": {"measured_bytes": {"a": "b"}}}), "wrong type"),
+    (json.dumps({"epochs": [], "comm": {}, "memory": {"peak_bytes": ["x"]}}), "wrong type"),
+    (json.dumps({"epochs": [], "comm": {}, "memory": [1]}), "wrong type"),
     (json.dumps({"machine": "m", "results": [{"procs": 4, "choices": [{"algo": "1d"}]}]}),
      "missing (KeyError: 'time_s')"),
     (json.dumps({"epochs": [{"epoch": 1, "loss": 1e308}, {"epoch": 2, "loss": -1e308}],

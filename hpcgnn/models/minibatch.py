@@ -5,8 +5,9 @@ Hop ``L-1`` of a sampled batch is applied first, each layer through the hop's
 :class:`~hpcgnn.nn.sampled.BlockPrimitives` (the sampler's matrix of the layer's operator,
 the output rows' own rows, the sampled edges). Evaluation is full-graph, the same forward on
 the operator the sampled one estimates (the full-neighbourhood mean ``D^{-1} A^T`` for
-sage, ``D^{-1}(A^T + I)`` for ladies and cluster, the sum ``A^T + s I`` of the sampler's
-pattern, whose ones GAT attends over; :func:`~hpcgnn.sampling.rows.eval_block`),
+the mean, sage's or cluster's, ``D^{-1}(A^T + I)`` for ladies' and cluster's normalized
+one, the sum ``A^T + s I`` of the sampler's pattern, whose ones GAT attends over;
+:func:`~hpcgnn.sampling.rows.eval_block`),
 distributed 1.5D by CAGNET's staged broadcast SpMM
 (:class:`~hpcgnn.spmm.block_row.BlockRowAggregation`, forward only), or for an attention
 over all of every vertex's in-edges (the 1D / 1.5D neighbourhoods of
@@ -176,7 +177,9 @@ class MinibatchModel:
         """The hop as the layer reads it: the matrix of its operator, its own rows, its edges.
 
         The sampler's own operator (mean, LADIES' or Cluster-GCN's normalised ``S``) is the
-        hop's matrix; ``"weighted"`` holds the file's weights of the sampled edges;
+        hop's matrix; on a hop that holds ``S``'s ``+ I`` (Cluster-GCN's) the mean is its
+        rows' in-edges alone (:meth:`~hpcgnn.sampling.sampled.SampledHop.in_edges`);
+        ``"weighted"`` holds the file's weights of the sampled in-edges;
         ``"sum"`` counts every sampled edge 1 and a row's own vertex the
         operator's ``s``, and ``"pattern"`` is its ones, over which the attention runs.
         Each row's own vertex is among the input rows: the first ones (node-wise,
@@ -193,14 +196,18 @@ class MinibatchModel:
             return hop.sum_matrix(op.self_weight, dtype, sampler.self_loops,
                                   hop.own_columns(rows_lead))
 
+        def edges() -> SampledHop:  # the sampled in-edges: S's + I is none of them
+            return hop.in_edges(hop.own_columns(rows_lead)) if sampler.self_loops else hop
+
         def matrix() -> Any:
             if op.name in ("sum", "pattern"):
                 return summed()
             if op.weighted:
                 assert self.edge_weights is not None
-                return SampledHop(hop.rows, hop.cols, hop.indptr, hop.indices,
-                                  self.edge_weights.of_hop(hop)).matrix(dtype)
-            return hop.matrix(dtype)
+                e = edges()
+                return SampledHop(e.rows, e.cols, e.indptr, e.indices,
+                                  self.edge_weights.of_hop(e)).matrix(dtype)
+            return (edges() if self.kind.mean else hop).matrix(dtype)
 
         def aggregate(x: torch.Tensor) -> torch.Tensor:
             return sparse_matmul(matrix(), x)

@@ -37,9 +37,10 @@ layer the ``N x K' C`` partial products are all-reduced and every rank attends a
 heads and averages them. The score vectors are replicated on every rank.
 
 GIST with ``--sampler`` evaluates the sampled models as minibatch mode does: the operator
-is the sampler's full-graph one (``D^-1 A^T`` for sage, ``D^-1 (A^T + I)`` for ladies and
-cluster; GIN's sum ``A^T + (1 + eps) I`` of the sampler's pattern, whose pattern GAT
-attends over, :func:`~hpcgnn.sampling.rows.eval_block`) and every layer adds its bias
+is the sampler's full-graph one (``D^-1 A^T`` for GraphSAGE's mean, on sage or cluster,
+``D^-1 (A^T + I)`` for GCN on ladies and cluster; GIN's sum ``A^T + (1 + eps) I`` of the
+sampler's pattern, whose pattern GAT attends over,
+:func:`~hpcgnn.sampling.rows.eval_block`) and every layer adds its bias
 (replicated on every rank, so the traffic is unchanged) to the output of the primitive that
 takes the layer's last weight, before that primitive's own activation: GIN's after ``W_2``,
 ``ReLU(Â^T H W_1) W_2 + b``; GAT's after the attention (the output heads' mean), before ELU.

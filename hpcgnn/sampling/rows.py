@@ -49,6 +49,20 @@ def row_values(normalised: bool, indptr: Array) -> Array:
     return xp.repeat(per_row, lens)
 
 
+def without_own(indptr: Array, indices: Array, own: Array) -> tuple[Array, Array]:
+    """The rows ``(indptr, indices)`` without each row ``r``'s entry at column ``own[r]``.
+
+    The rows of a sampler whose ``S`` has ``A^T + I``'s pattern (LADIES, Cluster-GCN) hold
+    their vertex's ``+ I``: without it a row holds the vertex's in-neighbours alone (the
+    graph file stores no self loops, ``docs/format.md``), which the mean and the weighted
+    operator read. NumPy arrays, or tensors on the sampling device.
+    """
+    xp = ops(indices)
+    row = xp.rows_of(indptr)
+    keep = indices != own[row]
+    return xp.ptr(xp.bincount(row[keep], len(indptr) - 1)), indices[keep]
+
+
 @dataclass
 class RowStore:
     """A set of rows of the pattern of ``S``, by sorted global vertex id.
@@ -212,7 +226,8 @@ def eval_block(
 ) -> sp.csr_matrix:
     """Rows ``[lo, hi)`` of the full-graph operator a sampled model of ``kind`` is evaluated with.
 
-    The sampler's normalised ``S`` (:func:`normalized_block`) for its own operator, or for
+    The sampler's normalised ``S`` (:func:`normalized_block`) for its own operator and for
+    ``"mean"`` (``D^-1 A^T``: ``S``'s ``+ I`` left out where it has one), or for
     ``"sum"`` and ``"pattern"`` the sum ``A^T + s I`` of ``S``'s pattern, every stored
     entry counting 1 (``S``'s own ``+ I`` replaced: :func:`~hpcgnn.graph.normalize.sum_block`),
     whose pattern an attention attends over; for ``"weighted"`` the rows of ``A_w^T``
@@ -226,16 +241,24 @@ def eval_block(
     if op.name in ("sum", "pattern"):
         rows = store.matrix(np.arange(lo, hi), sampler).scipy()
         return sum_block(rows, lo, op.self_weight, dtype, replace_diagonal=sampler.self_loops)
-    return normalized_block(store, lo, hi, dtype)
+    extra_loops = sampler.self_loops and not op.self_loops  # S's + I, which the mean lacks
+    return normalized_block(store, lo, hi, dtype, loops=not extra_loops)
 
 
-def normalized_block(store: RowStore, lo: int, hi: int, dtype: np.dtype | type) -> sp.csr_matrix:
+def normalized_block(
+    store: RowStore, lo: int, hi: int, dtype: np.dtype | type, loops: bool = True
+) -> sp.csr_matrix:
     """Rows ``[lo, hi)`` of the row-normalised ``S`` (mean over the row), for evaluation.
 
     For ``sage`` it is the full-neighbourhood mean ``D^{-1} A^T`` (zero rows for vertices
-    without in-neighbours); for ``ladies`` it is ``S`` itself.
+    without in-neighbours); for ``ladies`` and ``cluster`` it is ``D^-1 (A^T + I)``, or
+    without ``loops`` (``S``'s ``+ I`` left out, :func:`without_own`) the mean
+    ``D^{-1} A^T``.
     """
-    ptr, idx = store.take(np.arange(lo, hi, dtype=np.int64))
+    rows = np.arange(lo, hi, dtype=np.int64)
+    ptr, idx = store.take(rows)
+    if not loops:
+        ptr, idx = without_own(ptr, idx, rows)
     return sp.csr_matrix(
         (row_values(True, ptr).astype(dtype), idx, ptr), shape=(hi - lo, store.num_nodes)
     )

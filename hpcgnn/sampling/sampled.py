@@ -21,6 +21,7 @@ import scipy.sparse as sp
 from hpcgnn.kernels.cuda_modules import is_tensor
 from hpcgnn.sampling.arrays import HOST, Array, ops
 from hpcgnn.sampling.matrices import sum_duplicates
+from hpcgnn.sampling.rows import row_values, without_own
 
 
 @dataclass
@@ -95,6 +96,17 @@ class SampledHop:
         ):
             raise ValueError("a row's own vertex is not among the hop's columns")
         return own
+
+    def in_edges(self, own: Array) -> SampledHop:
+        """The hop without each row's own entry (``own``: :meth:`own_columns`), row means.
+
+        The in-edges alone of a hop whose rows hold ``S``'s ``+ I`` (Cluster-GCN's induced
+        subgraph): the mean operator's block ``D_b^-1 A_b^T``, each row ``1 / k`` over its
+        ``k`` in-neighbours among the columns (an empty row, a mean of 0, where there are
+        none), whose entries the weighted operator gives the file's weights.
+        """
+        indptr, indices = without_own(self.indptr, self.indices, own)
+        return SampledHop(self.rows, self.cols, indptr, indices, row_values(True, indptr))
 
     def sum_matrix(
         self, self_weight: float, dtype: np.dtype | type = np.float64,

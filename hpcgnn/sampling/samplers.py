@@ -34,9 +34,11 @@ class Sampler:
         rescaled estimate of ``D^-1 (A^T + I)``; Cluster-GCN: ``"normalized"``, ``D^-1
         (A^T + I)`` renormalised on the batch's subgraph), and ``"sum"`` (every sampled
         edge 1, a row's own vertex ``s``) and ``"pattern"`` (their ones: the attention's
-        edges) over a row's sampled in-neighbours and itself; node-wise also
-        ``"weighted"``, the graph file's weights of the sampled in-edges
-        (:class:`~hpcgnn.sampling.rows.EdgeWeights`, in the replicated graph layout).
+        edges) over a row's sampled in-neighbours and itself. Node-wise and Cluster-GCN
+        also ``"weighted"``, the graph file's weights of a row's sampled in-edges
+        (:class:`~hpcgnn.sampling.rows.EdgeWeights`, in the replicated graph layout), and
+        Cluster-GCN ``"mean"``, ``D_b^-1 A_b^T``: the mean over a row's in-neighbours
+        inside the batch (its rows without ``S``'s ``+ I``; an empty mean is 0).
     transform_first
         A dense layer input is multiplied as ``S (H W)`` (LADIES, Cluster-GCN: a row of
         ``S`` may hold as many entries as the block has columns, so the narrower SpMM
@@ -138,10 +140,13 @@ LAYER_WISE = Sampler(
 )
 
 #: Cluster-GCN's batches: METIS clusters of the training graph, each batch the subgraph
-#: ``q`` of them induce, read through ``D^-1 (A^T + I)`` renormalised on it (GCN layers).
+#: ``q`` of them induce, read through ``D^-1 (A^T + I)`` renormalised on it (GCN layers),
+#: or through its mean ``D_b^-1 A_b^T`` (GraphSAGE: GIST's Reddit and Amazon2M runs) or
+#: its weights ``A_{w,b}^T``: the induced rows without their ``+ I``.
 CLUSTER = Sampler(
     name="cluster", kind=GCN, node_wise=False, row_normalised=True, tag=TAG_CLUSTER,
-    operators=("normalized", *SUMMED), transform_first=True, induced=True,
+    operators=("normalized", "mean", *SUMMED, "weighted"), transform_first=True,
+    induced=True,
 )
 
 #: Every sampler by name (the ``--sampler`` choices; the first is the default).

@@ -37,7 +37,7 @@ class Weighted(Layer):
 
 @pytest.mark.parametrize(("sampler", "layers"), [
     (NODE_WISE, [SAGE, GIN, GAT, Weighted()]), (LAYER_WISE, [GCN, GIN, GAT]),
-    (CLUSTER, [GCN, GIN, GAT]),
+    (CLUSTER, [GCN, SAGE, GIN, GAT, Weighted()]),
 ])
 def test_each_sampler_runs_the_built_ins_whose_operators_it_provides(sampler, layers):
     for kind in layers:

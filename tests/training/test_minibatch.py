@@ -26,7 +26,7 @@ def step_gradients(trainer: MinibatchTrainer) -> list[np.ndarray]:
 
 
 #: (sampler, layer kind and its settings) of the minibatch runs: each sampler's own layers,
-#: and GIN's and GAT's on the node-wise and the LADIES sampler's blocks.
+#: GIN's and GAT's on every sampler's blocks, GraphSAGE's on Cluster-GCN's.
 MODELS = {
     "sage": ("sage", {"model": "sage"}),
     "ladies": ("ladies", {"model": "gcn"}),
@@ -34,6 +34,7 @@ MODELS = {
     "sage-gat": ("sage", {"model": "gat", "heads": 2, "attention_dropout": 0.4}),
     "ladies-gin": ("ladies", {"model": "gin", "gin_eps": 0.5}),
     "ladies-gat": ("ladies", {"model": "gat", "heads": 2, "attention_dropout": 0.4}),
+    "cluster-sage": ("cluster", {"model": "sage"}),
     "cluster-gin": ("cluster", {"model": "gin", "gin_eps": 0.5}),
     "cluster-gat": ("cluster", {"model": "gat", "heads": 2, "attention_dropout": 0.4}),
 }

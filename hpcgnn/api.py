@@ -95,10 +95,11 @@ class Trained:
     def model(self) -> GCN:
         """The trained layers as a :class:`hpcgnn.nn.GCN` on this process, in eval mode.
 
-        Full-batch (every ``algo``), offload and GIST (with full-batch groups) models are the
-        layers of :class:`~hpcgnn.nn.GCN`; a minibatch model (biases, the sampler's
-        operator) is not, and GIST's ``rescale`` evaluates rescaled weights: both raise
-        :class:`~hpcgnn.errors.HpcgnnError` (``hpcgnn predict`` serves them).
+        Full-batch (every ``algo``, with ``bias`` too), offload and GIST (with full-batch
+        groups) models are the layers of :class:`~hpcgnn.nn.GCN`; a minibatch model (its
+        biases, the sampler's operator) is not, and GIST's ``rescale`` evaluates rescaled
+        weights: both raise :class:`~hpcgnn.errors.HpcgnnError` (``hpcgnn predict`` serves
+        them).
         """
         c, g = self.metrics["config"], self.metrics["graph"]
         net = GCN(
@@ -107,6 +108,8 @@ class Trained:
             dtype=c["dtype"],
             heads=c["heads"], output_heads=c["output_heads"],
             attention_dropout=c["attention_dropout"],
+            # a sampled model's biases are its own (its operator is the sampler's)
+            bias=bool(c.get("bias", False)) and c["mode"] != "minibatch",
         )
         shapes = [tuple(w.shape) for w in self.weights]
         if c.get("gist_rescale") or shapes != [tuple(w.shape) for w in net.weights]:
@@ -160,6 +163,7 @@ def train(
     heads: int = 1,
     output_heads: int = 1,
     attention_dropout: float | None = None,
+    bias: bool = False,
     eval_every: int = 1,
     metrics: PathLike | None = None,
     trace: PathLike | None = None,
@@ -207,6 +211,9 @@ def train(
         ``"auto"``, ``"on"`` or ``"off"``: input features as CSR on each rank.
     gin_eps, heads, output_heads, attention_dropout
         GIN's ``eps``; GAT's heads and the drop probability of its attention.
+    bias
+        A bias per layer (``--bias``; minibatch mode's sampled models always have them;
+        not with :class:`GistMode`).
     metrics, trace, trace_epochs, sync_comm, log_csv, quiet
         Outputs: the metrics JSON and the Chrome trace (rank 0), the 1-based epochs
         ``(first, last)`` the trace records, collectives timed apart from their waits, a

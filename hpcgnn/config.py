@@ -160,6 +160,10 @@ class TrainConfig:
     #: GAT's drop probability of the attention coefficients (``--attention-dropout``);
     #: ``None``: ``dropout``'s, as the paper.
     attention_dropout: float | None = None
+    #: A bias per layer in full-batch training and offload (``--bias``: zeros at first,
+    #: each after its layer's last weight, added by ``g.bias``); minibatch mode's sampled
+    #: models always have them. Off by default, so the weights are ``W`` alone.
+    bias: bool = False
     #: A layer object in place of the built-in ``model`` names (a researcher's own:
     #: ``--model MODULE:CLASS``); ``model`` is then its name.
     layer: Layer | None = None

@@ -88,6 +88,10 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     m.add_argument("--attention-dropout", type=float, default=None,
                    help="GAT's drop probability of the attention coefficients (--model gat; "
                         "default: --dropout's, as the paper)")
+    m.add_argument("--bias", action="store_true",
+                   help="a bias per layer, zeros at first, as PyG's layers (every --algo, one"
+                        " process, --mode offload; --mode minibatch always has them; not"
+                        " --mode gist)")
     m.add_argument("--epochs", type=int, default=100,
                    help="training epochs (default: 100). gist: the budget E of a baseline"
                         " trained alone, split across the M sub-GCNs as in the paper: each"

@@ -72,8 +72,8 @@ def predict_block_row(problem: Problem, shape: GridShape) -> Estimate:
                 per["allreduce", "row"] += allreduce_share(sizes * f * s, c)[:, None]
                 messages += 2 * math.ceil(math.log2(c))
     if q > 1:
-        for fin, fout in problem.weight_shapes:
-            per["allreduce", "col"] += allreduce_share(fin * fout * s, q)
+        for size in problem.param_sizes:
+            per["allreduce", "col"] += allreduce_share(size * s, q)
             messages += 2 * math.ceil(math.log2(q))
     return Estimate.from_per_rank(per, messages)
 

@@ -14,12 +14,13 @@ Notation (CAGNET): ``n`` vertices, ``nnz`` nonzeros of ``Â`` (self loops includ
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from hpcgnn.kinds import GCN, Layer
-from hpcgnn.layout.order import weight_shapes
+from hpcgnn.layout.order import param_shapes, weight_shapes
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,8 @@ class Problem:
         The layer kind: GCN (one weight per layer), GraphSAGE (``W_self``, ``W_neigh``; its
         mean operator has no self loops, so ``nnz`` is then the edges alone) or GIN
         (``W_1``, ``W_2``: a second dense step per layer).
+    bias
+        A bias per layer (``--bias``): its gradient is all-reduced with the weights'.
 
     """
 
@@ -51,6 +54,7 @@ class Problem:
     itemsize: int = 4
     row_offsets: tuple[int, ...] | None = None
     kind: Layer = GCN
+    bias: bool = False
 
     @property
     def weights_per_layer(self) -> int:
@@ -61,6 +65,14 @@ class Problem:
     def weight_shapes(self) -> list[tuple[int, int]]:
         """The shapes of every weight, in the model's order."""
         return weight_shapes(self.widths, self.kind)
+
+    @property
+    def param_sizes(self) -> list[int]:
+        """Entries of every parameter (weights, and biases with ``bias``), the model's order.
+
+        What the gradient all-reduces move: one per parameter, or all of them in one.
+        """
+        return [math.prod(shape) for shape in param_shapes(self.widths, self.kind, self.bias)]
 
 
 @dataclass

@@ -128,6 +128,6 @@ def predict_halo(
     est = Estimate()
     est.add("halo", float(per_rank.sum()), float(per_rank.max(initial=0)),
             msgs * (len(steps) + sum(1 for _, has_backward in steps if has_backward)))
-    for fin, fout in problem.weight_shapes:
-        allreduce_exact(est, "allreduce", fin * fout * s, p)
+    for size in problem.param_sizes:
+        allreduce_exact(est, "allreduce", size * s, p)
     return est

@@ -147,6 +147,6 @@ def predict_offload(
         products = list(plans[0].products.values())
         ckpt += sparse_input_bytes(n, w[0], s, *sparse_input, products)
     est.add("offload_ckpt", float(ckpt), 0.0, 0)
-    for fin, fout in problem.weight_shapes:
-        allreduce_exact(est, "allreduce", fin * fout * s, ranks)
+    for size in problem.param_sizes:
+        allreduce_exact(est, "allreduce", size * s, ranks)
     return est

@@ -40,6 +40,7 @@ def cost_problem(
         cfg.itemsize,
         offsets,
         cfg.kind,
+        cfg.bias,
     )
 
 

@@ -392,7 +392,7 @@ def predict_summa(
             per["gather", "row"][:, 0, :] += fine * (gathered - w_c[0]) * s
             per["scatter", "row"][:, 1:, :] += fine[:, None, :] * w_c[None, 1:, None] * s
             messages += 2 * _log2(pc)
-    m = s * sum(a * b for a, b in problem.weight_shapes)
+    m = s * sum(problem.param_sizes)  # weights and biases, one message
     if p > 1:
         per["allreduce", "world"] += allreduce_share(m, p)
         messages += 2 * _log2(p)

@@ -135,15 +135,16 @@ class Primitives(Protocol):
 
         The coefficients' softmax over each row with the attention dropout, the weighted
         sum of ``z``; the heads concatenated and ELU on a hidden layer, their mean on the
-        last. Where the run has biases (minibatch mode), the layer's is added before the
-        ELU (after the heads' mean on the last layer).
+        last. Where the run has biases (minibatch mode, ``--bias``), the layer's is added
+        before the ELU (after the heads' mean on the last layer).
         """
 
     def bias(self, z: Any) -> Any:
         """``z`` plus the layer's bias where the run has biases, else ``z`` itself.
 
-        Only the sampled models of minibatch mode have biases (one per layer, of the
-        layer's output width, zero at first); everywhere else it is ``z``, at no cost.
+        The sampled models of minibatch mode always have biases, the full-batch layouts and
+        offload with ``--bias`` (one per layer, of the layer's output width, zero at
+        first); everywhere else it is ``z``, at no cost.
         """
 
 
@@ -240,11 +241,15 @@ class Layer:
         """How many weights layer ``layer`` has."""
         return len(self.weights(1, 1, layer, last))
 
-    def weight_slices(self, layers: int) -> list[slice]:
-        """Where each layer's weights lie in a model of ``layers`` layers (the model's order)."""
+    def weight_slices(self, layers: int, bias: bool = False) -> list[slice]:
+        """Where each layer's parameters lie in a model of ``layers`` layers (the model's order).
+
+        ``bias``: the model has a bias per layer, each after its layer's last weight (the
+        last entry of the layer's slice), as every mode with biases orders them.
+        """
         out, start = [], 0
         for layer in range(layers):
-            stop = start + self.weight_count(layer, layer == layers - 1)
+            stop = start + self.weight_count(layer, layer == layers - 1) + int(bias)
             out.append(slice(start, stop))
             start = stop
         return out

@@ -164,7 +164,7 @@ class ChunkTracer:
         return x
 
     def bias(self, z: Value) -> Value:
-        """``z`` itself (full-batch offload has no biases)."""
+        """``z`` (plus the layer's bias where the run has one: no leaf, no exchange)."""
         return z
 
     def propagate(self, h: Value, w: WeightRef, self_weight: WeightRef | None = None

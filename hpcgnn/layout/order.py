@@ -8,6 +8,7 @@ narrower; the models (:mod:`hpcgnn.nn.gcn`), the SUMMA layer plans
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from hpcgnn.kinds import GCN, Layer, Primitives
@@ -34,6 +35,27 @@ def weight_shapes(
         shape for layer, (a, b) in enumerate(zip(widths[:-1], widths[1:], strict=True))
         for shape in kind.layer_shapes(a, b, layer, layer == last)
     ]
+
+
+def param_shapes(
+    widths: list[int] | tuple[int, ...] | Sequence[int], kind: Layer = GCN, bias: bool = False
+) -> list[tuple[int, ...]]:
+    """Shapes of every parameter in the model's order: each layer's weights, then its bias.
+
+    Without ``bias`` these are :func:`weight_shapes`; with it each layer's weights are
+    followed by its bias ``(f_l,)`` (the layer's output width): ``W, b`` (GCN),
+    ``W_self, W_neigh, b`` (GraphSAGE), ``W_1, W_2, b`` (GIN), ``W, a_src, a_dst, b``
+    (GAT: ``b`` of ``K f'``, or ``C`` after the output heads' mean). Minibatch mode's
+    sampled models and the full-batch ones with ``--bias`` hold these, so a checkpoint's
+    ``w<i>`` and ``params_sha256`` agree across them.
+    """
+    last = len(widths) - 2
+    out: list[tuple[int, ...]] = []
+    for layer, (a, b) in enumerate(zip(widths[:-1], widths[1:], strict=True)):
+        out += kind.layer_shapes(a, b, layer, layer == last)
+        if bias:
+            out.append((b,))
+    return out
 
 
 def transform_first(layer: int, f_in: int, f_out: int) -> bool:

@@ -95,13 +95,15 @@ class GCNModel:
     def _init_weights(self, weights: list[torch.Tensor] | None) -> None:
         """Set ``widths`` and ``weights``: the ones given, else Glorot from ``cfg.seed``.
 
-        A kind with a self weight (GraphSAGE): two per layer, ``W_self`` and ``W_neigh``.
+        A kind with a self weight (GraphSAGE): two per layer, ``W_self`` and ``W_neigh``;
+        with ``cfg.bias`` each layer's bias (zeros) after its last weight.
         """
         meta, cfg = self.meta, self.cfg
         self.widths = layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, cfg.layers)
         self.weights = (
             weights if weights is not None
-            else init_weights(self.widths, cfg.seed, cfg.numpy_dtype, cfg.kind, self.comm.device)
+            else init_weights(self.widths, cfg.seed, cfg.numpy_dtype, cfg.kind, self.comm.device,
+                              cfg.bias)
         )
 
     def dropout_columns(self) -> Callable[[int], Columns] | None:
@@ -136,10 +138,15 @@ class GCNModel:
             self.x, self.weights, self.layers, self.cfg.dropout, keep, self.stats, self.cfg.kind,
             self.cfg.attention_p,  # a sub-GAT draws the global model's heads' decisions
             subnet_heads(self.subnet, self.cfg.kind, self.cfg.hidden, self.cfg.heads),
+            self.cfg.bias,
         )
 
     def reduce_gradients(self) -> None:
-        """Sum the partial weight gradients over the ranks that hold them."""
+        """Sum the partial weight (and bias) gradients over the ranks that hold them.
+
+        ``comm``'s ranks hold every row once, so each bias's gradient, summed over a
+        rank's rows, adds up over them to the whole sum (replicas of a row are not in it).
+        """
         allreduce_gradients(self.comm, self.weights, self.fused_gradients)
 
     def problem(self) -> Problem:

@@ -29,6 +29,7 @@ from hpcgnn.kernels.dropout import global_columns, keep_pairs, rows_keep
 from hpcgnn.kernels.sparse_input import SparseFeatures, as_dense
 from hpcgnn.kernels.spmm import sparse_matmul
 from hpcgnn.kinds import Layer
+from hpcgnn.layout.order import param_shapes
 from hpcgnn.nn.gat import AttentionDrop, LocalNeighbourhood, Neighbourhood
 from hpcgnn.nn.gcn import Input, dropout
 from hpcgnn.nn.init import init_weights
@@ -90,27 +91,16 @@ def sampled_weights(
     Per layer the kind's weights (:func:`~hpcgnn.nn.init.init_weights`) and a bias of the
     layer's output width ``f_l`` (:func:`sampled_shapes`).
     """
-    mats = init_weights(widths, seed, dtype, kind, device)
-    out: list[torch.Tensor] = []
-    for layer, part in enumerate(kind.weight_slices(len(widths) - 1)):
-        out.extend(mats[part])
-        out.append(device.from_numpy(np.zeros(widths[layer + 1], dtype=dtype)).requires_grad_(True))
-    return out
+    return init_weights(widths, seed, dtype, kind, device, bias=True)
 
 
 def sampled_shapes(kind: Layer, widths: Sequence[int]) -> list[tuple[int, ...]]:
     """The shapes of a sampled model's parameters in its order, from the layer's declaration.
 
-    Per layer its weights (:meth:`~hpcgnn.kinds.Layer.weights`), then its bias ``(f_l,)``:
-    ``W_self, W_neigh, b`` (GraphSAGE), ``W_1, W_2, b`` (GIN), ``W, a_src, a_dst, b``
-    (GAT: ``b`` of ``K f'``, or ``C`` after the output heads' mean), ``W, b`` (GCN).
+    Per layer its weights (:meth:`~hpcgnn.kinds.Layer.weights`), then its bias ``(f_l,)``
+    (:func:`~hpcgnn.layout.order.param_shapes`).
     """
-    last = len(widths) - 2
-    out: list[tuple[int, ...]] = []
-    for layer, (f_in, f_out) in enumerate(zip(widths[:-1], widths[1:], strict=True)):
-        out += [w.shape for w in kind.weights(f_in, f_out, layer, layer == last)]
-        out.append((f_out,))
-    return out
+    return param_shapes(widths, kind, bias=True)
 
 
 class MinibatchModel:
@@ -141,9 +131,7 @@ class MinibatchModel:
         self.layers = len(widths) - 1
         self.weights = weights
         self.attention_p = attention_p
-        # each layer's weights and its bias, after the i biases of the layers before it
-        self._slices = [slice(s.start + i, s.stop + i + 1)
-                        for i, s in enumerate(kind.weight_slices(self.layers))]
+        self._slices = kind.weight_slices(self.layers, bias=True)  # each ends in its bias
 
     def _layer(self, layer: int, block: Block, h: Input, drop: AttentionDrop | None,
                state: dict[str, Any]) -> torch.Tensor:

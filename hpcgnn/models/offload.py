@@ -174,7 +174,7 @@ class OffloadModel(RowBlockModel):
             self.plans: list[ChunkLayer] = chunk_plan(self.widths, cfg.kind, sparse)
         except ValueError as err:
             raise ConfigError(f"--model {cfg.kind} in --mode offload: {err}") from None
-        self.slices = cfg.kind.weight_slices(len(self.plans))
+        self.slices = cfg.kind.weight_slices(len(self.plans), cfg.bias)  # biases last
         self._setup(share.a_t)
 
     # -- set-up ------------------------------------------------------------------------
@@ -309,9 +309,11 @@ class OffloadModel(RowBlockModel):
         if grad and not isinstance(h, Products):
             h.requires_grad_()
         last = layer == len(self.plans) - 1
-        g = ChunkPrimitives(run, self._ops[j], layer, last, ws, self.stats, self._drop)
+        weights, bias = (ws[:-1], ws[-1]) if self.cfg.bias else (ws, None)
+        g = ChunkPrimitives(run, self._ops[j], layer, last, weights, self.stats, self._drop,
+                            bias)
         try:
-            out = self.cfg.kind.forward(g, h, ws)
+            out = self.cfg.kind.forward(g, h, weights)
         except Stop:
             return g, None, h
         mask = self._masks[layer]

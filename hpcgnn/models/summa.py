@@ -25,7 +25,13 @@ of :mod:`hpcgnn.spmm.summa_attention` on the same stages (the blocks are the pat
 
 Weights are replicated; each process computes a partial weight gradient from its blocks
 and :meth:`GridGCN.reduce_gradients` all-reduces all of them over the world in one
-message.
+message. With ``--bias`` each layer's bias is replicated too: P(i, j, l) adds its columns
+``j`` to its rows of a hidden layer's output (the last layer's whole bias where the logits
+are whole rows on column 0, nothing on the other columns' empty rows), so its partial
+gradient is nonzero on the columns it holds of the rows it holds. Every output entry lies
+on one process only (the fine blocks ``(i, l)`` split the rows, the column blocks the
+columns; no replicas), so the sum of the partials over the world, in the same one
+message as the weights', is the bias's gradient.
 """
 
 from __future__ import annotations
@@ -208,6 +214,7 @@ class GridGCN(GCNModel):
                 partial(gather_rows, row=sgrid.row, cols=layout.cols(p.f_out))
                 if p.gather_logits else None,
                 attention=attention if p.attention is not None else None,
+                columns=partial(layout.col_range, j=sgrid.coords[1]),
             )
             for p in self.plans
         ]

@@ -131,13 +131,15 @@ class ChunkPrimitives:
         destinations with a copy of ``a_dst`` of its own (:attr:`exchange_leaves`).
     stats, drop
         Where products are timed; the step's attention dropout (or ``None``).
+    bias
+        The layer's bias (``--bias``, a leaf of the run like the weights), else ``None``.
     """
 
     def __init__(self, run: ChunkRun, ops: ChunkOps, layer: int, last: bool,
                  weights: Sequence[torch.Tensor], stats: CommStats | None = None,
-                 drop: AttentionDrop | None = None) -> None:
+                 drop: AttentionDrop | None = None, bias: torch.Tensor | None = None) -> None:
         self.run, self.ops, self.layer, self.last = run, ops, layer, last
-        self.weights, self.stats, self.drop = weights, stats, drop
+        self.weights, self.stats, self.drop, self.b = weights, stats, drop, bias
         self.state: dict[str, Any] = _State(self)
         self.xs: dict[int, torch.Tensor] = {}  # the exchanges' inputs (own rows)
         self.outs: dict[int, torch.Tensor] = {}  # the exchanges' outputs (own rows)
@@ -189,8 +191,8 @@ class ChunkPrimitives:
         return h
 
     def bias(self, z: Any) -> Any:
-        """``z`` itself: full-batch offload has no biases."""
-        return z
+        """``z`` plus the layer's bias on the chunk's rows (``z`` itself without one)."""
+        return z if self.b is None else z + self.b
 
     def propagate(self, h: Any, w: torch.Tensor, self_weight: torch.Tensor | None = None
                   ) -> torch.Tensor:
@@ -220,7 +222,8 @@ class ChunkPrimitives:
             p = 0.0 if self.drop is None else self.drop.p
             out = _Attend.apply(z_all, s_dst, neigh[:, heads * width:],
                                 LocalNeighbourhood(pattern), keep, p)
-            return out.mean(dim=1) if self.last else torch.nn.functional.elu(
-                out.reshape(-1, heads * width))
+            out = out.mean(dim=1) if self.last else out.reshape(-1, heads * width)
+            out = self.bias(out)
+            return out if self.last else torch.nn.functional.elu(out)
 
         return self._exchange(torch.cat([z, s_src], dim=1), attend)

@@ -76,8 +76,13 @@ class ColumnAttention(Protocol):
     """
 
     def __call__(self, z: torch.Tensor, a_src: torch.Tensor, a_dst: torch.Tensor, layer: int,
-                 last: bool, drop: AttentionDrop | None) -> torch.Tensor:
-        """The layer's output (ELU of the heads, or the logits on the scorers) given ``z``."""
+                 last: bool, drop: AttentionDrop | None, bias: torch.Tensor | None = None
+                 ) -> torch.Tensor:
+        """The layer's output (ELU of the heads, or the logits on the scorers) given ``z``.
+
+        ``bias``: the layer's (``--bias``), added before the ELU on this rank's columns,
+        or after the heads' mean on the last layer.
+        """
 
 
 class LocalNeighbourhood:
@@ -212,7 +217,8 @@ def gat_layer(
     stats
         Where the gathers' trace spans are tagged with the layer.
     bias
-        Added to the output before the activation (the sampled models' layers have one).
+        Added to the output before the activation (the sampled models' layers have one, the
+        full-batch ones with ``--bias``).
     dst
         The positions of the edges' destinations among ``h``'s rows (a LADIES block's);
         ``None``: its first rows.

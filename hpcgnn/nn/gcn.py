@@ -124,6 +124,11 @@ class LayerOps:
         An attention kind's whole layer after ``z = H W`` where a rank holds a column
         block of ``z`` (:class:`hpcgnn.nn.gat.ColumnAttention`: SUMMA grids); it replaces
         ``neighbourhood``.
+    columns
+        ``columns(f)``: this rank's columns ``[c0, c1)`` of a value of ``f`` columns where it
+        holds a column block (SUMMA grids: column block ``j``); a value that holds all
+        ``f`` columns (the logits delivered to column 0), and every value where this is
+        ``None``, is whole rows. The layer's bias is added on these columns.
     """
 
     aggregation: Aggregation
@@ -131,6 +136,7 @@ class LayerOps:
     finish: Callable[[torch.Tensor], torch.Tensor] | None = None
     neighbourhood: Neighbourhood | None = None
     attention: ColumnAttention | None = None
+    columns: Callable[[int], tuple[int, int]] | None = None
 
 
 def dropout(h: torch.Tensor, keep: torch.Tensor | np.ndarray, p: float) -> torch.Tensor:
@@ -243,14 +249,18 @@ class LayoutPrimitives:
         The step's attention dropout, or ``None`` (evaluation, or probability 0).
     state
         What the layers keep for the later ones in this forward pass (``g.state``).
+    bias
+        The layer's bias (``--bias``), or ``None``: ``g.bias`` is then the identity.
     """
 
     def __init__(
         self, ops: LayerOps, layer: int, last: bool, stats: CommStats | None = None,
         drop: AttentionDrop | None = None, state: dict[str, Any] | None = None,
+        bias: torch.Tensor | None = None,
     ) -> None:
         self.ops, self.layer, self.last, self.stats, self.drop = ops, layer, last, stats, drop
         self.state: dict[str, Any] = {} if state is None else state
+        self.b = bias
         self._used = 0
 
     def _planned(self) -> Dense:
@@ -276,8 +286,19 @@ class LayoutPrimitives:
         return h
 
     def bias(self, z: torch.Tensor) -> torch.Tensor:
-        """``z`` itself: the full-batch models have no biases."""
-        return z
+        """``z`` plus this rank's columns of the layer's bias (``z`` itself without one).
+
+        Its gradient is ``z``'s summed over this rank's rows, on those columns: a partial
+        sum the model reduces over the ranks that hold the layer's rows.
+        """
+        return z if self.b is None else z + self._bias_columns(self.b, z.shape[1])
+
+    def _bias_columns(self, b: torch.Tensor, width: int) -> torch.Tensor:
+        """The entries of ``b`` on the columns a value of ``width`` of them holds here."""
+        if width == b.shape[0] or self.ops.columns is None:
+            return b
+        c0, c1 = self.ops.columns(b.shape[0])
+        return b[c0:c1]
 
     def propagate(
         self, h: Input, w: torch.Tensor, self_weight: torch.Tensor | None = None
@@ -292,11 +313,11 @@ class LayoutPrimitives:
         dense = self._planned()
         if self.ops.attention is not None:
             return self.ops.attention(dense(h, w), a_src, a_dst, self.layer, self.last,
-                                      self.drop)
+                                      self.drop, self.b)
         if self.ops.neighbourhood is None:
             raise ValueError(f"layer {self.layer}: the layout gives no neighbourhood to attend")
         return gat_layer(h, w, a_src, a_dst, self.layer, self.last, self.ops.neighbourhood,
-                         dense, self.drop, self.stats)
+                         dense, self.drop, self.stats, bias=self.b)
 
 
 def run_layers(
@@ -309,6 +330,7 @@ def run_layers(
     kind: Layer = GCN,
     attention_p: float = 0.0,
     heads: HeadIds | None = None,
+    bias: bool = False,
 ) -> torch.Tensor:
     """Run a model of ``kind`` layers forward on this rank's block; its logits.
 
@@ -339,10 +361,13 @@ def run_layers(
     heads
         A GIST sub-GAT's global head ids per layer (its attention dropout is the global
         model's at its heads), else ``None``.
+    bias
+        ``weights`` hold a bias per layer after the layer's last weight (``--bias``),
+        added by ``g.bias``.
     """
     h = h0
     last = len(layers) - 1
-    slices = kind.weight_slices(len(layers))
+    slices = kind.weight_slices(len(layers), bias)
     if len(weights) != (slices[-1].stop if slices else 0):
         raise ValueError(f"{kind}: {len(weights)} weights for {len(layers)} layers")
     drop = None
@@ -351,11 +376,14 @@ def run_layers(
     state: dict[str, Any] = {}
     for layer, ops in enumerate(layers):
         w = weights[slices[layer]]
+        b = w[-1] if bias else None
+        w = w[:-1] if bias else w
         if isinstance(h, SparseFeatures):  # the order follows the aggregated weight's shape
             h = sparse_input(h, w[kind.input_weight], p, keep)
         elif keep is not None and p > 0.0:
             h = dropout(h, keep(layer), p)
-        h = kind.forward(LayoutPrimitives(ops, layer, layer == last, stats, drop, state), h, w)
+        g = LayoutPrimitives(ops, layer, layer == last, stats, drop, state, b)
+        h = kind.forward(g, h, w)
         if ops.finish is not None:
             h = ops.finish(h)
     return as_dense(h)  # a layer's output is dense (only the input can be sparse)

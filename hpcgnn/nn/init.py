@@ -66,9 +66,12 @@ def glorot_shapes(
 
 def init_weights(
     widths: list[int], seed: int, dtype: np.dtype | type = np.float32, kind: Layer = GCN,
-    device: Device | None = None,
+    device: Device | None = None, bias: bool = False,
 ) -> list[torch.Tensor]:
     """Glorot weights as leaf tensors on ``device`` (default CPU), identical on every rank.
+
+    ``bias``: each layer's weights are followed by its bias, zeros of the layer's output
+    width (:func:`~hpcgnn.layout.order.param_shapes`); the weights are the same either way.
 
     The weights ``kind`` declares for each layer (:meth:`~hpcgnn.kinds.Layer.weights`), in
     the model's order; each from the stream of ``seed + weight.stream``, which draws its
@@ -89,4 +92,9 @@ def init_weights(
         drawn = glorot_shapes([declared[i].shape for i in ids], seed + stream, dtype)
         for i, m in zip(ids, drawn, strict=True):
             values[i] = m
-    return [dev.from_numpy(m).requires_grad_(True) for m in values if m is not None]
+    mats = [m for m in values if m is not None]
+    if bias:  # each layer's bias after its last weight
+        parts = kind.weight_slices(len(widths) - 1)
+        mats = [m for layer, part in enumerate(parts)
+                for m in [*mats[part], np.zeros(widths[layer + 1], dtype=dtype)]]
+    return [dev.from_numpy(m).requires_grad_(True) for m in mats]

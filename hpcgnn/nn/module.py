@@ -157,22 +157,27 @@ class GCN(torch.nn.Module):
         GAT's heads of the hidden layers (concatenated: ``hidden`` is their total width)
         and of the last (averaged), and the coefficients' drop probability (``None``:
         ``dropout``'s), as ``hpcgnn train``'s flags.
+    bias
+        A bias per layer (zeros at first), each after its layer's last weight in
+        :attr:`weights`, as ``hpcgnn train --bias``.
     """
 
     def __init__(
         self, in_features: int, hidden: int, classes: int, layers: int = 2, dropout: float = 0.5,
         model: str | Layer = GCN_KIND.name, seed: int = 0, dtype: str = "float32",
         heads: int = 1, output_heads: int = 1, attention_dropout: float | None = None,
+        bias: bool = False,
     ) -> None:
         super().__init__()
         self.cfg = TrainConfig(layers=layers, hidden=hidden, dropout=dropout, seed=seed,
                                dtype=dtype, heads=heads, output_heads=output_heads,
-                               attention_dropout=attention_dropout, **model_settings(model))
+                               attention_dropout=attention_dropout, bias=bias,
+                               **model_settings(model))
         self.kind = self.cfg.kind
         self.widths = layer_sizes(in_features, hidden, classes, layers)
         self.weights = torch.nn.ParameterList(
             torch.nn.Parameter(w.detach()) for w in
-            init_weights(self.widths, seed, self.cfg.numpy_dtype, self.kind)
+            init_weights(self.widths, seed, self.cfg.numpy_dtype, self.kind, bias=bias)
         )
         #: Training forwards so far: the dropout masks of the next are this step's.
         self.steps = 0
@@ -192,7 +197,7 @@ class GCN(torch.nn.Module):
             raise ValueError("a GAT reads the graph's edges: Graph.read(..., model='gat')")
         ops = [LayerOps(graph.aggregation, neighbourhood=graph.neighbourhood)] * self.cfg.layers
         return run_layers(x, list(self.weights), ops, p, keep, kind=self.kind,
-                          attention_p=self.cfg.attention_p)
+                          attention_p=self.cfg.attention_p, bias=self.cfg.bias)
 
     def optimizer(self, lr: float = 0.01, weight_decay: float = 5e-4,
                   weight_decay_layers: str = "first") -> torch.optim.Adam:
@@ -200,4 +205,4 @@ class GCN(torch.nn.Module):
         cfg = TrainConfig(lr=lr, weight_decay=weight_decay,
                           weight_decay_layers=weight_decay_layers)
         return make_optimizer(list(self.weights), cfg,
-                              self.kind.weight_slices(self.cfg.layers)[0].stop)
+                              self.kind.weight_slices(self.cfg.layers, self.cfg.bias)[0].stop)

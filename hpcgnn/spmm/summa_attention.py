@@ -149,8 +149,13 @@ class SummaAttention:
         self.fiber = fiber if fiber is not None and fiber.size > 1 else None
 
     def __call__(self, z: torch.Tensor, a_src: torch.Tensor, a_dst: torch.Tensor, layer: int,
-                 last: bool, drop: AttentionDrop | None) -> torch.Tensor:
-        """ELU of this process's block of the heads, or on column 0 the logits."""
+                 last: bool, drop: AttentionDrop | None, bias: torch.Tensor | None = None
+                 ) -> torch.Tensor:
+        """ELU of this process's block of the heads, or on column 0 the logits.
+
+        ``bias``: the layer's, on this process's columns before the ELU, or on column 0
+        after the heads' mean.
+        """
         heads, width = a_src.shape
         j = self.grid.coords[1]
         cols = self.layout.cols(heads * width)
@@ -171,9 +176,10 @@ class SummaAttention:
         spec = _Heads(slices, heads, layer, drop, col_head)
         out = _Attend.apply(torch.cat([z, s_src], dim=1), s_dst, self, spec)
         if not last:
-            return torch.nn.functional.elu(out)
+            return torch.nn.functional.elu(out if bias is None else out + bias[c0:c1])
         out = gather_rows(out, self.grid.row, cols)
-        return out.view(out.shape[0], heads, width).mean(dim=1)
+        out = out.view(out.shape[0], heads, width).mean(dim=1)
+        return out if bias is None else out + bias
 
     # -- the stage loop ------------------------------------------------------------------
     def _rows(self, x: torch.Tensor, seg: Segment) -> torch.Tensor:

@@ -72,7 +72,7 @@ class FullBatchTrainer(WholeModel, SubModelHost):
         self.model, self.cfg = model, cfg
         self.world = world
         self.weights = model.weights
-        self.first_layer = cfg.kind.weight_slices(cfg.layers)[0].stop
+        self.first_layer = cfg.kind.weight_slices(cfg.layers, cfg.bias)[0].stop  # bias too
         self.optimizer = optimizer if optimizer is not None else make_optimizer(
             self.weights, cfg, self.first_layer
         )

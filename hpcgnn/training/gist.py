@@ -217,6 +217,9 @@ def check_gist(opts: GistOptions, cfg: TrainConfig, ranks: int) -> None:
             f" of its {groups} column groups kept whole (GAT: --heads {cfg.heads} attention"
             f" heads): it needs --subnets <= {groups}"
         )
+    if cfg.bias:
+        raise ConfigError("--bias is not available with --mode gist (its sub-models and the"
+                          " sharded evaluation hold no full-batch biases yet)")
     if opts.rescale and uses([cfg.hidden] * (cfg.layers + 1), cfg.kind, ATTENDS):
         raise ConfigError(
             f"--gist-rescale is not available with --model {cfg.kind} (scaling the weights by"

@@ -179,7 +179,7 @@ class MinibatchTrainer(WholeModel, SubModelHost):
             sum(int(np.prod(s)) for s in sampled_shapes(kind, widths)) if injected is None
             else sum(w.numel() for w in weights)
         )
-        self.first_layer = kind.weight_count(0, spec.layers == 1) + 1  # and its bias
+        self.first_layer = kind.weight_slices(spec.layers, bias=True)[0].stop  # and its bias
         self.optimizer = make_optimizer(weights, cfg, self.first_layer)
         self.num_train = len(self.train_ids)
         self._num_batches = 1

@@ -22,6 +22,7 @@ from hpcgnn.errors import ConfigError
 from hpcgnn.kinds import Layer, Operator, Weight
 from hpcgnn.training.modes import MinibatchMode
 from tests.mpi import assert_all, error_output
+from tests.runs import LAYOUTS, assert_equal_run, layout_flags, layout_id
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "layers"
 LAYERS = ["appnp:APPNP", "gcnii:GCNII", "graphconv:GraphConv"]
@@ -69,22 +70,13 @@ def test_each_example_trains_and_learns_on_one_process(tmp_path):
         assert all(math.isfinite(v) for v in losses)
 
 
-#: Every layout that runs any layer; ``P`` stands for the rank count in a grid.
-ALGOS = [["--algo", "1d"], ["--algo", "1.5d", "--replication", "2"],
-         ["--algo", "halo", "--exchange", "p2p"], ["--algo", "2d"],
-         ["--algo", "2d", "--grid", "1xP"], ["--algo", "3d", "--grid", "1x1xP"],
-         ["--algo", "3d", "--grid", "Qx1x2"]]
-
-
 @pytest.mark.mpi
 @pytest.mark.parametrize("model", LAYERS)
-@pytest.mark.parametrize("algo", ALGOS, ids=lambda a: "-".join(a[1::2]))
+@pytest.mark.parametrize("algo", LAYOUTS, ids=layout_id)
 def test_an_example_layer_equals_its_one_rank_run_with_every_byte_predicted(
     graph_file, shared_tmp, world, model, algo
 ):
-    if world.size % 2 and ("2" in algo or "Qx1x2" in algo):
-        pytest.skip("a replication or a fiber of 2 needs an even rank count")
-    algo = [a.replace("P", str(world.size)).replace("Q", str(world.size // 2)) for a in algo]
+    algo = layout_flags(algo, world.size)
     from mpi4py import MPI
 
     import hpcgnn.api
@@ -96,13 +88,8 @@ def test_an_example_layer_equals_its_one_rank_run_with_every_byte_predicted(
     metrics = shared_tmp / f"m-{model.split(':')[0]}-{'-'.join(algo[1::2])}.json"
     assert_all(world, _run(graph, metrics, "--model", model, *algo) == 0)
     doc = json.loads(metrics.read_text())
-    want = [e["loss"] for e in ref.metrics["epochs"]]
-    got = [e["loss"] for e in doc["epochs"]]
-    assert len(got) == 3 and all(abs(a - b) <= 1e-10 for a, b in zip(got, want, strict=True))
-    measured, predicted = doc["comm"]["measured_bytes"], doc["comm"]["predicted_bytes"]
-    assert {c: v for c, v in measured.items() if v and c != "control"} == {
-        c: v for c, v in predicted.items() if v
-    }
+    assert_equal_run(doc, [e["loss"] for e in ref.metrics["epochs"]])
+    measured = doc["comm"]["measured_bytes"]
     if world.size > 1:
         assert sum(v for c, v in measured.items() if c != "control") > 0
 
@@ -132,12 +119,9 @@ def _equal_to_one_rank(world, graph, doc, model, mode):
     ref = hpcgnn.api.train(graph, comm=MPI.COMM_SELF, model=model, layers=2, hidden=8,
                            epochs=3, dropout=0, dtype="float64", quiet=True, eval_every=0,
                            mode=mode)
-    want = [e["loss"] for e in ref.metrics["epochs"]]
-    got = [e["loss"] for e in doc["epochs"]]
-    assert len(got) == 3 and all(abs(a - b) <= 1e-10 for a, b in zip(got, want, strict=True))
-    measured, predicted = doc["comm"]["measured_bytes"], doc["comm"]["predicted_bytes"]
     # minibatch mode predicts its control messages too (the samples' counts)
-    assert {c: v for c, v in measured.items() if v} == {c: v for c, v in predicted.items() if v}
+    assert_equal_run(doc, [e["loss"] for e in ref.metrics["epochs"]], control=True)
+    measured = doc["comm"]["measured_bytes"]
     if world.size > 1:
         assert sum(v for c, v in measured.items() if c != "control") > 0
 
@@ -168,12 +152,8 @@ def test_an_example_layer_trains_gist_sub_networks_equal_at_every_rank_count(
     metrics = shared_tmp / f"gist-{model.split(':')[0]}.json"
     assert_all(world, _run(graph, metrics, "--model", model, *GIST, "--subnets", "2") == 0)
     doc = json.loads(metrics.read_text())
-    got = [e["loss"] for e in doc["epochs"]]
-    assert len(got) == 3 and all(abs(a - b) <= 1e-10 for a, b in zip(got, want, strict=True))
-    measured, predicted = doc["comm"]["measured_bytes"], doc["comm"]["predicted_bytes"]
-    assert {c: v for c, v in measured.items() if v and c != "control"} == {
-        c: v for c, v in predicted.items() if v
-    }
+    assert_equal_run(doc, want)
+    measured = doc["comm"]["measured_bytes"]
     section = doc["gist"]
     for rec in section["per_round"]:
         assert rec["sent_bytes"] == rec["predicted_sent_bytes"]
@@ -284,13 +264,8 @@ def test_an_example_layer_on_offload_equals_its_one_rank_run_with_every_byte_pre
     rc = _run(graph, metrics, "--model", model, "--mode", "offload", "--chunks", "3", *flags)
     assert_all(world, rc == 0)
     doc = json.loads(metrics.read_text())
-    want = [e["loss"] for e in ref.metrics["epochs"]]
-    got = [e["loss"] for e in doc["epochs"]]
-    assert len(got) == 3 and all(abs(a - b) <= 1e-10 for a, b in zip(got, want, strict=True))
-    measured, predicted = doc["comm"]["measured_bytes"], doc["comm"]["predicted_bytes"]
-    assert {c: v for c, v in measured.items() if v and c != "control"} == {
-        c: v for c, v in predicted.items() if v
-    }
+    assert_equal_run(doc, [e["loss"] for e in ref.metrics["epochs"]])
+    measured = doc["comm"]["measured_bytes"]
     assert measured["offload_h2d"] > 0 and measured["offload_ckpt"] > 0
 
 

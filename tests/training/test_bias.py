@@ -19,15 +19,12 @@ from hpcgnn.cli.main import main
 from hpcgnn.kinds import KINDS
 from hpcgnn.layout.order import layer_sizes, param_shapes
 from tests.mpi import assert_all, error_output
+from tests.runs import LAYOUTS, assert_equal_run, layout_flags, layout_id
 
 COMMON = ["--layers", "2", "--hidden", "8", "--epochs", "3", "--dropout", "0", "--dtype",
           "float64", "--quiet", "--eval-every", "0", "--bias", "--threads", "1"]
-#: Every layout: ``P`` stands for the rank count, ``Q`` for half of it.
-ALGOS = [["--algo", "1d"], ["--algo", "1.5d", "--replication", "2"],
-         ["--algo", "halo", "--exchange", "p2p"], ["--algo", "halo", "--exchange", "planned"],
-         ["--algo", "2d"], ["--algo", "2d", "--grid", "1xP"],
-         ["--algo", "3d", "--grid", "1x1xP"], ["--algo", "3d", "--grid", "Qx1x2"],
-         ["--mode", "offload", "--chunks", "3"]]
+#: Every layout, and HongTu's offload.
+ALGOS = [*LAYOUTS, ["--mode", "offload", "--chunks", "3"]]
 #: GCN (``g.bias`` after the product), GraphSAGE (after both terms), GAT (inside the
 #: attention, before the ELU; after the heads' mean on the last layer).
 MODELS = [["--model", "gcn"], ["--model", "sage"], ["--model", "gat", "--heads", "2"]]
@@ -47,13 +44,11 @@ def _reference(graph, model):
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("model", MODELS, ids=lambda m: m[1])
-@pytest.mark.parametrize("algo", ALGOS, ids=lambda a: "-".join(a[1::2]))
+@pytest.mark.parametrize("algo", ALGOS, ids=layout_id)
 def test_biases_equal_the_one_rank_run_with_every_byte_predicted(
     graph_file, shared_tmp, world, model, algo
 ):
-    if world.size % 2 and ("2" in algo or "Qx1x2" in algo):
-        pytest.skip("a replication or a fiber of 2 needs an even rank count")
-    algo = [a.replace("P", str(world.size)).replace("Q", str(world.size // 2)) for a in algo]
+    algo = layout_flags(algo, world.size)
     graph = graph_file(n=90, seed=4)
     ref = _reference(graph, model)
     metrics = shared_tmp / f"m-{model[1]}-{'-'.join(algo[1::2])}.json"
@@ -61,13 +56,7 @@ def test_biases_equal_the_one_rank_run_with_every_byte_predicted(
                             "--metrics", str(metrics)]) == 0)
     doc = json.loads(metrics.read_text())
     assert doc["config"]["bias"] is True
-    want = [e["loss"] for e in ref.metrics["epochs"]]
-    got = [e["loss"] for e in doc["epochs"]]
-    assert len(got) == 3 and all(abs(a - b) <= 1e-10 for a, b in zip(got, want, strict=True))
-    measured, predicted = doc["comm"]["measured_bytes"], doc["comm"]["predicted_bytes"]
-    assert {c: v for c, v in measured.items() if v and c != "control"} == {
-        c: v for c, v in predicted.items() if v
-    }
+    assert_equal_run(doc, [e["loss"] for e in ref.metrics["epochs"]])
 
 
 def test_the_biases_train_and_follow_their_layers_weights(tmp_path):

@@ -12,6 +12,7 @@ import pytest
 from hpcgnn.cli.main import main
 from hpcgnn.training.checkpoint import LEGACY, MANIFEST
 from tests.mpi import assert_all, error_output, on_rank0
+from tests.training.predicting import assert_predicts_alone
 
 TRAIN = ["--epochs", "3", "--hidden", "8", "--quiet", "--threads", "1"]
 
@@ -282,8 +283,6 @@ def test_a_checkpoint_resumes_at_another_rank_count_and_layout(graph_file, share
 
     import hpcgnn
     from hpcgnn.api import FullBatchMode
-    from hpcgnn.training.run import configure
-    from hpcgnn.training.run import train as run
 
     path = graph_file(n=70, seed=8)
     common = {"epochs": 4, "hidden": 8, "quiet": True, "eval_every": 0}
@@ -310,14 +309,6 @@ def test_a_checkpoint_resumes_at_another_rank_count_and_layout(graph_file, share
             assert_all(world, ok, f"{mode} at {comm.Get_size()}: {got} vs {want}")
     finally:
         pairs.Free()
-    out = shared_tmp / f"p{world.rank}.h5"  # every rank predicts alone
-    cfg, opts = configure(str(path), FullBatchMode(), {"hidden": 8, "resume": str(ckpt),
-                                                       "predict_out": str(out),
-                                                       "summary": False})
-    run(opts, cfg, MPI.COMM_SELF)
-    import h5py
-
-    with h5py.File(out) as f:
-        logits = np.asarray(f["logits"]) if "logits" in f else None
-    assert_all(world, logits is not None and logits.shape == (70, ref.metrics["graph"]
-                                                              ["num_classes"]), str(out))
+    assert_predicts_alone(world, path, FullBatchMode(), {"hidden": 8}, ckpt,
+                          shared_tmp / f"p{world.rank}.h5",
+                          (70, ref.metrics["graph"]["num_classes"]))

@@ -10,6 +10,7 @@ from hpcgnn.cli.main import main
 from hpcgnn.training.checkpoint import MANIFEST, SHARD_FILE
 from tests.mpi import assert_all, on_rank0
 from tests.robustness.harness import expect_error
+from tests.training.predicting import assert_predicts_alone
 
 BASE = ["--hidden", "8", "--layers", "3", "--dropout", "0.5", "--seed", "2", "--quiet",
         "--threads", "1", "--mode", "gist", "--local-iters", "2"]
@@ -193,8 +194,6 @@ def test_a_gist_checkpoint_resumes_at_another_rank_count_and_group_layout(
     import hpcgnn
     from hpcgnn.api import FullBatchMode, GistMode, MinibatchMode
     from hpcgnn.errors import ConfigError
-    from hpcgnn.training.run import configure
-    from hpcgnn.training.run import train as run
 
     path = graph_file(n=70, seed=8)
     common = {"epochs": 4, "hidden": 8, "layers": 3, "quiet": True, "eval_every": 0,
@@ -236,15 +235,6 @@ def test_a_gist_checkpoint_resumes_at_another_rank_count_and_group_layout(
         except ConfigError as err:
             refused = str(err)
     assert_all(world, world.rank or "group_grid" in refused, refused)
-    out = shared_tmp / f"gp{world.rank}.h5"  # every rank predicts alone
-    cfg, opts = configure(str(path), gist(), {"hidden": 8, "layers": 3, "dtype": "float64",
-                                              "resume": str(ckpt), "predict_out": str(out),
-                                              "summary": False})
-    run(opts, cfg, MPI.COMM_SELF)
-    import h5py
-
-    with h5py.File(out) as f:
-        logits = np.asarray(f["logits"]) if "logits" in f else None
-    assert_all(world, logits is not None and logits.shape == (70, ref.metrics["graph"]
-                                                              ["num_classes"]), str(out))
-
+    assert_predicts_alone(world, path, gist(), {"hidden": 8, "layers": 3, "dtype": "float64"},
+                          ckpt, shared_tmp / f"gp{world.rank}.h5",
+                          (70, ref.metrics["graph"]["num_classes"]))

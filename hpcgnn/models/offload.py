@@ -177,7 +177,6 @@ class OffloadModel(RowBlockModel):
         self.slices = cfg.kind.weight_slices(len(self.plans), cfg.bias)  # biases last
         self._setup(share.a_t)
 
-    # -- set-up ------------------------------------------------------------------------
     def _setup(self, a_t: sp.csr_matrix) -> None:
         comm, opts = self.comm, self.opts
         bounds = chunk_bounds(np.diff(a_t.indptr), opts.chunks)
@@ -243,7 +242,6 @@ class OffloadModel(RowBlockModel):
         """Width of the widest rows fetched between ranks (the plans are made for them)."""
         return max((e.width for p in self.plans for e in p.exchanges), default=1)
 
-    # -- training interface --------------------------------------------------------------
     def logits(self, epoch: int | None) -> torch.Tensor:
         """This rank's rows of the logits (``epoch=None``: evaluation, no dropout)."""
         if epoch is None:
@@ -267,7 +265,6 @@ class OffloadModel(RowBlockModel):
         """HongTu volumes, bytes per tier and the modelled cost ``C`` (collective)."""
         return offload_report(self, measured, predicted, tier_gbps)
 
-    # -- passes ------------------------------------------------------------------------
     def _pinned(self, cols: int, zero: bool = False) -> torch.Tensor:
         t = self.comm.device.pinned_empty((self.rows[1] - self.rows[0], cols),
                                           self.cfg.torch_dtype)
@@ -310,8 +307,7 @@ class OffloadModel(RowBlockModel):
             h.requires_grad_()
         last = layer == len(self.plans) - 1
         weights, bias = (ws[:-1], ws[-1]) if self.cfg.bias else (ws, None)
-        g = ChunkPrimitives(run, self._ops[j], layer, last, weights, self.stats, self._drop,
-                            bias)
+        g = ChunkPrimitives(run, self._ops[j], layer, last, weights, self.stats, self._drop, bias)
         try:
             out = self.cfg.kind.forward(g, h, weights)
         except Stop:

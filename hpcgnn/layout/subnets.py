@@ -257,12 +257,13 @@ def _follows(kind: Layer, f_in: int, f_out: int, layer: int, last: bool
     return out
 
 
-def model_params(widths: Sequence[int], kind: Layer, sampled: bool = False) -> list[Param]:
+def model_params(widths: Sequence[int], kind: Layer, biased: bool = False) -> list[Param]:
     """The parameters of a model of ``kind`` layers of ``widths`` (``f_0 .. f_L``), in order.
 
     Each layer's declared weights (:meth:`~hpcgnn.kinds.Layer.weights`) with the widths
-    their axes follow (:class:`Param`), then, for a sampled model (``--sampler``), its bias
-    ``b^l`` (``f_l`` entries, following the layer's output).
+    their axes follow (:class:`Param`), then, for a model with biases (a sampled model,
+    ``--sampler``, or ``--bias``), its bias ``b^l`` (``f_l`` entries, following the layer's
+    output).
     """
     widths = [int(f) for f in widths]
     last, count = len(widths) - 2, dict[int, int]()
@@ -276,7 +277,7 @@ def model_params(widths: Sequence[int], kind: Layer, sampled: bool = False) -> l
             out.append(Param(tuple(w.shape), layer, rows, cols, flat, w.stream,
                              count.get(w.stream, 0)))
             count[w.stream] = count.get(w.stream, 0) + 1
-        if sampled:
+        if biased:
             out.append(Param((b,), layer, flat=layer + 1))
     return out
 

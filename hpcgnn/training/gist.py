@@ -217,9 +217,6 @@ def check_gist(opts: GistOptions, cfg: TrainConfig, ranks: int) -> None:
             f" of its {groups} column groups kept whole (GAT: --heads {cfg.heads} attention"
             f" heads): it needs --subnets <= {groups}"
         )
-    if cfg.bias:
-        raise ConfigError("--bias is not available with --mode gist (its sub-models and the"
-                          " sharded evaluation hold no full-batch biases yet)")
     if opts.rescale and uses([cfg.hidden] * (cfg.layers + 1), cfg.kind, ATTENDS):
         raise ConfigError(
             f"--gist-rescale is not available with --model {cfg.kind} (scaling the weights by"
@@ -284,7 +281,7 @@ class GistTrainer:
         self.widths = layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, cfg.layers)
         self.sampler = sampler
         #: The model's parameters and how a sub-network cuts them (its declared weights).
-        self.params = model_params(self.widths, cfg.kind, sampler is not None)
+        self.params = model_params(self.widths, cfg.kind, biased(cfg, sampler))
         #: Hidden ids kept together (GAT: a head's units) and each sub-network's width.
         self.block = split_block(cfg.kind, cfg.hidden)
         self.hidden = [g * self.block for g in group_sizes(cfg.hidden // self.block, m)]
@@ -302,7 +299,7 @@ class GistTrainer:
         for width in dict.fromkeys(self.hidden[i] for i in self.mine):
             sub_cfg = sub_config(cfg, width)
             sub_widths = layer_sizes(meta.num_features, width, meta.num_classes, cfg.layers)
-            sub_params = model_params(sub_widths, sub_cfg.kind, sampler is not None)
+            sub_params = model_params(sub_widths, sub_cfg.kind, biased(cfg, sampler))
             zeros = _tensors([np.zeros(p.shape, dtype=cfg.numpy_dtype) for p in sub_params],
                              True, self.group_grid.device)
             self.trainers[width] = make_trainer(self.group_grid, sub_cfg, zeros)
@@ -617,6 +614,11 @@ def _gist_bytes(stats: Any) -> dict[str, float]:
     return {
         c: float(snap.get(c, {}).get("bytes", 0.0)) for c in (SCATTER, GATHER, BIAS, ATTENTION)
     }
+
+
+def biased(cfg: TrainConfig, sampler: str | None) -> bool:
+    """Whether the model has a bias per layer: a sampled group's, or ``--bias``."""
+    return sampler is not None or cfg.bias
 
 
 def sub_config(cfg: TrainConfig, hidden: int) -> TrainConfig:

@@ -179,7 +179,7 @@ def test_a_sub_networks_cut_is_the_layer_declared_at_its_widths(spec, sampled):
 def test_gin_biases_follow_w2_and_take_the_layers_ids():
     """``b^l`` follows ``W_2^l`` (the layer's last weight) and reads the layer's output ids."""
     widths = [5, 8, 8, 3]
-    params = model_params(widths, GIN, sampled=True)
+    params = model_params(widths, GIN, biased=True)
     weights = [f"W_{j}^{layer}" for layer in (1, 2, 3) for j in (1, 2)]
     assert merge(params, weights, ["b^1", "b^2", "b^3"]) == [
         "W_1^1", "W_2^1", "b^1", "W_1^2", "W_2^2", "b^2", "W_1^3", "W_2^3", "b^3"
@@ -210,7 +210,7 @@ def test_a_sampled_gat_replicates_scores_and_biases_in_the_models_order():
     """Per layer ``W, a_src, a_dst, b``; the output bias (``C``) is taken whole."""
     kind = GAT.replace(heads=2, output_heads=2)
     widths = [5, 8, 8, 3]
-    params = model_params(widths, kind, sampled=True)
+    params = model_params(widths, kind, biased=True)
     vec = [p for p in params if not p.sharded]
     assert [p.shape for p in vec] == [(2, 4), (2, 4), (8,), (2, 4), (2, 4), (8,), (2, 3),
                                       (2, 3), (3,)]

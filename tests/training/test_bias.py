@@ -4,7 +4,7 @@ With ``--bias --dtype float64 --dropout 0`` every layout at 1-4 ranks gives the 
 run's losses within 1e-10 and the measured bytes equal the predicted ones in every
 category (the biases' gradients in the all-reduce); the biases train; the parameters are
 ordered as minibatch mode's (each layer's bias after its last weight), so a checkpoint
-with biases resumes under another layout; GIST refuses the flag in one line.
+with biases resumes under another layout; GIST's sub-models train them too.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import torch
 from hpcgnn.cli.main import main
 from hpcgnn.kinds import KINDS
 from hpcgnn.layout.order import layer_sizes, param_shapes
-from tests.mpi import assert_all, error_output
+from tests.mpi import assert_all
 from tests.runs import LAYOUTS, assert_equal_run, layout_flags, layout_id
 
 COMMON = ["--layers", "2", "--hidden", "8", "--epochs", "3", "--dropout", "0", "--dtype",
@@ -151,10 +151,32 @@ def test_a_checkpoint_with_biases_resumes_under_another_layout(graph_file, share
 
 
 @pytest.mark.mpi
-def test_gist_refuses_biases_in_one_line(graph_file, world, capsys):
-    graph = graph_file(n=60, seed=3)
-    rc = main(["train", str(graph), "--epochs", "1", "--hidden", "8", "--quiet", "--bias",
-               "--mode", "gist", "--subnets", "1"])
-    err = error_output(world, capsys.readouterr().err).strip().splitlines()
-    assert_all(world, rc == 1 and len(err) == 1 and "--bias" in err[0] and "gist" in err[0],
-               f"rc {rc}: {err}")
+@pytest.mark.parametrize("model", MODELS, ids=lambda m: m[1])
+def test_gist_sub_models_train_their_biases(graph_file, shared_tmp, world, model):
+    """``M = 1, K = 1`` is full-batch training with biases step for step (the same
+    ``params_sha256``); ``M = 2`` equals its 1-rank run, the biases' all-reduce predicted."""
+    graph = graph_file(n=90, seed=4)
+    full = shared_tmp / f"gb-full-{model[1]}.json"
+    one = shared_tmp / f"gb-one-{model[1]}.json"
+    assert_all(world, main(["train", str(graph), *COMMON, *model, "--metrics", str(full)]) == 0)
+    assert_all(world, main(["train", str(graph), *COMMON, *model, "--mode", "gist",
+                            "--subnets", "1", "--metrics", str(one)]) == 0)
+    docs = [json.loads(p.read_text()) for p in (full, one)]
+    assert docs[0]["params_sha256"] == docs[1]["params_sha256"]
+    from mpi4py import MPI
+
+    import hpcgnn.api
+    from hpcgnn.training.modes import GistMode
+
+    heads = int(model[3]) if len(model) > 2 else 1
+    ref = hpcgnn.api.train(graph, comm=MPI.COMM_SELF, model=model[1], heads=heads, layers=2,
+                           hidden=8, epochs=3, dropout=0, dtype="float64", quiet=True,
+                           eval_every=0, bias=True, threads=1,
+                           mode=GistMode(subnets=2, local_iters=2, rounds=3))
+    two = shared_tmp / f"gb-two-{model[1]}.json"
+    assert_all(world, main(["train", str(graph), *COMMON, *model, "--mode", "gist",
+                            "--subnets", "2", "--local-iters", "2", "--rounds", "3",
+                            "--metrics", str(two)]) == 0)
+    doc = json.loads(two.read_text())
+    assert_equal_run(doc, [e["loss"] for e in ref.metrics["epochs"]])
+    assert doc["comm"]["measured_bytes"].get("gist_bias", 0) > 0 or world.size == 1

@@ -20,7 +20,14 @@ from hpcgnn.layout.order import layer_sizes
 from hpcgnn.layout.shapes import GridShape, choose_shape
 from hpcgnn.layout.subnets import Placement, group_sizes, model_params, split_block
 from hpcgnn.layout.trace import ATTENTION, trace
-from hpcgnn.training.gist import GistOptions, GistTrainer, GroupTrainer, check_gist, sub_config
+from hpcgnn.training.gist import (
+    GistOptions,
+    GistTrainer,
+    GroupTrainer,
+    biased,
+    check_gist,
+    sub_config,
+)
 from hpcgnn.training.modes.base import Estimate, Mode, Setup
 from hpcgnn.training.modes.fullbatch import FullBatchMode
 from hpcgnn.training.modes.minibatch import MinibatchMode
@@ -183,10 +190,10 @@ class GistMode(Mode[GistTrainer]):
         group_shape = self.group_shape(ranks)
         widths = layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, cfg.layers)
         sub = layer_sizes(meta.num_features, sub_cfg.hidden, meta.num_classes, cfg.layers)
-        sampled = self.group.sampler is not None
+        with_bias = biased(cfg, self.group.sampler)
 
         def sharded(widths: list[int], cfg: TrainConfig) -> list[tuple[int, ...]]:
-            return [p.shape for p in model_params(widths, cfg.kind, sampled) if p.sharded]
+            return [p.shape for p in model_params(widths, cfg.kind, with_bias) if p.sharded]
 
         heads = max((c.heads for c in trace(widths, cfg.kind) if c.primitive == ATTENTION),
                     default=0)

@@ -75,7 +75,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--formulas", choices=("ours", "paper"), default="ours",
                    help="paper: after each ranking, CAGNET's closed-form volume per process "
                         "(the paper's 1D/1.5D/2D/3D formulas, hpcgnn/cost/paper.py) beside "
-                        "ours for the same grids (default: ours only)")
+                        "ours for the same grids; with --minibatch-metrics the sparsity-aware "
+                        "1.5D SpGEMM's closed form beside the run's bytes (default: ours only)")
+    p.add_argument("--minibatch-metrics", default=None, metavar="FILE",
+                   help="with --formulas paper: the metrics of a partitioned-layout minibatch "
+                        "run (train --metrics): the matrix-based sampling paper's closed form "
+                        "of its 1.5D SpGEMM, 8 N (1/c + c/P) bytes per process on the run's "
+                        "sampled nonzeros N, for every (P/c) x c grid of each --procs, beside "
+                        "the run's measured bytes at its grid (graph and --shape optional)")
     add_head_arguments(p)
     p.add_argument("--dtype", choices=["float32", "float64"], default="float32",
                    help="bytes per value of the traffic (default: float32)")
@@ -136,6 +143,12 @@ def run(args: argparse.Namespace) -> int:
     procs = parse_counts(args.procs, "--procs", [(1, MAX_PROCS)])
     if len(procs) > MAX_STUDY:
         raise ConfigError(f"--procs: at most {MAX_STUDY} rank counts, got {len(procs)}")
+    if args.minibatch_metrics is not None:
+        if args.formulas != "paper":
+            raise ConfigError("--minibatch-metrics needs --formulas paper")
+        _print_spgemm_paper(args.minibatch_metrics, procs)
+        if args.graph is None and args.shape is None:
+            return 0
     if (args.graph is None) == (args.shape is None):
         raise ConfigError("give a graph file or --shape n,nnz,f, not both")
     machine = load_machine(args.machine)
@@ -225,6 +238,41 @@ def _print_paper(rows: list[dict]) -> None:
         ratio = r["max_rank_bytes"] / paper if paper else float("nan")
         print(f"{r['algo']:>9} {r['grid']:>10} {r['max_rank_bytes'] / 1e6:>13.3f}"
               f" {paper / 1e6:>14.3f} {ratio:>11.3f}")
+
+
+def _print_spgemm_paper(path: str, procs: list[int]) -> None:
+    """The 1.5D SpGEMM's closed form on a run's sampled nonzeros beside its measured bytes."""
+    import json
+
+    from hpcgnn.cost.minibatch import ID_BYTES, paper_spgemm_words
+    from hpcgnn.layout.shapes import admissible_shapes, parse_grid
+
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+        sampling, grid = doc["sampling"], parse_grid(doc["config"]["grid"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ConfigError(f"--minibatch-metrics {path}: not a minibatch run's metrics ({e})"
+                          ) from None
+    nnz = sampling.get("spgemm_nnz")
+    if nnz is None or len(grid) != 2:
+        raise ConfigError(f"--minibatch-metrics {path}: no sparsity-aware SpGEMM in the run "
+                          "(train --mode minibatch --graph-layout partitioned)")
+    run_p, run_c = grid[0] * grid[1], grid[1]
+    print(f"paper: the sparsity-aware 1.5D SpGEMM's closed form (Tripathy et al. 2024, Sec. "
+          f"5.2.1: 8 N (1/c + c/P) bytes per process, 2 N / H(c, P/c)) on the run's "
+          f"N={nnz} sampled nonzeros ({sampling.get('sampler')}, {doc['config']['grid']}) "
+          f"beside ours (measured: sample_rows/c + sample_combine/P); docs/sampling.md")
+    print(f"{'P':>8} {'grid':>10} {'paper MB/process':>17} {'ours MB/process':>16}"
+          f" {'paper/ours':>11}")
+    for p in procs:
+        for shape in admissible_shapes("1.5d", p):
+            c = shape.replication
+            paper = ID_BYTES * paper_spgemm_words(p, c, nnz)
+            ours = sampling.get("measured_spgemm_bytes") if (p, c) == (run_p, run_c) else None
+            cells = ("-", "-") if ours is None else (
+                f"{ours / 1e6:.6f}", f"{paper / ours:.3f}" if ours else "-")
+            print(f"{p:>8} {shape!s:>10} {paper / 1e6:>17.6f} {cells[0]:>16} {cells[1]:>11}")
 
 
 def _print_scaling(results: list[dict]) -> None:

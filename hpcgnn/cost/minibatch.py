@@ -246,6 +246,58 @@ def partial_product_bytes(nonzeros: np.ndarray, present: np.ndarray) -> int:
     return (c - 1) * (rows + entries)
 
 
+def paper_spgemm_words(procs: int, replication: int, nnz: float) -> float:
+    """The paper's closed-form bandwidth of the sparsity-aware 1.5D SpGEMM, words per process.
+
+    Tripathy, Yelick and Buluç (MLSys 2024), Section 5.2.1 ("Communication Analysis" of
+    Algorithm 2, generating the probability distributions ``Q S``) on a ``(P/c) x c`` grid,
+    with ``b`` seeds per batch, ``k`` batches per bulk and ``d`` nonzeros per row of ``S``:
+
+    * the stage loop: ``P / c^2`` stages run one after another in a process column, and at
+      each the root sends the ``b k c / P`` rows its column peers need, ``d`` nonzeros each:
+      ``T_rows = beta b k d / c``;
+    * the all-reduce over the process row of the ``c`` partial products of ``Q_i S``, each of
+      ``b k d c / P`` nonzeros: ``T_allreduce = beta b k d c / P``;
+    * the gather of the requested column ids (``beta b k / c``) the paper calls negligible
+      beside the row data and leaves out of the total.
+
+    So ``T = beta b k d (1/c + c/P) = beta 2 b k d / H(c, P/c)``, ``H`` the harmonic mean of
+    ``c`` and ``P/c``. With ``nnz`` for ``b k d`` (the nonzeros of the rows of ``S`` that ``Q``
+    selects), the words are ``nnz (1/c + c/P)``: per process, on the critical path (the
+    stages of a column serialise), not a volume summed over ranks.
+
+    Parameters
+    ----------
+    procs
+        ``P``, the ranks.
+    replication
+        ``c``, the replicas of a block row (``P / c`` process rows).
+    nnz
+        ``b k d``: the nonzeros of the selected rows of ``S`` over all process rows.
+
+    Returns
+    -------
+    float
+        ``nnz (1/c + c/P)``.
+    """
+    if procs < 1 or replication < 1 or procs % replication:
+        raise ValueError(f"no (P/c) x c grid for P={procs}, c={replication}")
+    return nnz * (1 / replication + replication / procs)
+
+
+def spgemm_bytes_per_process(procs: int, replication: int, rows: float, combine: float
+                             ) -> float:
+    """Our measured SpGEMM bytes in the accounting of :func:`paper_spgemm_words`.
+
+    The stage loop's critical path, averaged over the ``c`` process columns (a column's
+    ``sample_rows``: the bytes its stages' roots send), plus the bytes a rank receives in
+    the process row's all-reduce, averaged over the ``P`` ranks: ``rows / c + combine / P``
+    for ``rows``, ``combine`` the ``sample_rows`` and ``sample_combine`` bytes summed over
+    ranks.
+    """
+    return rows / replication + combine / procs
+
+
 def seconds(busiest: dict[str, float], messages: dict[str, float], link: Link
             ) -> dict[str, float]:
     """Alpha-beta seconds per category: ``alpha * messages + beta * busiest-rank bytes``."""

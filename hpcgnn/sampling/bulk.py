@@ -417,6 +417,14 @@ class BulkSampler:
         return self.aware.bytes_partial_products
 
     @property
+    def spgemm_nnz(self) -> int | None:
+        """Nonzeros of the rows of ``S`` the SpGEMM's hops selected so far (``None`` if replicated).
+
+        :attr:`SparsityAwareRows.nnz_selected`: the paper's ``b k d``, summed over ranks.
+        """
+        return None if self.aware is None else self.aware.nnz_selected
+
+    @property
     def bytes_control(self) -> int:
         """``control`` bytes this rank received in the SpGEMM's calls (0 if replicated)."""
         return 0 if self.aware is None else self.aware.bytes_control

@@ -45,10 +45,13 @@ from hpcgnn.comm.communicator import Comm
 from hpcgnn.comm.stats import CommStats
 from hpcgnn.cost.minibatch import (
     CONTROL,
+    ID_BYTES,
     Members,
     Traffic,
     charge_sampling,
+    paper_spgemm_words,
     partial_product_bytes,
+    spgemm_bytes_per_process,
 )
 from hpcgnn.cost.minibatch import SAMPLE_COMBINE as COMBINE
 from hpcgnn.cost.minibatch import SAMPLE_FRONTIER as FRONTIER
@@ -65,7 +68,7 @@ COMBINE_CATEGORIES = (COMBINE, FRONTIER)
 
 def byte_summary(
     world: Comm, stats: CommStats, oblivious: int, control: int = 0,
-    partial: int | None = None,
+    partial: int | None = None, nnz: int | None = None, replication: int = 1,
 ) -> dict[str, int | float | None]:
     """The partitioned layout's bytes counted in ``stats``, summed over ranks (collective).
 
@@ -84,6 +87,14 @@ def byte_summary(
     LADIES' partial products of ``P`` would have moved instead of ``sample_combine``;
     ``None`` where ``partial`` is (the same on every rank: another sampler, the replicated
     layout, ``P/c = 1``).
+
+    ``spgemm_nnz`` sums ``nnz``, this rank's :attr:`SparsityAwareRows.nnz_selected` (the
+    nonzeros of the rows of ``S`` each hop's ``Q_i`` selects, counted once per process
+    row), and ``paper_spgemm_bytes`` is the paper's closed form on it,
+    ``8 spgemm_nnz (1/c + c/P)`` (:func:`hpcgnn.cost.minibatch.paper_spgemm_words`, ``c``
+    the ``replication``), beside ``measured_spgemm_bytes``, ours in its accounting
+    (:func:`hpcgnn.cost.minibatch.spgemm_bytes_per_process`), and ``paper_over_measured``;
+    all ``None`` where ``nnz`` is (the replicated layout), the ratio where nothing moved.
     """
     cats = stats.snapshot()
 
@@ -92,6 +103,17 @@ def byte_summary(
 
     aware, combine = total(FETCH_CATEGORIES), total(COMBINE_CATEGORIES)
     ctl = int(world.allreduce_scalar(int(control)))
+    paper: dict[str, int | float | None] = dict.fromkeys(
+        ("spgemm_nnz", "paper_spgemm_bytes", "measured_spgemm_bytes", "paper_over_measured")
+    )
+    if nnz is not None:
+        total_nnz = int(world.allreduce_scalar(int(nnz)))
+        words = paper_spgemm_words(world.size, replication, total_nnz)
+        ours = spgemm_bytes_per_process(world.size, replication, total((ROWS,)),
+                                        total((COMBINE,)))
+        paper.update(spgemm_nnz=total_nnz, paper_spgemm_bytes=ID_BYTES * words,
+                     measured_spgemm_bytes=ours,
+                     paper_over_measured=ID_BYTES * words / ours if ours else None)
     obl = int(world.allreduce_scalar(int(oblivious)))
     ours = aware + combine + ctl
     return {
@@ -101,6 +123,7 @@ def byte_summary(
         "bytes_partial_products": (
             None if partial is None else int(world.allreduce_scalar(int(partial)))
         ),
+        **paper,
     }
 
 
@@ -190,6 +213,11 @@ class SparsityAwareRows:
         Bytes the paper's all-reduce of LADIES' partial products of ``P`` would have moved
         for this rank's batches so far (:meth:`count_partial_products`; computed, never
         sent).
+    nnz_selected
+        Nonzeros of the rows of ``S`` at the union ``U_i`` of the process row's frontiers,
+        summed over the calls so far, the local block's included (the paper's ``b k d``
+        for this process row); counted by replica 0 only, so the sum over ranks counts
+        each process row once.
 
     """
 
@@ -218,6 +246,7 @@ class SparsityAwareRows:
         self.bytes_oblivious = 0
         self.bytes_control = 0
         self.bytes_partial_products = 0
+        self.nnz_selected = 0
         #: Per block row, the replica whose partial product sums it (``-1``: block ``i``).
         self.replica_of = np.full(col.size, -1, dtype=np.int64)
         for q, blocks in enumerate(self.stages):
@@ -245,6 +274,8 @@ class SparsityAwareRows:
         bounds_x = xp.searchsorted(union, self._offsets)
         bounds = xp.to_host(bounds_x)
         nnz_before = xp.to_host(xp.ptr(self._lengths[union])[bounds_x])
+        if self.row.rank == 0:
+            self.nnz_selected += int(nnz_before[-1])
         stages = self._stage_requests(bounds, nnz_before)
         parts = [self._part(q, bounds, nnz_before) for q in range(self.row.size)]
         charge_sampling(

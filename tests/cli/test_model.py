@@ -139,3 +139,40 @@ def test_the_advisor_predicts_the_busiest_rank_a_run_measures(
         assert measured == predicted == comm["predicted_busiest_rank_bytes"], (algo, grid)
         if world.rank == 0 and algo == "1.5d" and p > 1:
             assert f"note: c={p} > sqrt(P): {p - 1} of {p} process columns have no stage" in out
+
+
+def minibatch_metrics(path, grid="2x2", nnz=1000, measured=6000.0):
+    doc = {"config": {"grid": grid, "mode": "minibatch"},
+           "sampling": {"sampler": "ladies", "spgemm_nnz": nnz,
+                        "measured_spgemm_bytes": measured}}
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_model_prints_the_papers_spgemm_closed_form_beside_a_runs_bytes(tmp_path, capsys):
+    m = minibatch_metrics(tmp_path / "m.json")
+    assert main(["model", "--procs", "4,16", "--formulas", "paper",
+                 "--minibatch-metrics", str(m)]) == 0
+    text = capsys.readouterr().out
+    assert "8 N (1/c + c/P)" in text and "N=1000" in text
+    rows = {tuple(t.split()[:2]): t.split()[2:] for t in text.splitlines()[2:]}
+    # 8 bytes x 1000 nonzeros x (1/c + c/P), by hand; measured only at the run's grid
+    assert rows[("4", "2x2")] == ["0.008000", "0.006000", "1.333"]
+    assert rows[("4", "4x1")] == ["0.010000", "-", "-"]
+    assert rows[("16", "8x2")] == ["0.005000", "-", "-"]
+    assert rows[("16", "4x4")] == ["0.004000", "-", "-"]
+    assert rows[("16", "16x1")] == ["0.008500", "-", "-"]
+
+
+@pytest.mark.parametrize(("argv", "words"), [
+    (["--formulas", "ours"], "needs --formulas paper"),
+    (["--formulas", "paper", "--replicated"], "no sparsity-aware SpGEMM"),
+    (["--formulas", "paper", "--broken"], "not a minibatch run's metrics"),
+])
+def test_model_refuses_metrics_without_the_spgemm(tmp_path, capsys, argv, words):
+    m = minibatch_metrics(tmp_path / "m.json", nnz=None if "--replicated" in argv else 5)
+    if "--broken" in argv:
+        m.write_text("{}")
+    flags = [a for a in argv if a not in ("--replicated", "--broken")]
+    assert main(["model", "--procs", "4", *flags, "--minibatch-metrics", str(m)]) != 0
+    assert words in capsys.readouterr().err

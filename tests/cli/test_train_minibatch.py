@@ -249,3 +249,39 @@ def test_sample_memory_sets_the_chunks_and_changes_no_sample(graph_file, shared_
           and sa["spgemm_chunks_per_hop"] == 1.0 and sb["sample_memory_bytes"] == 2048
           and sb["spgemm_chunks_per_hop"] > 1.0 and a["config"].get("sample_memory") is None)
     assert_all(world, ok, f"{sa} / {sb}")
+
+
+@pytest.mark.mpi
+def test_metrics_carry_the_papers_spgemm_closed_form_beside_the_measured(
+        graph_file, shared_tmp, world, capsys):
+    if world.size != 4:
+        pytest.skip("LADIES on the 2 x 2 grid: the stage loop and the row all-reduce both run")
+    path = graph_file(n=200, avg_degree=5, seed=7, directed=True)
+    rc, out = train_metrics(
+        path, shared_tmp / "paper.json", "--mode", "minibatch", "--sampler", "ladies",
+        "--layer-size", "20,10", "--batch-size", "9", "--bulk", "3", "--epochs", "1",
+        "--graph-layout", "partitioned", "--replication", "2")
+    assert_all(world, rc == 0)
+    world.mpi.Barrier()
+    doc = json.loads(out.read_text())
+    s, measured = doc["sampling"], doc["comm"]["measured_bytes"]
+    p, c, n = 4, 2, s["spgemm_nnz"]
+    rows = measured["sample_rows"]  # one epoch: the run's bytes
+    assert_all(world, s["paper_spgemm_bytes"] == 8 * n * (1 / c + c / p))
+    # docs/sampling.md: ours is rows / c + (c - 1) rows / P in the paper's accounting
+    assert_all(world, s["measured_spgemm_bytes"] == rows / c + (c - 1) * rows / p)
+    relation = (n * (1 / c + c / p)) / (rows / 8 * (1 / c + (c - 1) / p))
+    assert_all(world, abs(s["paper_over_measured"] - relation) < 1e-12 * relation)
+    # here the local block outweighs the row lengths: N > fetched nonzeros + rows
+    assert_all(world, s["paper_over_measured"] > 4 / 3)
+    if world.rank == 0:
+        capsys.readouterr()
+        assert main(["model", "--procs", "4", "--formulas", "paper",
+                     "--minibatch-metrics", str(out)]) == 0
+        text = capsys.readouterr().out
+        line = next(t for t in text.splitlines() if t.split()[:2] == ["4", "2x2"])
+        paper, ours, ratio = (float(v) for v in line.split()[2:])
+        assert paper == pytest.approx(s["paper_spgemm_bytes"] / 1e6, abs=1e-6)
+        assert ours == pytest.approx(s["measured_spgemm_bytes"] / 1e6, abs=1e-6)
+        assert ratio == pytest.approx(s["paper_over_measured"], abs=1e-3)
+    world.mpi.Barrier()

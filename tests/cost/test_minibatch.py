@@ -1,6 +1,7 @@
 import pickle
 
 import numpy as np
+import pytest
 
 from hpcgnn.cost.machine import Link
 from hpcgnn.cost.minibatch import (
@@ -12,8 +13,10 @@ from hpcgnn.cost.minibatch import (
     charge_fetch,
     charge_gradients,
     charge_sampling,
+    paper_spgemm_words,
     pickled_bytes,
     seconds,
+    spgemm_bytes_per_process,
 )
 
 
@@ -70,3 +73,21 @@ def test_sampling_hop_charges_stage_roots_for_requests_and_replicas_for_partials
     assert t.received["sample_rows"].tolist() == [0, 0, 8 * (3 + 7), 0]
     assert t.received["sample_combine"].tolist() == [0, 0, 8 * (2 + 4), 0]
     assert t.received["control"].tolist() == [8, 0, 0, pickled_bytes(5)]
+
+
+def test_paper_spgemm_words_is_the_harmonic_mean_form_by_hand():
+    # b k d = 120 nonzeros; row data b k d / c, all-reduce b k d c / P (Sec. 5.2.1)
+    assert paper_spgemm_words(4, 2, 120) == 120 / 2 + 120 * 2 / 4 == 120.0
+    assert paper_spgemm_words(8, 2, 120) == 60 + 30
+    assert paper_spgemm_words(4, 1, 120) == 120 + 30  # 1D: the all-reduce over 1 rank kept
+    assert paper_spgemm_words(1, 1, 120) == 240
+    for p, c in [(4, 2), (16, 2), (16, 4), (64, 8), (12, 3)]:
+        harmonic = 2 / (1 / c + 1 / (p / c))  # of c and P/c
+        assert np.isclose(paper_spgemm_words(p, c, 120), 2 * 120 / harmonic)
+    with pytest.raises(ValueError, match="grid"):
+        paper_spgemm_words(6, 4, 1)
+
+
+def test_spgemm_bytes_per_process_averages_columns_and_ranks():
+    assert spgemm_bytes_per_process(4, 2, 800, 800) == 400 + 200
+    assert spgemm_bytes_per_process(8, 1, 800, 0) == 800

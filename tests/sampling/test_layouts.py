@@ -138,3 +138,62 @@ def test_partial_products_counted_for_ladies_across_process_rows(graph_file, wor
                 want = paper_partial_bytes(path, spec, grid, sampler.offsets, epoch=2)
                 assert got == want, f"{shape}: {got} != {want}"
                 assert (got > 0) == (shape.replication > 1)  # one replica: nothing to all-reduce
+
+
+def selected_nnz(path, spec, grid, epoch):
+    """The paper's ``b k d`` from the serial samples: per bulk, hop and process row ``i``,
+    the nonzeros of the rows of ``S`` at the union of the frontiers of row ``i``'s ranks."""
+    with GraphFile(path) as gf:
+        lengths = np.diff(read_pattern(gf, 0, gf.meta.num_nodes, spec.method).indptr)
+    reference = serial_reference(path, spec, epoch)
+    row_of = grid.world.allgather_obj(grid.col.rank)  # process row of each world rank
+    total = 0
+    for first in range(0, len(reference), spec.bulk):
+        bulk = reference[first : first + spec.bulk]
+        for i in range(grid.col.size):
+            mine = [bulk[pos] for rank in range(grid.size) if row_of[rank] == i
+                    for pos in my_share(len(bulk), grid.size, rank)]
+            for hop in range(len(reference[0].hops)):
+                frontier = [np.asarray(b.hops[hop].rows, dtype=np.int64) for b in mine]
+                total += int(lengths[np.unique(np.concatenate([[], *frontier]).astype(
+                    np.int64))].sum())
+    return total
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("spec", SPECS, ids=["sage", "ladies"])
+def test_paper_closed_form_on_the_selected_nonzeros_beside_the_measured(graph_file, world,
+                                                                       spec):
+    path = graph_file(n=200, avg_degree=5, seed=9)
+    for shape in admissible_shapes("1.5d", world.size):
+        for layout in ("replicated", "partitioned"):
+            with ProcessGrid(MPI.COMM_WORLD, shape) as grid:
+                sampler = BulkSampler(spec, grid, path, layout)
+                grid.stats.reset()
+                sample_all(sampler, spec, path, epoch=1)
+                s = byte_summary(grid.world, grid.stats, sampler.bytes_oblivious,
+                                 sampler.bytes_control, sampler.bytes_partial_products,
+                                 sampler.spgemm_nnz, shape.replication)
+                if layout == "replicated":
+                    assert_all(world, s["paper_spgemm_bytes"] is None
+                               and s["spgemm_nnz"] is None)
+                    continue
+                p, c = shape.size, shape.replication
+                n = selected_nnz(path, spec, grid, epoch=1)
+                assert_all(world, s["spgemm_nnz"] == n, f"{shape}: {s['spgemm_nnz']} != {n}")
+                assert_all(world, s["paper_spgemm_bytes"] == 8 * n * (1 / c + c / p))
+                cats = grid.stats.snapshot()
+                rows, combine, request = (
+                    grid.world.allreduce_scalar(int(cats.get(k, {}).get("bytes", 0)))
+                    for k in ("sample_rows", "sample_combine", "sample_request"))
+                # docs/sampling.md: the row all-gather moves c - 1 copies of the fetched rows
+                assert_all(world, combine == (c - 1) * rows)
+                assert_all(world, s["measured_spgemm_bytes"] == rows / c + combine / p)
+                # the fetched nonzeros ((rows - request) / 8) never exceed the selected ones:
+                # the process row's own block is selected but never travels
+                assert_all(world, (rows - request) // 8 <= n)
+                if rows:
+                    assert_all(world, s["paper_over_measured"]
+                               == s["paper_spgemm_bytes"] / s["measured_spgemm_bytes"])
+                else:  # P/c = 1: every row is local
+                    assert_all(world, s["paper_over_measured"] is None and c == p)

@@ -47,6 +47,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="alpha and beta from configs/machines/NAME.json (summit, perlmutter, "
                         "laptop) or a .json file: the intra-node link while P fits on a node, "
                         "else the inter-node link (default: laptop)")
+    p.add_argument("--ranks-per-node", type=int, default=None, metavar="R",
+                   help="ranks on a node, filled in rank order (default: the machine's GPUs "
+                        "per node, or NUMA domains without GPUs); fewer leave each rank more "
+                        "of the node's injection bandwidth")
     p.add_argument("--alpha", type=float, default=None,
                    help="latency per message, seconds (overrides the machine's)")
     p.add_argument("--beta", type=float, default=None,
@@ -55,9 +59,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--placement", choices=("nodes", "uniform"), default="nodes",
                    help="nodes: ranks fill the machine's nodes in order and a collective "
                         "whose ranks share a node (a 1.5D process row, say) runs over the "
-                        "node's link, the others over the network; uniform: every "
-                        "collective at the job's link (default: nodes; --beta implies "
-                        "uniform)")
+                        "node's link, the others over the network, sharing an injection "
+                        "port with the rings that leave it at the same time; uniform: every "
+                        "collective at the job's link, every rank of a node sending at once "
+                        "(default: nodes; --beta implies uniform)")
     p.add_argument("--model", type=model_name, default=MODELS[0],
                    metavar=f"{{{','.join(MODELS)}}}|MODULE:CLASS",
                    help="layer type, as train's --model: gcn (A+I normalised) or sage "
@@ -151,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
             return 0
     if (args.graph is None) == (args.shape is None):
         raise ConfigError("give a graph file or --shape n,nnz,f, not both")
-    machine = load_machine(args.machine)
+    machine = load_machine(args.machine).placed(args.ranks_per_node)
     cfg = TrainConfig(layers=args.layers, hidden=args.hidden, dtype=args.dtype, model=args.model,
                       heads=args.heads, output_heads=args.output_heads,
                       layer=load_layer(args.model) if is_user_layer(args.model) else None)
@@ -187,7 +192,9 @@ def run(args: argparse.Namespace) -> int:
         _print_ranking(rows[: args.top], p, machine.link_kind(p), alpha, beta)
         if by_axis and machine.link_kind(p) == "inter_node" and p not in machine.collectives:
             print(f"  (collectives inside a node: beta={machine.links['intra_node'].beta:g}"
-                  f" s/B; ranks fill nodes of {machine.node_ranks} in order)")
+                  f" s/B; ranks fill nodes of {machine.node_ranks} in order; across nodes"
+                  f" the ring streams leaving one of {machine.nics_per_node} injection"
+                  f" port(s) share it: {_contention(machine)})")
         if by_axis and machine.groups.get(p):
             sizes = ", ".join(f"{q}: beta={g.beta:g} s/B" for q, g in machine.groups[p].items())
             print(f"  (calibrated grid axes of fewer ranks, by size: {sizes})")
@@ -203,10 +210,17 @@ def run(args: argparse.Namespace) -> int:
             "num_edges": meta.num_edges, "num_features": meta.num_features,
             "num_classes": meta.num_classes, "model": args.model, "layers": args.layers,
             "hidden": args.hidden,
-            "dtype": args.dtype, "machine": machine.name, "results": results,
+            "dtype": args.dtype, "machine": machine.name,
+            "ranks_per_node": machine.node_ranks, "results": results,
         }
         atomic_write(args.out, dumps(doc, indent=2), "model output")
     return 0
+
+
+def _contention(machine: Any) -> str:
+    """Seconds per byte of 1, 2 and 3 ring streams on one injection port, for the notes."""
+    return ", ".join(f"{k} stream{'s' * (k > 1)} beta={machine.stream_beta(k):.3g} s/B"
+                     for k in (1, 2, 3))
 
 
 def _print_ranking(rows: list[dict], procs: int, link: str, alpha: float, beta: float) -> None:

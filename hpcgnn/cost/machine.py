@@ -2,10 +2,12 @@
 
 A machine has ``gpus_per_node`` (one rank per GPU), its node ``injection_gbps`` and, per
 link kind, ``alpha`` (seconds per message) and ``beta`` (seconds per byte):
-``intra_node`` and, for a cluster, ``inter_node``. The cost model charges one link for a
-run: the intra-node link while the ``P`` ranks fit on one node, the inter-node link
-otherwise (the slowest link a collective crosses bounds it), the network's beta raised by
-injection contention (:meth:`Machine.link`). A calibrated file (``hpcgnn plan --calibrate
+``intra_node`` and, for a cluster, ``inter_node``, and optionally ``nics_per_node``: the
+injection ports the node's bandwidth splits into (default 1). The cost model charges a
+collective whose groups lie in one node the intra-node link and one that crosses nodes the
+network's, at the injection share of the streams that leave through the same port at once
+(:meth:`Machine.axis_betas`); :meth:`Machine.link` is the whole job's figure, with every
+rank of a node sending at once (the uniform charge). A calibrated file (``hpcgnn plan --calibrate
 --out-machine``) also has ``collectives``: per job size ``P`` the alpha and beta fitted to
 broadcast rounds timed with every rank busy (:func:`fit_link`), and in ``groups`` the beta
 of broadcasts within groups of each smaller size ``q`` (a grid axis of ``q`` ranks), which
@@ -16,20 +18,21 @@ A machine file may also describe its node for batch jobs (``hpcgnn jobs render -
 ``cores_per_node`` (the cores a job may use), ``sockets_per_node``, ``numa_per_node`` and
 ``threads_per_core``, and a ``job`` section (:mod:`hpcgnn.cost.node_shape`). A machine
 without GPUs runs one rank per NUMA domain, so the model's node holds ``numa_per_node``
-ranks there (:attr:`Machine.node_ranks`).
+ranks there (:attr:`Machine.node_ranks`), unless a run places fewer
+(:meth:`Machine.placed`, ``hpcgnn model --ranks-per-node``).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
 from hpcgnn.errors import ConfigError
-from hpcgnn.layout.placement import AXES, axis_dims, spans_nodes
+from hpcgnn.layout.placement import AXES, axis_dims, ring_streams, spans_nodes
 from hpcgnn.planning.dedup import parse_tier_gbps
 from hpcgnn.utils.json_text import read_json
 from hpcgnn.utils.shipped import shipped_dir
@@ -82,6 +85,13 @@ class Machine:
     sockets_per_node, numa_per_node, threads_per_core
         The node's sockets, NUMA domains and hardware threads per core (1 where the file
         does not say).
+    nics_per_node
+        Injection ports: ``injection_gbps`` splits evenly over them and the node's ranks
+        reach them in order (Summit: 2, a socket's half of the dual-rail injection;
+        Perlmutter: 4 NICs, one per GPU). 1 where the file does not say.
+    ranks_per_node
+        Ranks a run places on a node (:meth:`placed`); 0: one per GPU, else one per NUMA
+        domain (:attr:`node_ranks`).
 
     """
 
@@ -97,11 +107,43 @@ class Machine:
     sockets_per_node: int = 1
     numa_per_node: int = 1
     threads_per_core: int = 1
+    nics_per_node: int = 1
+    ranks_per_node: int = 0
 
     @property
     def node_ranks(self) -> int:
-        """Ranks of a node in the model: one per GPU, else one per NUMA domain."""
-        return self.gpus_per_node or self.numa_per_node
+        """Ranks of a node in the model: as placed, else one per GPU or per NUMA domain."""
+        return self.ranks_per_node or self.gpus_per_node or self.numa_per_node
+
+    def placed(self, ranks_per_node: int | None) -> Machine:
+        """This machine with ``ranks_per_node`` ranks on a node (``None``: the default).
+
+        Raises
+        ------
+        ConfigError
+            Fewer than one rank, or more than one per GPU (per NUMA domain without GPUs).
+        """
+        if ranks_per_node is None:
+            return self
+        most = self.gpus_per_node or self.numa_per_node
+        if not 1 <= ranks_per_node <= most:
+            unit = "GPUs" if self.gpus_per_node else "NUMA domains"
+            raise ConfigError(f"--ranks-per-node must be in [1, {most}] (machine {self.name}"
+                              f" has {most} {unit} per node), got {ranks_per_node}")
+        return replace(self, ranks_per_node=ranks_per_node)
+
+    def stream_beta(self, streams: int) -> float:
+        """Seconds per byte of one of ``streams`` ring streams sharing an injection port.
+
+        ``max(beta_inter_node, streams / port bytes/s)`` with a port's share
+        ``injection_gbps / nics_per_node`` (the link's figure alone without an injection
+        bandwidth). Summit: a socket's 12.5 GB/s port, so one stream runs at the link's
+        12.5 GB/s, two at 6.25 GB/s each, three at 4.2 (CAGNET Sec. 6.1).
+        """
+        link = self.links["inter_node"]
+        if self.injection_gbps <= 0:
+            return link.beta
+        return max(link.beta, streams * self.nics_per_node / (self.injection_gbps * 1e9))
 
     def link_kind(self, procs: int) -> str:
         """The link that bounds a collective over ``procs`` ranks."""
@@ -110,33 +152,36 @@ class Machine:
         return "intra_node"
 
     def link(self, procs: int) -> Link:
-        """:meth:`link_kind`'s alpha and beta, the network's beta with injection contention.
+        """:meth:`link_kind`'s alpha and beta for a whole job: the uniform charge.
 
-        Across nodes the :attr:`node_ranks` ranks of a node (or all ``procs``, if fewer)
-        send at once through the node's NICs, so a rank gets at most ``injection_gbps``
-        divided among them: ``beta = max(beta_link, ranks / injection bytes/s)`` (Summit:
-        6 GPUs on 25 GB/s, 4.2 GB/s each, below the 12.5 GB/s per socket of the link;
-        Perlmutter: 4 GPUs on 4 x 25 GB/s, the link's 25 GB/s). Within a node, and for a
-        machine without ``injection_gbps``, the link's figures. A calibrated machine's fit
-        for exactly ``procs`` ranks (:attr:`collectives`) comes first.
+        Across nodes it assumes every one of the :attr:`node_ranks` ranks of a node sends at
+        once, spread over the :attr:`nics_per_node` ports (:meth:`stream_beta` of the
+        busiest port's ranks; Summit: 3 GPUs on a socket's 12.5 GB/s, 4.2 GB/s each;
+        Perlmutter: a GPU on each 25 GB/s NIC). That bounds the collectives' streams from
+        above; :meth:`axis_betas` counts them. Within a node, and for a machine without
+        ``injection_gbps``, the link's figures. A calibrated machine's fit for exactly
+        ``procs`` ranks (:attr:`collectives`) comes first.
         """
         if procs in self.collectives:
             return self.collectives[procs]
         kind = self.link_kind(procs)
         link = self.links[kind]
-        if kind != "inter_node" or self.injection_gbps <= 0:
+        if kind != "inter_node":
             return link
         ranks = min(self.node_ranks, procs)
-        return Link(link.alpha, max(link.beta, ranks / (self.injection_gbps * 1e9)))
+        return Link(link.alpha, self.stream_beta(-(-ranks // self.nics_per_node)))
 
     def axis_betas(self, dims: tuple[int, ...]) -> dict[str, float]:
         """Seconds per byte of each axis of a grid ``dims`` (rank-ordered placement).
 
-        An axis whose every group lies in one node (:func:`hpcgnn.layout.placement.
-        spans_nodes`, :attr:`node_ranks` ranks a node) runs over the ``intra_node`` link,
-        another over :meth:`link`'s network figure for the job (with the node's injection
-        shared). A calibrated job size (:attr:`collectives`) gives an axis of ``q`` ranks
-        the fit of its groups of ``q`` (:attr:`groups`; the job's fit for ``q = P`` and for
+        An axis whose every group lies in one node (:attr:`node_ranks` ranks a node) runs
+        over the ``intra_node`` link, another over the network at :meth:`stream_beta` of
+        the ring streams that leave one injection port while every group of the axis
+        communicates (:func:`hpcgnn.layout.placement.ring_streams`). Summit, 6 ranks a
+        node, 1.5D ``P/c x c``: the ``c`` column rings leave a node from its last ranks,
+        one socket's, and share its 12.5 GB/s (c = 2: 6.25 GB/s each); a rank a node:
+        12.5 GB/s each. A calibrated job size (:attr:`collectives`) gives an axis of ``q``
+        ranks the fit of its groups of ``q`` (:attr:`groups`; the job's fit for ``q = P`` and for
         an axis whose groups cross nodes where the calibration's groups of consecutive
         ranks did not).
         """
@@ -154,10 +199,11 @@ class Machine:
         if self.link_kind(procs) != "inter_node":
             return {axis: whole for axis in ("world", *AXES)}
         inside = self.links["intra_node"].beta
-        return {
-            axis: whole if spans_nodes(dims, axis, self.node_ranks) else inside
-            for axis in ("world", *AXES)
-        }
+        out = {}
+        for axis in ("world", *AXES):
+            streams = ring_streams(dims, axis, self.node_ranks, self.nics_per_node)
+            out[axis] = self.stream_beta(streams) if streams else inside
+        return out
 
 
 def machine_names() -> list[str]:
@@ -280,6 +326,7 @@ def parse_machine(doc: object, where: str = "<dict>") -> Machine:
         sockets_per_node=sockets,
         numa_per_node=numa,
         threads_per_core=count("threads_per_core", 1, 1),
+        nics_per_node=count("nics_per_node", 1, 1),
     )
 
 

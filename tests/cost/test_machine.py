@@ -151,23 +151,56 @@ def test_axis_betas_follow_the_nodes():
 
     m = load_machine("summit")
     inside, network = m.links["intra_node"].beta, m.link(64).beta
-    assert m.axis_betas((32, 2)) == {"world": network, "col": network, "row": inside,
+    one, two = m.stream_beta(1), m.stream_beta(2)  # ring streams on a socket's port
+    # 32x2: the row pairs inside a node; the 2 column rings leave each node from ranks 4
+    # and 5, one socket; the world's one ring leaves it once
+    assert m.axis_betas((32, 2)) == {"world": one, "col": two, "row": inside,
                                      "fiber": inside}
-    assert m.axis_betas((16, 4))["row"] == network  # rows of 4 straddle nodes of 6
+    assert one == pytest.approx(1 / 12.5e9) and two == pytest.approx(2 / 12.5e9)
+    assert two < network
+    assert m.axis_betas((16, 4))["row"] == one  # rows of 4 straddle nodes of 6: one ring out
     assert set(m.axis_betas((3, 2)).values()) == {m.link(6).beta}  # one node
     meta = shape_meta("232965,114848857,602,41")
     cfg = TrainConfig(layers=3, hidden=16)
     uniform = {(r["algo"], r["grid"]): r for r in rank_choices(meta, cfg, 64, 1e-5, network)}
     nodes = {(r["algo"], r["grid"]): r
              for r in rank_choices(meta, cfg, 64, 1e-5, network, None, m.axis_betas)}
-    # 1.5D 32x2: the row all-reduce inside a node, the column broadcasts across nodes
+    # 1.5D 32x2: the row all-reduce inside a node, the column broadcasts across nodes at
+    # two streams a port where the uniform charge assumes three (every GPU of a socket)
     a, b = uniform["1.5d", "32x2"], nodes["1.5d", "32x2"]
     assert b["time_s"] < a["time_s"]
-    assert b["time_by_phase_s"]["dense_bcast"] == a["time_by_phase_s"]["dense_bcast"]
+    assert b["time_by_phase_s"]["dense_bcast"] == pytest.approx(
+        a["time_by_phase_s"]["dense_bcast"] * two / network)
     assert b["time_by_phase_s"]["allreduce"] < a["time_by_phase_s"]["allreduce"]
     assert abs(sum(b["time_by_phase_s"].values()) - b["time_s"]) < 1e-12
-    # 1D: every collective is the world's, across nodes
-    assert nodes["1d", "64"]["time_s"] == uniform["1d", "64"]["time_s"]
+    # 1D: every collective is the world's one ring, a stream per node at the link's rate
+    c, d = uniform["1d", "64"], nodes["1d", "64"]
+    assert d["time_by_phase_s"]["dense_bcast"] == pytest.approx(
+        c["time_by_phase_s"]["dense_bcast"] * one / network)
+    assert d["time_by_phase_s"]["latency"] == c["time_by_phase_s"]["latency"]
+
+
+def test_contention_counts_the_streams_sharing_a_port():
+    """Summit, 2 nodes x 6 ranks (12): 1.5D c = 1 sends one ring a node, c = 2 two on a socket."""
+    m = load_machine("summit")
+    assert m.nics_per_node == 2 and m.node_ranks == 6
+    assert m.axis_betas((12, 1))["col"] == pytest.approx(1 / 12.5e9)  # 12.5 GB/s
+    assert m.axis_betas((6, 2))["col"] == pytest.approx(2 / 12.5e9)  # 6.25 GB/s each
+    assert m.axis_betas((4, 3))["col"] == pytest.approx(3 / 12.5e9) == m.link(12).beta
+    # a rank per node: every ring leaves its node alone, at the link's 12.5 GB/s
+    single = m.placed(1)
+    assert single.node_ranks == 1 and single.link(12).beta == pytest.approx(1 / 12.5e9)
+    for dims in ((12, 1), (6, 2), (4, 3)):
+        got = single.axis_betas(dims)
+        assert got["fiber"] == 2e-11  # no fiber on a 2D grid: nothing leaves a node
+        assert got["row"] == (2e-11 if dims[1] == 1 else single.stream_beta(1))
+        assert got["world"] == got["col"] == single.stream_beta(1)
+    # Perlmutter: a NIC per GPU, so no two streams share one; the link's 25 GB/s stands
+    pm = load_machine("perlmutter")
+    assert {pm.axis_betas((8, 4))[a] for a in ("col", "world")} == {pm.links["inter_node"].beta}
+    with pytest.raises(ConfigError, match=r"--ranks-per-node must be in \[1, 6\]"):
+        m.placed(7)
+    assert m.placed(None) is m
 
 
 def test_names_from_a_machine_file_are_escaped(tmp_path):

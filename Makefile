@@ -71,11 +71,12 @@ test: setup
 		echo "== MPI tests at $$n rank(s)"; \
 		$(MPIEXEC) -n $$n $(PY) -m mpi4py -m pytest --only-mpi $(PYTEST_ARGS); \
 	done
-	@echo "== grids, 3D on the 2x2x2 cube, GIST under a memory limit, a 4-rank checkpoint at 8 ranks"
+	@echo "== grids, 3D on the 2x2x2 cube, GIST under a memory limit, a 4-rank checkpoint at 8 ranks, the paper's volumes"
 	$(MPIEXEC) -n 8 $(PY) -m mpi4py -m pytest --only-mpi $(PYTEST_ARGS) \
 		tests/grid/test_process_grid.py tests/models/test_summa.py::test_cube_2x2x2_at_8_ranks \
 		tests/test_params_table.py tests/training/test_gist_memory.py \
-		tests/training/test_checkpoint.py::test_a_checkpoint_resumes_at_another_rank_count_and_layout
+		tests/training/test_checkpoint.py::test_a_checkpoint_resumes_at_another_rank_count_and_layout \
+		tests/training/test_product_order.py::test_equal_widths_move_the_papers_spmm_volumes
 
 # Compile check of the CUDA sources (CuPy compiles them again at run time with NVRTC).
 # -DHPCGNN_INSTANTIATE emits the template instantiations CuPy requests by name. One PTX

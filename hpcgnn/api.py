@@ -164,6 +164,7 @@ def train(
     output_heads: int = 1,
     attention_dropout: float | None = None,
     bias: bool = False,
+    product_order: str = "auto",
     eval_every: int = 1,
     metrics: PathLike | None = None,
     trace: PathLike | None = None,
@@ -214,6 +215,10 @@ def train(
     bias
         A bias per layer (``--bias``; minibatch mode's sampled models always have them;
         not with :class:`GistMode`).
+    product_order
+        How each layer evaluates ``Â^T H W`` (``--product-order``): ``"auto"``, the order
+        whose SpMM is narrower; ``"paper"``, CAGNET's ``(Â^T H) W`` with the first layer's
+        backward SpMM (:class:`FullBatchMode` only; the same weights up to float rounding).
     metrics, trace, trace_epochs, sync_comm, log_csv, quiet
         Outputs: the metrics JSON and the Chrome trace (rank 0), the 1-based epochs
         ``(first, last)`` the trace records, collectives timed apart from their waits, a

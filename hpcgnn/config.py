@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from hpcgnn.errors import ConfigError
-from hpcgnn.kinds import GCN, KINDS, Layer, layer_kind
+from hpcgnn.kinds import GCN, KINDS, PRODUCT_ORDERS, Layer, layer_kind
 
 if TYPE_CHECKING:
     import torch
@@ -164,6 +164,11 @@ class TrainConfig:
     #: each after its layer's last weight, added by ``g.bias``); minibatch mode's sampled
     #: models always have them. Off by default, so the weights are ``W`` alone.
     bias: bool = False
+    #: How ``g.propagate`` evaluates ``Â^T H W`` (``--product-order``,
+    #: :data:`~hpcgnn.kinds.PRODUCT_ORDERS`): ``"auto"``, the narrower SpMM and no backward
+    #: SpMM of the input; ``"paper"``, CAGNET's ``(Â^T H) W`` with the first layer's
+    #: backward SpMM (full-batch layouts only).
+    product_order: str = PRODUCT_ORDERS[0]
     #: A layer object in place of the built-in ``model`` names (a researcher's own:
     #: ``--model MODULE:CLASS``); ``model`` is then its name.
     layer: Layer | None = None
@@ -213,6 +218,9 @@ class TrainConfig:
         if self.gin_eps and "gin_eps" not in self.kind.flags:
             raise ConfigError(f"--gin-eps is GIN's (--model gin), not {self.model}'s")
         self._check_attention()
+        if self.product_order not in PRODUCT_ORDERS:
+            raise ConfigError(f"--product-order must be one of {', '.join(PRODUCT_ORDERS)},"
+                              f" got {self.product_order}")
         if self.sparse_features not in SPARSE_FEATURES:
             raise ConfigError(f"--sparse-features must be one of {', '.join(SPARSE_FEATURES)},"
                               f" got {self.sparse_features}")
@@ -263,13 +271,19 @@ class TrainConfig:
 
     @property
     def kind(self) -> Layer:
-        """The layer: ``layer``, or the built-in ``model`` with GIN's ``gin_eps``, GAT's heads."""
-        if self.layer is not None:
-            return self.layer
-        return KINDS[self.model].configured(
+        """The layer: ``layer``, or the built-in ``model`` with GIN's ``gin_eps``, GAT's heads.
+
+        With a ``product_order`` other than ``"auto"`` the layer carries it
+        (:attr:`~hpcgnn.kinds.Layer.product_order`), so every trace of it, and so every plan
+        and cost model, follows the order the models run.
+        """
+        kind = self.layer if self.layer is not None else KINDS[self.model].configured(
             gin_eps=self.gin_eps, heads=self.heads, output_heads=self.output_heads,
             attention_dropout=self.attention_dropout,
         )
+        if self.product_order == PRODUCT_ORDERS[0]:
+            return kind
+        return kind.replace(product_order=self.product_order)
 
     @property
     def weights_per_layer(self) -> int:

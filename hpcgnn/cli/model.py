@@ -17,6 +17,7 @@ from hpcgnn.cli.common import add_head_arguments
 from hpcgnn.cli.layers import model_name
 from hpcgnn.config import MODELS
 from hpcgnn.errors import ConfigError
+from hpcgnn.kinds import PRODUCT_ORDERS
 from hpcgnn.layout.shapes import MAX_PROCS
 
 #: The most rank counts one ``--procs`` list may hold.
@@ -77,6 +78,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--layers", type=int, default=2, help="layers of the model (default: 2)")
     p.add_argument("--hidden", type=int, default=16,
                    help="width of the hidden layers (default: 16)")
+    p.add_argument("--product-order", choices=PRODUCT_ORDERS, default=PRODUCT_ORDERS[0],
+                   help="as train's: auto (default) models the order whose SpMM is narrower "
+                        "and no backward SpMM of the input; paper models CAGNET's (A^T H) W "
+                        "with the first layer's backward SpMM, the order of its closed forms "
+                        "(--formulas paper)")
     p.add_argument("--formulas", choices=("ours", "paper"), default="ours",
                    help="paper: after each ranking, CAGNET's closed-form volume per process "
                         "(the paper's 1D/1.5D/2D/3D formulas, hpcgnn/cost/paper.py) beside "
@@ -159,6 +165,7 @@ def run(args: argparse.Namespace) -> int:
     machine = load_machine(args.machine).placed(args.ranks_per_node)
     cfg = TrainConfig(layers=args.layers, hidden=args.hidden, dtype=args.dtype, model=args.model,
                       heads=args.heads, output_heads=args.output_heads,
+                      product_order=args.product_order,
                       layer=load_layer(args.model) if is_user_layer(args.model) else None)
     if args.out:
         check_output(args.out, "model output")
@@ -179,7 +186,7 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"{meta.name or args.graph}: {args.model} n={meta.num_nodes} {nnz}"
         f" widths f={meta.num_features}->{args.hidden}x{args.layers - 1}->{meta.num_classes}"
-        f" on {machine.name} | {blocks}"
+        f" on {machine.name} | product order {args.product_order} | {blocks}"
     )
     results = []
     for p in procs:
@@ -209,7 +216,7 @@ def run(args: argparse.Namespace) -> int:
             "graph": meta.name or args.graph, "num_nodes": meta.num_nodes,
             "num_edges": meta.num_edges, "num_features": meta.num_features,
             "num_classes": meta.num_classes, "model": args.model, "layers": args.layers,
-            "hidden": args.hidden,
+            "hidden": args.hidden, "product_order": args.product_order,
             "dtype": args.dtype, "machine": machine.name,
             "ranks_per_node": machine.node_ranks, "results": results,
         }

@@ -43,6 +43,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
         SPARSE_FEATURES,
         WEIGHT_DECAY_LAYERS,
     )
+    from hpcgnn.kinds import PRODUCT_ORDERS
 
     p.add_argument("graph", help="graph file written by `hpcgnn prepare` / `hpcgnn partition`")
     p.add_argument("--config", metavar="RUN.toml",
@@ -92,6 +93,13 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="a bias per layer, zeros at first, as PyG's layers (every --algo, one"
                         " process, --mode offload; --mode minibatch always has them; not"
                         " --mode gist)")
+    m.add_argument("--product-order", choices=PRODUCT_ORDERS, default=PRODUCT_ORDERS[0],
+                   help="how each layer evaluates A^T H W: auto (default) in the order whose "
+                        "SpMM is narrower, (A^T H) W or A^T (H W), with no backward SpMM of the"
+                        " input features; paper: CAGNET's (A^T H) W in every layer and the "
+                        "first layer's backward SpMM, so the bytes follow the paper's closed "
+                        "forms (hpcgnn model --formulas paper). Full-batch --algo only "
+                        "(1d, 1.5d, 2d, 3d, halo)")
     m.add_argument("--epochs", type=int, default=100,
                    help="training epochs (default: 100). gist: the budget E of a baseline"
                         " trained alone, split across the M sub-GCNs as in the paper: each"

@@ -27,6 +27,17 @@ from typing import Any, Protocol
 #: runs any layer through the primitives.
 ALL_MODES = frozenset({"1d", "1.5d", "2d", "3d", "halo", "offload", "minibatch", "gist"})
 
+#: ``--product-order``: how ``g.propagate`` evaluates ``Â^T H W`` (:attr:`Layer.product_order`).
+#: ``auto`` (the default): the order with the narrower SpMM, no backward SpMM in the first
+#: layer when it aggregates first; ``paper``: CAGNET's ``(Â^T H) W`` in every layer, with
+#: the first layer's backward SpMM (the input features' gradient, unused).
+PRODUCT_ORDERS = ("auto", "paper")
+
+#: The run labels whose layers evaluate ``g.propagate`` through
+#: :func:`hpcgnn.layout.order.propagate` (the full-batch layouts); offload, minibatch and
+#: GIST choose their own order and refuse ``--product-order paper``.
+ORDERED_MODES = frozenset({"1d", "1.5d", "2d", "3d", "halo"})
+
 
 @dataclass(frozen=True)
 class Weight:
@@ -177,6 +188,11 @@ class Layer:
         GAT's: whether the layer attends (the whole-graph module then builds the
         neighbourhoods, a directed graph's SUMMA backward keeps the forward's operator),
         its heads on hidden layers and on the last (memory estimates, GIST's head ids).
+    product_order
+        How ``g.propagate`` evaluates ``Â^T H W`` in the full-batch layouts, one of
+        :data:`PRODUCT_ORDERS` (``--product-order``; the run's setting, which
+        :attr:`hpcgnn.config.TrainConfig.kind` sets on the layer only when it is not
+        ``"auto"``, so a default layer's settings and equality are unchanged).
     """
 
     name: str = ""
@@ -188,6 +204,7 @@ class Layer:
     attention: bool = False
     heads: int = 1
     output_heads: int = 1
+    product_order: str = PRODUCT_ORDERS[0]
 
     def weights(self, f_in: int, f_out: int, layer: int, last: bool) -> list[Weight]:
         """The weights of layer ``layer`` from ``f_in`` to ``f_out`` features.

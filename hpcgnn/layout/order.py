@@ -1,9 +1,11 @@
 """Layer widths and the per-layer evaluation order of the GCN (pure; every model obeys it).
 
 A layer ``Z = Â^T H W`` runs as ``(Â^T H) W`` or ``Â^T (H W)``, whichever makes the SpMM
-narrower; the models (:mod:`hpcgnn.nn.gcn`), the SUMMA layer plans
-(:mod:`hpcgnn.layout.summa`) and the cost models (:mod:`hpcgnn.cost`) all follow
-:func:`transform_first`.
+narrower (``--product-order auto``), or always as CAGNET's ``(Â^T H) W`` with the first
+layer's backward SpMM (``--product-order paper``, :attr:`hpcgnn.kinds.Layer.product_order`);
+the models (:mod:`hpcgnn.nn.gcn`), the layer traces (:mod:`hpcgnn.layout.trace`), the SUMMA
+layer plans (:mod:`hpcgnn.layout.summa`) and so the cost models (:mod:`hpcgnn.cost`) all
+follow :func:`transform_first` and :func:`input_gradient`.
 """
 
 from __future__ import annotations
@@ -11,7 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from hpcgnn.kinds import GCN, Layer, Primitives
+from hpcgnn.kinds import GCN, PRODUCT_ORDERS, Layer, Primitives
+
+AUTO, PAPER = PRODUCT_ORDERS
 
 
 def layer_sizes(num_features: int, hidden: int, num_classes: int, layers: int) -> list[int]:
@@ -58,26 +62,42 @@ def param_shapes(
     return out
 
 
-def transform_first(layer: int, f_in: int, f_out: int) -> bool:
+def transform_first(layer: int, f_in: int, f_out: int, order: str = AUTO) -> bool:
     """Whether layer ``layer`` computes ``Â^T (H W)`` rather than CAGNET's ``(Â^T H) W``.
 
     Both are the same product; the SpMM (and its communication) runs on ``f_out``
     instead of ``f_in`` columns. The input layer's features need no gradient, so the
     CAGNET order skips its backward SpMM, while ``Â^T (X W)`` needs one (``Â G`` gives
     ``W``'s gradient): there the narrow order pays off only when ``2 f_out < f_in``.
+    ``order`` ``"paper"`` (:data:`~hpcgnn.kinds.PRODUCT_ORDERS`): never, CAGNET's order.
     """
+    if order == PAPER:
+        return False
     return 2 * f_out < f_in if layer == 0 else f_out < f_in
 
 
-def propagate(g: Primitives, h: Any, w: Any, self_weight: Any | None = None) -> Any:
+def input_gradient(order: str) -> bool:
+    """Whether the first layer's backward SpMM runs: the input features get a gradient.
+
+    ``"auto"``: no, nothing needs ``Â dT`` of the input; ``"paper"``: yes, as CAGNET, whose
+    backward computes ``Â G^1`` in every layer (:func:`transform_first`). The gradient
+    itself is not used.
+    """
+    return order == PAPER
+
+
+def propagate(
+    g: Primitives, h: Any, w: Any, self_weight: Any | None = None, order: str = AUTO
+) -> Any:
     """``Â^T H W`` (plus ``H W_self``) through ``g``'s primitives, before the activation.
 
     The one definition of ``g.propagate`` for every layout and for the trace: the order
-    follows :func:`transform_first` on the shape of ``w`` (the whole ``W^l``), ``Â^T (H W)``
+    follows :func:`transform_first` on the shape of ``w`` (the whole ``W^l``) and the run's
+    ``order`` (the layer's :attr:`~hpcgnn.kinds.Layer.product_order`), ``Â^T (H W)``
     when it makes the SpMM narrower, else ``(Â^T H) W``; the self term is one more dense
     step on the layer's own rows (``g.own``).
     """
-    if transform_first(g.layer, w.shape[0], w.shape[1]):
+    if transform_first(g.layer, w.shape[0], w.shape[1], order):
         z = g.aggregate(g.dense(h, w))
     else:
         z = g.dense(g.aggregate(h), w)

@@ -17,7 +17,7 @@ from typing import Any
 
 from hpcgnn.errors import ConfigError
 from hpcgnn.kinds import GCN, Layer
-from hpcgnn.layout.order import propagate
+from hpcgnn.layout.order import input_gradient, propagate
 
 AGGREGATE = "aggregate"
 DENSE = "dense"
@@ -164,8 +164,8 @@ class Tracer:
 
     def propagate(self, h: Shape, w: WeightShape, self_weight: WeightShape | None = None
                   ) -> Shape:
-        """``Â^T H W`` in the narrower order (:func:`~hpcgnn.layout.order.propagate`)."""
-        return propagate(self, h, w, self_weight)
+        """``Â^T H W`` in the layer's order (:func:`~hpcgnn.layout.order.propagate`)."""
+        return propagate(self, h, w, self_weight, self.kind.product_order)
 
     def attention(self, h: Shape, w: WeightShape, a_src: WeightShape, a_dst: WeightShape
                   ) -> Shape:
@@ -201,7 +201,8 @@ def trace_layer(kind: Layer, f_in: int, f_out: int, layer: int, last: bool,
     """
     tracer = Tracer(kind, layer, last, {} if state is None else state, first)
     weights = [WeightShape(w.shape) for w in kind.weights(f_in, f_out, layer, last)]
-    out = kind.forward(tracer, Shape(f_in, layer > 0), weights)
+    grad = layer > 0 or input_gradient(kind.product_order)  # the input's: CAGNET's order
+    out = kind.forward(tracer, Shape(f_in, grad), weights)
     if not isinstance(out, Shape) or out.width != f_out:
         got = out.width if isinstance(out, Shape) else type(out).__name__
         raise ValueError(f"{kind}: layer {layer} gives {got} columns, not {f_out}")
@@ -277,7 +278,8 @@ def aggregation_widths(widths: Sequence[int], kind: Layer = GCN) -> list[tuple[i
 
     A GCN layer's SpMM is ``f_out`` wide in the order ``Â^T (H W)`` and ``f_in`` wide in
     ``(Â^T H) W`` (:func:`~hpcgnn.layout.order.transform_first`), whose input layer needs no
-    backward; an attention exchanges the rows of ``[z | s_src]``, ``K f' + K`` wide, both
-    ways (``W``'s gradient needs the gathered rows').
+    backward (but with ``--product-order paper``,
+    :func:`~hpcgnn.layout.order.input_gradient`); an attention exchanges the rows of
+    ``[z | s_src]``, ``K f' + K`` wide, both ways (``W``'s gradient needs the gathered rows').
     """
     return [(c.width, c.backward) for c in exchanges(widths, kind)]

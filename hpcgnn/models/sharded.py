@@ -297,7 +297,7 @@ class ShardedPrimitives:
         """``Â^T H W`` (plus ``H W_self``, in the same reduction) in the narrower order."""
         m, stats = self.meta[id(w)], self.fwd.world.stats
         t = self._rows(h, m)
-        if self_weight is None and transform_first(self.layer, *m.shape):
+        if self_weight is None and transform_first(self.layer, m.shape[0], m.shape[1]):
             z = spmm(self.fwd.a_t, self.fwd.reduce(lambda a, b: matmul(t[a:b], w, stats), m))
             return self._finish(z, m, w)
         agg = spmm(self.fwd.a_t, t)

@@ -38,7 +38,7 @@ from hpcgnn.kernels.gemm import matmul
 from hpcgnn.kernels.sparse_input import SparseFeatures, as_dense
 from hpcgnn.kernels.spmm import spmm
 from hpcgnn.kinds import GCN, Layer
-from hpcgnn.layout.order import propagate, transform_first
+from hpcgnn.layout.order import AUTO, input_gradient, propagate, transform_first
 from hpcgnn.nn.gat import ColumnAttention, Neighbourhood, gat_layer
 from hpcgnn.rng import Columns, dropout_key
 
@@ -251,16 +251,20 @@ class LayoutPrimitives:
         What the layers keep for the later ones in this forward pass (``g.state``).
     bias
         The layer's bias (``--bias``), or ``None``: ``g.bias`` is then the identity.
+    order
+        How ``g.propagate`` orders its product (the layer's
+        :attr:`~hpcgnn.kinds.Layer.product_order`).
     """
 
     def __init__(
         self, ops: LayerOps, layer: int, last: bool, stats: CommStats | None = None,
         drop: AttentionDrop | None = None, state: dict[str, Any] | None = None,
-        bias: torch.Tensor | None = None,
+        bias: torch.Tensor | None = None, order: str = AUTO,
     ) -> None:
         self.ops, self.layer, self.last, self.stats, self.drop = ops, layer, last, stats, drop
         self.state: dict[str, Any] = {} if state is None else state
         self.b = bias
+        self.order = order
         self._used = 0
 
     def _planned(self) -> Dense:
@@ -304,7 +308,7 @@ class LayoutPrimitives:
         self, h: Input, w: torch.Tensor, self_weight: torch.Tensor | None = None
     ) -> torch.Tensor:
         """``Â^T H W`` (plus ``H W_self``) on this rank's block (:func:`propagate`)."""
-        return propagate(self, h, w, self_weight)
+        return propagate(self, h, w, self_weight, self.order)
 
     def attention(
         self, h: Input, w: torch.Tensor, a_src: torch.Tensor, a_dst: torch.Tensor
@@ -379,10 +383,13 @@ def run_layers(
         b = w[-1] if bias else None
         w = w[:-1] if bias else w
         if isinstance(h, SparseFeatures):  # the order follows the aggregated weight's shape
-            h = sparse_input(h, w[kind.input_weight], p, keep)
+            h = sparse_input(h, w[kind.input_weight], p, keep, kind.product_order)
         elif keep is not None and p > 0.0:
             h = dropout(h, keep(layer), p)
-        g = LayoutPrimitives(ops, layer, layer == last, stats, drop, state, b)
+        if layer == 0 and input_gradient(kind.product_order):  # CAGNET's first backward SpMM
+            h = as_dense(h).detach().requires_grad_()
+        g = LayoutPrimitives(ops, layer, layer == last, stats, drop, state, b,
+                             kind.product_order)
         h = kind.forward(g, h, w)
         if ops.finish is not None:
             h = ops.finish(h)
@@ -390,19 +397,19 @@ def run_layers(
 
 
 def sparse_input(
-    x: SparseFeatures, w: torch.Tensor, p: float, keep: BlockMasks | None
+    x: SparseFeatures, w: torch.Tensor, p: float, keep: BlockMasks | None, order: str = AUTO
 ) -> Input:
     """The input layer's view of sparse features: dropout on the nonzeros, then the order.
 
     The nonzeros keep the dense mask's decisions (:meth:`BlockMasks.entries`). In the
     order ``Â^T (X W)`` (wide features, :func:`~hpcgnn.layout.order.transform_first` on
-    ``w``, the whole ``W^1``) ``X W`` is an SpMM; in the order ``(Â^T X) W`` (features
-    narrower than the hidden layer, where a sparse ``X`` saves little) the block is made
-    dense for the aggregation.
+    ``w``, the whole ``W^1``, and ``order``) ``X W`` is an SpMM; in the order ``(Â^T X) W``
+    (features narrower than the hidden layer, where a sparse ``X`` saves little, or
+    ``--product-order paper``) the block is made dense for the aggregation.
     """
     if keep is not None and p > 0.0:
         x = x.dropout(keep.entries(0, x.nz_rows, x.col), p)
-    return x if transform_first(0, w.shape[0], w.shape[1]) else x.to_dense()
+    return x if transform_first(0, w.shape[0], w.shape[1], order) else x.to_dense()
 
 
 def cross_entropy_sum(

@@ -90,7 +90,8 @@ SHARD_FILE = "gist-e{epoch}-rank{rank}-of{ranks}.npz"
 TRAINING_WEIGHTS = "train_w"
 #: Fingerprint keys added after checkpoints were first written, with the value a run that
 #: predates them had (a checkpoint without the key was written with it).
-ADDED_SETTINGS: dict[str, Any] = {"select_model": "last", "bias": False}
+ADDED_SETTINGS: dict[str, Any] = {"select_model": "last", "bias": False,
+                                  "product_order": "auto"}
 #: Array name prefixes of the three kinds a shard file holds, in GIST's order.
 SHARD_KINDS = ("w", "exp_avg", "exp_avg_sq")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -440,8 +441,9 @@ def _shard_file(
 
 
 #: What a checkpoint records of the layout it was trained on (see ``elastic`` of
-#: :func:`load_checkpoint`).
-LAYOUT = ("algo", "grid")
+#: :func:`load_checkpoint`); the product order, like the layout, changes only the order of
+#: the sums.
+LAYOUT = ("algo", "grid", "product_order")
 #: What a GIST checkpoint records of its groups' layout: it binds unless both runs' groups
 #: run elastic layouts (full-batch groups; a sampled group's steps depend on its ranks).
 GROUP_LAYOUT = ("group_algo", "group_grid")

@@ -20,7 +20,7 @@ from hpcgnn.errors import ConfigError
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.io.memory import MemoryGraph
 from hpcgnn.io.reader import GraphMeta
-from hpcgnn.kinds import GCN
+from hpcgnn.kinds import GCN, ORDERED_MODES, PRODUCT_ORDERS
 from hpcgnn.layout.shapes import GridShape
 from hpcgnn.planning.topology import Topology
 from hpcgnn.training.loop import Trainer
@@ -121,6 +121,10 @@ class Mode(ABC, Generic[T]):
     def resolve(self, cfg: TrainConfig, ranks: int) -> TrainConfig:
         """``cfg`` for this mode on ``ranks``: refuses a layer kind the mode cannot train."""
         self.check_features(cfg)
+        if cfg.product_order != PRODUCT_ORDERS[0] and self.label not in ORDERED_MODES:
+            raise ConfigError(f"--product-order {cfg.product_order} orders the full-batch"
+                              f" layouts' products ({', '.join(sorted(ORDERED_MODES))}):"
+                              f" {self.where} evaluates its own order (use auto)")
         if self.label not in cfg.kind.modes:
             raise ConfigError(
                 f"--model {cfg.kind} is not available with {self.where} yet (it trains with "

@@ -463,7 +463,6 @@ class StagedExchange:
         for k, st in enumerate(self._stages):
             for m in st.sends:
                 fwd_ready[m.ready + 1].append((k, m))
-        self._msgs: list[tuple[int, int, int, int]] = msgs
         #: per stage ``k + 1`` (0: at once) the forward messages ``(stage, send)`` it frees
         self._fwd_ready = fwd_ready
         #: per stage ``k + 1`` (0: at once) the received messages whose gradients it frees

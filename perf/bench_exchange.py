@@ -5,7 +5,12 @@ with the same ranks and threads, and compares
 
 * ``--algo halo --exchange p2p`` against ``--algo halo --exchange planned`` (a DGCL SPST plan
   run in stages) on one topology: ``--topology`` if given, ``configs/topologies/dgx1.json`` at
-  ``--procs 8``, otherwise the uniform one-node topology of ``hpcgnn train``;
+  ``--procs 8``, otherwise the uniform one-node topology of ``hpcgnn train``; and on two
+  generated ones: ``halo-planned-direct`` (one node, every pair linked, a stage latency of
+  ``STAGE_US``: the plan is the direct one and runs as one all-to-allv) and
+  ``halo-planned-rail`` (``rail:2xP/2`` without latency: ranks on different rails of
+  different nodes have no link, so the plan forwards), which show what the planned executor
+  costs when it forwards nothing and a forwarding plan's gain or cost;
 * ``--mode offload --chunks C`` with ``--dedup none``, ``inter`` and ``full``, and ``full``
   with ``--reorganize``; and ``full`` with ``--exchange planned`` (its device-to-device
   fetches along SPST plans on the same topology as the halo runs) against ``full`` (p2p).
@@ -27,6 +32,11 @@ Writes ``perf/results/bench_exchange.{json,md}`` and prints the ratio table last
     python perf/bench_exchange.py --nodes 4096 --procs 8 --epochs 20   # generated RMAT
     python perf/bench_exchange.py --procs 4 --runs off-full,off-full-planned \
         --name bench_exchange_offload_planned
+    python perf/bench_exchange.py --nodes 3000 --procs 4 --hidden 32 --epochs 20 --rounds 3 \
+        --runs halo-p2p,halo-planned,halo-planned-direct,halo-planned-rail --name bench_exchange
+
+With ``--rounds R`` every configuration runs ``R`` times, round-robin; the ratios of epoch
+times are also given per round (each run's median epoch) and as the median of those.
 """
 
 from __future__ import annotations
@@ -45,13 +55,51 @@ from typing import Any
 from tables import hpcgnn, markdown, mpiexec, prepare, save
 
 from hpcgnn.io import GraphFile
+from hpcgnn.planning.topology import topology_spec
 
 REPO = Path(__file__).resolve().parents[1]
 DGX1 = REPO / "configs" / "topologies" / "dgx1.json"
 TIERS = ("h2d", "d2d", "d2h", "ckpt")
+#: Stage latency of ``halo-planned-direct``'s topology, microseconds: of the order of an
+#: empty stage measured here (``hpcgnn plan --calibrate``: 155-198 us), so relaying never pays
+STAGE_US = 150.0
+#: The planned halo runs: name -> (ratio label, what its topology is)
+PLANNED = {
+    "halo-planned": "planned/p2p epoch time",
+    "halo-planned-direct": "planned (direct plan)/p2p epoch time",
+    "halo-planned-rail": "planned (rail, forwarding)/p2p epoch time",
+}
 
 
-def runs(chunks: int, topology: str | None) -> dict[str, tuple[str, list[str]]]:
+def generated_topologies(procs: int, tmp: Path) -> dict[str, str]:
+    """The generated topologies of the ``direct`` and ``rail`` planned halo runs.
+
+    Parameters
+    ----------
+    procs
+        Ranks (the rail topology needs an even number; otherwise it is left out).
+    tmp
+        Directory the topology files are written to.
+
+    Returns
+    -------
+    dict
+        ``"direct"`` and ``"rail"`` -> topology JSON path.
+    """
+    specs = {"direct": f"rail:1x{procs},nvlink_us=2,stage_us={STAGE_US:g}"}
+    if procs % 2 == 0 and procs >= 4:
+        specs["rail"] = f"rail:2x{procs // 2}"
+    out = {}
+    for name, spec in specs.items():
+        path = tmp / f"{name}-{procs}.json"
+        path.write_text(json.dumps(topology_spec(spec), indent=1) + "\n")
+        out[name] = str(path)
+    return out
+
+
+def runs(
+    chunks: int, topology: str | None, generated: dict[str, str] | None = None
+) -> dict[str, tuple[str, list[str]]]:
     """The configurations to run, by name.
 
     Parameters
@@ -61,6 +109,8 @@ def runs(chunks: int, topology: str | None) -> dict[str, tuple[str, list[str]]]:
     topology
         Topology JSON of the halo and planned offload runs, or ``None`` for the default
         uniform topology.
+    generated
+        :func:`generated_topologies`: a planned halo run on each.
 
     Returns
     -------
@@ -69,9 +119,12 @@ def runs(chunks: int, topology: str | None) -> dict[str, tuple[str, list[str]]]:
     """
     topo = ["--topology", topology] if topology else []
     off = ["--mode", "offload", "--chunks", str(chunks)]
+    planned = ["--algo", "halo", "--exchange", "planned"]
     return {
         "halo-p2p": ("halo", ["--algo", "halo", "--exchange", "p2p", *topo]),
-        "halo-planned": ("halo", ["--algo", "halo", "--exchange", "planned", *topo]),
+        "halo-planned": ("halo", [*planned, *topo]),
+        **{f"halo-planned-{name}": ("halo", [*planned, "--topology", path])
+           for name, path in (generated or {}).items()},
         "off-none": ("offload", [*off, "--dedup", "none"]),
         "off-inter": ("offload", [*off, "--dedup", "inter"]),
         "off-full": ("offload", [*off, "--dedup", "full"]),
@@ -199,6 +252,7 @@ def summarize(kind: str, doc: dict[str, Any]) -> dict[str, Any]:
             "modelled_s": pl.get("modelled_s", math.nan),
             "measured_s": pl.get("measured_s", math.nan),
             "num_stages": pl.get("num_stages", 0),
+            "alltoallv": pl.get("alltoallv"),
             "transfers": ex.get("transfers", 0),
             "stage_ratios": stage_ratios(pl.get("stages", [])),
         }
@@ -341,12 +395,27 @@ def print_tables(results: dict[str, dict[str, Any]]) -> dict[str, float]:
     def hget(name: str, key: str) -> float:
         return halo[name][key] if name in halo else math.nan
 
+    def per_round(name: str) -> list[float]:
+        """``name``'s median epoch / p2p's, round by round."""
+        if name not in ok or "halo-p2p" not in ok:
+            return []
+        return [ratio(a, b) for a, b in zip(ok[name].get("round_medians_s", []),
+                                            ok["halo-p2p"].get("round_medians_s", []), strict=True)]
+
+    for name in PLANNED:
+        if name in halo:
+            halo[name]["epoch_ratio_per_round"] = per_round(name)
     ratios = {
         "planned/p2p modelled exchange time": ratio(hget("halo-planned", "modelled_s"),
                                                     hget("halo-p2p", "modelled_s")),
         "planned/p2p probe-measured exchange time": ratio(hget("halo-planned", "measured_s"),
                                                           hget("halo-p2p", "measured_s")),
-        "planned/p2p epoch time": ratio(epoch("halo-planned"), epoch("halo-p2p")),
+        **{label: ratio(epoch(name), epoch("halo-p2p")) for name, label in PLANNED.items()},
+        **{f"{label}, median of rounds": statistics.median(per_round(name) or [math.nan])
+           for name, label in PLANNED.items()},
+        **{f"{label.split('/')[0]}/p2p modelled exchange time": ratio(
+            hget(name, "modelled_s"), hget(name, "p2p_modelled_s"))
+           for name, label in PLANNED.items() if name != "halo-planned"},
         "planned modelled/probe-measured exchange time": ratio(
             hget("halo-planned", "modelled_s"), hget("halo-planned", "measured_s")
         ),
@@ -370,6 +439,10 @@ def print_tables(results: dict[str, dict[str, Any]]) -> dict[str, float]:
     print()
     for k, v in ratios.items():
         print(f"{k:<42} {v:>7.3f}")
+    for name in PLANNED:
+        if name in halo:
+            rounds = " ".join(f"{v:.3f}" for v in halo[name]["epoch_ratio_per_round"])
+            print(f"{name} / halo-p2p epoch time per round: {rounds or '-'}")
     return ratios
 
 
@@ -420,12 +493,13 @@ def main() -> None:
             print(f"calibrated: {measured_alpha} -> {topology}", flush=True)
         source = args.graph or str(prepare(tmp / "rmat.h5", "rmat", args.nodes))
         graph = partitioned(source, args.procs, tmp)
-        configs = runs(args.chunks, topology)
+        configs = runs(args.chunks, topology, generated_topologies(args.procs, tmp))
         wanted = list(configs) if args.runs is None else args.runs.split(",")
         unknown = sorted(set(wanted) - set(configs))
         if unknown:
             p.error(f"unknown --runs {unknown}; choose from {sorted(configs)}")
         epochs: dict[str, list[float]] = {}
+        round_medians: dict[str, list[float]] = {}
         for rnd in range(args.rounds):  # round-robin: drift of the machine hits every run
             for name in wanted:
                 if "error" in results.get(name, {}):
@@ -440,10 +514,13 @@ def main() -> None:
                 try:
                     subprocess.run(cmd, check=True, env=env)
                     doc = json.loads(metrics.read_text())
-                    epochs.setdefault(name, []).extend(e["time_s"] for e in doc["epochs"])
+                    times = [e["time_s"] for e in doc["epochs"]]
+                    epochs.setdefault(name, []).extend(times)
+                    round_medians.setdefault(name, []).append(statistics.median(times))
                     if rnd == 0:
                         results[name] = summarize(kind, doc)
                     results[name]["epoch_median_s"] = statistics.median(epochs[name])
+                    results[name]["round_medians_s"] = round_medians[name]
                     results[name]["epochs_timed"] = len(epochs[name])
                 except (subprocess.CalledProcessError, OSError, KeyError, ValueError) as err:
                     print(f"[{name}] failed: {err}", file=sys.stderr, flush=True)

@@ -174,7 +174,8 @@ class _Send:
     peer's gradients); ``own_*`` and ``fwd_*`` split its rows into rows of ``x`` and rows
     of the received region (``sel``: entry numbers in the message, ``idx``: row numbers in
     ``x`` / the region); ``deps``: the received messages (this rank's numbers) holding its
-    forwarded rows.
+    forwarded rows; ``ready``: the stage (0-based) after whose completion it can leave,
+    the latest stage among ``deps`` (-1: at once).
     """
 
     peer: int
@@ -185,6 +186,7 @@ class _Send:
     fwd_sel: torch.Tensor
     fwd_idx: torch.Tensor
     deps: np.ndarray
+    ready: int = -1
 
 
 @dataclass
@@ -193,14 +195,15 @@ class _Stage:
 
     ``recvs``: ``(peer, lo, hi)`` rows of the received region per sending peer, in peer
     order; ``subs``: the sub-stage adds of the backward (entries of the send array go to
-    rows of ``out`` or of the region's gradients).
+    rows of ``out`` or of the region's gradients; ``None`` entries: all of the array, in
+    order, which is added as it is).
     """
 
     send_counts: np.ndarray
     recv_counts: np.ndarray
     sends: list[_Send]
     recvs: list[tuple[int, int, int]]
-    subs: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]]
+    subs: list[tuple[torch.Tensor | None, torch.Tensor, torch.Tensor, torch.Tensor]]
 
 
 def _split(
@@ -232,21 +235,47 @@ def _make_stage(
     for b in np.flatnonzero(recv_counts):
         recvs.append((int(b), r, r + int(recv_counts[b])))
         r += int(recv_counts[b])
-    subs = []
+    subs: list[tuple[torch.Tensor | None, torch.Tensor, torch.Tensor, torch.Tensor]] = []
     for sel in substage_selections(pos):
         o_sel, o_idx, f_sel, f_idx = _split(pos[sel], width, device)
         t = device.from_numpy(sel)
-        subs.append((t[o_sel], o_idx, t[f_sel], f_idx))
+        whole = len(o_sel) == len(pos)  # every entry, ascending: the array itself
+        subs.append((None if whole else t[o_sel], o_idx, t[f_sel], f_idx))
     return _Stage(send_counts, recv_counts, sends, recvs, subs)
 
 
-def _pack(x: torch.Tensor, recv: torch.Tensor, m: _Send) -> torch.Tensor:
-    """The rows of message ``m``: rows of ``x`` and forwarded rows of the region ``recv``."""
+class _Workspace:
+    """Buffers of an exchange kept from call to call, one per use and row shape.
+
+    The forward's received region, mixed messages' packed rows and the backward's
+    received gradients are written whole by every call (the backward's gradient region is
+    zeroed), so they need not be allocated again; each use keeps one buffer per dtype,
+    device and trailing shape (a model's layers of other widths each have their own).
+    """
+
+    def __init__(self) -> None:
+        self._bufs: dict[tuple, torch.Tensor] = {}
+
+    def take(self, use: object, like: torch.Tensor, rows: int) -> torch.Tensor:
+        """An uninitialised ``rows x like.shape[1:]`` buffer like ``like`` for ``use``."""
+        key = (use, like.dtype, like.device, tuple(like.shape[1:]))
+        buf = self._bufs.get(key)
+        if buf is None or len(buf) != rows:
+            buf = self._bufs[key] = like.new_empty((rows, *like.shape[1:]))
+        return buf
+
+
+def _pack(x: torch.Tensor, recv: torch.Tensor, m: _Send, work: _Workspace) -> torch.Tensor:
+    """The rows of message ``m``: rows of ``x`` and forwarded rows of the region ``recv``.
+
+    A message of one kind of rows is one gather; a mixed one is gathered into a buffer of
+    ``work`` kept for it.
+    """
     if not len(m.fwd_idx):
         return gather_rows(x, m.own_idx)
     if not len(m.own_idx):
         return gather_rows(recv, m.fwd_idx)
-    out = x.new_empty((m.hi - m.lo, *x.shape[1:]))
+    out = work.take(("pack", id(m)), x, m.hi - m.lo)
     out[m.own_sel] = gather_rows(x, m.own_idx)
     out[m.fwd_sel] = gather_rows(recv, m.fwd_idx)
     return out
@@ -344,6 +373,7 @@ class StagedExchange:
             [int(st.recv_counts.sum()) for st in self._stages], dtype=np.int64
         )
         self._recv_total = int(self.recv_rows_per_stage.sum())
+        self._work = _Workspace()
         self._fwd_timer = SlotTimer(self.num_stages)
         self._bwd_timer = SlotTimer(self.num_stages)
         self._halo_pos = self._map_halo(owner, needed, row_keys)
@@ -414,19 +444,35 @@ class StagedExchange:
         """Number this rank's received messages; when each message can be sent.
 
         Forward: a message waits for the received messages holding its forwarded rows
-        (``_Send.deps``, message numbers). Backward: the gradients of a received message
-        are final once every later stage whose adds reach its rows has been added (the
-        earliest such stage, as the backward runs the stages in reverse), or at once.
+        (``_Send.deps``, message numbers), i.e. for the latest stage among them
+        (``_Send.ready``; the stages complete in order). Backward: the gradients of a
+        received message are final once every later stage whose adds reach its rows has
+        been added (the earliest such stage, as the backward runs the stages in reverse), or
+        at once. Both are made here once, as lists per stage that the exchanges walk.
         """
         msgs = [(k, *m) for k, st in enumerate(self._stages) for m in st.recvs]
         starts = np.array([lo for _, _, lo, _ in msgs], dtype=np.int64)
+        stage_of = np.array([k for k, _, _, _ in msgs], dtype=np.int64)
         ready = np.full(len(msgs), -1, dtype=np.int64)
+        fwd_ready: list[list[tuple[int, _Send]]] = [[] for _ in range(self.num_stages + 1)]
         for k in range(self.num_stages - 1, -1, -1):
             for m in self._stages[k].sends:
                 m.deps = np.unique(np.searchsorted(starts, m.deps, side="right") - 1)
+                m.ready = int(stage_of[m.deps].max(initial=-1))
                 ready[m.deps] = k
-        self._msgs: list[tuple[int, int, int, int]] = msgs
-        self._bwd_ready = [np.flatnonzero(ready == k).tolist() for k in range(-1, self.num_stages)]
+        for k, st in enumerate(self._stages):
+            for m in st.sends:
+                fwd_ready[m.ready + 1].append((k, m))
+        #: per stage ``k + 1`` (0: at once) the forward messages ``(stage, send)`` it frees
+        self._fwd_ready = fwd_ready
+        #: per stage ``k + 1`` (0: at once) the received messages whose gradients it frees
+        self._bwd_ready = [
+            [msgs[i] for i in np.flatnonzero(ready == k)] for k in range(-1, self.num_stages)
+        ]
+        #: per stage this rank's received messages ``(peer, lo, hi)``
+        self._recv_msgs = [[(peer, lo, hi) for k2, peer, lo, hi in msgs if k2 == k]
+                           for k in range(self.num_stages)]
+        self._live = [k for k in range(self.num_stages) if self.stage_counts[k]]
 
     def _map_halo(
         self, owner: np.ndarray, needed: np.ndarray, row_keys: np.ndarray | None
@@ -438,7 +484,8 @@ class StagedExchange:
         else:
             ids = dev.from_numpy(np.ascontiguousarray(row_keys[: self._width], dtype=np.int64))
         ids = ids.reshape(-1, 1)
-        rows = dev.to_host(self._forward(ids, self.setup_category, None)[:, 0])
+        recv = ids.new_empty((self._recv_total, 1))
+        rows = dev.to_host(self._forward(ids, self.setup_category, None, recv)[:, 0])
         error = None
         try:
             pos = self._halo_positions(owner, needed, rows)
@@ -487,9 +534,9 @@ class StagedExchange:
         return self._bwd_timer.seconds
 
     def _forward(
-        self, x: torch.Tensor, category: str, timers: SlotTimer | None
+        self, x: torch.Tensor, category: str, timers: SlotTimer | None, recv: torch.Tensor
     ) -> torch.Tensor:
-        """Run the stages; the received region of the buffer.
+        """Run the stages into ``recv`` (the received region of the buffer); return it.
 
         Every receive is posted first, every message of owned rows at once (whatever its
         stage), a message of forwarded rows as soon as the stages that bring them are
@@ -497,43 +544,31 @@ class StagedExchange:
         ``k`` starts after a barrier, with its own messages alone (DGCL's model of a plan).
         """
         comm, mark = self.comm, self.comm.stats.mark
-        recv = x.new_empty((self._recv_total, *x.shape[1:]))
-        live = [k for k in range(self.num_stages) if self.stage_counts[k]]
-        reqs: dict[int, list] = {k: [] for k in live}
-        views: dict[int, list[torch.Tensor]] = {k: [] for k in live}
-        ids: dict[int, list[int]] = {k: [] for k in live}
-        for i, (k, peer, lo, hi) in enumerate(self._msgs):
-            views[k].append(recv[lo:hi])
-            reqs[k].append(comm.irecv(views[k][-1], peer, k))
-            ids[k].append(i)
-        waiting: dict[int, list[tuple[int, _Send]]] = {}
-        missing: dict[int, int] = {}
+        reqs: dict[int, list] = {}
+        views: dict[int, list[torch.Tensor]] = {}
+        for k in self._live:
+            views[k] = [recv[lo:hi] for _, lo, hi in self._recv_msgs[k]]
+            reqs[k] = [comm.irecv(v, peer, k)
+                       for v, (peer, _, _) in zip(views[k], self._recv_msgs[k], strict=True)]
         packed: list[torch.Tensor] = []  # alive until sent
 
         def send(k: int, m: _Send) -> None:
-            packed.append(_pack(x, recv, m))
+            packed.append(_pack(x, recv, m, self._work))
             reqs[k].append(comm.isend(packed[-1], m.peer, k))
 
         t0 = mark()
         if not self.sequential:  # owned rows now, forwarded ones once they have arrived
-            for k in live:
-                for m in self._stages[k].sends:
-                    missing[id(m)] = len(m.deps)
-                    for d in m.deps.tolist():
-                        waiting.setdefault(d, []).append((k, m))
-                    if not len(m.deps):
-                        send(k, m)
-        for k in live:
+            for k, m in self._fwd_ready[0]:
+                send(k, m)
+        for k in self._live:
             if self.sequential:  # the earlier stages are complete: their rows are here
                 t0 = self._start_stage()
                 for m in self._stages[k].sends:
                     send(k, m)
             comm.complete(reqs[k], views[k], category, f"{category}.stage{k + 1}")
-            for i in ids[k]:
-                for k2, m in waiting.get(i, []):
-                    missing[id(m)] -= 1
-                    if not missing[id(m)]:
-                        send(k2, m)
+            if not self.sequential:
+                for k2, m in self._fwd_ready[k + 1]:
+                    send(k2, m)
             t1 = mark()
             if timers is not None:
                 timers.add(k, t0, t1)
@@ -547,8 +582,8 @@ class StagedExchange:
             rows = self._p2p.gather(x)
             self._fwd_timer.add(0, t0, self.comm.stats.mark())
             return rows
-        recv = self._forward(x, self.category, self._fwd_timer)
-        return gather_rows(recv, self._halo_pos)
+        recv = self._work.take("recv", x, self._recv_total)
+        return gather_rows(self._forward(x, self.category, self._fwd_timer, recv), self._halo_pos)
 
     def scatter_add(self, halo_rows: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         """Send ``halo_rows`` (one per halo vertex) back along the trees; add into ``out``.
@@ -563,44 +598,37 @@ class StagedExchange:
             self._bwd_timer.add(0, t0, self.comm.stats.mark())
             return out
         comm, mark = self.comm, self.comm.stats.mark
-        grad = halo_rows.new_zeros((self._recv_total, *halo_rows.shape[1:]))
+        grad = self._work.take("grad", halo_rows, self._recv_total).zero_()
         grad[self._halo_pos] = halo_rows
-        live = [k for k in range(self.num_stages) if self.stage_counts[k]]
-        reqs: dict[int, list] = {k: [] for k in live}
-        views: dict[int, list[torch.Tensor]] = {k: [] for k in live}
+        reqs: dict[int, list] = {}
+        views: dict[int, list[torch.Tensor]] = {}
         rows: dict[int, torch.Tensor] = {}
-        for k in live:
+        for k in self._live:
             st = self._stages[k]
-            rows[k] = halo_rows.new_empty((int(st.send_counts.sum()), *halo_rows.shape[1:]))
-            for m in st.sends:
-                views[k].append(rows[k][m.lo : m.hi])
-                reqs[k].append(comm.irecv(views[k][-1], m.peer, k))
+            rows[k] = self._work.take(("grad", k), halo_rows, int(st.send_counts.sum()))
+            views[k] = [rows[k][m.lo : m.hi] for m in st.sends]
+            reqs[k] = [comm.irecv(v, m.peer, k) for v, m in zip(views[k], st.sends, strict=True)]
 
-        def send_ready(after: int) -> None:
-            for i in self._bwd_ready[after + 1]:
-                k, peer, lo, hi = self._msgs[i]
+        def send(msgs: list[tuple[int, int, int, int]]) -> None:
+            for k, peer, lo, hi in msgs:
                 reqs[k].append(comm.isend(grad[lo:hi], peer, k))
-
-        def send_stage(k: int) -> None:  # sequential: the later stages' adds are done
-            for k2, peer, lo, hi in self._msgs:
-                if k2 == k:
-                    reqs[k].append(comm.isend(grad[lo:hi], peer, k))
 
         t0 = mark()
         if not self.sequential:
-            send_ready(-1)
-        for k in reversed(live):
-            if self.sequential:
+            send(self._bwd_ready[0])
+        for k in reversed(self._live):
+            if self.sequential:  # the later stages' adds are done
                 t0 = self._start_stage()
-                send_stage(k)
+                send([(k, *m) for m in self._recv_msgs[k]])
             comm.complete(reqs[k], views[k], self.category, f"{self.category}.stage{k + 1}")
             for own_sel, own_idx, fwd_sel, fwd_idx in self._stages[k].subs:
                 if len(own_idx):
-                    scatter_add_rows(out, own_idx, gather_rows(rows[k], own_sel), unique=True)
+                    got = rows[k] if own_sel is None else gather_rows(rows[k], own_sel)
+                    scatter_add_rows(out, own_idx, got, unique=True)
                 if len(fwd_idx):
                     scatter_add_rows(grad, fwd_idx, gather_rows(rows[k], fwd_sel), unique=True)
             if not self.sequential:
-                send_ready(k)
+                send(self._bwd_ready[k + 1])
             t1 = mark()
             self._bwd_timer.add(k, t0, t1)
             t0 = t1

@@ -263,6 +263,8 @@ def halo_report(
         "bytes_per_tier": {"d2d": float(measured.get("halo", 0.0))},
         "planner": {
             "direct": not isinstance(ex, StagedExchange) or ex.is_direct,
+            # how it ran: one all-to-allv each way (p2p, or a plan that forwards nothing)
+            "alltoallv": not isinstance(ex, StagedExchange) or ex.is_p2p,
             "feature_dim": width,
             "bytes_per_vertex": bpv,
             "num_stages": sec["num_stages"],

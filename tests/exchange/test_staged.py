@@ -146,6 +146,53 @@ def test_staged_matches_p2p_exchange(world, device, kind, chunks):
 
 
 @pytest.mark.mpi
+def test_an_all_direct_plan_runs_as_one_alltoallv(world, device, monkeypatch):
+    """Every transfer from its owner to its destination in stage 1: p2p's path, p2p's rows."""
+    with device_world(device) as comm:
+        rows, offsets = _rows(comm, seed=9)
+        sets = halo_sets(comm, rows, offsets)
+        ref = HaloExchange(comm, sets)
+        ex = StagedExchange(comm, sets, _slow_latent(comm.size), seed=1, chunks=4)
+        direct = comm.size == 1 or all(k == 1 and s != d for k, s, d in ex.counts)
+        assert_all(comm, direct and ex.is_p2p == (comm.size > 1), f"plan {sorted(ex.counts)}")
+        dev = comm.device
+        rng = np.random.default_rng(comm.rank)
+        owned = int(offsets[comm.rank + 1] - offsets[comm.rank])
+        x = dev.from_numpy(rng.standard_normal((owned, F)))
+        halo = dev.from_numpy(rng.standard_normal((len(sets.halo), F)))
+        want = ref.gather(x), ref.scatter_add(halo, torch.zeros_like(x))
+        calls: list[str] = []
+        alltoallv, isend = type(comm).alltoallv, type(comm).isend
+
+        def spy_collective(self, *args, **kwargs):
+            calls.append("alltoallv")
+            return alltoallv(self, *args, **kwargs)
+
+        def spy_send(self, *args, **kwargs):
+            calls.append("isend")
+            return isend(self, *args, **kwargs)
+
+        monkeypatch.setattr(type(comm), "alltoallv", spy_collective)
+        monkeypatch.setattr(type(comm), "isend", spy_send)
+        before = comm.stats.categories["halo"].bytes if "halo" in comm.stats.categories else 0
+        try:
+            ex.reset_timers()
+            got = ex.gather(x), ex.scatter_add(halo, torch.zeros_like(x))
+        finally:
+            monkeypatch.undo()
+        moved = comm.stats.categories["halo"].bytes - before if comm.size > 1 else 0
+        same = torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+        assert_all(comm, same, "the direct plan's rows differ from p2p's")
+        path = calls == (["alltoallv", "alltoallv"] if comm.size > 1 else [])
+        assert_all(comm, path, f"calls {calls}: not one all-to-allv each way")
+        want_bytes = (len(sets.halo) + int(sets.send_counts.sum())) * F * 8
+        assert_all(comm, comm.size == 1 or moved == want_bytes, f"halo bytes {moved}")
+        timed = ex.fwd_stage_seconds, ex.bwd_stage_seconds
+        ok = all(len(t) == ex.num_stages and bool(np.all(t > 0)) for t in timed)
+        assert_all(comm, ok, f"stage seconds {timed} for {ex.num_stages} stages")
+
+
+@pytest.mark.mpi
 @pytest.mark.parametrize("kind", ["line", "slow"])
 def test_stages_in_sequence_give_the_same_rows_and_time_each_stage(world, device, kind):
     """``sequential`` (the report's probes: DGCL's model of a plan) changes no row."""

@@ -164,6 +164,7 @@ def train(
     output_heads: int = 1,
     attention_dropout: float | None = None,
     bias: bool = False,
+    loss: str = "ce",
     eval_every: int = 1,
     metrics: PathLike | None = None,
     trace: PathLike | None = None,
@@ -214,6 +215,10 @@ def train(
     bias
         A bias per layer (``--bias``; minibatch mode's sampled models always have them;
         not with :class:`GistMode`).
+    loss
+        ``"ce"``: the cross-entropy of a class id per vertex; ``"bce"``: the binary
+        cross-entropy with logits of every (vertex, class) entry, for multi-label targets (a
+        graph whose labels are a 0/1 matrix; :class:`FullBatchMode` and :class:`OffloadMode`).
     metrics, trace, trace_epochs, sync_comm, log_csv, quiet
         Outputs: the metrics JSON and the Chrome trace (rank 0), the 1-based epochs
         ``(first, last)`` the trace records, collectives timed apart from their waits, a

@@ -55,6 +55,22 @@ def check_random_key(value: int, flag: str = "--seed") -> None:
         raise ConfigError(f"{flag} must be in [0, 2^63), got {value}")
 
 
+#: The losses of ``--loss``: ``ce``, the cross-entropy of one class id per vertex (softmax);
+#: ``bce``, the binary cross-entropy with logits of every (vertex, class) entry of multi-label
+#: targets (a 0/1 label matrix), PyG's ``BCEWithLogitsLoss``.
+LOSSES = ("ce", "bce")
+
+
+def check_loss(loss: str, multi_label: bool) -> None:
+    """Refuse a loss that does not fit the graph's labels (``multi_label``: a 0/1 matrix)."""
+    if multi_label and loss != "bce":
+        raise ConfigError("the graph has multi-label targets (a 0/1 label matrix): train it"
+                          " with --loss bce")
+    if not multi_label and loss == "bce":
+        raise ConfigError("--loss bce trains multi-label targets (a 0/1 label matrix); this"
+                          " graph has one class id per vertex: use --loss ce")
+
+
 def check_training_vertices(num_train: int) -> None:
     """Refuse to train on a graph whose train mask is empty (``num_train`` over all ranks)."""
     if num_train == 0:
@@ -164,6 +180,8 @@ class TrainConfig:
     #: each after its layer's last weight, added by ``g.bias``); minibatch mode's sampled
     #: models always have them. Off by default, so the weights are ``W`` alone.
     bias: bool = False
+    #: The loss (:data:`LOSSES`): ``"ce"`` for class ids, ``"bce"`` for multi-label targets.
+    loss: str = "ce"
     #: A layer object in place of the built-in ``model`` names (a researcher's own:
     #: ``--model MODULE:CLASS``); ``model`` is then its name.
     layer: Layer | None = None
@@ -213,6 +231,8 @@ class TrainConfig:
         if self.gin_eps and "gin_eps" not in self.kind.flags:
             raise ConfigError(f"--gin-eps is GIN's (--model gin), not {self.model}'s")
         self._check_attention()
+        if self.loss not in LOSSES:
+            raise ConfigError(f"--loss must be one of {', '.join(LOSSES)}, got {self.loss}")
         if self.sparse_features not in SPARSE_FEATURES:
             raise ConfigError(f"--sparse-features must be one of {', '.join(SPARSE_FEATURES)},"
                               f" got {self.sparse_features}")

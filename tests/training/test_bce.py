@@ -118,3 +118,24 @@ def test_predict_writes_the_logits_and_the_0_1_matrix(tmp_path):
         logits, pred = h5["logits"][()], h5["predictions"][()]
     assert logits.shape == (60, 4) and pred.shape == (60, 4) and pred.dtype == np.uint8
     np.testing.assert_array_equal(pred, (logits > 0).astype(np.uint8))
+
+
+def test_a_bce_checkpoint_resumes_and_one_without_the_setting_is_ce(tmp_path):
+    import hpcgnn
+    from hpcgnn.training.checkpoint import MANIFEST
+
+    ml = write_random_graph(tmp_path / "ml.h5", n=60, multi_label=True)
+    whole = hpcgnn.train(ml, loss="bce", epochs=4, dtype="float64", quiet=True)
+    hpcgnn.train(ml, loss="bce", epochs=2, dtype="float64", quiet=True,
+                 checkpoint_dir=tmp_path / "ck", checkpoint_every=2)
+    resumed = hpcgnn.train(ml, loss="bce", epochs=4, dtype="float64", quiet=True,
+                           resume=tmp_path / "ck")
+    assert resumed.metrics["params_sha256"] == whole.metrics["params_sha256"]
+    ids = write_random_graph(tmp_path / "ids.h5", n=60)  # written before --loss: no key
+    hpcgnn.train(ids, epochs=2, quiet=True, checkpoint_dir=tmp_path / "old",
+                 checkpoint_every=2)
+    manifest = tmp_path / "old" / MANIFEST
+    doc = json.loads(manifest.read_text())
+    del doc["fingerprint"]["loss"]
+    manifest.write_text(json.dumps(doc))
+    assert hpcgnn.train(ids, epochs=3, quiet=True, resume=tmp_path / "old").metrics["epochs"]

@@ -97,7 +97,8 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="ce: the cross-entropy of one class id per vertex (default); bce: the"
                         " binary cross-entropy with logits of every (vertex, class) entry, for"
                         " multi-label targets (a graph file with a 0/1 label matrix, as PPI,"
-                        " Yelp, ogbn-proteins; --mode fullbatch, any --algo, and offload)")
+                        " Yelp, ogbn-proteins; --mode fullbatch, any --algo, offload, and gist"
+                        " without --sampler)")
     m.add_argument("--epochs", type=int, default=100,
                    help="training epochs (default: 100). gist: the budget E of a baseline"
                         " trained alone, split across the M sub-GCNs as in the paper: each"

@@ -5,7 +5,9 @@ summed over the ranks and divided by the global ``num_train * C``: on one proces
 ``torch.nn.functional.binary_cross_entropy_with_logits`` (mean) of the whole graph's train
 rows, and with ``--dtype float64 --dropout 0`` every layout at 1-4 ranks gives the one-rank
 run's losses and scores with every byte predicted. A multi-label file needs ``--loss
-bce``, a file of class ids refuses it, and the modes without it refuse it in one line.
+bce``, a file of class ids refuses it, and the modes without it (minibatch, GIST's sampled
+groups) refuse it in one line. GIST with full-batch groups trains it: ``M = 1`` is
+full-batch training step for step, ``M = 2`` its one-rank run.
 """
 
 from __future__ import annotations
@@ -84,6 +86,31 @@ def test_every_layout_equals_the_one_rank_run_with_every_byte_predicted(
     assert {k: final[k] for k in SCORES} == {k: want[k] for k in SCORES}
 
 
+@pytest.mark.mpi
+def test_gist_trains_multi_label_targets(graph_file, shared_tmp, world):
+    from mpi4py import MPI
+
+    import hpcgnn.api
+    from hpcgnn.training.modes import GistMode
+
+    graph = graph_file("ml.h5", n=90, classes=5, seed=4, multi_label=True)
+    full, one, two = (shared_tmp / f"g-{k}.json" for k in ("full", "one", "two"))
+    assert_all(world, main(["train", str(graph), *COMMON, "--metrics", str(full)]) == 0)
+    assert_all(world, main(["train", str(graph), *COMMON, "--mode", "gist", "--subnets", "1",
+                            "--metrics", str(one)]) == 0)
+    docs = [json.loads(p.read_text()) for p in (full, one)]
+    assert docs[0]["params_sha256"] == docs[1]["params_sha256"]
+    for k in ("loss", "val_loss"):
+        assert abs(docs[0]["final"][k] - docs[1]["final"][k]) <= 1e-10
+    assert {k: docs[0]["final"][k] for k in SCORES} == {k: docs[1]["final"][k] for k in SCORES}
+    ref = hpcgnn.api.train(graph, comm=MPI.COMM_SELF, layers=2, hidden=8, epochs=3, dropout=0,
+                           dtype="float64", quiet=True, loss="bce", threads=1,
+                           mode=GistMode(subnets=2, local_iters=2, rounds=3))
+    assert_all(world, main(["train", str(graph), *COMMON, "--mode", "gist", "--subnets", "2",
+                            "--local-iters", "2", "--rounds", "3", "--metrics", str(two)]) == 0)
+    assert_equal_run(json.loads(two.read_text()), [e["loss"] for e in ref.metrics["epochs"]])
+
+
 def test_the_labels_and_the_loss_must_agree_and_other_modes_refuse(tmp_path, capsys):
     ml = write_random_graph(tmp_path / "ml.h5", n=60, multi_label=True)
     ids = write_random_graph(tmp_path / "ids.h5", n=60)
@@ -95,8 +122,9 @@ def test_the_labels_and_the_loss_must_agree_and_other_modes_refuse(tmp_path, cap
         ([str(ml), "--loss", "bce", "--mode", "minibatch", "--sampler", "sage",
           "--fanout", "2,2", "--batch-size", "8"], "--loss bce is not implemented with --mode"
                                                     " minibatch yet"),
-        ([str(ml), "--loss", "bce", "--mode", "gist", "--subnets", "1"],
-         "--loss bce is not implemented with --mode gist yet"),
+        ([str(ml), "--loss", "bce", "--mode", "gist", "--subnets", "1", "--sampler", "sage",
+          "--fanout", "2,2", "--batch-size", "8"], "--loss bce is not implemented with --mode"
+                                                   " minibatch yet"),
     ]
     for flags, words in cases:
         assert main(["train", *flags, "--epochs", "1", "--quiet"]) != 0

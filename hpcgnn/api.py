@@ -165,6 +165,7 @@ def train(
     attention_dropout: float | None = None,
     bias: bool = False,
     product_order: str = "auto",
+    loss: str = "ce",
     eval_every: int = 1,
     metrics: PathLike | None = None,
     trace: PathLike | None = None,
@@ -219,6 +220,11 @@ def train(
         How each layer evaluates ``Â^T H W`` (``--product-order``): ``"auto"``, the order
         whose SpMM is narrower; ``"paper"``, CAGNET's ``(Â^T H) W`` with the first layer's
         backward SpMM (:class:`FullBatchMode` only; the same weights up to float rounding).
+    loss
+        ``"ce"``: the cross-entropy of a class id per vertex; ``"bce"``: the binary
+        cross-entropy with logits of every (vertex, class) entry, for multi-label targets (a
+        graph whose labels are a 0/1 matrix; :class:`FullBatchMode`, :class:`OffloadMode`,
+        :class:`GistMode` with full-batch groups).
     metrics, trace, trace_epochs, sync_comm, log_csv, quiet
         Outputs: the metrics JSON and the Chrome trace (rank 0), the 1-based epochs
         ``(first, last)`` the trace records, collectives timed apart from their waits, a

@@ -55,6 +55,22 @@ def check_random_key(value: int, flag: str = "--seed") -> None:
         raise ConfigError(f"{flag} must be in [0, 2^63), got {value}")
 
 
+#: The losses of ``--loss``: ``ce``, the cross-entropy of one class id per vertex (softmax);
+#: ``bce``, the binary cross-entropy with logits of every (vertex, class) entry of multi-label
+#: targets (a 0/1 label matrix), PyG's ``BCEWithLogitsLoss``.
+LOSSES = ("ce", "bce")
+
+
+def check_loss(loss: str, multi_label: bool) -> None:
+    """Refuse a loss that does not fit the graph's labels (``multi_label``: a 0/1 matrix)."""
+    if multi_label and loss != "bce":
+        raise ConfigError("the graph has multi-label targets (a 0/1 label matrix): train it"
+                          " with --loss bce")
+    if not multi_label and loss == "bce":
+        raise ConfigError("--loss bce trains multi-label targets (a 0/1 label matrix); this"
+                          " graph has one class id per vertex: use --loss ce")
+
+
 def check_training_vertices(num_train: int) -> None:
     """Refuse to train on a graph whose train mask is empty (``num_train`` over all ranks)."""
     if num_train == 0:
@@ -169,6 +185,8 @@ class TrainConfig:
     #: SpMM of the input; ``"paper"``, CAGNET's ``(Â^T H) W`` with the first layer's
     #: backward SpMM (full-batch layouts only).
     product_order: str = PRODUCT_ORDERS[0]
+    #: The loss (:data:`LOSSES`): ``"ce"`` for class ids, ``"bce"`` for multi-label targets.
+    loss: str = "ce"
     #: A layer object in place of the built-in ``model`` names (a researcher's own:
     #: ``--model MODULE:CLASS``); ``model`` is then its name.
     layer: Layer | None = None
@@ -221,6 +239,8 @@ class TrainConfig:
         if self.product_order not in PRODUCT_ORDERS:
             raise ConfigError(f"--product-order must be one of {', '.join(PRODUCT_ORDERS)},"
                               f" got {self.product_order}")
+        if self.loss not in LOSSES:
+            raise ConfigError(f"--loss must be one of {', '.join(LOSSES)}, got {self.loss}")
         if self.sparse_features not in SPARSE_FEATURES:
             raise ConfigError(f"--sparse-features must be one of {', '.join(SPARSE_FEATURES)},"
                               f" got {self.sparse_features}")

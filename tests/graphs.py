@@ -15,11 +15,14 @@ from hpcgnn.io import EdgeSorter, GraphFileWriter
 def random_graph_arrays(
     n: int = 60, avg_degree: float = 4.0, features: int = 6, classes: int = 3,
     directed: bool = False, seed: int = 0, feature_density: float = 1.0,
+    multi_label: bool = False,
 ) -> dict:
     """Edges with class structure, features correlated with labels, masks and labels.
 
     ``feature_density < 1``: each feature entry is kept with that probability, the others
-    are zero (bag-of-words-like sparse features).
+    are zero (bag-of-words-like sparse features). ``multi_label``: ``y`` is an ``(n,
+    classes)`` 0/1 matrix instead, each vertex's class set and every other class with
+    probability 0.3 (drawn apart: the rest of the graph is the single-label one's).
     """
     rng = np.random.default_rng(seed)
     labels = rng.integers(0, classes, n)
@@ -43,7 +46,11 @@ def random_graph_arrays(
     train[split[: n // 2]] = True
     val[split[n // 2 : 3 * n // 4]] = True
     test[split[3 * n // 4 :]] = True
-    return dict(src=src, dst=dst, x=x, y=labels, train=train, val=val, test=test,
+    y = labels
+    if multi_label:
+        extra = np.random.default_rng(seed + 2).random((n, classes)) < 0.3
+        y = (extra | (np.arange(classes) == labels[:, None])).astype(np.uint8)
+    return dict(src=src, dst=dst, x=x, y=y, train=train, val=val, test=test,
                 n=n, classes=classes, directed=directed)
 
 
@@ -60,6 +67,7 @@ def write_random_graph(
 
     ``sparse_features``: store the features as CSR (``features_csr``). ``weights``: the
     dtype of :func:`edge_weights`, given to every edge (``None``: unweighted).
+    ``multi_label=True`` (to :func:`random_graph_arrays`): a multi-label file (version 3).
     """
     g = random_graph_arrays(**kwargs)
     w = None if weights is None else edge_weights(g, weights)
@@ -69,6 +77,7 @@ def write_random_graph(
             path, num_nodes=g["n"], num_features=g["x"].shape[1], num_classes=g["classes"],
             directed=g["directed"], name="test", show_progress=False,
             sparse_features=sparse_features, weight_dtype=sorter.weight_dtype,
+            multi_label=g["y"].ndim == 2,
         ) as w:
             w.write_adjacency(sorter)
             w.write_features(0, g["x"])

@@ -81,12 +81,16 @@ def report_lines(report: GraphReport) -> list[str]:
     if meta.feature_normalization:
         layout += f", {meta.feature_normalization}-normalised"
     lines.append(f"features:    {meta.num_features} ({meta.feature_dtype}{layout})")
-    lines.append(f"classes:     {meta.num_classes}")
+    targets = " (multi-label: a 0/1 target per class)" if meta.multi_label else ""
+    lines.append(f"classes:     {meta.num_classes}{targets}")
     for name in ("train", "val", "test"):
         size = getattr(report, name)
         lines.append(f"{name + ':':<12} {size} ({_percent(size, n)})")
     hist = ", ".join(f"{c}: {k}" for c, k in enumerate(report.class_histogram))
-    lines.append(f"labels:      {hist}; unlabelled: {report.unlabelled}")
+    if meta.multi_label:
+        lines.append(f"labels:      vertices with each class: {hist}")
+    else:
+        lines.append(f"labels:      {hist}; unlabelled: {report.unlabelled}")
     if report.in_degree is None:
         lines.append(_degrees("degree", report.out_degree))
     else:

@@ -32,7 +32,8 @@ TRAINING_ONLY = ("epochs", "lr", "weight_decay", "weight_decay_layers", "dropout
 
 #: Settings the checkpoint's fingerprint gives the prediction when the command line does
 #: not (each the flag's ``dest`` and the fingerprint's key alike).
-MODEL_SETTINGS = ("layers", "hidden", "model", "gin_eps", "heads", "output_heads", "dtype")
+MODEL_SETTINGS = ("layers", "hidden", "model", "gin_eps", "heads", "output_heads", "dtype",
+                  "loss")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -43,7 +44,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Restore the model of a checkpoint (written by hpcgnn train "
                     "--checkpoint-dir) on the same ranks and flags as its training run, and "
                     "write its logits for every vertex, without dropout, to an HDF5 file: "
-                    "logits (n x classes, float32) and predictions (n, the argmax).",
+                    "logits (n x classes, float32) and predictions (n, the argmax; a "
+                    "multi-label model's, --loss bce: n x classes, 1 where the logit > 0).",
     )
     add_run_arguments(p)
     p.add_argument("--checkpoint", required=True, metavar="DIR",

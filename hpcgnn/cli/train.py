@@ -37,6 +37,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     from hpcgnn.cli.layers import model_name
     from hpcgnn.config import (
         ALGORITHMS,
+        LOSSES,
         MODE_NAMES,
         MODELS,
         SELECT_MODEL,
@@ -100,6 +101,12 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                         "first layer's backward SpMM, so the bytes follow the paper's closed "
                         "forms (hpcgnn model --formulas paper). Full-batch --algo only "
                         "(1d, 1.5d, 2d, 3d, halo)")
+    m.add_argument("--loss", choices=LOSSES, default="ce",
+                   help="ce: the cross-entropy of one class id per vertex (default); bce: the"
+                        " binary cross-entropy with logits of every (vertex, class) entry, for"
+                        " multi-label targets (a graph file with a 0/1 label matrix, as PPI,"
+                        " Yelp, ogbn-proteins; --mode fullbatch, any --algo, offload, and gist"
+                        " without --sampler)")
     m.add_argument("--epochs", type=int, default=100,
                    help="training epochs (default: 100). gist: the budget E of a baseline"
                         " trained alone, split across the M sub-GCNs as in the paper: each"

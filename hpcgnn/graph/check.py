@@ -13,7 +13,8 @@ they found with a few collectives:
   as ``(column, row)``, summed over the ranks, agree;
 * edge weights (a weighted file): finite (the reads refuse NaN and Inf), and symmetric or
   transposed with the edges: the same fingerprints with each entry's weight folded in;
-* labels lie in ``[-1, C)``, every vertex of a mask is labelled, the masks are disjoint;
+* labels lie in ``[-1, C)`` (a multi-label file's 0/1 matrix: 0 or 1, every vertex
+  labelled), every vertex of a mask is labelled, the masks are disjoint;
 * ``node_ids`` are unique: every id is sent to rank ``hash(id) mod P`` (one all-to-all),
   which looks for repeats;
 * ``partition/perm`` is a permutation of ``0 .. n-1``: its range by a min / max
@@ -255,6 +256,8 @@ def _digest(meta: GraphMeta, sums: np.ndarray) -> str:
             "feature_dtype", "partition_offsets",
         )
     }
+    if meta.multi_label:  # only then: every other file keeps the fingerprint it had
+        head["multi_label"] = "True"
     h = hashlib.sha256(json.dumps(head, sort_keys=True).encode())
     h.update(sums.astype("<u8").tobytes())
     return h.hexdigest()[:16]

@@ -11,7 +11,9 @@ graph a file of the same arrays holds:
   taken as it is, an unweighted one that is not gets the union of both directions, and
   weights that are not symmetric are refused (``directed`` keeps directions);
 - features: ``n x F`` numbers, finite, stored as float32, dense or CSR;
-- labels: one class id per vertex, negative (or NaN) meaning unlabelled;
+- labels: one class id per vertex, negative (or NaN) meaning unlabelled; or multi-label
+  targets, an ``n x C`` matrix (``C >= 2``) of 0 and 1 (PyG's 2-D ``Data.y`` of PPI, Yelp
+  or ogbn-proteins), stored uint8, every vertex labelled;
 - masks: boolean, one entry per vertex, disjoint, only on labelled vertices.
 
 Every refusal is an :class:`~hpcgnn.errors.InputError` naming the input.
@@ -51,14 +53,25 @@ def class_ids(values: np.ndarray, source: str | os.PathLike) -> np.ndarray:
 
 
 def labels_of(values: Any, num_nodes: int, source: str) -> np.ndarray:
-    """One class id per vertex of ``values``, shape ``(n,)`` or ``(n, 1)`` (:func:`class_ids`)."""
+    """One class id per vertex of ``values``, shape ``(n,)`` or ``(n, 1)`` (:func:`class_ids`).
+
+    A matrix ``(n, C)`` with ``C >= 2`` columns is multi-label targets: every value 0 or 1,
+    returned as uint8.
+    """
     y = np.asarray(values)
     if y.ndim == 2 and y.shape[1] == 1:
         y = y[:, 0]
+    if y.ndim == 2 and y.shape[0] == num_nodes and y.dtype.kind in "biuf":
+        bad = np.argwhere((y != 0) & (y != 1))
+        if bad.size:
+            r, k = (int(v) for v in bad[0])
+            raise InputError(f"{source}: multi-label target {y[r, k]} of vertex {r}, class {k}"
+                             " is not 0 or 1")
+        return y.astype(fmt.MULTI_LABEL_DTYPE)
     if y.ndim != 1 or y.shape[0] != num_nodes or y.dtype.kind not in "biuf":
         raise InputError(f"{source}: labels of shape {y.shape} and dtype {y.dtype}; expected one"
-                         f" class id per vertex, shape ({num_nodes},) (multi-label targets are"
-                         " not supported)")
+                         f" class id per vertex, shape ({num_nodes},), or an ({num_nodes}, C)"
+                         " matrix of 0 and 1 (multi-label)")
     return class_ids(y, source)
 
 
@@ -66,7 +79,7 @@ def masks_of(
     masks: dict[str, Any], labels: np.ndarray, source: str
 ) -> dict[str, np.ndarray]:
     """The ``train``, ``val`` and ``test`` masks as booleans, checked against ``labels``."""
-    n, out = labels.size, {}
+    n, out = len(labels), {}
     for name in fmt.MASK_NAMES:
         if name not in masks:
             raise InputError(f"{source}: no {name} mask")

@@ -10,12 +10,15 @@ import numpy as np
 
 FORMAT_NAME = "hpcgnn-graph"
 #: The newest ``format_version`` this code reads.
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 #: The version of a file without edge weights (what every hpcgnn reads).
 UNWEIGHTED_VERSION = 1
 #: The version of a file with edge weights (``adjacency/data``), which a reader of version 1
 #: would silently read as unweighted.
 WEIGHTED_VERSION = 2
+#: The version of a file with multi-label targets (``labels`` a ``(n, C)`` 0/1 matrix),
+#: which a reader of version 2 refuses by the dataset's shape; weighted or not.
+MULTI_LABEL_VERSION = 3
 
 # Root attributes.
 #: Largest ``num_classes`` accepted (``2^31 - 1``): a label is a class id, and no data set
@@ -57,6 +60,8 @@ PART_PERM = "perm"
 
 INDPTR_DTYPE = np.dtype(np.int64)
 LABEL_DTYPE = np.dtype(np.int64)
+#: The dtype of multi-label targets: a ``(n, C)`` matrix of 0 and 1.
+MULTI_LABEL_DTYPE = np.dtype(np.uint8)
 NODE_ID_DTYPE = np.dtype(np.int64)
 #: Feature dtypes a writer stores: float16 only where its input has them (``partition`` of a
 #: float16 file keeps them; ``train`` computes in ``--dtype``).
@@ -66,9 +71,21 @@ WEIGHT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 UNLABELLED = -1
 
 
-def format_version(weighted: bool) -> int:
-    """The ``format_version`` a file is written with: 2 with edge weights, else 1."""
+def format_version(weighted: bool, multi_label: bool = False) -> int:
+    """The ``format_version`` a file is written with: 3 multi-label, 2 weighted, else 1."""
+    if multi_label:
+        return MULTI_LABEL_VERSION
     return WEIGHTED_VERSION if weighted else UNWEIGHTED_VERSION
+
+
+def labelled(labels: np.ndarray) -> np.ndarray:
+    """Which rows of ``labels`` are labelled: class ids but ``-1``; every row of a 0/1 matrix.
+
+    A multi-label row is its classes' indicators, so a row of zeros (no class) is a target.
+    """
+    if labels.ndim == 2:
+        return np.ones(len(labels), dtype=bool)
+    return labels != UNLABELLED
 
 
 def weight_dtype(dtype: np.dtype | type) -> np.dtype:

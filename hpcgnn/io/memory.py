@@ -39,11 +39,11 @@ class MemoryGraph:
     features
         ``n x f`` features, dense or CSR (read as a file's ``features_csr``).
     labels
-        Class ids (``-1``: unlabelled).
+        Class ids (``-1``: unlabelled), or multi-label targets: an ``n x C`` 0/1 matrix.
     masks
         ``train``, ``val`` and ``test`` boolean masks.
     num_classes
-        Classes (default: ``labels.max() + 1``).
+        Classes (default: ``labels.max() + 1``; a label matrix's columns).
     directed
         Whether ``A`` is directed (undirected: ``A`` must be symmetric).
     partition_offsets
@@ -88,18 +88,21 @@ class MemoryGraph:
         """Sizes and flags, as a file's."""
         n, f = self.features.shape
         classes = self.num_classes
-        if classes is None:
+        multi_label = np.ndim(self.labels) == 2
+        if multi_label:
+            classes = int(np.shape(self.labels)[1])
+        elif classes is None:
             classes = int(self.labels.max()) + 1 if len(self.labels) else 0
         return GraphMeta(
             path=f"<{self.name}>", num_nodes=n, num_edges=int(self._csr[False].nnz),
             num_features=f, num_classes=classes, directed=self.directed, name=self.name,
             feature_dtype=np.dtype(self.features.dtype),
-            format_version=fmt.format_version(self.weighted),
+            format_version=fmt.format_version(self.weighted, multi_label),
             partition_offsets=self.partition_offsets, partition_method=None,
             weighted=self.weighted,
             feature_nnz=(int(self.features.nnz) if isinstance(self.features, sp.csr_matrix)
                          else None),
-            feature_normalization=self.feature_normalization,
+            feature_normalization=self.feature_normalization, multi_label=multi_label,
         )
 
     def read_indptr(self, row_lo: int, row_hi: int, transpose: bool = False) -> np.ndarray:
@@ -136,8 +139,11 @@ class MemoryGraph:
         return sp.csr_matrix(self.features[row_lo:row_hi])
 
     def read_labels(self, row_lo: int, row_hi: int) -> np.ndarray:
-        """Class ids of rows ``[row_lo, row_hi)``."""
-        return np.asarray(self.labels[row_lo:row_hi], dtype=np.int64)
+        """Class ids of rows ``[row_lo, row_hi)`` (a label matrix's rows: uint8 0/1)."""
+        rows = np.asarray(self.labels[row_lo:row_hi])
+        if rows.ndim == 2:
+            return rows.astype(fmt.MULTI_LABEL_DTYPE)
+        return rows.astype(np.int64)
 
     def read_mask(self, name: str, row_lo: int, row_hi: int) -> np.ndarray:
         """The ``train``, ``val`` or ``test`` mask of rows ``[row_lo, row_hi)``."""
@@ -194,7 +200,8 @@ class MemoryGraph:
         features
             ``n x F`` numbers, dense or a SciPy sparse matrix (kept CSR); stored float32.
         labels
-            A class id per vertex (``n`` or ``n x 1``); negative: unlabelled.
+            A class id per vertex (``n`` or ``n x 1``; negative: unlabelled), or multi-label
+            targets: an ``n x C`` matrix of 0 and 1 (``C >= 2``; train with ``loss="bce"``).
         train_mask, val_mask, test_mask
             ``n`` booleans each: disjoint, on labelled vertices only.
         edge_index, edge_weight
@@ -207,7 +214,7 @@ class MemoryGraph:
             Keep the edges' directions; else the graph is made undirected (symmetric
             weights are required of a weighted one).
         num_classes
-            Classes (default: the largest label + 1).
+            Classes (default: the largest label + 1; a label matrix's columns).
         row_normalize
             Divide each feature row by the sum of its absolute values (``prepare
             --row-normalize``).
@@ -221,7 +228,9 @@ class MemoryGraph:
         where = source or f"<{name}>"
         x = features_of(x, n, where)
         y = labels_of(labels, n, where)
-        if num_classes is not None and y.size and num_classes <= y.max():
+        if y.ndim == 2 and num_classes not in (None, y.shape[1]):
+            raise InputError(f"{where}: num_classes {num_classes} but {y.shape[1]} label columns")
+        if y.ndim == 1 and num_classes is not None and y.size and num_classes <= y.max():
             raise InputError(f"{where}: num_classes {num_classes} but label {int(y.max())}")
         masks = masks_of({"train": train_mask, "val": val_mask, "test": test_mask}, y, where)
         a = adjacency_of(n, edge_index=edge_index, adjacency=adjacency, edge_weight=edge_weight,

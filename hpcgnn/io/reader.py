@@ -55,6 +55,9 @@ class GraphMeta:
     feature_normalization: str = ""
     #: Whether the adjacency stores edge weights (``adjacency/data``; format version 2).
     weighted: bool = False
+    #: Whether ``labels`` is a ``(num_nodes, num_classes)`` 0/1 matrix (multi-label targets,
+    #: format version 3), not a class id per vertex.
+    multi_label: bool = False
 
 
 def first_nonfinite_row(values: np.ndarray, indptr: np.ndarray) -> int | None:
@@ -246,7 +249,7 @@ class GraphFile:
             self.dataset(f"{g}/{fmt.INDICES}", (nnz,), "iu")
         weighted = self._weights_meta(groups, version, nnz)
         feats, feature_nnz = self._features_meta(n, f)
-        self.dataset(fmt.LABELS, (n,), "iu")
+        multi_label = self._labels_meta(n, c, version)
         for m in fmt.MASK_NAMES:
             self.dataset(f"{fmt.MASKS}/{m}", (n,), "biu")
         self.dataset(fmt.NODE_IDS, (n,), "iu")
@@ -279,7 +282,22 @@ class GraphFile:
             feature_nnz=feature_nnz,
             feature_normalization=normalization,
             weighted=weighted,
+            multi_label=multi_label,
         )
+
+    def _labels_meta(self, n: int, c: int, version: int) -> bool:
+        """Whether ``labels`` is a multi-label ``(n, C)`` matrix (version 3), else ids ``(n,)``."""
+        obj = self._h5.get(fmt.LABELS)
+        if not isinstance(obj, h5py.Dataset) or len(obj.shape) != 2:
+            self.dataset(fmt.LABELS, (n,), "iu")
+            return False
+        if version < fmt.MULTI_LABEL_VERSION:
+            raise self._fail(
+                f"has multi-label targets ('{fmt.LABELS}' of shape {obj.shape}) but format"
+                f" version {version}; multi-label files are version {fmt.MULTI_LABEL_VERSION}"
+            )
+        self.dataset(fmt.LABELS, (n, c), "biu")
+        return True
 
     def _weights_meta(self, groups: list[str], version: int, nnz: int) -> bool:
         """Whether the file stores edge weights: ``data`` beside every CSR's indices, or none.
@@ -398,7 +416,19 @@ class GraphFile:
         return sp.csr_matrix((data, idx, ptr - ptr[0]), shape=(row_hi - row_lo, f))
 
     def read_labels(self, row_lo: int, row_hi: int) -> np.ndarray:
-        """Read class ids of rows ``[row_lo, row_hi)`` (``-1`` = unlabelled)."""
+        """Read class ids of rows ``[row_lo, row_hi)`` (``-1`` = unlabelled).
+
+        A multi-label file's rows of its 0/1 matrix instead: ``(row_hi - row_lo, C)`` uint8,
+        every value checked to be 0 or 1.
+        """
+        if self.meta.multi_label:
+            y = self._read(fmt.LABELS, np.s_[row_lo:row_hi])
+            bad = np.argwhere((y != 0) & (y != 1))
+            if bad.size:
+                r, k = (int(v) for v in bad[0])
+                raise self._fail(f"multi-label target {y[r, k]} of vertex {row_lo + r}, class"
+                                 f" {k} is not 0 or 1")
+            return y.astype(fmt.MULTI_LABEL_DTYPE)
         y = self._read(fmt.LABELS, slice(row_lo, row_hi)).astype(np.int64)
         c = self.meta.num_classes
         if y.size and (y.min() < fmt.UNLABELLED or y.max() >= c):

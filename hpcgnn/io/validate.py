@@ -145,10 +145,11 @@ class GraphReport:
     train, val, test
         Number of vertices in each mask.
     unlabelled
-        Number of vertices with label ``-1``.
+        Number of vertices with label ``-1`` (0 in a multi-label file).
     class_histogram
         Number of vertices of each class ``0 .. k - 1``, ``k`` the largest label present
-        plus one (at most ``num_classes``; the classes above have no vertex).
+        plus one (at most ``num_classes``; the classes above have no vertex). Multi-label:
+        the vertices with a 1 in each class's column, every class.
     out_degree
         Out-degrees (rows of ``A``); for undirected files simply the degrees.
     in_degree
@@ -198,6 +199,7 @@ class GraphReport:
             "feature_nonzeros": meta.feature_nnz,
             "feature_normalization": meta.feature_normalization or None,
             "classes": meta.num_classes,
+            "multi_label": meta.multi_label,
             "train": self.train,
             "val": self.val,
             "test": self.test,
@@ -240,7 +242,7 @@ def mask_problem(y: np.ndarray, masks: dict[str, np.ndarray], lo: int) -> str | 
     """
     seen = np.zeros(len(y), dtype=np.int8)
     for m, mask in masks.items():
-        bad = np.flatnonzero(mask & (y == fmt.UNLABELLED))
+        bad = np.flatnonzero(mask & ~fmt.labelled(y))
         if bad.size:
             return f"vertex {lo + int(bad[0])} is in the {m} mask but unlabelled (label -1)"
         seen += mask
@@ -638,7 +640,10 @@ class _Validator:
         for lo in range(0, self.n, ROW_BLOCK):
             hi = min(self.n, lo + ROW_BLOCK)
             y = self.gf.read_labels(lo, hi)
-            counts = np.bincount(y + 1)
+            if y.ndim == 2:  # multi-label: every vertex labelled, the positives per class
+                counts = np.concatenate([[0], y.sum(axis=0, dtype=np.int64)])
+            else:
+                counts = np.bincount(y + 1)
             hist = np.pad(hist, (0, max(0, len(counts) - len(hist))))
             hist[: len(counts)] += counts
             masks = {m: self.gf.read_mask(m, lo, hi) for m in fmt.MASK_NAMES}

@@ -90,6 +90,9 @@ class GraphFileWriter:
         ``None`` (default): an unweighted graph, written as format version 1. ``float32``
         or ``float64``: every CSR of the adjacency carries its edge weights (``data``),
         and the file is format version 2.
+    multi_label
+        Multi-label targets: :meth:`write_labels` takes a ``(num_nodes, num_classes)`` 0/1
+        matrix (stored uint8), and the file is format version 3.
 
     Examples
     --------
@@ -117,8 +120,10 @@ class GraphFileWriter:
         sparse_features: bool = False,
         feature_normalization: str = "",
         weight_dtype: np.dtype | type | None = None,
+        multi_label: bool = False,
     ) -> None:
         self.path = Path(path)
+        self.multi_label = bool(multi_label)
         self.num_nodes = int(num_nodes)
         self.num_features = int(num_features)
         self.num_classes = int(num_classes)
@@ -158,7 +163,8 @@ class GraphFileWriter:
     def _start(self, name: str, source: str, feature_normalization: str) -> None:
         root = self._h5.attrs
         root[fmt.ATTR_FORMAT] = fmt.FORMAT_NAME
-        root[fmt.ATTR_VERSION] = fmt.format_version(self.weight_dtype is not None)
+        root[fmt.ATTR_VERSION] = fmt.format_version(self.weight_dtype is not None,
+                                                    self.multi_label)
         root[fmt.ATTR_NUM_NODES] = self.num_nodes
         root[fmt.ATTR_NUM_FEATURES] = self.num_features
         root[fmt.ATTR_NUM_CLASSES] = self.num_classes
@@ -352,13 +358,32 @@ class GraphFileWriter:
         self._features_nnz = nnz + block.nnz
 
     def write_labels(self, labels: np.ndarray) -> None:
-        """Write one class id per vertex (``-1`` for unlabelled vertices)."""
+        """Write one class id per vertex (``-1`` for unlabelled vertices).
+
+        A ``multi_label`` writer takes the ``(num_nodes, num_classes)`` 0/1 matrix instead.
+        """
         labels = np.asarray(labels)
+        if self.multi_label:
+            self._write_label_matrix(labels)
+            return
         if labels.shape != (self.num_nodes,):
             raise InputError(f"labels have shape {labels.shape}, expected ({self.num_nodes},)")
         if labels.size and (labels.min() < fmt.UNLABELLED or labels.max() >= self.num_classes):
             raise InputError(f"labels out of range [0, {self.num_classes})")
         self._write_1d(fmt.LABELS, labels.astype(fmt.LABEL_DTYPE))
+
+    @_writes
+    def _write_label_matrix(self, labels: np.ndarray) -> None:
+        """The multi-label targets, stored uint8 in chunks of whole rows."""
+        shape = (self.num_nodes, self.num_classes)
+        if labels.shape != shape:
+            raise InputError(f"multi-label targets have shape {labels.shape}, expected {shape}")
+        if labels.dtype.kind not in "biuf" or not np.isin(labels, (0, 1)).all():
+            raise InputError("multi-label targets must be 0 or 1")
+        rows = fmt.feature_chunk_rows(self.num_classes, 1)
+        write_dataset(self._h5, fmt.LABELS, labels.astype(fmt.MULTI_LABEL_DTYPE),
+                      **_dataset_options(shape, (rows, self.num_classes)))
+        self._written.add(fmt.LABELS)
 
     @_writes
     def write_masks(self, train: np.ndarray, val: np.ndarray, test: np.ndarray) -> None:

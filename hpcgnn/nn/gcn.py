@@ -417,9 +417,23 @@ def cross_entropy_sum(
 ) -> torch.Tensor:
     """Sum (not mean) of the cross-entropy over the rows selected by ``mask``.
 
-    Distributed callers all-reduce the sum and divide by the *global* number of training
-    vertices, so the loss equals the serial mean exactly.
+    Class ids (``labels`` 1-D, ``--loss ce``): the softmax cross-entropy of each row.
+    Multi-label targets (``labels`` a 0/1 matrix, ``--loss bce``): the binary
+    cross-entropy with logits of every (row, class) entry. Distributed callers all-reduce
+    the sum and divide by the *global* number of terms (:func:`loss_terms`), so the loss
+    equals the serial mean exactly (PyG's ``CrossEntropyLoss`` or ``BCEWithLogitsLoss``).
     """
     if not bool(mask.any()):
         return logits.sum() * 0.0
+    if labels.ndim == 2:
+        return torch.nn.functional.binary_cross_entropy_with_logits(
+            logits[mask], labels[mask].to(logits.dtype), reduction="sum")
     return torch.nn.functional.cross_entropy(logits[mask], labels[mask], reduction="sum")
+
+
+def loss_terms(rows: int, labels: torch.Tensor) -> int:
+    """The terms :func:`cross_entropy_sum` adds over ``rows`` rows: one each, or one per class.
+
+    ``labels``: any rows of the labels (a 0/1 matrix's columns are the classes).
+    """
+    return rows * (int(labels.shape[1]) if labels.ndim == 2 else 1)

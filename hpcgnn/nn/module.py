@@ -108,7 +108,7 @@ class Graph:
             cfg.kind.attention) else None
         return cls(
             aggregation=LocalAggregation(to_torch_csr(norm_t, dt), to_torch_csr(norm, dt)),
-            x=features, y=torch.from_numpy(np.asarray(y, dtype=np.int64)),
+            x=features, y=torch.from_numpy(y if y.ndim == 2 else np.asarray(y, dtype=np.int64)),
             train_mask=torch.from_numpy(masks[0]), val_mask=torch.from_numpy(masks[1]),
             test_mask=torch.from_numpy(masks[2]), neighbourhood=nbh,
         )
@@ -125,8 +125,8 @@ class Graph:
 
     @property
     def num_classes(self) -> int:
-        """Classes (the largest label plus one)."""
-        return int(self.y.max()) + 1
+        """Classes (the largest label plus one; multi-label: the label matrix's columns)."""
+        return int(self.y.shape[1]) if self.y.ndim == 2 else int(self.y.max()) + 1
 
 
 def model_settings(model: str | Layer) -> dict[str, Any]:

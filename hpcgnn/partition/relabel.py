@@ -255,6 +255,7 @@ def write_relabelled(
         sparse_features=meta.feature_nnz is not None,  # the input's layout kept
         feature_normalization=meta.feature_normalization,
         weight_dtype=a.dtype if meta.weighted else None,
+        multi_label=meta.multi_label,
     ) as writer:
         a_new = permute_csr(a, perm, inv)
         del a

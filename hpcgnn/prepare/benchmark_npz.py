@@ -10,7 +10,8 @@ such as ``idx_to_node`` or ``attr_text``, are never read):
   (``A[u, v]``: an edge ``u -> v``); values all 1 mean unweighted, else they are weights;
 - ``attr_data``, ``attr_indices``, ``attr_indptr``, ``attr_shape``: the features as CSR
   (stored CSR), or ``attr_matrix``: dense features;
-- ``labels``: a class id per vertex (negative: unlabelled);
+- ``labels``: a class id per vertex (negative: unlabelled), or an ``(n, C)`` 0/1 matrix:
+  multi-label targets (``--split random``, ``given`` or a file; ``per-class`` refuses);
 - optionally ``train_mask``, ``val_mask``, ``test_mask`` (``--split given``).
 
 These files have no split: ``--split per-class`` draws Planetoid's (20 per class / 500 /

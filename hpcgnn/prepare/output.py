@@ -81,7 +81,8 @@ class GraphParts:
         Consecutive row blocks of the feature matrix covering rows ``0 .. num_nodes-1``,
         consumed lazily so features never need to be in memory at once.
     labels
-        Class id per vertex, ``-1`` for unlabelled vertices.
+        Class id per vertex, ``-1`` for unlabelled vertices; or multi-label targets, a
+        ``(num_nodes, num_classes)`` 0/1 matrix (written as format version 3).
     masks
         Boolean train, validation and test masks.
     name, source
@@ -145,6 +146,7 @@ def write_graph(
         sparse_features=parts.sparse_features,
         feature_normalization=parts.feature_normalization,
         weight_dtype=sorter.weight_dtype,
+        multi_label=parts.labels.ndim == 2,
     ) as writer:
         nnz = writer.write_adjacency(sorter)
         rows = 0
@@ -176,7 +178,7 @@ def write_graph(
         train=train,
         val=val,
         test=test,
-        unlabelled=int(np.count_nonzero(parts.labels == fmt.UNLABELLED)),
+        unlabelled=int(np.count_nonzero(~fmt.labelled(parts.labels))),
         edges_read=sorter.edges_added,
         seconds=time.perf_counter() - started,
         weighted=sorter.weight_dtype is not None,
@@ -213,7 +215,7 @@ def write_memory_graph(
             num_classes=meta.num_classes,
             feature_blocks=(sparse_feature_blocks(x) if sp.issparse(x)
                             else array_feature_blocks(x)),
-            labels=np.asarray(graph.labels, dtype=np.int64),
+            labels=graph.read_labels(0, n),
             masks=(graph.read_mask("train", 0, n), graph.read_mask("val", 0, n),
                    graph.read_mask("test", 0, n)),
             name=meta.name,

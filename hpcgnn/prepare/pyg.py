@@ -16,9 +16,10 @@ Anything else (``HeteroData``, a dataset of several graphs, a pickled Python obj
 refused in one line saying how to save it: ``torch.save(data.to_dict(), path)``.
 
 Keys read: ``x`` (features, dense or a sparse COO/CSR tensor), ``edge_index``, ``y``
-(a class id per vertex; negative: unlabelled), ``train_mask``, ``val_mask``, ``test_mask``
-(used with ``--split given``), ``edge_weight`` or a one-column ``edge_attr`` (the edge
-weights), ``num_nodes``; other keys are ignored. The graph is made as
+(a class id per vertex, negative: unlabelled; or a 2-D 0/1 matrix, multi-label targets as
+PPI's and Yelp's, written as a multi-label file, :mod:`hpcgnn.io.arrays`), ``train_mask``,
+``val_mask``, ``test_mask`` (used with ``--split given``), ``edge_weight`` or a one-column
+``edge_attr`` (the edge weights), ``num_nodes``; other keys are ignored. The graph is made as
 :meth:`~hpcgnn.io.memory.MemoryGraph.from_arrays` makes it (undirected unless
 ``directed``) and written by :func:`~hpcgnn.prepare.output.write_memory_graph`.
 """

@@ -61,6 +61,9 @@ class SplitSpec:
                                  " per-class (20 per class / 500 / 1000) or --split random")
             return given
         if self.kind == "per-class":
+            if labels.ndim == 2:
+                raise ConfigError("--split per-class draws per class id; multi-label targets"
+                                  " (a 0/1 label matrix) take --split random, given or a file")
             return per_class_split(labels, rng, self.train_per_class, self.val_size,
                                    self.test_size)
         if self.kind == "random":
@@ -102,12 +105,12 @@ def random_split(
 
     """
     check_fractions(train_frac, val_frac)
-    labelled = np.flatnonzero(labels != fmt.UNLABELLED)
+    labelled = np.flatnonzero(fmt.labelled(labels))
     order = labelled[rng.permutation(labelled.size)]
     n_train = int(train_frac * labelled.size)
     n_val = min(int(val_frac * labelled.size), labelled.size - n_train)
     return masks_from_ids(
-        labels.size, order[:n_train], order[n_train : n_train + n_val], order[n_train + n_val :]
+        len(labels), order[:n_train], order[n_train : n_train + n_val], order[n_train + n_val :]
     )
 
 
@@ -147,7 +150,7 @@ def masks_from_ids(
 
 def drop_unlabelled(labels: np.ndarray, masks: Masks) -> Masks:
     """Remove vertices labelled ``-1`` from every mask."""
-    labelled = labels != fmt.UNLABELLED
+    labelled = fmt.labelled(labels)
     return tuple(m & labelled for m in masks)
 
 
@@ -187,7 +190,7 @@ def read_split_file(path: str | os.PathLike, labels: np.ndarray) -> Masks:
     arrays ``train``, ``val`` and ``test`` of one entry per vertex. Checked: one entry per
     vertex, disjoint, only labelled vertices.
     """
-    p, n = Path(path), labels.size
+    p, n = Path(path), len(labels)
     if not p.is_file():
         raise InputError(f"{p}: no such file (--split: per-class, random, or a file of masks)")
     source = f"{p} (--split)"

@@ -91,7 +91,7 @@ TRAINING_WEIGHTS = "train_w"
 #: Fingerprint keys added after checkpoints were first written, with the value a run that
 #: predates them had (a checkpoint without the key was written with it).
 ADDED_SETTINGS: dict[str, Any] = {"select_model": "last", "bias": False,
-                                  "product_order": "auto"}
+                                  "product_order": "auto", "loss": "ce"}
 #: Array name prefixes of the three kinds a shard file holds, in GIST's order.
 SHARD_KINDS = ("w", "exp_avg", "exp_avg_sq")
 _SHA256 = re.compile(r"[0-9a-f]{64}")

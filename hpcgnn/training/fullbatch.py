@@ -13,11 +13,11 @@ from hpcgnn.kernels.sparse_input import SparseFeatures
 from hpcgnn.layout.subnets import Subnet
 from hpcgnn.models.base import GCNModel
 from hpcgnn.models.exchange_report import exchange_line
-from hpcgnn.nn.gcn import cross_entropy_sum
+from hpcgnn.nn.gcn import cross_entropy_sum, loss_terms
 from hpcgnn.nn.optim import make_optimizer
 from hpcgnn.training.loop import TrainResult, WholeModel, run_epochs
 from hpcgnn.training.predict import writer_rows
-from hpcgnn.training.scores import class_counts, f1_scores
+from hpcgnn.training.scores import accuracy_terms, class_counts, f1_scores
 from hpcgnn.training.submodel import SubModelHost
 
 
@@ -26,11 +26,12 @@ def global_counts(
 ) -> dict[str, float]:
     """Accuracy and F1 on train/val/test and the validation loss, over ``comm``'s rows.
 
-    ``val_loss`` is the mean cross-entropy over every validation vertex (NaN without any);
-    ``<split>_f1_macro`` and ``<split>_f1_micro`` (:mod:`hpcgnn.training.scores`). One
-    all-reduce carries every split's per-class counts, whose sums are the correct
-    predictions and the split's size (every vertex of a mask is labelled), and one the
-    validation loss.
+    ``val_loss`` is the mean cross-entropy over every validation vertex (NaN without any;
+    multi-label: over every (vertex, class) entry); ``<split>_f1_macro`` and
+    ``<split>_f1_micro`` (:mod:`hpcgnn.training.scores`). One all-reduce carries every
+    split's per-class counts, whose sums give the correct predictions and the split's size
+    (every vertex of a mask is labelled; multi-label: its entries), and one the validation
+    loss.
     """
     names = ("train", "val", "test")
     counts = np.stack([class_counts(logits, y, masks[name]) for name in names])
@@ -38,7 +39,7 @@ def global_counts(
     loss = comm.allreduce_scalar(float(cross_entropy_sum(logits, y, masks["val"])))
     out = {}
     for name, split in zip(names, counts, strict=True):
-        correct, total = int(split[0].sum()), int(split[2].sum())
+        correct, total = accuracy_terms(split)
         out[f"{name}_acc"] = correct / total if total else float("nan")
         out[f"{name}_f1_macro"], out[f"{name}_f1_micro"] = f1_scores(split)
         if name == "val":
@@ -50,8 +51,9 @@ class FullBatchTrainer(WholeModel, SubModelHost):
     """The :class:`~hpcgnn.training.loop.Trainer` of full-batch models.
 
     The loss is the sum of the cross-entropy over this rank's training rows divided by
-    the *global* number of training vertices, so the all-reduced loss and gradients equal
-    the serial mean exactly.
+    the *global* number of training vertices (multi-label, ``--loss bce``: of their
+    (vertex, class) entries, :func:`~hpcgnn.nn.gcn.loss_terms`), so the all-reduced loss
+    and gradients equal the serial mean exactly.
 
     Parameters
     ----------
@@ -78,6 +80,8 @@ class FullBatchTrainer(WholeModel, SubModelHost):
         )
         self.num_train = model.comm.allreduce_scalar(int(model.masks["train"].sum()))
         check_training_vertices(self.num_train)  # the same global count on every rank
+        #: The loss's global number of terms: vertices, or (vertex, class) entries.
+        self.num_terms = loss_terms(self.num_train, model.y)
 
     @property
     def subnet(self) -> Subnet | None:
@@ -90,7 +94,7 @@ class FullBatchTrainer(WholeModel, SubModelHost):
 
     def _loss(self, logits: torch.Tensor) -> torch.Tensor:
         m = self.model
-        return cross_entropy_sum(logits, m.y, m.masks["train"]) / max(1, self.num_train)
+        return cross_entropy_sum(logits, m.y, m.masks["train"]) / max(1, self.num_terms)
 
     def step(self, epoch: int) -> float:
         """Forward with dropout, backward, gradient reduction, optimiser step."""

@@ -103,7 +103,7 @@ from hpcgnn.layout.subnets import (
 from hpcgnn.layout.trace import ATTENTION as ATTENDS
 from hpcgnn.layout.trace import uses
 from hpcgnn.models.sharded import ShardedForward
-from hpcgnn.nn.gcn import cross_entropy_sum
+from hpcgnn.nn.gcn import cross_entropy_sum, loss_terms
 from hpcgnn.nn.init import glorot_shape_rows
 from hpcgnn.training.checkpoint import restore_sharded, save_sharded_checkpoint
 from hpcgnn.training.fullbatch import FullBatchTrainer, global_counts
@@ -557,8 +557,8 @@ class GistTrainer:
         lo, hi = int(off[self.world.rank]), int(off[self.world.rank + 1])
         block, y = logits[lo:hi], fwd.y[lo:hi]
         masks = {k: m[lo:hi] for k, m in fwd.masks.items()}
-        num_train = max(1, int(fwd.masks["train"].sum()))
-        share = float(cross_entropy_sum(block, y, masks["train"])) / num_train
+        num_terms = max(1, loss_terms(int(fwd.masks["train"].sum()), fwd.y))
+        share = float(cross_entropy_sum(block, y, masks["train"])) / num_terms
         loss = self.world.allreduce_scalar(share)
         self.merged_losses[self.steps_done // self.opts.local_iters] = loss
         return {"loss": loss, **global_counts(self.world, block, y, masks)}

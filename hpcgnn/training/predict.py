@@ -8,6 +8,8 @@ written to::
 
     logits        (n, C) float32   the model's output, without dropout
     predictions   (n,)   int64     the argmax of each row
+                  (n, C) uint8     multi-label targets (``--loss bce``): 1 where the logit
+                                   is above 0, the classes each vertex is predicted to have
 
 under a temporary name renamed over ``--out`` when complete (a failure leaves any previous
 file). Rank 0 checks that every vertex was written exactly once.
@@ -63,8 +65,8 @@ def write_predictions(
             out = H5Output(path, "--out")
             out.file.create_dataset("logits", (n, classes), dtype=np.float32, chunks=True,
                                     **CHECKSUM)
-            out.file.create_dataset("predictions", (n,), dtype=np.int64, chunks=True,
-                                    **CHECKSUM)
+            shape, dtype = ((n, classes), np.uint8) if meta.multi_label else ((n,), np.int64)
+            out.file.create_dataset("predictions", shape, dtype=dtype, chunks=True, **CHECKSUM)
     try:
         for a in range(0, n, chunk_rows):
             b = min(n, a + chunk_rows)
@@ -74,7 +76,7 @@ def write_predictions(
             with collective(world):
                 if out is not None:
                     assert got_ids is not None and got is not None
-                    _write_block(out, a, b, got_ids, got)
+                    _write_block(out, a, b, got_ids, got, meta.multi_label)
         with collective(world):
             if out is not None:
                 out.commit()
@@ -85,7 +87,9 @@ def write_predictions(
     return n
 
 
-def _write_block(out: H5Output, a: int, b: int, ids: np.ndarray, rows: np.ndarray) -> None:
+def _write_block(
+    out: H5Output, a: int, b: int, ids: np.ndarray, rows: np.ndarray, multi_label: bool
+) -> None:
     """Rows ``[a, b)`` from the gathered ``ids`` and ``rows``, each vertex exactly once."""
     seen = np.bincount(ids - a, minlength=b - a)
     if len(seen) != b - a or not (seen == 1).all():
@@ -96,4 +100,4 @@ def _write_block(out: H5Output, a: int, b: int, ids: np.ndarray, rows: np.ndarra
     block[ids - a] = rows
     with out.errors():
         out.file["logits"][a:b] = block
-        out.file["predictions"][a:b] = block.argmax(axis=1)
+        out.file["predictions"][a:b] = (block > 0) if multi_label else block.argmax(axis=1)

@@ -18,7 +18,7 @@ from mpi4py import MPI
 from hpcgnn.comm.collective import collective
 from hpcgnn.comm.memory import MemoryPeaks, check_memory, memory_section
 from hpcgnn.comm.node import host_cores
-from hpcgnn.config import TrainConfig, check_types
+from hpcgnn.config import TrainConfig, check_loss, check_types
 from hpcgnn.cost.ranking import cost_problem, grid_note
 from hpcgnn.errors import ConfigError
 from hpcgnn.graph.check import check_graph
@@ -203,6 +203,7 @@ def _train_on_grid(opts: RunOptions, cfg: TrainConfig, grid: ProcessGrid) -> Tra
             meta = gf.meta
         _check_outputs(opts, grid)
         mode.check_graph(meta)
+        check_loss(cfg.loss, meta.multi_label)
         # the layer's forward on shapes: a layer that cannot run these widths stops here
         check_layer(layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, cfg.layers),
                     cfg.kind)

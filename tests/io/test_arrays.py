@@ -82,7 +82,7 @@ def test_features_labels_and_masks_are_checked() -> None:
         features_of(np.ones((3, 2)), 4, "<g>")
     np.testing.assert_array_equal(labels_of(np.array([[2], [-5], [0]]), 3, "<g>"), [2, -1, 0])
     with pytest.raises(InputError, match="multi-label"):
-        labels_of(np.ones((3, 2)), 3, "<g>")
+        labels_of(np.full((3, 2), 2), 3, "<g>")
     y = np.array([0, -1, 1])
     m = masks_of({"train": [1, 0, 0], "val": [0, 0, 1], "test": [0, 0, 0]}, y, "<g>")
     assert m["train"].dtype == bool

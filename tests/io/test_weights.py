@@ -219,11 +219,11 @@ def test_the_header_of_a_weighted_file_is_checked(tmp_path: Path, change, words:
     assert words in str(err.value) and "\n" not in str(err.value)
 
 
-def test_a_newer_version_than_2_is_refused(tmp_path: Path) -> None:
+def test_a_newer_version_than_3_is_refused(tmp_path: Path) -> None:
     path = write_random_graph(tmp_path / "g.h5", n=20)
     with h5py.File(path, "r+") as h5:
-        h5.attrs["format_version"] = 3
-    with pytest.raises(InputError, match=r"format version 3 is newer than this hpcgnn reads \(2\)"):
+        h5.attrs["format_version"] = 4
+    with pytest.raises(InputError, match=r"format version 4 is newer than this hpcgnn reads \(3\)"):
         GraphFile(path)
 
 

@@ -86,7 +86,7 @@ def test_masks_in_the_file_are_the_given_split(tmp_path: Path) -> None:
                                    "attr_shape")], "no features"),
     (lambda m: m.update(adj_shape=np.array([N, N + 1])), "expected a square matrix"),
     (lambda m: m.update(adj_indices=m["adj_indices"] + N), "is not a CSR matrix"),
-    (lambda m: m.update(labels=np.ones((N, 2))), "multi-label"),
+    (lambda m: m.update(labels=np.full((N, 2), 2)), "multi-label target 2 .* not 0 or 1"),
 ])
 def test_a_broken_file_is_one_line(tmp_path, change, words) -> None:
     m = members()
@@ -101,3 +101,14 @@ def test_the_split_is_asked_for_and_not_a_zip(tmp_path: Path) -> None:
     (tmp_path / "bad.npz").write_bytes(b"not a zip")
     with pytest.raises(InputError, match=r"not a readable \.npz archive"):
         npz_graph(tmp_path / "bad.npz", PER_CLASS)
+
+
+def test_a_label_matrix_is_written_as_multi_label_targets(tmp_path) -> None:
+    m = members()
+    m["labels"] = (np.random.default_rng(5).random((N, 3)) < 0.5).astype(np.int64)
+    summary = convert_benchmark_npz(save(tmp_path, **m), tmp_path / "g.h5",
+                                    split=SplitSpec("random", seed=1), show_progress=False)
+    assert summary.unlabelled == 0 and summary.train + summary.val + summary.test == N
+    with GraphFile(tmp_path / "g.h5") as f:
+        assert f.meta.multi_label and f.meta.num_classes == 3
+        np.testing.assert_array_equal(f.read_labels(0, N), m["labels"])

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from hpcgnn.errors import InputError
+from hpcgnn.errors import ConfigError, InputError
 from hpcgnn.io import GraphFile
 from hpcgnn.prepare.pyg import convert_pyg, load_pyg, pyg_graph
 from hpcgnn.prepare.splits import SplitSpec
@@ -96,7 +96,7 @@ def test_a_one_graph_dataset_file_converts(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("change, words", [
     (lambda d: d.pop("y"), "no 'y'"),
-    (lambda d: d.update(y=torch.zeros(N, 2)), "multi-label"),
+    (lambda d: d.update(y=torch.full((N, 2), 2.0)), "multi-label target 2.0 .* not 0 or 1"),
     (lambda d: d.update(train_mask=torch.zeros(N, 3, dtype=torch.bool)),
      r"'train_mask' has 3 columns \(one split each\)"),
     (lambda d: d.update(edge_attr=torch.ones(480, 4)), "one weight per edge"),
@@ -177,3 +177,26 @@ def test_pyg_dataset_files_of_one_graph_convert_of_several_are_refused(tmp_path)
     with pytest.raises(InputError, match=r"a dataset of 2 graphs; hpcgnn trains on one: save"
                                          r" it with torch.save\(dataset\[k\].to_dict\(\)"):
         pyg_graph(tmp_path / "two.pt", SplitSpec())
+
+
+def test_a_2d_y_is_written_as_multi_label_targets_and_trains_as_the_graph(tmp_path) -> None:
+    """PPI's ``Data.y``: an (n, C) 0/1 matrix round-trips; the file trains as the graph."""
+    import hpcgnn
+
+    d = graph_dict()
+    d["y"] = (torch.rand(N, 4, generator=torch.Generator().manual_seed(1)) < 0.4).float()
+    with convert(tmp_path, d) as f:
+        assert f.meta.multi_label and f.meta.num_classes == 4 and f.meta.format_version == 3
+        np.testing.assert_array_equal(f.read_labels(0, N), d["y"].numpy())
+        np.testing.assert_array_equal(f.read_mask("train", 0, N), d["train_mask"].numpy())
+    graph = pyg_graph(tmp_path / "d.pt", SplitSpec())
+    runs = [hpcgnn.train(g, loss="bce", epochs=2, quiet=True) for g in (tmp_path / "g.h5", graph)]
+    assert runs[0].metrics["params_sha256"] == runs[1].metrics["params_sha256"]
+    assert (runs[0].metrics["graph"]["content_fingerprint"]
+            == runs[1].metrics["graph"]["content_fingerprint"])
+    torch.save({k: v for k, v in d.items() if not k.endswith("_mask")}, tmp_path / "d.pt")
+    spec = SplitSpec("random", seed=2)
+    g = pyg_graph(tmp_path / "d.pt", spec)  # every vertex is labelled: all in a split
+    assert sum(int(g.read_mask(m, 0, N).sum()) for m in ("train", "val", "test")) == N
+    with pytest.raises(ConfigError, match="--split per-class draws per class id; multi-label"):
+        pyg_graph(tmp_path / "d.pt", SplitSpec("per-class"))

@@ -89,6 +89,8 @@ class Mode(ABC, Generic[T]):
     sparse_features: ClassVar[bool] = True
     #: What one step of the loop is called on the console (GIST: a round).
     step_name: ClassVar[str] = "epoch"
+    #: Whether the mode trains multi-label targets (``--loss bce``).
+    multi_label: ClassVar[bool] = False
 
     def depth(self, layers: int | None) -> int:
         """The model's layers: ``layers`` (``--layers``), else the mode's default (2).
@@ -119,12 +121,16 @@ class Mode(ABC, Generic[T]):
         return self.name
 
     def resolve(self, cfg: TrainConfig, ranks: int) -> TrainConfig:
-        """``cfg`` for this mode on ``ranks``: refuses a layer kind the mode cannot train."""
+        """``cfg`` for this mode on ``ranks``: refuses a layer kind or a loss it cannot train."""
         self.check_features(cfg)
         if cfg.product_order != PRODUCT_ORDERS[0] and self.label not in ORDERED_MODES:
             raise ConfigError(f"--product-order {cfg.product_order} orders the full-batch"
                               f" layouts' products ({', '.join(sorted(ORDERED_MODES))}):"
                               f" {self.where} evaluates its own order (use auto)")
+        if cfg.loss == "bce" and not self.multi_label:
+            raise ConfigError(f"--loss bce is not implemented with {self.where} yet: train"
+                              " multi-label targets with --mode fullbatch, offload or gist"
+                              " (full-batch groups)")
         if self.label not in cfg.kind.modes:
             raise ConfigError(
                 f"--model {cfg.kind} is not available with {self.where} yet (it trains with "

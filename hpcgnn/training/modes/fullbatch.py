@@ -52,6 +52,7 @@ class FullBatchMode(Mode[FullBatchTrainer]):
 
     name: ClassVar[str] = "fullbatch"
     elastic_labels: ClassVar[frozenset[str]] = frozenset(ALGORITHMS)
+    multi_label: ClassVar[bool] = True
 
     algo: str = "1d"
     grid: str | tuple[int, ...] | None = None

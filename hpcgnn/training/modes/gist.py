@@ -101,6 +101,8 @@ class GistMode(Mode[GistTrainer]):
     """
 
     name: ClassVar[str] = "gist"
+    #: Multi-label targets with full-batch groups (a sampled group's mode refuses them).
+    multi_label: ClassVar[bool] = True
     sharded_checkpoints: ClassVar[bool] = True
     step_name: ClassVar[str] = "round"
 

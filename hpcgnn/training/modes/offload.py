@@ -53,6 +53,7 @@ class OffloadMode(Mode[FullBatchTrainer]):
 
     name: ClassVar[str] = "offload"
     elastic_labels: ClassVar[frozenset[str]] = frozenset({"offload"})
+    multi_label: ClassVar[bool] = True
 
     chunks: int = 4
     dedup: str = "full"

@@ -81,7 +81,8 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                         "hop per layer, is refused. MODULE:CLASS: your own layer (a subclass "
                         "of hpcgnn.nn.Layer), imported from the Python path, which runs that "
                         "module's code (docs/layers.md); it trains on every --algo (1d, 1.5d, "
-                        "2d, 3d, halo) and --mode minibatch")
+                        "2d, 3d, halo) and --mode (offload, minibatch and gist where the "
+                        "sampler's blocks provide its operator)")
     m.add_argument("--hidden", type=int, default=16,
                    help="width of the hidden layers (default: 16)")
     m.add_argument("--gin-eps", type=float, default=0.0,
@@ -92,8 +93,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                         "default: --dropout's, as the paper)")
     m.add_argument("--bias", action="store_true",
                    help="a bias per layer, zeros at first, as PyG's layers (every --algo, one"
-                        " process, --mode offload; --mode minibatch always has them; not"
-                        " --mode gist)")
+                        " process, --mode offload and gist; --mode minibatch always has them)")
     m.add_argument("--product-order", choices=PRODUCT_ORDERS, default=PRODUCT_ORDERS[0],
                    help="how each layer evaluates A^T H W: auto (default) in the order whose "
                         "SpMM is narrower, (A^T H) W or A^T (H W), with no backward SpMM of the"

@@ -433,12 +433,15 @@ def uniform_topology(num_ranks: int, bandwidth_gbps: float = 25.0) -> Topology:
     """All ranks on one node, a direct link of ``bandwidth_gbps`` between every pair.
 
     The default when no topology file is given; one rank gives a topology without links.
-    Every link has the latency :data:`UNIFORM_ALPHA_US`.
+    Every link has the latency :data:`UNIFORM_ALPHA_US`, and so has a stage (its peers'
+    ready/done handshake is a message too), so a plan adds a stage only where the rows it
+    forwards save more than one message's latency.
     """
     return parse_topology(
         {
             "name": f"uniform-{num_ranks}",
             "ranks": num_ranks,
+            "stage_alpha_us": UNIFORM_ALPHA_US,
             "nodes": [{"name": "node0", "ranks": list(range(num_ranks))}],
             "links": [
                 {"a": a, "b": b, "bandwidth_gbps": bandwidth_gbps, "kind": "uniform",

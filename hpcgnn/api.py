@@ -223,8 +223,8 @@ def train(
     loss
         ``"ce"``: the cross-entropy of a class id per vertex; ``"bce"``: the binary
         cross-entropy with logits of every (vertex, class) entry, for multi-label targets (a
-        graph whose labels are a 0/1 matrix; :class:`FullBatchMode`, :class:`OffloadMode`,
-        :class:`GistMode` with full-batch groups).
+        graph whose labels are a 0/1 matrix; every mode: :class:`FullBatchMode`,
+        :class:`OffloadMode`, :class:`MinibatchMode`, :class:`GistMode`).
     metrics, trace, trace_epochs, sync_comm, log_csv, quiet
         Outputs: the metrics JSON and the Chrome trace (rank 0), the 1-based epochs
         ``(first, last)`` the trace records, collectives timed apart from their waits, a

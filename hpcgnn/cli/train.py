@@ -105,8 +105,9 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="ce: the cross-entropy of one class id per vertex (default); bce: the"
                         " binary cross-entropy with logits of every (vertex, class) entry, for"
                         " multi-label targets (a graph file with a 0/1 label matrix, as PPI,"
-                        " Yelp, ogbn-proteins; --mode fullbatch, any --algo, offload, and gist"
-                        " without --sampler)")
+                        " Yelp, ogbn-proteins; every --mode: fullbatch with any --algo, offload,"
+                        " minibatch with any --sampler and --graph-layout, and gist with"
+                        " full-batch or sampled groups)")
     m.add_argument("--epochs", type=int, default=100,
                    help="training epochs (default: 100). gist: the budget E of a baseline"
                         " trained alone, split across the M sub-GCNs as in the paper: each"

@@ -14,8 +14,10 @@ Per training step of a ``(P/c) x c`` grid (``q = P/c`` ranks per process column,
 ``s`` bytes per feature value, ``f_0`` input features):
 
 * ``feature_request``: ``8`` bytes per input vertex of a batch held by another rank of
-  the column; ``feature_fetch``: ``f_0 s + 8`` bytes (features and label) back for each,
-  sparse features ``nnz_v (4 + s) + 8`` (column indices, values, label);
+  the column; ``feature_fetch``: ``f_0 s + l`` bytes (features and label) back for each,
+  sparse features ``nnz_v (4 + s) + l`` (column indices, values, label), with ``l = 8``
+  for a class id (int64) and ``l = C`` for a multi-label row (``C`` uint8 entries,
+  ``--loss bce``);
   ``control``: ``8 (q - 1)`` per rank (the request's counts);
 * ``allreduce``: the fused weight gradients over the ``P`` ranks.
 
@@ -47,7 +49,7 @@ SAMPLE_COMBINE = "sample_combine"
 #: Every category minibatch training records.
 CATEGORIES = (CONTROL, ALLREDUCE, FEATURE_REQUEST, FEATURE_FETCH, SAMPLE_FRONTIER,
               SAMPLE_REQUEST, SAMPLE_ROWS, SAMPLE_COMBINE)
-#: Index bytes of one id (int64) and of one label.
+#: Index bytes of one id (int64) and of one label (a class id).
 ID_BYTES = 8
 #: Bytes of one computed value (float64) of a partial product of ``P = Q (S .* S)``.
 VALUE_BYTES = 8
@@ -140,7 +142,7 @@ class Traffic:
 
 def charge_fetch(
     traffic: Traffic, col: Members, owners: np.ndarray, row_bytes: int,
-    nonzeros: np.ndarray | None = None, index_bytes: int = 4,
+    nonzeros: np.ndarray | None = None, index_bytes: int = 4, label_bytes: int = ID_BYTES,
 ) -> None:
     """One feature fetch in the process column: ids out, feature rows and labels back.
 
@@ -148,7 +150,8 @@ def charge_fetch(
     ``row_bytes`` is one feature row (``f_0 s``); features and labels come back in two
     calls. Sparse features: ``nonzeros`` are the rows' nonzeros (a graph statistic) and
     ``row_bytes`` one value (``s``); the column indices (``index_bytes`` each), the values
-    and the labels come back in three calls.
+    and the labels come back in three calls. ``label_bytes``: one vertex's label (a class
+    id's 8, a multi-label row's ``C``).
     """
     owners = np.asarray(owners, dtype=np.int64)
     counts = np.bincount(owners, minlength=col.size)
@@ -160,7 +163,7 @@ def charge_fetch(
         nnz = int(np.asarray(nonzeros, dtype=np.int64)[owners != col.me].sum())
         traffic.receive(col, nnz * index_bytes, FEATURE_FETCH)
         traffic.receive(col, nnz * row_bytes, FEATURE_FETCH)
-    traffic.receive(col, remote * ID_BYTES, FEATURE_FETCH)
+    traffic.receive(col, remote * label_bytes, FEATURE_FETCH)
 
 
 def charge_gradients(traffic: Traffic, world: Members, nbytes: int) -> None:

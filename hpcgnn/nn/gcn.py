@@ -413,9 +413,9 @@ def sparse_input(
 
 
 def cross_entropy_sum(
-    logits: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor
+    logits: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor | None = None
 ) -> torch.Tensor:
-    """Sum (not mean) of the cross-entropy over the rows selected by ``mask``.
+    """Sum (not mean) of the cross-entropy over the rows selected by ``mask`` (``None``: all).
 
     Class ids (``labels`` 1-D, ``--loss ce``): the softmax cross-entropy of each row.
     Multi-label targets (``labels`` a 0/1 matrix, ``--loss bce``): the binary
@@ -423,12 +423,14 @@ def cross_entropy_sum(
     the sum and divide by the *global* number of terms (:func:`loss_terms`), so the loss
     equals the serial mean exactly (PyG's ``CrossEntropyLoss`` or ``BCEWithLogitsLoss``).
     """
-    if not bool(mask.any()):
-        return logits.sum() * 0.0
+    if mask is not None:
+        if not bool(mask.any()):
+            return logits.sum() * 0.0
+        logits, labels = logits[mask], labels[mask]
     if labels.ndim == 2:
         return torch.nn.functional.binary_cross_entropy_with_logits(
-            logits[mask], labels[mask].to(logits.dtype), reduction="sum")
-    return torch.nn.functional.cross_entropy(logits[mask], labels[mask], reduction="sum")
+            logits, labels.to(logits.dtype), reduction="sum")
+    return torch.nn.functional.cross_entropy(logits, labels, reduction="sum")
 
 
 def loss_terms(rows: int, labels: torch.Tensor) -> int:
@@ -437,3 +439,12 @@ def loss_terms(rows: int, labels: torch.Tensor) -> int:
     ``labels``: any rows of the labels (a 0/1 matrix's columns are the classes).
     """
     return rows * (int(labels.shape[1]) if labels.ndim == 2 else 1)
+
+
+def mean_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """The mean of :func:`cross_entropy_sum` over every row's terms (:func:`loss_terms`).
+
+    A sampled batch's loss: PyG's ``CrossEntropyLoss()`` of its rows' class ids, or
+    ``BCEWithLogitsLoss()`` of their (row, class) entries (``--loss bce``).
+    """
+    return cross_entropy_sum(logits, labels) / max(1, loss_terms(len(logits), labels))

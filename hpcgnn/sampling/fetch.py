@@ -16,6 +16,10 @@ full-graph evaluation reads), travel through the communicator's wire (device buf
 to a CUDA-aware MPI, else staged through pinned host buffers) and arrive on the device:
 the batch's features never pass through pageable host memory. Labels and sparse rows
 are served from the host arrays.
+
+Labels travel as held: a class id is an ``int64`` (8 bytes), a multi-label row of the
+``(n, C)`` 0/1 matrix (``--loss bce``) its ``C`` ``uint8`` entries (``C`` bytes,
+:attr:`FeatureFetcher.label_bytes`).
 """
 
 from __future__ import annotations
@@ -50,7 +54,8 @@ class FeatureFetcher:
     features
         This block row's features (``n_i x f``), dense or CSR.
     labels
-        This block row's labels (``n_i``, int64).
+        This block row's labels: class ids (``n_i``, int64), or multi-label rows
+        (``n_i x C``, a 0/1 matrix kept as uint8).
     on_device
         The same dense block on the GPU (``None``: fetch from ``features`` on the host).
 
@@ -69,7 +74,9 @@ class FeatureFetcher:
         self.on_device = None if sp.issparse(features) else on_device
         self.offsets = np.asarray(offsets, dtype=np.int64)
         self.lo = int(self.offsets[col.rank])
-        self.labels = np.ascontiguousarray(labels, dtype=np.int64)
+        self.labels = np.ascontiguousarray(
+            labels, dtype=np.int64 if np.ndim(labels) == 1 else np.uint8
+        )
         self.lengths: np.ndarray | None = None
         self.features: Features
         if sp.issparse(features):
@@ -86,12 +93,19 @@ class FeatureFetcher:
         return self.lengths is not None
 
     @property
+    def label_bytes(self) -> int:
+        """Bytes of one vertex's label on the wire: 8 (a class id), or ``C`` (a 0/1 row)."""
+        return self.labels.itemsize * int(np.prod(self.labels.shape[1:], dtype=np.int64))
+
+    @property
     def device(self) -> str:
         """Where the features are gathered: ``cuda`` or ``cpu`` (``sampling.feature_device``)."""
         return "cpu" if self.on_device is None else "cuda"
 
     def fetch(self, ids: np.ndarray) -> tuple[Features | torch.Tensor, np.ndarray]:
         """Features (dense, or CSR) and labels of the global vertices ``ids`` (any order).
+
+        The labels are class ids, or a multi-label file's ``(len(ids), C)`` uint8 rows.
 
         Collective: every rank of the column must call it, with its own (possibly empty)
         ``ids``. The dense rows are a tensor on the GPU when :attr:`on_device` is set.

@@ -11,9 +11,13 @@ Pipeline per epoch (bulk synchronous, every rank in step):
    is data-parallel SGD on the union of the step's batches with the loss normalised
    globally: the mean cross-entropy over every seed of the step, whichever rank holds
    it (a short last batch weighs its seeds like the others, not like a whole batch);
+   multi-label targets (``--loss bce``): the mean binary cross-entropy with logits over
+   every (seed, class) entry of the step, the seeds' ``(B, C)`` 0/1 label rows fetched
+   with their features;
 4. when the bulk's batches are used up, sample the next bulk.
 
-Evaluation is full-graph with accuracy counts summed over the process column.
+Evaluation is full-graph with accuracy counts summed over the process column (multi-label:
+the per-class counts of :mod:`hpcgnn.training.scores`).
 """
 
 from __future__ import annotations
@@ -59,7 +63,7 @@ from hpcgnn.models.minibatch import (
     sampled_weights,
 )
 from hpcgnn.models.share import input_features, read_vertex_arrays
-from hpcgnn.nn.gcn import cross_entropy_sum
+from hpcgnn.nn.gcn import cross_entropy_sum, loss_terms, mean_loss
 from hpcgnn.nn.optim import make_optimizer
 from hpcgnn.nn.sampled import Block
 from hpcgnn.sampling.arrays import HOST
@@ -231,7 +235,8 @@ class MinibatchTrainer(WholeModel, SubModelHost):
             ids = HOST.to_host(batch.input_ids) if batch is not None else np.zeros(0, np.int64)
             lengths = self.fetcher.lengths
             charge_fetch(self.traffic, self.col_members, owner_of(ids, self.fetcher.offsets),
-                         self.feature_row_bytes, None if lengths is None else lengths[ids])
+                         self.feature_row_bytes, None if lengths is None else lengths[ids],
+                         label_bytes=self.fetcher.label_bytes)
             x, y = self.fetcher.fetch(ids)
         loss_value = torch.zeros((), dtype=self.cfg.torch_dtype,
                                  device=self.grid.device.torch_device)
@@ -250,9 +255,10 @@ class MinibatchTrainer(WholeModel, SubModelHost):
                                                self.cfg.heads))
                 logits = self.model.forward_batch(batch, xt, p, keep)
                 labels = self.grid.device.from_numpy(y[_positions(ids, batch.seeds)])
-                loss = torch.nn.functional.cross_entropy(logits, labels)
+                loss = mean_loss(logits, labels)  # multi-label: over (seed, class) entries
                 # sum_r share_r * in_step * mean_r / in_step = the mean over the step's
-                # seeds; the share is exactly 1.0 when the step's batches are equal
+                # seeds (multi-label: entries, C per seed on every rank); the share is
+                # exactly 1.0 when the step's batches are equal
                 share = len(batch.seeds) * in_step / step_seeds
                 (loss * share).backward()
                 loss_value = loss.detach()
@@ -371,7 +377,7 @@ class MinibatchTrainer(WholeModel, SubModelHost):
         col = self.grid.col
         loss = float(cross_entropy_sum(logits, self.y, self.masks["train"]))
         return {
-            "loss": col.allreduce_scalar(loss) / max(1, self.num_train),
+            "loss": col.allreduce_scalar(loss) / max(1, loss_terms(self.num_train, self.y)),
             **global_counts(col, logits, self.y, self.masks),
         }
 

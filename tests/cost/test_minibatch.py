@@ -35,6 +35,13 @@ def test_fetch_charges_the_owners_for_ids_and_this_rank_for_rows():
     assert t.received[CONTROL].tolist() == [0, 0, 0, 0, 16, 0, 0, 0]
 
 
+def test_a_multi_label_fetch_charges_a_label_row_of_c_bytes():
+    col = Members(np.array([1, 4, 7]), 1)
+    t = Traffic(8)  # 5 classes: a remote vertex's label row is 5 uint8 entries, not 8 bytes
+    charge_fetch(t, col, np.array([0, 0, 1, 2, 2, 2]), row_bytes=16, label_bytes=5)
+    assert t.received[FEATURE_FETCH].tolist() == [0, 0, 0, 0, 5 * (16 + 5), 0, 0, 0]
+
+
 def test_a_sparse_fetch_charges_the_nonzeros_of_the_remote_rows():
     col = Members(np.array([1, 4, 7]), 1)
     t = Traffic(8)

@@ -1,13 +1,20 @@
-"""``--loss bce``: multi-label targets on every full-batch layout and offload.
+"""``--loss bce``: multi-label targets on every full-batch layout, offload and minibatch.
 
 The loss is the binary cross-entropy with logits over every (train vertex, class) entry,
 summed over the ranks and divided by the global ``num_train * C``: on one process it is
 ``torch.nn.functional.binary_cross_entropy_with_logits`` (mean) of the whole graph's train
 rows, and with ``--dtype float64 --dropout 0`` every layout at 1-4 ranks gives the one-rank
 run's losses and scores with every byte predicted. A multi-label file needs ``--loss
-bce``, a file of class ids refuses it, and the modes without it (minibatch, GIST's sampled
-groups) refuse it in one line. GIST with full-batch groups trains it: ``M = 1`` is
-full-batch training step for step, ``M = 2`` its one-rank run.
+bce``, a file of class ids refuses it, and a mode without it refuses it in one line. GIST
+with full-batch groups trains it: ``M = 1`` is full-batch training step for step, ``M = 2``
+its one-rank run.
+
+Minibatch mode (every sampler, both graph layouts): a sampled batch's loss is
+``binary_cross_entropy_with_logits`` (mean) of its seeds' label rows, a step's the mean
+over every (seed, class) entry of the step across ranks; with ``--bulk 1`` (one batch per
+step at any rank count) a run at 1-4 ranks is the one-rank run with every byte predicted,
+the label rows' ``C`` bytes included. GIST's sampled groups train it: ``M = 1`` is
+minibatch training step for step.
 """
 
 from __future__ import annotations
@@ -22,9 +29,12 @@ import torch
 from hpcgnn.cli.main import main
 from hpcgnn.errors import ConfigError
 from hpcgnn.nn import Graph
+from hpcgnn.training.modes import FullBatchMode
 from tests.graphs import write_random_graph
 from tests.mpi import assert_all
 from tests.runs import LAYOUTS, assert_equal_run, layout_flags, layout_id
+from tests.training.test_gist_sampler import BASE as GIST_BASE
+from tests.training.test_gist_sampler import SAGE
 
 COMMON = ["--layers", "2", "--hidden", "8", "--epochs", "3", "--dropout", "0", "--dtype",
           "float64", "--quiet", "--loss", "bce", "--threads", "1"]
@@ -111,6 +121,12 @@ def test_gist_trains_multi_label_targets(graph_file, shared_tmp, world):
     assert_equal_run(json.loads(two.read_text()), [e["loss"] for e in ref.metrics["epochs"]])
 
 
+class _NoMultiLabel(FullBatchMode):
+    """A mode that does not train multi-label targets (a user's, say)."""
+
+    multi_label = False
+
+
 def test_the_labels_and_the_loss_must_agree_and_other_modes_refuse(tmp_path, capsys):
     ml = write_random_graph(tmp_path / "ml.h5", n=60, multi_label=True)
     ids = write_random_graph(tmp_path / "ids.h5", n=60)
@@ -119,21 +135,18 @@ def test_the_labels_and_the_loss_must_agree_and_other_modes_refuse(tmp_path, cap
                     " --loss bce"),
         ([str(ids), "--loss", "bce"], "--loss bce trains multi-label targets (a 0/1 label"
                                       " matrix); this graph has one class id per vertex"),
-        ([str(ml), "--loss", "bce", "--mode", "minibatch", "--sampler", "sage",
-          "--fanout", "2,2", "--batch-size", "8"], "--loss bce is not implemented with --mode"
-                                                    " minibatch yet"),
-        ([str(ml), "--loss", "bce", "--mode", "gist", "--subnets", "1", "--sampler", "sage",
-          "--fanout", "2,2", "--batch-size", "8"], "--loss bce is not implemented with --mode"
-                                                   " minibatch yet"),
     ]
     for flags, words in cases:
         assert main(["train", *flags, "--epochs", "1", "--quiet"]) != 0
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and words in err[0], (flags, err)
-    with pytest.raises(ConfigError, match="--loss must be one of ce, bce, got mse"):
-        import hpcgnn
+    import hpcgnn
 
+    with pytest.raises(ConfigError, match="--loss must be one of ce, bce, got mse"):
         hpcgnn.train(ids, loss="mse")
+    with pytest.raises(ConfigError, match="--loss bce is not implemented with --algo 1d yet:"
+                                          " train multi-label targets with --mode"):
+        hpcgnn.train(ml, loss="bce", epochs=1, quiet=True, mode=_NoMultiLabel())
 
 
 def test_predict_writes_the_logits_and_the_0_1_matrix(tmp_path):
@@ -167,3 +180,107 @@ def test_a_bce_checkpoint_resumes_and_one_without_the_setting_is_ce(tmp_path):
     del doc["fingerprint"]["loss"]
     manifest.write_text(json.dumps(doc))
     assert hpcgnn.train(ids, epochs=3, quiet=True, resume=tmp_path / "old").metrics["epochs"]
+
+
+# -- minibatch mode and GIST's sampled groups -------------------------------------------------
+#: Minibatch runs (``MinibatchMode``'s options, the flags of the same names): ``--bulk 1``,
+#: one batch per optimizer step at any rank count, so a run at P ranks is the 1-rank run's.
+SAMPLED = {
+    "sage": {"sampler": "sage", "fanout": "3,2", "batch_size": 8},
+    "sage-partitioned": {"sampler": "sage", "fanout": "3,2", "batch_size": 8,
+                         "graph_layout": "partitioned"},
+    "ladies": {"sampler": "ladies", "layer_size": "16,16", "batch_size": 8},
+    "cluster": {"sampler": "cluster", "clusters": 6, "clusters_per_batch": 1},
+}
+
+
+def _flags(options: dict) -> list[str]:
+    """``options`` as ``hpcgnn train`` flags."""
+    return [a for k, v in options.items() for a in (f"--{k.replace('_', '-')}", str(v))]
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("name", list(SAMPLED))
+def test_minibatch_equals_the_one_rank_run_with_every_byte_predicted(
+    graph_file, shared_tmp, world, name
+):
+    from mpi4py import MPI
+
+    import hpcgnn.api
+    from hpcgnn.training.modes import MinibatchMode
+
+    options = {**SAMPLED[name], "bulk": 1}
+    graph = graph_file("ml.h5", n=90, classes=5, seed=4, multi_label=True)
+    ref = hpcgnn.api.train(graph, comm=MPI.COMM_SELF, layers=2, hidden=8, epochs=3,
+                           dropout=0, dtype="float64", quiet=True, loss="bce", threads=1,
+                           mode=MinibatchMode(**options))
+    metrics = shared_tmp / f"mb-{name}.json"
+    assert_all(world, main(["train", str(graph), *COMMON, "--mode", "minibatch",
+                            *_flags(options), "--metrics", str(metrics)]) == 0)
+    doc = json.loads(metrics.read_text())
+    assert doc["config"]["loss"] == "bce"
+    # minibatch mode predicts its control messages too (the samples' counts)
+    assert_equal_run(doc, [e["loss"] for e in ref.metrics["epochs"]], control=True)
+    if world.size > 1:  # the label rows came with the features, C bytes each
+        assert doc["comm"]["measured_bytes"]["feature_fetch"] > 0
+    final, want = doc["final"], ref.metrics["final"]
+    for k in ("loss", "val_loss"):
+        assert abs(final[k] - want[k]) <= 1e-10
+    assert {k: final[k] for k in SCORES} == {k: want[k] for k in SCORES}
+
+
+def test_a_sampled_step_is_torchs_mean_bce_of_its_seed_rows(tmp_path):
+    from mpi4py import MPI
+
+    from hpcgnn.config import TrainConfig
+    from hpcgnn.grid.process_grid import ProcessGrid
+    from hpcgnn.layout.shapes import choose_shape
+    from hpcgnn.sampling.spec import SamplerSpec
+    from hpcgnn.training.minibatch import MinibatchTrainer
+
+    path = write_random_graph(tmp_path / "ml.h5", n=70, classes=5, seed=3, multi_label=True)
+    with h5py.File(path) as h5:
+        y = h5["labels"][()]
+    spec = SamplerSpec("sage", (3, 2), batch_size=8, bulk=1, seed=2)
+    cfg = TrainConfig(hidden=8, dropout=0.0, dtype="float64", seed=1, loss="bce",
+                      model="sage")
+    with ProcessGrid(MPI.COMM_SELF, choose_shape("1.5d", 1)) as grid:
+        trainer = MinibatchTrainer(str(path), spec, "replicated", cfg, grid)
+        assert trainer.fetcher.label_bytes == 5  # a row of C uint8 entries on the wire
+        first = trainer.sampler.batches(0)[0]
+        (batch,) = trainer.sampler.sample(0, [first], 0)
+        x, labels = trainer.fetcher.fetch(batch.input_ids)
+        assert labels.shape == (len(batch.input_ids), 5) and labels.dtype == np.uint8
+        with torch.no_grad():  # the initial weights, before the step updates them
+            logits = trainer.model.forward_batch(batch, torch.from_numpy(x), 0.0, None)
+        loss, trained = next(trainer.steps(0))
+    seeds = np.asarray(batch.seeds)
+    want = torch.nn.functional.binary_cross_entropy_with_logits(
+        logits, torch.from_numpy(y[seeds]).double())
+    assert trained == 1 and len(seeds) == 8
+    assert abs(float(loss) - float(want)) <= 1e-12
+
+
+@pytest.mark.mpi
+@pytest.mark.ranks(1, 2, 4)
+def test_gist_with_one_sampled_subnet_is_minibatch_training_step_for_step(
+    graph_file, shared_tmp, world
+):
+    graph = graph_file("ml.h5", n=90, classes=5, seed=4, multi_label=True)
+    base = [*GIST_BASE, "--loss", "bce", "--dtype", "float64", *SAGE]
+    mb_path, gist_path = shared_tmp / "mb.json", shared_tmp / "gist.json"
+    assert_all(world, main(["train", str(graph), *base, "--mode", "minibatch", "--epochs", "3",
+                            "--metrics", str(mb_path)]) == 0)
+    mb = json.loads(mb_path.read_text())
+    steps = mb["sampling"]["optimizer_steps_per_epoch"]
+    assert_all(world, main(["train", str(graph), *base, "--mode", "gist", "--subnets", "1",
+                            "--local-iters", str(steps), "--rounds", "3",
+                            "--metrics", str(gist_path)]) == 0)
+    gist = json.loads(gist_path.read_text())
+    assert gist["config"]["loss"] == mb["config"]["loss"] == "bce"
+    np.testing.assert_allclose(
+        [e["loss"] for e in gist["epochs"]], [e["loss"] for e in mb["epochs"]], rtol=1e-10
+    )
+    assert gist["params_sha256"] == mb["params_sha256"]
+    # the global model's sharded full-graph forward scores as the sampled model's
+    assert gist["final"] == pytest.approx(mb["final"], rel=1e-9)

@@ -26,7 +26,8 @@ def step_gradients(trainer: MinibatchTrainer) -> list[np.ndarray]:
 
 
 #: (sampler, layer kind and its settings) of the minibatch runs: each sampler's own layers,
-#: GIN's and GAT's on every sampler's blocks, GraphSAGE's on Cluster-GCN's.
+#: GIN's and GAT's on every sampler's blocks, GraphSAGE's on Cluster-GCN's; multi-label
+#: targets (``--loss bce``: the mean over the step's (seed, class) entries).
 MODELS = {
     "sage": ("sage", {"model": "sage"}),
     "ladies": ("ladies", {"model": "gcn"}),
@@ -37,6 +38,8 @@ MODELS = {
     "cluster-sage": ("cluster", {"model": "sage"}),
     "cluster-gin": ("cluster", {"model": "gin", "gin_eps": 0.5}),
     "cluster-gat": ("cluster", {"model": "gat", "heads": 2, "attention_dropout": 0.4}),
+    "sage-bce": ("sage", {"model": "sage", "loss": "bce"}),
+    "cluster-bce": ("cluster", {"model": "sage", "loss": "bce"}),
 }
 
 
@@ -48,7 +51,8 @@ def test_a_step_is_the_mean_loss_over_all_its_seeds(graph_file, world, name):
     # weigh like any other seed of the step (global mean), not like a whole batch.
     # (Cluster-GCN: 7 clusters of the training graph, one a batch, of differing sizes.)
     sampler, model = MODELS[name]
-    path = graph_file(n=50, avg_degree=4.0, seed=5, features=6, classes=3)
+    path = graph_file(n=50, avg_degree=4.0, seed=5, features=6, classes=3,
+                      multi_label=model.get("loss") == "bce")
     if sampler == "cluster":
         spec = SamplerSpec(sampler, (0, 0), batch_size=0, bulk=7, seed=2, clusters=7,
                            clusters_per_batch=1)

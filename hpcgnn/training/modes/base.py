@@ -129,8 +129,8 @@ class Mode(ABC, Generic[T]):
                               f" {self.where} evaluates its own order (use auto)")
         if cfg.loss == "bce" and not self.multi_label:
             raise ConfigError(f"--loss bce is not implemented with {self.where} yet: train"
-                              " multi-label targets with --mode fullbatch, offload or gist"
-                              " (full-batch groups)")
+                              " multi-label targets with --mode fullbatch, offload, minibatch"
+                              " or gist")
         if self.label not in cfg.kind.modes:
             raise ConfigError(
                 f"--model {cfg.kind} is not available with {self.where} yet (it trains with "

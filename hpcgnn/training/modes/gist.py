@@ -101,7 +101,7 @@ class GistMode(Mode[GistTrainer]):
     """
 
     name: ClassVar[str] = "gist"
-    #: Multi-label targets with full-batch groups (a sampled group's mode refuses them).
+    #: Multi-label targets, with full-batch and sampled groups alike.
     multi_label: ClassVar[bool] = True
     sharded_checkpoints: ClassVar[bool] = True
     step_name: ClassVar[str] = "round"

@@ -56,6 +56,8 @@ class MinibatchMode(Mode[MinibatchTrainer]):
     """
 
     name: ClassVar[str] = "minibatch"
+    #: Multi-label targets: the seeds' 0/1 label rows, fetched with their features.
+    multi_label: ClassVar[bool] = True
 
     sampler: str = NODE_WISE.name
     fanout: Sequence[int] | str | None = None

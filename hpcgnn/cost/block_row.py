@@ -22,7 +22,9 @@ def predict_block_row(problem: Problem, shape: GridShape) -> Estimate:
 
     Per layer with SpMM width ``f`` (forward, and backward unless the layer aggregates the
     input features, which need no gradient; see
-    :func:`hpcgnn.layout.trace.aggregation_widths`): in process column ``j`` the roots of
+    :func:`hpcgnn.layout.trace.aggregation_widths`; CAGNET's ``(Â^T H) W`` of
+    ``--product-order paper`` runs its backward on ``G^l``, the layer's output width,
+    :func:`~hpcgnn.layout.trace.row_exchange_widths`): in process column ``j`` the roots of
     the stages of chunk ``j`` broadcast their block rows, so P(i, j) receives
     ``sum_{k in chunk_j, k != i} n_k f`` words (a root does not receive its own block);
     summed over ranks this is ``(P/c - 1) n f``. With ``c > 1`` the row all-reduce of the
@@ -65,11 +67,11 @@ def predict_block_row(problem: Problem, shape: GridShape) -> Estimate:
                 per["allreduce", "row"] += allreduce_share(sizes * width * s, c)[:, None]
                 messages += 2 * math.ceil(math.log2(c))
             continue
-        for _ in range(2 if backward else 1):
-            per["dense_bcast", "col"] += bcast_rows * f * s
+        for width in (f, call.row_backward) if backward else (f,):
+            per["dense_bcast", "col"] += bcast_rows * width * s
             messages += int(np.diff(chunks).max())
             if c > 1:
-                per["allreduce", "row"] += allreduce_share(sizes * f * s, c)[:, None]
+                per["allreduce", "row"] += allreduce_share(sizes * width * s, c)[:, None]
                 messages += 2 * math.ceil(math.log2(c))
     if q > 1:
         for size in problem.param_sizes:

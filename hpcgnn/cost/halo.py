@@ -17,7 +17,7 @@ from hpcgnn.cost.estimate import Estimate, Problem, allreduce_exact
 from hpcgnn.io.reader import GraphFile
 from hpcgnn.layout.blocks import owner_of
 from hpcgnn.layout.shapes import GridShape
-from hpcgnn.layout.trace import aggregation_widths
+from hpcgnn.layout.trace import row_exchange_widths
 
 
 @dataclass(frozen=True)
@@ -102,16 +102,17 @@ def predict_halo(
     """Bytes of one training epoch of the halo GCN (summed over ranks and busiest rank).
 
     Per layer with SpMM width ``f`` (``s`` bytes per value, ``P`` ranks): the forward
-    gather moves ``sum_r |halo_fwd(r)| f s``; when a backward SpMM runs (see
-    :func:`hpcgnn.layout.trace.aggregation_widths`) the push backward sends the same pairs
-    back, ``sum_r |halo_fwd(r)| f s``, and the pull backward moves
-    ``sum_r |halo_bwd(r)| f s``; ``"auto"`` picks as
+    gather moves ``sum_r |halo_fwd(r)| f s``; when a backward SpMM runs, on ``f'`` columns
+    (``f``, or CAGNET's ``G^l`` of the layer's output width with ``--product-order paper``:
+    :func:`hpcgnn.layout.trace.row_exchange_widths`) the push backward sends the same pairs
+    back, ``sum_r |halo_fwd(r)| f' s``, and the pull backward moves
+    ``sum_r |halo_bwd(r)| f' s``; ``"auto"`` picks as
     :func:`choose_backward`. Then ``W^l`` gradients
     (``f_{l-1} f_l s`` bytes each) are all-reduced over the ``P`` ranks,
     ``P round(2 m (P - 1) / P)`` bytes in total each
     (see :func:`~hpcgnn.cost.estimate.allreduce_exact`). GAT (an attention kind) gathers
     the rows of ``[z | s_src]`` and pushes their gradients back on every layer
-    (:func:`~hpcgnn.layout.trace.aggregation_widths` of the kind), and its score vectors
+    (:func:`~hpcgnn.layout.trace.row_exchange_widths` of the kind), and its score vectors
     are all-reduced with the ``W^l``.
     """
     p = shape.size
@@ -120,14 +121,14 @@ def predict_halo(
         backward = choose_backward(volumes.fwd_pairs, volumes.bwd_pairs)
     back = volumes.fwd_send if backward == "push" else volumes.bwd_recv
     msgs = 1 if p > 1 else 0
-    steps = aggregation_widths(problem.widths, problem.kind)
+    steps = row_exchange_widths(problem.widths, problem.kind)
     f_fwd = sum(f for f, _ in steps) * s
-    f_bwd = sum(f for f, has_backward in steps if has_backward) * s
+    f_bwd = sum(f for _, f in steps) * s
     # what each rank receives over the epoch: the busiest rank is the maximum of the sums
     per_rank = volumes.fwd_recv * f_fwd + back * f_bwd
     est = Estimate()
     est.add("halo", float(per_rank.sum()), float(per_rank.max(initial=0)),
-            msgs * (len(steps) + sum(1 for _, has_backward in steps if has_backward)))
+            msgs * (len(steps) + sum(1 for _, f in steps if f)))
     for size in problem.param_sizes:
         allreduce_exact(est, "allreduce", size * s, p)
     return est

@@ -157,14 +157,15 @@ class _SparseInputMatmul(torch.autograd.Function):
     def forward(ctx, w: torch.Tensor, x: SparseFeatures, stats: CommStats | None
                 ) -> torch.Tensor:
         ctx.x, ctx.stats = x, stats
-        with _gemm(stats):
+        with gemm_phase(stats):
             return spmm(x.matrix(), w.detach())
 
     @staticmethod
     def backward(ctx, g: torch.Tensor) -> tuple[torch.Tensor, None, None]:
-        with _gemm(ctx.stats):
+        with gemm_phase(ctx.stats):
             return spmm(ctx.x.transposed(), g.contiguous()), None, None
 
 
-def _gemm(stats: CommStats | None) -> AbstractContextManager:
+def gemm_phase(stats: CommStats | None) -> AbstractContextManager:
+    """Time what runs inside as the ``gemm`` phase of ``stats`` (nothing without it)."""
     return nullcontext() if stats is None else stats.phase("gemm")

@@ -30,7 +30,8 @@ ALL_MODES = frozenset({"1d", "1.5d", "2d", "3d", "halo", "offload", "minibatch",
 #: ``--product-order``: how ``g.propagate`` evaluates ``Â^T H W`` (:attr:`Layer.product_order`).
 #: ``auto`` (the default): the order with the narrower SpMM, no backward SpMM in the first
 #: layer when it aggregates first; ``paper``: CAGNET's ``(Â^T H) W`` in every layer, with
-#: the first layer's backward SpMM (the input features' gradient, unused).
+#: the first layer's backward SpMM (the input features' gradient, unused) and, in the row
+#: layouts, CAGNET's backward ``Â G^l`` (:func:`hpcgnn.layout.order.propagate`).
 PRODUCT_ORDERS = ("auto", "paper")
 
 #: The run labels whose layers evaluate ``g.propagate`` through

@@ -2,7 +2,9 @@
 
 A layer ``Z = Â^T H W`` runs as ``(Â^T H) W`` or ``Â^T (H W)``, whichever makes the SpMM
 narrower (``--product-order auto``), or always as CAGNET's ``(Â^T H) W`` with the first
-layer's backward SpMM (``--product-order paper``, :attr:`hpcgnn.kinds.Layer.product_order`);
+layer's backward SpMM (``--product-order paper``, :attr:`hpcgnn.kinds.Layer.product_order`),
+whose backward in the row layouts is CAGNET's too: ``Â G^l`` first, on the layer's output
+width, reused for ``W``'s gradient and ``H``'s (:meth:`Ordered.aggregate_transform`);
 the models (:mod:`hpcgnn.nn.gcn`), the layer traces (:mod:`hpcgnn.layout.trace`), the SUMMA
 layer plans (:mod:`hpcgnn.layout.summa`) and so the cost models (:mod:`hpcgnn.cost`) all
 follow :func:`transform_first` and :func:`input_gradient`.
@@ -11,7 +13,7 @@ follow :func:`transform_first` and :func:`input_gradient`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from hpcgnn.kinds import GCN, PRODUCT_ORDERS, Layer, Primitives
 
@@ -80,25 +82,42 @@ def input_gradient(order: str) -> bool:
     """Whether the first layer's backward SpMM runs: the input features get a gradient.
 
     ``"auto"``: no, nothing needs ``Â dT`` of the input; ``"paper"``: yes, as CAGNET, whose
-    backward computes ``Â G^1`` in every layer (:func:`transform_first`). The gradient
-    itself is not used.
+    backward computes ``Â G^1`` in every layer (:func:`transform_first`): in the row
+    layouts it gives ``W^1``'s gradient (:meth:`Ordered.aggregate_transform`), on a SUMMA
+    grid the adjoint ``Â (G W^T)``. The input's gradient itself is not used.
     """
     return order == PAPER
 
 
+class Ordered(Primitives, Protocol):
+    """The primitives :func:`propagate` runs on: a full-batch layout's, or the trace's."""
+
+    def aggregate_transform(self, h: Any, w: Any) -> Any:
+        """``(Â^T H) W`` with CAGNET's backward where the layout multiplies locally.
+
+        The backward SpMM runs once on ``G`` (``w``'s output width): ``U = Â G``, then
+        ``W``'s gradient ``H^T U`` and ``H``'s ``U W^T``. Where the dense step is a
+        layout's own (a SUMMA grid's), ``g.dense(g.aggregate(h), w)``: the backward SpMM
+        is the adjoint of the forward, ``Â (G W^T)`` on ``w``'s input width.
+        """
+
+
 def propagate(
-    g: Primitives, h: Any, w: Any, self_weight: Any | None = None, order: str = AUTO
+    g: Ordered, h: Any, w: Any, self_weight: Any | None = None, order: str = AUTO
 ) -> Any:
     """``Â^T H W`` (plus ``H W_self``) through ``g``'s primitives, before the activation.
 
     The one definition of ``g.propagate`` for every layout and for the trace: the order
     follows :func:`transform_first` on the shape of ``w`` (the whole ``W^l``) and the run's
     ``order`` (the layer's :attr:`~hpcgnn.kinds.Layer.product_order`), ``Â^T (H W)``
-    when it makes the SpMM narrower, else ``(Â^T H) W``; the self term is one more dense
-    step on the layer's own rows (``g.own``).
+    when it makes the SpMM narrower, else ``(Â^T H) W``, with ``order`` ``"paper"``
+    CAGNET's (:meth:`Ordered.aggregate_transform`: its backward SpMM on ``G^l``); the self
+    term is one more dense step on the layer's own rows (``g.own``).
     """
     if transform_first(g.layer, w.shape[0], w.shape[1], order):
         z = g.aggregate(g.dense(h, w))
+    elif order == PAPER:
+        z = g.aggregate_transform(h, w)
     else:
         z = g.dense(g.aggregate(h), w)
     return z if self_weight is None else z + g.dense(g.own(h), self_weight)

@@ -48,6 +48,12 @@ class Call:
         On the last layer: its result reaches the layer's output through elementwise
         operations only, and so does every other part of the output (a SUMMA grid's dense
         step then delivers the logits to their scorers itself).
+    adjoint
+        An SpMM of CAGNET's ``(Â^T H) W`` (``g.propagate`` with ``--product-order
+        paper``, :meth:`~hpcgnn.layout.order.Ordered.aggregate_transform`): the width of
+        ``G`` its backward multiplies in the layouts that multiply locally (1D, 1.5D,
+        halo), ``W``'s output width; 0: the adjoint of the forward, ``width`` (every SpMM
+        of a SUMMA grid).
     """
 
     layer: int
@@ -58,6 +64,12 @@ class Call:
     f_out: int
     heads: int = 1
     final: bool = False
+    adjoint: int = 0
+
+    @property
+    def row_backward(self) -> int:
+        """Columns the backward moves in the row layouts (1D, 1.5D, halo); 0 if it does not run."""
+        return (self.adjoint or self.width) if self.backward else 0
 
 
 #: Whose rows a value of the trace has: the layer input's (``IN``), the layer output's
@@ -131,15 +143,21 @@ class Tracer:
             self.hops = f"layer {self.layer}'s {what} reads {why}"
 
     def _record(self, primitive: str, h: Shape, width: int, backward: bool, f_in: int,
-                f_out: int, heads: int = 1) -> frozenset[int]:
+                f_out: int, heads: int = 1, adjoint: int = 0) -> frozenset[int]:
         self.consumed |= h.sources
-        self.calls.append(Call(self.layer, primitive, width, backward, f_in, f_out, heads))
+        self.calls.append(Call(self.layer, primitive, width, backward, f_in, f_out, heads,
+                               adjoint=adjoint))
         return frozenset({self.first + len(self.calls) - 1})
 
-    def aggregate(self, h: Shape) -> Shape:
-        """The operator times ``h``: an SpMM of ``h``'s width."""
+    def aggregate(self, h: Shape, adjoint: int = 0) -> Shape:
+        """The operator times ``h``: an SpMM of ``h``'s width.
+
+        ``adjoint``: its backward multiplies ``G`` of that width, and runs (the weight it
+        is transformed by needs ``Â G``: :meth:`aggregate_transform`).
+        """
         self._reads_input_rows(h, "aggregation")
-        made = self._record(AGGREGATE, h, h.width, h.grad, h.width, h.width)
+        made = self._record(AGGREGATE, h, h.width, h.grad or adjoint > 0, h.width, h.width,
+                            adjoint=adjoint)
         return Shape(h.width, h.grad, made, plain=False, rows=OUT)
 
     def dense(self, h: Shape, w: WeightShape) -> Shape:
@@ -150,6 +168,10 @@ class Tracer:
                              f" {f_in} x {f_out} weight")
         return Shape(f_out, True, self._record(DENSE, h, f_out, h.grad, f_in, f_out),
                      plain=False, rows=h.rows)
+
+    def aggregate_transform(self, h: Shape, w: WeightShape) -> Shape:
+        """CAGNET's ``(Â^T H) W``: the SpMM's backward on ``G``, ``W``'s output width."""
+        return self.dense(self.aggregate(h, w.shape[1]), w)
 
     def own(self, h: Shape) -> Shape:
         """The rows the layer outputs of ``h`` (no communication)."""
@@ -283,3 +305,13 @@ def aggregation_widths(widths: Sequence[int], kind: Layer = GCN) -> list[tuple[i
     ``[z | s_src]``, ``K f' + K`` wide, both ways (``W``'s gradient needs the gathered rows').
     """
     return [(c.width, c.backward) for c in exchanges(widths, kind)]
+
+
+def row_exchange_widths(widths: Sequence[int], kind: Layer = GCN) -> list[tuple[int, int]]:
+    """The columns each of :func:`exchanges` moves forward and backward in the row layouts.
+
+    1D, 1.5D and halo: the backward of CAGNET's ``(Â^T H) W`` multiplies ``G^l``, the
+    layer's output width (:attr:`Call.adjoint`); every other backward the forward's width;
+    0 where no backward runs. A SUMMA grid's are :func:`aggregation_widths`.
+    """
+    return [(c.width, c.row_backward) for c in exchanges(widths, kind)]

@@ -15,7 +15,7 @@ from hpcgnn.errors import ConfigError
 from hpcgnn.exchange.staged import StagedExchange
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.layout.order import layer_sizes
-from hpcgnn.layout.trace import ATTENTION, aggregation_widths, uses
+from hpcgnn.layout.trace import ATTENTION, row_exchange_widths, uses
 from hpcgnn.models.block_row import BlockRowGCN
 from hpcgnn.models.exchange_report import halo_report
 from hpcgnn.models.share import RowShare
@@ -95,7 +95,7 @@ class HaloGCN(BlockRowGCN):
     @property
     def exchange_width(self) -> int:
         """Width of the widest rows the exchange moves (the plan is made for them)."""
-        return max(f for f, _ in aggregation_widths(self.widths, self.cfg.kind))
+        return max(max(f) for f in row_exchange_widths(self.widths, self.cfg.kind))
 
     def predict_cost(self) -> Estimate | None:
         """Halo bytes of one epoch from every rank's halo sizes (collective)."""

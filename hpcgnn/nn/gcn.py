@@ -35,7 +35,7 @@ from hpcgnn.comm.stats import CommStats, layer_span
 from hpcgnn.kernels.attention import AttentionDrop, HeadIds
 from hpcgnn.kernels.dropout import block_keep, global_columns, keep_pairs
 from hpcgnn.kernels.gemm import matmul
-from hpcgnn.kernels.sparse_input import SparseFeatures, as_dense
+from hpcgnn.kernels.sparse_input import SparseFeatures, as_dense, gemm_phase
 from hpcgnn.kernels.spmm import spmm
 from hpcgnn.kinds import GCN, Layer
 from hpcgnn.layout.order import AUTO, input_gradient, propagate, transform_first
@@ -99,6 +99,48 @@ def aggregate(
     ``forward`` / ``backward``.
     """
     return _Aggregate.apply(h, op, stats, layer)
+
+
+class _AggregateTransform(torch.autograd.Function):
+    @staticmethod
+    def forward(
+        ctx, h: torch.Tensor, w: torch.Tensor, op: Aggregation, stats: CommStats | None,
+        layer: int | None,
+    ) -> torch.Tensor:
+        ctx.op, ctx.stats, ctx.layer = op, stats, layer
+        ctx.save_for_backward(h, w)
+        with layer_span(stats, layer, "forward"):
+            t = op.forward(h.detach())
+        with gemm_phase(stats):
+            return t @ w
+
+    @staticmethod
+    def backward(
+        ctx, g: torch.Tensor
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None, None, None, None]:
+        h, w = ctx.saved_tensors
+        with layer_span(ctx.stats, ctx.layer, "backward"):
+            u = ctx.op.backward(g.contiguous())  # Â G^l, reused by both gradients
+        with gemm_phase(ctx.stats):
+            dh = u @ w.T if ctx.needs_input_grad[0] else None
+            dw = h.T @ u if ctx.needs_input_grad[1] else None
+        return dh, dw, None, None, None
+
+
+def aggregate_transform(
+    h: torch.Tensor, w: torch.Tensor, op: Aggregation, stats: CommStats | None = None,
+    layer: int | None = None,
+) -> torch.Tensor:
+    """Differentiable ``(Â^T H) W`` through ``op`` with CAGNET's backward.
+
+    The backward runs ``op``'s adjoint once on ``G`` (``W``'s output width): ``U = Â G``,
+    then ``W``'s gradient ``H^T U`` (this rank's rows' part, which the layout reduces as
+    every weight gradient) and ``H``'s ``U W^T`` (local GEMMs, timed as ``gemm``). Only
+    where a rank holds whole rows of ``H`` and ``Â G`` and multiplies locally (1D, 1.5D,
+    halo, serial). With ``stats`` and ``layer`` the SpMMs' trace spans carry the layer and
+    ``forward`` / ``backward``, as :func:`aggregate`'s.
+    """
+    return _AggregateTransform.apply(h, w, op, stats, layer)
 
 
 @dataclass(frozen=True)
@@ -284,6 +326,18 @@ class LayoutPrimitives:
     def dense(self, h: Input, w: torch.Tensor) -> torch.Tensor:
         """``H W`` on this rank's block."""
         return self._planned()(h, w)
+
+    def aggregate_transform(self, h: Input, w: torch.Tensor) -> torch.Tensor:
+        """CAGNET's ``(Â^T H) W``: in the row layouts its backward SpMM acts on ``G^l``.
+
+        The row layouts (local GEMMs) run :func:`aggregate_transform`; a SUMMA grid's
+        planned dense step keeps ``g.dense(g.aggregate(h), w)``, whose backward SpMM is
+        the adjoint of the forward (``Â (G W^T)``).
+        """
+        if self.ops.dense:
+            return self.dense(self.aggregate(h), w)
+        return aggregate_transform(as_dense(h), w, self.ops.aggregation, self.stats,
+                                   self.layer)
 
     def own(self, h: Input) -> Input:
         """``h`` itself: a rank's input and output rows are the same in full-batch layouts."""

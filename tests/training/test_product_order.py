@@ -2,12 +2,14 @@
 
 The order changes only the order of the sums: every full-batch layout at 1-4 ranks gives
 the ``auto`` run's losses within 1e-10 (float64) with every byte predicted by a cost model
-that follows the order. With equal widths (features = hidden = classes, so CAGNET's
-backward SpMM of ``G^l`` and ours of ``G^l W^T`` have the same width) at P = 4 and 8 the
+that follows the order. With equal widths (features = hidden = classes) at P = 4 and 8 the
 SpMMs are the paper's ``2L`` passes of ``n f`` words and their bytes its closed forms: 1D
 ``(P-1)/P n f`` per pass (the paper's own term before it drops ``(P-1)/P``), 1.5D at
-``c = 2`` ``n f / c`` broadcast and ``n f c / P`` reduced per pass. Offload, minibatch and
-GIST refuse ``paper`` in one line.
+``c = 2`` ``n f / c`` broadcast and ``n f c / P`` reduced per pass. In the row layouts
+(1D, 1.5D, halo) the backward is CAGNET's, ``Â G^l`` on the layer's output width reused
+for both gradients (:func:`hpcgnn.nn.gcn.aggregate_transform`), so at unequal widths
+(24 -> 8 -> 4) 1D and 1.5D still move the closed forms' per-pass terms, ``n f^{l-1}``
+forward and ``n f^l`` backward. Offload, minibatch and GIST refuse ``paper`` in one line.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from hpcgnn.cli.main import main
 from hpcgnn.config import TrainConfig
 from hpcgnn.cost.paper import paper_words
 from hpcgnn.errors import ConfigError
-from hpcgnn.layout.trace import aggregation_widths
+from hpcgnn.layout.trace import aggregation_widths, row_exchange_widths
 from tests.mpi import assert_all
 from tests.runs import LAYOUTS, assert_equal_run, layout_flags, layout_id
 
@@ -83,22 +85,55 @@ def test_equal_widths_move_the_papers_spmm_volumes(graph_file, shared_tmp, world
     measured = paper["comm"]["measured_bytes"]
     busiest = paper["comm"]["busiest_rank_bytes"]
     widths = [f] * (layers + 1)
-    spmm_words = sum(n * (a + b) for a, b in zip(widths[:-1], widths[1:], strict=True))
     # the paper's 2L SpMM passes; auto skips the first layer's backward: 2L - 1
     for cat in ("dense_bcast", "sparse_bcast"):
         got_auto = auto["comm"]["measured_bytes"].get(cat, 0)
         assert measured.get(cat, 0) * (2 * layers - 1) == got_auto * 2 * layers, cat
-    weights = sum(a * b for a, b in zip(widths[:-1], widths[1:], strict=True))
-    if algo[1] == "1d":  # the paper's (P - 1)/P beta n f per pass, f^2 all-reduced
+    _assert_closed_forms(algo[1], p, n, widths, busiest)
+
+
+def _assert_closed_forms(algo: str, p: int, n: int, widths: list[int], busiest: dict) -> None:
+    """The busiest rank's 1D / 1.5D (``c = 2``) bytes are the paper's per-pass terms.
+
+    Per layer ``n f^{l-1}`` forward and ``n f^l`` backward; 1D ``(P-1)/P`` of them (a root
+    receives nothing), 1.5D ``1/c`` broadcast and ``c/P`` reduced, the weights' ``f^{l-1}
+    f^l`` a ring all-reduce over the ``P/c`` ranks of the process column.
+    """
+    pairs = list(zip(widths[:-1], widths[1:], strict=True))
+    spmm_words = sum(n * (a + b) for a, b in pairs)
+    weights = sum(a * b for a, b in pairs)
+    if algo == "1d":  # the paper's (P - 1)/P beta n f per pass, f^2 all-reduced
         assert busiest["dense_bcast"] == (p - 1) * spmm_words * WORD // p
         assert busiest["dense_bcast"] == pytest.approx(
             (p - 1) / p * (paper_words("1d", (p,), n, 0, widths) - weights) * WORD)
-    if algo[1] == "1.5d":  # n f / c broadcast, n f c / P reduced (a ring: exact at c = 2)
+    if algo == "1.5d":  # n f / c broadcast, n f c / P reduced (a ring: exact at c = 2)
         c, q = 2, p // 2
         spmm = paper_words("1.5d", (q, c), n, 0, widths) - weights
         assert busiest["dense_bcast"] + busiest["allreduce"] == pytest.approx(
             spmm * WORD + 2 * weights * WORD * (q - 1) / q)
         assert busiest["dense_bcast"] == spmm_words * WORD // c
+
+
+@pytest.mark.mpi
+@pytest.mark.ranks(4)
+@pytest.mark.parametrize("algo", [["--algo", "1d"], ["--algo", "1.5d", "--replication", "2"],
+                                  ["--algo", "halo", "--exchange", "p2p"]], ids=layout_id)
+def test_unequal_widths_move_cagnets_backward(graph_file, shared_tmp, world, algo):
+    """24 features -> hidden 8 -> 4 classes on 96 vertices: the backward SpMMs are CAGNET's.
+
+    ``Â G^l`` runs on ``f^l`` (8, then 4), where the adjoint of the forward ran on
+    ``f^{l-1}`` (24, then 8): 1D and 1.5D move the closed forms' per-pass terms, halo
+    ``(24 + 8)`` forward and ``(8 + 4)`` backward per halo row.
+    """
+    p, n, widths = world.size, 96, [24, 8, 4]
+    graph = graph_file("unequal.h5", n=n, features=widths[0], classes=widths[-1], seed=6)
+    auto, paper = _pair(world, graph, shared_tmp, [*algo, "--hidden", str(widths[1])],
+                        f"unequal-{'-'.join(algo[1::2])}")
+    busiest = paper["comm"]["busiest_rank_bytes"]
+    _assert_closed_forms(algo[1], p, n, widths, busiest)
+    if algo[1] == "halo":  # per halo pair paper moves 24 + 8 forward and 8 + 4 pushed back,
+        halo = [d["comm"]["measured_bytes"]["halo"] for d in (auto, paper)]
+        assert halo[1] * (8 + 4 + 8 + 4) == halo[0] * (24 + 8 + 8 + 4)  # auto Â^T (H W)
 
 
 def test_paper_order_is_refused_outside_the_full_batch_layouts(tmp_path):
@@ -123,6 +158,34 @@ def test_the_trace_and_the_kind_carry_the_order():
     widths = [602, 16, 41]  # Reddit: auto moves 16 and 16 (no first backward)
     assert aggregation_widths(widths, auto) == [(16, True), (16, True)]
     assert aggregation_widths(widths, paper) == [(602, True), (16, True)]
+    # the row layouts' backward is CAGNET's Â G^l, of the layer's output width
+    assert row_exchange_widths(widths, auto) == [(16, 16), (16, 16)]
+    assert row_exchange_widths(widths, paper) == [(602, 16), (16, 41)]
+
+
+def test_cagnets_backward_gives_the_adjoints_gradients():
+    """``aggregate_transform``'s ``Â G`` first: the gradients of ``dense(aggregate(h))``."""
+    import scipy.sparse as sp
+    import torch
+
+    from hpcgnn.kernels.spmm import to_torch_csr
+    from hpcgnn.nn.gcn import LocalAggregation, aggregate, aggregate_transform
+
+    a = sp.random(12, 12, density=0.3, random_state=3, format="csr") + sp.eye(12)
+    op = LocalAggregation(to_torch_csr(a.T.tocsr(), torch.float64),
+                          to_torch_csr(a.tocsr(), torch.float64))
+    gen = torch.Generator().manual_seed(0)
+    h0 = torch.randn(12, 5, dtype=torch.float64, generator=gen)
+    w0 = torch.randn(5, 3, dtype=torch.float64, generator=gen)
+    g = torch.randn(12, 3, dtype=torch.float64, generator=gen)
+    grads = []
+    for run in (lambda h, w: aggregate(h, op) @ w, lambda h, w: aggregate_transform(h, w, op)):
+        h, w = h0.clone().requires_grad_(), w0.clone().requires_grad_()
+        z = run(h, w)
+        z.backward(g)
+        grads.append((z.detach(), h.grad, w.grad))
+    for want, got in zip(*grads, strict=True):
+        assert torch.allclose(got, want, rtol=0, atol=1e-12)
 
 
 def test_the_advisor_models_both_orders(capsys):

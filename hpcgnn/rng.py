@@ -57,12 +57,35 @@ Columns = tuple[int, int] | np.ndarray
 
 def mix(x: np.ndarray) -> np.ndarray:
     """SplitMix64 finaliser of every element of a ``uint64`` array (a bijective hash)."""
-    x = np.asarray(x, dtype=np.uint64)
+    return mix_into(np.array(x, dtype=np.uint64))[()]
+
+
+def mix_into(x: np.ndarray) -> np.ndarray:
+    """:func:`mix` of a ``uint64`` array in place (one temporary of its size); returns ``x``.
+
+    For the large arrays of the graph check's fingerprints, whose out-of-place hash held
+    five copies of an edge block at once.
+    """
     with np.errstate(over="ignore"):
-        x = x + _GOLDEN
-        x = (x ^ (x >> np.uint64(30))) * _M1
-        x = (x ^ (x >> np.uint64(27))) * _M2
-        return x ^ (x >> np.uint64(31))
+        x += _GOLDEN
+    return _shift_multiply(x, ((np.uint64(30), _M1), (np.uint64(27), _M2)), np.uint64(31))
+
+
+def _shift_multiply(
+    x: np.ndarray, steps: tuple[tuple[np.unsignedinteger, np.unsignedinteger], ...],
+    last: np.unsignedinteger,
+) -> np.ndarray:
+    """``x ^= x >> s; x *= m`` for each ``(s, m)`` of ``steps``, then ``x ^= x >> last``.
+
+    In place (one temporary of ``x``'s size); returns ``x``. The rounds of SplitMix64's
+    finaliser and of ``lowbias32``.
+    """
+    with np.errstate(over="ignore"):
+        for shift, factor in steps:
+            x ^= x >> shift
+            x *= factor
+        x ^= x >> last
+    return x
 
 
 def chain(key: np.uint64 | np.ndarray, *words: int | np.ndarray) -> np.ndarray:
@@ -108,13 +131,7 @@ def column_key(key: np.uint64) -> np.uint64:
 def lowbias32(x: np.ndarray) -> np.ndarray:
     """Wellons' ``lowbias32`` of every element of a ``uint32`` array (in place; returned)."""
     x = np.asarray(x, dtype=np.uint32)
-    with np.errstate(over="ignore"):
-        x ^= x >> np.uint32(16)
-        x *= _LB1
-        x ^= x >> np.uint32(15)
-        x *= _LB2
-        x ^= x >> np.uint32(16)
-    return x
+    return _shift_multiply(x, ((np.uint32(16), _LB1), (np.uint32(15), _LB2)), np.uint32(16))
 
 
 def entry_bits(key: np.uint64, rows: Columns, cols: Columns) -> np.ndarray:

@@ -49,6 +49,7 @@ BENCHMARKS: dict[str, tuple[int | None, list[str], list[str]]] = {
     "bench_gist": (None, ["--sizes", "3000", "--procs", "4", "--epochs", "40"],
                    ["--sizes", "1000", "--procs", "2", "--subnets", "2", "--epochs", "4",
                     "--hidden", "32"]),
+    "bench_memory": (None, [], ["--nodes", "5000", "--procs", "1,2", "--epochs", "2"]),
 }
 
 

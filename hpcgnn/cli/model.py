@@ -32,7 +32,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=(
             "Rank the distributed SpMM algorithms and their process grids for each --procs P "
             "by the alpha-beta cost model, using only the graph's sizes (the file's, or "
-            "--shape). P need not be runnable here (e.g. 1024)."
+            "--shape), with each choice's predicted peak memory per rank and its parts (the "
+            "estimate train's memory check uses). P need not be runnable here (e.g. 1024)."
         ),
     )
     p.add_argument("graph", nargs="?", default=None, help="graph file (or give --shape)")
@@ -235,6 +236,7 @@ def _print_ranking(rows: list[dict], procs: int, link: str, alpha: float, beta: 
     print(
         f"{'rank':>4} {'algo':>5} {'grid':>10} {'comm s/epoch':>13} {'MB/rank':>10}"
         f" {'GB total':>9} {'msgs':>6} {'mem GB/rank':>11}  time by phase (ms)"
+        " | peak memory per rank by part (MiB)"
     )
     for i, r in enumerate(rows):
         phases = " ".join(f"{k}={v * 1e3:.3g}" for k, v in r["time_by_phase_s"].items())
@@ -242,8 +244,14 @@ def _print_ranking(rows: list[dict], procs: int, link: str, alpha: float, beta: 
             f"{i + 1:>4} {r['algo']:>5} {r['grid']:>10} {r['time_s']:>13.6f}"
             f" {r['max_rank_bytes'] / 1e6:>10.3f} {r['total_bytes'] / 1e9:>9.3f}"
             f" {r['messages']:>6} {r['memory_per_rank_bytes'] / 2**30:>11.3f}  {phases}"
+            f" | {memory_words(r['memory_parts_bytes'])}"
             + (f" | note: {r['note']}" if r["note"] else "")
         )
+
+
+def memory_words(parts: dict[str, float]) -> str:
+    """``graph_blocks=12.3 features=4.5 ...``: the nonzero parts of a peak, in MiB."""
+    return " ".join(f"{k}={v / 2**20:.4g}" for k, v in parts.items() if v)
 
 
 def _print_paper(rows: list[dict]) -> None:

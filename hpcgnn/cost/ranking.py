@@ -11,6 +11,7 @@ runnable here (e.g. 4096).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -22,6 +23,7 @@ from hpcgnn.cost.paper import PAPER_ALGORITHMS, paper_words
 from hpcgnn.cost.predict import PREDICTORS, predict
 from hpcgnn.cost.summa import SummaBlockNnz, predict_summa
 from hpcgnn.io.reader import GraphMeta
+from hpcgnn.io.validate import EDGE_BLOCK, SCAN_BYTES_PER_ENTRY
 from hpcgnn.layout.order import layer_sizes
 from hpcgnn.layout.shapes import GridShape, admissible_shapes
 from hpcgnn.layout.trace import ATTENTION, aggregation_widths, uses
@@ -56,24 +58,91 @@ def weight_bytes(meta: GraphMeta, cfg: TrainConfig, per_layer: int = 1) -> float
     return per_layer * 5 * cfg.itemsize * sum(sizes) + 8 * max(sizes)
 
 
-def memory_estimate(meta: GraphMeta, cfg: TrainConfig, shape: GridShape) -> float:
-    """Rough upper bound of the bytes one rank allocates (matrices, activations, buffers).
+#: The parts of :func:`memory_parts`, in the order ``hpcgnn model`` prints them.
+MEMORY_PARTS = (
+    "graph_blocks", "features", "activations", "attention", "weights_adam",
+    "comm_buffers", "heap_reuse", "temporaries",
+)
+#: Bytes per nonzero the loading of one operator block passes through besides the block it
+#: keeps: the file's 64-bit column ids and float32 ones, SciPy's ``block + I`` and its
+#: normalised values, the 64-bit copy of the column ids for torch.
+LOAD_BYTES_PER_NNZ = 36
+#: The heap that glibc keeps beyond an epoch's temporaries when freed memory is kept for
+#: reuse (``utils/memory.py`` ``keep_freed_memory``): freed blocks of other sizes left
+#: between new ones, measured at a third to a half of an epoch's temporaries
+#: (``perf/results/bench_memory.md``).
+HEAP_REUSE = 0.5
 
-    Sparse blocks of ``Â^T`` and ``Â`` are held as 64-bit-index CSR (about 20 bytes per
-    nonzero, twice during loading); every layer keeps its input, output and gradient;
-    the weights are counted by :func:`weight_bytes`. GAT (an attention kind) also keeps,
-    per layer, four values per stored edge and head (scores, coefficients, their dropped
-    copy, a gradient) and the gathered rows of ``[z | s_src]``, at most every vertex's;
-    on a SUMMA grid the edges are the row block's of a grid layer (``Pc`` processes score
-    them), whose patterns the backward keeps (seven 64-bit integers per edge).
+
+@dataclass(frozen=True)
+class MemoryParts:
+    """One rank's predicted peak bytes by part (:data:`MEMORY_PARTS`); ``total`` is the sum.
+
+    Attributes
+    ----------
+    parts
+        Bytes by part, every part of :data:`MEMORY_PARTS` (0 where none).
+    """
+
+    parts: dict[str, float]
+
+    @property
+    def total(self) -> float:
+        """The predicted peak: the sum of the parts."""
+        return float(sum(self.parts.values()))
+
+
+def memory_parts(
+    meta: GraphMeta, cfg: TrainConfig, shape: GridShape, algo: str | None = None
+) -> MemoryParts:
+    """The bytes one full-batch rank reaches at its peak, by part (the memory check's).
+
+    ``algo``: the algorithm on ``shape`` (``halo`` runs on a 1D grid; ``None``: the grid's
+    kind). The busiest rank's block: ``n / (P/c)`` rows on a block-row grid, ``n / P``
+    vertices' rows and ``nnz / P`` nonzeros otherwise.
+
+    - ``graph_blocks``: the rank's blocks of ``Â^T`` and ``Â`` as torch CSR (64-bit
+      column ids, one value per nonzero, a 64-bit row pointer); halo also keeps its SciPy
+      ``[owned | halo]`` block of ``Â^T`` (32-bit ids);
+    - ``features``: the rank's rows of ``X`` in the training dtype, labels and masks;
+    - ``activations``: every layer's input, output, dropout mask and gradient of the
+      rank's rows (``4 sum(f)`` values per row);
+    - ``attention``: GAT's per-edge scores, coefficients, their dropped copy and gradient
+      and the gathered rows of ``[z | s_src]``; on a SUMMA grid the row block's edge
+      patterns the backward keeps;
+    - ``weights_adam``: :func:`weight_bytes`;
+    - ``comm_buffers``: a received block and the partial sums, ``2 max(f)`` values per
+      row; halo: three blocks of its halo rows (at most every remote vertex, at most one
+      per off-diagonal nonzero), the gathered rows, their concatenation with the owned
+      ones and the pushed gradients;
+    - ``heap_reuse``: :data:`HEAP_REUSE` of an epoch's temporaries (activations, attention,
+      buffers), the heap glibc keeps beyond them;
+    - ``temporaries``: the graph check's block of edges (``hpcgnn.io.validate``
+      ``SCAN_BYTES_PER_ENTRY`` for each of at most ``EDGE_BLOCK`` of the rank's ``1 / P`` of
+      the edges), whose freed memory the epoch's larger blocks do not fit in, and the
+      loading of the blocks (:data:`LOAD_BYTES_PER_NNZ` per nonzero of each, and the other
+      side's degrees, two ``n``-vectors of 64-bit values) beyond the epoch's temporaries
+      that later reuse its memory.
+
+    Not counted: the libraries' first use after the run's start mark (autograd's engine,
+    the sparse kernels; about 20 MiB on the CPU whatever the graph).
     """
     blocks = shape.dims[0] if shape.kind in ("1d", "1.5d") else shape.size
     itemsize = cfg.itemsize
     rows = meta.num_nodes / blocks
     nnz = (meta.num_edges + meta.num_nodes) / blocks
     widths = layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, cfg.layers)
-    dense = rows * sum(widths) * itemsize * 4 + rows * max(widths) * itemsize * 2
-    weights = weight_bytes(meta, cfg, cfg.weights_per_layer)
+    csr = nnz * (8 + itemsize) + 8 * (rows + 1)
+    halo = (algo or shape.kind) == "halo"
+    graph = 2 * csr + (nnz * (4 + itemsize) if halo else 0.0)
+    features = rows * (meta.num_features * itemsize + 8 + 3)
+    activations = 4 * rows * sum(widths) * itemsize
+    buffers = 2 * rows * max(widths) * itemsize
+    if halo:
+        remote = min(meta.num_nodes - rows, max(nnz - 2 * rows, 0.0))
+        width = max(f for f, _ in aggregation_widths(widths, cfg.kind))
+        buffers += 3 * remote * width * itemsize
+    attention = 0.0
     if uses(widths, cfg.kind, ATTENTION):
         kind, last = cfg.kind, cfg.layers - 1
         heads = sum(kind.layer_heads(layer == last) for layer in range(cfg.layers))
@@ -81,9 +150,25 @@ def memory_estimate(meta: GraphMeta, cfg: TrainConfig, shape: GridShape) -> floa
         edges = nnz
         if shape.kind in ("2d", "3d"):  # the row block's edges of a grid layer, patterns kept
             edges = (meta.num_edges + meta.num_nodes) / (shape.size / shape.dims[1])
-            dense += 7 * 8 * edges * cfg.layers
-        dense += itemsize * (4 * edges * heads + 2 * meta.num_nodes * gathered)
-    return 2 * 2 * 20 * nnz + dense + 8 * meta.num_nodes * 2 + weights
+            attention += 7 * 8 * edges * cfg.layers
+        attention += itemsize * (4 * edges * heads + 2 * meta.num_nodes * gathered)
+    epoch = activations + attention + buffers
+    load = 2 * LOAD_BYTES_PER_NNZ * nnz + 2 * 8 * meta.num_nodes
+    scan = SCAN_BYTES_PER_ENTRY * min(meta.num_edges / shape.size, EDGE_BLOCK)
+    parts = {
+        "graph_blocks": graph, "features": features, "activations": activations,
+        "attention": attention, "weights_adam": weight_bytes(meta, cfg, cfg.weights_per_layer),
+        "comm_buffers": buffers, "heap_reuse": HEAP_REUSE * epoch,
+        "temporaries": scan + max(load - epoch, 0.0),
+    }
+    return MemoryParts({k: float(parts[k]) for k in MEMORY_PARTS})
+
+
+def memory_estimate(
+    meta: GraphMeta, cfg: TrainConfig, shape: GridShape, algo: str | None = None
+) -> float:
+    """The bytes one full-batch rank reaches at its peak: :func:`memory_parts`' total."""
+    return memory_parts(meta, cfg, shape, algo).total
 
 
 def minibatch_memory_estimate(
@@ -145,6 +230,7 @@ def rank_choices(
                 algo, problem, shape
             )
             betas = None if axis_betas is None else axis_betas(shape.dims)
+            memory = memory_parts(meta, cfg, shape, algo)
             rows.append(
                 {
                     "algo": algo,
@@ -153,7 +239,8 @@ def rank_choices(
                     "max_rank_bytes": sum(est.bytes_max_rank.values()),
                     "total_bytes": sum(est.bytes_total.values()),
                     "messages": est.messages,
-                    "memory_per_rank_bytes": memory_estimate(meta, cfg, shape),
+                    "memory_per_rank_bytes": memory.total,
+                    "memory_parts_bytes": memory.parts,
                     "bytes_by_category": est.bytes_total,
                     "max_rank_bytes_by_category": est.bytes_max_rank,
                     "time_by_phase_s": phase_times(est, alpha, beta, betas),

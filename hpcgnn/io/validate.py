@@ -45,11 +45,15 @@ import scipy.sparse as sp
 from hpcgnn.errors import InputError
 from hpcgnn.io import format as fmt
 from hpcgnn.io.reader import GraphFile, GraphMeta
-from hpcgnn.rng import mix
+from hpcgnn.rng import mix_into
 from hpcgnn.utils.progress import Progress
 
 #: Column indices read per block (at most; a single longer row is read whole).
-EDGE_BLOCK = 1 << 22
+EDGE_BLOCK = 1 << 20
+#: Bytes per entry a block's read and scan hold at once (:class:`CsrScan`: the block's
+#: 64-bit ids and values, its 64-bit rows, a fingerprint's key and temporary), measured:
+#: 40 MiB for a block of :data:`EDGE_BLOCK` entries.
+SCAN_BYTES_PER_ENTRY = 40
 #: Rows of ``indptr``, labels and masks read per block.
 ROW_BLOCK = 1 << 20
 #: Bytes of feature rows read per block.
@@ -273,11 +277,14 @@ def edge_fingerprint(
     folds in the bit pattern of its weight as a float64 (``-0.0`` as ``0.0``), so equal
     weights hash alike whatever their stored width.
     """
-    with np.errstate(over="ignore"):
-        key = mix(src.astype(_U64) * _U64(num_nodes) + dst.astype(_U64))
+    with np.errstate(over="ignore"):  # in place: the key and one temporary of its size
+        key = src.astype(_U64)
+        key *= _U64(num_nodes)
+        key += dst.astype(np.int64, copy=False).view(_U64)
+        mix_into(key)
         if weights is not None:
-            bits = (weights.astype(np.float64) + 0.0).view(_U64)
-            key = mix(key ^ bits)
+            key ^= (weights.astype(np.float64) + 0.0).view(_U64)
+            mix_into(key)
         return int(key.sum(dtype=_U64))
 
 
@@ -382,6 +389,7 @@ class CsrScan:
             order = np.lexsort((cols, rows))
             step = np.diff(cols[order])
         self.duplicates += int(np.count_nonzero(same_row & (step == 0)))
+        del same_row, step, unsorted  # before the fingerprints' temporaries
         self.forward = (self.forward + edge_fingerprint(rows, cols, n)) & _MASK64
         self.backward = (self.backward + edge_fingerprint(cols, rows, n)) & _MASK64
         if self.weighted:

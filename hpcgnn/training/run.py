@@ -29,6 +29,7 @@ from hpcgnn.kernels.prepare import prepare_kernels
 from hpcgnn.kinds import Layer
 from hpcgnn.layout.order import layer_sizes
 from hpcgnn.layout.trace import check_layer
+from hpcgnn.nn.optim import load_optimizer_libraries
 from hpcgnn.training.checkpoint import GRAPH_CONTENT, load_checkpoint, state_bytes_bound
 from hpcgnn.training.csv_log import CsvLog
 from hpcgnn.training.loop import (
@@ -165,6 +166,7 @@ def train(opts: RunOptions, cfg: TrainConfig, comm: MPI.Comm = MPI.COMM_WORLD) -
     """
     if opts.threads is not None:
         torch.set_num_threads(opts.threads)
+    load_optimizer_libraries()  # a library's memory before the start mark, not the run's
     opts = replace(opts, mode=opts.mode.for_run(cfg, comm.Get_size()))
     cfg = opts.mode.resolve(cfg, comm.Get_size())
     if cfg.select_model == "best" and opts.mode.sharded_checkpoints:

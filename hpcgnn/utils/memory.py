@@ -177,7 +177,9 @@ def keep_freed_memory() -> bool:
     (``mallopt(M_MMAP_MAX, 0)``, ``mallopt(M_TRIM_THRESHOLD, INT_MAX)``) freed blocks
     stay in the heap and the next epoch's allocations of the same sizes reuse them: after
     the first epoch an epoch touches no new pages (``EpochRecord.new_pages``). The heap
-    keeps its high-water mark, which the run needed anyway. ``HPCGNN_KEEP_MEMORY=0`` turns
+    keeps its high-water mark, which fragmentation raises above what the run needed (by a
+    third to a half of an epoch's temporaries: ``cost.ranking.HEAP_REUSE``, measured in
+    ``perf/results/bench_memory.md``). ``HPCGNN_KEEP_MEMORY=0`` turns
     it off; elsewhere than glibc (no ``mallopt``) nothing changes.
 
     Returns

@@ -204,3 +204,68 @@ def test_model_reproduces_cagnets_injection_contention_on_summit(tmp_path, ranks
         grids = {c["grid"]: c["time_s"] for c in doc["results"][0]["choices"]
                  if c["algo"] == "1.5d"}
         assert grids["6x2"] >= grids["12x1"]
+
+
+def test_model_predicts_each_choices_peak_memory_by_part(tmp_path, capsys):
+    """Every choice carries the memory check's estimate, whose parts sum to its total."""
+    from hpcgnn.cost.ranking import MEMORY_PARTS
+
+    path = write_random_graph(tmp_path / "g.h5", n=200, features=32, seed=1)
+    out = tmp_path / "model.json"
+    assert main(["model", str(path), "--procs", "1,4", "--hidden", "8", "--out", str(out),
+                 "--top", "100"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    results = json.loads(out.read_text())["results"]
+    for result in results:
+        assert result["choices"]
+        for choice in result["choices"]:
+            parts = choice["memory_parts_bytes"]
+            assert list(parts) == list(MEMORY_PARTS)
+            assert all(v >= 0 for v in parts.values())
+            assert sum(parts.values()) == pytest.approx(choice["memory_per_rank_bytes"])
+            assert parts["graph_blocks"] > 0 and parts["activations"] > 0
+            row = next(line for line in lines if f" {choice['algo']:>5} {choice['grid']:>10} "
+                       in line)
+            mib = parts["graph_blocks"] / 2**20
+            assert f"| graph_blocks={mib:.4g} " in row, row
+
+
+@pytest.mark.parametrize("algo, grid", [("1d", "4"), ("1.5d", "2x2"), ("2d", "2x2"),
+                                        ("3d", "1x2x2")])
+def test_the_memory_check_and_the_advisor_use_one_estimate(algo, grid):
+    """``Mode.memory`` (the check before a run) is what ``hpcgnn model`` prints, by part."""
+    import numpy as np
+
+    from hpcgnn.config import TrainConfig
+    from hpcgnn.cost.ranking import memory_parts, rank_choices
+    from hpcgnn.io.reader import GraphMeta
+    from hpcgnn.training.modes.fullbatch import FullBatchMode
+
+    meta = GraphMeta("g.h5", 10_000, 160_000, 64, 8, False, "g", np.dtype(np.float32), 1,
+                     None, None)
+    cfg = TrainConfig(hidden=32)
+    mode = FullBatchMode(algo=algo, grid=grid)
+    need = mode.memory(cfg, meta, mode.grid_shape(4))
+    (row,) = [r for r in rank_choices(meta, cfg, 4, 1e-6, 1e-10)
+              if (r["algo"], r["grid"]) == (algo, grid)]
+    assert need.bytes == row["memory_per_rank_bytes"] > 0
+    assert need.parts == row["memory_parts_bytes"]
+    assert need.parts == memory_parts(meta, cfg, mode.grid_shape(4), algo).parts
+
+
+def test_halo_counts_its_halo_rows():
+    """Halo (on a 1D grid) holds its gathered halo rows besides 1D's buffers."""
+    import numpy as np
+
+    from hpcgnn.config import TrainConfig
+    from hpcgnn.io.reader import GraphMeta
+    from hpcgnn.training.modes.fullbatch import FullBatchMode
+
+    meta = GraphMeta("g.h5", 10_000, 160_000, 64, 8, False, "g", np.dtype(np.float32), 1,
+                     None, None)
+    cfg = TrainConfig(hidden=32)
+    one_d, halo = (FullBatchMode(algo=a).memory(cfg, meta, FullBatchMode(algo=a).grid_shape(4))
+                   for a in ("1d", "halo"))
+    assert one_d.parts is not None and halo.parts is not None
+    assert halo.parts["comm_buffers"] > one_d.parts["comm_buffers"]
+    assert halo.bytes > one_d.bytes

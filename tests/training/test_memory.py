@@ -48,3 +48,28 @@ def test_every_mode_records_each_ranks_peak_memory_by_phase(
         assert_all(world, rising(mem["device"]["phases"], world.size, PHASES), str(mem))
     else:  # the CPU; the emulated GPU's memory is host memory
         assert_all(world, mem["device"] is None, str(mem))
+
+
+@pytest.mark.parametrize("algo, grid", [("1d", None), ("1.5d", "1x{p}"), ("2d", "{p}x1")])
+def test_the_recorded_prediction_is_what_hpcgnn_model_prints(
+    graph_file, shared_tmp, world, capsys, algo, grid
+):
+    """``memory.predicted_bytes`` of a run = ``hpcgnn model``'s memory for its algo and grid."""
+    p = world.size
+    path = graph_file(n=64, seed=4, features=12)
+    out, model = shared_tmp / f"run-{algo}.json", shared_tmp / f"model-{algo}.json"
+    flags = ["--grid", grid.format(p=p)] if grid else []
+    rc = main(["train", str(path), *BASE, "--algo", algo, *flags, "--metrics", str(out)])
+    assert_all(world, rc == 0, f"train {algo} failed")
+    if world.rank == 0:
+        assert main(["model", str(path), "--procs", str(p), "--hidden", "4", "--out",
+                     str(model)]) == 0
+    capsys.readouterr()
+    world.mpi.Barrier()
+    doc = json.loads(out.read_text())
+    (result,) = json.loads(model.read_text())["results"]
+    (choice,) = [c for c in result["choices"]
+                 if (c["algo"], c["grid"]) == (algo, doc["config"]["grid"])]
+    recorded = doc["memory"]["predicted_bytes"]
+    assert_all(world, recorded == [int(choice["memory_per_rank_bytes"])] * p,
+               f"{recorded} vs {choice['memory_per_rank_bytes']}")

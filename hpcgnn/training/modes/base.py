@@ -61,11 +61,16 @@ class Setup:
 
 @dataclass(frozen=True)
 class Estimate:
-    """A mode's memory need per rank: on which grid, for how wide a model, how many bytes."""
+    """A mode's memory need per rank: on which grid, for how wide a model, how many bytes.
+
+    ``parts``: ``bytes`` by part where the mode's estimate has them
+    (:func:`hpcgnn.cost.ranking.memory_parts`, what ``hpcgnn model`` prints), else ``None``.
+    """
 
     shape: GridShape
     hidden: str
     bytes: float
+    parts: dict[str, float] | None = None
 
 
 class Mode(ABC, Generic[T]):

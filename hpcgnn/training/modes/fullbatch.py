@@ -14,7 +14,7 @@ import torch
 
 from hpcgnn.comm.collective import collective
 from hpcgnn.config import ALGORITHMS, GRID_KIND, TrainConfig, check_types
-from hpcgnn.cost.ranking import memory_estimate
+from hpcgnn.cost.ranking import memory_parts
 from hpcgnn.errors import ConfigError
 from hpcgnn.exchange.staged import EXCHANGES
 from hpcgnn.grid.process_grid import ProcessGrid
@@ -99,7 +99,8 @@ class FullBatchMode(Mode[FullBatchTrainer]):
 
     def memory(self, cfg: TrainConfig, meta: GraphMeta, shape: GridShape) -> Estimate:
         """The full-batch model's blocks, activations and buffers on ``shape``."""
-        return Estimate(shape, str(cfg.hidden), memory_estimate(meta, cfg, shape))
+        memory = memory_parts(meta, cfg, shape, self.algo)
+        return Estimate(shape, str(cfg.hidden), memory.total, memory.parts)
 
     def link_topology(self, grid: ProcessGrid) -> Topology | None:
         """``--algo halo``: the topology its exchange is reported (and planned) on."""

@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from hpcgnn.config import GRID_KIND, TrainConfig, check_types
-from hpcgnn.cost.ranking import memory_estimate
+from hpcgnn.cost.ranking import memory_parts
 from hpcgnn.errors import ConfigError
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.io.reader import GraphMeta
@@ -101,7 +101,8 @@ class OffloadMode(Mode[FullBatchTrainer]):
 
     def memory(self, cfg: TrainConfig, meta: GraphMeta, shape: GridShape) -> Estimate:
         """The full-batch bound on ``shape`` (the cache budget caps the aggregates)."""
-        return Estimate(shape, str(cfg.hidden), memory_estimate(meta, cfg, shape))
+        memory = memory_parts(meta, cfg, shape)
+        return Estimate(shape, str(cfg.hidden), memory.total, memory.parts)
 
     def link_topology(self, grid: ProcessGrid) -> Topology | None:
         """The planned exchange's topology (collective), else ``None``."""

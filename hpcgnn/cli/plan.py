@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
+    from hpcgnn.planning.baselines import MethodCost
     from hpcgnn.planning.spst import Cost
     from hpcgnn.planning.topology import Topology
 
@@ -58,6 +59,15 @@ def register(sub: argparse._SubParsersAction) -> None:
              " (default: 64)",
     )
     p.add_argument("--max-stages", type=int, default=None, help="deepest stage (default K-1)")
+    p.add_argument(
+        "--baselines", action="store_true",
+        help="also model DGCL's baselines Swap, Replication and DGCL-R beside p2p and SPST "
+             "(bytes and time per layer, set-up bytes and time of replication; "
+             "see docs/planning.md)",
+    )
+    p.add_argument("--host-gbps", type=float, default=None,
+                   help="with --baselines: each rank's link to host memory for Swap, GB/s "
+                        "per direction (default: 12)")
     p.add_argument("--out", default=None, help="write the plan summary to this JSON file")
     p.add_argument(
         "--tables", action="store_true",
@@ -85,6 +95,17 @@ def _print(label: str, topo: Topology, cost: Cost) -> None:
         )
         n = int(np.count_nonzero(cost.link_counts[k]))
         print(f"  stage {k + 1}: {t * 1e3:.4f} ms, {n} links: {shown}{more}")
+
+
+def _print_methods(methods: list[MethodCost]) -> None:
+    """The methods' modelled bytes and times, one line each (per layer; set-up once)."""
+    print("methods (one layer's exchange, modelled; set-up once, before training):")
+    print(f"  {'method':<12} {'bytes':>12} {'ms':>10} {'stages':>6} "
+          f"{'set-up bytes':>13} {'set-up ms':>10} {'replicated rows':>15}")
+    for m in methods:
+        print(f"  {m.method:<12} {m.exchange_bytes:>12.0f} {m.exchange_s * 1e3:>10.4f} "
+              f"{m.stages:>6} {m.setup_bytes:>13.0f} {m.setup_s * 1e3:>10.4f} "
+              f"{m.replicated_rows:>15}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -211,6 +232,10 @@ def _run(args: argparse.Namespace) -> None:
 
     if args.max_stages is not None and args.max_stages < 1:
         raise ConfigError(f"--max-stages must be >= 1, got {args.max_stages}")
+    if args.host_gbps is not None and not args.baselines:
+        raise ConfigError("--host-gbps sets Swap's host link (add --baselines)")
+    if args.host_gbps is not None and not (0 < args.host_gbps < float("inf")):
+        raise ConfigError(f"--host-gbps must be a positive finite number, got {args.host_gbps}")
     cmp = compare_plans(
         args.graph, args.topology, args.parts, feature_dim=args.feature_dim, seed=args.seed,
         chunks=args.chunks, max_stages=args.max_stages,
@@ -228,8 +253,16 @@ def _run(args: argparse.Namespace) -> None:
         f"reduction {cmp.reduction * 100:.1f}% | relation {cmp.relation_time_s:.2f} s, "
         f"planning {cmp.planning_time_s:.2f} s ({len(cmp.spst.routes)} trees)"
     )
+    methods = []
+    if args.baselines:
+        from hpcgnn.planning.baselines import DEFAULT_HOST_GBPS
+
+        methods = cmp.baselines(args.host_gbps or DEFAULT_HOST_GBPS)
+        _print_methods(methods)
     if args.out:
         doc = cmp.as_dict()
+        if methods:
+            doc["baselines"] = [m.as_dict() for m in methods]
         if args.tables:
             path = f"{args.out}.tables.npz"
             cmp.write_tables(path)

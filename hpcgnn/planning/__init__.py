@@ -4,7 +4,8 @@ Topologies (:mod:`~hpcgnn.planning.topology`), the communication relation
 (:mod:`~hpcgnn.planning.relation`), staged send/recv tables
 (:mod:`~hpcgnn.planning.plan`), the SPST planner (:mod:`~hpcgnn.planning.spst`),
 HongTu's chunk sets and volumes (:mod:`~hpcgnn.planning.dedup`) and reorganisation
-(:mod:`~hpcgnn.planning.reorganization`), and the SPST vs p2p comparison of a graph file
+(:mod:`~hpcgnn.planning.reorganization`), DGCL's baselines Swap, Replication and DGCL-R
+(:mod:`~hpcgnn.planning.baselines`), and the SPST vs p2p comparison of a graph file
 behind ``hpcgnn plan`` (:mod:`~hpcgnn.planning.compare`).
 """
 

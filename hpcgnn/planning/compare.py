@@ -18,6 +18,14 @@ import numpy as np
 from hpcgnn.errors import ConfigError
 from hpcgnn.io.reader import GraphFile
 from hpcgnn.layout.blocks import even_offsets
+from hpcgnn.planning.baselines import (
+    DEFAULT_HOST_GBPS,
+    MethodCost,
+    dgcl_r,
+    plan_method,
+    replication,
+    swap,
+)
 from hpcgnn.planning.plan import Plan
 from hpcgnn.planning.relation import Relation, relation_from_file
 from hpcgnn.planning.spst import Cost, plan_cost, plan_p2p, plan_spst
@@ -112,6 +120,8 @@ class PlanComparison:
         Their modelled costs at ``bytes_per_vertex``.
     relation_time_s, planning_time_s : float
         Seconds spent reading the relation and planning SPST.
+    max_stages : int or None
+        Deepest stage the planner was allowed, as given (``None``: ``parts - 1``).
     """
 
     graph: str
@@ -130,6 +140,7 @@ class PlanComparison:
     spst_cost: Cost
     relation_time_s: float
     planning_time_s: float
+    max_stages: int | None = None
 
     @property
     def parts(self) -> int:
@@ -176,6 +187,23 @@ class PlanComparison:
             "relation_time_s": self.relation_time_s,
             "planning_time_s": self.planning_time_s,
         }
+
+    def baselines(self, host_gbps: float = DEFAULT_HOST_GBPS) -> list[MethodCost]:
+        """p2p, SPST and DGCL's baselines Swap, Replication and DGCL-R on this split.
+
+        Costed on :attr:`topology` at :attr:`bytes_per_vertex` (Swap on the topology's
+        ranks around one host memory, ``host_gbps`` per rank; DGCL-R planned with this
+        comparison's seed and chunks). See :mod:`hpcgnn.planning.baselines`.
+        """
+        topo, rel, bpv = self.topology, self.relation, self.bytes_per_vertex
+        return [
+            plan_method("p2p", topo, self.p2p, bpv),
+            plan_method("SPST", topo, self.spst, bpv),
+            swap(topo, rel, bpv, host_gbps),
+            replication(topo, rel, bpv),
+            dgcl_r(topo, rel, bpv, seed=self.seed, chunks=self.chunks or None,
+                   max_stages=self.max_stages),
+        ]
 
     def write_tables(self, path: str | os.PathLike) -> None:
         """Write the SPST send/recv id tables to a compressed ``.npz``.
@@ -278,5 +306,6 @@ def compare_plans(
         spst_cost=plan_cost(topo, spst, bpv),
         relation_time_s=t_rel,
         planning_time_s=t_plan,
+        max_stages=max_stages,
     )
 

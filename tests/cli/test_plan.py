@@ -241,3 +241,40 @@ def test_calibration_refuses_a_bandwidth_it_cannot_fit(shared_tmp, world, capsys
     err = error_output(world, capsys.readouterr().err).strip().splitlines()
     assert_all(world, rc == 1 and len(err) == 1 and "timed no slower" in err[0], err)
     assert_all(world, not out.exists(), "a calibration was written")
+
+
+def test_plan_baselines_lists_every_method(tmp_path, capsys):
+    path = write_random_graph(tmp_path / "g.h5", n=300, avg_degree=6, seed=2)
+    out = tmp_path / "plan.json"
+    argv = ["plan", str(path), "--parts", "8", "--topology", DGX1, "--feature-dim", "32"]
+    assert main([*argv, "--out", str(out)]) == 0
+    plain = capsys.readouterr().out
+    assert "methods" not in plain and "baselines" not in json.loads(out.read_text())
+    assert main([*argv, "--baselines", "--host-gbps", "6", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith(plain.rsplit("reduction", 1)[0])  # the plans' report unchanged
+    rows = {ln.split()[0]: ln.split()[1:] for ln in text.split("set-up once")[1].splitlines()
+            if ln.startswith("  ") and not ln.strip().startswith("method")}
+    assert list(rows) == ["p2p", "SPST", "Swap", "Replication", "DGCL-R"]
+    doc = json.loads(out.read_text())
+    by = {m["method"]: m for m in doc["baselines"]}
+    pairs = [c for row in doc["relation_pairs"] for c in row]
+    assert by["p2p"]["exchange_bytes"] == sum(pairs) * 128
+    assert by["p2p"]["exchange_s"] == doc["p2p"]["time_s"]
+    assert by["SPST"]["exchange_s"] == doc["planned"]["time_s"]
+    assert by["Replication"]["exchange_bytes"] == 0
+    assert by["Replication"]["setup_bytes"] == by["p2p"]["exchange_bytes"]
+    assert by["Swap"]["exchange_bytes"] == (300 + sum(pairs)) * 128
+    r = by["DGCL-R"]
+    assert r["setup_bytes"] == r["replicated_rows"] * 128 < by["Replication"]["setup_bytes"]
+    assert r["exchange_bytes"] >= (sum(pairs) - r["replicated_rows"]) * 128 > 0
+    assert float(rows["Swap"][1]) == pytest.approx(by["Swap"]["exchange_s"] * 1e3, abs=1e-4)
+
+
+def test_plan_host_gbps_needs_baselines(tmp_path, capsys):
+    path = write_random_graph(tmp_path / "g.h5", n=40, seed=1)
+    argv = ["plan", str(path), "--parts", "8", "--topology", DGX1]
+    assert main([*argv, "--host-gbps", "6"]) == 1
+    assert "--host-gbps sets Swap's host link (add --baselines)" in capsys.readouterr().err
+    assert main([*argv, "--baselines", "--host-gbps", "0"]) == 1
+    assert "--host-gbps must be a positive finite number" in capsys.readouterr().err

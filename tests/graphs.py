@@ -70,7 +70,18 @@ def write_random_graph(
     ``multi_label=True`` (to :func:`random_graph_arrays`): a multi-label file (version 3).
     """
     g = random_graph_arrays(**kwargs)
-    w = None if weights is None else edge_weights(g, weights)
+    return write_graph_arrays(path, g, sparse_features,
+                              None if weights is None else edge_weights(g, weights))
+
+
+def write_graph_arrays(
+    path: Path | str, g: dict, sparse_features: bool = False, w: np.ndarray | None = None
+) -> Path:
+    """Write the arrays ``g`` (as :func:`random_graph_arrays` returns them) to ``path``.
+
+    ``w``: one weight per edge record (``None``: unweighted).
+    """
+    weights = None if w is None else w.dtype.type
     with EdgeSorter(g["n"], g["directed"], len(g["src"]), weights=weights) as sorter:
         sorter.add(g["src"], g["dst"], weights=w)
         with GraphFileWriter(
@@ -78,11 +89,11 @@ def write_random_graph(
             directed=g["directed"], name="test", show_progress=False,
             sparse_features=sparse_features, weight_dtype=sorter.weight_dtype,
             multi_label=g["y"].ndim == 2,
-        ) as w:
-            w.write_adjacency(sorter)
-            w.write_features(0, g["x"])
-            w.write_labels(g["y"])
-            w.write_masks(g["train"], g["val"], g["test"])
+        ) as writer:
+            writer.write_adjacency(sorter)
+            writer.write_features(0, g["x"])
+            writer.write_labels(g["y"])
+            writer.write_masks(g["train"], g["val"], g["test"])
     return Path(path)
 
 

@@ -3,18 +3,35 @@
 Computes a vertex partition, writes the graph relabelled so that each part is a
 contiguous id range (see :mod:`hpcgnn.partition.relabel`) and prints the edge cut and the
 balance. Runs on one process (rank 0 under ``mpiexec``).
+
+``--hierarchy NODESxRANKS`` or ``--topology T.json`` (with ``--method metis``) partitions
+hierarchically, nodes first (:mod:`hpcgnn.partition.hierarchy`), and prints the cut across
+and within nodes beside flat METIS's.
 """
 
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from pathlib import Path
 
 from hpcgnn.cli.common import run_on_root
 from hpcgnn.errors import ConfigError
 from hpcgnn.io.reader import GraphFile, GraphMeta
 from hpcgnn.io.validate import PartitionSummary, validate_file
-from hpcgnn.partition.methods import METHODS, check_num_parts, compute_partition, summarise
+from hpcgnn.partition.hierarchy import (
+    Hierarchy,
+    LevelCuts,
+    hierarchical_partition,
+    level_cuts,
+)
+from hpcgnn.partition.methods import (
+    METHODS,
+    check_num_parts,
+    compute_partition,
+    metis_partition,
+    summarise,
+)
 from hpcgnn.partition.relabel import write_relabelled
 from hpcgnn.utils.files import check_output
 from hpcgnn.utils.progress import Step
@@ -41,8 +58,47 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="output graph file")
     parser.add_argument("--seed", type=int, default=0,
                         help="random seed for the random and metis methods (default: 0)")
+    levels = parser.add_mutually_exclusive_group()
+    levels.add_argument("--hierarchy", metavar="NODESxRANKS",
+                        help="with --method metis: cut into NODES parts first, then each "
+                             "node's subgraph into RANKS parts (node i owns parts "
+                             "i*RANKS .. (i+1)*RANKS-1); K must be NODES*RANKS")
+    levels.add_argument("--topology", metavar="T.json",
+                        help="as --hierarchy, with the nodes and their ranks of a topology "
+                             "file (or a shipped one's name); K must be its ranks")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     parser.set_defaults(func=run)
+
+
+#: ``method`` recorded in a file partitioned hierarchically.
+HIERARCHICAL = "metis-hierarchical"
+
+
+@dataclass(frozen=True)
+class HierarchyReport:
+    """The cut of a hierarchical partition and of flat METIS, across and within nodes."""
+
+    hierarchy: Hierarchy
+    hierarchical: LevelCuts
+    flat: LevelCuts
+
+
+def hierarchy_of(args: argparse.Namespace) -> Hierarchy | None:
+    """The hierarchy ``--hierarchy`` or ``--topology`` asks for, checked against ``--parts``."""
+    if args.hierarchy is None and args.topology is None:
+        return None
+    if args.method != "metis":
+        raise ConfigError("--hierarchy and --topology partition with --method metis only")
+    if args.topology is not None:
+        from hpcgnn.planning.topology import load_topology
+
+        topo = load_topology(args.topology, ranks=args.parts)
+        return Hierarchy.of_topology(topo.node_of, topo.name)
+    hierarchy = Hierarchy.of_shape(args.hierarchy)
+    if hierarchy.num_parts != args.parts:
+        raise ConfigError(f"--parts {args.parts} is not the {hierarchy.num_parts} ranks of "
+                          f"--hierarchy {args.hierarchy}")
+    return hierarchy
 
 
 #: Edges from which a partition is announced before it starts (METIS on 32M edges took
@@ -52,9 +108,12 @@ LONG_PARTITION_EDGES = 2_000_000
 
 def partition_file(
     graph: Path, out: Path, num_parts: int, method: str, seed: int = 0,
-    show_progress: bool = True,
-) -> tuple[PartitionSummary, GraphMeta]:
+    show_progress: bool = True, hierarchy: Hierarchy | None = None,
+) -> tuple[PartitionSummary, GraphMeta, HierarchyReport | None]:
     """Validate ``graph``, partition it and write the relabelled graph to ``out``.
+
+    ``hierarchy`` (with ``method`` ``metis``): partition nodes first, then ranks, and
+    compare the cut with flat METIS's.
 
     Returns
     -------
@@ -62,6 +121,8 @@ def partition_file(
         Part sizes, edges per part and edge cut of the new partition.
     meta : GraphMeta
         Header of the input file.
+    report : HierarchyReport or None
+        With ``hierarchy``: the cuts across and within nodes, hierarchical and flat.
 
     """
     if graph.resolve() == out.resolve():
@@ -76,11 +137,19 @@ def partition_file(
         big = adjacency.nnz >= LONG_PARTITION_EDGES  # METIS says nothing until it returns
         with Step(f"partitioning {meta.num_nodes:,} vertices, {adjacency.nnz:,} edges into"
                   f" {num_parts} parts by {method}", announce=big, enabled=show_progress):
-            parts = compute_partition(method, adjacency, num_parts, seed)
+            if hierarchy is None:
+                parts = compute_partition(method, adjacency, num_parts, seed)
+            else:
+                method = HIERARCHICAL
+                parts = hierarchical_partition(adjacency, hierarchy, seed)
+                flat = metis_partition(adjacency, num_parts, seed)
+        report = None if hierarchy is None else HierarchyReport(
+            hierarchy, level_cuts(adjacency, parts, hierarchy, meta.directed),
+            level_cuts(adjacency, flat, hierarchy, meta.directed))
         summary = summarise(adjacency, parts, num_parts, method, meta.directed)
         write_relabelled(src, out, parts, num_parts, method, summary.edge_cut,
                          adjacency=adjacency, show_progress=show_progress)
-    return summary, meta
+    return summary, meta, report
 
 
 def run(args: argparse.Namespace) -> int:
@@ -88,12 +157,33 @@ def run(args: argparse.Namespace) -> int:
     from hpcgnn.config import check_random_key
 
     check_random_key(args.seed)  # on every rank alike, before rank 0 reads anything
+    hierarchy = hierarchy_of(args)
     outcome = run_on_root(lambda: partition_file(
-        args.graph, args.out, args.parts, args.method, args.seed, not args.quiet,
+        args.graph, args.out, args.parts, args.method, args.seed, not args.quiet, hierarchy,
     ))
     if outcome is not None:
-        print("\n".join(summary_lines(*outcome, out=args.out)))
+        summary, meta, report = outcome
+        print("\n".join(summary_lines(summary, meta, out=args.out)))
+        if report is not None:
+            print("\n".join(hierarchy_lines(report, meta.directed)))
     return 0
+
+
+def hierarchy_lines(report: HierarchyReport, directed: bool) -> list[str]:
+    """The cut across and within nodes of the hierarchical and the flat METIS partition.
+
+    Flat METIS's part ``k`` goes to rank ``k`` as a run would place it, so its node is
+    ``hierarchy.node_of[k]``.
+    """
+    h = report.hierarchy
+    kind = "directed" if directed else "undirected"
+    rows = [("hierarchical", report.hierarchical), ("flat metis", report.flat)]
+    return [
+        f"hierarchy {h.label}: {h.num_nodes} nodes, {h.num_parts} ranks; {kind} edges cut",
+        f"{'':14}{'across nodes':>14}{'within nodes':>14}{'total':>10}",
+        *(f"{name:14}{c.across_nodes:>14}{c.within_nodes:>14}{c.total:>10}"
+          for name, c in rows),
+    ]
 
 
 def summary_lines(summary: PartitionSummary, meta: GraphMeta, out: Path) -> list[str]:

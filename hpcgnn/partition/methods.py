@@ -63,7 +63,10 @@ def symmetrised(adjacency: sp.csr_matrix) -> sp.csr_matrix:
     return s
 
 
-def metis_partition(adjacency: sp.csr_matrix, num_parts: int, seed: int) -> np.ndarray:
+def metis_partition(
+    adjacency: sp.csr_matrix, num_parts: int, seed: int,
+    target_weights: list[float] | None = None,
+) -> np.ndarray:
     """Partition with METIS (through ``pymetis``) minimising the cut of ``A + A^T``.
 
     Parameters
@@ -74,6 +77,9 @@ def metis_partition(adjacency: sp.csr_matrix, num_parts: int, seed: int) -> np.n
         Number of parts ``K``.
     seed
         METIS random seed, for reproducible partitions.
+    target_weights
+        Share of the vertices each part should get (METIS's ``tpwgts``, summing to 1);
+        ``None``: equal parts.
 
     """
     import pymetis
@@ -89,9 +95,10 @@ def metis_partition(adjacency: sp.csr_matrix, num_parts: int, seed: int) -> np.n
     options = pymetis.Options(seed=int(seed))
     if hasattr(pymetis, "CSRAdjacency"):
         graph = pymetis.CSRAdjacency(adj_starts=xadj, adjacent=adjncy)
-        result = pymetis.part_graph(num_parts, graph, options=options)
+        result = pymetis.part_graph(num_parts, graph, tpwgts=target_weights, options=options)
     else:  # pymetis < 2025.2
-        result = pymetis.part_graph(num_parts, xadj=xadj, adjncy=adjncy, options=options)
+        result = pymetis.part_graph(num_parts, xadj=xadj, adjncy=adjncy,
+                                    tpwgts=target_weights, options=options)
     return np.asarray(result[1], dtype=np.int64)
 
 

@@ -193,3 +193,18 @@ def test_halo_kind_matches_serial_and_cost_model(
     # widths 9 -> 4 -> 3: the aggregate of X W on layer 0 runs a backward exchange too
     cfg = TrainConfig(layers=2, hidden=4, dropout=0.2, dtype="float64", seed=6, **KINDS[model])
     halo_against_serial(path, cfg, world, device, exchange)
+
+
+@pytest.mark.mpi
+def test_halo_on_a_hierarchical_partition_matches_serial(graph_file, shared_tmp, world, device):
+    from hpcgnn.cli.main import main
+
+    src = graph_file(n=70, directed=False, seed=5, features=4, classes=3)
+    dst = shared_tmp / "hier.h5"
+    nodes = 2 if world.size % 2 == 0 else 1
+    rc = main(["partition", str(src), "--parts", str(world.size), "--method", "metis",
+               "--hierarchy", f"{nodes}x{world.size // nodes}", "--out", str(dst), "--quiet"])
+    assert_all(world, rc == 0, "hierarchical partition failed")
+    world.mpi.Barrier()
+    cfg = TrainConfig(layers=2, hidden=6, dropout=0.0, dtype="float64", seed=3)
+    halo_against_serial(dst, cfg, world, device, "p2p")

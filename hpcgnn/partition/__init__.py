@@ -1,5 +1,8 @@
-"""Vertex partitioning (block, random, METIS) and relabelling into contiguous id ranges."""
+"""Vertex partitioning (block, random, METIS, hierarchical METIS) and relabelling into contiguous
+id ranges.
+"""
 
+from hpcgnn.partition.hierarchy import Hierarchy, LevelCuts, hierarchical_partition, level_cuts
 from hpcgnn.partition.methods import (
     METHODS,
     block_partition,
@@ -20,10 +23,14 @@ from hpcgnn.partition.relabel import (
 
 __all__ = [
     "METHODS",
+    "Hierarchy",
+    "LevelCuts",
     "block_partition",
     "compute_partition",
     "edge_cut",
+    "hierarchical_partition",
     "inverse_permutation",
+    "level_cuts",
     "metis_partition",
     "permute_csr",
     "permute_features",

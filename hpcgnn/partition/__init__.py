@@ -1,6 +1,4 @@
-"""Vertex partitioning (block, random, METIS, hierarchical METIS) and relabelling into contiguous
-id ranges.
-"""
+"""Vertex partitioning (block, random, METIS, hierarchical METIS) and relabelling."""
 
 from hpcgnn.partition.hierarchy import Hierarchy, LevelCuts, hierarchical_partition, level_cuts
 from hpcgnn.partition.methods import (

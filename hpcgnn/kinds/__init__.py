@@ -7,7 +7,15 @@ forward on graph primitives. A new built-in layer is one module and one entry in
 """
 
 from hpcgnn.errors import ConfigError
-from hpcgnn.kinds.base import ORDERED_MODES, PRODUCT_ORDERS, Layer, Operator, Primitives, Weight
+from hpcgnn.kinds.base import (
+    ORDERED_MODES,
+    PRODUCT_ORDERS,
+    Layer,
+    Operator,
+    Primitives,
+    Weight,
+    split_bias,
+)
 from hpcgnn.kinds.gat import GAT, GATLayer
 from hpcgnn.kinds.gcn import GCN, GCNLayer
 from hpcgnn.kinds.gin import GIN, GINLayer
@@ -47,5 +55,5 @@ def named(layer: Layer, spec: str | None = None) -> Layer:
 __all__ = [
     "GAT", "GCN", "GIN", "KINDS", "ORDERED_MODES", "PRODUCT_ORDERS", "SAGE", "GATLayer",
     "GCNLayer", "GINLayer", "Layer", "Operator", "Primitives", "SAGELayer", "Weight",
-    "layer_kind", "named",
+    "layer_kind", "named", "split_bias",
 ]

@@ -311,3 +311,12 @@ class Layer:
 
     def __str__(self) -> str:
         return self.name or f"{type(self).__module__}:{type(self).__qualname__}"
+
+
+def split_bias(params: Sequence[Any], bias: bool) -> tuple[list[Any], Any | None]:
+    """A layer's parameters (its slice of :meth:`Layer.weight_slices`) as ``(weights, bias)``.
+
+    With ``bias`` the last one is the layer's bias (``None`` without), as every mode with
+    biases orders them.
+    """
+    return (list(params[:-1]), params[-1]) if bias else (list(params), None)

@@ -50,6 +50,7 @@ from hpcgnn.exchange.staged import EXCHANGES
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.kernels.attention import AttentionDrop
 from hpcgnn.kernels.sparse_input import SparseFeatures
+from hpcgnn.kinds import split_bias
 from hpcgnn.layout.chunks import (
     ChunkLayer,
     chunk_plan,
@@ -306,7 +307,7 @@ class OffloadModel(RowBlockModel):
         if grad and not isinstance(h, Products):
             h.requires_grad_()
         last = layer == len(self.plans) - 1
-        weights, bias = (ws[:-1], ws[-1]) if self.cfg.bias else (ws, None)
+        weights, bias = split_bias(ws, self.cfg.bias)
         g = ChunkPrimitives(run, self._ops[j], layer, last, weights, self.stats, self._drop, bias)
         try:
             out = self.cfg.kind.forward(g, h, weights)

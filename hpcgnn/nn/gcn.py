@@ -37,7 +37,7 @@ from hpcgnn.kernels.dropout import block_keep, global_columns, keep_pairs
 from hpcgnn.kernels.gemm import matmul
 from hpcgnn.kernels.sparse_input import SparseFeatures, as_dense, gemm_phase
 from hpcgnn.kernels.spmm import spmm
-from hpcgnn.kinds import GCN, Layer
+from hpcgnn.kinds import GCN, Layer, split_bias
 from hpcgnn.layout.order import AUTO, input_gradient, propagate, transform_first
 from hpcgnn.nn.gat import ColumnAttention, Neighbourhood, gat_layer
 from hpcgnn.rng import Columns, dropout_key
@@ -433,9 +433,7 @@ def run_layers(
         drop = AttentionDrop(attention_p, keep.seed, keep.epoch, heads=heads)
     state: dict[str, Any] = {}
     for layer, ops in enumerate(layers):
-        w = weights[slices[layer]]
-        b = w[-1] if bias else None
-        w = w[:-1] if bias else w
+        w, b = split_bias(weights[slices[layer]], bias)
         if isinstance(h, SparseFeatures):  # the order follows the aggregated weight's shape
             h = sparse_input(h, w[kind.input_weight], p, keep, kind.product_order)
         elif keep is not None and p > 0.0:

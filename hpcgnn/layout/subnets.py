@@ -185,6 +185,16 @@ def split_block(kind: Layer, hidden: int) -> int:
     return hidden // kind.width_groups(hidden)
 
 
+def subnet_widths(kind: Layer, hidden: int, groups: int) -> list[int]:
+    """Each of ``groups`` sub-networks' hidden width, the wider first.
+
+    Whole blocks of :func:`split_block` ids (GAT: heads), the counts differing by at most
+    one block.
+    """
+    block = split_block(kind, hidden)
+    return [g * block for g in group_sizes(hidden // block, groups)]
+
+
 #: What GIST keeps per weight entry: the weight and Adam's two moments.
 PARAM_KINDS = ("weight", "exp_avg", "exp_avg_sq")
 

@@ -91,12 +91,12 @@ from hpcgnn.layout.subnets import (
     Placement,
     SubWeights,
     cut,
-    group_sizes,
     merge,
     model_params,
     reads_split,
     split_block,
     stream_shapes,
+    subnet_widths,
     subnets,
     vector_places,
 )
@@ -284,7 +284,7 @@ class GistTrainer:
         self.params = model_params(self.widths, cfg.kind, biased(cfg, sampler))
         #: Hidden ids kept together (GAT: a head's units) and each sub-network's width.
         self.block = split_block(cfg.kind, cfg.hidden)
-        self.hidden = [g * self.block for g in group_sizes(cfg.hidden // self.block, m)]
+        self.hidden = subnet_widths(cfg.kind, cfg.hidden, m)
         split = world.mpi.Split(self.mine[0], world.rank)
         try:
             self.group_grid = ProcessGrid(split, group_shape, stats=grid.stats, device=grid.device)

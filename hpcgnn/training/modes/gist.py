@@ -18,7 +18,7 @@ from hpcgnn.errors import ConfigError, HpcgnnError
 from hpcgnn.io.reader import GraphMeta
 from hpcgnn.layout.order import layer_sizes
 from hpcgnn.layout.shapes import GridShape, choose_shape
-from hpcgnn.layout.subnets import Placement, group_sizes, model_params, split_block
+from hpcgnn.layout.subnets import Placement, model_params, subnet_widths
 from hpcgnn.layout.trace import ATTENTION, trace
 from hpcgnn.training.gist import (
     GistOptions,
@@ -172,8 +172,7 @@ class GistMode(Mode[GistTrainer]):
 
     def _sub_cfg(self, cfg: TrainConfig) -> TrainConfig:
         """A group's sub-model: ``ceil(hidden / M)`` wide (GAT: ``ceil(K / M)`` whole heads)."""
-        block = split_block(cfg.kind, cfg.hidden)
-        return sub_config(cfg, -(-(cfg.hidden // block) // self.options.subnets) * block)
+        return sub_config(cfg, subnet_widths(cfg.kind, cfg.hidden, self.options.subnets)[0])
 
     def memory(self, cfg: TrainConfig, meta: GraphMeta, shape: GridShape) -> Estimate:
         """A group's sub-model on its grid plus this rank's global rows and evaluation.
@@ -186,8 +185,7 @@ class GistMode(Mode[GistTrainer]):
         """
         ranks, sub_cfg = shape.size, self._sub_cfg(cfg)
         hosted = Placement.of(ranks, self.options.subnets).hosted(0)
-        block = split_block(cfg.kind, cfg.hidden)
-        split = group_sizes(cfg.hidden // block, self.options.subnets)
+        split = subnet_widths(cfg.kind, cfg.hidden, self.options.subnets)
         trainers = len({split[m] for m in hosted})
         group_shape = self.group_shape(ranks)
         widths = layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, cfg.layers)

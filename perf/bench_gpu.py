@@ -72,14 +72,21 @@ def median_seconds(step: Callable[[], object], epochs: int, warmup: int) -> floa
     return statistics.median(out)
 
 
-def device_seconds(step: Callable[[], object], calls: int) -> tuple[float | None, list]:
+#: The dropout kernels of ``cuda/dropout.cu`` (the entry stream's keep masks).
+DROPOUT_KERNELS = ("hash_keep", "hash_pair_keep")
+
+
+def device_seconds(step: Callable[[], object], calls: int
+                   ) -> tuple[float | None, list, float | None]:
     """Device seconds per call of ``step`` (kernels and copies, ``torch.profiler``).
 
     ``None`` where the profiler sees no CUDA device (the emulated GPU). Also the eight
-    operations with the most device time, as ``[name, ms per call]``.
+    operations with the most device time, as ``[name, ms per call]``, and the dropout
+    kernels' share of the device time (:data:`DROPOUT_KERNELS`; the 2026-11-26 run's
+    dropout kernel took 33 of 62 ms before the entry stream replaced it).
     """
     if not torch.cuda.is_available():
-        return None, []
+        return None, [], None
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
@@ -97,7 +104,9 @@ def device_seconds(step: Callable[[], object], calls: int) -> tuple[float | None
         end = max(end, hi)
         by_name[name] = by_name.get(name, 0.0) + (hi - lo)
     top = sorted(by_name.items(), key=lambda kv: kv[1], reverse=True)[:8]
-    return busy / 1e6 / calls, [[k[:60], v / 1e3 / calls] for k, v in top]
+    dropout = sum(v for k, v in by_name.items() if k.split("(")[0].strip() in DROPOUT_KERNELS)
+    return (busy / 1e6 / calls, [[k[:60], v / 1e3 / calls] for k, v in top],
+            dropout / busy if busy else None)
 
 
 def one_rank_grid(kind: str, device: str, replication: int | None = None):
@@ -134,7 +143,7 @@ def hpcgnn_epoch(path: str, cfg, device: str) -> dict:
         return trainer.step(epoch[0])
 
     out = {"setup_s": setup, "epoch_s": median_seconds(step, cfg.epochs, 1)}
-    out["device_s"], out["top_ops"] = device_seconds(step, 2)
+    out["device_s"], out["top_ops"], out["dropout_share"] = device_seconds(step, 2)
     out["device"] = grid.device.name
     grid.free()
     return out
@@ -150,7 +159,7 @@ def pyg_epoch(path: str, cfg, device: str) -> dict:
         return {"error": f"PyG not installed ({exc})"}
     out: dict = {"setup_s": time.perf_counter() - t0,
                  "epoch_s": median_seconds(step, cfg.epochs, 1)}
-    out["device_s"], out["top_ops"] = device_seconds(step, 2)
+    out["device_s"], out["top_ops"], _ = device_seconds(step, 2)
     return out
 
 
@@ -405,6 +414,8 @@ def tables(doc: dict) -> str:
         ["hpcgnn sampling cuda / cpu (batches/s)",
          _ratio(s["hpcgnn_cuda"]["batches_per_s"], s["hpcgnn_cpu"]["batches_per_s"]), "-"],
         ["device idle share of hpcgnn's epoch", idle(e["hpcgnn"]), "-"],
+        ["dropout kernels' share of hpcgnn's device time",
+         e["hpcgnn"].get("dropout_share") or "-", "-"],
     ]
     parts.append(markdown(f"GPU benchmark ratios ({what}; {doc['total_s']:.0f} s)",
                           ["ratio", "measured", "goal"], rows))

@@ -2,7 +2,8 @@
 
 :func:`cost_problem` turns a graph's metadata and the hyper-parameters into the
 :class:`~hpcgnn.cost.estimate.Problem` every cost model takes; :func:`memory_estimate`
-(full batch) and :func:`minibatch_memory_estimate` bound a rank's memory on a grid;
+bounds a full-batch rank's memory on a grid (minibatch:
+:mod:`hpcgnn.cost.minibatch_memory`);
 :func:`rank_choices` evaluates every algorithm on every
 admissible grid for ``P`` ranks and sorts them by modelled time. ``P`` need not be
 runnable here (e.g. 4096).
@@ -169,21 +170,6 @@ def memory_estimate(
 ) -> float:
     """The bytes one full-batch rank reaches at its peak: :func:`memory_parts`' total."""
     return memory_parts(meta, cfg, shape, algo).total
-
-
-def minibatch_memory_estimate(
-    meta: GraphMeta, cfg: TrainConfig, shape: GridShape, per_layer: int
-) -> float:
-    """Rough bytes one rank of ``--mode minibatch`` allocates besides the graph structure.
-
-    The weights (:func:`weight_bytes`, ``per_layer`` matrices per layer), the features of
-    the rank's block of vertices (read, then converted to the training dtype) and the
-    full-graph evaluation's activations of that block, layer by layer.
-    """
-    rows = meta.num_nodes / shape.dims[0]
-    widths = layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, cfg.layers)
-    vertex = meta.num_features * (meta.feature_dtype.itemsize + cfg.itemsize) + 24
-    return weight_bytes(meta, cfg, per_layer) + rows * (vertex + 2 * max(widths) * cfg.itemsize)
 
 
 def rank_choices(

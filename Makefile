@@ -197,7 +197,7 @@ endif
 # HPCGNN_TEST_DEVICE=cuda).
 EMULATED_TESTS ?= tests/backend tests/models tests/exchange tests/spmm tests/comm/test_wire.py \
                   tests/training/test_device_waits.py tests/training/test_memory.py tests/kernels/test_sampling.py tests/kernels/test_csr.py \
-                  tests/kernels/test_spmm.py
+                  tests/kernels/test_spmm.py tests/kernels/test_rows.py
 test-emulated: setup
 	HPCGNN_TEST_DEVICE=cuda HPCGNN_EMULATE_CUDA=1 $(PY) -m pytest $(PYTEST_ARGS) $(EMULATED_TESTS)
 	set -e; for n in 1 2 4; do \

@@ -20,6 +20,14 @@
 //         acc = out[targets[j], c]; acc += rows[order[k], c] for k = seg[j] ..; store
 //       No atomics, a fixed order: bit-identical to the CPU twin's index_add_ (which adds
 //       in i order) on every run and every GPU.
+// 16-byte packing: every kernel also runs on T = hpcgnn_vec16<float> (4 floats) and
+// hpcgnn_vec16<double> (2 doubles), a 16-byte aligned pack that a GPU loads and stores with
+// one vector instruction (ld.global.nc.v4.f32 / st.global.v4.f32, .v2.f64), f counted in
+// packs. The dispatch (hpcgnn/kernels/rows.py: row_kernel) takes it when a row is a whole
+// number of packs and every value array starts on a 16-byte boundary, so every row does;
+// otherwise the scalar kernel runs. Same element order and adds, so the packed kernels'
+// bytes equal the scalar ones' and the CPU twins'. scatter_add_segments and
+// scatter_add_unique need no atomics, so a pack is added element by element in registers.
 // Floating point: IEEE adds rounded to nearest with subnormals kept (hpcgnn_add of grid.cuh:
 // CuPy compiles with -ftz=true, which a plain float32 add would obey), no multiply, so the
 // sums equal the CPU twins' bit for bit, subnormal ones included.
@@ -27,6 +35,24 @@
 // grid-stride (any grid size works; the dispatch launches ceil(n f / 256) blocks of 256,
 // capped at MAX_BLOCKS). n f == 0 launches nothing.
 #include "grid.cuh"
+
+// 16 bytes of T (float: 4, double: 2), aligned to 16: moved by one vector load or store.
+// value_type names the element for the host build's parameter check (cuda/host/launch.h).
+template <typename T>
+struct alignas(16) hpcgnn_vec16 {
+    using value_type = T;
+    static constexpr int size = 16 / sizeof(T);
+    T v[size];
+};
+
+// Element-wise hpcgnn_add of two packs (the same adds as the scalar kernels'). Both by
+// value: each pack is read whole, one vector load (a reference lets the compiler read b's
+// elements one by one).
+template <typename T>
+__device__ __forceinline__ hpcgnn_vec16<T> hpcgnn_add(hpcgnn_vec16<T> a, hpcgnn_vec16<T> b) {
+    for (int j = 0; j < hpcgnn_vec16<T>::size; ++j) a.v[j] = hpcgnn_add(a.v[j], b.v[j]);
+    return a;
+}
 
 // op(e, k) for every element e of the n x f block, k its element in the indexed row
 // idx[e / f] of the other side (grid-stride).
@@ -81,10 +107,16 @@ HPCGNN_ROWS(float, int)
 HPCGNN_ROWS(float, long long)
 HPCGNN_ROWS(double, int)
 HPCGNN_ROWS(double, long long)
+HPCGNN_ROWS(hpcgnn_vec16<float>, int)
+HPCGNN_ROWS(hpcgnn_vec16<float>, long long)
+HPCGNN_ROWS(hpcgnn_vec16<double>, int)
+HPCGNN_ROWS(hpcgnn_vec16<double>, long long)
 #define HPCGNN_SEGMENTS(T)                                                                  \
     template __global__ void scatter_add_segments<T>(const T*, const long long*,             \
                                                      const long long*, const long long*, T*, \
                                                      long long, long long);
 HPCGNN_SEGMENTS(float)
 HPCGNN_SEGMENTS(double)
+HPCGNN_SEGMENTS(hpcgnn_vec16<float>)
+HPCGNN_SEGMENTS(hpcgnn_vec16<double>)
 #endif

@@ -7,11 +7,14 @@ the emulated GPU anywhere (``HPCGNN_EMULATE_CUDA=1 make gpu-check``, as CI does)
    the loader's options), every ``cuda/*.cu`` compiled, MPI (library, CUDA-awareness);
 2. **kernels** — ``tests/kernels``: each kernel against its CPU twin (on the device where
    there is one; the host builds of the sources everywhere);
-3. **gpu tests** — ``pytest -m gpu`` over the rest of the suite, serially;
-4. **matrix** — ``tests/test_device_matrix.py`` at 1, 2 and 4 ranks: every mode and model
+3. **rows** — the row kernels' 16-byte packing (``cuda/rows.cu``): gather and scatter-add of
+   float32 and float64 rows, the packed (``hpcgnn_vec16``) and the scalar kernels, each
+   equal to the CPU twin, and their bandwidth side by side (tiny on the emulated GPU);
+4. **gpu tests** — ``pytest -m gpu`` over the rest of the suite, serially;
+5. **matrix** — ``tests/test_device_matrix.py`` at 1, 2 and 4 ranks: every mode and model
    on the CPU and the GPU (emulated: identical ``params_sha256``; real: losses within
    float32 tolerance, equal bytes, two GPU runs identical);
-5. **benchmark** — the Reddit-sized GPU benchmark, once it exists.
+6. **benchmark** — the Reddit-sized GPU benchmark, once it exists.
 
 The summary table is printed last and written to ``perf/results/gpu-<date>.md``
 (``--out``; ``gpu-emulated-<date>.md`` on the emulated GPU, which git ignores). The
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import functools
 import json
 import os
 import shutil
@@ -39,6 +43,8 @@ ROOT = Path(__file__).resolve().parents[1]
 #: The GPU benchmarks (Reddit-sized on a GPU, tiny on the emulated one) and their table.
 BENCHMARK = ROOT / "perf" / "bench_gpu.py"
 RESULTS = ROOT / "perf" / "results"
+#: The rows step's sizes: source rows, row ids, row width (a GPU; the emulated GPU).
+ROWS_SIZES = {"gpu": (1 << 18, 1 << 19, 128), "emulated": (2_000, 4_000, 16)}
 
 
 def _env() -> dict[str, str]:
@@ -113,6 +119,80 @@ def probe() -> list[tuple[str, str, bool]]:
     return rows
 
 
+def _median_seconds(call, sync, repeats: int) -> float:
+    """The median wall seconds of ``call()`` (``sync()`` after each), after one warm-up."""
+    call()
+    sync()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        call()
+        sync()
+        times.append(time.perf_counter() - t0)
+    return sorted(times)[len(times) // 2]
+
+
+def row_packing(emulated: bool, repeats: int = 5) -> tuple[dict, list[str]]:
+    """The rows step: packed and scalar row kernels against the CPU twins, and their GB/s.
+
+    Gather (``gather_rows``) and general scatter-add (``scatter_add_rows`` with a prebuilt
+    :class:`~hpcgnn.kernels.rows.ScatterMap`, as the exchanges call it) of rows of
+    ``ROWS_SIZES`` width, which pack; bytes: the rows read and written plus the row ids.
+    Returns the step's summary and its Markdown table.
+    """
+    import torch
+
+    from hpcgnn.backend import get_device
+    from hpcgnn.kernels import rows as rk
+
+    t_start = time.perf_counter()
+    dev = get_device("cuda")
+    n_src, n_ids, f = ROWS_SIZES["emulated" if emulated else "gpu"]
+    gen = torch.Generator().manual_seed(0)
+    idx = torch.randint(0, n_src, (n_ids,), generator=gen)
+    inverse = rk.scatter_map(idx.to(dev.torch_device))
+    lines = ["| kernel | dtype | width | packed GB/s | scalar GB/s | packed / scalar | "
+             "both equal the CPU |", "|---|---|---|---|---|---|---|"]
+    ok = True
+    for dtype in (torch.float32, torch.float64):
+        x = torch.randn(n_src, f, dtype=dtype, generator=gen)
+        rows = torch.randn(n_ids, f, dtype=dtype, generator=gen)
+        dx, drows, didx = (t.to(dev.torch_device) for t in (x, rows, idx))
+        row_bytes, m = f * x.element_size(), len(inverse.targets)
+        target = dx.clone()  # the timed scatter-adds accumulate into it
+        cases = {  # kernel: (one call, the CPU twin's result, the bytes it moves)
+            "gather_rows": (
+                functools.partial(rk.gather_rows, dx, didx),
+                rk.gather_rows(x, idx),
+                2 * n_ids * row_bytes + n_ids * 8,
+            ),
+            "scatter_add_segments": (
+                functools.partial(rk.scatter_add_rows, target, inverse, drows),
+                rk.scatter_add_rows(x.clone(), idx, rows),
+                (n_ids + 2 * m) * row_bytes + (2 * n_ids + 2 * m) * 8,
+            ),
+        }
+        for kernel, (call, want, nbytes) in cases.items():
+            rate, equal = {}, True
+            for packed in (True, False):
+                if kernel == "gather_rows":
+                    got = call(packed=packed)
+                else:  # a fresh target for the check
+                    got = rk.scatter_add_rows(dx.clone(), inverse, drows, packed=packed)
+                equal &= got.cpu().numpy().tobytes() == want.numpy().tobytes()
+                timed = functools.partial(call, packed=packed)
+                rate[packed] = nbytes / _median_seconds(timed, dev.synchronize, repeats) / 1e9
+            ok &= equal
+            lines.append(
+                f"| {kernel} | {str(dtype).removeprefix('torch.')} | {f} | "
+                f"{rate[True]:.1f} | {rate[False]:.1f} | "
+                f"{rate[True] / rate[False]:.2f}x | {equal} |"
+            )
+    result = f"{n_ids} ids x {f} columns from {n_src} rows; packed = scalar = CPU: {ok}"
+    return ({"step": "rows", "ok": ok, "result": result,
+             "seconds": time.perf_counter() - t_start}, lines)
+
+
 def run_step(name: str, cmd: list[str], env: dict[str, str], timeout: float) -> dict:
     """Run one step's command, echo its output, and summarise its closing pytest line."""
     print(f"\n== gpu-check: {name}: {' '.join(cmd)}", flush=True)
@@ -156,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
                    default=ROOT / "perf" / "results" / f"{kind}-{dt.date.today().isoformat()}.md")
     p.add_argument("--step-timeout", type=float, default=300.0)
     p.add_argument("--bench-timeout", type=float, default=420.0)
-    p.add_argument("--steps", default="kernels,gpu,matrix,benchmark",
+    p.add_argument("--steps", default="kernels,rows,gpu,matrix,benchmark",
                    help="which steps after the probe (a rerun of the failed ones)")
     args = p.parse_args(argv)
     t_start = time.perf_counter()
@@ -173,6 +253,14 @@ def main(argv: list[str] | None = None) -> int:
     py = [sys.executable, "-m", "pytest", "-q", "--color=no", "-p", "no:cacheprovider"]
     if "kernels" in chosen:
         steps.append(run_step("kernels", [*py, "tests/kernels"], env, args.step_timeout))
+    rows_table: list[str] = []
+    if "rows" in chosen:
+        try:
+            step, rows_table = row_packing(kind == "gpu-emulated")
+        except Exception as exc:  # a step reports, it does not stop the others
+            step = {"step": "rows", "ok": False, "seconds": 0.0,
+                    "result": f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"}
+        steps.append(step)
     if "gpu" in chosen:
         steps.append(run_step("gpu tests", [*py, "-m", "gpu", "tests", "--ignore=tests/kernels"],
                               env, args.step_timeout))
@@ -206,6 +294,9 @@ def main(argv: list[str] | None = None) -> int:
              "| step | result | s | ok |", "|---|---|---|---|",
              *[f"| {s['step']} | {s['result']} | {s['seconds']:.0f} | {s['ok']} |" for s in steps],
              "", *matrix_table(rows)]
+    if rows_table:
+        lines += ["", "## Row kernels: 16-byte packs and scalars (cuda/rows.cu)", "",
+                  *rows_table]
     if bench_table.exists():
         lines += ["", "## Benchmarks (perf/bench_gpu.py)", "", bench_table.read_text()]
     text = "\n".join(lines) + "\n"

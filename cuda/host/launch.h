@@ -12,7 +12,8 @@
 //   const char* hpcgnn_host_name(k)         kernel k's name
 //   const char* hpcgnn_host_signature(k)    its parameters, space-separated: "i8" / "u4"
 //       (signed / unsigned integer of N bytes), "f4" / "f8" (floating point), "b1" (bool),
-//       "*" + the pointee's kind for a pointer ("*f4"; "*" alone for void*)
+//       "*" + the pointee's kind for a pointer ("*f4"; "*" alone for void*; a pointer to a
+//       pack of values, a class with a value_type, has its value_type's: "*f4")
 //   void hpcgnn_host_launch(k, grid[3], block[3], args, order, seed)
 //       runs kernel k once for every (block, thread) pair of the grid, sequentially, in
 //       the order 0 natural (block-major, x fastest), 1 reversed, 2 shuffled (a bijection
@@ -120,6 +121,8 @@ std::string kind() {
         using P = std::remove_cv_t<std::remove_pointer_t<T>>;
         if constexpr (std::is_void_v<P>) {
             return "*";
+        } else if constexpr (std::is_class_v<P>) {  // a pack of values (rows.cu's hpcgnn_vec16)
+            return "*" + kind<typename P::value_type>();
         } else {
             return "*" + kind<P>();
         }

@@ -50,14 +50,16 @@ COMPILE_OPTIONS: tuple[str, ...] = ("-std=c++17", "--fmad=false")
 
 _FLOATS = ("float", "double")
 _INDICES = ("int", "long long")
+#: rows.cu's value types: the scalars and their 16-byte packs (``hpcgnn_vec16``).
+_ROW_VALUES = (*_FLOATS, *(f"hpcgnn_vec16<{t}>" for t in _FLOATS))
 
 #: Template instantiations each source is compiled with (``name_expressions``); the
 #: ``#ifdef HPCGNN_INSTANTIATE`` blocks of the sources list the same ones for ``make ptx``.
 NAME_EXPRESSIONS: dict[str, tuple[str, ...]] = {
     "rows.cu": (
         *(f"{k}<{t}, {i}>" for k in ("gather_rows", "scatter_add_unique")
-          for t in _FLOATS for i in _INDICES),
-        *(f"scatter_add_segments<{t}>" for t in _FLOATS),
+          for t in _ROW_VALUES for i in _INDICES),
+        *(f"scatter_add_segments<{t}>" for t in _ROW_VALUES),
     ),
     "csr.cu": tuple(f"gather_ranges<{i}>" for i in _INDICES),
     "attention.cu": tuple(f"{k}<{t}>" for k in ("edge_softmax", "edge_softmax_backward",

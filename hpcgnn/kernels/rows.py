@@ -17,6 +17,12 @@ A float32/float64 tensor on a CUDA device runs the kernel (a scatter-add target 
 contiguous); anything else (other dtypes, such as the int64 row ids the staged exchange
 sends once at setup) the reference, on the tensor's device. Row ids are never checked
 against the row count (the exchange tables are built in range).
+
+16-byte packing (the default): where a row is a whole number of 16 bytes (float32: a width
+divisible by 4; float64: by 2) and every value tensor of the launch starts on a 16-byte
+boundary, the kernels run on ``hpcgnn_vec16<T>`` (one vector load or store per 16 bytes);
+otherwise on ``T``, element by element (:func:`row_kernel` chooses). The bytes are the same
+either way. ``packed=False`` forces the scalar kernels (a check or a benchmark of the two).
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ from hpcgnn.kernels import cuda_modules as cm
 
 #: Value dtypes of the kernels of ``rows.cu``.
 KERNEL_DTYPES = (torch.float32, torch.float64)
+#: Bytes of ``rows.cu``'s packs (``hpcgnn_vec16<T>``): their size and their alignment.
+PACK_BYTES = 16
 
 
 @dataclass(frozen=True)
@@ -69,19 +77,65 @@ def scatter_map(idx: torch.Tensor) -> ScatterMap:
     return ScatterMap(ids, order, targets, seg)
 
 
-def _launch(kernel: str, out: torch.Tensor, *args: torch.Tensor, work: int) -> None:
-    """Run ``kernel`` of ``rows.cu`` on ``args``, then ``out``, the count ``work`` and ``f``.
+def packs(values: tuple[torch.Tensor, ...]) -> bool:
+    """Whether the rows of contiguous ``values`` (one dtype and width) move as 16-byte packs.
 
-    One thread per element of the ``work x f`` block (``f`` the width of ``out``'s rows).
+    True when a row is a whole number of :data:`PACK_BYTES` bytes and every tensor's data
+    starts on a :data:`PACK_BYTES` boundary (so does each row then). A fresh allocation is
+    aligned (torch's CUDA and CPU allocators give 256- and 64-byte aligned blocks); a view
+    that starts inside one may not be.
     """
-    f = math.prod(out.shape[1:])
-    launch_args = (*map(cm.as_cupy, (*args, out)), np.int64(work), np.int64(f))
-    cm.launch("rows.cu", kernel, cm.device_index(out.device), cm.blocks(work * f), launch_args)
+    row = math.prod(values[0].shape[1:]) * values[0].element_size()
+    return row > 0 and row % PACK_BYTES == 0 and all(
+        v.data_ptr() % PACK_BYTES == 0 for v in values
+    )
 
 
-def _name(kernel: str, out: torch.Tensor, idx: torch.Tensor) -> str:
-    """``kernel<T, I>`` for ``out``'s value type and ``idx``'s id type."""
-    return f"{kernel}<{cm.c_type(out.dtype)}, {cm.c_type(idx.dtype)}>"
+def row_kernel(
+    kernel: str, values: tuple[torch.Tensor, ...], idx: torch.Tensor | None = None,
+    packed: bool = True,
+) -> tuple[str, int]:
+    """The launch name of ``kernel`` of ``rows.cu`` for ``values``, and ``f`` in its units.
+
+    Parameters
+    ----------
+    kernel
+        ``gather_rows``, ``scatter_add_unique`` or ``scatter_add_segments``.
+    values
+        The contiguous value tensors the kernel reads and writes (one dtype and row width;
+        the output among them).
+    idx
+        The row ids (int32 or int64) for a kernel templated on their type, else None.
+    packed
+        Allow 16-byte packs (:func:`packs`); False: the scalar kernel always.
+
+    Returns
+    -------
+    tuple of (str, int)
+        ``kernel<hpcgnn_vec16<T>, I>`` and the row width in packs where the values pack,
+        else ``kernel<T, I>`` and the width in elements (``I`` only with ``idx``).
+    """
+    f = math.prod(values[0].shape[1:])
+    value = cm.c_type(values[0].dtype)
+    if packed and packs(values):
+        f = f * values[0].element_size() // PACK_BYTES
+        value = f"hpcgnn_vec16<{value}>"
+    types = value if idx is None else f"{value}, {cm.c_type(idx.dtype)}"
+    return f"{kernel}<{types}>", f
+
+
+def _launch(
+    kernel: str, values: tuple[torch.Tensor, ...], args: tuple[torch.Tensor, ...], work: int,
+    idx: torch.Tensor | None = None, packed: bool = True,
+) -> None:
+    """Run ``kernel`` (:func:`row_kernel` names it) on ``args``, the count ``work`` and ``f``.
+
+    One thread per element (or pack) of the ``work x f`` block; ``args`` end with the output.
+    """
+    name, f = row_kernel(kernel, values, idx, packed)
+    launch_args = (*map(cm.as_cupy, args), np.int64(work), np.int64(f))
+    out = args[-1]
+    cm.launch("rows.cu", name, cm.device_index(out.device), cm.blocks(work * f), launch_args)
 
 
 def take_rows(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
@@ -108,7 +162,7 @@ def take_rows(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
     return flat.index_select(0, idx).reshape(len(idx), *x.shape[1:])
 
 
-def gather_rows(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+def gather_rows(x: torch.Tensor, idx: torch.Tensor, *, packed: bool = True) -> torch.Tensor:
     """Rows ``idx`` of ``x`` packed into a new contiguous tensor: ``out[i] = x[idx[i]]``.
 
     Parameters
@@ -117,6 +171,9 @@ def gather_rows(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
         Source rows (any trailing shape; made contiguous for the kernel).
     idx
         Row ids, int32 or int64, on ``x``'s device; may repeat.
+    packed
+        On a GPU, move 16-byte packs where the rows allow (:func:`row_kernel`); False: the
+        scalar kernel. The same result either way.
 
     Returns
     -------
@@ -127,12 +184,14 @@ def gather_rows(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
         return take_rows(x, idx).contiguous()
     out = x.new_empty((len(idx), *x.shape[1:]))
     if out.numel():
-        _launch(_name("gather_rows", out, idx), out, x, idx.contiguous(), work=len(idx))
+        x, idx = x.contiguous(), idx.contiguous()
+        _launch("gather_rows", (x, out), (x, idx, out), len(idx), idx, packed)
     return out
 
 
 def scatter_add_rows(
-    out: torch.Tensor, idx: torch.Tensor | ScatterMap, rows: torch.Tensor, unique: bool = False
+    out: torch.Tensor, idx: torch.Tensor | ScatterMap, rows: torch.Tensor, unique: bool = False,
+    *, packed: bool = True,
 ) -> torch.Tensor:
     """Add ``rows[i]`` into ``out[idx[i]]`` in place and return ``out``.
 
@@ -150,6 +209,9 @@ def scatter_add_rows(
         (on the CPU ``out[idx] += rows``, on a GPU ``scatter_add_unique``). Otherwise
         repeated ids accumulate in ``i`` order (``index_add_``; on a GPU
         ``scatter_add_segments``, bit-identical to it).
+    packed
+        On a GPU, add 16-byte packs where the rows allow (:func:`row_kernel`); False: the
+        scalar kernel. The same result either way.
     """
     ids = idx.ids if isinstance(idx, ScatterMap) else idx
     if not (out.is_cuda and out.dtype in KERNEL_DTYPES and out.is_contiguous()):
@@ -162,11 +224,10 @@ def scatter_add_rows(
         return out
     rows = rows.contiguous()
     if unique:
-        _launch(_name("scatter_add_unique", out, ids), out, rows, ids.contiguous(),
-                work=len(ids))
+        ids = ids.contiguous()
+        _launch("scatter_add_unique", (rows, out), (rows, ids, out), len(ids), ids, packed)
         return out
-    inverse = idx if isinstance(idx, ScatterMap) else scatter_map(idx)
-    kernel = f"scatter_add_segments<{cm.c_type(out.dtype)}>"
-    _launch(kernel, out, rows, inverse.order, inverse.targets, inverse.seg,
-            work=len(inverse.targets))
+    inv = idx if isinstance(idx, ScatterMap) else scatter_map(idx)
+    _launch("scatter_add_segments", (rows, out), (rows, inv.order, inv.targets, inv.seg, out),
+            len(inv.targets), packed=packed)
     return out

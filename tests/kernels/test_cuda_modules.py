@@ -100,3 +100,23 @@ def test_every_source_compiles_and_has_its_kernels(tmp_path):
             assert sum(mangled in e for e in entries) == sum(
                 t.startswith(name + "<") for t in templates
             ), (src.name, name)
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
+def test_the_packed_row_kernels_move_16_byte_vectors(tmp_path):
+    """rows.cu's ``hpcgnn_vec16`` kernels load and store their values 16 bytes at a time
+    (``.v4.f32`` / ``.v2.f64``), the scalar ones element by element, as NVRTC would compile
+    them (no FMA contraction)."""
+    code = tmp_path / "rows.cu"
+    code.write_text(source_text(cuda_dir(), "rows.cu"))
+    ptx = tmp_path / "rows.ptx"
+    subprocess.run(["nvcc", "--ptx", "-std=c++17", "--fmad=false", "-DHPCGNN_INSTANTIATE",
+                    "-arch=sm_80", "-o", str(ptx), str(code)], check=True, capture_output=True)
+    bodies = re.findall(r"\.entry\s+(\w+)\((.*?)\n\}", ptx.read_text(), re.S)
+    packed = {name: body for name, body in bodies if "hpcgnn_vec16" in name}
+    assert len(packed) == sum("hpcgnn_vec16" in n for n in NAME_EXPRESSIONS["rows.cu"]) == 10
+    for name, body in bodies:
+        moves = re.findall(r"\b(ld|st)\.global(?:\.nc)?(\.v\d)?\.(f32|f64)\b", body)
+        assert {op for op, _, _ in moves} == {"ld", "st"}, name
+        want = {"f32": ".v4", "f64": ".v2"} if name in packed else {"f32": "", "f64": ""}
+        assert all(vec == want[kind] for _, vec, kind in moves), (name, moves)

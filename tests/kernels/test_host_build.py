@@ -71,6 +71,8 @@ def test_every_kernel_the_loader_launches_is_in_the_build():
         want = {*cm.NAME_EXPRESSIONS.get(src, ()), *EXTERN_C.get(src, ())}
         assert set(host(src).names) == want, src
     assert host("rows.cu").signature("gather_rows<float, int>") == ("*f4", "*i4", "*f4", "i8", "i8")
+    packed = host("rows.cu").signature("gather_rows<hpcgnn_vec16<double>, int>")
+    assert packed == ("*f8", "*i4", "*f8", "i8", "i8")  # a pack: its values' kind
     assert host("dropout.cu").signature("hash_keep")[4:] == ("u8", "u8", "u8", "*b1")
 
 

@@ -45,34 +45,53 @@ def _rng(seed: int = 0) -> np.random.Generator:
 
 # rows.cu -----------------------------------------------------------------------------------
 
-def _rows_name(kernel: str, dtype: type, itype: type) -> str:
-    return f"{kernel}<{cm.c_type(np.dtype(dtype))}, {cm.c_type(np.dtype(itype))}>"
+def _value(dtype: type, packed: bool) -> str:
+    """rows.cu's value type: the scalar, or its 16-byte pack ``hpcgnn_vec16``."""
+    c = cm.c_type(np.dtype(dtype))
+    return f"hpcgnn_vec16<{c}>" if packed else c
+
+
+def _rows_name(kernel: str, dtype: type, itype: type, packed: bool = False) -> str:
+    return f"{kernel}<{_value(dtype, packed)}, {cm.c_type(np.dtype(itype))}>"
+
+
+def _width(f: int, dtype: type, packed: bool, *arrays: np.ndarray) -> int:
+    """``f`` in the kernel's units: 16-byte packs (the arrays aligned for them) or elements."""
+    if not packed:
+        return f
+    assert f * np.dtype(dtype).itemsize % 16 == 0 and all(a.ctypes.data % 16 == 0 for a in arrays)
+    return f * np.dtype(dtype).itemsize // 16
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("itype", INDICES)
-@pytest.mark.parametrize(("n", "f"), [(300, 5), (7, 1), (1, 900)])
-def test_gather_rows(settings, dtype, itype, n, f):
+@pytest.mark.parametrize(("n", "f", "packed"),
+                         [(300, 5, False), (7, 1, False), (1, 900, False), (300, 8, True),
+                          (7, 4, True), (1, 900, True)])
+def test_gather_rows(settings, dtype, itype, n, f, packed):
     x = _rng(1).standard_normal((40, f)).astype(dtype)
     idx = _rng(2).integers(0, 40, n).astype(itype)  # duplicates, any order
     idx[0] = 39
     out = poisoned((n, f), dtype)
-    args = (x, idx, out, np.int64(n), np.int64(f))
-    _launch("rows.cu", _rows_name("gather_rows", dtype, itype), n * f, args)
+    w = _width(f, dtype, packed, x, out)
+    args = (x, idx, out, np.int64(n), np.int64(w))
+    _launch("rows.cu", _rows_name("gather_rows", dtype, itype, packed), n * w, args)
     assert same_bytes(out, x[idx])
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("itype", INDICES)
-def test_scatter_add_unique(settings, dtype, itype):
-    n, f = 250, 4
+@pytest.mark.parametrize(("f", "packed"), [(4, False), (3, False), (4, True), (12, True)])
+def test_scatter_add_unique(settings, dtype, itype, f, packed):
+    n = 250
     out = _rng(3).standard_normal((400, f)).astype(dtype)
     idx = _rng(4).permutation(400)[:n].astype(itype)
     rows = _rng(5).standard_normal((n, f)).astype(dtype)
     want = torch.from_numpy(out.copy())
     want[torch.from_numpy(idx).long()] += torch.from_numpy(rows)  # the CPU twin
-    args = (rows, idx, out, np.int64(n), np.int64(f))
-    _launch("rows.cu", _rows_name("scatter_add_unique", dtype, itype), n * f, args)
+    w = _width(f, dtype, packed, rows, out)
+    args = (rows, idx, out, np.int64(n), np.int64(w))
+    _launch("rows.cu", _rows_name("scatter_add_unique", dtype, itype, packed), n * w, args)
     assert same_bytes(out, want.numpy())
 
 
@@ -96,8 +115,9 @@ def _sum_backwards(start: np.ndarray, rows: np.ndarray) -> np.ndarray:
 
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("itype", INDICES)
-def test_scatter_add_segments_is_index_add(settings, dtype, itype):
-    n, f = 900, 3
+@pytest.mark.parametrize(("f", "packed"), [(3, False), (4, True)])
+def test_scatter_add_segments_is_index_add(settings, dtype, itype, f, packed):
+    n = 900
     ids, rows = _order_sensitive_rows(dtype, n, f)
     out = _rng(9).standard_normal((40, f)).astype(dtype)
     out[[0, 36]] = 0
@@ -108,8 +128,9 @@ def test_scatter_add_segments_is_index_add(settings, dtype, itype):
     assert np.all((want[36] > 0) & (want[36] < np.finfo(dtype).tiny))  # subnormal sums
     inverse = scatter_map(torch.from_numpy(ids.astype(itype)))
     m = len(inverse.targets)
-    args = (rows, inverse.order, inverse.targets, inverse.seg, out, np.int64(m), np.int64(f))
-    _launch("rows.cu", f"scatter_add_segments<{cm.c_type(np.dtype(dtype))}>", m * f, args)
+    w = _width(f, dtype, packed, rows, out)
+    args = (rows, inverse.order, inverse.targets, inverse.seg, out, np.int64(m), np.int64(w))
+    _launch("rows.cu", f"scatter_add_segments<{_value(dtype, packed)}>", m * w, args)
     assert same_bytes(out, want)
 
 

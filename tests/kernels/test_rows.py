@@ -1,10 +1,37 @@
+from contextlib import contextmanager
+
 import numpy as np
 import pytest
 import torch
 
-from hpcgnn.kernels.rows import ScatterMap, gather_rows, scatter_add_rows, scatter_map
+from hpcgnn.backend import emulation
+from hpcgnn.kernels import cuda_modules as cm
+from hpcgnn.kernels.rows import (
+    PACK_BYTES,
+    ScatterMap,
+    gather_rows,
+    packs,
+    row_kernel,
+    scatter_add_rows,
+    scatter_map,
+)
+from tests.conftest import TEST_DEVICE
+from tests.kernels.host import need_compiler
 
 INDEX_DTYPES = [torch.int32, torch.int64]
+#: Row widths of the packing tests: packs of 1, 2 and 4 and the widths around them.
+WIDTHS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 17]
+
+
+@contextmanager
+def _gpu():
+    """The suite's GPU where it runs on a real one, else the emulated GPU (the host builds)."""
+    if TEST_DEVICE == "cuda" and not emulation.requested() and torch.cuda.is_available():
+        yield
+        return
+    need_compiler()
+    with emulation.emulated():
+        yield
 
 
 def _x(n=6, f=3, dtype=torch.float64):
@@ -92,7 +119,6 @@ def test_scatter_add_zero_size(unique):
     assert empty.shape == (3, 0)
 
 
-@pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("itype", INDEX_DTYPES)
 def test_cuda_kernels_match_the_cpu_references(dtype, itype):
@@ -101,6 +127,11 @@ def test_cuda_kernels_match_the_cpu_references(dtype, itype):
     uniq = torch.tensor([5, 2, 40], dtype=itype)
     rows = torch.rand(len(idx), 7, dtype=dtype, generator=torch.Generator().manual_seed(3))
     cuda = torch.device("cuda")
+    with _gpu():
+        _match_the_cpu_references(x, idx, uniq, rows, cuda)
+
+
+def _match_the_cpu_references(x, idx, uniq, rows, cuda):
     assert torch.equal(gather_rows(x.to(cuda), idx.to(cuda)).cpu(), gather_rows(x, idx))
     want = scatter_add_rows(x.clone(), idx, rows)
     for ids in (idx.to(cuda), scatter_map(idx.to(cuda))):  # deterministic: bit for bit
@@ -110,3 +141,83 @@ def test_cuda_kernels_match_the_cpu_references(dtype, itype):
     assert gather_rows(x.to(cuda), idx[:0].to(cuda)).shape == (0, 7)
     ids = torch.arange(50).reshape(-1, 1)  # int64 payload (staged setup): torch's indexing
     assert torch.equal(gather_rows(ids.to(cuda), idx.to(cuda)).cpu(), ids[idx.long()])
+
+
+def _misaligned(t: torch.Tensor, offset: int) -> torch.Tensor:
+    """A contiguous copy of ``t`` on its device whose data starts ``offset`` elements into a
+    fresh (16-byte aligned) buffer."""
+    buf = torch.empty(t.numel() + offset, dtype=t.dtype, device=t.device)
+    view = buf[offset:].view(t.shape)
+    view.copy_(t)
+    return view
+
+
+@pytest.mark.parametrize(("dtype", "f", "width"),
+                         [(torch.float32, 4, 1), (torch.float32, 8, 2), (torch.float32, 16, 4),
+                          (torch.float64, 2, 1), (torch.float64, 6, 3)])
+def test_row_kernel_packs_whole_aligned_rows(dtype, f, width):
+    x, out = torch.zeros(10, f, dtype=dtype), torch.zeros(3, f, dtype=dtype)
+    idx = torch.zeros(3, dtype=torch.int32)
+    c = cm.c_type(dtype)
+    assert packs((x, out))
+    assert row_kernel("gather_rows", (x, out), idx) == (f"gather_rows<hpcgnn_vec16<{c}>, int>",
+                                                        width)
+    assert row_kernel("scatter_add_segments", (x, out)) == (
+        f"scatter_add_segments<hpcgnn_vec16<{c}>>", width)
+    assert row_kernel("gather_rows", (x, out), idx, packed=False) == (f"gather_rows<{c}, int>", f)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("f", WIDTHS)
+def test_row_kernel_falls_back_to_scalars(dtype, f):
+    """A row that is no whole number of packs, or one value tensor off a 16-byte boundary."""
+    x, out = torch.zeros(10, f, dtype=dtype), torch.zeros(3, f, dtype=dtype)
+    whole = f * x.element_size() % PACK_BYTES == 0
+    assert packs((x, out)) == whole
+    shifted = _misaligned(x, 1)
+    assert shifted.data_ptr() % PACK_BYTES != 0
+    assert not packs((shifted, out)) and not packs((x, _misaligned(out, 1)))
+    ids = torch.zeros(1, dtype=torch.int32)
+    assert row_kernel("scatter_add_unique", (shifted, out), ids) == (
+        f"scatter_add_unique<{cm.c_type(dtype)}, int>", f)
+    assert not packs((torch.zeros(4, 0, dtype=dtype),))  # no bytes: nothing to pack
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("offset", [0, 1], ids=["aligned", "misaligned"])
+def test_packed_and_scalar_kernels_equal_the_cpu_twins(dtype, offset, monkeypatch):
+    """Gather, unique and general scatter-add at every width, packed where the rows allow
+    (named ``hpcgnn_vec16``) and scalar otherwise or with ``packed=False``: byte-identical
+    to the CPU twins (duplicates summed in i order, magnitudes that make the order show)."""
+    launched: list[str] = []
+    real = cm.launch
+    monkeypatch.setattr(cm, "launch", lambda *a, **k: launched.append(a[1]) or real(*a, **k))
+    gen = torch.Generator().manual_seed(6)
+    cuda = torch.device("cuda")
+    for f in WIDTHS:
+        x = torch.randn(30, f, dtype=dtype, generator=gen)
+        x *= 10.0 ** torch.randint(-6, 7, x.shape, generator=gen).to(dtype)
+        idx = torch.randint(0, 30, (45,), generator=gen)
+        idx[:6] = 4  # one target of many rows
+        uniq = torch.randperm(30, generator=gen)[:12]
+        rows = torch.randn(45, f, dtype=dtype, generator=gen) * 1e8
+        want = (gather_rows(x, idx), scatter_add_rows(x.clone(), idx, rows),
+                scatter_add_rows(x.clone(), uniq, rows[:12], unique=True))
+        whole = f * x.element_size() % PACK_BYTES == 0
+        for packed in (True, False):
+            launched.clear()
+            with _gpu():
+                dx, drows = _misaligned(x.to(cuda), offset), _misaligned(rows.to(cuda), offset)
+                didx, duniq = idx.to(cuda), uniq.to(cuda)
+                got = (gather_rows(dx, didx, packed=packed),
+                       scatter_add_rows(dx.clone(), didx, drows, packed=packed),
+                       scatter_add_rows(_misaligned(dx, offset), scatter_map(didx), drows,
+                                        packed=packed),
+                       scatter_add_rows(_misaligned(dx, offset), duniq, drows[:12], unique=True,
+                                        packed=packed))
+                got = tuple(g.cpu() for g in got)
+            for g, w in zip(got, (want[0], want[1], want[1], want[2]), strict=True):
+                assert g.numpy().tobytes() == w.numpy().tobytes(), (f, packed)
+            vector = ["hpcgnn_vec16" in name for name in launched]
+            assert len(vector) == 4
+            assert vector == [packed and whole and offset == 0] * 4, (f, packed, launched)

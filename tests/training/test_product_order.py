@@ -74,6 +74,17 @@ def test_paper_order_equals_auto_with_every_byte_predicted(
 
 
 @pytest.mark.mpi
+@pytest.mark.ranks(4)
+@pytest.mark.parametrize("model", [["--model", "sage"], ["--model", "gin"], ["--bias"]],
+                         ids=["sage", "gin", "gcn-bias"])
+def test_every_kind_runs_cagnets_backward_on_a_grid(graph_file, shared_tmp, world, model):
+    """2D 2x2: a self term's dense step after CAGNET's, GIN's MLP, a bias: ``auto``'s losses."""
+    graph = graph_file("kinds.h5", n=40, features=5, classes=3, seed=7)
+    _pair(world, graph, shared_tmp, ["--algo", "2d", *model, "--hidden", "3"],
+          f"kinds-{'-'.join(model)}")
+
+
+@pytest.mark.mpi
 @pytest.mark.ranks(4, 8)
 @pytest.mark.parametrize("algo", [["--algo", "1d"], ["--algo", "1.5d", "--replication", "2"],
                                   ["--algo", "2d"], ["--algo", "3d"]], ids=layout_id)

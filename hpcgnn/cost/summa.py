@@ -36,6 +36,11 @@ Dense step ``T W`` of layer ``t`` (:func:`~hpcgnn.layout.summa.dense_variant`;
 Last layer in the order ``Â^T (H W)``: the logits are gathered to column 0, ``gather``
 and ``scatter`` ``n (C - w_0(C)) s`` each.
 
+CAGNET's backward (``--product-order paper``: :attr:`~hpcgnn.layout.summa.Step.adjoint`):
+the dense step runs forward only, its backward SpMM on ``G`` (``f_{t+1}`` columns), then
+``allgather`` ``(Pc - 1) n f_{t+1} s`` of ``Â G``; after a final step ``G`` is first
+scattered from column 0, ``scatter`` ``n (f_{t+1} - w_0(f_{t+1})) s``.
+
 Weight gradients: one all-reduce of all ``W^t`` (``m = s sum_t f_t f_{t+1}`` bytes) over
 the ``P`` ranks, ``round(2 m (P-1)/P)`` per rank.
 
@@ -251,31 +256,47 @@ def _dense_step(
     per: dict[tuple[str, str], np.ndarray], plan: Step, layout: SummaLayout,
     fine: np.ndarray, s: int,
 ) -> int:
-    """Add the bytes of one dense step to ``per``; return its messages."""
+    """Add the bytes of one dense step to ``per``; return its messages.
+
+    With CAGNET's backward (``plan.adjoint``) the step runs forward only; its backward is
+    the all-gather of ``Â G`` along the process row, after a final step's ``G`` is
+    scattered from column 0 (:func:`hpcgnn.nn.gcn.aggregate_transform`).
+    """
     pc = layout.pc
-    f_in, f_out, input_grad = plan.f_in, plan.f_out, plan.backward
+    f_in, f_out = plan.f_in, plan.f_out
+    adjoint = not plan.adjoint  # the step's own adjoint runs
+    input_grad = plan.backward and adjoint
     w_in = np.diff(layout.cols(f_in)).astype(np.float64)
     w_out = np.diff(layout.cols(f_out)).astype(np.float64)
     rows = fine[:, None, :]
+    messages = 0
+    if not adjoint:  # CAGNET's backward
+        per["allgather", "row"] += rows * (f_out - w_out)[None, :, None] * s
+        messages += _log2(pc)
+        if plan.final:
+            per["scatter", "row"][:, 1:, :] += rows * w_out[None, 1:, None] * s
+            messages += _log2(pc)
     if plan.dense == ALLGATHER:
         moved = rows * (f_in - w_in)[None, :, None] * s
         per["allgather", "row"] += moved
         if input_grad:
             per["reduce_scatter", "row"] += moved
-        return _log2(pc) * (1 + int(input_grad))
+        return messages + _log2(pc) * (1 + int(input_grad))
     if plan.dense == REDUCE_SCATTER:
         moved = rows * (f_out - w_out)[None, :, None] * s
         per["reduce_scatter", "row"] += moved
-        per["allgather", "row"] += moved
-        return 2 * _log2(pc)
+        if adjoint:
+            per["allgather", "row"] += moved
+        return messages + _log2(pc) * (1 + int(adjoint))
     if plan.dense == GATHER:
         per["gather", "row"][:, 0, :] += fine * (f_in - w_in[0]) * s
         if input_grad:
             per["scatter", "row"][:, 1:, :] += rows * w_in[None, 1:, None] * s
-        return _log2(pc) * (1 + int(input_grad))
+        return messages + _log2(pc) * (1 + int(input_grad))
     per["reduce_scatter", "row"][:, 1:, :] += rows * f_out * s  # REDUCE
-    per["dense_bcast", "row"][:, 1:, :] += rows * f_out * s
-    return _log2(pc) + 1
+    if adjoint:
+        per["dense_bcast", "row"][:, 1:, :] += rows * f_out * s
+    return messages + _log2(pc) + int(adjoint)
 
 
 def _attention_layer(
@@ -326,13 +347,15 @@ def _spmm_passes(
 ) -> int:
     """Add the bytes of an SpMM on ``plan.f_in`` columns; return its messages.
 
-    Forward, and backward when the operand needs a gradient (``plan.backward``).
+    Forward, and backward when the operand needs a gradient (``plan.backward``), on
+    ``plan.adjoint`` columns with CAGNET's backward.
     """
     pr, pc, pl = layout.dims
-    w_sp = np.diff(layout.cols(plan.f_in)).astype(np.float64)
     received = fine.sum(axis=0)[None, None, :] - fine[:, None, :]
     messages = 0
     for direction in ("fwd", "bwd") if plan.backward else ("fwd",):
+        width = plan.adjoint if direction == "bwd" and plan.adjoint else plan.f_in
+        w_sp = np.diff(layout.cols(width)).astype(np.float64)
         per["dense_bcast", "col"] += received * w_sp[None, :, None] * s
         per["sparse_bcast", "row"] += sparse[direction]
         if pl > 1:

@@ -3,8 +3,8 @@
 A layer ``Z = Â^T H W`` runs as ``(Â^T H) W`` or ``Â^T (H W)``, whichever makes the SpMM
 narrower (``--product-order auto``), or always as CAGNET's ``(Â^T H) W`` with the first
 layer's backward SpMM (``--product-order paper``, :attr:`hpcgnn.kinds.Layer.product_order`),
-whose backward in the row layouts is CAGNET's too: ``Â G^l`` first, on the layer's output
-width, reused for ``W``'s gradient and ``H``'s (:meth:`Ordered.aggregate_transform`);
+whose backward in every full-batch layout is CAGNET's too: ``Â G^l`` first, on the layer's
+output width, reused for ``W``'s gradient and ``H``'s (:meth:`Ordered.aggregate_transform`);
 the models (:mod:`hpcgnn.nn.gcn`), the layer traces (:mod:`hpcgnn.layout.trace`), the SUMMA
 layer plans (:mod:`hpcgnn.layout.summa`) and so the cost models (:mod:`hpcgnn.cost`) all
 follow :func:`transform_first` and :func:`input_gradient`.
@@ -82,9 +82,8 @@ def input_gradient(order: str) -> bool:
     """Whether the first layer's backward SpMM runs: the input features get a gradient.
 
     ``"auto"``: no, nothing needs ``Â dT`` of the input; ``"paper"``: yes, as CAGNET, whose
-    backward computes ``Â G^1`` in every layer (:func:`transform_first`): in the row
-    layouts it gives ``W^1``'s gradient (:meth:`Ordered.aggregate_transform`), on a SUMMA
-    grid the adjoint ``Â (G W^T)``. The input's gradient itself is not used.
+    backward computes ``Â G^1`` in every layer (:func:`transform_first`): it gives ``W^1``'s
+    gradient (:meth:`Ordered.aggregate_transform`). The input's gradient itself is not used.
     """
     return order == PAPER
 
@@ -93,12 +92,12 @@ class Ordered(Primitives, Protocol):
     """The primitives :func:`propagate` runs on: a full-batch layout's, or the trace's."""
 
     def aggregate_transform(self, h: Any, w: Any) -> Any:
-        """``(Â^T H) W`` with CAGNET's backward where the layout multiplies locally.
+        """``(Â^T H) W`` with CAGNET's backward.
 
         The backward SpMM runs once on ``G`` (``w``'s output width): ``U = Â G``, then
-        ``W``'s gradient ``H^T U`` and ``H``'s ``U W^T``. Where the dense step is a
-        layout's own (a SUMMA grid's), ``g.dense(g.aggregate(h), w)``: the backward SpMM
-        is the adjoint of the forward, ``Â (G W^T)`` on ``w``'s input width.
+        ``W``'s gradient ``H^T U`` and ``H``'s ``U W^T``; where the dense step is a
+        layout's own (a SUMMA grid's), ``U``'s column blocks are all-gathered along the
+        process row for them (:func:`hpcgnn.nn.gcn.aggregate_transform`).
         """
 
 

@@ -454,6 +454,11 @@ class Step:
         An attention's heads.
     final
         On the last layer: the step delivers (its part of) the logits to process column 0.
+    adjoint
+        CAGNET's backward (``--product-order paper``, :attr:`hpcgnn.layout.trace.Call.adjoint`):
+        the SpMM's backward runs on ``G`` of this width, and the dense step's adjoint is
+        replaced by the all-gather of ``Â G`` along the process row (after scattering a final
+        step's ``G`` from column 0); 0: the adjoints of the forward.
     """
 
     primitive: str
@@ -463,6 +468,7 @@ class Step:
     dense: str | None = None
     heads: int = 1
     final: bool = False
+    adjoint: int = 0
 
 
 @dataclass(frozen=True)
@@ -514,7 +520,7 @@ def layer_plans(
         steps = tuple(
             Step(c.primitive, c.f_in, c.f_out, c.backward,
                  dense_variant(c.backward, c.final, c.f_in, c.f_out, pc)
-                 if c.primitive == DENSE else None, c.heads, c.final)
+                 if c.primitive == DENSE else None, c.heads, c.final, c.adjoint)
             for c in calls if c.layer == t
         )
         last = t == len(widths) - 2

@@ -50,10 +50,10 @@ class Call:
         step then delivers the logits to their scorers itself).
     adjoint
         An SpMM of CAGNET's ``(Â^T H) W`` (``g.propagate`` with ``--product-order
-        paper``, :meth:`~hpcgnn.layout.order.Ordered.aggregate_transform`): the width of
-        ``G`` its backward multiplies in the layouts that multiply locally (1D, 1.5D,
-        halo), ``W``'s output width; 0: the adjoint of the forward, ``width`` (every SpMM
-        of a SUMMA grid).
+        paper``, :meth:`~hpcgnn.layout.order.Ordered.aggregate_transform`) and its dense
+        step: the width of ``G`` the backward multiplies, ``W``'s output width (a SUMMA
+        grid then all-gathers ``Â G`` along the process row instead of running the dense
+        step's adjoint); 0: the adjoint of the forward, ``width``.
     """
 
     layer: int
@@ -160,18 +160,18 @@ class Tracer:
                             adjoint=adjoint)
         return Shape(h.width, h.grad, made, plain=False, rows=OUT)
 
-    def dense(self, h: Shape, w: WeightShape) -> Shape:
-        """``H W``."""
+    def dense(self, h: Shape, w: WeightShape, adjoint: int = 0) -> Shape:
+        """``H W`` (``adjoint``: CAGNET's backward, :meth:`aggregate_transform`)."""
         f_in, f_out = w.shape
         if h.width != f_in:
             raise ValueError(f"layer {self.layer}: a {h.width}-column value times a"
                              f" {f_in} x {f_out} weight")
-        return Shape(f_out, True, self._record(DENSE, h, f_out, h.grad, f_in, f_out),
-                     plain=False, rows=h.rows)
+        made = self._record(DENSE, h, f_out, h.grad, f_in, f_out, adjoint=adjoint)
+        return Shape(f_out, True, made, plain=False, rows=h.rows)
 
     def aggregate_transform(self, h: Shape, w: WeightShape) -> Shape:
         """CAGNET's ``(Â^T H) W``: the SpMM's backward on ``G``, ``W``'s output width."""
-        return self.dense(self.aggregate(h, w.shape[1]), w)
+        return self.dense(self.aggregate(h, w.shape[1]), w, w.shape[1])
 
     def own(self, h: Shape) -> Shape:
         """The rows the layer outputs of ``h`` (no communication)."""
@@ -312,6 +312,7 @@ def row_exchange_widths(widths: Sequence[int], kind: Layer = GCN) -> list[tuple[
 
     1D, 1.5D and halo: the backward of CAGNET's ``(Â^T H) W`` multiplies ``G^l``, the
     layer's output width (:attr:`Call.adjoint`); every other backward the forward's width;
-    0 where no backward runs. A SUMMA grid's are :func:`aggregation_widths`.
+    0 where no backward runs. A SUMMA grid's SpMMs read the same from their plans
+    (:class:`hpcgnn.layout.summa.Step` ``adjoint``).
     """
     return [(c.width, c.row_backward) for c in exchanges(widths, kind)]

@@ -49,6 +49,27 @@ Input = torch.Tensor | SparseFeatures
 Dense = Callable[[Input, torch.Tensor], torch.Tensor]
 
 
+class ColumnDense(Protocol):
+    """A dense step where a rank holds a column block of ``T`` (a SUMMA grid's).
+
+    Attributes
+    ----------
+    in_range
+        The columns ``[c0, c1)`` of ``T`` this rank holds (so the rows of ``W`` it uses).
+    """
+
+    in_range: tuple[int, int]
+
+    def __call__(self, t: Input, w: torch.Tensor) -> torch.Tensor:
+        """This rank's block of ``T W``."""
+
+    def output_gradient(self, g: torch.Tensor, rows: int) -> torch.Tensor:
+        """``G = dZ`` in the layout of ``T`` (``rows`` rows)."""
+
+    def whole_rows(self, u: torch.Tensor) -> torch.Tensor:
+        """This rank's rows of ``U`` (``T``'s layout), every column."""
+
+
 class Aggregation(Protocol):
     """``Â^T H`` on this rank's block of ``H`` and its adjoint ``Â G``."""
 
@@ -105,42 +126,62 @@ class _AggregateTransform(torch.autograd.Function):
     @staticmethod
     def forward(
         ctx, h: torch.Tensor, w: torch.Tensor, op: Aggregation, stats: CommStats | None,
-        layer: int | None,
+        layer: int | None, step: ColumnDense | None,
     ) -> torch.Tensor:
-        ctx.op, ctx.stats, ctx.layer = op, stats, layer
+        ctx.op, ctx.stats, ctx.layer, ctx.step = op, stats, layer, step
         ctx.save_for_backward(h, w)
         with layer_span(stats, layer, "forward"):
             t = op.forward(h.detach())
+        if step is not None:
+            return step(t, w.detach())
         with gemm_phase(stats):
             return t @ w
 
     @staticmethod
     def backward(
         ctx, g: torch.Tensor
-    ) -> tuple[torch.Tensor | None, torch.Tensor | None, None, None, None]:
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None, None, None, None, None]:
         h, w = ctx.saved_tensors
+        step = ctx.step
+        g = g.contiguous() if step is None else step.output_gradient(g, h.shape[0])
         with layer_span(ctx.stats, ctx.layer, "backward"):
             u = ctx.op.backward(g.contiguous())  # Â G^l, reused by both gradients
+        r0, r1 = (0, w.shape[0]) if step is None else step.in_range
+        if step is not None:
+            u = step.whole_rows(u)
         with gemm_phase(ctx.stats):
-            dh = u @ w.T if ctx.needs_input_grad[0] else None
-            dw = h.T @ u if ctx.needs_input_grad[1] else None
-        return dh, dw, None, None, None
+            dh = u @ w[r0:r1].T if ctx.needs_input_grad[0] else None
+            dw = None
+            if ctx.needs_input_grad[1]:
+                dw = h.T @ u if step is None else _rows_of(w, r0, h.T @ u)
+        return dh, dw, None, None, None, None
+
+
+def _rows_of(w: torch.Tensor, r0: int, part: torch.Tensor) -> torch.Tensor:
+    """A gradient of ``w``'s shape: ``part`` on its rows from ``r0``, zero elsewhere."""
+    out = torch.zeros_like(w)
+    out[r0 : r0 + part.shape[0]] = part
+    return out
 
 
 def aggregate_transform(
     h: torch.Tensor, w: torch.Tensor, op: Aggregation, stats: CommStats | None = None,
-    layer: int | None = None,
+    layer: int | None = None, step: ColumnDense | None = None,
 ) -> torch.Tensor:
     """Differentiable ``(Â^T H) W`` through ``op`` with CAGNET's backward.
 
     The backward runs ``op``'s adjoint once on ``G`` (``W``'s output width): ``U = Â G``,
     then ``W``'s gradient ``H^T U`` (this rank's rows' part, which the layout reduces as
-    every weight gradient) and ``H``'s ``U W^T`` (local GEMMs, timed as ``gemm``). Only
-    where a rank holds whole rows of ``H`` and ``Â G`` and multiplies locally (1D, 1.5D,
-    halo, serial). With ``stats`` and ``layer`` the SpMMs' trace spans carry the layer and
-    ``forward`` / ``backward``, as :func:`aggregate`'s.
+    every weight gradient) and ``H``'s ``U W^T`` (local GEMMs, timed as ``gemm``). Where a
+    rank holds whole rows of ``H`` (1D, 1.5D, halo, serial) that is all; on a SUMMA grid
+    ``step`` is the layer's planned dense step (``T W`` forward): ``G`` is brought to the
+    layout of ``T`` (scattered from column 0 after a final step), ``U``'s column blocks
+    all-gathered along the process row, and ``H((i,l), j)`` multiplies them, giving rows
+    ``j`` of ``W``'s gradient (a partial sum) and ``U W(j, :)^T``. With ``stats`` and
+    ``layer`` the SpMMs' trace spans carry the layer and ``forward`` / ``backward``, as
+    :func:`aggregate`'s.
     """
-    return _AggregateTransform.apply(h, w, op, stats, layer)
+    return _AggregateTransform.apply(h, w, op, stats, layer, step)
 
 
 @dataclass(frozen=True)
@@ -174,7 +215,7 @@ class LayerOps:
     """
 
     aggregation: Aggregation
-    dense: tuple[Dense, ...] = ()
+    dense: tuple[ColumnDense, ...] = ()
     finish: Callable[[torch.Tensor], torch.Tensor] | None = None
     neighbourhood: Neighbourhood | None = None
     attention: ColumnAttention | None = None
@@ -311,9 +352,13 @@ class LayoutPrimitives:
 
     def _planned(self) -> Dense:
         """The next of the layer's planned dense steps (a local GEMM in row layouts)."""
+        return _dense(self._next_step(), self.stats)
+
+    def _next_step(self) -> ColumnDense | None:
+        """The next of the layer's planned dense steps; ``None``: the layout plans none."""
         i, self._used = self._used, self._used + 1
         if not self.ops.dense:
-            return _dense(None, self.stats)
+            return None
         if i < len(self.ops.dense):
             return self.ops.dense[i]
         raise ValueError(f"layer {self.layer}: the layout planned {len(self.ops.dense)} dense"
@@ -328,16 +373,13 @@ class LayoutPrimitives:
         return self._planned()(h, w)
 
     def aggregate_transform(self, h: Input, w: torch.Tensor) -> torch.Tensor:
-        """CAGNET's ``(Â^T H) W``: in the row layouts its backward SpMM acts on ``G^l``.
+        """CAGNET's ``(Â^T H) W``: its backward SpMM acts on ``G^l`` (:func:`aggregate_transform`).
 
-        The row layouts (local GEMMs) run :func:`aggregate_transform`; a SUMMA grid's
-        planned dense step keeps ``g.dense(g.aggregate(h), w)``, whose backward SpMM is
-        the adjoint of the forward (``Â (G W^T)``).
+        The row layouts multiply locally; a SUMMA grid runs the layer's planned dense step
+        forward and CAGNET's backward around it.
         """
-        if self.ops.dense:
-            return self.dense(self.aggregate(h), w)
         return aggregate_transform(as_dense(h), w, self.ops.aggregation, self.stats,
-                                   self.layer)
+                                   self.layer, self._next_step())
 
     def own(self, h: Input) -> Input:
         """``h`` itself: a rank's input and output rows are the same in full-batch layouts."""

@@ -106,18 +106,22 @@ class GatherToRoot(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g: torch.Tensor) -> tuple[torch.Tensor, None, None]:
         """Adjoint collective (see the class docstring)."""
-        comm, widths, rows = ctx.comm, ctx.widths, ctx.rows
-        p, me = comm.size, comm.rank
-        if me == ROOT:
-            send = g.t().contiguous()
-            sendcounts = np.asarray(widths, dtype=np.int64)
-        else:
-            send = comm.device.zeros((0, rows), g.dtype)
-            sendcounts = np.zeros(p, dtype=np.int64)
-        recvcounts = np.zeros(p, dtype=np.int64)
-        recvcounts[ROOT] = widths[me]
-        mine, _ = comm.alltoallv(send, sendcounts, CAT_SCATTER, recvcounts)
-        return mine.reshape(widths[me], rows).t().contiguous(), None, None
+        return _scatter_cols(ctx.comm, g, ctx.widths, ctx.rows), None, None
+
+
+def _scatter_cols(comm: Comm, g: torch.Tensor, widths: list[int], rows: int) -> torch.Tensor:
+    """Whole rows ``g`` on column 0 -> column block ``j`` of them on every process."""
+    p, me = comm.size, comm.rank
+    if me == ROOT:
+        send = g.t().contiguous()
+        sendcounts = np.asarray(widths, dtype=np.int64)
+    else:
+        send = comm.device.zeros((0, rows), g.dtype)
+        sendcounts = np.zeros(p, dtype=np.int64)
+    recvcounts = np.zeros(p, dtype=np.int64)
+    recvcounts[ROOT] = widths[me]
+    mine, _ = comm.alltoallv(send, sendcounts, CAT_SCATTER, recvcounts)
+    return mine.reshape(widths[me], rows).t().contiguous()
 
 
 class ReduceToRoot(torch.autograd.Function):
@@ -196,6 +200,28 @@ class DenseStep:
         if self.variant == GATHER:
             return matmul(GatherToRoot.apply(t, row, self.in_widths), w, stats)
         return ReduceToRoot.apply(matmul(t, w[r0:r1], stats), row)
+
+
+    def output_gradient(self, g: torch.Tensor, rows: int) -> torch.Tensor:
+        """``G = dZ`` in the layout of ``T`` (column block ``j``, ``rows`` rows).
+
+        For CAGNET's backward (:func:`hpcgnn.nn.gcn.aggregate_transform`): a ``final``
+        step's ``G`` (whole rows on column 0) is scattered by columns [``scatter``];
+        otherwise ``Z`` already lies as ``T`` does.
+        """
+        if not self.final or self.row.size == 1:
+            return g
+        return _scatter_cols(self.row, g, self.out_widths, rows)
+
+    def whole_rows(self, u: torch.Tensor) -> torch.Tensor:
+        """Column block ``j`` of ``U = Â G`` -> whole rows ``U((i,l), :)`` [``allgather``].
+
+        CAGNET's backward multiplies them by ``W(j, :)^T`` (``H``'s gradient) and by
+        ``H((i,l), j)^T`` (rows ``j`` of ``W``'s gradient, a partial sum) locally.
+        """
+        if self.row.size == 1:
+            return u
+        return _allgather_cols(self.row, u, self.out_widths)
 
 
 def gather_rows(z: torch.Tensor, row: Comm, cols: np.ndarray) -> torch.Tensor:

@@ -1,4 +1,10 @@
-"""The dense step T W and the logit gather on a process row: values and gradients."""
+"""The dense step T W and the logit gather on a process row: values and gradients.
+
+Each variant also runs inside CAGNET's backward (``--product-order paper``:
+:func:`hpcgnn.nn.gcn.aggregate_transform` with the step; here around the identity
+aggregation, so ``(Â^T T) W = T W``): ``G`` brought to ``T``'s layout, ``U = G``
+all-gathered along the row, gives the adjoint's gradients.
+"""
 
 import numpy as np
 import pytest
@@ -8,6 +14,7 @@ from mpi4py import MPI
 from hpcgnn.grid import ProcessGrid
 from hpcgnn.layout.shapes import admissible_shapes
 from hpcgnn.layout.summa import ALLGATHER, GATHER, REDUCE, REDUCE_SCATTER, SummaLayout
+from hpcgnn.nn.gcn import aggregate_transform
 from hpcgnn.spmm.dense_step import DenseStep, gather_rows
 from hpcgnn.spmm.summa import SummaGrid
 from tests.mpi import assert_all
@@ -18,9 +25,20 @@ def leaf(device, arr: np.ndarray) -> torch.Tensor:
     return device.from_numpy(np.array(arr, order="C")).requires_grad_(True)
 
 
+class Identity:
+    """The aggregation ``Â = I``: ``(Â^T T) W`` is the dense step alone."""
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return h
+
+    def backward(self, g: torch.Tensor) -> torch.Tensor:
+        return g
+
+
 @pytest.mark.mpi
+@pytest.mark.parametrize("backward", ["adjoint", "cagnet"])
 @pytest.mark.parametrize("variant", [ALLGATHER, REDUCE_SCATTER, GATHER, REDUCE])
-def test_dense_step_values_and_gradients(world, device, variant):
+def test_dense_step_values_and_gradients(world, device, variant, backward):
     n = 11
     rng = np.random.default_rng(3)
     for f_in, f_out in [(5, 3), (2, 6)]:  # 2 columns leave blocks empty on wider rows
@@ -39,7 +57,10 @@ def test_dense_step_values_and_gradients(world, device, variant):
                     step = DenseStep(sg.row, layout.cols(f_in), layout.cols(f_out), variant)
                     t = leaf(device, t_full[lo:hi, a0:a1])
                     w = leaf(device, w_full)
-                    z = step(t, w)
+                    if backward == "cagnet":
+                        z = aggregate_transform(t, w, Identity(), step=step)
+                    else:
+                        z = step(t, w)
                     if step.final and (j == 0 or sg.row.size == 1):
                         want, r = (t_full @ w_full)[lo:hi], r_full[lo:hi]
                     elif step.final:

@@ -5,11 +5,14 @@ the ``auto`` run's losses within 1e-10 (float64) with every byte predicted by a 
 that follows the order. With equal widths (features = hidden = classes) at P = 4 and 8 the
 SpMMs are the paper's ``2L`` passes of ``n f`` words and their bytes its closed forms: 1D
 ``(P-1)/P n f`` per pass (the paper's own term before it drops ``(P-1)/P``), 1.5D at
-``c = 2`` ``n f / c`` broadcast and ``n f c / P`` reduced per pass. In the row layouts
-(1D, 1.5D, halo) the backward is CAGNET's, ``Â G^l`` on the layer's output width reused
-for both gradients (:func:`hpcgnn.nn.gcn.aggregate_transform`), so at unequal widths
-(24 -> 8 -> 4) 1D and 1.5D still move the closed forms' per-pass terms, ``n f^{l-1}``
-forward and ``n f^l`` backward. Offload, minibatch and GIST refuse ``paper`` in one line.
+``c = 2`` ``n f / c`` broadcast and ``n f c / P`` reduced per pass; 2D on 2x2 and 3D on
+2x2x2 the closed forms' SpMM terms ``n f / sqrt(P)`` and ``2 n f / P^{2/3}`` per pass,
+``(q-1)/q`` of them (a root receives nothing), and the dense steps of CAGNET's backward.
+The backward is CAGNET's in every layout, ``Â G^l`` on the layer's output width reused
+for both gradients (:func:`hpcgnn.nn.gcn.aggregate_transform`; on a SUMMA grid ``Â G^l``
+all-gathered along the process row), so at unequal widths (24 -> 8 -> 4) 1D and 1.5D
+still move the closed forms' per-pass terms, ``n f^{l-1}`` forward and ``n f^l``
+backward. Offload, minibatch and GIST refuse ``paper`` in one line.
 """
 
 from __future__ import annotations
@@ -71,6 +74,17 @@ def test_paper_order_equals_auto_with_every_byte_predicted(
 
 
 @pytest.mark.mpi
+@pytest.mark.ranks(4)
+@pytest.mark.parametrize("model", [["--model", "sage"], ["--model", "gin"], ["--bias"]],
+                         ids=["sage", "gin", "gcn-bias"])
+def test_every_kind_runs_cagnets_backward_on_a_grid(graph_file, shared_tmp, world, model):
+    """2D 2x2: a self term's dense step after CAGNET's, GIN's MLP, a bias: ``auto``'s losses."""
+    graph = graph_file("kinds.h5", n=40, features=5, classes=3, seed=7)
+    _pair(world, graph, shared_tmp, ["--algo", "2d", *model, "--hidden", "3"],
+          f"kinds-{'-'.join(model)}")
+
+
+@pytest.mark.mpi
 @pytest.mark.ranks(4, 8)
 @pytest.mark.parametrize("algo", [["--algo", "1d"], ["--algo", "1.5d", "--replication", "2"],
                                   ["--algo", "2d"], ["--algo", "3d"]], ids=layout_id)
@@ -93,15 +107,18 @@ def test_equal_widths_move_the_papers_spmm_volumes(graph_file, shared_tmp, world
 
 
 def _assert_closed_forms(algo: str, p: int, n: int, widths: list[int], busiest: dict) -> None:
-    """The busiest rank's 1D / 1.5D (``c = 2``) bytes are the paper's per-pass terms.
+    """The busiest rank's bytes are the paper's per-pass terms.
 
     Per layer ``n f^{l-1}`` forward and ``n f^l`` backward; 1D ``(P-1)/P`` of them (a root
     receives nothing), 1.5D ``1/c`` broadcast and ``c/P`` reduced, the weights' ``f^{l-1}
-    f^l`` a ring all-reduce over the ``P/c`` ranks of the process column.
+    f^l`` a ring all-reduce over the ``P/c`` ranks of the process column. 2D and 3D where
+    the closed forms' grid is (2x2, 2x2x2): see :func:`_assert_grid_forms`.
     """
     pairs = list(zip(widths[:-1], widths[1:], strict=True))
     spmm_words = sum(n * (a + b) for a, b in pairs)
     weights = sum(a * b for a, b in pairs)
+    if algo in ("2d", "3d"):
+        _assert_grid_forms(algo, p, n, widths, busiest)
     if algo == "1d":  # the paper's (P - 1)/P beta n f per pass, f^2 all-reduced
         assert busiest["dense_bcast"] == (p - 1) * spmm_words * WORD // p
         assert busiest["dense_bcast"] == pytest.approx(
@@ -112,6 +129,37 @@ def _assert_closed_forms(algo: str, p: int, n: int, widths: list[int], busiest: 
         assert busiest["dense_bcast"] + busiest["allreduce"] == pytest.approx(
             spmm * WORD + 2 * weights * WORD * (q - 1) / q)
         assert busiest["dense_bcast"] == spmm_words * WORD // c
+
+
+def _assert_grid_forms(algo: str, p: int, n: int, widths: list[int], busiest: dict) -> None:
+    """2D on 2x2 (P = 4), 3D on 2x2x2 (P = 8): the closed forms' SpMM terms, and ours.
+
+    Equal widths ``f``. The paper's per-layer ``4 n (f^{l-1} + f^l) / sqrt(P)`` (2D) and
+    ``6 n (f^{l-1} + f^l) / P^{2/3}`` (3D) hold its SpMMs' dense blocks, ``n f / sqrt(P)``
+    per pass (3D: ``n f / P^{2/3}`` broadcast and as much reduce-scattered over the fiber),
+    each ``(q - 1)/q`` of it here (``q = sqrt(P)``, ``P^{1/3}``: a root receives nothing);
+    the rest are the paper's dense steps. Ours: per layer ``T`` all-gathered (the last
+    layer's gathered to column 0) forward and ``Â G^l`` all-gathered backward (the last
+    layer's ``G^l`` first scattered from column 0), ``2 L + 1`` row collectives of ``(q -
+    1)/q n f / q^{d-1}`` words, against the paper's ``3 n (f^{l-1} + f^l) / sqrt(P)``
+    (2D) and ``4 n (f^{l-1} + f^l) / P^{2/3}`` (3D) per layer; the weights are one ring
+    all-reduce over all ranks.
+    """
+    d = 2 if algo == "2d" else 3
+    if p != 2**d:
+        return  # a grid the closed forms do not describe (4x2, 2x1x2)
+    q, f, layers = 2, widths[0], len(widths) - 1
+    block = n * f // q ** (d - 1)  # the paper's n f / sqrt(P), n f / P^{2/3}
+    share = (q - 1) * block // q  # per pass, or per row collective
+    paper = paper_words(algo, (q,) * d, n, 0, widths) - (d == 2) * f * f * layers
+    spmm_terms = 2 * layers * block * (d - 1)  # (3D: broadcast and fiber reduce-scatter)
+    assert spmm_terms == pytest.approx(paper / (4 if d == 2 else 3))
+    assert busiest["dense_bcast"] == 2 * layers * share * WORD
+    if d == 3:
+        assert busiest["reduce_scatter"] == 2 * layers * share * WORD  # the fiber's
+    rows = busiest["allgather"] + busiest["gather"] + busiest["scatter"]
+    assert rows == (2 * layers + 1) * share * WORD
+    assert busiest["allreduce"] == 2 * layers * f * f * WORD * (p - 1) // p
 
 
 @pytest.mark.mpi

@@ -336,7 +336,8 @@ def test_pure_packages_load_neither_torch_nor_mpi4py():
     assert _loaded_after(f"{pure}; import hpcgnn.backend") == ["torch"]
 
 
-@pytest.mark.parametrize("argv", [["model", "{graph}", "--procs", "1024"]])
+@pytest.mark.parametrize("argv", [["model", "{graph}", "--procs", "1024"],
+                                  ["model", "{graph}", "--procs", "4", "--sampler", "ladies"]])
 def test_model_command_runs_without_torch(tmp_path, argv):
     from tests.graphs import write_random_graph
 

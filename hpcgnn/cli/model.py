@@ -15,10 +15,12 @@ import numpy as np
 
 from hpcgnn.cli.common import add_head_arguments
 from hpcgnn.cli.layers import model_name
+from hpcgnn.cli.sample import add_sampling_arguments, sample_memory, spec_from_args
 from hpcgnn.config import MODELS
 from hpcgnn.errors import ConfigError
 from hpcgnn.kinds import PRODUCT_ORDERS
 from hpcgnn.layout.shapes import MAX_PROCS
+from hpcgnn.sampling.spec import LAYOUTS
 
 #: The most rank counts one ``--procs`` list may hold.
 MAX_STUDY = 64
@@ -102,7 +104,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="rows to print per P (default 15; 0: none, --out keeps all)")
     p.add_argument("--out", "--json", dest="out", default=None,
                    help="also write every prediction, per P, to this JSON file")
-    p.set_defaults(func=run)
+    g = add_sampling_arguments(p)
+    g.description = (
+        "with --sampler: --mode minibatch's peak memory per rank by part for every (P/c) x c "
+        "grid of each --procs, in --graph-layout (default: both layouts)"
+    )
+    p.set_defaults(func=run, seed=0)
 
 
 def parse_counts(text: str, flag: str, bounds: list[tuple[int, int]]) -> list[int]:
@@ -170,6 +177,10 @@ def run(args: argparse.Namespace) -> int:
                       layer=load_layer(args.model) if is_user_layer(args.model) else None)
     if args.out:
         check_output(args.out, "model output")
+    # the minibatch flags, checked as train checks them (on each P: --global-batch)
+    if args.sampler is not None:
+        spec_from_args(args, procs[0])
+    budget = sample_memory(args)
     counter = None
     if args.shape is not None:
         meta = shape_meta(args.shape)
@@ -210,6 +221,12 @@ def run(args: argparse.Namespace) -> int:
             _print_paper(rows[: args.top])
         results.append({"procs": p, "link": machine.link_kind(p), "alpha": alpha, "beta": beta,
                         "placement": "nodes" if by_axis else "uniform", "choices": rows})
+        if args.sampler is not None:
+            spec = spec_from_args(args, p)
+            layouts = [args.graph_layout] if args.graph_layout else list(LAYOUTS)
+            memory = _minibatch_rows(meta, cfg, spec, p, layouts, budget)
+            results[-1]["minibatch_memory"] = memory
+            _print_minibatch(memory, spec)
     if len(procs) > 1:
         _print_scaling(results)
     if args.out:
@@ -223,6 +240,35 @@ def run(args: argparse.Namespace) -> int:
         }
         atomic_write(args.out, dumps(doc, indent=2), "model output")
     return 0
+
+
+def _minibatch_rows(meta: Any, cfg: Any, spec: Any, procs: int, layouts: list[str],
+                    budget: float | None) -> list[dict]:
+    """``--mode minibatch``'s memory per rank on every ``(P/c) x c`` grid and layout."""
+    from hpcgnn.layout.shapes import admissible_shapes
+    from hpcgnn.sampling.memory import minibatch_memory
+
+    rows = []
+    for shape in admissible_shapes("1.5d", procs):
+        q, c = shape.dims
+        for layout in layouts:
+            parts = minibatch_memory(meta, cfg, spec, (q, c), layout, budget)
+            rows.append({"grid": str(shape), "graph_layout": layout,
+                         "memory_per_rank_bytes": sum(parts.values()),
+                         "memory_parts_bytes": parts})
+    return rows
+
+
+def _print_minibatch(rows: list[dict], spec: Any) -> None:
+    sizes = ",".join(str(s) for s in spec.sizes)
+    print(f"minibatch memory per rank (--sampler {spec.sampler}, sizes {sizes}, batch"
+          f" {spec.batch_size}, bulk {spec.bulk}; cost/minibatch_memory.py)")
+    print(f"{'grid':>10} {'graph layout':>12} {'mem GB/rank':>11} | peak memory per rank by"
+          " part (MiB)")
+    for r in rows:
+        print(f"{r['grid']:>10} {r['graph_layout']:>12}"
+              f" {r['memory_per_rank_bytes'] / 2**30:>11.3f} |"
+              f" {memory_words(r['memory_parts_bytes'])}")
 
 
 def _contention(machine: Any) -> str:

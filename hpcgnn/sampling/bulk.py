@@ -55,6 +55,7 @@ from hpcgnn.sampling import ladies, sage, setops
 from hpcgnn.sampling.arrays import Array, HostOps
 from hpcgnn.sampling.clusters import Clusters, cluster_parts, induced_batches
 from hpcgnn.sampling.lazy import LazyShare
+from hpcgnn.sampling.memory import BYTES_PER_ENTRY, MAX_STACK_ENTRIES, default_budget
 from hpcgnn.sampling.rows import RowStore, read_pattern
 from hpcgnn.sampling.sampled import SampledBatch, SampledHop, split_stacked, stack
 from hpcgnn.sampling.shuffle import epoch_key, minibatches
@@ -64,32 +65,6 @@ from hpcgnn.sampling.spgemm_1p5d import SparsityAwareRows
 RowSource = Callable[[np.ndarray], RowStore]
 #: Sees each hop's stacked frontier ``(ptr, ids)`` and the rows of ``S`` fetched for it.
 HopObserver = Callable[[Array, Array, RowStore], None]
-
-#: Most entries (frontier rows + their nonzeros of ``S``) of one local stacked hop: 2 MiB
-#: per int64 temporary, so a hop's working set stays in the caches and in memory the
-#: allocator reuses (see the module docstring; 2^18 was faster than 2^16 and 2^20 at
-#: batch 64 and 1024 here).
-MAX_STACK_ENTRIES = 1 << 18
-#: Bytes a hop's temporaries take per stacked entry, for a memory budget (about sixteen
-#: 8-byte arrays of the entries' size alive at once: ``P``'s pattern and values, the
-#: selection, the draws, the sort keys and permutations of the columns' union).
-BYTES_PER_ENTRY = 128
-#: Share of the GPU's free memory (after the pattern of ``S`` is there) that a hop's
-#: temporaries may take when ``--sample-memory`` is not given.
-DEVICE_SHARE = 0.25
-
-
-def default_budget(free_bytes: int | None) -> float:
-    """``--sample-memory``'s default: a share of a GPU's free bytes, else the cache-sized stack.
-
-    On the host (``free_bytes`` ``None``) it is :data:`MAX_STACK_ENTRIES` entries, the
-    working set that keeps a hop in the caches; on a GPU, :data:`DEVICE_SHARE` of its free
-    memory, so a bulk is one SpGEMM per hop wherever it fits.
-    """
-    if free_bytes is None:
-        return float(MAX_STACK_ENTRIES * BYTES_PER_ENTRY)
-    return DEVICE_SHARE * free_bytes
-
 
 @dataclass
 class Chunking:

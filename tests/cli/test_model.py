@@ -269,3 +269,39 @@ def test_halo_counts_its_halo_rows():
     assert one_d.parts is not None and halo.parts is not None
     assert halo.parts["comm_buffers"] > one_d.parts["comm_buffers"]
     assert halo.bytes > one_d.bytes
+
+
+@pytest.mark.parametrize("flags", [["--sampler", "sage", "--fanout", "5,3", "--bulk", "4"],
+                                   ["--sampler", "ladies", "--graph-layout", "partitioned"],
+                                   ["--sampler", "cluster", "--clusters", "20"]])
+def test_model_prints_the_minibatch_modes_memory_the_check_uses(tmp_path, capsys, flags):
+    """``--sampler``: every (P/c) x c grid and layout, each = ``MinibatchMode.memory``."""
+    from hpcgnn.config import TrainConfig
+    from hpcgnn.io.reader import GraphFile
+    from hpcgnn.training.modes.minibatch import MinibatchMode
+
+    graph = write_random_graph(tmp_path / "g.h5", n=200)
+    out = tmp_path / "m.json"
+    assert main(["model", str(graph), "--procs", "4", "--top", "0", "--out", str(out),
+                 *flags]) == 0
+    text = capsys.readouterr().out
+    assert "minibatch memory per rank (--sampler" in text
+    rows = json.loads(out.read_text())["results"][0]["minibatch_memory"]
+    layouts = ["partitioned"] if "--graph-layout" in flags else ["replicated", "partitioned"]
+    assert [(r["grid"], r["graph_layout"]) for r in rows] == [
+        (g, layout) for g in ("1x4", "2x2", "4x1") for layout in layouts]
+    options = dict(zip(flags[::2], flags[1::2], strict=True))
+    with GraphFile(graph) as gf:
+        meta = gf.meta
+    for r in rows:
+        q, c = (int(x) for x in r["grid"].split("x"))
+        mode = MinibatchMode(sampler=options["--sampler"], fanout=options.get("--fanout"),
+                             bulk=int(options.get("--bulk", 16)), graph_layout=r["graph_layout"],
+                             clusters=int(options["--clusters"]) if "--clusters" in options
+                             else None, grid=f"{q}x{c}")
+        cfg = TrainConfig()  # the command's model, gcn
+        mode = mode.for_run(cfg, 4)
+        need = mode.memory(cfg, meta, mode.grid_shape(4))
+        assert need.parts == r["memory_parts_bytes"]
+        assert need.bytes == pytest.approx(r["memory_per_rank_bytes"], rel=1e-12)
+        assert f"{r['grid']:>10} {r['graph_layout']:>12}" in text

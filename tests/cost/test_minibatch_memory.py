@@ -12,7 +12,7 @@ from hpcgnn.cost.minibatch_memory import (
     expected_batch,
     minibatch_memory_parts,
 )
-from hpcgnn.sampling.bulk import BYTES_PER_ENTRY, MAX_STACK_ENTRIES
+from hpcgnn.sampling.memory import BYTES_PER_ENTRY, MAX_STACK_ENTRIES
 
 BUDGET = float(BYTES_PER_ENTRY * MAX_STACK_ENTRIES)
 

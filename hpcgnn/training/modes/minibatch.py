@@ -9,24 +9,12 @@ from typing import Any, ClassVar
 import torch
 
 from hpcgnn.config import GRID_KIND, TrainConfig, check_types
-from hpcgnn.cost.minibatch_memory import SampleSizes, minibatch_memory_parts
-from hpcgnn.cost.ranking import weight_bytes
 from hpcgnn.errors import ConfigError, HpcgnnError
 from hpcgnn.io.reader import GraphMeta
-from hpcgnn.io.validate import EDGE_BLOCK, SCAN_BYTES_PER_ENTRY
-from hpcgnn.layout.order import layer_sizes
 from hpcgnn.layout.shapes import GridShape, choose_shape
-from hpcgnn.sampling.bulk import default_budget
+from hpcgnn.sampling.memory import minibatch_memory
 from hpcgnn.sampling.samplers import NODE_WISE, resolve_model
-from hpcgnn.sampling.spec import (
-    DEFAULT_CLUSTER_SIZE,
-    DEFAULT_CLUSTERS_PER_BATCH,
-    LAYOUTS,
-    SamplerSpec,
-    capped_note,
-    make_spec,
-    parse_sizes,
-)
+from hpcgnn.sampling.spec import LAYOUTS, SamplerSpec, capped_note, make_spec, parse_sizes
 from hpcgnn.training.minibatch import MinibatchTrainer
 from hpcgnn.training.modes.base import Estimate, Mode, Setup
 from hpcgnn.utils.memory import parse_bytes
@@ -164,29 +152,13 @@ class MinibatchMode(Mode[MinibatchTrainer]):
         return choose_shape(GRID_KIND[self.name], ranks, self.grid, self.replication)
 
     def memory(self, cfg: TrainConfig, meta: GraphMeta, shape: GridShape) -> Estimate:
-        """A rank's graph share, samples, batch and evaluation by part (the model's).
+        """A rank's graph share, samples, batch and evaluation by part (``hpcgnn model``'s).
 
-        :func:`~hpcgnn.cost.minibatch_memory.minibatch_memory_parts` with the run's samples
-        (:attr:`spec`); a Cluster-GCN batch counted as ``n b / C`` vertices.
+        :func:`~hpcgnn.sampling.memory.minibatch_memory` of the run's samples (:attr:`spec`).
         """
-        spec, method = self.spec, self.spec.method
-        if method.induced:
-            clusters = spec.clusters or max(1, round(meta.num_nodes / DEFAULT_CLUSTER_SIZE))
-            per_batch = spec.clusters_per_batch or DEFAULT_CLUSTERS_PER_BATCH
-            kind, batch = "cluster", meta.num_nodes * min(1.0, per_batch / clusters)
-        else:
-            kind, batch = ("node" if method.node_wise else "layer"), float(spec.batch_size)
-        budget = default_budget(None) if self.sample_bytes is None else self.sample_bytes
-        sample = SampleSizes(kind, spec.sizes, batch, spec.bulk, budget,
-                             eager=self.graph_layout != "replicated")
         q, c = shape.dims
-        parts = minibatch_memory_parts(
-            meta.num_nodes, meta.num_edges + meta.num_nodes, meta.num_features,
-            layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, cfg.layers),
-            cfg.itemsize, sample, (q, c), self.graph_layout == "replicated",
-            weight_bytes(meta, cfg, cfg.kind.weights_per_layer),
-            SCAN_BYTES_PER_ENTRY * min(meta.num_edges / shape.size, EDGE_BLOCK),
-        )
+        parts = minibatch_memory(meta, cfg, self.spec, (q, c), self.graph_layout,
+                                 self.sample_bytes)
         return Estimate(shape, str(cfg.hidden), float(sum(parts.values())), parts)
 
     def build(self, setup: Setup, weights: list[torch.Tensor] | None = None) -> MinibatchTrainer:

@@ -1,0 +1,197 @@
+"""How an epoch's cost grows with the graph: RMAT 250K, 1M, 4M vertices on one box.
+
+For each ``--sizes`` vertex count (average degree ``--degree``, ``--features`` features):
+generate the RMAT graph (``hpcgnn prepare synthetic``), partition it with METIS for the
+halo runs (``hpcgnn partition``; its wall time and peak memory, the command's own progress
+lines on the terminal), then run ``hpcgnn train`` for every ``--algos`` at every
+``--procs`` under ``mpiexec`` and record, from the metrics: the epoch's median time, the
+time per stored edge, and each rank's peak memory above its start against the memory
+check's prediction (``memory.predicted_bytes``, what ``hpcgnn model`` prints). With
+``--pyg`` one process of PyG's ``GCNConv`` on the same graph, both paths (``edge_index``
+and the sparse ``adj_t``), where the graph fits (``--pyg-max-nodes``).
+
+The table closes with the ratios the issue asks for: time per edge at each size over the
+smallest size's, at the same algorithm and ranks (goal: at most 1.3 at 4M), and the
+largest measured / predicted peak (goal: at most 1.25). Writes
+``perf/results/NAME.{json,md}``. A run that fails (out of memory, a grid that does not
+fit) is recorded with its error line and the rest go on.
+
+    python perf/bench_scale.py                                   # 250K, 1M, 4M
+    python perf/bench_scale.py --sizes 20000,80000 --procs 1,2 --name bench_scale_small
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from tables import hpcgnn, markdown, mpiexec, save
+
+MIB = 2**20
+#: ``--algo`` flags of each algorithm (1.5D with ``c = 2``, from 2 ranks up).
+ALGOS = {"1d": ["--algo", "1d"], "1.5d": ["--algo", "1.5d", "--replication", "2"],
+         "halo": ["--algo", "halo"]}
+
+
+def timed(cmd: list[str]) -> dict:
+    """Run one process to its end: wall seconds and its peak resident memory (MiB)."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    err = proc.stderr.read() if proc.stderr else ""
+    out = {"seconds": time.perf_counter() - t0, "peak_mib": usage.ru_maxrss / 1024}
+    if proc.returncode:
+        out["error"] = (err.strip().splitlines() or [f"exit {proc.returncode}"])[-1][:160]
+    return out
+
+
+def train(graph: Path, algo: str, procs: int, args: argparse.Namespace, tmp: Path) -> dict:
+    """One ``hpcgnn train`` run: epoch time, per-edge time, peak and predicted memory."""
+    metrics = tmp / f"{algo}-{procs}.json"
+    metrics.unlink(missing_ok=True)
+    cmd = [mpiexec(), "-n", str(procs), *hpcgnn(
+        "train", str(graph), *ALGOS[algo], "--epochs", str(args.epochs), "--hidden",
+        str(args.hidden), "--eval-every", "0", "--quiet", "--threads", str(args.threads),
+        "--metrics", str(metrics))]
+    proc = subprocess.run(cmd, capture_output=True, text=True,
+                          env={**os.environ, "OMP_NUM_THREADS": str(args.threads)})
+    if proc.returncode or not metrics.exists():
+        lines = (proc.stderr + proc.stdout).strip().splitlines()
+        return {"error": (lines or [f"exit {proc.returncode}"])[-1][:160]}
+    doc = json.loads(metrics.read_text())
+    mem = doc["memory"]
+    peak = [(p - s) / MIB for p, s in zip(mem["peak_bytes"], mem["phases"]["start"],
+                                           strict=True)]
+    predicted = [b / MIB for b in mem["predicted_bytes"]]
+    busiest = max(range(procs), key=lambda r: peak[r])
+    epoch = doc["time"]["epoch_median_s"]
+    edges = doc["graph"]["num_edges"] if "graph" in doc else None
+    return {"grid": doc["config"].get("grid"), "epoch_s": epoch, "edges": edges,
+            "peak_mib": peak[busiest], "predicted_mib": predicted[busiest],
+            "memory_ratio": peak[busiest] / predicted[busiest]}
+
+
+def pyg(graph: Path, args: argparse.Namespace) -> dict:
+    """PyG's ``GCNConv`` epoch on one process, both paths (:mod:`bench_pyg`)."""
+    try:
+        from bench_pyg import pyg_step
+    except ImportError as exc:
+        return {"error": f"PyG not installed ({exc})"}
+    import statistics
+
+    import torch
+
+    from hpcgnn.config import TrainConfig
+
+    torch.set_num_threads(args.threads)
+    cfg = TrainConfig(hidden=args.hidden, epochs=args.epochs)
+    out = {}
+    for path in ("edge_index", "adj_t"):
+        try:
+            step = pyg_step(str(graph), cfg, sparse=path == "adj_t")
+        except TypeError:  # a bench_pyg without the sparse path
+            if path == "adj_t":
+                out[path] = "-"
+                continue
+            step = pyg_step(str(graph), cfg)
+        times = []
+        for _ in range(args.epochs + 1):
+            t0 = time.perf_counter()
+            step()
+            times.append(time.perf_counter() - t0)
+        out[path] = statistics.median(times[1:])
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sizes", default="250000,1000000,4000000", help="RMAT vertex counts")
+    p.add_argument("--degree", type=float, default=16.0)
+    p.add_argument("--features", type=int, default=64)
+    p.add_argument("--hidden", type=int, default=64)
+    p.add_argument("--epochs", type=int, default=5)
+    p.add_argument("--algos", default="1d,1.5d,halo")
+    p.add_argument("--procs", default="1,2,4")
+    p.add_argument("--threads", type=int, default=1, help="threads per rank")
+    p.add_argument("--pyg", action="store_true", help="PyG's GCNConv, one process, both paths")
+    p.add_argument("--pyg-max-nodes", type=int, default=1_000_000)
+    p.add_argument("--tmpdir", default=None, help="where the graphs go (several GB at 4M)")
+    p.add_argument("--name", default="bench_scale")
+    args = p.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    procs = [int(s) for s in args.procs.split(",")]
+    algos = args.algos.split(",")
+    doc: dict = {"args": vars(args), "sizes": []}
+    with tempfile.TemporaryDirectory(dir=args.tmpdir) as name:
+        tmp = Path(name)
+        for n in sizes:
+            raw, row = tmp / f"rmat-{n}.h5", {"nodes": n, "runs": []}
+            row["prepare"] = timed(hpcgnn(
+                "prepare", "synthetic", "--generator", "rmat", "--nodes", str(n),
+                "--avg-degree", str(args.degree), "--features", str(args.features),
+                "--out", str(raw), "--quiet"))
+            for k in procs:
+                if "error" in row["prepare"]:
+                    break
+                for algo in algos:
+                    if algo == "1.5d" and k < 2:
+                        continue
+                    graph = raw
+                    if algo == "halo" and k > 1:
+                        graph = tmp / f"rmat-{n}-metis{k}.h5"
+                        if not graph.exists():
+                            row.setdefault("partition", {})[k] = timed(hpcgnn(
+                                "partition", str(raw), "--parts", str(k), "--method", "metis",
+                                "--out", str(graph)))
+                    run = train(graph, algo, k, args, tmp)
+                    row["runs"].append({"algo": algo, "procs": k, **run})
+                    print(f"bench_scale: n={n} {algo} P={k}: {json.dumps(run)}", flush=True)
+            if args.pyg and n <= args.pyg_max_nodes and "error" not in row["prepare"]:
+                row["pyg"] = pyg(raw, args)
+            doc["sizes"].append(row)
+            for f in tmp.glob("*.h5"):  # the next size needs the disk
+                f.unlink()
+    save(args.name, doc, tables(doc))
+
+
+def tables(doc: dict) -> str:
+    """Per size and run, then the growth ratios against the smallest size."""
+    rows, first = [], {}
+    for size in doc["sizes"]:
+        n = size["nodes"]
+        for r in size["runs"]:
+            key = (r["algo"], r["procs"])
+            if "error" in r:
+                rows.append([n, r["algo"], r["procs"], "-", r["error"], "-", "-", "-", "-"])
+                continue
+            per_edge = r["epoch_s"] / r["edges"] * 1e9 if r.get("edges") else float("nan")
+            first.setdefault(key, per_edge)
+            rows.append([n, r["algo"], r["procs"], r["grid"], 1e3 * r["epoch_s"], per_edge,
+                         per_edge / first[key], r["peak_mib"], r["memory_ratio"]])
+    notes = []
+    for size in doc["sizes"]:
+        parts = size.get("partition", {})
+        prep = size["prepare"]
+        notes.append(
+            f"n={size['nodes']}: prepare {prep['seconds']:.0f} s, {prep['peak_mib']:.0f} MiB"
+            + "".join(f"; METIS {k} parts {v['seconds']:.0f} s, {v['peak_mib']:.0f} MiB"
+                      + (f" ({v['error']})" if "error" in v else "")
+                      for k, v in parts.items())
+            + (f"; PyG GCNConv edge_index {size['pyg'].get('edge_index')} s, adj_t"
+               f" {size['pyg'].get('adj_t')} s" if "pyg" in size else ""))
+    return markdown(
+        "Scale on one box: RMAT, degree {degree:g}, {features} features, hidden {hidden}, "
+        "{threads} thread(s) a rank".format(**doc["args"]),
+        ["n", "algo", "P", "grid", "epoch ms", "ns per edge", "per edge / smallest n's",
+         "peak MiB (busiest)", "measured / predicted"],
+        rows, notes)
+
+
+if __name__ == "__main__":
+    main()

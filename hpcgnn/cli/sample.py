@@ -13,7 +13,7 @@ import argparse
 from hpcgnn.cli.common import add_device_argument
 from hpcgnn.errors import ConfigError
 from hpcgnn.sampling.samplers import NODE_WISE, SAMPLERS
-from hpcgnn.sampling.spec import LAYOUTS, SamplerSpec, make_spec
+from hpcgnn.sampling.spec import LADIES_REDUCTIONS, LAYOUTS, SamplerSpec, make_spec
 from hpcgnn.utils.memory import parse_bytes
 
 
@@ -59,6 +59,12 @@ def add_sampling_arguments(p: argparse.ArgumentParser) -> argparse._ArgumentGrou
                         "hop needs more is sampled in chunks of whole batches, the same samples "
                         "(default: a quarter of the GPU's free memory with --device cuda, else "
                         "32M, a stack that stays in the CPU's caches)")
+    g.add_argument("--ladies-reduction", choices=LADIES_REDUCTIONS, default=None,
+                   help="ladies, partitioned graph: rows all-gathers the fetched rows of S over "
+                        "the process row, serving P and the extraction; partial-products is the "
+                        "paper's: P's partial products reduced over the process row, then the "
+                        "row extraction as a second 1.5D SpGEMM; the same samples (default: "
+                        "rows)")
     return g
 
 
@@ -123,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
     summary = sample_to_file(
         comm, args.graph, spec, args.out, graph_layout=layout, epoch=args.epoch - 1,
         batches=args.batches, grid=args.grid, replication=args.replication, device=device,
-        memory=sample_memory(args),
+        memory=sample_memory(args), ladies_reduction=args.ladies_reduction or LADIES_REDUCTIONS[0],
     )
     if comm.Get_rank() == 0 and not args.quiet:
         print(f"hpcgnn sample: {summary.num_batches} minibatches, {summary.edges} sampled edges, "

@@ -16,6 +16,9 @@ from hpcgnn.errors import ConfigError
 from hpcgnn.sampling.samplers import CLUSTER, LAYER_WISE, NODE_WISE, Sampler, sampler_named
 
 LAYOUTS = ("replicated", "partitioned")
+#: ``--ladies-reduction``: LADIES' last step in the partitioned layout, ours (``rows``: the
+#: fetched rows all-gathered over the process row) or the paper's (``partial-products``).
+LADIES_REDUCTIONS = ("rows", "partial-products")
 DEFAULT_FANOUT = 10
 DEFAULT_LAYER_SIZE = 512
 DEFAULT_BATCH_SIZE = 1024

@@ -17,10 +17,11 @@ from hpcgnn.io.validate import EDGE_BLOCK, SCAN_BYTES_PER_ENTRY
 from hpcgnn.layout.order import layer_sizes
 from hpcgnn.layout.shapes import GridShape, choose_shape
 from hpcgnn.sampling.bulk import default_budget
-from hpcgnn.sampling.samplers import NODE_WISE, resolve_model
+from hpcgnn.sampling.samplers import LAYER_WISE, NODE_WISE, resolve_model
 from hpcgnn.sampling.spec import (
     DEFAULT_CLUSTER_SIZE,
     DEFAULT_CLUSTERS_PER_BATCH,
+    LADIES_REDUCTIONS,
     LAYOUTS,
     SamplerSpec,
     capped_note,
@@ -65,6 +66,11 @@ class MinibatchMode(Mode[MinibatchTrainer]):
     sample_memory
         Bytes a hop's local SpGEMM may take (a number, or text such as ``"2G"``; ``None``:
         the sampler's default budget); held in bytes.
+    ladies_reduction
+        LADIES' last step in the partitioned layout: ``rows`` (default: the fetched rows of
+        ``S`` all-gathered over the process row, serving ``P`` and the extraction) or
+        ``partial-products`` (the paper's: ``P``'s partial products reduced over the
+        process row, then the row extraction as a second 1.5D SpGEMM); the same samples.
     """
 
     name: ClassVar[str] = "minibatch"
@@ -83,6 +89,7 @@ class MinibatchMode(Mode[MinibatchTrainer]):
     grid: str | tuple[int, ...] | None = None
     replication: int | None = None
     sample_memory: float | str | None = None
+    ladies_reduction: str = LADIES_REDUCTIONS[0]
     #: The samples of the run (:meth:`for_run`, :attr:`spec`); ``None`` until then.
     _run_spec: SamplerSpec | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -98,6 +105,17 @@ class MinibatchMode(Mode[MinibatchTrainer]):
         if self.graph_layout not in LAYOUTS:
             raise ConfigError(f"--graph-layout must be one of {', '.join(LAYOUTS)},"
                               f" got {self.graph_layout}")
+        if self.ladies_reduction not in LADIES_REDUCTIONS:
+            raise ConfigError(f"--ladies-reduction must be one of {', '.join(LADIES_REDUCTIONS)},"
+                              f" got {self.ladies_reduction}")
+        if self.ladies_reduction != LADIES_REDUCTIONS[0] and (
+            self.sampler != LAYER_WISE.name or self.graph_layout != "partitioned"
+        ):
+            raise ConfigError(
+                f"--ladies-reduction {self.ladies_reduction} applies to --sampler ladies"
+                " --graph-layout partitioned only (the other samplers and layouts have no"
+                " partial products to reduce)"
+            )
         self._spec(None, 0, 1)  # the checks that need no run (the sampler's own)
 
     def _spec(self, layers: int | None, seed: int, ranks: int) -> SamplerSpec:
@@ -193,7 +211,7 @@ class MinibatchMode(Mode[MinibatchTrainer]):
         """The minibatch trainer (``weights``: GIST's injected sub-model)."""
         return MinibatchTrainer(
             setup.graph, self.spec, self.graph_layout, setup.cfg, setup.grid, weights,
-            sample_memory=self.sample_bytes,
+            sample_memory=self.sample_bytes, ladies_reduction=self.ladies_reduction,
         )
 
     def group_description(self, trainer: MinibatchTrainer) -> str:

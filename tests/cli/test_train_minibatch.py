@@ -223,7 +223,9 @@ def test_measured_bytes_equal_the_cost_model_in_every_category(graph_file, share
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("flags", [["--sampler", "sage", "--fanout", "4,3"],
-                                   ["--sampler", "ladies", "--layer-size", "16"]])
+                                   ["--sampler", "ladies", "--layer-size", "16"],
+                                   ["--sampler", "ladies", "--layer-size", "16", "--graph-layout",
+                                    "partitioned", "--ladies-reduction", "partial-products"]])
 def test_cuda_trains_like_the_cpu(graph_file, shared_tmp, world, flags):
     path = graph_file(n=90, avg_degree=5, seed=11)
     docs = train_on_both_devices(world, shared_tmp, [

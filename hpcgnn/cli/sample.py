@@ -13,7 +13,13 @@ import argparse
 from hpcgnn.cli.common import add_device_argument
 from hpcgnn.errors import ConfigError
 from hpcgnn.sampling.samplers import NODE_WISE, SAMPLERS
-from hpcgnn.sampling.spec import LADIES_REDUCTIONS, LAYOUTS, SamplerSpec, make_spec
+from hpcgnn.sampling.spec import (
+    LADIES_REDUCTIONS,
+    LAYOUTS,
+    SamplerSpec,
+    check_ladies_reduction,
+    make_spec,
+)
 from hpcgnn.utils.memory import parse_bytes
 
 
@@ -124,12 +130,14 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--epoch must be in [1, 2^63), got {args.epoch}")
     spec = spec_from_args(args, MPI.COMM_WORLD.Get_size())
     layout = args.graph_layout or LAYOUTS[0]
+    reduction = args.ladies_reduction or LADIES_REDUCTIONS[0]
+    check_ladies_reduction(reduction, spec.sampler, layout)
     comm = MPI.COMM_WORLD
     device = choose_device(comm, args.device, prepare_kernels)  # refuses it on every rank
     summary = sample_to_file(
         comm, args.graph, spec, args.out, graph_layout=layout, epoch=args.epoch - 1,
         batches=args.batches, grid=args.grid, replication=args.replication, device=device,
-        memory=sample_memory(args), ladies_reduction=args.ladies_reduction or LADIES_REDUCTIONS[0],
+        memory=sample_memory(args), ladies_reduction=reduction,
     )
     if comm.Get_rank() == 0 and not args.quiet:
         print(f"hpcgnn sample: {summary.num_batches} minibatches, {summary.edges} sampled edges, "

@@ -335,3 +335,8 @@ def test_the_papers_ladies_reduction_is_refused_where_nothing_is_reduced(tmp_pat
                    "--ladies-reduction", "partial-products", "--quiet"])
         err = capsys.readouterr().err
         assert rc != 0 and "--ladies-reduction" in err, err
+    rc = main(["sample", str(tmp_path / "none.h5"), "--sampler", "sage", "--graph-layout",
+               "partitioned", "--ladies-reduction", "partial-products", "--out",
+               str(tmp_path / "s.h5")])
+    err = capsys.readouterr().err
+    assert rc != 0 and "--ladies-reduction partial-products applies to --sampler ladies" in err

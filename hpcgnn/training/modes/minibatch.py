@@ -17,7 +17,7 @@ from hpcgnn.io.validate import EDGE_BLOCK, SCAN_BYTES_PER_ENTRY
 from hpcgnn.layout.order import layer_sizes
 from hpcgnn.layout.shapes import GridShape, choose_shape
 from hpcgnn.sampling.bulk import default_budget
-from hpcgnn.sampling.samplers import LAYER_WISE, NODE_WISE, resolve_model
+from hpcgnn.sampling.samplers import NODE_WISE, resolve_model
 from hpcgnn.sampling.spec import (
     DEFAULT_CLUSTER_SIZE,
     DEFAULT_CLUSTERS_PER_BATCH,
@@ -25,6 +25,7 @@ from hpcgnn.sampling.spec import (
     LAYOUTS,
     SamplerSpec,
     capped_note,
+    check_ladies_reduction,
     make_spec,
     parse_sizes,
 )
@@ -105,17 +106,7 @@ class MinibatchMode(Mode[MinibatchTrainer]):
         if self.graph_layout not in LAYOUTS:
             raise ConfigError(f"--graph-layout must be one of {', '.join(LAYOUTS)},"
                               f" got {self.graph_layout}")
-        if self.ladies_reduction not in LADIES_REDUCTIONS:
-            raise ConfigError(f"--ladies-reduction must be one of {', '.join(LADIES_REDUCTIONS)},"
-                              f" got {self.ladies_reduction}")
-        if self.ladies_reduction != LADIES_REDUCTIONS[0] and (
-            self.sampler != LAYER_WISE.name or self.graph_layout != "partitioned"
-        ):
-            raise ConfigError(
-                f"--ladies-reduction {self.ladies_reduction} applies to --sampler ladies"
-                " --graph-layout partitioned only (the other samplers and layouts have no"
-                " partial products to reduce)"
-            )
+        check_ladies_reduction(self.ladies_reduction, self.sampler, self.graph_layout)
         self._spec(None, 0, 1)  # the checks that need no run (the sampler's own)
 
     def _spec(self, layers: int | None, seed: int, ranks: int) -> SamplerSpec:

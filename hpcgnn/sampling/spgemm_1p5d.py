@@ -34,7 +34,10 @@ the rows themselves, which serve both. :meth:`SparsityAwareRows.count_partial_pr
 accumulates, from sizes this rank knows and with no message, what that all-reduce would
 have moved for this rank's batches (:func:`partial_nonzeros`,
 :func:`hpcgnn.cost.minibatch.partial_product_bytes`), for comparison
-(``bytes_partial_products`` in :func:`byte_summary`).
+(``bytes_partial_products`` in :func:`byte_summary`). :meth:`SparsityAwareRows.
+distributions` runs the paper's scheme instead (``--ladies-reduction partial-products``):
+``P``'s partial products reduced over the process row (``sample_partial_products``,
+measured), the row extraction then a second call of :class:`SparsityAwareRows`.
 """
 
 from __future__ import annotations

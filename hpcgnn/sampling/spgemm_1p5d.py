@@ -78,6 +78,7 @@ COMBINE_CATEGORIES = (COMBINE, FRONTIER)
 def byte_summary(
     world: Comm, stats: CommStats, oblivious: int, control: int = 0,
     partial: int | None = None, nnz: int | None = None, replication: int = 1,
+    paper_reduction: bool = False,
 ) -> dict[str, int | float | None]:
     """The partitioned layout's bytes counted in ``stats``, summed over ranks (collective).
 
@@ -104,6 +105,11 @@ def byte_summary(
     the ``replication``), beside ``measured_spgemm_bytes``, ours in its accounting
     (:func:`hpcgnn.cost.minibatch.spgemm_bytes_per_process`), and ``paper_over_measured``;
     all ``None`` where ``nnz`` is (the replicated layout), the ratio where nothing moved.
+    With ``paper_reduction`` (LADIES' ``--ladies-reduction partial-products``: every hop
+    fetches its rows twice, for ``P`` and for ``R S``) ours is ``P``'s SpGEMM alone, the
+    paper's step: half the ``sample_rows`` (the two fetches are the same) and the
+    reduction of the partial products, ``sample_partial_products``, in place of
+    ``sample_combine``.
     """
     cats = stats.snapshot()
 
@@ -118,8 +124,12 @@ def byte_summary(
     if nnz is not None:
         total_nnz = int(world.allreduce_scalar(int(nnz)))
         words = paper_spgemm_words(world.size, replication, total_nnz)
-        ours = spgemm_bytes_per_process(world.size, replication, total((ROWS,)),
-                                        total((COMBINE,)))
+        if paper_reduction:
+            ours = spgemm_bytes_per_process(world.size, replication, total((ROWS,)) / 2,
+                                            total((PARTIAL,)))
+        else:
+            ours = spgemm_bytes_per_process(world.size, replication, total((ROWS,)),
+                                            total((COMBINE,)))
         paper.update(spgemm_nnz=total_nnz, paper_spgemm_bytes=ID_BYTES * words,
                      measured_spgemm_bytes=ours,
                      paper_over_measured=ID_BYTES * words / ours if ours else None)

@@ -470,5 +470,6 @@ def sampling_summary(trainer: MinibatchTrainer, result: TrainResult) -> dict[str
         "edges_sampled": int(edges), "sample_time_s": sample_s,
         **byte_summary(world, trainer.stats, trainer.sampler.bytes_oblivious,
                        trainer.sampler.bytes_control, trainer.sampler.bytes_partial_products,
-                       trainer.sampler.spgemm_nnz, trainer.grid.row.size),
+                       trainer.sampler.spgemm_nnz, trainer.grid.row.size,
+                       trainer.sampler.paper_reduction),
     }

@@ -200,6 +200,13 @@ def test_the_papers_ladies_reduction_samples_the_same_and_measures_its_bytes(gra
                     assert_all(world, partial == want, f"{where}: {partial} != {want}")
                     total = grid.world.allreduce_scalar(sampler.bytes_partial_products)
                     assert_all(world, total == partial)
+                    # beside the paper's closed form: P's SpGEMM alone, its fetch and the
+                    # reduction of its partial products
+                    s = byte_summary(grid.world, grid.stats, sampler.bytes_oblivious,
+                                     sampler.bytes_control, sampler.bytes_partial_products,
+                                     sampler.spgemm_nnz, shape.replication, True)
+                    half, p, c = moved["sample_rows"] / 2, shape.size, shape.replication
+                    assert_all(world, s["measured_spgemm_bytes"] == half / c + partial / p)
                     assert_all(world, (partial > 0) == (shape.replication > 1))
         rows, paper = measured["rows"], measured["partial-products"]
         # the paper's row extraction R S is a second SpGEMM: the same rows fetched again and

@@ -28,6 +28,7 @@ MODE_FLAGS: dict[str, str] = {
     "batch_size": "--mode minibatch or gist", "global_batch": "--mode minibatch or gist",
     "bulk": "--mode minibatch or gist", "graph_layout": "--mode minibatch or gist",
     "sample_memory": "--mode minibatch or gist",
+    "ladies_reduction": "--mode minibatch or gist",
     "clusters": "--sampler cluster", "clusters_per_batch": "--sampler cluster",
 }
 #: The flags of the full-batch mode (``exchange`` and ``topology``: ``--algo halo`` only).
@@ -35,7 +36,7 @@ FULLBATCH_FLAGS = ("algo", "exchange", "topology")
 #: The flags of the minibatch mode: the sampler's.
 SAMPLING_FLAGS = (
     "sampler", "fanout", "layer_size", "batch_size", "global_batch", "bulk", "graph_layout",
-    "sample_memory", "clusters", "clusters_per_batch",
+    "sample_memory", "clusters", "clusters_per_batch", "ladies_reduction",
 )
 #: The flags of the offload mode (``--algo``: only ``1d`` or ``halo``, which change nothing).
 OFFLOAD_FLAGS = ("algo", "exchange", "topology", "chunks", "dedup", "reorganize",
@@ -82,6 +83,7 @@ def _sampled(args: argparse.Namespace) -> MinibatchMode:
         clusters_per_batch=args.clusters_per_batch,
         graph_layout=args.graph_layout or MinibatchMode.graph_layout, grid=args.grid,
         replication=args.replication, sample_memory=args.sample_memory,
+        ladies_reduction=args.ladies_reduction or MinibatchMode.ladies_reduction,
     )
 
 

@@ -13,7 +13,13 @@ import argparse
 from hpcgnn.cli.common import add_device_argument
 from hpcgnn.errors import ConfigError
 from hpcgnn.sampling.samplers import NODE_WISE, SAMPLERS
-from hpcgnn.sampling.spec import LAYOUTS, SamplerSpec, make_spec
+from hpcgnn.sampling.spec import (
+    LADIES_REDUCTIONS,
+    LAYOUTS,
+    SamplerSpec,
+    check_ladies_reduction,
+    make_spec,
+)
 from hpcgnn.utils.memory import parse_bytes
 
 
@@ -59,6 +65,12 @@ def add_sampling_arguments(p: argparse.ArgumentParser) -> argparse._ArgumentGrou
                         "hop needs more is sampled in chunks of whole batches, the same samples "
                         "(default: a quarter of the GPU's free memory with --device cuda, else "
                         "32M, a stack that stays in the CPU's caches)")
+    g.add_argument("--ladies-reduction", choices=LADIES_REDUCTIONS, default=None,
+                   help="ladies, partitioned graph: rows all-gathers the fetched rows of S over "
+                        "the process row, serving P and the extraction; partial-products is the "
+                        "paper's: P's partial products reduced over the process row, then the "
+                        "row extraction as a second 1.5D SpGEMM; the same samples (default: "
+                        "rows)")
     return g
 
 
@@ -118,12 +130,14 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--epoch must be in [1, 2^63), got {args.epoch}")
     spec = spec_from_args(args, MPI.COMM_WORLD.Get_size())
     layout = args.graph_layout or LAYOUTS[0]
+    reduction = args.ladies_reduction or LADIES_REDUCTIONS[0]
+    check_ladies_reduction(reduction, spec.sampler, layout)
     comm = MPI.COMM_WORLD
     device = choose_device(comm, args.device, prepare_kernels)  # refuses it on every rank
     summary = sample_to_file(
         comm, args.graph, spec, args.out, graph_layout=layout, epoch=args.epoch - 1,
         batches=args.batches, grid=args.grid, replication=args.replication, device=device,
-        memory=sample_memory(args),
+        memory=sample_memory(args), ladies_reduction=reduction,
     )
     if comm.Get_rank() == 0 and not args.quiet:
         print(f"hpcgnn sample: {summary.num_batches} minibatches, {summary.edges} sampled edges, "

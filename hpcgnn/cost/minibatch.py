@@ -46,9 +46,12 @@ SAMPLE_FRONTIER = "sample_frontier"
 SAMPLE_REQUEST = "sample_request"
 SAMPLE_ROWS = "sample_rows"
 SAMPLE_COMBINE = "sample_combine"
+#: LADIES' partial products of ``P = Q (S .* S)`` reduced over the process row
+#: (``--ladies-reduction partial-products``, :func:`charge_partial_products`).
+SAMPLE_PARTIAL = "sample_partial_products"
 #: Every category minibatch training records.
 CATEGORIES = (CONTROL, ALLREDUCE, FEATURE_REQUEST, FEATURE_FETCH, SAMPLE_FRONTIER,
-              SAMPLE_REQUEST, SAMPLE_ROWS, SAMPLE_COMBINE)
+              SAMPLE_REQUEST, SAMPLE_ROWS, SAMPLE_COMBINE, SAMPLE_PARTIAL)
 #: Index bytes of one id (int64) and of one label (a class id).
 ID_BYTES = 8
 #: Bytes of one computed value (float64) of a partial product of ``P = Q (S .* S)``.
@@ -179,10 +182,7 @@ def charge_sampling(
 
     1. The process row gathers its frontiers (the count, pickled, then ``8`` bytes per
        id): the column ids ``U_i`` of ``Q_i`` on every replica.
-    2. Stage loop over the blocks ``k`` of chunk ``j``: rank ``k`` of the process column
-       gathers the requests (``8`` bytes of ``control`` and ``8`` per id from every
-       other rank) and scatters back the rows' lengths and column ids (``8`` bytes per
-       row and per nonzero).
+    2. Stage loop over the blocks ``k`` of chunk ``j`` (:func:`charge_stages`).
     3. Sparse all-reduce over the process row: every replica receives the lengths and
        column ids of the other replicas' partial products (the row ids are known).
 
@@ -202,6 +202,20 @@ def charge_sampling(
     """
     traffic.allgather_int(row, frontier)
     traffic.allgatherv(row, ID_BYTES * frontier, SAMPLE_FRONTIER)
+    charge_stages(traffic, col, stages)
+    others = sum(r + n for q, (r, n) in enumerate(parts) if q != row.me)
+    traffic.charge(SAMPLE_COMBINE, row.world_rank, ID_BYTES * others, 2 * log_steps(row.size))
+
+
+def charge_stages(traffic: Traffic, col: Members, stages: Sequence[tuple[int, int, int]]
+                  ) -> None:
+    """The stage loop of one hop: rows of ``S`` fetched from the process column.
+
+    At stage ``k`` rank ``k`` of the process column gathers the requests (``8`` bytes of
+    ``control`` and ``8`` per id from every other rank) and scatters back the rows'
+    lengths and column ids (``8`` bytes per row and per nonzero). ``stages``: as in
+    :func:`charge_sampling`.
+    """
     steps = log_steps(col.size)
     for k, rows, nnz in stages:
         root = k == col.me
@@ -209,8 +223,43 @@ def charge_sampling(
         traffic.charge(SAMPLE_REQUEST, col.world[k], 0 if root else ID_BYTES * rows, steps)
         traffic.charge(SAMPLE_ROWS, col.world_rank, 0 if root else ID_BYTES * (rows + nnz),
                        2 * steps)
-    others = sum(r + n for q, (r, n) in enumerate(parts) if q != row.me)
-    traffic.charge(SAMPLE_COMBINE, row.world_rank, ID_BYTES * others, 2 * log_steps(row.size))
+
+
+def charge_stacked_frontier(traffic: Traffic, row: Members, batches: int, ids: int) -> None:
+    """The process row gathers its batches' frontiers whole: ``Q_i`` on every replica.
+
+    The paper's layout (``--ladies-reduction partial-products``): the batch count
+    (pickled), then ``8`` bytes per batch (its frontier's length) and per frontier id.
+    """
+    traffic.allgather_int(row, batches)
+    traffic.allgatherv(row, ID_BYTES * batches, SAMPLE_FRONTIER)
+    traffic.allgatherv(row, ID_BYTES * ids, SAMPLE_FRONTIER)
+
+
+def charge_partial_products(traffic: Traffic, row: Members, running: int,
+                            scattered: Sequence[int]) -> None:
+    """This replica's share of the reduction of LADIES' partial products of ``P``.
+
+    The reduction is a chain in the order of the process row (:meth:`hpcgnn.sampling.
+    spgemm_1p5d.SparsityAwareRows.distributions`): replica ``q < c - 1`` sends the running
+    sum of the partial products of replicas ``0..q``, ``running`` nonzeros, to ``q + 1``
+    (its count, ``8`` bytes of ``control``, then ``16`` bytes per nonzero: an int64 key
+    ``b n + j``, batch row and column, and a float64 value); the last replica scatters
+    each replica's batches' rows of ``P`` (``scattered[r]`` nonzeros to replica ``r``:
+    ``8`` bytes of ``control`` and ``16`` per nonzero to each other replica).
+    """
+    entry = ID_BYTES + VALUE_BYTES
+    if row.size == 1:
+        return
+    if row.me < row.size - 1:
+        nxt = row.world[row.me + 1]
+        traffic.charge(CONTROL, nxt, ID_BYTES, 1)
+        traffic.charge(SAMPLE_PARTIAL, nxt, entry * int(running), 1)
+        return
+    counts = np.delete(np.asarray(scattered, dtype=np.int64), row.me)
+    steps = log_steps(row.size)
+    traffic.charge(CONTROL, row.others(), np.full(row.size - 1, ID_BYTES), steps)
+    traffic.charge(SAMPLE_PARTIAL, row.others(), entry * counts, 2 * steps)
 
 
 def partial_product_bytes(nonzeros: np.ndarray, present: np.ndarray) -> int:

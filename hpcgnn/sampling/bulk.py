@@ -55,16 +55,19 @@ from hpcgnn.sampling import ladies, sage, setops
 from hpcgnn.sampling.arrays import Array, HostOps
 from hpcgnn.sampling.clusters import Clusters, cluster_parts, induced_batches
 from hpcgnn.sampling.lazy import LazyShare
+from hpcgnn.sampling.matrices import Csr
 from hpcgnn.sampling.memory import BYTES_PER_ENTRY, MAX_STACK_ENTRIES, default_budget
 from hpcgnn.sampling.rows import RowStore, read_pattern
 from hpcgnn.sampling.sampled import SampledBatch, SampledHop, split_stacked, stack
 from hpcgnn.sampling.shuffle import epoch_key, minibatches
-from hpcgnn.sampling.spec import LAYOUTS, SamplerSpec, with_clusters
+from hpcgnn.sampling.spec import LADIES_REDUCTIONS, LAYOUTS, SamplerSpec, with_clusters
 from hpcgnn.sampling.spgemm_1p5d import SparsityAwareRows
 
 RowSource = Callable[[np.ndarray], RowStore]
 #: Sees each hop's stacked frontier ``(ptr, ids)`` and the rows of ``S`` fetched for it.
 HopObserver = Callable[[Array, Array, RowStore], None]
+#: LADIES' ``P = Q (S .* S)`` of a hop's stacked frontier ``(ptr, ids)``, computed elsewhere.
+DistributionSource = Callable[[Array, Array], Csr]
 
 @dataclass
 class Chunking:
@@ -125,11 +128,13 @@ def chunk_batches(ptr: np.ndarray, limit: int | None = None) -> list[tuple[int, 
 def _chunk_hop(
     spec: SamplerSpec, key: np.uint64, hop: int, span: tuple[int, int],
     bids: Array, seeds: tuple[Array, Array], frontier: tuple[Array, Array], store: RowStore,
+    p: Csr | None = None,
 ) -> tuple[list[SampledHop], Array, Array]:
     """Hop ``hop`` of the stacked batches ``span = (lo, hi)``: per batch, and the next frontier.
 
     ``seeds`` and ``frontier`` are the whole stack's ``(ptr, ids)``; returns the batches'
-    :class:`SampledHop` and their stacked columns ``(col_ptr, cols)``.
+    :class:`SampledHop` and their stacked columns ``(col_ptr, cols)``. ``p``: LADIES'
+    ``P`` of the whole stack when it was computed elsewhere (one row per batch).
     """
     lo, hi = span
     fr_ptr, fr_ids = frontier
@@ -141,7 +146,8 @@ def _chunk_hop(
         seed_ptr, seed_ids = seeds
         s0, s1 = seed_ptr[lo], seed_ptr[hi]
         st = ladies.sample_hop(ptr, ids, seed_ptr[lo : hi + 1] - s0, seed_ids[s0:s1],
-                               bids[lo:hi], hop, spec.sizes[hop], store, key, spec.self_rows)
+                               bids[lo:hi], hop, spec.sizes[hop], store, key, spec.self_rows,
+                               None if p is None else p.row_slice(lo, hi))
     hops = split_stacked(st.row_ptr, st.rows, st.col_ptr, st.cols, st.indptr, st.indices,
                          st.values)
     return hops, st.col_ptr, st.cols
@@ -166,6 +172,7 @@ def _on(xp: HostOps, ptr_ids: tuple[np.ndarray, np.ndarray]) -> tuple[Array, Arr
 def sample_stack(
     spec: SamplerSpec, epoch: int, batch_ids: list[int], seeds: list[np.ndarray],
     rows: RowSource, chunking: Chunking | None = None, observe: HopObserver | None = None,
+    distributions: DistributionSource | None = None,
 ) -> list[SampledBatch]:
     """Sample the batches ``batch_ids`` (seed vertices ``seeds``) together, hop by hop.
 
@@ -175,6 +182,8 @@ def sample_stack(
     rank). The hops are sampled where the stores' arrays are (the host, or the sampling
     device: then the hops' arrays are tensors there), in chunks of ``chunking``'s size.
     ``observe(ptr, ids, store)``, if given, sees each hop's stacked frontier and its store.
+    ``distributions(ptr, ids)``, if given (LADIES), gives each hop's ``P`` before ``rows``
+    is called (collective too: called as ``rows`` is).
     """
     chunking = Chunking() if chunking is None else chunking
     key, bids, arrays = _start(spec, epoch, batch_ids, seeds)
@@ -182,6 +191,7 @@ def sample_stack(
     seed = stack(arrays)
     fr_ptr, fr_ids = seed
     for hop in range(spec.layers):
+        p = None if distributions is None else distributions(fr_ptr, fr_ids)
         store = rows(fr_ids)
         if observe is not None:
             observe(fr_ptr, fr_ids, store)
@@ -194,7 +204,7 @@ def sample_stack(
         next_fr = []
         for span in chunking.spans(stack_entries(fr_ptr, fr_ids, store)):
             hops, col_ptr, cols = _chunk_hop(spec, key, hop, span, bids, seed,
-                                             (fr_ptr, fr_ids), store)
+                                             (fr_ptr, fr_ids), store, p)
             for batch, h in zip(out[span[0] : span[1]], hops, strict=True):
                 batch.hops.append(h)
             next_fr.append((col_ptr, cols))
@@ -296,6 +306,13 @@ class BulkSampler:
         cache-sized stack).
     train_ids
         Sorted ids of the training vertices (default: read from ``path``).
+    ladies_reduction
+        LADIES in the partitioned layout (:data:`~hpcgnn.sampling.spec.LADIES_REDUCTIONS`):
+        ``rows`` (default) all-gathers the fetched rows of ``S`` over the process row, which
+        serve both ``P`` and the extraction; ``partial-products`` is the paper's way: ``P``'s
+        partial products reduced over the process row
+        (:meth:`SparsityAwareRows.distributions`), then the row extraction ``R S`` as a
+        second 1.5D SpGEMM (the rows fetched again and all-gathered). The same samples.
 
     On a grid whose device is a GPU the hops are sampled there (:attr:`device` ``cuda``):
     the replicated layout keeps the whole pattern of ``S`` on the GPU, the partitioned one
@@ -325,10 +342,18 @@ class BulkSampler:
     def __init__(
         self, spec: SamplerSpec, grid: ProcessGrid, path: str | os.PathLike, layout: str,
         traffic: Traffic | None = None, memory: float | None = None,
-        train_ids: np.ndarray | None = None,
+        train_ids: np.ndarray | None = None, ladies_reduction: str = LADIES_REDUCTIONS[0],
     ) -> None:
         if layout not in LAYOUTS:
             raise ValueError(f"unknown layout {layout!r}")
+        if ladies_reduction not in LADIES_REDUCTIONS:
+            raise ValueError(f"unknown LADIES reduction {ladies_reduction!r}")
+        #: ``--ladies-reduction``; :attr:`paper_reduction` where it applies.
+        self.ladies_reduction = ladies_reduction
+        #: ``partial-products`` on LADIES' partitioned hops: ``P`` reduced over the process
+        #: row (the paper's).
+        self.paper_reduction = (ladies_reduction != LADIES_REDUCTIONS[0]
+                                and layout == "partitioned" and spec.method.layer_wise)
         self.spec, self.grid, self.layout = spec, grid, layout
         #: Where the hops are sampled: ``cuda`` (the grid's GPU) or ``cpu`` (the host).
         self.device = "cuda" if grid.device.is_cuda else "cpu"
@@ -382,11 +407,16 @@ class BulkSampler:
 
     @property
     def bytes_partial_products(self) -> int | None:
-        """Bytes the paper's all-reduce of LADIES' partial products would have moved so far.
+        """Bytes of the paper's all-reduce of LADIES' partial products so far.
 
-        :attr:`SparsityAwareRows.bytes_partial_products`; ``None`` unless a layer-wise
-        sampler's hops are fetched across process rows (the partitioned layout, ``P/c > 1``).
+        :attr:`SparsityAwareRows.bytes_partial_products`: measured with
+        ``ladies_reduction="partial-products"``, else what it would have moved (counted);
+        ``None`` unless a layer-wise sampler's hops are fetched across process rows (the
+        partitioned layout, ``P/c > 1``).
         """
+        if self.paper_reduction:
+            assert self.aware is not None
+            return self.aware.bytes_partial_products
         if self.aware is None or not self.spec.method.layer_wise or self.grid.col.size == 1:
             return None
         return self.aware.bytes_partial_products
@@ -441,11 +471,12 @@ class BulkSampler:
         if self.aware is not None:
             aware = self.aware
             hops: list[tuple[Array, Array, RowStore]] = []
+            count = self.bytes_partial_products is not None and not self.paper_reduction
             with self.grid.stats.phase("sample"):
                 out = sample_stack(
                     self.spec, epoch, ids, seeds, lambda f: aware(setops.unique(f)),
-                    self.chunking,
-                    None if self.bytes_partial_products is None else lambda *h: hops.append(h),
+                    self.chunking, (lambda *h: hops.append(h)) if count else None,
+                    aware.distributions if self.paper_reduction else None,
                 )
             for hop in hops:  # counted outside the sample phase: no message, not sampling
                 aware.count_partial_products(*hop)

@@ -24,7 +24,7 @@ from hpcgnn.layout.shapes import GridShape
 from hpcgnn.sampling.bulk import BulkSampler, read_train_ids
 from hpcgnn.sampling.sample_file import write_samples
 from hpcgnn.sampling.sampled import SampledBatch
-from hpcgnn.sampling.spec import SamplerSpec, fit_training_set
+from hpcgnn.sampling.spec import LADIES_REDUCTIONS, SamplerSpec, fit_training_set
 from hpcgnn.utils.files import check_output
 
 
@@ -66,6 +66,7 @@ def sample_to_file(
     replication: int | None = None,
     device: Device | None = None,
     memory: float | None = None,
+    ladies_reduction: str = LADIES_REDUCTIONS[0],
 ) -> SampleSummary:
     """Sample the minibatches of one epoch and write them to ``out`` (collective).
 
@@ -98,6 +99,9 @@ def sample_to_file(
     memory : float, optional
         Bytes a hop's local temporaries may take (``--sample-memory``; see
         :class:`~hpcgnn.sampling.bulk.BulkSampler`).
+    ladies_reduction : {"rows", "partial-products"}, optional
+        LADIES' last step in the partitioned layout (``--ladies-reduction``; see
+        :class:`~hpcgnn.sampling.bulk.BulkSampler`); the file is the same either way.
 
     Returns
     -------
@@ -128,7 +132,7 @@ def sample_to_file(
             if world.rank == 0:  # the output fails now, not after sampling
                 check_output(out, "--out")
         sampler = BulkSampler(spec, pgrid, graph, graph_layout, memory=memory,
-                              train_ids=train_ids)
+                              train_ids=train_ids, ladies_reduction=ladies_reduction)
         epoch_batches = sampler.batches(epoch)[:batches]
         world.barrier()
         t0 = pgrid.stats.clock()

@@ -53,7 +53,7 @@ def normalize_rows(m: Csr) -> Array:
 def sample_hop(
     fr_ptr: Array, fr_ids: Array, seed_ptr: Array, seed_ids: Array,
     batch_ids: Array, hop: int, size: int, store: RowStore, key: np.uint64,
-    self_rows: bool = False,
+    self_rows: bool = False, p: Csr | None = None,
 ) -> StackedHop:
     """Sample hop ``hop`` of every batch of the stack (see the module docstring).
 
@@ -76,6 +76,10 @@ def sample_hop(
     self_rows
         Keep every vertex of ``F_b`` in ``after_b`` too, not only the seeds (GIN's and
         GAT's self term; :attr:`hpcgnn.sampling.spec.SamplerSpec.self_rows`).
+    p
+        ``P = Q (S .* S)`` of the stack if it is already known (the paper's reduction of
+        partial products, :meth:`hpcgnn.sampling.spgemm_1p5d.SparsityAwareRows.
+        distributions`); else computed here from ``store``.
 
     The arrays are NumPy arrays, or tensors on the store's device; so is the result.
     """
@@ -84,7 +88,8 @@ def sample_hop(
     nb = len(batch_ids)
     nfr = len(fr_ids)
     s_u, inv = compressed_rows(fr_ids, store, LAYER_WISE)
-    p = spgemm(selection(fr_ptr, inv, s_u.shape[0]), s_u.squared())
+    if p is None:
+        p = spgemm(selection(fr_ptr, inv, s_u.shape[0]), s_u.squared())
     sel = sample_rows(p.indptr, p.data, size, xp.row_keys(key, batch_ids, hop, None))
     prob = probabilities(p)
     p_key = xp.rows_of(p.indptr) * n + p.indices

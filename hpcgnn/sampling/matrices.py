@@ -49,6 +49,12 @@ class Csr:
         """The elementwise square ``A .* A`` (same pattern)."""
         return Csr(self.indptr, self.indices, self.data * self.data, self.shape)
 
+    def row_slice(self, lo: int, hi: int) -> Csr:
+        """Rows ``lo .. hi-1``."""
+        a, b = self.indptr[lo], self.indptr[hi]
+        return Csr(self.indptr[lo : hi + 1] - a, self.indices[a:b], self.data[a:b],
+                   (hi - lo, self.shape[1]))
+
     def scipy(self) -> sp.csr_matrix:
         """The host matrix (NumPy arrays only)."""
         return sp.csr_matrix((self.data, self.indices, self.indptr), shape=self.shape)

@@ -16,6 +16,30 @@ from hpcgnn.errors import ConfigError
 from hpcgnn.sampling.samplers import CLUSTER, LAYER_WISE, NODE_WISE, Sampler, sampler_named
 
 LAYOUTS = ("replicated", "partitioned")
+#: ``--ladies-reduction``: LADIES' last step in the partitioned layout, ours (``rows``: the
+#: fetched rows all-gathered over the process row) or the paper's (``partial-products``).
+LADIES_REDUCTIONS = ("rows", "partial-products")
+
+
+def check_ladies_reduction(reduction: str, sampler: str, layout: str) -> None:
+    """Refuse an unknown ``--ladies-reduction``, or the paper's where nothing is reduced.
+
+    Raises
+    ------
+    ConfigError
+        ``reduction`` is not one of :data:`LADIES_REDUCTIONS`, or is ``partial-products``
+        with another sampler than ``ladies`` or the replicated layout.
+    """
+    if reduction not in LADIES_REDUCTIONS:
+        raise ConfigError(f"--ladies-reduction must be one of {', '.join(LADIES_REDUCTIONS)},"
+                          f" got {reduction}")
+    if reduction != LADIES_REDUCTIONS[0] and (sampler != LAYER_WISE.name
+                                             or layout != "partitioned"):
+        raise ConfigError(
+            f"--ladies-reduction {reduction} applies to --sampler ladies --graph-layout"
+            " partitioned only (the other samplers and layouts have no partial products to"
+            " reduce)"
+        )
 DEFAULT_FANOUT = 10
 DEFAULT_LAYER_SIZE = 512
 DEFAULT_BATCH_SIZE = 1024

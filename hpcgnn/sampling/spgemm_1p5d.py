@@ -34,7 +34,10 @@ the rows themselves, which serve both. :meth:`SparsityAwareRows.count_partial_pr
 accumulates, from sizes this rank knows and with no message, what that all-reduce would
 have moved for this rank's batches (:func:`partial_nonzeros`,
 :func:`hpcgnn.cost.minibatch.partial_product_bytes`), for comparison
-(``bytes_partial_products`` in :func:`byte_summary`).
+(``bytes_partial_products`` in :func:`byte_summary`). :meth:`SparsityAwareRows.
+distributions` runs the paper's scheme instead (``--ladies-reduction partial-products``):
+``P``'s partial products reduced over the process row (``sample_partial_products``,
+measured), the row extraction then a second call of :class:`SparsityAwareRows`.
 """
 
 from __future__ import annotations
@@ -48,18 +51,24 @@ from hpcgnn.cost.minibatch import (
     ID_BYTES,
     Members,
     Traffic,
+    charge_partial_products,
     charge_sampling,
+    charge_stacked_frontier,
+    charge_stages,
     paper_spgemm_words,
     partial_product_bytes,
     spgemm_bytes_per_process,
 )
 from hpcgnn.cost.minibatch import SAMPLE_COMBINE as COMBINE
 from hpcgnn.cost.minibatch import SAMPLE_FRONTIER as FRONTIER
+from hpcgnn.cost.minibatch import SAMPLE_PARTIAL as PARTIAL
 from hpcgnn.cost.minibatch import SAMPLE_REQUEST as REQUEST
 from hpcgnn.cost.minibatch import SAMPLE_ROWS as ROWS
 from hpcgnn.layout.blocks import stage_chunks
 from hpcgnn.sampling.arrays import HOST, Array, ops
+from hpcgnn.sampling.matrices import Csr, sum_duplicates
 from hpcgnn.sampling.rows import RowStore
+from hpcgnn.sampling.samplers import LAYER_WISE
 from hpcgnn.sampling.setops import unique
 
 FETCH_CATEGORIES = (REQUEST, ROWS)
@@ -69,6 +78,7 @@ COMBINE_CATEGORIES = (COMBINE, FRONTIER)
 def byte_summary(
     world: Comm, stats: CommStats, oblivious: int, control: int = 0,
     partial: int | None = None, nnz: int | None = None, replication: int = 1,
+    paper_reduction: bool = False,
 ) -> dict[str, int | float | None]:
     """The partitioned layout's bytes counted in ``stats``, summed over ranks (collective).
 
@@ -95,6 +105,11 @@ def byte_summary(
     the ``replication``), beside ``measured_spgemm_bytes``, ours in its accounting
     (:func:`hpcgnn.cost.minibatch.spgemm_bytes_per_process`), and ``paper_over_measured``;
     all ``None`` where ``nnz`` is (the replicated layout), the ratio where nothing moved.
+    With ``paper_reduction`` (LADIES' ``--ladies-reduction partial-products``: every hop
+    fetches its rows twice, for ``P`` and for ``R S``) ours is ``P``'s SpGEMM alone, the
+    paper's step: half the ``sample_rows`` (the two fetches are the same) and the
+    reduction of the partial products, ``sample_partial_products``, in place of
+    ``sample_combine``.
     """
     cats = stats.snapshot()
 
@@ -109,8 +124,12 @@ def byte_summary(
     if nnz is not None:
         total_nnz = int(world.allreduce_scalar(int(nnz)))
         words = paper_spgemm_words(world.size, replication, total_nnz)
-        ours = spgemm_bytes_per_process(world.size, replication, total((ROWS,)),
-                                        total((COMBINE,)))
+        if paper_reduction:
+            ours = spgemm_bytes_per_process(world.size, replication, total((ROWS,)) / 2,
+                                            total((PARTIAL,)))
+        else:
+            ours = spgemm_bytes_per_process(world.size, replication, total((ROWS,)),
+                                            total((COMBINE,)))
         paper.update(spgemm_nnz=total_nnz, paper_spgemm_bytes=ID_BYTES * words,
                      measured_spgemm_bytes=ours,
                      paper_over_measured=ID_BYTES * words / ours if ours else None)
@@ -170,6 +189,23 @@ def partial_nonzeros(fr_ptr: Array, fr_ids: Array, store: RowStore, offsets: np.
     part_row = q[keep] * nb + xp.rows_of(fr_ptr)[keep]
     keys = unique(xp.repeat(part_row, xp.diff(ptr)) * n + idx)
     return xp.to_host(xp.bincount(keys // n, c * nb)).reshape(c, nb)
+
+
+def partial_product(batch: Array, ids: Array, store: RowStore) -> tuple[Array, Array]:
+    """One replica's partial product of ``P = Q (S .* S)`` as sorted-per-entry terms.
+
+    ``batch[e]`` is the batch row of frontier vertex ``ids[e]`` (distinct per batch), and
+    ``store`` holds their rows of ``S``. Returns the keys ``b n + j`` and values
+    ``S_vj^2`` of every term, ordered by batch row and then by ascending vertex ``v``:
+    :func:`~hpcgnn.sampling.matrices.sum_duplicates` of them sums each entry in SciPy's
+    order of ``Q (S .* S)`` (``Q``'s row in sorted vertex order).
+    """
+    xp, n = store.xp, store.num_nodes
+    order = xp.argsort(batch * n + ids)
+    batch, ids = batch[order], ids[order]
+    rows = store.matrix(ids, LAYER_WISE).squared()
+    keys = xp.repeat(batch, xp.diff(rows.indptr)) * n + rows.indices
+    return keys, rows.data
 
 
 def _segment_sums(ptr: Array, counts: np.ndarray) -> Array:
@@ -253,8 +289,21 @@ class SparsityAwareRows:
             self.replica_of[blocks] = q
 
     def _control_bytes(self) -> int:
-        entry = self.col.stats.categories.get(CONTROL)
+        return self._recorded(CONTROL)
+
+    def _recorded(self, category: str) -> int:
+        entry = self.col.stats.categories.get(category)
         return 0 if entry is None else int(entry.bytes)
+
+    def _block_slices(self, union: Array) -> tuple[np.ndarray, np.ndarray]:
+        """Each block's slice of the sorted ``union`` and the union's nonzeros before it.
+
+        The union is sorted, so each block's ids are a slice: the blocks' bounds in it,
+        and the nonzeros of the union's rows before each bound, on the host.
+        """
+        xp = self.block.xp
+        bounds_x = xp.searchsorted(union, self._offsets)
+        return xp.to_host(bounds_x), xp.to_host(xp.ptr(self._lengths[union])[bounds_x])
 
     def __call__(self, own_ids: Array) -> RowStore:
         """Rows of ``S`` at ``own_ids`` (sorted, distinct) on this rank.
@@ -269,11 +318,7 @@ class SparsityAwareRows:
         control = self._control_bytes()
         counts = self.row.allgather_obj(len(own_ids), "control")
         union = unique(self.row.allgatherv(own_ids, FRONTIER, counts))
-        # the union is sorted, so each block's ids are a slice: the blocks' bounds in it,
-        # and the nonzeros of the union's rows before each bound, on the host
-        bounds_x = xp.searchsorted(union, self._offsets)
-        bounds = xp.to_host(bounds_x)
-        nnz_before = xp.to_host(xp.ptr(self._lengths[union])[bounds_x])
+        bounds, nnz_before = self._block_slices(union)
         if self.row.rank == 0:
             self.nnz_selected += int(nnz_before[-1])
         stages = self._stage_requests(bounds, nnz_before)
@@ -294,6 +339,104 @@ class SparsityAwareRows:
         local_ids = own_ids[(own_ids >= lo) & (own_ids < hi)]
         local = RowStore(local_ids, *self.block.take(local_ids), n)
         return RowStore.merge([local, combined], n)
+
+    def distributions(self, fr_ptr: Array, fr_ids: Array) -> Csr:
+        """LADIES' ``P = Q (S .* S)`` for this rank's batches, the paper's way (collective).
+
+        ``fr_ptr, fr_ids``: the stacked frontiers ``F_b`` of this rank's batches (distinct
+        per batch). Algorithm 2 with the paper's last step
+        (``--ladies-reduction partial-products``):
+
+        1. the process row gathers its batches' frontiers whole (``sample_frontier``:
+           every replica holds ``Q_i``, the paper's layout);
+        2. the stage loop fetches the rows of ``S`` at the union ``U_i`` in this replica's
+           chunk (``sample_request``, ``sample_rows``; block ``i`` is local);
+        3. replica ``q``'s partial product sums, for every batch of the process row, the
+           rows of ``S .* S`` of ``F_b`` in its chunk; the partial products are reduced
+           over the process row (``sample_partial_products``: int64 keys ``b n + j`` and
+           float64 values) as a chain in block order, replica ``q`` adding its rows to the
+           running sum of replicas ``0..q-1``, and the last replica scatters each replica's
+           batches' rows.
+
+        The chain keeps SciPy's summation order (each entry summed over the rows of
+        ``F_b`` in ascending vertex order, :func:`~hpcgnn.sampling.matrices.sum_duplicates`),
+        so ``P`` is the local product's bit for bit and the samples do not change. Returns
+        ``P`` as a ``K x n`` :class:`~hpcgnn.sampling.matrices.Csr` with sorted columns.
+        The reduction's bytes are measured and added to :attr:`bytes_partial_products`.
+        """
+        xp = self.block.xp
+        fr_ptr, fr_ids = xp.int64(xp.asarray(fr_ptr)), xp.int64(xp.asarray(fr_ids))
+        n, me = self.block.num_nodes, self.row.rank
+        control, partial = self._control_bytes(), self._recorded(PARTIAL)
+        batches = self.row.allgather_obj(len(fr_ptr) - 1, "control")
+        first = HOST.ptr(np.asarray(batches, dtype=np.int64))  # each replica's first batch
+        ptr = xp.ptr(self.row.allgatherv(xp.diff(fr_ptr), FRONTIER, batches))
+        ends = xp.to_host(ptr[xp.asarray(first)])
+        ids = self.row.allgatherv(fr_ids, FRONTIER, np.diff(ends).tolist())
+        union = unique(ids)
+        bounds, nnz_before = self._block_slices(union)
+        stages = self._stage_requests(bounds, nnz_before)
+        charge_stacked_frontier(self.traffic, self.row_members, len(fr_ptr) - 1, len(fr_ids))
+        charge_stages(self.traffic, self.col_members,
+                      [(k, hi - lo, nnz) for k, (lo, hi), nnz in stages])
+        parts = [self._stage(k, union[lo:hi], nnz) for k, (lo, hi), nnz in stages]
+        blocks = (int(self.chunks[me]), int(self.chunks[me + 1]))
+        i = self.col.rank
+        if blocks[0] <= i < blocks[1]:  # the process row's own block is in this chunk
+            local = union[int(bounds[i]) : int(bounds[i + 1])]
+            parts.append(RowStore(local, *self.block.take(local), n))
+        lo, hi = (int(self.offsets[k]) for k in blocks)
+        inside = (ids >= lo) & (ids < hi)
+        keys, values = partial_product(xp.rows_of(ptr)[inside], ids[inside],
+                                       RowStore.merge(parts, n, xp))
+        keys, values = self._reduce_chain(keys, values, first)
+        self.bytes_control += self._control_bytes() - control
+        self.bytes_partial_products += self._recorded(PARTIAL) - partial
+        keys = keys - int(first[me]) * n
+        nb = len(fr_ptr) - 1
+        return Csr(xp.ptr(xp.bincount(keys // n, nb)), keys % n, values, (nb, n))
+
+    def _reduce_chain(self, keys: Array, values: Array, first: np.ndarray
+                      ) -> tuple[Array, Array]:
+        """Reduce the partial products ``(keys, values)`` over the process row, in its order.
+
+        Replica ``q`` adds its entries after the running sum of replicas ``0..q-1``
+        received from ``q - 1`` and passes it on; the last replica scatters each replica's
+        batch rows (``first``: each replica's first batch row of the process row's stack).
+        Returns this replica's rows, keys in the process row's stack.
+        """
+        xp, row, me = self.block.xp, self.row, self.row.rank
+        c, n = row.size, self.block.num_nodes
+        if c == 1:
+            return sum_duplicates(keys, values)
+        if me > 0:
+            count = np.zeros(1, dtype=np.int64)
+            row.complete([row.irecv(count, me - 1)], [count], CONTROL)
+            got_k, got_v = xp.zeros(int(count[0])), xp.zeros(int(count[0]), "float64")
+            row.complete([row.irecv(got_k, me - 1), row.irecv(got_v, me - 1)],
+                         [got_k, got_v], PARTIAL)
+            keys, values = xp.concat([got_k, keys]), xp.concat([got_v, values])
+        keys, values = sum_duplicates(keys, values)  # the running sum first: stable
+        last = c - 1
+        if me < last:
+            charge_partial_products(self.traffic, self.row_members, len(keys), [])
+            count = np.array([len(keys)], dtype=np.int64)
+            sends = [row.isend(count, me + 1), row.isend(keys, me + 1),
+                     row.isend(values, me + 1)]
+            row.complete(sends, [], PARTIAL)
+            counts = None
+        else:
+            cut = xp.searchsorted(keys, xp.asarray(first) * n)
+            counts = np.diff(xp.to_host(cut))
+            charge_partial_products(self.traffic, self.row_members, 0, counts)
+        mine = row.scatterv(np.zeros(0, np.int64) if counts is None else counts,
+                            None if counts is None else [1] * c, 1, last, CONTROL)
+        size = int(mine[0])
+        own_k = row.scatterv(xp.zeros(0) if counts is None else keys, counts, size, last,
+                             PARTIAL)
+        own_v = row.scatterv(xp.zeros(0, "float64") if counts is None else values, counts,
+                             size, last, PARTIAL)
+        return own_k, own_v
 
     def count_partial_products(self, fr_ptr: Array, fr_ids: Array, store: RowStore) -> None:
         """Add what the paper's all-reduce of a LADIES hop's ``P`` would move for these batches.

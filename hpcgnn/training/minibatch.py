@@ -71,7 +71,12 @@ from hpcgnn.sampling.bulk import BulkSampler, my_share, read_train_ids
 from hpcgnn.sampling.fetch import FeatureFetcher
 from hpcgnn.sampling.rows import EdgeWeights, eval_block
 from hpcgnn.sampling.sampled import SampledBatch
-from hpcgnn.sampling.spec import SamplerSpec, fit_training_set, optimizer_steps
+from hpcgnn.sampling.spec import (
+    LADIES_REDUCTIONS,
+    SamplerSpec,
+    fit_training_set,
+    optimizer_steps,
+)
 from hpcgnn.sampling.spgemm_1p5d import byte_summary, members
 from hpcgnn.spmm.block_row import BlockRowAggregation, block_row_neighbourhood
 from hpcgnn.training.fullbatch import global_counts
@@ -108,12 +113,15 @@ class MinibatchTrainer(WholeModel, SubModelHost):
         GIST injects a sub-model's.
     sample_memory
         ``--sample-memory``: bytes a hop's local SpGEMM may take (``None``: the default).
+    ladies_reduction
+        ``--ladies-reduction``: LADIES' last step in the partitioned layout
+        (:class:`~hpcgnn.sampling.bulk.BulkSampler`).
     """
 
     def __init__(
         self, graph: str | MemoryGraph, spec: SamplerSpec, layout: str, cfg: TrainConfig,
         grid: ProcessGrid, weights: list[torch.Tensor] | None = None,
-        sample_memory: float | None = None,
+        sample_memory: float | None = None, ladies_reduction: str = LADIES_REDUCTIONS[0],
     ) -> None:
         if isinstance(graph, MemoryGraph):  # RunOptions refuses it first, on every rank
             raise ConfigError("minibatch training samples a graph file, not a graph in memory")
@@ -138,7 +146,7 @@ class MinibatchTrainer(WholeModel, SubModelHost):
             spec = replace(spec, self_rows=True)  # a row's own vertex: the layer reads it
         self.traffic = Traffic(grid.size)
         self.sampler = BulkSampler(spec, grid, graph, layout, self.traffic, sample_memory,
-                                   self.train_ids)
+                                   self.train_ids, ladies_reduction)
         self.spec = spec = self.sampler.spec  # Cluster-GCN: the clusters METIS filled
         self.col_members = members(grid.col, grid.rank)
         self.world_members = Members(np.arange(grid.size, dtype=np.int64), grid.rank)
@@ -455,11 +463,13 @@ def sampling_summary(trainer: MinibatchTrainer, result: TrainResult) -> dict[str
     sample_s = world.allreduce_scalar(float(result.step_seconds.get("sample", 0.0)), MPI.MAX)
     return {
         "sampler": trainer.spec.sampler, "sizes": list(trainer.spec.sizes),
-        "graph_layout": trainer.layout, "device": trainer.sampler.device,
+        "graph_layout": trainer.layout, "ladies_reduction": trainer.sampler.ladies_reduction,
+        "device": trainer.sampler.device,
         "feature_device": trainer.fetcher.device, **chunk_summary(world, trainer.sampler),
         **trainer.batching(),
         "edges_sampled": int(edges), "sample_time_s": sample_s,
         **byte_summary(world, trainer.stats, trainer.sampler.bytes_oblivious,
                        trainer.sampler.bytes_control, trainer.sampler.bytes_partial_products,
-                       trainer.sampler.spgemm_nnz, trainer.grid.row.size),
+                       trainer.sampler.spgemm_nnz, trainer.grid.row.size,
+                       trainer.sampler.paper_reduction),
     }

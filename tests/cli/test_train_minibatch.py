@@ -223,7 +223,9 @@ def test_measured_bytes_equal_the_cost_model_in_every_category(graph_file, share
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("flags", [["--sampler", "sage", "--fanout", "4,3"],
-                                   ["--sampler", "ladies", "--layer-size", "16"]])
+                                   ["--sampler", "ladies", "--layer-size", "16"],
+                                   ["--sampler", "ladies", "--layer-size", "16", "--graph-layout",
+                                    "partitioned", "--ladies-reduction", "partial-products"]])
 def test_cuda_trains_like_the_cpu(graph_file, shared_tmp, world, flags):
     path = graph_file(n=90, avg_degree=5, seed=11)
     docs = train_on_both_devices(world, shared_tmp, [
@@ -285,3 +287,56 @@ def test_metrics_carry_the_papers_spgemm_closed_form_beside_the_measured(
         assert ours == pytest.approx(s["measured_spgemm_bytes"] / 1e6, abs=1e-6)
         assert ratio == pytest.approx(s["paper_over_measured"], abs=1e-3)
     world.mpi.Barrier()
+
+
+@pytest.mark.mpi
+def test_the_papers_ladies_reduction_trains_the_same_and_predicts_its_bytes(
+    graph_file, shared_tmp, world
+):
+    from hpcgnn.layout.shapes import admissible_shapes
+
+    path = graph_file(n=200, avg_degree=5, seed=7, directed=True)
+    for shape in admissible_shapes("1.5d", world.size):
+        c = shape.replication
+        docs = {}
+        for reduction in ("rows", "partial-products"):
+            rc, out = train_metrics(
+                path, shared_tmp / f"ladies-{reduction}.json", "--mode", "minibatch",
+                "--sampler", "ladies", "--layer-size", "20,10", "--batch-size", "9", "--bulk",
+                "3", "--epochs", "2", "--graph-layout", "partitioned", "--replication", str(c),
+                "--ladies-reduction", reduction,
+            )
+            assert_all(world, rc == 0, f"{reduction} at c={c}")
+            world.mpi.Barrier()
+            docs[reduction] = json.loads(out.read_text())
+            world.mpi.Barrier()
+        ours, paper = docs["rows"], docs["partial-products"]
+        where = f"{shape}"
+        assert_all(world, paper["params_sha256"] == ours["params_sha256"], where)
+        losses = [[e["loss"] for e in doc["epochs"]] for doc in (ours, paper)]
+        assert_all(world, losses[0] == losses[1], where)
+        comm = paper["comm"]
+        assert_all(world, comm["measured_bytes"] == comm["predicted_bytes"], where)
+        assert_all(world, comm["busiest_rank_bytes"] == comm["predicted_busiest_rank_bytes"],
+                   where)
+        partial = comm["measured_bytes"].get("sample_partial_products", 0)
+        assert_all(world, (partial > 0) == (c > 1), f"{where}: {partial}")
+        s = paper["sampling"]
+        assert_all(world, s["ladies_reduction"] == "partial-products")
+        # the sampling section sums the run (2 epochs), the comm section one epoch
+        assert_all(world, s["bytes_partial_products"] == 2 * partial, where)
+        assert_all(world, "sample_partial_products" not in ours["comm"]["measured_bytes"])
+
+
+def test_the_papers_ladies_reduction_is_refused_where_nothing_is_reduced(tmp_path, capsys):
+    for flags in (["--sampler", "sage", "--graph-layout", "partitioned"],
+                  ["--sampler", "ladies"], ["--mode", "fullbatch"]):
+        rc = main(["train", str(tmp_path / "none.h5"), "--mode", "minibatch", *flags,
+                   "--ladies-reduction", "partial-products", "--quiet"])
+        err = capsys.readouterr().err
+        assert rc != 0 and "--ladies-reduction" in err, err
+    rc = main(["sample", str(tmp_path / "none.h5"), "--sampler", "sage", "--graph-layout",
+               "partitioned", "--ladies-reduction", "partial-products", "--out",
+               str(tmp_path / "s.h5")])
+    err = capsys.readouterr().err
+    assert rc != 0 and "--ladies-reduction partial-products applies to --sampler ladies" in err

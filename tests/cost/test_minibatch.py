@@ -12,7 +12,9 @@ from hpcgnn.cost.minibatch import (
     Traffic,
     charge_fetch,
     charge_gradients,
+    charge_partial_products,
     charge_sampling,
+    charge_stacked_frontier,
     paper_spgemm_words,
     pickled_bytes,
     seconds,
@@ -80,6 +82,31 @@ def test_sampling_hop_charges_stage_roots_for_requests_and_replicas_for_partials
     assert t.received["sample_rows"].tolist() == [0, 0, 8 * (3 + 7), 0]
     assert t.received["sample_combine"].tolist() == [0, 0, 8 * (2 + 4), 0]
     assert t.received["control"].tolist() == [8, 0, 0, pickled_bytes(5)]
+
+
+def test_partial_products_chain_to_the_next_replica_and_the_last_scatters():
+    # a process row of 3 replicas, world ranks [4, 5, 6]
+    row = [Members(np.array([4, 5, 6]), q) for q in range(3)]
+    t = Traffic(8)
+    charge_partial_products(t, row[0], running=10, scattered=[])
+    charge_partial_products(t, row[1], running=25, scattered=[])
+    charge_partial_products(t, row[2], running=0, scattered=[7, 11, 9])
+    # each key and value: 16 bytes; the counts: 8 bytes of control. Replica 1 gets the
+    # running sum of replica 0 and its own rows; the last keeps its own rows
+    assert t.received["sample_partial_products"].tolist() == [0] * 4 + [16 * 7, 16 * (10 + 11),
+                                                                         16 * 25, 0]
+    assert t.received["control"].tolist() == [0] * 4 + [8, 16, 8, 0]
+    t1 = Traffic(1)
+    charge_partial_products(t1, Members(np.array([0]), 0), running=5, scattered=[5])
+    assert t1.received == {}  # one replica: nothing moves
+
+
+def test_the_stacked_frontier_gather_sends_lengths_and_ids():
+    row = Members(np.array([2, 3]), 0)
+    t = Traffic(4)
+    charge_stacked_frontier(t, row, batches=3, ids=20)
+    assert t.received["sample_frontier"].tolist() == [0, 0, 0, 8 * 3 + 8 * 20]
+    assert t.received["control"].tolist() == [0, 0, 0, pickled_bytes(3)]
 
 
 def test_paper_spgemm_words_is_the_harmonic_mean_form_by_hand():

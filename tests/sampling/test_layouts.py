@@ -3,6 +3,7 @@ import pytest
 import scipy.sparse as sp
 from mpi4py import MPI
 
+from hpcgnn.cost.minibatch import CATEGORIES, CONTROL
 from hpcgnn.grid import ProcessGrid
 from hpcgnn.io import GraphFile
 from hpcgnn.layout.blocks import stage_chunks
@@ -10,7 +11,7 @@ from hpcgnn.layout.shapes import admissible_shapes
 from hpcgnn.sampling.bulk import BulkSampler, my_share, read_train_ids, sample_epoch_serial
 from hpcgnn.sampling.rows import read_pattern
 from hpcgnn.sampling.shuffle import minibatches
-from hpcgnn.sampling.spec import SamplerSpec
+from hpcgnn.sampling.spec import LADIES_REDUCTIONS, SamplerSpec
 from hpcgnn.sampling.spgemm_1p5d import byte_summary
 from tests.mpi import assert_all
 from tests.sampling import same_batches
@@ -138,6 +139,82 @@ def test_partial_products_counted_for_ladies_across_process_rows(graph_file, wor
                 want = paper_partial_bytes(path, spec, grid, sampler.offsets, epoch=2)
                 assert got == want, f"{shape}: {got} != {want}"
                 assert (got > 0) == (shape.replication > 1)  # one replica: nothing to all-reduce
+
+
+def paper_chain_bytes(path, spec, grid, offsets, epoch):
+    """The chained reduction of LADIES' partial products of ``P``, from the serial samples.
+
+    Per bulk, hop and process row: replica ``q < c - 1`` sends the running sum over the
+    vertices of the chunks ``0..q`` (SciPy's union of their rows' columns per batch) to
+    ``q + 1``, and the last replica scatters the other replicas' rows of ``P``; 16 bytes per
+    entry (an int64 key and a float64 value).
+    """
+    with GraphFile(path) as gf:
+        store = read_pattern(gf, 0, gf.meta.num_nodes, spec.method)
+    s = sp.csr_matrix((np.ones(store.nnz), store.indices, store.indptr))
+    reference = serial_reference(path, spec, epoch)
+    where = grid.world.allgather_obj((grid.col.rank, grid.row.rank))  # (i, j) per world rank
+    c = grid.row.size
+    chunks = stage_chunks(grid.col.size, c)
+    total = 0
+    for first in range(0, len(reference), spec.bulk):
+        bulk = reference[first : first + spec.bulk]
+        for i in range(grid.col.size):
+            row = [r for _, r in sorted((where[r][1], r) for r in range(grid.size)
+                                        if where[r][0] == i)]
+            for hop in range(spec.layers):
+                frontiers = [[np.asarray(bulk[pos].hops[hop].rows) for pos in
+                              my_share(len(bulk), grid.size, r)] for r in row]
+                for q in range(c - 1):
+                    upto = offsets[chunks[q + 1]]
+                    total += 16 * sum(len(np.unique(s[f[f < upto]].indices))
+                                      for fs in frontiers for f in fs)
+                    total += 16 * sum(len(np.unique(s[f].indices)) for f in frontiers[q])
+    return total
+
+
+@pytest.mark.mpi
+def test_the_papers_ladies_reduction_samples_the_same_and_measures_its_bytes(graph_file, world):
+    spec = SPECS[1]
+    path = graph_file(n=200, avg_degree=5, seed=8)
+    reference = serial_reference(path, spec, epoch=2)
+    for shape in admissible_shapes("1.5d", world.size):
+        measured = {}
+        for reduction in LADIES_REDUCTIONS:
+            with ProcessGrid(MPI.COMM_WORLD, shape) as grid:
+                sampler = BulkSampler(spec, grid, path, "partitioned", ladies_reduction=reduction)
+                grid.stats.reset()
+                got = sample_all(sampler, spec, path, epoch=2)
+                where = f"{reduction} on {shape}"
+                assert_all(world, same_batches(got, reference), where)
+                cats, charged = grid.stats.snapshot(), sampler.aware.traffic.received
+                moved = {k: grid.world.allreduce_scalar(int(cats.get(k, {}).get("bytes", 0)))
+                         for k in CATEGORIES if k != CONTROL}
+                predicted = {k: grid.world.allreduce_scalar(int(charged[k].sum()) if k in charged
+                                                            else 0) for k in moved}
+                assert_all(world, moved == predicted, f"{where}: {moved} != {predicted}")
+                measured[reduction] = moved
+                if reduction == "partial-products":
+                    want = paper_chain_bytes(path, spec, grid, sampler.offsets, epoch=2)
+                    partial = moved["sample_partial_products"]
+                    assert_all(world, partial == want, f"{where}: {partial} != {want}")
+                    total = grid.world.allreduce_scalar(sampler.bytes_partial_products)
+                    assert_all(world, total == partial)
+                    # beside the paper's closed form: P's SpGEMM alone, its fetch and the
+                    # reduction of its partial products
+                    s = byte_summary(grid.world, grid.stats, sampler.bytes_oblivious,
+                                     sampler.bytes_control, sampler.bytes_partial_products,
+                                     sampler.spgemm_nnz, shape.replication, True)
+                    half, p, c = moved["sample_rows"] / 2, shape.size, shape.replication
+                    assert_all(world, s["measured_spgemm_bytes"] == half / c + partial / p)
+                    assert_all(world, (partial > 0) == (shape.replication > 1))
+        rows, paper = measured["rows"], measured["partial-products"]
+        # the paper's row extraction R S is a second SpGEMM: the same rows fetched again and
+        # all-gathered (our row all-gather); ours serves P and R S from one fetch
+        for k in ("sample_request", "sample_rows"):
+            assert_all(world, paper[k] == 2 * rows[k], f"{shape} {k}")
+        assert_all(world, paper["sample_combine"] == rows["sample_combine"])
+        assert_all(world, rows["sample_partial_products"] == 0)
 
 
 def selected_nnz(path, spec, grid, epoch):

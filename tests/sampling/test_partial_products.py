@@ -1,12 +1,13 @@
-"""What the paper's all-reduce of LADIES' partial products would move (computed, not sent)."""
+"""LADIES' partial products of ``P``: what the paper's all-reduce would move, and their sums."""
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
 from hpcgnn.cost.minibatch import partial_product_bytes
+from hpcgnn.sampling.matrices import compressed_rows, selection, spgemm, sum_duplicates
 from hpcgnn.sampling.samplers import CLUSTER, LAYER_WISE, NODE_WISE
-from hpcgnn.sampling.spgemm_1p5d import partial_nonzeros
+from hpcgnn.sampling.spgemm_1p5d import partial_nonzeros, partial_product
 from tests.sampling import random_adjacency, store_of
 
 
@@ -67,3 +68,27 @@ def test_partial_nonzeros_of_no_batch():
 def test_only_ladies_draws_from_a_product_of_batch_rows():
     assert LAYER_WISE.layer_wise
     assert not NODE_WISE.layer_wise and not CLUSTER.layer_wise
+
+
+@pytest.mark.parametrize("cuts", [[0, 40], [0, 13, 40], [0, 7, 7, 22, 40]])
+def test_partial_products_chained_in_block_order_are_scipys_p_bit_for_bit(cuts):
+    # the paper's reduction as --ladies-reduction partial-products runs it: each replica's
+    # terms (its vertex range), added in order to the running sum of the ranges before
+    a = random_adjacency(40, 3.0, seed=len(cuts), directed=True)
+    store = store_of(a, "ladies")
+    rng = np.random.default_rng(len(cuts))
+    # unsorted frontiers (hop 0's seeds are in shuffled order), one empty
+    frontiers = [rng.choice(40, k, replace=False) for k in (9, 1, 25, 0, 40)]
+    ptr = np.concatenate([[0], np.cumsum([len(f) for f in frontiers])])
+    ids = np.concatenate(frontiers).astype(np.int64)
+    s_u, inv = compressed_rows(ids, store, LAYER_WISE)
+    want = spgemm(selection(ptr, inv, s_u.shape[0]), s_u.squared())
+    batch = np.repeat(np.arange(len(frontiers)), np.diff(ptr))
+    keys, values = np.zeros(0, np.int64), np.zeros(0)
+    for lo, hi in zip(cuts[:-1], cuts[1:], strict=True):
+        inside = (ids >= lo) & (ids < hi)
+        k, v = partial_product(batch[inside], ids[inside], store)
+        keys, values = sum_duplicates(np.concatenate([keys, k]), np.concatenate([values, v]))
+    np.testing.assert_array_equal(keys // 40, np.repeat(np.arange(5), np.diff(want.indptr)))
+    np.testing.assert_array_equal(keys % 40, want.indices)
+    assert values.tobytes() == want.data.tobytes()  # the same float64 bits

@@ -14,7 +14,15 @@ from hpcgnn.io.reader import GraphMeta
 from hpcgnn.layout.shapes import GridShape, choose_shape
 from hpcgnn.sampling.memory import minibatch_memory
 from hpcgnn.sampling.samplers import NODE_WISE, resolve_model
-from hpcgnn.sampling.spec import LAYOUTS, SamplerSpec, capped_note, make_spec, parse_sizes
+from hpcgnn.sampling.spec import (
+    LADIES_REDUCTIONS,
+    LAYOUTS,
+    SamplerSpec,
+    capped_note,
+    check_ladies_reduction,
+    make_spec,
+    parse_sizes,
+)
 from hpcgnn.training.minibatch import MinibatchTrainer
 from hpcgnn.training.modes.base import Estimate, Mode, Setup
 from hpcgnn.utils.memory import parse_bytes
@@ -53,6 +61,11 @@ class MinibatchMode(Mode[MinibatchTrainer]):
     sample_memory
         Bytes a hop's local SpGEMM may take (a number, or text such as ``"2G"``; ``None``:
         the sampler's default budget); held in bytes.
+    ladies_reduction
+        LADIES' last step in the partitioned layout: ``rows`` (default: the fetched rows of
+        ``S`` all-gathered over the process row, serving ``P`` and the extraction) or
+        ``partial-products`` (the paper's: ``P``'s partial products reduced over the
+        process row, then the row extraction as a second 1.5D SpGEMM); the same samples.
     """
 
     name: ClassVar[str] = "minibatch"
@@ -71,6 +84,7 @@ class MinibatchMode(Mode[MinibatchTrainer]):
     grid: str | tuple[int, ...] | None = None
     replication: int | None = None
     sample_memory: float | str | None = None
+    ladies_reduction: str = LADIES_REDUCTIONS[0]
     #: The samples of the run (:meth:`for_run`, :attr:`spec`); ``None`` until then.
     _run_spec: SamplerSpec | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -86,6 +100,7 @@ class MinibatchMode(Mode[MinibatchTrainer]):
         if self.graph_layout not in LAYOUTS:
             raise ConfigError(f"--graph-layout must be one of {', '.join(LAYOUTS)},"
                               f" got {self.graph_layout}")
+        check_ladies_reduction(self.ladies_reduction, self.sampler, self.graph_layout)
         self._spec(None, 0, 1)  # the checks that need no run (the sampler's own)
 
     def _spec(self, layers: int | None, seed: int, ranks: int) -> SamplerSpec:
@@ -165,7 +180,7 @@ class MinibatchMode(Mode[MinibatchTrainer]):
         """The minibatch trainer (``weights``: GIST's injected sub-model)."""
         return MinibatchTrainer(
             setup.graph, self.spec, self.graph_layout, setup.cfg, setup.grid, weights,
-            sample_memory=self.sample_bytes,
+            sample_memory=self.sample_bytes, ladies_reduction=self.ladies_reduction,
         )
 
     def group_description(self, trainer: MinibatchTrainer) -> str:

@@ -213,6 +213,9 @@ def external_stream(cupy: Any, stream: Any) -> Any:
 def as_cupy(t: torch.Tensor) -> Any:
     """A CuPy view of a CUDA tensor (zero-copy, DLPack); made contiguous first if needed.
 
+    A page-locked host tensor gives a CuPy array over its host memory (:func:`_mapped`),
+    which a kernel reads over the bus (HongTu's zero-copy loads).
+
     Under the emulated device: the contiguous detached tensor itself (its ``data_ptr`` is
     host memory, which the host build takes as it is).
     """

@@ -8,6 +8,12 @@
 // rows are C-contiguous with f columns, idx holds n row ids (every one in range: the
 // caller guarantees it, the kernels do not check):
 //   gather_rows<T, I>(x, idx, out, n, f)           out[i, :]  = x[idx[i], :]
+//   copy_rows<T, I>(x, src, dst, out, n, f)       out[dst[i], :] = x[src[i], :]
+//       gather and scatter in one pass, no packed rows in between: HongTu's in-place
+//       buffers (rows written at their precomputed write positions). dst must hold
+//       distinct ids. x may be page-locked host memory (zero-copy: under unified
+//       addressing its host pointer is the device's; each row is read over the bus,
+//       consecutive threads reading consecutive columns of one row), out is device memory.
 //   scatter_add_unique<T, I>(rows, idx, out, n, f) out[idx[i], :] += rows[i, :]
 //       idx must hold distinct ids (the exchange plan guarantees it: a staged sub-stage,
 //       a transition flush); then one plain add per element, no atomics, deterministic.
@@ -73,6 +79,16 @@ __global__ void gather_rows(const T* __restrict__ x, const I* __restrict__ idx,
 }
 
 template <typename T, typename I>
+__global__ void copy_rows(const T* __restrict__ x, const I* __restrict__ src,
+                          const I* __restrict__ dst, T* __restrict__ out, long long n,
+                          long long f) {
+    for_each_indexed(src, n, f, [&](long long e, long long k) {
+        const long long i = e / f;
+        out[(long long)dst[i] * f + (e - i * f)] = x[k];
+    });
+}
+
+template <typename T, typename I>
 __global__ void scatter_add_unique(const T* __restrict__ rows, const I* __restrict__ idx,
                                    T* __restrict__ out, long long n, long long f) {
     for_each_indexed(idx, n, f,
@@ -101,6 +117,8 @@ __global__ void scatter_add_segments(const T* __restrict__ rows,
 #ifdef HPCGNN_INSTANTIATE  // make ptx: emit every instantiation CuPy asks for by name
 #define HPCGNN_ROWS(T, I)                                                                   \
     template __global__ void gather_rows<T, I>(const T*, const I*, T*, long long, long long); \
+    template __global__ void copy_rows<T, I>(const T*, const I*, const I*, T*, long long,     \
+                                             long long);                                      \
     template __global__ void scatter_add_unique<T, I>(const T*, const I*, T*, long long,     \
                                                       long long);
 HPCGNN_ROWS(float, int)

@@ -14,7 +14,11 @@ the emulated GPU anywhere (``HPCGNN_EMULATE_CUDA=1 make gpu-check``, as CI does)
 5. **matrix** — ``tests/test_device_matrix.py`` at 1, 2 and 4 ranks: every mode and model
    on the CPU and the GPU (emulated: identical ``params_sha256``; real: losses within
    float32 tolerance, equal bytes, two GPU runs identical);
-6. **benchmark** — the Reddit-sized GPU benchmark, once it exists.
+6. **offload paths** — HongTu's device paths of ``--mode offload`` (in-place buffers,
+   interleaved rounds, zero-copy loads from the pinned host tier: :data:`OFFLOAD_PATHS`)
+   at 2 ranks, each equal to today's path on the GPU bit for bit and to the CPU path (on
+   the emulated GPU bit for bit), with the same bytes; and the zero-copy kernel on its own;
+7. **benchmark** — the Reddit-sized GPU benchmark, once it exists.
 
 The summary table is printed last and written to ``perf/results/gpu-<date>.md``
 (``--out``; ``gpu-emulated-<date>.md`` on the emulated GPU, which git ignores). The
@@ -45,6 +49,9 @@ BENCHMARK = ROOT / "perf" / "bench_gpu.py"
 RESULTS = ROOT / "perf" / "results"
 #: The rows step's sizes: source rows, row ids, row width (a GPU; the emulated GPU).
 ROWS_SIZES = {"gpu": (1 << 18, 1 << 19, 128), "emulated": (2_000, 4_000, 16)}
+#: The offload paths step: the tests of HongTu's device paths (issue 43 items 5, 6, 7).
+OFFLOAD_PATHS = ("tests/exchange/test_offload.py", "-k", "in_place or interleaved or zero_copy")
+OFFLOAD_KERNEL = ("tests/kernels/test_rows.py", "-k", "copy_rows")
 
 
 def _env() -> dict[str, str]:
@@ -236,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
                    default=ROOT / "perf" / "results" / f"{kind}-{dt.date.today().isoformat()}.md")
     p.add_argument("--step-timeout", type=float, default=300.0)
     p.add_argument("--bench-timeout", type=float, default=420.0)
-    p.add_argument("--steps", default="kernels,rows,gpu,matrix,benchmark",
+    p.add_argument("--steps", default="kernels,rows,gpu,matrix,offload,benchmark",
                    help="which steps after the probe (a rerun of the failed ones)")
     args = p.parse_args(argv)
     t_start = time.perf_counter()
@@ -276,6 +283,15 @@ def main(argv: list[str] | None = None) -> int:
                "tests/test_device_matrix.py"]
         steps.append(run_step(f"matrix {n} ranks", cmd, {**env, "HPCGNN_MATRIX_OUT": str(rows)},
                               args.step_timeout))
+    if "offload" in chosen:
+        steps.append(run_step("offload kernel", [*py, *OFFLOAD_KERNEL], env, args.step_timeout))
+        if launcher is None:
+            steps.append({"step": "offload paths", "ok": False, "result": "no mpiexec",
+                          "seconds": 0.0})
+        else:
+            cmd = [launcher, "-n", "2", sys.executable, "-m", "mpi4py", *py[1:], "--only-mpi",
+                   *OFFLOAD_PATHS]
+            steps.append(run_step("offload paths 2 ranks", cmd, env, args.step_timeout))
     bench_name = f"bench_{kind.replace('-', '_')}"  # the table the benchmark writes
     bench_table = RESULTS / f"{bench_name}.md"
     if "benchmark" in chosen and BENCHMARK.exists():

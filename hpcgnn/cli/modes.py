@@ -20,7 +20,8 @@ MODE_FLAGS: dict[str, str] = {
     "exchange": "--algo halo and --mode offload",
     "topology": "--algo halo and --mode offload",
     "chunks": "--mode offload", "dedup": "--mode offload", "reorganize": "--mode offload",
-    "device_memory": "--mode offload",
+    "device_memory": "--mode offload", "no_in_place": "--mode offload",
+    "interleave": "--mode offload", "zero_copy": "--mode offload",
     "subnets": "--mode gist", "local_iters": "--mode gist", "rounds": "--mode gist",
     "gist_rescale": "--mode gist",
     "sampler": "--mode minibatch or gist",
@@ -40,7 +41,7 @@ SAMPLING_FLAGS = (
 )
 #: The flags of the offload mode (``--algo``: only ``1d`` or ``halo``, which change nothing).
 OFFLOAD_FLAGS = ("algo", "exchange", "topology", "chunks", "dedup", "reorganize",
-                 "device_memory")
+                 "device_memory", "no_in_place", "interleave", "zero_copy")
 #: GIST's own flags.
 GIST_FLAGS = ("subnets", "local_iters", "rounds", "gist_rescale")
 
@@ -117,6 +118,8 @@ def offload_from_args(args: argparse.Namespace) -> OffloadMode:
         dedup=args.dedup or OffloadMode.dedup, reorganize=bool(args.reorganize),
         device_memory=args.device_memory, exchange=args.exchange or OffloadMode.exchange,
         topology=args.topology, grid=args.grid, replication=args.replication,
+        in_place=not args.no_in_place, interleave=bool(args.interleave),
+        zero_copy=bool(args.zero_copy),
     )
 
 

@@ -191,6 +191,17 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                         "the backward (HongTu's recomputation-caching hybrid); layers that do not "
                         "fit recompute theirs. Suffixes K/M/G/T are powers of 1024 (default: "
                         "$HPCGNN_DEVICE_MEMORY, else no limit)")
+    x.add_argument("--no-in-place", action="store_true",
+                   help="offload: a new transition and neighbour buffer per batch instead of "
+                        "HongTu's in-place buffers with precomputed write positions (the same "
+                        "results)")
+    x.add_argument("--interleave", action="store_true",
+                   help="offload (--dedup inter/full, p2p): the device-to-device rows of a batch "
+                        "in P-1 sequential rounds, rank i with i+1, ..., i+P-1 mod P (HongTu's "
+                        "interleaved order), instead of one all-to-allv (the same results)")
+    x.add_argument("--zero-copy", action="store_true",
+                   help="offload, --device cuda: the load kernel reads the host rows from the "
+                        "page-locked host tier, no host-side gather (the same results)")
     x.add_argument("--tier-gbps", default=None, metavar="hd=25,dd=200,ru=1500|MACHINE",
                    help="tier bandwidths (GB/s) of the modelled cost C and of the "
                         "reorganisation's choice: host-device, device-device, device reuse; "

@@ -57,14 +57,51 @@ from hpcgnn.backend import Device, Mark, cpu, get_device
 from hpcgnn.comm.communicator import Comm
 from hpcgnn.exchange.halo import HaloSets, request_rows
 from hpcgnn.exchange.staged import StagedExchange
-from hpcgnn.kernels.rows import gather_rows, scatter_add_rows, scatter_map
-from hpcgnn.planning.dedup import DedupVolumes, Sliding, sliding
+from hpcgnn.kernels.rows import copy_rows, gather_rows, scatter_add_rows, scatter_map
+from hpcgnn.planning.dedup import DedupVolumes, Sliding, sliding, write_positions
 from hpcgnn.planning.spst import DEFAULT_BYTES_PER_VERTEX
 from hpcgnn.planning.topology import Topology
 
 DEDUP_LEVELS = ("none", "inter", "full")
 H2D, D2D, D2H, CKPT = "offload_h2d", "offload_d2d", "offload_d2h", "offload_ckpt"
 SETUP = "offload_setup"
+
+
+@dataclass(frozen=True)
+class DevicePaths:
+    """How the exchange moves rows on the device (HongTu Sect. 6); the results are the same.
+
+    Attributes
+    ----------
+    in_place
+        HongTu's in-place buffers (default): one transition buffer per exchange whose rows
+        have precomputed write positions (:func:`~hpcgnn.planning.dedup.write_positions`:
+        with ``full`` a row kept from the previous batch stays in its slot, a new row takes
+        a slot the previous batch left), and neighbour and gradient buffers reused from
+        batch to batch: no device buffer is allocated per batch. Off: a new transition and
+        neighbour buffer per batch, the kept rows copied into them.
+    interleave
+        The device-to-device fetches and pushes of a batch (``inter``, ``full`` with the
+        ``p2p`` exchange) as ``m - 1`` sequential rounds (HongTu Alg. 2 line 8, Alg. 3
+        line 4): in round ``r`` rank ``i`` fetches from ``k = i + r mod m`` (and pushes to
+        it), so no two ranks read one rank's buffer at once; one message per rank and
+        round, the bytes of the all-to-allv, recorded as ``<category>.round<r>`` spans.
+        Off (default): one all-to-allv per table, which MPI schedules itself.
+    zero_copy
+        On the cuda device the host rows a batch loads are read by the kernel itself from
+        the page-locked host tier (:func:`~hpcgnn.kernels.rows.copy_rows`) straight into
+        their write positions: no host-side gather, no staging copy. Needs ``in_place``;
+        the CPU device (and a host buffer that is not page-locked) keeps the host gather.
+        Off by default.
+    """
+
+    in_place: bool = True
+    interleave: bool = False
+    zero_copy: bool = False
+
+    def __post_init__(self) -> None:
+        if self.zero_copy and not self.in_place:
+            raise ValueError("zero-copy loads write into the in-place buffers: in_place too")
 
 
 def record_copy(comm: Comm, category: str, rows: int, row_bytes: int, t0: Mark | None) -> None:
@@ -99,6 +136,39 @@ def rows_to_device(comm: Comm, host: torch.Tensor, a: int, b: int) -> torch.Tens
     return rows
 
 
+def interleaved_alltoallv(
+    comm: Comm, sendbuf: torch.Tensor, sendcounts: np.ndarray, recvcounts: np.ndarray,
+    category: str, pull: bool = True,
+) -> torch.Tensor:
+    """:meth:`Comm.alltoallv`'s result, moved in ``m - 1`` sequential pairwise rounds.
+
+    HongTu's interleaved order: in round ``r`` rank ``i`` receives from ``i + r mod m``
+    and sends to ``i - r mod m`` (``pull``: a fetch from the owners), or the reverse (a
+    push back to them), so each rank's buffer is read by one peer per round. A rank's own
+    rows are copied locally; every round is one :meth:`Comm.complete` of ``category``
+    (span ``<category>.round<r>``), with the bytes received from the peer. The rows land
+    where the all-to-allv puts them (from rank 0, 1, ... in order), so what follows is
+    unchanged.
+    """
+    me, m = comm.rank, comm.size
+    row = sendbuf.shape[1:]
+    s_cut = np.r_[0, np.cumsum(sendcounts)]
+    r_cut = np.r_[0, np.cumsum(recvcounts)]
+    out = sendbuf.new_empty((int(r_cut[-1]), *row))
+    out[r_cut[me] : r_cut[me + 1]] = sendbuf[s_cut[me] : s_cut[me + 1]]
+    for r in range(1, m):
+        src, dst = ((me + r) % m, (me - r) % m) if pull else ((me - r) % m, (me + r) % m)
+        got = out[r_cut[src] : r_cut[src + 1]]
+        reqs, received = [], []
+        if len(got):
+            reqs.append(comm.irecv(got, src, r))
+            received.append(got)
+        if sendcounts[dst]:
+            reqs.append(comm.isend(sendbuf[s_cut[dst] : s_cut[dst + 1]], dst, r))
+        comm.complete(reqs, received, category, f"{category}.round{r}")
+    return out
+
+
 @dataclass
 class RowTable:
     """Rows one rank requests from the owners, and the rows it serves to the others.
@@ -122,6 +192,9 @@ class RowTable:
     staged
         The SPST-planned exchange of the remote rows (:meth:`plan`), or ``None`` (one
         all-to-allv).
+    interleave
+        Without a plan: the all-to-allv as HongTu's interleaved rounds
+        (:func:`interleaved_alltoallv`).
     """
 
     dest: np.ndarray
@@ -131,6 +204,14 @@ class RowTable:
     device: Device | None = None
     host_source: bool = False
     staged: StagedExchange | None = None
+    interleave: bool = False
+
+    def _alltoallv(self, comm: Comm, rows: torch.Tensor, sendcounts: np.ndarray,
+                   recvcounts: np.ndarray, category: str, pull: bool) -> torch.Tensor:
+        """One all-to-allv of ``rows``, or its interleaved rounds."""
+        if self.interleave:
+            return interleaved_alltoallv(comm, rows, sendcounts, recvcounts, category, pull)
+        return comm.alltoallv(rows, sendcounts, category, recvcounts=recvcounts)[0]
 
     def __post_init__(self) -> None:
         self._device = get_device(self.device)
@@ -179,10 +260,8 @@ class RowTable:
             dest, src = self._local
             out[dest] = gather_rows(source, src)
             return len(src)
-        rows, _ = comm.alltoallv(
-            gather_rows(source, self._src), self.send_counts, category,
-            recvcounts=self.recv_counts,
-        )
+        rows = self._alltoallv(comm, gather_rows(source, self._src), self.send_counts,
+                               self.recv_counts, category, pull=True)
         out[self._dest] = self._device.to_device(rows) if self.host_source else rows
         return int(self.recv_counts[comm.rank])
 
@@ -194,9 +273,9 @@ class RowTable:
             scatter_add_rows(target, src, gather_rows(rows, dest), unique=True)
             return len(src)
         packed = gather_rows(rows, self._dest)
-        got, _ = comm.alltoallv(
-            self._device.host_tensor(packed) if self.host_source else packed, self.recv_counts,
-            category, recvcounts=self.send_counts,
+        got = self._alltoallv(
+            comm, self._device.host_tensor(packed) if self.host_source else packed,
+            self.recv_counts, self.send_counts, category, pull=False,
         )
         scatter_add_rows(target, self._src_map, got)
         return int(self.send_counts[comm.rank])
@@ -209,13 +288,16 @@ def row_table(
     offsets: np.ndarray,
     served: np.ndarray | None,
     request: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+    slots: np.ndarray | None = None,
+    interleave: bool = False,
 ) -> RowTable:
     """Exchange requests for the rows of ``ids`` (sorted global ids) with their owners.
 
     ``dest[k]`` is where ``ids[k]`` goes in the requester's buffer. An owner serves from
     its host buffer (position ``id - offsets[rank]``) when ``served`` is ``None``, else from
-    a buffer holding the sorted ids ``served``. Collective (category ``offload_setup``),
-    unless ``request`` already holds :func:`~hpcgnn.exchange.halo.request_rows` of ``ids``.
+    a buffer holding the sorted ids ``served`` (``slots``: at those rows of the buffer, its
+    in-place write positions). Collective (category ``offload_setup``), unless ``request``
+    already holds :func:`~hpcgnn.exchange.halo.request_rows` of ``ids``.
     """
     recv_counts, req, send_counts = request or request_rows(comm, ids, offsets, SETUP)
     if served is None:
@@ -224,9 +306,11 @@ def row_table(
         src = np.searchsorted(served, req)
         if len(req) and not np.array_equal(served[np.minimum(src, len(served) - 1)], req):
             raise RuntimeError("a requested row is not in the owner's transition set")
+        if slots is not None:
+            src = slots[src]
     return RowTable(
         dest.astype(np.int64), recv_counts, src.astype(np.int64), send_counts, comm.device,
-        host_source=served is None,
+        host_source=served is None, interleave=interleave,
     )
 
 
@@ -248,6 +332,10 @@ class BatchTables:
     trans_out
         ``full``: positions in ``trans`` of rows leaving after this batch (flushed; the
         neighbour rows leaving are ``push``'s requests).
+    slots, capacity
+        In-place ``full``: the transition buffer's write positions of ``trans``
+        (:func:`~hpcgnn.planning.dedup.write_positions`; the tables serve from them) and
+        its rows; else ``None`` and 0 (``trans`` in order at the buffer's start).
     """
 
     neigh: np.ndarray
@@ -257,53 +345,74 @@ class BatchTables:
     neigh_slide: Sliding | None = None
     trans_slide: Sliding | None = None
     trans_out: np.ndarray | None = None
+    slots: np.ndarray | None = None
+    capacity: int = 0
 
 
 def build_tables(
     comm: Comm, neigh_sets: list[np.ndarray], offsets: np.ndarray, dedup: str,
     topology: Topology | None = None, bytes_per_vertex: float = DEFAULT_BYTES_PER_VERTEX,
+    paths: DevicePaths | None = None,
 ) -> list[BatchTables]:
     """Tables of every batch; ``neigh_sets[j]`` is ``N_ij`` in schedule order (collective).
 
     The requests for every ``N_ij`` give the owners their transition sets (the distinct
     ids asked of them) and, for ``none`` and ``inter``, the fetch tables themselves. With a
     ``topology`` (``inter``, ``full``: ``--exchange planned``) every fetch and push table is
-    planned on it (:meth:`RowTable.plan`, rows of ``bytes_per_vertex`` bytes).
+    planned on it (:meth:`RowTable.plan`, rows of ``bytes_per_vertex`` bytes). ``paths``
+    (default :class:`DevicePaths`): ``full`` in place serves from the transition buffer's
+    write positions; ``interleave`` moves the device-to-device rows in rounds.
     """
+    paths = paths or DevicePaths()
     if dedup not in DEDUP_LEVELS:
         raise ValueError(f"dedup must be one of {DEDUP_LEVELS}, not {dedup!r}")
     if topology is not None and dedup == "none":
         raise ValueError("a planned exchange needs --dedup inter or full (none has no fetches)")
+    if paths.interleave and (topology is not None or dedup == "none"):
+        raise ValueError("interleaved rounds carry the p2p device-to-device rows of --dedup "
+                         "inter or full (a planned exchange has its own stages)")
 
-    def planned(table: RowTable, ids: np.ndarray, served: np.ndarray) -> RowTable:
+    def planned(table: RowTable, ids: np.ndarray, keys: np.ndarray) -> RowTable:
         if topology is not None:
-            table.plan(comm, ids, served, topology, D2D, bytes_per_vertex)
+            table.plan(comm, ids, keys, topology, D2D, bytes_per_vertex)
         return table
 
     n = len(neigh_sets)
     requests = [request_rows(comm, s, offsets, SETUP) for s in neigh_sets]
     trans = [np.unique(req) for _, req, _ in requests]
+    rounds = paths.interleave
+    spots = write_positions(trans) if dedup == "full" and paths.in_place else None
     out = []
     for j, nb in enumerate(neigh_sets):
         if dedup != "full":
             served = None if dedup == "none" else trans[j]
             everything = np.arange(len(nb), dtype=np.int64)
-            fetch = row_table(comm, nb, everything, offsets, served, requests[j])
+            fetch = row_table(comm, nb, everything, offsets, served, requests[j],
+                              interleave=rounds)
             if served is not None:
                 planned(fetch, nb, served)
             out.append(BatchTables(nb, trans[j], fetch, fetch))
             continue
+        slots = None
+        keys = trans[j]  # the source buffer's row keys (global ids), by buffer row
+        if spots is not None:
+            slots = spots.slots[j]
+            keys = np.full(spots.capacity, -1, dtype=np.int64)
+            keys[slots] = trans[j]
         empty = np.zeros(0, dtype=np.int64)
         n_slide = sliding(neigh_sets[j - 1] if j else empty, nb)
         t_slide = sliding(trans[j - 1] if j else empty, trans[j])
         last = j + 1 == n
         n_out = sliding(empty if last else neigh_sets[j + 1], nb).new  # not in the next
         t_out = sliding(empty if last else trans[j + 1], trans[j]).new
-        fetch = row_table(comm, nb[n_slide.new], n_slide.new, offsets, trans[j])
-        push = row_table(comm, nb[n_out], n_out, offsets, trans[j])
-        planned(fetch, nb[n_slide.new], trans[j])
-        planned(push, nb[n_out], trans[j])
-        out.append(BatchTables(nb, trans[j], fetch, push, n_slide, t_slide, t_out))
+        fetch = row_table(comm, nb[n_slide.new], n_slide.new, offsets, trans[j],
+                          slots=slots, interleave=rounds)
+        push = row_table(comm, nb[n_out], n_out, offsets, trans[j], slots=slots,
+                         interleave=rounds)
+        planned(fetch, nb[n_slide.new], keys)
+        planned(push, nb[n_out], keys)
+        out.append(BatchTables(nb, trans[j], fetch, push, n_slide, t_slide, t_out, slots,
+                               0 if spots is None else spots.capacity))
     return out
 
 
@@ -331,6 +440,72 @@ class _SlideIndex:
         )))
 
 
+@dataclass(frozen=True)
+class _WriteIndex:
+    """One batch's in-place positions, copied to where they are used once, at set-up.
+
+    ``new_slots`` / ``out_slots``: the transition buffer's rows loaded in this batch and
+    flushed after it (``inter``: all, in order; ``full``: the write positions of the rows
+    new since, and leaving before, the neighbouring batch); ``new_host`` / ``out_host``:
+    the same rows' positions in the host tier (host tensors), ``new_host_dev`` on the
+    device (the zero-copy kernel's source ids), ``None`` without zero-copy.
+    """
+
+    new_slots: torch.Tensor
+    new_host: torch.Tensor
+    new_host_dev: torch.Tensor | None
+    out_slots: torch.Tensor
+    out_host: torch.Tensor
+
+    @classmethod
+    def of(cls, t: BatchTables, lo: int, device: Device, zero_copy: bool) -> _WriteIndex:
+        every = np.arange(len(t.trans), dtype=np.int64)
+        if t.slots is None:  # inter: every row loaded and flushed, at the buffer's start
+            new = out = every
+            new_slots = out_slots = every
+        else:
+            assert t.trans_slide is not None and t.trans_out is not None
+            new, out = t.trans_slide.new, t.trans_out
+            new_slots, out_slots = t.slots[new], t.slots[out]
+        host = t.trans - lo
+
+        def dev(a: np.ndarray) -> torch.Tensor:
+            return device.from_numpy(np.ascontiguousarray(a, dtype=np.int64))
+
+        return cls(dev(new_slots), cpu().from_numpy(host[new]),
+                   dev(host[new]) if zero_copy else None, dev(out_slots),
+                   cpu().from_numpy(host[out]))
+
+
+class _Buffers:
+    """Device buffers reused from batch to batch: one allocation per role and dtype.
+
+    :meth:`view` gives a contiguous ``rows x f`` view of it, for any width (every layer's
+    pass uses the same allocation); :attr:`allocated` counts the allocations.
+    """
+
+    def __init__(self, device: Device, width: int = 0) -> None:
+        self.device = device
+        self.width = width
+        self._flat: dict[tuple[str, torch.dtype], torch.Tensor] = {}
+        self.allocated = 0
+
+    def view(self, role: str, rows: int, f: int, dtype: torch.dtype, capacity: int
+             ) -> torch.Tensor:
+        """Rows ``[0, rows)`` of ``role``'s buffer as ``f`` columns.
+
+        Made ``capacity`` rows of ``max(f, width)`` columns at first use, and again only
+        for wider rows than that.
+        """
+        key = (role, dtype)
+        flat = self._flat.get(key)
+        if flat is None or flat.numel() < rows * f:
+            cols = max(f, self.width)
+            flat = self._flat[key] = self.device.empty(max(capacity, rows) * cols, dtype)
+            self.allocated += 1
+        return flat[: rows * f].view(rows, f)
+
+
 class OffloadExchange:
     """Moves neighbour rows host -> device and gradients device -> host, batch by batch.
 
@@ -348,22 +523,51 @@ class OffloadExchange:
         Vertex offsets of the parts.
     dedup
         ``none``, ``inter`` or ``full``.
+    paths
+        In-place buffers, interleaved rounds, zero-copy loads (:class:`DevicePaths`; the
+        tables' own, :func:`build_tables` ``paths=``).
+    width
+        The widest rows the passes move (in-place buffers are made that wide at once).
+
+    Attributes
+    ----------
+    allocated
+        Device buffers this exchange allocated for its batches so far (the in-place
+        buffers once per role; else a transition and a neighbour buffer per load, a copy
+        of the gradients and an accumulator per store).
     """
 
     def __init__(
-        self, comm: Comm, tables: list[BatchTables], offsets: np.ndarray, dedup: str
+        self, comm: Comm, tables: list[BatchTables], offsets: np.ndarray, dedup: str,
+        paths: DevicePaths | None = None, width: int = 0,
     ) -> None:
         self.comm = comm
         self.tables = tables
         self.lo = int(offsets[comm.rank])
         self.dedup = dedup
+        self.paths = paths = paths or DevicePaths()
+        self.in_place = paths.in_place and dedup != "none"
+        if self.in_place and dedup == "full" and any(t.slots is None for t in tables):
+            raise ValueError("in-place full needs the tables' write positions "
+                             "(build_tables with the same paths)")
         self._trans: torch.Tensor | None = None
         self._neigh: torch.Tensor | None = None
+        self._allocated = 0
         # host positions of the transition rows: the host tier is indexed on the host
         self._trans_ids = [cpu().from_numpy(t.trans - self.lo) for t in tables]
         self._slides = [
             _SlideIndex.of(t, comm.device) if dedup == "full" else None for t in tables
         ]
+        self._writes = [_WriteIndex.of(t, self.lo, comm.device, paths.zero_copy)
+                        for t in tables] if self.in_place else []
+        self._bufs = _Buffers(comm.device, width)
+        self._cap_t = max((t.capacity or len(t.trans) for t in tables), default=0)
+        self._cap_n = max((len(t.neigh) for t in tables), default=0)
+
+    @property
+    def allocated(self) -> int:
+        """Device buffers allocated for the batches so far (:class:`OffloadExchange`)."""
+        return self._allocated + self._bufs.allocated
 
     def _take(self, host: torch.Tensor, j: int, positions: np.ndarray | None) -> torch.Tensor:
         """Transition rows of batch ``j`` (``positions`` of ``T_ij``, or all) from the host.
@@ -378,15 +582,20 @@ class OffloadExchange:
 
     def load(self, host: torch.Tensor, j: int) -> torch.Tensor:
         """Rows of ``N_ij`` (in its order) on the device, given this rank's host rows."""
+        if self.in_place:
+            with torch.no_grad():
+                return self._load_in_place(host, j)
         t = self.tables[j]
         f = host.shape[1]
         row_bytes = f * host.element_size()
         dev = self.comm.device
         neigh = dev.empty((len(t.neigh), f), host.dtype)
+        self._allocated += 1
         if self.dedup == "none":
             local = t.fetch.fetch(self.comm, host, neigh, H2D)
             record_copy(self.comm, H2D, local, row_bytes, None)
             return neigh
+        self._allocated += 1  # the transition buffer
         if self.dedup == "inter":
             trans = self._take(host, j, None)
             t.fetch.fetch(self.comm, trans, neigh, D2D)
@@ -403,8 +612,68 @@ class OffloadExchange:
         self._trans, self._neigh = trans, neigh
         return neigh
 
+    def _load_in_place(self, host: torch.Tensor, j: int) -> torch.Tensor:
+        """:meth:`load` into the in-place buffers (:class:`DevicePaths`).
+
+        The rows new to the transition buffer go to their write positions (kept ones are
+        where the previous batch left them); the neighbour buffer alternates between two
+        reused buffers (``full``: the kept rows copied from the other one).
+        """
+        t, w, dev = self.tables[j], self._writes[j], self.comm.device
+        f, dtype = host.shape[1], host.dtype
+        trans = self._bufs.view("trans", t.capacity or len(t.trans), f, dtype, self._cap_t)
+        t0 = self.comm.stats.mark()
+        if self.paths.zero_copy and trans.is_cuda and host.is_pinned():
+            assert w.new_host_dev is not None
+            copy_rows(host, w.new_host_dev, trans, w.new_slots)
+        else:
+            trans.index_copy_(0, w.new_slots, dev.to_device(gather_rows(host, w.new_host)))
+        record_copy(self.comm, H2D, len(w.new_host), f * host.element_size(), t0)
+        full = self.dedup == "full"
+        neigh = self._bufs.view(f"neigh{j % 2 if full else 0}", len(t.neigh), f, dtype,
+                                self._cap_n)
+        sl = self._slides[j]
+        if full and j and self._neigh is not None:
+            assert sl is not None
+            copy_rows(self._neigh, sl.neigh_keep_prev, neigh, sl.neigh_keep_cur)
+        t.fetch.fetch(self.comm, trans, neigh, D2D)
+        self._neigh = neigh
+        return neigh
+
+    def _store_in_place(self, grads: torch.Tensor, j: int, host_grad: torch.Tensor) -> None:
+        """:meth:`store` through the in-place buffers (:class:`DevicePaths`).
+
+        The transition gradient buffer keeps the rows shared with the next batch in their
+        slots; the rows new to it are zeroed, the leaving ones flushed.
+        """
+        t, w = self.tables[j], self._writes[j]
+        f, dtype = grads.shape[1], grads.dtype
+        acc = self._bufs.view("gtrans", t.capacity or len(t.trans), f, dtype, self._cap_t)
+        if self.dedup == "full":
+            acc.index_fill_(0, w.new_slots, 0)
+            mine = self._bufs.view(f"gneigh{j % 2}", len(t.neigh), f, dtype, self._cap_n)
+            mine.copy_(grads)
+            sl = self._slides[j]
+            if j and self._neigh is not None:
+                assert sl is not None
+                scatter_add_rows(mine, sl.neigh_keep_cur,
+                                 gather_rows(self._neigh, sl.neigh_keep_prev), unique=True)
+            grads, self._neigh = mine, mine
+        else:
+            acc.zero_()
+        t.push.push_add(self.comm, grads, acc, D2D)
+        t0 = self.comm.stats.mark()
+        leaving = acc if t.slots is None else gather_rows(acc, w.out_slots)
+        scatter_add_rows(host_grad, w.out_host, self.comm.device.host_tensor(leaving),
+                         unique=True)
+        record_copy(self.comm, D2H, len(w.out_host), f * acc.element_size(), t0)
+
     def store(self, grads: torch.Tensor, j: int, host_grad: torch.Tensor) -> None:
         """Add the gradients of ``N_ij``'s rows into the owners' host gradient buffers."""
+        if self.in_place:
+            with torch.no_grad():
+                self._store_in_place(grads, j, host_grad)
+            return
         t = self.tables[j]
         f = grads.shape[1]
         row_bytes = f * grads.element_size()
@@ -412,6 +681,7 @@ class OffloadExchange:
             local = t.push.push_add(self.comm, grads, host_grad, D2H)
             record_copy(self.comm, D2H, local, row_bytes, None)
             return
+        self._allocated += 1  # the transition gradient buffer
         if self.dedup == "inter":
             acc = self.comm.device.zeros((len(t.trans), f), grads.dtype)
             t.push.push_add(self.comm, grads, acc, D2D)
@@ -421,6 +691,7 @@ class OffloadExchange:
         assert sl is not None
         if j and self._neigh is not None:
             grads = grads.clone()
+            self._allocated += 1
             grads[sl.neigh_keep_cur] += self._neigh[sl.neigh_keep_prev]
         acc = self.comm.device.zeros((len(t.trans), f), grads.dtype)
         if j and self._trans is not None:

@@ -57,7 +57,7 @@ _ROW_VALUES = (*_FLOATS, *(f"hpcgnn_vec16<{t}>" for t in _FLOATS))
 #: ``#ifdef HPCGNN_INSTANTIATE`` blocks of the sources list the same ones for ``make ptx``.
 NAME_EXPRESSIONS: dict[str, tuple[str, ...]] = {
     "rows.cu": (
-        *(f"{k}<{t}, {i}>" for k in ("gather_rows", "scatter_add_unique")
+        *(f"{k}<{t}, {i}>" for k in ("gather_rows", "copy_rows", "scatter_add_unique")
           for t in _ROW_VALUES for i in _INDICES),
         *(f"scatter_add_segments<{t}>" for t in _ROW_VALUES),
     ),
@@ -215,6 +215,9 @@ def external_stream(cupy: Any, stream: Any) -> Any:
 def as_cupy(t: torch.Tensor) -> Any:
     """A CuPy view of a CUDA tensor (zero-copy, DLPack); made contiguous first if needed.
 
+    A page-locked host tensor gives a CuPy array over its host memory (:func:`_mapped`),
+    which a kernel reads over the bus (HongTu's zero-copy loads).
+
     Under the emulated device: the contiguous detached tensor itself (its ``data_ptr`` is
     host memory, which the host build takes as it is).
     """
@@ -223,7 +226,22 @@ def as_cupy(t: torch.Tensor) -> Any:
         return t
     import cupy
 
+    if not t.is_cuda and t.is_pinned():
+        return _mapped(cupy, t)
     return cupy.from_dlpack(t)
+
+
+def _mapped(cupy: Any, t: torch.Tensor) -> Any:
+    """A CuPy array over page-locked host tensor ``t`` (zero-copy reads by a kernel).
+
+    Under unified addressing (every 64-bit CUDA platform) the host pointer of memory from
+    ``cudaHostAlloc`` (torch's pinned allocator) is also its device pointer, so a kernel
+    reads the host rows over the bus; ``t`` must outlive the kernel (the array keeps it).
+    """
+    nbytes = t.numel() * t.element_size()
+    memory = cupy.cuda.UnownedMemory(t.data_ptr(), nbytes, t, cupy.cuda.runtime.getDevice())
+    return cupy.ndarray(tuple(t.shape), dtype=str(t.dtype).removeprefix("torch."),
+                        memptr=cupy.cuda.MemoryPointer(memory, 0))
 
 
 def is_tensor(a: Any) -> bool:

@@ -5,6 +5,9 @@ CPU references here have the same contract and are what the CPU path runs:
 
 - :func:`gather_rows`: ``out[i, :] = x[idx[i], :]`` (a new contiguous tensor; on the
   CPU :func:`take_rows`, the fastest way this torch has);
+- :func:`copy_rows`: ``out[dst[i], :] = x[src[i], :]`` in place (HongTu's in-place
+  buffers: rows written at precomputed positions, no packed rows in between); ``x`` may be
+  a page-locked host tensor read by the kernel itself (zero-copy);
 - :func:`scatter_add_rows`: ``out[idx[i], :] += rows[i, :]`` in place. With
   ``unique=True`` the caller guarantees distinct ``idx`` (a staged sub-stage, a
   transition flush): one plain add per element (``scatter_add_unique``). Otherwise
@@ -100,7 +103,7 @@ def row_kernel(
     Parameters
     ----------
     kernel
-        ``gather_rows``, ``scatter_add_unique`` or ``scatter_add_segments``.
+        ``gather_rows``, ``copy_rows``, ``scatter_add_unique`` or ``scatter_add_segments``.
     values
         The contiguous value tensors the kernel reads and writes (one dtype and row width;
         the output among them).
@@ -186,6 +189,39 @@ def gather_rows(x: torch.Tensor, idx: torch.Tensor, *, packed: bool = True) -> t
     if out.numel():
         x, idx = x.contiguous(), idx.contiguous()
         _launch("gather_rows", (x, out), (x, idx, out), len(idx), idx, packed)
+    return out
+
+
+def copy_rows(x: torch.Tensor, src: torch.Tensor, out: torch.Tensor, dst: torch.Tensor
+              ) -> torch.Tensor:
+    """Write rows ``src`` of ``x`` into rows ``dst`` of ``out`` in place; returns ``out``.
+
+    ``out[dst[i]] = x[src[i]]``: the gather and the scatter in one pass (``copy_rows`` of
+    ``rows.cu``), nothing packed in between.
+
+    Parameters
+    ----------
+    x
+        Source rows: on ``out``'s device, or (zero-copy, ``out`` on a GPU) a page-locked
+        host tensor that the kernel reads over the bus, with no host-side gather and no
+        staging copy (:meth:`~hpcgnn.backend.Device.pinned_empty` memory).
+    src, dst
+        Row ids of ``x`` and of ``out`` (one type, int32 or int64, on ``out``'s device);
+        ``dst`` distinct.
+    out
+        Target rows (contiguous), updated in place.
+
+    On the CPU, or for other dtypes: ``out.index_copy_(0, dst, take_rows(x, src))``.
+    """
+    if not (out.is_cuda and out.dtype in KERNEL_DTYPES and out.is_contiguous()):
+        return out.index_copy_(0, dst.long(), take_rows(x, src))
+    if x.dtype != out.dtype or not (x.is_cuda or x.is_pinned()):
+        raise ValueError("copy_rows reads a device tensor or a page-locked host tensor of "
+                         f"out's dtype, not a {x.dtype} on {x.device} (pinned: {x.is_pinned()})")
+    if len(src):
+        x = x.contiguous()
+        _launch("copy_rows", (x, out), (x, src.contiguous(), dst.contiguous(), out),
+                work=len(src), idx=src)
     return out
 
 

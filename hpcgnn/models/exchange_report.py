@@ -70,6 +70,7 @@ def offload_report(
     )
     peak = max(model.comm.allgather_obj(peak))
     reorg = model.reorganization
+    opts = model.opts
     return {
         "strategy": "offload",
         "dedup": model.opts.dedup,
@@ -90,6 +91,13 @@ def offload_report(
         "reorganization": None if reorg is None else reorg.as_dict(),
         "exchange": model.opts.exchange,
         "transfers": {"forward": model.transfers[0], "backward": model.transfers[1]},
+        # HongTu's device paths (exchange.offload.DevicePaths): rounds per device-to-device
+        # exchange of a batch (1: one all-to-allv), device buffers allocated for batches
+        "device_paths": {"in_place": opts.in_place, "interleave": opts.interleave,
+                         "zero_copy": opts.zero_copy},
+        "rounds": model.comm.size - 1 if opts.interleave else 1,
+        "device_buffers_allocated": max(model.comm.allgather_obj(
+            model.exchange.allocated + model.reload.allocated)),
         **({} if model.topology is None else _offload_plans(model)),
     }
 
@@ -107,10 +115,11 @@ def _offload_plans(model: Any) -> dict[str, Any]:
     bpv = width * model.cfg.itemsize
     tables = []
     for j, t in enumerate(model.exchange.tables):
+        rows = t.capacity or len(t.trans)  # the source buffer (in place: its write positions)
         if t.push is t.fetch:
-            tables.append((j, "fetch+push", t.fetch, len(t.trans)))
+            tables.append((j, "fetch+push", t.fetch, rows))
         else:
-            tables += [(j, "fetch", t.fetch, len(t.trans)), (j, "push", t.push, len(t.trans))]
+            tables += [(j, "fetch", t.fetch, rows), (j, "push", t.push, rows)]
     direct = np.zeros((len(tables), comm.size, comm.size), dtype=np.int64)
     deepest = max((tb.staged.num_stages for _, _, tb, _ in tables), default=0)
     probed = np.zeros((len(tables), 2, deepest))

@@ -38,6 +38,7 @@ from hpcgnn.errors import ConfigError
 from hpcgnn.exchange.offload import (
     DEDUP_LEVELS,
     SETUP,
+    DevicePaths,
     OffloadExchange,
     build_tables,
     planned_transfers,
@@ -80,7 +81,9 @@ class OffloadOptions:
     """``--chunks``, ``--dedup``, ``--reorganize``, ``--device-memory``, ``--exchange``, tiers.
 
     ``tier_gbps``: ``--tier-gbps``, the tiers' bandwidths the reorganisation weighs
-    ``C`` with (default: :data:`~hpcgnn.planning.dedup.DEFAULT_TIER_GBPS`).
+    ``C`` with (default: :data:`~hpcgnn.planning.dedup.DEFAULT_TIER_GBPS`). ``in_place``,
+    ``interleave``, ``zero_copy``: how the exchange moves rows on the device
+    (:class:`~hpcgnn.exchange.offload.DevicePaths`; the results are the same).
 
     Raises
     ------
@@ -94,6 +97,9 @@ class OffloadOptions:
     cache_budget: float | None = None
     exchange: str = "p2p"
     tier_gbps: dict[str, float] | None = None
+    in_place: bool = True
+    interleave: bool = False
+    zero_copy: bool = False
 
     def __post_init__(self) -> None:
         if self.chunks < 1:
@@ -107,6 +113,16 @@ class OffloadOptions:
                 "--exchange planned plans the device-to-device fetches of --dedup inter or"
                 " full; --dedup none loads every row from the host"
             )
+        if self.interleave and (self.exchange == "planned" or self.dedup == "none"):
+            raise ConfigError("interleaved rounds carry the device-to-device rows of the p2p "
+                              "exchange with --dedup inter or full")
+        if self.zero_copy and not self.in_place:
+            raise ConfigError("zero-copy loads write into the in-place buffers: in_place too")
+
+    @property
+    def paths(self) -> DevicePaths:
+        """The exchange's :class:`~hpcgnn.exchange.offload.DevicePaths`."""
+        return DevicePaths(self.in_place, self.interleave, self.zero_copy)
 
 
 class _Epoch(torch.autograd.Function):
@@ -202,11 +218,13 @@ class OffloadModel(RowBlockModel):
         with collective(grid.world):
             tables = build_tables(
                 comm, neigh, offsets, opts.dedup, self.topology,
-                self.exchange_width * self.cfg.itemsize,
+                self.exchange_width * self.cfg.itemsize, opts.paths,
             )
         # the backward's reloads keep their own reuse buffers beside the pushes'
-        self.exchange, self.reload = (OffloadExchange(comm, tables, offsets, opts.dedup)
-                                      for _ in range(2))
+        self.exchange, self.reload = (
+            OffloadExchange(comm, tables, offsets, opts.dedup, opts.paths, self.exchange_width)
+            for _ in range(2)
+        )
         one = [p.exchanges[0].width if stored(p, True) == [True] else 0 for p in self.plans]
         self.cached = [c and f > 0 for c, f in zip(cached_layers(
             int(np.diff(offsets).max()), one, self.cfg.itemsize, opts.cache_budget), one,

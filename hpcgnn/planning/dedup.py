@@ -143,6 +143,46 @@ def sliding(prev: np.ndarray, cur: np.ndarray) -> Sliding:
 
 
 @dataclass(frozen=True)
+class WritePositions:
+    """HongTu's in-place buffer positions (Sect. 6): one slot per row of every batch's set.
+
+    Attributes
+    ----------
+    slots
+        ``slots[j][k]``: the buffer row of element ``k`` of set ``j``. An element shared
+        with set ``j - 1`` keeps its slot (reused in place: nothing moves); an element new
+        to set ``j`` takes a slot that set ``j - 1`` left free, lowest first.
+    capacity
+        Rows of the buffer: the largest set.
+    """
+
+    slots: list[np.ndarray]
+    capacity: int
+
+
+def write_positions(sets: list[np.ndarray]) -> WritePositions:
+    """The in-place slots of a sequence of sorted id sets (the batches' transition sets).
+
+    The paper's example: ``{1, 2, 4, 6, 7, 9}`` in slots 0-5 followed by ``{2, 3, 5, 6, 7,
+    8}`` keeps 2, 6 and 7 where they are and writes 3, 5 and 8 into the slots of the
+    discarded 1, 4 and 9.
+    """
+    capacity = max((len(s) for s in sets), default=0)
+    out: list[np.ndarray] = []
+    prev, prev_slots = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    for cur in sets:
+        slide = sliding(prev, cur)
+        slots = np.empty(len(cur), dtype=np.int64)
+        slots[slide.keep_cur] = prev_slots[slide.keep_prev]
+        free = np.ones(capacity, dtype=bool)
+        free[slots[slide.keep_cur]] = False
+        slots[slide.new] = np.flatnonzero(free)[: len(slide.new)]
+        out.append(slots)
+        prev, prev_slots = cur, slots
+    return WritePositions(out, capacity)
+
+
+@dataclass(frozen=True)
 class DedupVolumes:
     """The vertex counts of HongTu section 5.3 for one schedule."""
 

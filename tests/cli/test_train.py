@@ -205,6 +205,31 @@ def test_offload_metrics_have_the_exchange_section(graph_file, shared_tmp, world
 
 
 @pytest.mark.mpi
+@pytest.mark.ranks(1, 3)
+def test_offload_device_paths_flags_keep_the_parameters(graph_file, shared_tmp, world):
+    # HongTu's device paths (issue 43): the same parameters as today's path, reported
+    path = graph_file(n=60, seed=4)
+    docs = {}
+    for name, flags in {"today": ["--no-in-place"], "paths": ["--interleave", "--zero-copy"]
+                        }.items():
+        m = shared_tmp / f"{name}.json"
+        rc = run_train(path, "--mode", "offload", "--chunks", "3", "--dedup", "full",
+                       "--metrics", str(m), *flags)
+        assert_all(world, rc == 0)
+        docs[name] = read_metrics(m, world)
+    today, paths = docs["today"], docs["paths"]
+    assert today["params_sha256"] == paths["params_sha256"]
+    assert today["comm"]["measured_bytes"] == paths["comm"]["measured_bytes"]
+    ex = paths["exchange"]
+    assert ex["device_paths"] == {"in_place": True, "interleave": True, "zero_copy": True}
+    assert ex["rounds"] == world.size - 1 and today["exchange"]["rounds"] == 1
+    assert paths["config"]["interleave"] and not today["config"]["in_place"]
+    assert ex["device_buffers_allocated"] < today["exchange"]["device_buffers_allocated"]
+    rc = run_train(path, "--mode", "offload", "--dedup", "none", "--interleave")
+    assert_all(world, rc != 0, "--interleave with --dedup none was accepted")
+
+
+@pytest.mark.mpi
 @pytest.mark.ranks(2, 4)
 def test_planned_offload_metrics_report_hongtu_volumes_and_plans(graph_file, shared_tmp, world):
     path = graph_file(n=90, seed=3)

@@ -114,7 +114,7 @@ def test_the_packed_row_kernels_move_16_byte_vectors(tmp_path):
                     "-arch=sm_80", "-o", str(ptx), str(code)], check=True, capture_output=True)
     bodies = re.findall(r"\.entry\s+(\w+)\((.*?)\n\}", ptx.read_text(), re.S)
     packed = {name: body for name, body in bodies if "hpcgnn_vec16" in name}
-    assert len(packed) == sum("hpcgnn_vec16" in n for n in NAME_EXPRESSIONS["rows.cu"]) == 10
+    assert len(packed) == sum("hpcgnn_vec16" in n for n in NAME_EXPRESSIONS["rows.cu"]) == 14
     for name, body in bodies:
         moves = re.findall(r"\b(ld|st)\.global(?:\.nc)?(\.v\d)?\.(f32|f64)\b", body)
         assert {op for op, _, _ in moves} == {"ld", "st"}, name

@@ -9,6 +9,7 @@ from hpcgnn.kernels import cuda_modules as cm
 from hpcgnn.kernels.rows import (
     PACK_BYTES,
     ScatterMap,
+    copy_rows,
     gather_rows,
     packs,
     row_kernel,
@@ -221,3 +222,30 @@ def test_packed_and_scalar_kernels_equal_the_cpu_twins(dtype, offset, monkeypatc
             vector = ["hpcgnn_vec16" in name for name in launched]
             assert len(vector) == 4
             assert vector == [packed and whole and offset == 0] * 4, (f, packed, launched)
+
+
+@pytest.mark.parametrize("itype", INDEX_DTYPES)
+def test_copy_rows_writes_gathered_rows_at_their_positions(itype):
+    x, out = _x(6, 3), torch.zeros(5, 3, dtype=torch.float64)
+    src, dst = torch.tensor([4, 0, 4], dtype=itype), torch.tensor([3, 0, 1], dtype=itype)
+    assert copy_rows(x, src, out, dst) is out
+    assert torch.equal(out[[3, 0, 1]], x[[4, 0, 4]]) and not out[[2, 4]].any()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("itype", INDEX_DTYPES)
+def test_copy_rows_reads_pinned_host_rows_on_the_gpu(device, dtype, itype):
+    # zero-copy: the kernel reads a page-locked host tensor; a pageable one is refused (the
+    # suite's cuda device: a GPU, or the emulated one with the host build of rows.cu)
+    x = torch.rand(50, 7, dtype=dtype, generator=torch.Generator().manual_seed(5))
+    src, dst = torch.tensor([49, 0, 3, 3, 17], dtype=itype), torch.tensor([8, 2, 0, 5, 1])
+    cuda = device.torch_device
+    want = copy_rows(x, src, torch.zeros(9, 7, dtype=dtype), dst.to(itype))
+    for source in (x.pin_memory(), x.to(cuda)):
+        out = torch.zeros(9, 7, dtype=dtype, device=cuda)
+        copy_rows(source, src.to(cuda), out, dst.to(itype).to(cuda))
+        assert torch.equal(out.cpu(), want)
+    with pytest.raises(ValueError, match="page-locked"):
+        copy_rows(x, src.to(cuda), torch.zeros(9, 7, dtype=dtype, device=cuda),
+                  dst.to(itype).to(cuda))

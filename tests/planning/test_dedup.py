@@ -9,6 +9,7 @@ from hpcgnn.planning.dedup import (
     remote_rows,
     sliding,
     transition_sets,
+    write_positions,
 )
 
 
@@ -110,3 +111,28 @@ def test_cached_layers_fill_the_budget_widest_first():
     assert cached_layers(10, widths, 4, 1280) == (False, True, True, False)
     assert cached_layers(10, widths, 4, 1279) == (True, True, False, True)
     assert cached_layers(10, widths, 4, 10**9) == (True,) * 4
+
+
+def test_write_positions_reuse_in_place_as_in_the_paper():
+    # HongTu Fig. 7 (a): 2, 6, 7 stay where they are, 3, 5, 8 take the slots of 1, 4, 9
+    a, b = np.array([1, 2, 4, 6, 7, 9]), np.array([2, 3, 5, 6, 7, 8])
+    wp = write_positions([a, b, np.array([3])])
+    assert wp.capacity == 6
+    assert wp.slots[0].tolist() == [0, 1, 2, 3, 4, 5]
+    assert wp.slots[1].tolist() == [1, 0, 2, 3, 4, 5]
+    assert wp.slots[2].tolist() == [0]
+    assert write_positions([]).capacity == 0
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_write_positions_keep_shared_rows_and_fit_the_largest_set(seed):
+    rng = np.random.default_rng(seed)
+    sets = [np.unique(rng.integers(0, 30, rng.integers(0, 20))) for _ in range(8)]
+    wp = write_positions(sets)
+    assert wp.capacity == max(len(s) for s in sets)
+    for j, (s, slots) in enumerate(zip(sets, wp.slots, strict=True)):
+        assert len(np.unique(slots)) == len(s) and (slots < wp.capacity).all()
+        if j:
+            prev = dict(zip(sets[j - 1].tolist(), wp.slots[j - 1].tolist(), strict=True))
+            kept = {v: p for v, p in zip(s.tolist(), slots.tolist(), strict=True) if v in prev}
+            assert all(prev[v] == p for v, p in kept.items())  # nothing moves

@@ -49,6 +49,10 @@ class OffloadMode(Mode[FullBatchTrainer]):
         (``None``: all ranks on one node).
     grid, replication
         ``--grid`` (a 1D grid of every rank) and ``--replication`` (refused by the grid).
+    in_place, interleave, zero_copy
+        HongTu's device paths (``--no-in-place``, ``--interleave``, ``--zero-copy``;
+        :class:`~hpcgnn.exchange.offload.DevicePaths`): in-place buffers (default),
+        interleaved device-to-device rounds, zero-copy host reads. The same results.
     """
 
     name: ClassVar[str] = "offload"
@@ -63,6 +67,9 @@ class OffloadMode(Mode[FullBatchTrainer]):
     topology: str | None = None
     grid: str | tuple[int, ...] | None = None
     replication: int | None = None
+    in_place: bool = True
+    interleave: bool = False
+    zero_copy: bool = False
 
     def __post_init__(self) -> None:
         check_types(self)
@@ -79,6 +86,7 @@ class OffloadMode(Mode[FullBatchTrainer]):
         return OffloadOptions(
             chunks=self.chunks, dedup=self.dedup, reorganize=self.reorganize,
             cache_budget=budget, exchange=self.exchange, tier_gbps=tier_gbps,
+            in_place=self.in_place, interleave=self.interleave, zero_copy=self.zero_copy,
         )
 
     def for_run(self, cfg: TrainConfig, ranks: int) -> OffloadMode:
@@ -131,4 +139,5 @@ class OffloadMode(Mode[FullBatchTrainer]):
         return {
             "chunks": self.chunks, "dedup": self.dedup, "reorganize": self.reorganize,
             "exchange": self.exchange, "topology": self.topology or (topo.name if topo else None),
+            "in_place": self.in_place, "interleave": self.interleave, "zero_copy": self.zero_copy,
         }

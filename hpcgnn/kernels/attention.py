@@ -29,7 +29,7 @@ import scipy.sparse as sp
 import torch
 
 from hpcgnn.kernels import cuda_modules as cm
-from hpcgnn.kernels.dropout import keep_pairs
+from hpcgnn.kernels.dropout import keep_pair_words, keep_pairs
 from hpcgnn.kernels.rows import take_rows
 from hpcgnn.kernels.spmm import spmm, transpose_index
 from hpcgnn.rng import TAG_ATTENTION, stream_key
@@ -302,14 +302,18 @@ class AttentionDrop:
         """
         step = (self.epoch,) if self.batch is None else (self.epoch, self.batch)
         key = stream_key(self.seed, TAG_ATTENTION, *step, layer)
-        rows = pattern.at_rows(pattern.row_ids)
-        cols = pattern.at_cols(pattern.col_ids)
         ids = list(range(heads)) if head_ids is None else list(head_ids)  # the model's own
-        total, k = heads, torch.tensor(ids, dtype=torch.int64, device=cols.device)
+        device = pattern.col.device
+        total, k = heads, torch.tensor(ids, dtype=torch.int64, device=device)
         sub = None if self.heads is None else self.heads(layer)
         if sub is not None:  # a sub-GAT: its heads' ids among the global model's
             total = sub[0]
-            k = torch.as_tensor(sub[1][ids], dtype=torch.int64, device=cols.device)
+            k = torch.as_tensor(sub[1][ids], dtype=torch.int64, device=device)
+        if device.type != "cuda":  # each vertex's words once, gathered per edge and head
+            return keep_pair_words(key, pattern.row_ids, pattern.col_ids[:, None] * total + k,
+                                   pattern.row, pattern.col, self.p)
+        rows = pattern.at_rows(pattern.row_ids)
+        cols = pattern.at_cols(pattern.col_ids)
         pairs_r = rows[:, None].expand(-1, len(ids)).reshape(-1)
         pairs_c = (cols[:, None] * total + k).reshape(-1)
         return keep_pairs(key, pairs_r, pairs_c, self.p).reshape(-1, len(ids))

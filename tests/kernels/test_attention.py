@@ -90,7 +90,7 @@ def test_edge_dot_by_column_is_the_product_sum_bit_for_bit(dtype, heads, width, 
     over chunks that split rows."""
     monkeypatch.setattr("hpcgnn.kernels.attention.DOT_COLUMN_CHUNK", 7)
     assert DOT_COLUMN_CHUNK > 7
-    a, pattern, _ = _case(dtype)
+    _, pattern, _ = _case(dtype)
     rng = np.random.default_rng(heads * width)
     za = torch.from_numpy(rng.standard_normal((9, heads, width))).to(dtype)
     zb = torch.from_numpy(rng.standard_normal((12, heads, width))).to(dtype)

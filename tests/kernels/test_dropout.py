@@ -71,7 +71,8 @@ def test_pair_words_are_the_expanded_pairs(p, heads):
     rng = np.random.default_rng(heads)
     row_ids = torch.from_numpy(rng.permutation(50)[:7] + 2**40)
     col_ids = torch.from_numpy(rng.permutation(90)[:11])[:, None] * 6 + torch.arange(heads)
-    rows, cols = torch.from_numpy(rng.integers(0, 7, 40)), torch.from_numpy(rng.integers(0, 11, 40))
+    rows = torch.from_numpy(rng.integers(0, 7, 40))
+    cols = torch.from_numpy(rng.integers(0, 11, 40))
     want = keep_pairs(key, row_ids[rows][:, None].expand(-1, heads).reshape(-1),
                       col_ids[cols].reshape(-1), p).reshape(-1, heads)
     assert torch.equal(keep_pair_words(key, row_ids, col_ids, rows, cols, p), want)

@@ -61,9 +61,9 @@ def _bits(x):
 def test_attention_equals_the_unfused_reference_bit_for_bit(dtype, heads, p):
     """Coefficients, dropout, aggregation and gradients: the reference's bits, on a pattern
     with isolated vertices (only the self-loop), rows of one edge and an empty row."""
+    from hpcgnn.kernels.dropout import keep_pairs
     from hpcgnn.nn.gat import attend, attend_backward
     from hpcgnn.rng import TAG_ATTENTION, stream_key
-    from hpcgnn.kernels.dropout import keep_pairs
 
     n, width = 23, 4
     a = sp.random(n, n, density=0.2, random_state=heads, format="lil")
@@ -83,7 +83,7 @@ def test_attention_equals_the_unfused_reference_bit_for_bit(dtype, heads, p):
     if p is not None:
         keep = AttentionDrop(p, seed=4, epoch=1).keep(0, pattern, heads)
         pairs_r = pattern.row_ids[pattern.row][:, None].expand(-1, heads).reshape(-1)
-        pairs_c = (pattern.col_ids[pattern.col][:, None] * heads + torch.arange(heads))
+        pairs_c = pattern.col_ids[pattern.col][:, None] * heads + torch.arange(heads)
         key = stream_key(4, TAG_ATTENTION, 1, 0)
         assert torch.equal(keep, keep_pairs(key, pairs_r, pairs_c.reshape(-1), p)
                            .reshape(-1, heads))

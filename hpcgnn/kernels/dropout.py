@@ -9,7 +9,8 @@ nonzeros), in NumPy. Here they are drawn where they are applied, as boolean tens
   per row and per column) and each entry's 32-bit hash with in-place torch ``int32``
   operations on all of torch's threads (two's-complement wrap-around is the ``uint32``
   arithmetic; a logical shift is an arithmetic shift and a mask); :func:`keep_pairs` is
-  NumPy's (a sparse matrix's nonzeros are few).
+  NumPy's (a sparse matrix's nonzeros are few); :func:`keep_pair_words` (GAT's edges and
+  heads) hashes each id's word once and runs the entry hash as :func:`keep_matrix` does.
 
 :func:`block_keep` keys the full-batch masks by ``(seed, epoch, layer)``, :func:`rows_keep`
 the minibatch masks by ``(seed, epoch, batch, layer)``.

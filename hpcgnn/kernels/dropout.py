@@ -9,7 +9,8 @@ nonzeros), in NumPy. Here they are drawn where they are applied, as boolean tens
   per row and per column) and each entry's 32-bit hash with in-place torch ``int32``
   operations on all of torch's threads (two's-complement wrap-around is the ``uint32``
   arithmetic; a logical shift is an arithmetic shift and a mask); :func:`keep_pairs` is
-  NumPy's (a sparse matrix's nonzeros are few).
+  NumPy's (a sparse matrix's nonzeros are few); :func:`keep_pair_words` (GAT's edges and
+  heads) hashes each id's word once and runs the entry hash as :func:`keep_matrix` does.
 
 :func:`block_keep` keys the full-batch masks by ``(seed, epoch, layer)``, :func:`rows_keep`
 the minibatch masks by ``(seed, epoch, batch, layer)``.
@@ -57,7 +58,11 @@ def _cpu_keep(key: np.uint64, rows: Columns, cols: Columns, p: float) -> torch.T
     t = keep_threshold(p)
     if t >= 1 << 32:  # keeps nothing (and t - 2^31 is no int32)
         return torch.zeros((len(r), len(c)), dtype=torch.bool)
-    x = torch.bitwise_xor(r[:, None], c[None, :])
+    return _keep_of_(torch.bitwise_xor(r[:, None], c[None, :]), t)
+
+
+def _keep_of_(x: torch.Tensor, t: int) -> torch.Tensor:
+    """Keep decisions ``lowbias32(x) >= t`` of ``int32`` words ``x`` (overwritten)."""
     _lowbias32_(x, torch.empty_like(x))
     x.bitwise_xor_(_SIGN)  # unsigned order as signed order: u >= t <=> u - 2^31 >= t - 2^31
     return torch.ge(x, t + _SIGN)
@@ -119,6 +124,29 @@ def keep_pairs(
         cm.launch("dropout.cu", "hash_pair_keep", cm.device_index(rows.device),
                   cm.blocks(out.numel()), args)
     return out
+
+
+def keep_pair_words(
+    key: np.uint64, row_ids: torch.Tensor, col_ids: torch.Tensor, rows: torch.Tensor,
+    cols: torch.Tensor, p: float,
+) -> torch.Tensor:
+    """:func:`keep_pairs` of ``(row_ids[rows[e]], col_ids[cols[e], k])``, ``E x K`` (CPU).
+
+    The same decisions as :func:`keep_pairs` of the expanded pairs, with each id's 64-bit
+    word hashed once: ``row_ids`` (``R``) and ``col_ids`` (``C x K``) are the distinct
+    global ids, ``rows`` and ``cols`` (``E``) index them. The words are gathered per entry
+    and only the 32-bit ``lowbias32`` runs on every entry (in place, torch ``int32``): an
+    edge pattern's keep decisions at a tenth of the per-pair hashing's time.
+    """
+    t = keep_threshold(p)
+    heads = col_ids.shape[1]
+    if t >= 1 << 32:  # keeps nothing
+        return torch.zeros((len(rows), heads), dtype=torch.bool)
+    r = _signed(words(key, row_ids.numpy()))
+    c = _signed(words(column_key(key), col_ids.reshape(-1).numpy())).view(-1, heads)
+    x = c.index_select(0, cols)
+    x.bitwise_xor_(r.index_select(0, rows)[:, None])
+    return _keep_of_(x, t)
 
 
 def block_keep(

@@ -160,9 +160,24 @@ def take_rows(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
             return x.index_select(0, idx)
         x = x.contiguous()
     flat = x.reshape(x.shape[0], -1)
-    if flat.shape[1] == 1:
+    word = _ROW_WORDS.get(flat.shape[1] * x.element_size())
+    if word is not None and x.device.type == "cpu" and _aligned(flat, word):
+        flat = flat.view(word).reshape(-1)  # one word per row: the 1-D copy, 3-4x faster
+    elif flat.shape[1] == 1:
         flat = flat.reshape(-1)
-    return flat.index_select(0, idx).reshape(len(idx), *x.shape[1:])
+    return flat.index_select(0, idx).view(x.dtype).reshape(len(idx), *x.shape[1:])
+
+
+#: The word a row of 8 or 16 bytes is gathered as (the bits unchanged): this torch's 1-D
+#: ``index_select`` moves such rows 3-4x faster than the 2-D one (20000 x 4 float32,
+#: 339230 ids, one thread: 0.20 ms against 0.72 ms); GAT's per-head score terms.
+_ROW_WORDS = {8: torch.int64, 16: torch.complex128}
+
+
+def _aligned(flat: torch.Tensor, word: torch.dtype) -> bool:
+    """Whether ``flat`` (contiguous, ``rows x f``) may be viewed as ``word``s."""
+    ratio = word.itemsize // flat.element_size()
+    return ratio >= 1 and flat.storage_offset() % ratio == 0
 
 
 def gather_rows(x: torch.Tensor, idx: torch.Tensor, *, packed: bool = True) -> torch.Tensor:

@@ -9,7 +9,14 @@ import torch
 
 from hpcgnn.backend.emulation import emulated
 from hpcgnn.kernels import cuda_modules as cm
-from hpcgnn.kernels.attention import edge_dot, edge_pattern, edge_softmax, edge_softmax_backward
+from hpcgnn.kernels.attention import (
+    DOT_COLUMN_CHUNK,
+    DOT_COLUMNS,
+    edge_dot,
+    edge_pattern,
+    edge_softmax,
+    edge_softmax_backward,
+)
 from tests.kernels.host import need_compiler
 
 HEADS = 3
@@ -60,3 +67,34 @@ def test_attention_kernels_equal_the_cpu_twins(settings, dtype, monkeypatch):
     assert torch.equal(got[1], want[1])  # the raw scores are one add: bit for bit
     assert [k.split("<")[0] for k in launched] == ["edge_softmax", "edge_softmax_backward",
                                                    "edge_dot"]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_torch_sums_a_few_values_in_order(dtype):
+    """What :data:`DOT_COLUMNS` relies on: ``sum`` of <= 4 values is ``0 + p_0 + ... + p_f``."""
+    rng = np.random.default_rng(1)
+    p = torch.from_numpy(rng.standard_normal((4096, 3, DOT_COLUMNS))
+                         * np.exp(rng.standard_normal((4096, 3, DOT_COLUMNS)) * 6)).to(dtype)
+    p[::5] = -0.0
+    for f in range(1, DOT_COLUMNS + 1):
+        acc = torch.zeros(p.shape[:2], dtype=dtype)
+        for c in range(f):
+            acc = acc + p[..., c]
+        assert torch.equal(p[..., :f].sum(dim=2).view(torch.uint8), acc.view(torch.uint8))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize(("heads", "width"), [(1, 1), (4, 4), (3, 2), (2, 3), (2, 7)])
+def test_edge_dot_by_column_is_the_product_sum_bit_for_bit(dtype, heads, width, monkeypatch):
+    """``(a[row] * b[col]).sum(2)`` bit for bit, ``-0`` products of zero rows included,
+    over chunks that split rows."""
+    monkeypatch.setattr("hpcgnn.kernels.attention.DOT_COLUMN_CHUNK", 7)
+    assert DOT_COLUMN_CHUNK > 7
+    _, pattern, _ = _case(dtype)
+    rng = np.random.default_rng(heads * width)
+    za = torch.from_numpy(rng.standard_normal((9, heads, width))).to(dtype)
+    zb = torch.from_numpy(rng.standard_normal((12, heads, width))).to(dtype)
+    za[::2] = 0.0  # rows of zero gradient: products -0 against negative values
+    want = (za[pattern.row] * zb[pattern.col]).sum(dim=2)
+    got = edge_dot(pattern, za, zb)
+    assert torch.equal(got.view(torch.uint8), want.view(torch.uint8))

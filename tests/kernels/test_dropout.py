@@ -2,7 +2,13 @@ import numpy as np
 import pytest
 import torch
 
-from hpcgnn.kernels.dropout import block_keep, keep_matrix, keep_pairs, rows_keep
+from hpcgnn.kernels.dropout import (
+    block_keep,
+    keep_matrix,
+    keep_pair_words,
+    keep_pairs,
+    rows_keep,
+)
 from hpcgnn.rng import dropout_keep, dropout_keep_pairs, dropout_key
 
 CASES = [
@@ -55,6 +61,23 @@ def test_pairs_are_the_dense_mask_at_the_entries():
     assert np.array_equal(keep_pairs(key, r, c, 0.5).numpy(), dense[r.numpy(), c.numpy()])
     assert np.array_equal(keep_pairs(key, r, c, 0.5).numpy(),
                           dropout_keep_pairs(key, r.numpy(), c.numpy(), 0.5))
+
+
+@pytest.mark.parametrize("p", [0.0, 0.3, 1 - 2**-40, 1.0])
+@pytest.mark.parametrize("heads", [1, 3, 4])
+def test_pair_words_are_the_expanded_pairs(p, heads):
+    """Each id's word hashed once and gathered: :func:`keep_pairs` of every (entry, head)."""
+    key = dropout_key(5, 6, 1)
+    rng = np.random.default_rng(heads)
+    row_ids = torch.from_numpy(rng.permutation(50)[:7] + 2**40)
+    col_ids = torch.from_numpy(rng.permutation(90)[:11])[:, None] * 6 + torch.arange(heads)
+    rows = torch.from_numpy(rng.integers(0, 7, 40))
+    cols = torch.from_numpy(rng.integers(0, 11, 40))
+    want = keep_pairs(key, row_ids[rows][:, None].expand(-1, heads).reshape(-1),
+                      col_ids[cols].reshape(-1), p).reshape(-1, heads)
+    assert torch.equal(keep_pair_words(key, row_ids, col_ids, rows, cols, p), want)
+    empty = torch.zeros(0, dtype=torch.int64)
+    assert keep_pair_words(key, row_ids, col_ids, empty, empty, p).shape == (0, heads)
 
 
 @pytest.mark.gpu

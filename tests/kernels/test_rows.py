@@ -15,6 +15,7 @@ from hpcgnn.kernels.rows import (
     row_kernel,
     scatter_add_rows,
     scatter_map,
+    take_rows,
 )
 from tests.conftest import TEST_DEVICE
 from tests.kernels.host import need_compiler
@@ -60,6 +61,22 @@ def test_gather_rows_of_a_non_contiguous_block():
     x = _x(6, 4).T  # 4 x 6, not contiguous
     out = gather_rows(x, torch.tensor([3, 1]))
     assert out.is_contiguous() and torch.equal(out, x[[3, 1]])
+
+
+@pytest.mark.parametrize(("dtype", "width"), [(torch.float32, 2), (torch.float32, 4),
+                                             (torch.float64, 1), (torch.float64, 2),
+                                             (torch.float16, 4), (torch.int32, 4)])
+def test_take_rows_moves_the_bits_of_narrow_rows(dtype, width):
+    """Rows of 8 or 16 bytes move as one word each: every bit pattern (NaN payloads, -0)."""
+    bits = np.random.default_rng(0).integers(0, 2**63, (9, 8), dtype=np.int64)
+    x = torch.from_numpy(bits).view(dtype)[:, :width]
+    x = x.contiguous()
+    idx = torch.tensor([8, 0, 3, 3, 5])
+    for block in (x, x[1:], x[3:].view(-1, *([2, width // 2] if width > 1 else [1]))):
+        got = take_rows(block, idx[idx < len(block)])
+        want = block[idx[idx < len(block)]]
+        assert got.dtype == dtype and got.shape == want.shape
+        assert torch.equal(got.view(torch.uint8), want.contiguous().view(torch.uint8))
 
 
 @pytest.mark.parametrize("itype", INDEX_DTYPES)

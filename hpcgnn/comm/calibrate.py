@@ -21,6 +21,11 @@ while all were busy; the endpoint is reported per core (times that fraction) tog
 with each host's cores, which the cost model turns back into the shared-core time of a
 stage (the topology's ``core_pools``), so a stage in which few ranks work is not charged
 as if all were.
+
+Contention: on several hosts the pairs across hosts are timed a round at a time
+(:func:`host_links`, each host's NIC); inside a host every pair is timed alone and every
+two disjoint pairs at once (:func:`pair_contention`), from which
+:func:`hpcgnn.planning.contention.shared_buses` infers the resources its pairs share.
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
+    from hpcgnn.comm.calibrate import Calibration
     from hpcgnn.planning.baselines import MethodCost
     from hpcgnn.planning.spst import Cost
     from hpcgnn.planning.topology import Topology
@@ -183,7 +184,7 @@ def _calibrate(out: str, out_machine: str | None = None, device: str | None = No
                     f"ping-pong of {cal.small_bytes} and {cal.large_bytes} bytes, "
                     "all-to-all of every rank for the endpoint, buffers on"
                     f" {world.device.kind}", cal.endpoint, cal.cores, cal.nics,
-                    shared_buses(timings, cal.large_bytes), timings,
+                    shared_buses(timings, cal.large_bytes, _oversubscribed(cal)), timings,
                 )
                 parse_topology(doc, out, world.size)  # what is written reads back
                 atomic_write(out, dumps(doc, indent=1) + "\n", "--out")
@@ -219,6 +220,15 @@ def _calibrate(out: str, out_machine: str | None = None, device: str | None = No
                           f"{this})")
     finally:
         world.free()
+
+
+def _oversubscribed(cal: Calibration) -> set[str]:
+    """Hosts whose ranks outnumber their cores (no bus is inferred there).
+
+    Pairs there slow each other down by sharing cores, which the endpoint's core pools
+    charge already.
+    """
+    return {h for h in set(cal.hosts) if cal.cores and cal.cores.get(h, 0) < cal.hosts.count(h)}
 
 
 def _bus_pairs(doc: dict, name: str) -> int:

@@ -89,10 +89,14 @@ class SharedBus:
     bytes_per_s: float
 
 
-def shared_buses(timings: list[PairTiming], nbytes: int) -> list[SharedBus]:
+def shared_buses(
+    timings: list[PairTiming], nbytes: int, skip: set[str] | None = None
+) -> list[SharedBus]:
     """The resources the contending pairs of ``timings`` share (see the module doc).
 
-    ``nbytes``: what each rank of a pair sent to the other in each measurement. Two
+    ``nbytes``: what each rank of a pair sent to the other in each measurement; ``skip``:
+    hosts whose timings infer nothing (ranks sharing cores slow each other down by that,
+    which the topology's core pools charge already). Two
     contending pairs put their four ranks behind one resource; contending pairs with a
     rank in common join the same one (two GPUs per PCIe switch: 0-2 with 1-3 and 0-3 with
     1-2 contend on the switches' uplinks, one resource for the four pairs). Each resource
@@ -105,7 +109,7 @@ def shared_buses(timings: list[PairTiming], nbytes: int) -> list[SharedBus]:
             r = parent[r]
         return r
 
-    shared = [t for t in timings if t.shared]
+    shared = [t for t in timings if t.shared and t.host not in (skip or set())]
     for t in shared:
         for r in (*t.pairs[0], *t.pairs[1]):
             a, b = root(t.pairs[0][0]), root(r)

@@ -29,3 +29,8 @@ def test_no_contention_no_bus_and_separate_groups_stay_apart():
                                                   ("b", ((4, 5), (6, 7)))]
     assert t[0].as_dict() == {"host": "a", "pairs": [[0, 1], [2, 3]], "alone_us": [1000.0,
                               2000.0], "together_us": 4000.0, "slowdown": 2.0, "shared": True}
+
+
+def test_hosts_whose_ranks_share_cores_infer_no_bus():
+    t = _timings({((0, 2), (1, 3)): 2e-3})
+    assert len(shared_buses(t, MB)) == 1 and shared_buses(t, MB, skip={"h"}) == []

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
+    from hpcgnn.comm.calibrate import Calibration
     from hpcgnn.planning.baselines import MethodCost
     from hpcgnn.planning.spst import Cost
     from hpcgnn.planning.topology import Topology
@@ -163,6 +164,7 @@ def _calibrate(out: str, out_machine: str | None = None, device: str | None = No
     from hpcgnn.comm.calibrate import calibrate
     from hpcgnn.cost.machine import fit_link, measured_machine
     from hpcgnn.grid.device import choose_device
+    from hpcgnn.planning.contention import PairTiming, shared_buses
     from hpcgnn.planning.topology import measured_topology, parse_topology
     from hpcgnn.utils.files import atomic_write, check_output
     from hpcgnn.utils.json_text import dumps
@@ -174,6 +176,7 @@ def _calibrate(out: str, out_machine: str | None = None, device: str | None = No
             if out_machine is not None:
                 check_output(out_machine, "--out-machine")
         cal = calibrate(world)
+        timings = [PairTiming(*t) for t in cal.contention]
         with collective(world):
             if world.rank == 0:
                 doc = measured_topology(
@@ -181,6 +184,7 @@ def _calibrate(out: str, out_machine: str | None = None, device: str | None = No
                     f"ping-pong of {cal.small_bytes} and {cal.large_bytes} bytes, "
                     "all-to-all of every rank for the endpoint, buffers on"
                     f" {world.device.kind}", cal.endpoint, cal.cores, cal.nics,
+                    shared_buses(timings, cal.large_bytes, _oversubscribed(cal)), timings,
                 )
                 parse_topology(doc, out, world.size)  # what is written reads back
                 atomic_write(out, dumps(doc, indent=1) + "\n", "--out")
@@ -188,8 +192,14 @@ def _calibrate(out: str, out_machine: str | None = None, device: str | None = No
                 end = doc.get("endpoint")
                 end = (f", endpoint {end['alpha_us']} us per message at "
                        f"{end['bandwidth_gbps']} GB/s" if end else "")
+                inside = "".join(
+                    f", {sh['name']} shared by {_bus_pairs(doc, sh['name'])} pairs at "
+                    f"{sh['bandwidth_gbps']} GB/s" for sh in doc.get("shared", [])
+                    if sh.get("within")
+                )
                 print(f"calibrated {world.size} ranks on {len(doc['nodes'])} node(s): "
-                      f"alpha {alphas or 'n/a'}, stage {doc['stage_alpha_us']} us{end} -> {out}")
+                      f"alpha {alphas or 'n/a'}, stage {doc['stage_alpha_us']} us{end}"
+                      f"{inside} -> {out}")
                 if out_machine is not None:
                     fits = {q: fit_link(s) for q, s in cal.collectives.items()}
                     fit = fits.pop(world.size, None)
@@ -210,6 +220,20 @@ def _calibrate(out: str, out_machine: str | None = None, device: str | None = No
                           f"{this})")
     finally:
         world.free()
+
+
+def _oversubscribed(cal: Calibration) -> set[str]:
+    """Hosts whose ranks outnumber their cores (no bus is inferred there).
+
+    Pairs there slow each other down by sharing cores, which the endpoint's core pools
+    charge already.
+    """
+    return {h for h in set(cal.hosts) if cal.cores and cal.cores.get(h, 0) < cal.hosts.count(h)}
+
+
+def _bus_pairs(doc: dict, name: str) -> int:
+    """How many pairs' links of a topology document pass through shared resource ``name``."""
+    return sum(name in ln.get("via", []) for ln in doc["links"])
 
 
 def _previous(path: str) -> dict | None:

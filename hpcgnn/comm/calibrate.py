@@ -21,6 +21,11 @@ while all were busy; the endpoint is reported per core (times that fraction) tog
 with each host's cores, which the cost model turns back into the shared-core time of a
 stage (the topology's ``core_pools``), so a stage in which few ranks work is not charged
 as if all were.
+
+Contention: on several hosts the pairs across hosts are timed a round at a time
+(:func:`host_links`, each host's NIC); inside a host every pair is timed alone and every
+two disjoint pairs at once (:func:`pair_contention`), from which
+:func:`hpcgnn.planning.contention.shared_buses` infers the resources its pairs share.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
+from itertools import combinations
 
 import numpy as np
 import scipy.sparse as sp
@@ -76,6 +82,10 @@ class Calibration:
     nics
         Bytes per second out of each host with its ranks talking to other hosts at once
         (:func:`host_links`), the topology's shared resources; ``None`` on one host.
+    contention
+        Pairs of a host timed alone and two at once (:func:`pair_contention`), from which
+        the resources inside a host are inferred (:class:`hpcgnn.planning.contention.
+        PairTiming` of each, :func:`~hpcgnn.planning.contention.shared_buses`).
     """
 
     hosts: list[str]
@@ -87,6 +97,7 @@ class Calibration:
     cores: dict[str, int] | None = None
     collectives: dict[int, list[tuple[int, float, float]]] = field(default_factory=dict)
     nics: dict[str, float] | None = None
+    contention: list[PairTimes] = field(default_factory=list)
 
 
 def _round_trip(comm: Comm, a: int, b: int, buf: torch.Tensor, repeats: int) -> float:
@@ -177,8 +188,9 @@ def calibrate(
         endpoint = (endpoint[0] * share, endpoint[1] * share)
     collectives = {q: busy_collectives(comm, repeats, q) for q in group_sizes(comm.size)}
     nics = host_links(comm, hosts, large, repeats)
+    contention = pair_contention(comm, hosts, large, repeats)
     return Calibration(hosts, pairs, stage, small_bytes, large_bytes, endpoint, cores,
-                       collectives, nics)
+                       collectives, nics, contention)
 
 
 def pairings(p: int) -> list[list[tuple[int, int]]]:
@@ -212,25 +224,74 @@ def host_links(
         return None
     nbytes = buf.numel() * buf.element_size()
     best: dict[str, float] = {}
-    other = comm.device.empty_like(buf)
     for pairs in pairings(comm.size):
         across = [(a, b) for a, b in pairs if hosts[a] != hosts[b]]
         if not across:
             continue
-        peer = next((b if comm.rank == a else a for a, b in across if comm.rank in (a, b)), None)
-        def exchange(peer: int | None = peer) -> None:
-            if peer is not None:
-                comm.complete([comm.isend(buf, peer), comm.irecv(other, peer)], [other],
-                              CATEGORY)
-
-        times = [comm.allreduce_scalar(_synced(comm, exchange), MPI.MAX, CATEGORY)
-                 for _ in range(repeats + 1)]  # the first warms the paths up
-        seconds = statistics.median(times[1:])
+        seconds = _pairs_at_once(comm, across, buf, repeats)
         for h in set(hosts):
             out = nbytes * sum((hosts[a] == h) + (hosts[b] == h) for a, b in across)
             if out and seconds > 0:
                 best[h] = max(best.get(h, 0.0), out / seconds)
     return best
+
+
+def _pairs_at_once(
+    comm: Comm, pairs: list[tuple[int, int]], buf: torch.Tensor, repeats: int
+) -> float:
+    """Median seconds (slowest rank) of disjoint ``pairs`` exchanging ``buf`` at once.
+
+    Both ranks of a pair send ``buf`` to each other, after a barrier of all ranks (the
+    others take no part), ``repeats`` times after one that warms the paths up. Collective.
+    """
+    other = comm.device.empty_like(buf)
+    peer = next((b if comm.rank == a else a for a, b in pairs if comm.rank in (a, b)), None)
+
+    def exchange() -> None:
+        if peer is not None:
+            comm.complete([comm.isend(buf, peer), comm.irecv(other, peer)], [other], CATEGORY)
+
+    times = [comm.allreduce_scalar(_synced(comm, exchange), MPI.MAX, CATEGORY)
+             for _ in range(repeats + 1)]  # the first warms the paths up
+    return statistics.median(times[1:])
+
+
+#: Most ranks of a host whose pairs :func:`pair_contention` times two at a time (every two
+#: disjoint pairs of ``r`` ranks: ``r (r-1) (r-2) (r-3) / 8``, 210 at 8 ranks).
+MAX_CONTENTION_RANKS = 8
+
+
+#: Two disjoint pairs of a host timed alone and at once: ``(host, (pair, pair), (seconds
+#: alone, seconds alone), seconds together)``, the fields of
+#: :class:`hpcgnn.planning.contention.PairTiming`.
+PairTimes = tuple[str, tuple[tuple[int, int], tuple[int, int]], tuple[float, float], float]
+
+
+def pair_contention(
+    comm: Comm, hosts: list[str], buf: torch.Tensor, repeats: int
+) -> list[PairTimes]:
+    """Every pair of ranks of a host alone, and every two disjoint pairs of it at once.
+
+    Each pair's ranks send ``buf`` to each other at once (:func:`_pairs_at_once`), first
+    every pair of a host alone, then every two of its pairs that share no rank together;
+    :func:`hpcgnn.planning.contention.shared_buses` finds the resources inside the host
+    that they share (the PCIe switch of two GPUs, the socket link, the memory bus), which
+    the NIC rounds of :func:`host_links` and the ping-pongs of one pair cannot show.
+    Hosts of fewer than four ranks have no two disjoint pairs; hosts of more than
+    :data:`MAX_CONTENTION_RANKS` are left out (too many combinations). Collective.
+    """
+    out = []
+    for h in dict.fromkeys(hosts):
+        ranks = [r for r, x in enumerate(hosts) if x == h]
+        if not 4 <= len(ranks) <= MAX_CONTENTION_RANKS:
+            continue
+        pairs = list(combinations(ranks, 2))
+        alone = {p: _pairs_at_once(comm, [p], buf, repeats) for p in pairs}
+        for p, q in combinations(pairs, 2):
+            if not set(p) & set(q):
+                both = _pairs_at_once(comm, [p, q], buf, repeats)
+                out.append((h, (p, q), (alone[p], alone[q]), both))
+    return out
 
 
 #: Message sizes of :func:`busy_collectives`, 4 KiB to 384 KiB: one alpha and beta fit

@@ -106,6 +106,7 @@ class Comm:
         self.size = mpi_comm.Get_size()
         self._owned = owned
         self._pending: dict[int, tuple[MPI.Request, Transfer]] = {}  # nonblocking messages
+        self._recv_bytes: dict[int, int] = {}  # bytes of the pending receives with a method
 
     def __repr__(self) -> str:
         return f"Comm({self.name}, rank={self.rank}, size={self.size}, {self.device})"
@@ -123,7 +124,9 @@ class Comm:
 
     # -- helpers -------------------------------------------------------------------------
     @contextmanager
-    def _call(self, category: str, nbytes: float) -> Iterator[Transfer]:
+    def _call(
+        self, category: str, nbytes: float, methods: dict[str, int] | None = None
+    ) -> Iterator[Transfer]:
         """One MPI call: its buffers go through the wire; records ``nbytes`` and its time.
 
         The staging copies, if any, are inside the timed interval (they are part of what
@@ -138,7 +141,7 @@ class Comm:
         transfer.finish()
         self.stats.record(
             category, nbytes, since=t0, args=self._trace_args, path=transfer.path,
-            staged=transfer.staged_bytes,
+            staged=transfer.staged_bytes, methods=methods,
         )
 
     def _recv_like(self, sendbuf: Buffer, shape: tuple[int, ...]) -> Buffer:
@@ -287,13 +290,16 @@ class Comm:
         sendcounts: Sequence[int] | np.ndarray,
         category: str,
         recvcounts: Sequence[int] | np.ndarray | None = None,
+        methods: Sequence[str] | None = None,
     ) -> tuple[Buffer, np.ndarray]:
         """Personalised exchange: rows ``sendbuf[offset_r : offset_r + sendcounts[r]]`` go to r.
 
         Returns ``(recvbuf, recvcounts)``: ``recvbuf`` is a new buffer like ``sendbuf``
         holding the rows from rank 0, 1, ... in order, ``recvcounts`` (int64, NumPy) the
         rows from each rank; the counts are exchanged first when not given (``8 (p-1)``
-        bytes of category ``"control"``). Records the bytes received from other ranks.
+        bytes of category ``"control"``). Records the bytes received from other ranks,
+        split by ``methods`` (the pair method of each peer, :attr:`CommStats.methods`)
+        when given.
         """
         shape: tuple[int, ...] = tuple(sendbuf.shape)
         sendcounts = np.asarray(sendcounts, dtype=np.int64)
@@ -307,31 +313,44 @@ class Comm:
         nbytes = (recvcounts.sum() - recvcounts[self.rank]) * row * _itemsize(sendbuf)
         s_el, r_el = sendcounts * row, recvcounts * row
         s_off, r_off = _starts(s_el), _starts(r_el)
-        with self._call(category, nbytes) as t:
+        split: dict[str, int] | None = None
+        if methods is not None:
+            split = {}
+            for peer, m in enumerate(methods):
+                if peer != self.rank and recvcounts[peer]:
+                    split[m] = split.get(m, 0) + int(r_el[peer]) * _itemsize(sendbuf)
+        with self._call(category, nbytes, split) as t:
             self.mpi.Alltoallv((t.read(sendbuf), (s_el, s_off)), (t.write(out), (r_el, r_off)))
         return out, recvcounts
 
     # -- nonblocking point-to-point --------------------------------------------------------
-    def isend(self, buf: Buffer, dest: int, tag: int = 0) -> MPI.Request:
+    def isend(
+        self, buf: Buffer, dest: int, tag: int = 0, method: str | None = None
+    ) -> MPI.Request:
         """Start sending ``buf`` to rank ``dest``; finish it with :meth:`complete`.
 
         ``buf`` must stay alive and unchanged until then. Nothing is recorded here: the
-        receiver counts the bytes, as for an all-to-allv.
+        receiver counts the bytes, as for an all-to-allv. ``method``: the pair's method
+        (:mod:`hpcgnn.planning.methods`), which picks the wire's path of a device buffer.
         """
-        t = self.wire.transfer()
+        t = self.wire.transfer(method)
         req = self.mpi.Isend(t.read(buf), dest, tag)
         self._pending[id(req)] = (req, t)
         return req
 
-    def irecv(self, buf: Buffer, source: int, tag: int = 0) -> MPI.Request:
+    def irecv(
+        self, buf: Buffer, source: int, tag: int = 0, method: str | None = None
+    ) -> MPI.Request:
         """Start receiving into ``buf`` (contiguous) from rank ``source``.
 
         Finish it with :meth:`complete`, which records its bytes (and, staged, lands them
-        in ``buf``).
+        in ``buf``), under ``method`` too when given (:attr:`CommStats.methods`).
         """
-        t = self.wire.transfer()
+        t = self.wire.transfer(method)
         req = self.mpi.Irecv(t.write(buf), source, tag)
         self._pending[id(req)] = (req, t)
+        if method is not None:
+            self._recv_bytes[id(req)] = _nbytes(buf)
         return req
 
     def complete(
@@ -353,14 +372,19 @@ class Comm:
         nbytes = sum(_nbytes(b) for b in received)
         MPI.Request.Waitall(requests)
         path, staged = None, 0
+        methods: dict[str, int] = {}
         for req in requests:
             _, t = self._pending.pop(id(req), (None, None))
             if t is not None:
                 t.finish()
                 path, staged = path or t.path, staged + t.staged_bytes
+                if t.path is not None and t.path != path:  # pairs of other methods' paths
+                    self.stats.paths.setdefault(category, set()).add(t.path)
+                if id(req) in self._recv_bytes and t.method is not None:
+                    methods[t.method] = methods.get(t.method, 0) + self._recv_bytes.pop(id(req))
         self.stats.record(
             category, nbytes, span=span, args=self._trace_args, path=path, staged=staged,
-            since=t0,
+            since=t0, methods=methods,
         )
 
     # -- small Python objects (control traffic) ------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 from mpi4py import MPI
 
 from hpcgnn.comm.communicator import Comm
@@ -21,6 +22,25 @@ def node_rank(comm: MPI.Comm) -> tuple[int, int]:
         return node.Get_rank(), node.Get_size()
     finally:
         node.Free()
+
+
+def node_peers(comm: MPI.Comm) -> np.ndarray:
+    """``same[r]``: whether rank ``r`` of ``comm`` shares this rank's node (shared memory).
+
+    What decides the CPU path's per-pair method (:func:`hpcgnn.planning.methods.host_method`).
+    Collective over ``comm``.
+    """
+    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    groups = node.Get_group(), comm.Get_group()
+    try:
+        mine = MPI.Group.Translate_ranks(groups[0], list(range(node.Get_size())), groups[1])
+    finally:
+        for g in groups:
+            g.Free()
+        node.Free()
+    same = np.zeros(comm.Get_size(), dtype=bool)
+    same[mine] = True
+    return same
 
 
 def cpus() -> set[int]:

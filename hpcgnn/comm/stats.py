@@ -109,6 +109,9 @@ class CommStats:
     ``"cuda-aware"``, ``"staged"``: :mod:`hpcgnn.comm.wire`), and ``staged`` the bytes its
     calls copied to and from host staging buffers: not network traffic, so not in
     ``bytes``.
+    ``methods`` splits a category's bytes by the pair method of the messages that carried
+    them (DGCL's per-pair choice, :mod:`hpcgnn.planning.methods`: ``ipc``,
+    ``host-staged``, ``nic``), for the calls whose messages name one.
 
     With tracing on, every span carries ``args`` for the trace viewer: a communication
     call its ``bytes`` and communicator (``comm``), and every span the tags of the
@@ -127,6 +130,7 @@ class CommStats:
     tags: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     paths: dict[str, set[str]] = field(default_factory=dict)
     staged: dict[str, int] = field(default_factory=dict)
+    methods: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._categories: dict[str, CategoryStats] = {}
@@ -159,7 +163,7 @@ class CommStats:
     def record(
         self, category: str, nbytes: float, seconds: float | None = None,
         span: str | None = None, args: dict[str, Any] | None = None, path: str | None = None,
-        staged: int = 0, since: Mark | None = None,
+        staged: int = 0, since: Mark | None = None, methods: dict[str, int] | None = None,
     ) -> None:
         """Add one call moving ``nbytes`` into this rank, ending now.
 
@@ -168,8 +172,12 @@ class CommStats:
         a planned exchange, while its bytes and time count under ``category``; ``args``
         (e.g. the communicator, the peers) go into the trace event next to the bytes.
         ``path`` is how the call's buffers reached MPI (``None``: no buffers), ``staged``
-        the bytes it copied through host staging buffers.
+        the bytes it copied through host staging buffers, ``methods`` its bytes by pair
+        method (:attr:`methods`).
         """
+        for method, b in (methods or {}).items():
+            split = self.methods.setdefault(category, {})
+            split[method] = split.get(method, 0) + b
         if path is not None:
             self.paths.setdefault(category, set()).add(path)
         if staged:
@@ -249,6 +257,7 @@ class CommStats:
         self._compute.clear()
         self.paths.clear()
         self.staged.clear()
+        self.methods.clear()
         self._spans.clear()
         self.origin = self.clock()
 

@@ -18,6 +18,12 @@ memory is differs, the *path* of the buffer:
     stages *every* buffer, host ones included: pointless copies on the CPU, but the
     identical code path, which a CPU run therefore tests.
 
+A message between two ranks may carry its pair's method (DGCL's per-pair choice,
+:mod:`hpcgnn.planning.methods`): ``"host-staged"`` stages a device buffer through pinned
+host memory even with a CUDA-aware MPI (DGCL's way between CPU sockets); ``"ipc"`` and
+``"nic"`` take the path above (the device buffer itself where MPI is CUDA-aware). Host
+buffers take their path whatever the method.
+
 Whether MPI is CUDA-aware is read once per process: ``HPCGNN_CUDA_AWARE_MPI=0|1`` decides
 when set; otherwise mpi4py's ``MPI.Query_cuda_support()`` where the build has it, else the
 MPI 4.1 info key ``mpi_memory_alloc_kinds`` of ``COMM_WORLD`` naming ``cuda``, else a
@@ -195,10 +201,10 @@ class Wire:
         aware, reason = library_cuda_support()
         return cls(device, cuda_aware=aware, reason=reason)
 
-    def _path(self, on_device: bool) -> str:
-        """The path of a device buffer (``on_device``) or of a host one."""
+    def _path(self, on_device: bool, method: str | None = None) -> str:
+        """The path of a device buffer (``on_device``) or of a host one, for ``method``."""
         if on_device:
-            return "cuda-aware" if self.cuda_aware else "staged"
+            return "cuda-aware" if self.cuda_aware and method != "host-staged" else "staged"
         return "staged" if self.stage_host else "direct"
 
     @property
@@ -206,16 +212,23 @@ class Wire:
         """The path of buffers on this wire's device (``comm.path`` of the metrics)."""
         return self._path(self.device.is_cuda)
 
-    def path_of(self, buf: Any) -> str:
-        """The path of one buffer: ``"direct"``, ``"cuda-aware"`` or ``"staged"``."""
+    def method_path(self, method: str | None) -> str:
+        """The path of this device's buffers sent by a pair's ``method``."""
+        return self._path(self.device.is_cuda, method)
+
+    def path_of(self, buf: Any, method: str | None = None) -> str:
+        """The path of one buffer: ``"direct"``, ``"cuda-aware"`` or ``"staged"``.
+
+        ``method``: the pair's method of a point-to-point message (``None``: a collective).
+        """
         on_device = isinstance(buf, torch.Tensor) and buf.device.type != "cpu"
         if on_device and buf.device != self.device.torch_device:
             raise TypeError(f"a tensor on {buf.device} passed to a communicator on {self.device}")
-        return self._path(on_device)
+        return self._path(on_device, method)
 
-    def transfer(self) -> Transfer:
-        """A new :class:`Transfer` for one MPI call (or one nonblocking message)."""
-        return Transfer(self)
+    def transfer(self, method: str | None = None) -> Transfer:
+        """A new :class:`Transfer` for one MPI call (or one message of a pair's ``method``)."""
+        return Transfer(self, method)
 
 
 class Transfer:
@@ -223,14 +236,17 @@ class Transfer:
 
     Attributes
     ----------
+    method : str or None
+        The pair's method of a point-to-point message (:mod:`hpcgnn.planning.methods`).
     path : str or None
         The path of the call's buffers (``None`` before any buffer).
     staged_bytes : int
         Bytes copied to and from staging buffers (0 off the staged path).
     """
 
-    def __init__(self, wire: Wire) -> None:
+    def __init__(self, wire: Wire, method: str | None = None) -> None:
         self.wire = wire
+        self.method = method
         self.path: str | None = None
         self.staged_bytes = 0
         self._back: list[tuple[Any, np.ndarray]] = []
@@ -262,7 +278,7 @@ class Transfer:
         self._held.clear()
 
     def _mpi(self, buf: Any, copy_in: bool, copy_out: bool) -> Any:
-        path = self.wire.path_of(buf)
+        path = self.wire.path_of(buf, self.method)
         self.path = path
         if path == "direct":
             return as_array(buf)

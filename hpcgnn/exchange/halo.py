@@ -119,12 +119,20 @@ class HaloExchange:
         This rank's halo and send lists.
     category
         Communication category of the exchanges.
+    methods
+        The pair method of every peer (:mod:`hpcgnn.planning.methods`), by which the
+        exchanges' bytes are also counted (:attr:`hpcgnn.comm.stats.CommStats.methods`);
+        ``None``: not split.
     """
 
-    def __init__(self, comm: Comm, sets: HaloSets, category: str = HALO) -> None:
+    def __init__(
+        self, comm: Comm, sets: HaloSets, category: str = HALO,
+        methods: list[str] | None = None,
+    ) -> None:
         self.comm = comm
         self.sets = sets
         self.category = category
+        self.methods = methods
         self._send_rows = comm.device.from_numpy(sets.send_rows)
         # the fixed-order inverse map of the static send rows: a GPU adds duplicates
         # without atomics, in the CPU's order (made once, not per backward)
@@ -134,7 +142,8 @@ class HaloExchange:
         """Rows of ``X`` for this rank's halo (in halo order), given its owned rows ``x``."""
         send = gather_rows(x, self._send_rows)
         recv, _ = self.comm.alltoallv(
-            send, self.sets.send_counts, self.category, recvcounts=self.sets.recv_counts
+            send, self.sets.send_counts, self.category, recvcounts=self.sets.recv_counts,
+            methods=self.methods,
         )
         return recv
 
@@ -145,6 +154,6 @@ class HaloExchange:
         """
         recv, _ = self.comm.alltoallv(
             halo_rows.contiguous(), self.sets.recv_counts, self.category,
-            recvcounts=self.sets.send_counts,
+            recvcounts=self.sets.send_counts, methods=self.methods,
         )
         return scatter_add_rows(out, self._send_map, recv)

@@ -52,10 +52,12 @@ import torch
 from hpcgnn.backend import Device, Mark
 from hpcgnn.comm.collective import agree
 from hpcgnn.comm.communicator import Comm
+from hpcgnn.comm.node import node_peers
 from hpcgnn.comm.stats import SlotTimer
 from hpcgnn.errors import ConfigError, HpcgnnError
 from hpcgnn.exchange.halo import HALO, HALO_SETUP, HaloExchange, HaloSets
 from hpcgnn.kernels.rows import gather_rows, scatter_add_rows
+from hpcgnn.planning.methods import host_method, peer_methods
 from hpcgnn.planning.plan import Edge, TableKey, occurrences
 from hpcgnn.planning.spst import (
     DEFAULT_BYTES_PER_VERTEX,
@@ -346,6 +348,16 @@ class StagedExchange:
             raise ConfigError(f"chunks must be >= 1 (or None for one vertex each), got {chunks}")
         self.comm, self.sets, self.topo = comm, sets, topo
         self.category, self.setup_category = category, setup_category
+        #: The plan's method of every pair from this rank, by peer (DGCL section 6.2:
+        #: ``ipc``, ``host-staged``, ``nic``; :func:`~hpcgnn.planning.methods.pair_method`).
+        self.methods = peer_methods(topo, comm.rank)
+        same_node = node_peers(comm.mpi)
+        #: How each peer's messages travel here: the wire's path of a device buffer sent
+        #: by the pair's method, on the CPU ``shared-memory`` or ``network``.
+        self.transports = [
+            comm.wire.method_path(m) if comm.device.is_cuda else host_method(bool(same))
+            for m, same in zip(self.methods, same_node, strict=True)
+        ]
         local = owned_groups(sets, comm.size)
         groups, trees, self.is_direct = _plan_on_root(
             comm, topo, [(d, len(rows)) for d, rows in local], chunks=chunks, seed=seed,
@@ -356,9 +368,12 @@ class StagedExchange:
         self.counts: dict[TableKey, int] = tree_counts(items, trees)
         self.num_stages = max((k for k, _, _ in self.counts), default=0)
         #: One stage (no row forwarded): the plan is the direct exchange, so it runs as the
-        #: p2p exchange does (one all-to-allv each way; Isend/Irecv pay where stages overlap)
-        self.is_p2p = self.num_stages == 1
-        self._p2p = HaloExchange(comm, sets, category) if self.is_p2p else None
+        #: p2p exchange does (one all-to-allv each way; Isend/Irecv pay where stages
+        #: overlap), unless its pairs' methods take different paths on the wire (a
+        #: collective has one: ``host-staged`` beside ``ipc`` with a CUDA-aware MPI)
+        self.is_p2p = self.num_stages == 1 and len(set(map(comm.wire.method_path,
+                                                           self.methods))) == 1
+        self._p2p = HaloExchange(comm, sets, category, self.methods) if self.is_p2p else None
         self.stage_counts = np.zeros(self.num_stages, dtype=np.int64)
         #: Run the stages one after another, each after a barrier, with its own messages
         #: alone (as DGCL's cost model charges a plan); the probes of the exchange report
@@ -548,13 +563,13 @@ class StagedExchange:
         views: dict[int, list[torch.Tensor]] = {}
         for k in self._live:
             views[k] = [recv[lo:hi] for _, lo, hi in self._recv_msgs[k]]
-            reqs[k] = [comm.irecv(v, peer, k)
+            reqs[k] = [comm.irecv(v, peer, k, self.methods[peer])
                        for v, (peer, _, _) in zip(views[k], self._recv_msgs[k], strict=True)]
         packed: list[torch.Tensor] = []  # alive until sent
 
         def send(k: int, m: _Send) -> None:
             packed.append(_pack(x, recv, m, self._work))
-            reqs[k].append(comm.isend(packed[-1], m.peer, k))
+            reqs[k].append(comm.isend(packed[-1], m.peer, k, self.methods[m.peer]))
 
         t0 = mark()
         if not self.sequential:  # owned rows now, forwarded ones once they have arrived
@@ -607,11 +622,12 @@ class StagedExchange:
             st = self._stages[k]
             rows[k] = self._work.take(("grad", k), halo_rows, int(st.send_counts.sum()))
             views[k] = [rows[k][m.lo : m.hi] for m in st.sends]
-            reqs[k] = [comm.irecv(v, m.peer, k) for v, m in zip(views[k], st.sends, strict=True)]
+            reqs[k] = [comm.irecv(v, m.peer, k, self.methods[m.peer])
+                       for v, m in zip(views[k], st.sends, strict=True)]
 
         def send(msgs: list[tuple[int, int, int, int]]) -> None:
             for k, peer, lo, hi in msgs:
-                reqs[k].append(comm.isend(grad[lo:hi], peer, k))
+                reqs[k].append(comm.isend(grad[lo:hi], peer, k, self.methods[peer]))
 
         t0 = mark()
         if not self.sequential:

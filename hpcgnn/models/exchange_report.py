@@ -26,6 +26,7 @@ from hpcgnn.exchange.offload import CKPT, D2D, D2H, H2D
 from hpcgnn.exchange.staged import StagedExchange
 from hpcgnn.grid.process_grid import ProcessGrid
 from hpcgnn.planning.dedup import DEFAULT_TIER_GBPS, DedupVolumes
+from hpcgnn.planning.methods import method_vertices
 from hpcgnn.planning.spst import counts_cost
 from hpcgnn.planning.topology import Topology
 from hpcgnn.spmm.halo import HaloAggregation
@@ -281,6 +282,8 @@ def halo_report(
             "modelled_s": sec["modelled_s"],
             "measured_s": float(np.sum(fwd)),
             "stages": sec["stages"],
+            # per pair method (DGCL 6.2), the vertices one forward exchange carries
+            "method_vertices": method_vertices(topo, counts),
         },
     }
 

@@ -26,6 +26,7 @@ from hpcgnn.planning.baselines import (
     replication,
     swap,
 )
+from hpcgnn.planning.methods import method_vertices, pair_method
 from hpcgnn.planning.plan import Plan
 from hpcgnn.planning.relation import Relation, relation_from_file
 from hpcgnn.planning.spst import Cost, plan_cost, plan_p2p, plan_spst
@@ -52,8 +53,10 @@ def cost_summary(topo: Topology, cost: Cost, plan: Plan) -> dict[str, Any]:
     dict
         ``time_s``, ``num_stages``, ``vertex_transfers``, ``stages`` (per stage: ``stage``
         (1-based), ``time_s``, the busy ``links`` with their ``vertices`` and ``time_s``,
-        and ``shared_vertices`` per shared resource) and ``tables`` (``stage``, ``src``,
-        ``dst`` and ``count`` of every send table).
+        and ``shared_vertices`` per shared resource), ``tables`` (``stage``, ``src``,
+        ``dst``, ``count`` and the pair's ``method`` of every send table,
+        :func:`~hpcgnn.planning.methods.pair_method`) and ``method_vertices`` (the
+        vertices each method carries, :func:`~hpcgnn.planning.methods.method_vertices`).
     """
     stages = []
     for k in range(len(cost.stage_times)):
@@ -83,9 +86,10 @@ def cost_summary(topo: Topology, cost: Cost, plan: Plan) -> dict[str, Any]:
         "vertex_transfers": int(cost.link_counts.sum()),
         "stages": stages,
         "tables": [
-            {"stage": k, "src": s, "dst": d, "count": c}
+            {"stage": k, "src": s, "dst": d, "count": c, "method": pair_method(topo, s, d)}
             for (k, s, d), c in plan.counts().items()
         ],
+        "method_vertices": method_vertices(topo, plan.counts()),
     }
 
 

@@ -14,7 +14,16 @@ Links are undirected; each direction is its own link with its own capacity. Band
 in GB/s (10^9 bytes per second). A link may pass through shared resources (``via``): a
 shared resource belongs to a node and is full duplex; traffic of a link leaving that node
 loads its "out" direction, traffic entering it its "in" direction, and every link through
-it in the same direction and stage competes for its bandwidth.
+it in the same direction and stage competes for its bandwidth. A resource marked
+``"within": true`` (a PCIe switch, a socket's memory bus: what ``plan --calibrate`` infers
+from pairs measured at once, :mod:`hpcgnn.planning.contention`) may also carry links with
+both ends in its node; such a link loads its "out" direction, so all the traffic inside
+the node through it shares that one capacity.
+
+A node may name its ``host`` (the machine; default: the node's own name): the CPU sockets
+of one server are nodes of one host. With it, each pair's method follows (DGCL section
+6.2, :mod:`hpcgnn.planning.methods`): ``ipc`` inside a node, ``host-staged`` between
+nodes of one host, ``nic`` between hosts; a link may name its own ``method``.
 
 Latencies, in microseconds: ``alpha_us`` maps a link kind to the latency of one message on
 a link of that kind (a link may override it with its own ``alpha_us``; kinds not listed get
@@ -46,6 +55,8 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order
 
 from hpcgnn.errors import ConfigError, InputError
+from hpcgnn.planning.contention import PairTiming, SharedBus
+from hpcgnn.planning.methods import PAIR_METHODS
 from hpcgnn.utils.json_text import read_json
 from hpcgnn.utils.shipped import shipped_dir
 from hpcgnn.utils.text import printable
@@ -74,6 +85,7 @@ class Link:
     dst: int
     bandwidth_gbps: float
     kind: str
+    method: str | None = None
 
 
 @dataclass(frozen=True)
@@ -112,6 +124,9 @@ class Topology:
         Rate at which a rank moves the bytes it sends and receives (GB/s; ``inf``: free).
     core_pools : tuple of (tuple of int, float)
         Ranks sharing CPU cores and the number of cores they share.
+    node_hosts : tuple of str
+        Host (machine) of every node: a node's own name unless the file gives ``host``
+        (the CPU sockets of one server are nodes of one host). Empty: every node its own.
     """
 
     name: str
@@ -127,6 +142,7 @@ class Topology:
     endpoint_alpha_s: float = 0.0
     endpoint_gbps: float = math.inf
     core_pools: tuple[tuple[tuple[int, ...], float], ...] = ()
+    node_hosts: tuple[str, ...] = ()
     _index: dict[tuple[int, int], int] = field(repr=False, default_factory=dict)
     _adj: sp.csr_matrix | None = field(repr=False, default=None)
     _trees: dict[int, np.ndarray] = field(repr=False, default_factory=dict)
@@ -290,6 +306,7 @@ def parse_topology(doc: object, path: str = "<dict>", ranks: int | None = None) 
         raise _bad(path, "'nodes' must be a non-empty list")
     node_of = [-1] * n
     node_names: list[str] = []
+    node_hosts: list[str] = []
     for i, nd in enumerate(nodes):
         if not isinstance(nd, dict) or "name" not in nd or "ranks" not in nd:
             raise _bad(path, f"node {i} needs 'name' and 'ranks'")
@@ -297,6 +314,7 @@ def parse_topology(doc: object, path: str = "<dict>", ranks: int | None = None) 
         if nm in node_names:
             raise _bad(path, f"node name '{nm}' appears twice")
         node_names.append(nm)
+        node_hosts.append(str(nd.get("host", nm)))
         if not isinstance(nd["ranks"], list):
             raise _bad(path, f"node '{nm}': 'ranks' must be a list")
         for r in nd["ranks"]:
@@ -314,6 +332,7 @@ def parse_topology(doc: object, path: str = "<dict>", ranks: int | None = None) 
     if not isinstance(shared, list):
         raise _bad(path, "'shared' must be a list")
     shared_idx: dict[str, tuple[int, int, float]] = {}
+    within: set[str] = set()  # resources that carry traffic inside their node too
     for i, sh in enumerate(shared):
         if not isinstance(sh, dict) or "name" not in sh:
             raise _bad(path, f"shared resource {i} needs a 'name'")
@@ -325,6 +344,10 @@ def parse_topology(doc: object, path: str = "<dict>", ranks: int | None = None) 
             raise _bad(path, f"shared resource '{nm}' refers to unknown node {node!r}")
         bw = _bandwidth(path, sh.get("bandwidth_gbps"), f"shared resource '{nm}'")
         shared_idx[nm] = (len(shared_idx), node_names.index(node), bw)
+        if not isinstance(sh.get("within", False), bool):
+            raise _bad(path, f"shared resource '{nm}': 'within' must be true or false")
+        if sh.get("within", False):
+            within.add(nm)
 
     kind_alpha = doc.get("alpha_us", {})
     if not isinstance(kind_alpha, dict):
@@ -373,19 +396,25 @@ def parse_topology(doc: object, path: str = "<dict>", ranks: int | None = None) 
             if v not in shared_idx:
                 raise _bad(path, f"link {i} ({a}-{b}) goes via unknown shared resource {v!r}")
             node = shared_idx[v][1]
-            if (node_of[a] == node) == (node_of[b] == node):
+            ends = (node_of[a] == node) + (node_of[b] == node)
+            if ends != 1 and not (ends == 2 and v in within):
                 raise _bad(
                     path,
                     f"link {i} ({a}-{b}) goes via '{v}' but does not have exactly one "
-                    f"end in its node '{node_names[node]}'",
+                    f"end in its node '{node_names[node]}'"
+                    + (" (or both: it is 'within')" if v in within else ""),
                 )
+        method = ln.get("method")
+        if method is not None and method not in PAIR_METHODS:
+            raise _bad(path, f"link {i} ({a}-{b}): method {method!r} is not one of "
+                             f"{', '.join(PAIR_METHODS)}")
         kind = str(ln.get("kind", "link"))
         alpha = kind_alpha.get(kind, DEFAULT_LINK_ALPHA_US * 1e-6)
         if "alpha_us" in ln:
             alpha = _latency(path, ln["alpha_us"], f"link {i} ({a}-{b}) alpha_us")
         for s, d in ((a, b), (b, a)):
             index[(s, d)] = len(links)
-            links.append(Link(s, d, bw, kind))
+            links.append(Link(s, d, bw, kind, method))
             alphas.append(alpha)
             vias.append([str(v) for v in via])
 
@@ -406,7 +435,7 @@ def parse_topology(doc: object, path: str = "<dict>", ranks: int | None = None) 
         res = [li]
         for v in vias[li]:
             k, node, _ = shared_idx[v]
-            direction = 0 if node_of[ln.src] == node else 1
+            direction = 0 if node_of[ln.src] == node else 1  # inside ('within'): out
             res.append(len(links) + 2 * k + direction)
         link_res.append(tuple(res))
     return Topology(
@@ -423,6 +452,7 @@ def parse_topology(doc: object, path: str = "<dict>", ranks: int | None = None) 
         endpoint_alpha_s=endpoint_alpha,
         endpoint_gbps=endpoint_gbps,
         core_pools=pools,
+        node_hosts=tuple(node_hosts),
         _index=index,
         _adj=adj,
         _trees={0: tree0},
@@ -458,6 +488,7 @@ def measured_topology(
     name: str, hosts: list[str], pairs: dict[tuple[int, int], tuple[float, float]],
     stage_alpha_s: float, source: str = "", endpoint: tuple[float, float] | None = None,
     cores: dict[str, int] | None = None, nics: dict[str, float] | None = None,
+    buses: list[SharedBus] | None = None, contention: list[PairTiming] | None = None,
 ) -> dict:
     """A topology document from measured latencies and bandwidths (``plan --calibrate``).
 
@@ -483,6 +514,14 @@ def measured_topology(
         Bytes per second out of each host with all its ranks talking to other hosts
         (:func:`hpcgnn.comm.calibrate.host_links`): a shared resource ``nic-<host>`` of
         the host, which every inter-node link passes through at both ends.
+    buses
+        Resources inside a host that some of its pairs share
+        (:func:`hpcgnn.planning.contention.shared_buses`): each a ``within`` shared
+        resource ``bus-<host>-<i>`` of the host at its measured bytes per second, which
+        the links of its pairs pass through.
+    contention
+        The pairs timed alone and two at once that ``buses`` were inferred from, kept
+        in the document's ``contention`` list (``[]``: measured, none to time).
 
     Returns
     -------
@@ -492,6 +531,10 @@ def measured_topology(
         median of its links. :func:`parse_topology` reads it back.
     """
     names = list(dict.fromkeys(hosts))
+    bus_via: dict[tuple[int, int], list[str]] = {}  # the buses each pair's link goes through
+    for i, bus in enumerate(buses or []):
+        for pair in bus.pairs:
+            bus_via.setdefault(pair, []).append(f"bus-{bus.host}-{i}")
     links: list[dict[str, object]] = []
     by_kind: dict[str, list[float]] = {}
     for (a, b), (alpha, beta) in sorted(pairs.items()):
@@ -502,9 +545,16 @@ def measured_topology(
                                    "alpha_us": round(alpha * 1e6, 3)}
         if kind == "inter-node" and nics and hosts[a] in nics and hosts[b] in nics:
             link["via"] = [f"nic-{hosts[a]}", f"nic-{hosts[b]}"]
+        if (a, b) in bus_via:  # intra-host: no NIC
+            link["via"] = bus_via[(a, b)]
         links.append(link)
-    shared = [{"name": f"nic-{h}", "node": h, "bandwidth_gbps": round(nics[h] / 1e9, 4)}
-              for h in names if nics and h in nics]
+    shared: list[dict[str, object]] = [
+        {"name": f"nic-{h}", "node": h, "bandwidth_gbps": round(nics[h] / 1e9, 4)}
+        for h in names if nics and h in nics
+    ]
+    shared += [{"name": f"bus-{bus.host}-{i}", "node": bus.host, "within": True,
+                "bandwidth_gbps": round(bus.bytes_per_s / 1e9, 4)}
+               for i, bus in enumerate(buses or [])]
     return {
         "name": name,
         "description": f"measured by hpcgnn plan --calibrate{': ' + source if source else ''}",
@@ -522,6 +572,7 @@ def measured_topology(
         "nodes": [{"name": h, "ranks": [r for r, x in enumerate(hosts) if x == h]} for h in names],
         **({"shared": shared} if shared else {}),
         "links": links,
+        **({} if contention is None else {"contention": [t.as_dict() for t in contention]}),
     }
 
 

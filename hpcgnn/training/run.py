@@ -357,18 +357,28 @@ def wire_section(grid: ProcessGrid) -> dict:
     """How buffers reached MPI (``comm.path``, per category) and the staging bytes.
 
     Collective: the categories' paths are joined over ranks; ``staged_bytes`` is summed
-    over ranks and categories, for the whole run after setup (training and evaluation).
+    over ranks and categories, for the whole run after setup (training and evaluation),
+    and ``method_bytes`` (where messages named their pair's method: a planned halo) the
+    bytes per category and method, summed over ranks, over the same span.
     """
     paths: dict[str, set[str]] = {}
-    for rank_paths in grid.world.allgather_obj(grid.stats.paths):
+    methods: dict[str, dict[str, int]] = {}
+    for rank_paths, rank_methods in grid.world.allgather_obj(
+        (grid.stats.paths, grid.stats.methods)
+    ):
         for cat, p in rank_paths.items():
             paths.setdefault(cat, set()).update(p)
+        for cat, split in rank_methods.items():
+            summed = methods.setdefault(cat, {})
+            for m, b in split.items():
+                summed[m] = summed.get(m, 0) + b
     staged = grid.world.allreduce_scalar(sum(grid.stats.staged.values()))
     return {
         "path": grid.wire.path,
         "path_reason": grid.wire.reason,
         "paths": {k: "+".join(sorted(v)) for k, v in sorted(paths.items())},
         "staged_bytes": staged,
+        **({"method_bytes": dict(sorted(methods.items()))} if methods else {}),
     }
 
 

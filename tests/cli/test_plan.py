@@ -278,3 +278,69 @@ def test_plan_host_gbps_needs_baselines(tmp_path, capsys):
     assert "--host-gbps sets Swap's host link (add --baselines)" in capsys.readouterr().err
     assert main([*argv, "--baselines", "--host-gbps", "0"]) == 1
     assert "--host-gbps must be a positive finite number" in capsys.readouterr().err
+
+
+def test_plan_records_each_pairs_method(tmp_path):
+    """DGCL 6.2 in plan.json: each table names its pair's method (DGX-1: ipc within a
+    socket and over NVLink, pinned host memory across the sockets otherwise)."""
+    from hpcgnn.planning.methods import pair_method
+
+    path = write_random_graph(tmp_path / "g.h5", n=300, avg_degree=6, seed=2)
+    out = tmp_path / "plan.json"
+    assert main(["plan", str(path), "--parts", "8", "--topology", DGX1, "--out", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    topo = load_topology(DGX1)
+    for plan in ("p2p", "planned"):
+        tables = doc[plan]["tables"]
+        assert all(t["method"] == pair_method(topo, t["src"], t["dst"]) for t in tables)
+        by: dict[str, int] = {}
+        for t in tables:
+            by[t["method"]] = by.get(t["method"], 0) + t["count"]
+        assert doc[plan]["method_vertices"] == by
+    assert set(doc["p2p"]["method_vertices"]) == {"ipc", "host-staged"}
+
+
+@pytest.mark.mpi
+@pytest.mark.ranks(2, 3, 4)
+@pytest.mark.parametrize(("contend", "cores"), [(False, 4), (True, 4), (True, 1)])
+def test_calibrate_times_the_pairs_of_a_host_two_at_once(
+    shared_tmp, world, monkeypatch, steady_timings, contend, cores
+):
+    """Every two disjoint pairs of a host are timed alone and at once and recorded
+    (``contention``); where they slow each other down (injected here: this machine's
+    timings are not checked), the ranks behind the shared resource get a ``within`` bus
+    that their pairs' links pass through, unless the host's ranks share cores (set here),
+    which its core pool charges already."""
+    import hpcgnn.comm.calibrate as cal
+
+    real, real_cores = cal._pairs_at_once, cal.host_cores
+
+    def host_cores(comm, category):
+        hosts, _ = real_cores(comm, category)
+        return hosts, dict.fromkeys(hosts, cores)
+
+    monkeypatch.setattr(cal, "host_cores", host_cores)
+    if contend:  # the pairs move their bytes, and take 1 ms per pair running at once
+        def at_once(comm, pairs, buf, repeats):
+            real(comm, pairs, buf, 1)
+            return 1e-3 * len(pairs)
+
+        monkeypatch.setattr(cal, "_pairs_at_once", at_once)
+    out = shared_tmp / f"contention-{contend}-{cores}.json"
+    assert_all(world, main(["plan", "--calibrate", "--out", str(out)]) == 0)
+    world.mpi.Barrier()
+    doc = json.loads(out.read_text())
+    p = world.size
+    records = doc["contention"]
+    ok = len(records) == (3 if p == 4 else 0) and all(
+        set(r) == {"host", "pairs", "alone_us", "together_us", "slowdown", "shared"}
+        and len({x for pq in r["pairs"] for x in pq}) == 4 and r["shared"] == contend
+        for r in records)
+    assert_all(world, ok, str(records))
+    buses = [sh for sh in doc.get("shared", []) if sh.get("within")]
+    topo = load_topology(out, p)
+    through = [ln for li, ln in enumerate(topo.links) if len(topo.link_resources[li]) > 1]
+    want = 1 if contend and p == 4 and cores >= p else 0
+    ok = len(buses) == want and len(through) == 12 * want and all(
+        b["node"] == doc["nodes"][0]["name"] and b["bandwidth_gbps"] > 0 for b in buses)
+    assert_all(world, ok, f"{buses} {len(through)}")

@@ -280,6 +280,10 @@ def test_halo_metrics_report_planner_stages(graph_file, shared_tmp, world, excha
         assert st["modelled_s"] >= 0 and st["measured_s"] >= 0 and st["vertices"] > 0
     if exchange == "planned":  # on equal links the direct plan is optimal
         assert pl["modelled_s"] <= pl["p2p_modelled_s"] + 1e-15
+        # one node: every pair ipc, in the plan and in the bytes the run counted
+        ipc = {"ipc": 1} if world.size > 1 else {}
+        assert pl["method_vertices"].keys() == ipc.keys()
+        assert doc["comm"].get("method_bytes", {}).get("halo", {}).keys() == ipc.keys()
 
 
 @pytest.mark.mpi

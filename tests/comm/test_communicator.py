@@ -391,3 +391,30 @@ def test_idle_barrier_waits_for_the_last_rank_without_spinning(world):
     ok = waited >= 0.19 and (world.rank == world.size - 1 or cpu < 0.5 * waited)
     assert_all(world, ok, f"rank {world.rank}: waited {waited:.3f} s, {cpu:.3f} s of CPU")
     assert world.stats.categories["test"].bytes == 0
+
+
+@pytest.mark.mpi
+def test_messages_and_all_to_alls_count_their_bytes_by_pair_method(world):
+    """The bytes a rank receives are also counted by the pair method of each message
+    (DGCL's per-pair choice), so they can be checked against a plan's methods."""
+    p, me = world.size, world.rank
+    nxt, prv = (me + 1) % p, (me - 1) % p
+    method = ["ipc", "nic"][me % 2]  # what prv -> me is (a plan's choice, made up here)
+    recv = np.zeros(3)
+    reqs = [world.irecv(recv, prv, 0, method), world.isend(np.ones(3), nxt, 0, "ipc")]
+    world.complete(reqs, [recv], "halo")
+    want = {method: 24}  # what complete counts (at 1 rank a message to itself)
+    assert_all(world, world.stats.methods.get("halo", {}) == want, str(world.stats.methods))
+    world.complete([world.irecv(recv, prv, 1), world.isend(np.ones(3), nxt, 1)], [recv], "halo")
+    assert_all(world, world.stats.methods.get("halo", {}) == want, "no method: not split")
+    methods = ["host-staged" if r < p // 2 else "nic" for r in range(p)]
+    world.alltoallv(np.ones((p, 2)), np.ones(p, dtype=np.int64), "x", methods=methods)
+    split: dict[str, int] = {}
+    for r in range(p):
+        if r != me:
+            split[methods[r]] = split.get(methods[r], 0) + 16
+    got = world.stats.methods.get("x", {})
+    ok = got == split and sum(split.values()) == recorded(world, "x")[1]
+    assert_all(world, ok, str(world.stats.methods))
+    world.stats.reset()
+    assert_all(world, world.stats.methods == {})

@@ -212,3 +212,22 @@ def test_forced_staging_trains_the_same_model(
     assert direct["device"]["kind"] == device.kind
     if not device.is_cuda:  # and how many cores its ranks had
         assert direct["device"]["kind"] == "cpu" and "name" not in direct["device"]
+
+
+@pytest.mark.parametrize("aware", [True, False])
+def test_a_pairs_method_picks_the_path_of_its_device_buffers(device, aware):
+    """DGCL 6.2: ``host-staged`` pairs go through pinned host memory even where MPI takes
+    device buffers; ``ipc`` and ``nic`` pairs take the wire's path; host buffers go as
+    always, whatever the method."""
+    wire = Wire(device, cuda_aware=aware)
+    device_path = ("cuda-aware" if aware else "staged") if device.is_cuda else "direct"
+    assert wire.method_path("ipc") == wire.method_path("nic") == device_path == wire.path
+    assert wire.method_path("host-staged") == ("staged" if device.is_cuda else "direct")
+    assert wire.path_of(np.zeros(3), "host-staged") == "direct"
+    assert wire.transfer("nic").method == "nic" and wire.transfer().method is None
+    if device.is_cuda:
+        buf = device.zeros(4, torch.float32)
+        t = wire.transfer("host-staged")
+        host = t.read(buf)
+        assert t.path == "staged" and isinstance(host, np.ndarray) and t.staged_bytes == 16
+        t.finish()

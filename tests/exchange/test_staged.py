@@ -334,9 +334,9 @@ def _check_plan_links(comm, monkeypatch, kind: str) -> None:
     isend = type(comm).isend
     me, dev = comm.rank, comm.device
 
-    def spy(self, buf, dest, tag=0):
+    def spy(self, buf, dest, tag=0, method=None):
         sent.append((tag + 1, self.rank, dest))
-        return isend(self, buf, dest, tag)
+        return isend(self, buf, dest, tag, method)
 
     def no_collective(*args, **kwargs):
         raise AssertionError("a planned stage ran a collective")
@@ -365,3 +365,49 @@ def _check_plan_links(comm, monkeypatch, kind: str) -> None:
     ok = ok and all(f"halo.stage{k}" in names for k in range(1, ex.num_stages + 1))
     assert_all(comm, ok, f"messages {sorted(sent)} vs plan {fwd + bwd}")
     comm.stats.spans.clear()
+
+
+def _sockets(p: int):
+    """:func:`_slow_direct` with ranks 0, 1 on one socket (node), rank 2 on the other
+    socket of their host, every other rank a host of its own: all three pair methods."""
+    nodes = [[0, 1][:p], [2], *([r] for r in range(3, p))][: max(p - 1, 1)]
+    doc = {"ranks": p, "nodes": [
+        {"name": f"s{i}", "ranks": ranks, "host": "h0" if i < 2 else f"h{i}"}
+        for i, ranks in enumerate(nodes)],
+        "links": [{"a": ln.src, "b": ln.dst, "bandwidth_gbps": ln.bandwidth_gbps}
+                  for ln in _slow_direct(p).links if ln.src < ln.dst]}
+    return parse_topology(doc)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("fallback", [True, False])
+def test_the_bytes_each_pair_method_carries_are_the_plans(world, device, fallback):
+    """DGCL 6.2: every pair's messages go by the plan's method for it; the bytes received
+    by method equal the plan's tables by method (forward and the reverse backward), both
+    when the plan forwards and when it runs as one all-to-allv."""
+    from hpcgnn.planning.methods import host_method, pair_method
+
+    with device_world(device) as comm:
+        rows, offsets = _rows(comm)
+        sets = halo_sets(comm, rows, offsets)
+        topo = _sockets(comm.size)
+        ex = StagedExchange(comm, sets, topo, seed=1, chunks=4, fallback=fallback)
+        me = comm.rank
+        want: dict[str, int] = {}
+        for (_, s, d), c in ex.counts.items():
+            if me in (s, d):  # received forward at d, backward at s
+                m = pair_method(topo, s, d)
+                want[m] = want.get(m, 0) + c * F * 8
+        comm.stats.reset()
+        _compare(comm, ex, HaloExchange(comm, sets), seed=5)
+        got = comm.stats.methods.get(ex.category, {})
+        assert_all(comm, got == want, f"by method {got}, planned {want}")
+        methods = [pair_method(topo, 0, b) for b in range(1, comm.size)]
+        assert methods == ["ipc", "host-staged", *["nic"] * (comm.size - 3)][: comm.size - 1]
+        assert_all(comm, ex.methods == [pair_method(topo, me, b) if b != me else "ipc"
+                                        for b in range(comm.size)])
+        local = [comm.wire.method_path(m) for m in ex.methods] if device.is_cuda else [
+            host_method(True)] * comm.size  # one host: every peer by shared memory
+        assert_all(comm, ex.transports == local, f"{ex.transports}")
+        if comm.size >= 3 and not fallback:
+            assert_all(comm, not ex.is_p2p and ex.num_stages >= 2, "the slow link forwards")

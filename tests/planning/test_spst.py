@@ -390,3 +390,21 @@ def test_the_default_topology_never_forwards_what_direct_sends_cheaper():
     assert plan_cost(topo, plan, BPV).time_s <= direct.time_s * (1 + 1e-9)
     raw = plan_spst(zero_latency(topo), rel, chunks=8, bytes_per_vertex=BPV)
     assert sum(raw.counts().values()) > sum(plan.counts().values())  # it would forward
+
+
+def test_concurrent_transfers_through_a_bus_inside_a_node_are_charged_together():
+    """DGCL's Table 3: GPUs sending through one shared connection at once each get a share
+    of it; the cost model charges the bytes of all of them at the bus's bandwidth."""
+    from tests.planning.test_topology import _bus_doc
+
+    topo = parse_topology(_bus_doc(True))  # links 10 GB/s, pairs 0-2, 1-3 through a 5 GB/s bus
+    one = counts_cost(topo, {(1, 0, 2): 100}, BPV).time_s
+    both = counts_cost(topo, {(1, 0, 2): 100, (1, 1, 3): 100}, BPV).time_s
+    apart = counts_cost(topo, {(1, 0, 1): 100, (1, 2, 3): 100}, BPV).time_s
+    assert one == pytest.approx(100 * BPV / 5e9)
+    assert both == pytest.approx(2 * one)  # two streams share the bus's capacity
+    assert apart == pytest.approx(100 * BPV / 10e9)
+    items = [(0, (2,), 100), (1, (3,), 100)]
+    trees, _ = plan_items(topo, items, fallback=False, bytes_per_vertex=BPV)
+    routed = counts_cost(topo, tree_counts(items, trees), BPV).time_s
+    assert routed < both  # the planner goes around the bus

@@ -291,3 +291,54 @@ def test_a_shipped_topology_is_found_by_its_name_from_anywhere(tmp_path, monkeyp
     assert load_topology("dgx1").num_ranks == load_topology("dgx1", ranks=8).num_ranks == 8
     with pytest.raises(InputError, match=r"unknown topology 'dgx9' \(known: .*dgx1"):
         load_topology("dgx9")
+
+
+def _bus_doc(within: bool) -> dict:
+    """Helper: 4 ranks of one node whose pairs 0-2 and 1-3 pass through a bus inside it."""
+    doc = {"ranks": 4, "nodes": [{"name": "n", "ranks": [0, 1, 2, 3]}],
+           "shared": [{"name": "bus", "node": "n", "bandwidth_gbps": 5.0, "within": within}],
+           "links": [{"a": a, "b": b, "bandwidth_gbps": 10.0}
+                     for a in range(4) for b in range(a + 1, 4)]}
+    for ln in doc["links"]:
+        if (ln["a"], ln["b"]) in ((0, 2), (1, 3)):
+            ln["via"] = ["bus"]
+    return doc
+
+
+def test_a_shared_resource_within_a_node_carries_links_inside_it():
+    topo = parse_topology(_bus_doc(True))
+    out = topo.resource_names.index("bus:out")
+    for a, b in [(0, 2), (2, 0), (1, 3), (3, 1)]:
+        assert topo.link_resources[topo.link_id(a, b)] == (topo.link_id(a, b), out)
+    assert topo.link_resources[topo.link_id(0, 1)] == (topo.link_id(0, 1),)
+    with pytest.raises(InputError, match="does not have exactly one end in its node 'n'"):
+        parse_topology(_bus_doc(False))
+    bad = _bus_doc(True)
+    bad["shared"][0]["within"] = "yes"
+    with pytest.raises(InputError, match="'within' must be true or false"):
+        parse_topology(bad)
+
+
+def test_a_measured_topology_records_buses_inside_a_host_and_their_timings():
+    from hpcgnn.planning.contention import PairTiming, shared_buses
+    from hpcgnn.planning.topology import measured_topology
+
+    hosts = ["n0"] * 4 + ["n1"] * 2
+    pairs = {(a, b): (2e-6, 1e-10) for a in range(6) for b in range(a + 1, 6)}
+    timings = [PairTiming("n0", ((0, 1), (2, 3)), (1e-3, 1e-3), 1e-3),
+               PairTiming("n0", ((0, 2), (1, 3)), (1e-3, 1e-3), 2e-3),
+               PairTiming("n0", ((0, 3), (1, 2)), (1e-3, 1e-3), 1e-3)]
+    doc = measured_topology("m", hosts, pairs, 5e-5, nics={"n0": 1e9, "n1": 1e9},
+                            buses=shared_buses(timings, 1 << 20), contention=timings)
+    assert doc["name"] == "m"
+    assert doc["shared"][-1] == {"name": "bus-n0-0", "node": "n0", "within": True,
+                                 "bandwidth_gbps": round(4 * (1 << 20) / 2e-3 / 1e9, 4)}
+    assert [c["shared"] for c in doc["contention"]] == [False, True, False]
+    topo = parse_topology(doc, "<m>", 6)
+    bus = topo.resource_names.index("bus-n0-0:out")
+    through = sorted((ln.src, ln.dst) for li, ln in enumerate(topo.links)
+                     if bus in topo.link_resources[li])
+    assert through == [(0, 2), (1, 3), (2, 0), (3, 1)]
+    nic = topo.resource_names.index("nic-n0:out")
+    assert nic in topo.link_resources[topo.link_id(0, 4)]
+    assert "contention" not in measured_topology("m", hosts, pairs, 0.0)

@@ -7,10 +7,11 @@ results are allocated on the device of their input: ``torch.sparse.mm`` on
 :func:`sparse_matmul` multiplies a sampled hop matrix (SciPy CSR, minibatch mode) with
 dense rows, differentiably, through the same :func:`spmm` on every device.
 
-On the host, a wide dense operand is multiplied in column blocks (:func:`column_block`):
-MKL's CSR SpMM gathers whole rows of ``H`` per nonzero and falls to a third of its
-per-column rate once ``H`` outgrows the cache (width >= 64 on a 20k-vertex graph), while a
-block of ``H`` that stays cache-resident keeps the narrow rate. Each output element is the
+On the host, with one torch thread, a wide dense operand is multiplied in column blocks
+(:func:`column_block`, :func:`default_block`): MKL's CSR SpMM gathers whole rows of ``H``
+per nonzero and falls to a third of its per-column rate once ``H`` outgrows the cache
+(width >= 64 on a 20k-vertex graph), while a block of ``H`` that stays cache-resident keeps
+the narrow rate. Each output element is the
 same sum in the same order either way (MKL sums a row's products in CSR order, multiply
 then add, at every width), so the blocked product equals the unblocked one bit for bit.
 """
@@ -23,7 +24,8 @@ import torch
 from hpcgnn.backend.csr import index_dtype, to_torch_csr
 
 __all__ = [
-    "column_block", "index_dtype", "sparse_matmul", "spmm", "to_torch_csr", "transposed_csr",
+    "column_block",
+    "default_block", "index_dtype", "sparse_matmul", "spmm", "to_torch_csr", "transposed_csr",
 ]
 
 #: Bytes of a column block of ``H`` the host SpMM aims to keep cache-resident (half of one
@@ -45,6 +47,18 @@ def column_block(rows: int, width: int, itemsize: int) -> int:
     return max(1, min(width, max(line, fit)))
 
 
+def default_block(rows: int, width: int, itemsize: int) -> int:
+    """The host SpMM's column block: :func:`column_block` when torch runs one thread, else whole.
+
+    With more threads each block's product is a parallel region of its own; on a loaded
+    machine (load 25-33 on 2 cores) each cost tens of milliseconds, and the blocked product
+    took 4-8x torch's single call at 2 threads. One thread per rank (``make run``) gains.
+    """
+    if torch.get_num_threads() != 1:
+        return width
+    return column_block(rows, width, itemsize)
+
+
 def spmm(a: torch.Tensor, h: torch.Tensor, block: int | None = None) -> torch.Tensor:
     """Return ``a @ h`` for a ``torch.sparse_csr`` matrix ``a`` and dense ``h``.
 
@@ -58,7 +72,7 @@ def spmm(a: torch.Tensor, h: torch.Tensor, block: int | None = None) -> torch.Te
     h
         The dense operand, ``a.shape[1]`` rows.
     block
-        Columns of ``h`` per product on the host; ``None``: :func:`column_block` of
+        Columns of ``h`` per product on the host; ``None``: :func:`default_block` of
         ``h``'s shape. A device operand is multiplied whole (cuSPARSE does its own
         tiling), and so is a product autograd records (an operand requiring a gradient:
         its backward stays torch's own). Any block gives the same result bit for bit.
@@ -70,7 +84,7 @@ def spmm(a: torch.Tensor, h: torch.Tensor, block: int | None = None) -> torch.Te
     if h.device.type != "cpu" or recorded:
         return torch.sparse.mm(a, h)
     if block is None:
-        block = column_block(h.shape[0], width, h.element_size())
+        block = default_block(h.shape[0], width, h.element_size())
     if block >= width:
         return torch.sparse.mm(a, h)
     return _column_blocks(a, h, block)

@@ -5,6 +5,7 @@ import torch
 
 from hpcgnn.kernels.spmm import (
     column_block,
+    default_block,
     index_dtype,
     sparse_matmul,
     spmm,
@@ -108,6 +109,17 @@ def test_the_blocked_spmm_on_empty_and_degenerate_blocks():
     assert spmm(t, h[:, :0], block=4).shape == (60, 0)  # no columns
 
 
+def test_the_default_blocks_with_one_thread_only():
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        assert default_block(20_000, 256, 4) == 16
+        torch.set_num_threads(2)
+        assert default_block(20_000, 256, 4) == 256
+    finally:
+        torch.set_num_threads(threads)
+
+
 def test_column_blocks_are_cache_lines_sized_to_the_cache():
     assert column_block(20_000, 256, 4) == 16  # 1.3 MB of H per 16 columns: one line
     assert column_block(20_000, 256, 8) == 8  # a float64 line
@@ -152,10 +164,13 @@ def test_local_aggregation_is_blocked_at_width_above_a_line(monkeypatch):
         module.torch.sparse, "mm", lambda m, d: calls.append(d.shape) or sparse_mm(m, d)
     )
     monkeypatch.setattr(module, "BLOCK_BYTES", 1)  # blocks of one line: 16 columns
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the default blocks with one thread only
     x = h.clone().requires_grad_(True)
     out = aggregate(x, op)
     out.backward(torch.ones_like(out))
     assert [c[1] for c in calls] == [16, 16, 8, 16, 16, 8]
+    torch.set_num_threads(threads)
     monkeypatch.undo()
     assert torch.equal(out.detach(), torch.sparse.mm(op.a_t, h))
     assert torch.equal(x.grad, torch.sparse.mm(op.a, torch.ones(90, 40)))

@@ -25,7 +25,12 @@ from hpcgnn.backend.csr import index_dtype, to_torch_csr
 
 __all__ = [
     "column_block",
-    "default_block", "index_dtype", "sparse_matmul", "spmm", "to_torch_csr", "transposed_csr",
+    "default_block",
+    "index_dtype",
+    "sparse_matmul",
+    "spmm",
+    "to_torch_csr",
+    "transposed_csr",
 ]
 
 #: Bytes of a column block of ``H`` the host SpMM aims to keep cache-resident (half of one

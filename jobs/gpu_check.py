@@ -18,7 +18,10 @@ the emulated GPU anywhere (``HPCGNN_EMULATE_CUDA=1 make gpu-check``, as CI does)
    interleaved rounds, zero-copy loads from the pinned host tier: :data:`OFFLOAD_PATHS`)
    at 2 ranks, each equal to today's path on the GPU bit for bit and to the CPU path (on
    the emulated GPU bit for bit), with the same bytes; and the zero-copy kernel on its own;
-7. **benchmark** — the Reddit-sized GPU benchmark, once it exists.
+7. **benchmark** — the Reddit-sized GPU benchmark, once it exists;
+8. **spmm by width** — ``perf/bench_spmm.py --device cuda``: hpcgnn's SpMM (int32 indices)
+   and torch's plain one (int64) at widths 16, 64, 128 and 256 against the gathered-row
+   traffic at the device's copy bandwidth (a 500,000-vertex SBM graph; 2,000 emulated).
 
 The summary table is printed last and written to ``perf/results/gpu-<date>.md``
 (``--out``; ``gpu-emulated-<date>.md`` on the emulated GPU, which git ignores). The
@@ -46,6 +49,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 #: The GPU benchmarks (Reddit-sized on a GPU, tiny on the emulated one) and their table.
 BENCHMARK = ROOT / "perf" / "bench_gpu.py"
+#: The SpMM-by-width benchmark, and its graph's vertices on a GPU and on the emulated one.
+SPMM_BENCHMARK = ROOT / "perf" / "bench_spmm.py"
+SPMM_NODES = {"gpu": 500_000, "gpu-emulated": 2_000}
 RESULTS = ROOT / "perf" / "results"
 #: The rows step's sizes: source rows, row ids, row width (a GPU; the emulated GPU).
 ROWS_SIZES = {"gpu": (1 << 18, 1 << 19, 128), "emulated": (2_000, 4_000, 16)}
@@ -243,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
                    default=ROOT / "perf" / "results" / f"{kind}-{dt.date.today().isoformat()}.md")
     p.add_argument("--step-timeout", type=float, default=300.0)
     p.add_argument("--bench-timeout", type=float, default=420.0)
-    p.add_argument("--steps", default="kernels,rows,gpu,matrix,offload,benchmark",
+    p.add_argument("--steps", default="kernels,rows,gpu,matrix,offload,benchmark,spmm",
                    help="which steps after the probe (a rerun of the failed ones)")
     args = p.parse_args(argv)
     t_start = time.perf_counter()
@@ -301,6 +307,14 @@ def main(argv: list[str] | None = None) -> int:
     elif "benchmark" in chosen:
         steps.append({"step": "benchmark", "ok": True, "seconds": 0.0,
                       "result": f"skipped: {BENCHMARK.relative_to(ROOT)} does not exist yet"})
+    spmm_name = f"bench_spmm_{kind.replace('-', '_')}"
+    spmm_table = RESULTS / f"{spmm_name}.md"
+    if "spmm" in chosen:
+        spmm_table.unlink(missing_ok=True)
+        quick = ["--repeats", "2", "--copy-mib", "16"] if kind == "gpu-emulated" else []
+        bench = [sys.executable, str(SPMM_BENCHMARK), "--device", "cuda", "--nodes",
+                 str(SPMM_NODES[kind]), "--name", spmm_name, *quick]
+        steps.append(run_step("spmm by width", bench, env, args.step_timeout))
 
     total = time.perf_counter() - t_start
     lines = [f"# gpu-check {dt.datetime.now().isoformat(timespec='seconds')}", "",
@@ -315,6 +329,8 @@ def main(argv: list[str] | None = None) -> int:
                   *rows_table]
     if bench_table.exists():
         lines += ["", "## Benchmarks (perf/bench_gpu.py)", "", bench_table.read_text()]
+    if spmm_table.exists():
+        lines += ["", "## SpMM by width (perf/bench_spmm.py)", "", spmm_table.read_text()]
     text = "\n".join(lines) + "\n"
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)

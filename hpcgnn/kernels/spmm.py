@@ -1,10 +1,19 @@
 """Local sparse x dense products, the one place that picks the SpMM implementation.
 
 Every local SpMM of the distributed algorithms calls :func:`spmm`, and every sparse block
-becomes a tensor through :func:`to_torch_csr`; results are allocated on the device of
-their input: ``torch.sparse.mm`` on ``torch.sparse_csr`` tensors, which is cuSPARSE on a
-GPU. :func:`sparse_matmul` multiplies a sampled hop matrix (SciPy CSR, minibatch mode)
-with dense rows, differentiably, through the same :func:`spmm` on every device.
+becomes a tensor through :func:`to_torch_csr` (int32 indices on a GPU where they fit);
+results are allocated on the device of their input: ``torch.sparse.mm`` on
+``torch.sparse_csr`` tensors, which is cuSPARSE on a GPU and MKL on the host.
+:func:`sparse_matmul` multiplies a sampled hop matrix (SciPy CSR, minibatch mode) with
+dense rows, differentiably, through the same :func:`spmm` on every device.
+
+On the host, with one torch thread, a wide dense operand is multiplied in column blocks
+(:func:`column_block`, :func:`default_block`): MKL's CSR SpMM gathers whole rows of ``H``
+per nonzero and falls to a third of its per-column rate once ``H`` outgrows the cache
+(width >= 64 on a 20k-vertex graph), while a block of ``H`` that stays cache-resident keeps
+the narrow rate. Each output element is the
+same sum in the same order either way (MKL sums a row's products in CSR order, multiply
+then add, at every width), so the blocked product equals the unblocked one bit for bit.
 """
 
 from __future__ import annotations
@@ -12,21 +21,92 @@ from __future__ import annotations
 import scipy.sparse as sp
 import torch
 
-from hpcgnn.backend.csr import to_torch_csr
+from hpcgnn.backend.csr import index_dtype, to_torch_csr
 
-__all__ = ["sparse_matmul", "spmm", "to_torch_csr", "transposed_csr"]
+__all__ = [
+    "column_block",
+    "default_block",
+    "index_dtype",
+    "sparse_matmul",
+    "spmm",
+    "to_torch_csr",
+    "transposed_csr",
+]
+
+#: Bytes of a column block of ``H`` the host SpMM aims to keep cache-resident (half of one
+#: core's 1 MiB L2 here: the rows a block gathers stay there between nonzeros).
+BLOCK_BYTES = 512 * 1024
+#: Narrowest column block, in bytes per row: one 64-byte cache line (16 float32 columns),
+#: what one gathered row brings in anyway.
+LINE_BYTES = 64
 
 
-def spmm(a: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+def column_block(rows: int, width: int, itemsize: int) -> int:
+    """Columns per block of a ``rows x width`` dense operand in the host SpMM.
+
+    The widest multiple of a cache line (:data:`LINE_BYTES`) whose block of ``H`` fits
+    :data:`BLOCK_BYTES`, at least one line and at most ``width`` (``width``: no blocking).
+    """
+    line = max(1, LINE_BYTES // itemsize)
+    fit = BLOCK_BYTES // max(1, rows * itemsize) // line * line
+    return max(1, min(width, max(line, fit)))
+
+
+def default_block(rows: int, width: int, itemsize: int) -> int:
+    """The host SpMM's column block: :func:`column_block` when torch runs one thread, else whole.
+
+    With more threads each block's product is a parallel region of its own; on a loaded
+    machine (load 25-33 on 2 cores) each cost tens of milliseconds, and the blocked product
+    took 4-8x torch's single call at 2 threads. One thread per rank (``make run``) gains.
+    """
+    if torch.get_num_threads() != 1:
+        return width
+    return column_block(rows, width, itemsize)
+
+
+def spmm(a: torch.Tensor, h: torch.Tensor, block: int | None = None) -> torch.Tensor:
     """Return ``a @ h`` for a ``torch.sparse_csr`` matrix ``a`` and dense ``h``.
 
     Handles empty blocks (zero rows, columns or nonzeros) that appear on uneven grids. The
     result lives on ``h``'s device.
+
+    Parameters
+    ----------
+    a
+        The sparse matrix, on ``h``'s device.
+    h
+        The dense operand, ``a.shape[1]`` rows.
+    block
+        Columns of ``h`` per product on the host; ``None``: :func:`default_block` of
+        ``h``'s shape. A device operand is multiplied whole (cuSPARSE does its own
+        tiling), and so is a product autograd records (an operand requiring a gradient:
+        its backward stays torch's own). Any block gives the same result bit for bit.
     """
-    rows = a.shape[0]
-    if rows == 0 or h.shape[1] == 0 or a.shape[1] == 0 or a.values().numel() == 0:
-        return torch.zeros((rows, h.shape[1]), dtype=h.dtype, device=h.device)
-    return torch.sparse.mm(a, h)
+    rows, width = a.shape[0], h.shape[1]
+    if rows == 0 or width == 0 or a.shape[1] == 0 or a.values().numel() == 0:
+        return torch.zeros((rows, width), dtype=h.dtype, device=h.device)
+    recorded = torch.is_grad_enabled() and (h.requires_grad or a.requires_grad)
+    if h.device.type != "cpu" or recorded:
+        return torch.sparse.mm(a, h)
+    if block is None:
+        block = default_block(h.shape[0], width, h.element_size())
+    if block >= width:
+        return torch.sparse.mm(a, h)
+    return _column_blocks(a, h, block)
+
+
+def _column_blocks(a: torch.Tensor, h: torch.Tensor, block: int) -> torch.Tensor:
+    """``a @ h`` on the host as one product per ``block`` columns of ``h`` (the last narrower).
+
+    Each block of ``h`` is copied out contiguous, multiplied and copied into its columns of
+    the output. (Laying all blocks out by one permuting copy and multiplying into one
+    buffer measured 2-3x slower: torch's permuting copies are slow here.)
+    """
+    rows, width = a.shape[0], h.shape[1]
+    out = torch.empty((rows, width), dtype=torch.promote_types(a.dtype, h.dtype))
+    for lo in range(0, width, block):
+        out[:, lo : lo + block] = torch.sparse.mm(a, h[:, lo : lo + block].contiguous())
+    return out
 
 
 class _SparseMatmul(torch.autograd.Function):
@@ -84,9 +164,10 @@ def transposed_csr(a: torch.Tensor) -> torch.Tensor:
     """``A^T`` of a ``torch.sparse_csr`` tensor, on its device, as SciPy's ``A.T.tocsr()``.
 
     In SciPy's entry order (:func:`transpose_index`), so the SpMM of the backward sums in
-    the same order whichever way the matrix came.
+    the same order whichever way the matrix came; with ``a``'s index dtype.
     """
     rows, cols = a.shape
+    idx = a.crow_indices().dtype
     row, perm, crow_t = transpose_index(a.crow_indices(), a.col_indices(), cols)
-    return torch.sparse_csr_tensor(crow_t, row[perm], a.values()[perm], size=(cols, rows),
-                                   check_invariants=False)
+    return torch.sparse_csr_tensor(crow_t.to(idx), row[perm].to(idx), a.values()[perm],
+                                   size=(cols, rows), check_invariants=False)

@@ -71,10 +71,13 @@ class SampledHop:
         if self.on_device:
             import torch
 
+            from hpcgnn.kernels.spmm import index_dtype
+
             values = self.values.to(torch.float32 if np.dtype(dtype) == np.float32
                                     else torch.float64)
-            return torch.sparse_csr_tensor(self.indptr, self.indices, values, size=shape,
-                                           check_invariants=False)
+            idx = index_dtype(len(self.indices), shape, self.indices.device)
+            return torch.sparse_csr_tensor(self.indptr.to(idx), self.indices.to(idx), values,
+                                           size=shape, check_invariants=False)
         return sp.csr_matrix((self.values.astype(dtype), self.indices, self.indptr),
                              shape=shape)
 

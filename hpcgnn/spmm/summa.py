@@ -39,7 +39,7 @@ import torch
 from hpcgnn.comm.communicator import Comm
 from hpcgnn.errors import GridError
 from hpcgnn.grid.process_grid import ProcessGrid
-from hpcgnn.kernels.spmm import spmm
+from hpcgnn.kernels.spmm import index_dtype, spmm
 from hpcgnn.layout.summa import (
     Segment,
     SummaLayout,
@@ -103,11 +103,12 @@ def numpy_dtype(dtype: torch.dtype) -> np.dtype:
 def unpack_block(
     message: torch.Tensor, shape: tuple[int, int], n: int, nnz: int, dtype: torch.dtype,
 ) -> torch.Tensor:
-    """The ``torch.sparse_csr`` block (int64 indices) of a :func:`pack_block` message.
+    """The ``torch.sparse_csr`` block of a :func:`pack_block` message.
 
     Unpacked where ``message`` (``uint8``) lives, on the device without a host copy: the
     integers and values are views of it (the values copied only where the index section
     leaves them misaligned), a hypersparse block's COO rows become ``indptr`` by a count.
+    Indices of :func:`~hpcgnn.kernels.spmm.index_dtype` (int32 on a GPU where they fit).
     """
     rows = shape[0]
     if nnz == 0:  # an empty message (torch cannot view zero bytes as another dtype)
@@ -124,7 +125,9 @@ def unpack_block(
     if nnz < rows + 1:  # COO row ids -> indptr
         counts = torch.bincount(head, minlength=rows)
         head = torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)])
-    return torch.sparse_csr_tensor(head, indices, values, size=shape, check_invariants=False)
+    idx = index_dtype(nnz, shape, message.device)
+    return torch.sparse_csr_tensor(head.to(idx), indices.to(idx), values, size=shape,
+                                   check_invariants=False)
 
 
 class SummaSpMM:

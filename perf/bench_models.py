@@ -162,34 +162,27 @@ def main() -> None:
     models = [m for m in args.models.split(",") if m]
     pyg_inputs = tuple(n for n in args.pyg_inputs.split(",") if n)
     start_load = load_average()
-    times, traffic = [], []
+    times: list[dict] = []
+    traffic: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         path = str(prepare(tmp / "g.h5", "sbm", args.sbm, features=args.features, parts=args.procs))
         todo = [(f"SBM-{args.sbm // 1000}k", path)]
-        if args.rmat:
-            todo.append(
-                (
-                    f"RMAT-{args.rmat // 1000}k",
-                    str(prepare(tmp / "rmat.h5", "rmat", args.rmat, features=args.features)),
-                )
-            )
         if args.planetoid_root:
             todo += [
                 (n, planetoid_file(args.planetoid_root, n, tmp / f"{n}.h5"))
                 for n in args.planetoid.split(",")
                 if n
             ]
+        if args.rmat:
+            rmat = prepare(tmp / "rmat.h5", "rmat", args.rmat, features=args.features)
+            todo.append((f"RMAT-{args.rmat // 1000}k", str(rmat)))
+        rows = len(todo) * len(models)
         for label, graph in todo:
             for model in models:
+                cfg = config(model, args)
                 r = interleaved(
-                    graph,
-                    config(model, args),
-                    args.threads,
-                    args.epochs,
-                    args.warmup,
-                    args.repeats,
-                    pyg_inputs,
+                    graph, cfg, args.threads, args.epochs, args.warmup, args.repeats, pyg_inputs
                 )
                 goal = target(label, model)
                 times.append(
@@ -202,20 +195,31 @@ def main() -> None:
                     }
                 )
                 print(
-                    f"{label} {model}: hpcgnn / PyG-best {r['ratio_median']:.3f}",
-                    file=sys.stderr,
-                    flush=True,
+                    f"{label} {model}: hpcgnn / PyG-best {r['ratio_median']:.3f}", file=sys.stderr
                 )
+                report(args, pyg_inputs, start_load, times, rows, traffic)  # partial results
         for model in (m for m in args.bytes_models.split(",") if m):
             cfg = config(model, args)
             for algo in ALGORITHMS:
                 grid = grid_of(algo, args.procs)
                 if algo in KINDS[model].modes and grid is not None:
                     traffic.append(bytes_per_epoch(path, cfg, algo, grid, args.procs, tmp))
+    report(args, pyg_inputs, start_load, times, rows, traffic)
+
+
+def report(
+    args: argparse.Namespace,
+    pyg_inputs: tuple[str, ...],
+    start_load: str,
+    times: list[dict],
+    rows: int,
+    traffic: list[dict],
+) -> None:
+    """Save the results so far: ``times`` of the ``rows`` timings, then the ``traffic``."""
     loads = (start_load, load_average())
     doc = {
         "graph": f"SBM-{args.sbm // 1000}k",
-        "time_graphs": [label for label, _ in todo],
+        "time_graphs": sorted({t["graph"] for t in times}),
         "features": args.features,
         "layers": args.layers,
         "hidden": args.hidden,
@@ -248,6 +252,7 @@ def main() -> None:
             for t in traffic
         ],
     )
+    partial = [] if len(times) == rows else [f"Partial: {len(times)} of {rows} timings so far."]
     time_table = markdown(
         f"Full-batch epoch, one rank: hpcgnn vs PyG's layer at its best ({args.layers}"
         f" layers, hidden {args.hidden}, GAT {args.heads} heads; generated graphs"
@@ -265,7 +270,7 @@ def main() -> None:
             ]
             for t in times
         ],
-        time_notes(pyg_inputs, loads),
+        [*time_notes(pyg_inputs, loads), *partial],
     )
     save(args.name, doc, byte_table + "\n" + time_table)
 

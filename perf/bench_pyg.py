@@ -566,7 +566,7 @@ def main() -> None:
     if args.nodes:
         args.rmat = ",".join(filter(None, [args.rmat, str(args.nodes)]))
     cfg = TrainConfig(layers=args.layers, hidden=args.hidden, dropout=0.5)
-    rows, results = [], []
+    results: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
         todo = graphs(args, Path(tmp))
         if not todo:
@@ -581,10 +581,18 @@ def main() -> None:
                 path, cfg, args.threads, args.epochs, args.warmup, args.repeats, pyg_inputs
             )
             results.append({"graph": label, **r})
-            rows.append([label, *time_cells(r)])
-            print(
-                f"{label}: hpcgnn / PyG-best {r['ratio_median']:.3f}", file=sys.stderr, flush=True
-            )
+            print(f"{label}: hpcgnn / PyG-best {r['ratio_median']:.3f}", file=sys.stderr)
+            report(args, pyg_inputs, start_load, results, len(todo))  # partial results
+
+
+def report(
+    args: argparse.Namespace,
+    pyg_inputs: tuple[str, ...],
+    start_load: str,
+    results: list[dict],
+    rows: int,
+) -> None:
+    """Save the ``results`` so far (of ``rows`` graphs)."""
     loads = (start_load, load_average())
     doc = {
         "layers": args.layers,
@@ -600,13 +608,14 @@ def main() -> None:
         "torch": torch.__version__,
         **pyg_versions(),
     }
+    partial = [] if len(results) == rows else [f"Partial: {len(results)} of {rows} graphs so far."]
     table = markdown(
         f"Full-batch GCN epoch, one rank: hpcgnn vs PyG GCNConv at its best ({args.layers}"
         f" layers, hidden {args.hidden}, {args.threads} thread(s); interleaved,"
         f" {args.repeats} x {args.epochs} epochs)",
         ["graph", *time_header(pyg_inputs)],
-        rows,
-        time_notes(pyg_inputs, loads),
+        [[r["graph"], *time_cells(r)] for r in results],
+        [*time_notes(pyg_inputs, loads), *partial],
     )
     save(args.name, doc, table)
 

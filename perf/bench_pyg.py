@@ -487,8 +487,8 @@ def time_notes(pyg_inputs: tuple[str, ...], loads: tuple[str, str], clock: str) 
         " GCNConv (cached normalisation), SAGEConv and GINConv aggregate adj_t by one SpMM"
         " (torch.sparse.mm); GATConv takes adj_t but has no fused path (messages per edge).",
         "floor: the model's products alone in bare torch (CSR SpMMs, dense matmuls, GAT's"
-        " SDDMM; forward and backward) without dropout, activations, loss, autograd or"
-        " optimiser: what no implementation on this machine goes below.",
+        " SDDMM; forward and backward) without dropout, activations, softmax, loss, autograd"
+        " or optimiser: what an epoch computing these products in this torch costs at least.",
         f"Load average (1, 5, 15 min) at the start: {loads[0]}; at the end: {loads[1]}"
         " (2 cores, shared with other work: absolute times are noisy, the interleaved"
         " ratios less so).",

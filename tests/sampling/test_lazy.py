@@ -9,7 +9,7 @@ from mpi4py import MPI
 
 from hpcgnn.grid import ProcessGrid
 from hpcgnn.io import GraphFile
-from hpcgnn.sampling import bulk
+from hpcgnn.sampling import bulk, memory
 from hpcgnn.sampling.bulk import BulkSampler, my_share, read_train_ids, sample_stack
 from hpcgnn.sampling.lazy import LazyShare
 from hpcgnn.sampling.rows import read_pattern
@@ -72,6 +72,7 @@ def test_replicated_share_is_the_eager_samples_a_group_at_a_time(
     with ProcessGrid.create(MPI.COMM_WORLD, "1.5d", replication=1) as grid:
         for limit, groups in ((1 << 18, min(1, len(share))), (1, len(share))):
             monkeypatch.setattr(bulk, "MAX_STACK_ENTRIES", limit)
+            monkeypatch.setattr(memory, "MAX_STACK_ENTRIES", limit)  # the sampler's budget
             sampler = BulkSampler(spec, grid, path, "replicated")
             grid.stats.reset()
             mine = sampler.sample(1, batches, 3)

@@ -52,14 +52,21 @@ def column_block(rows: int, width: int, itemsize: int) -> int:
     return max(1, min(width, max(line, fit)))
 
 
-def default_block(rows: int, width: int, itemsize: int) -> int:
-    """The host SpMM's column block: :func:`column_block` when torch runs one thread, else whole.
+#: Widest dense row, in bytes, that torch's one call takes whole when it runs several
+#: threads: on a quiet 2-core machine (SBM-20k) the whole product and column blocks were
+#: even up to 128 float32 columns, and blocks 1.2-3x faster at 256 and 1.5x at 512.
+WHOLE_ROW_BYTES = 512
 
-    With more threads each block's product is a parallel region of its own; on a loaded
-    machine (load 25-33 on 2 cores) each cost tens of milliseconds, and the blocked product
-    took 4-8x torch's single call at 2 threads. One thread per rank (``make run``) gains.
+
+def default_block(rows: int, width: int, itemsize: int) -> int:
+    """The host SpMM's column block: :func:`column_block` at one torch thread, or wide rows.
+
+    At one thread blocks win from 64 columns up. With more threads each block's product is
+    a parallel region of its own, so rows up to :data:`WHOLE_ROW_BYTES` go whole (blocks
+    lost up to 1.5x at 64 columns there, and at a load of 25-33 on 2 cores they took 4-8x
+    the single call); wider ones are blocked.
     """
-    if torch.get_num_threads() != 1:
+    if torch.get_num_threads() != 1 and width * itemsize <= WHOLE_ROW_BYTES:
         return width
     return column_block(rows, width, itemsize)
 

@@ -109,13 +109,17 @@ def test_the_blocked_spmm_on_empty_and_degenerate_blocks():
     assert spmm(t, h[:, :0], block=4).shape == (60, 0)  # no columns
 
 
-def test_the_default_blocks_with_one_thread_only():
+def test_the_default_blocks_at_one_thread_or_wide_rows():
     threads = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
         assert default_block(20_000, 256, 4) == 16
+        assert default_block(20_000, 64, 4) == 16
         torch.set_num_threads(2)
-        assert default_block(20_000, 256, 4) == 256
+        assert default_block(20_000, 128, 4) == 128  # 512 bytes a row: whole
+        assert default_block(20_000, 256, 4) == 16
+        assert default_block(20_000, 64, 8) == 64  # float64: 512 bytes, whole
+        assert default_block(20_000, 80, 8) == 8  # 640 bytes: float64 lines
     finally:
         torch.set_num_threads(threads)
 

@@ -33,8 +33,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from bench_pyg import (
-    CLOCKS,
-    PYG_INPUTS,
+    add_timing_arguments,
     interleaved,
     load_average,
     planetoid_file,
@@ -154,20 +153,7 @@ def main() -> None:
     p.add_argument("--hidden", type=int, default=16)
     p.add_argument("--heads", type=int, default=4, help="GAT's heads of the hidden layers")
     p.add_argument("--epochs", type=int, default=10, help="timed epochs per repetition")
-    p.add_argument("--warmup", type=int, default=2)
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--threads", type=int, default=torch.get_num_threads())
-    p.add_argument(
-        "--pyg-inputs",
-        default=",".join(PYG_INPUTS),
-        help=f"PyG's graph inputs to time (of {','.join(PYG_INPUTS)}); PyG-best is the fastest",
-    )
-    p.add_argument(
-        "--clock",
-        choices=sorted(CLOCKS),
-        default="wall",
-        help="time epochs by wall-clock or by CPU time (a loaded machine; with --threads 1)",
-    )
+    add_timing_arguments(p)
     p.add_argument("--procs", type=int, default=4, help="ranks of the byte runs")
     p.add_argument("--name", default="bench_models", help="results name in perf/results")
     args = p.parse_args()

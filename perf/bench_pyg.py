@@ -428,6 +428,24 @@ def interleaved(
     return out
 
 
+def add_timing_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags of the interleaved timing both PyG benches share (:func:`interleaved`)."""
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--threads", type=int, default=torch.get_num_threads())
+    p.add_argument(
+        "--pyg-inputs",
+        default=",".join(PYG_INPUTS),
+        help=f"PyG's graph inputs to time (of {','.join(PYG_INPUTS)}); PyG-best is the fastest",
+    )
+    p.add_argument(
+        "--clock",
+        choices=sorted(CLOCKS),
+        default="wall",
+        help="time epochs by wall-clock or by CPU time (a loaded machine; with --threads 1)",
+    )
+
+
 def load_average() -> str:
     """``uptime``'s load averages (1, 5, 15 minutes), as text."""
     return " ".join(f"{v:.2f}" for v in os.getloadavg())
@@ -562,20 +580,7 @@ def main() -> None:
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--hidden", type=int, default=16)
     p.add_argument("--epochs", type=int, default=20, help="timed epochs per repetition")
-    p.add_argument("--warmup", type=int, default=2)
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--threads", type=int, default=torch.get_num_threads())
-    p.add_argument(
-        "--pyg-inputs",
-        default=",".join(PYG_INPUTS),
-        help=f"PyG's graph inputs to time (of {','.join(PYG_INPUTS)}); PyG-best is the fastest",
-    )
-    p.add_argument(
-        "--clock",
-        choices=sorted(CLOCKS),
-        default="wall",
-        help="time epochs by wall-clock or by CPU time (a loaded machine; with --threads 1)",
-    )
+    add_timing_arguments(p)
     p.add_argument("--name", default="bench_pyg", help="results name in perf/results")
     args = p.parse_args()
     pyg_inputs = tuple(_names(args.pyg_inputs))

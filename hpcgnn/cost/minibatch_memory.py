@@ -22,6 +22,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from hpcgnn.cost.ranking import HEAP_REUSE
+
 #: The parts of :func:`minibatch_memory_parts`, in the order they are printed.
 MINIBATCH_PARTS = (
     "graph_pattern", "features", "samples", "sampling_temporaries", "batch_inputs",
@@ -34,8 +36,6 @@ ID, PTR, VALUE = 8, 8, 8
 INPUT_COPIES = 3
 #: Values per activation entry alive in a sampled step (input, output, mask, gradient).
 ACTIVATION_COPIES = 4
-#: The heap the allocator keeps beyond a step's temporaries (``ranking.HEAP_REUSE``).
-HEAP_REUSE = 0.5
 #: Bytes per nonzero of ``S`` read that reading its pattern passes through besides the
 #: pattern kept: the file's 64-bit ids and SciPy's sorted copy.
 LOAD_BYTES_PER_NNZ = 16
@@ -163,7 +163,8 @@ def minibatch_memory_parts(
         - ``evaluation``: the full-graph evaluation of its rows (the operator block and
           two layer widths of activations, a received block);
         - ``weights_adam``: ``weights``;
-        - ``heap_reuse``: :data:`HEAP_REUSE` of the step's temporaries;
+        - ``heap_reuse``: ``ranking.HEAP_REUSE`` of the step's temporaries (the heap the
+          allocator keeps beyond them, as the full-batch estimate counts it);
         - ``temporaries``: the graph check's block (``scan``), whose freed memory the
           step's larger blocks do not fit in, and what reading the pattern
           (:data:`LOAD_BYTES_PER_NNZ`) and Cluster-GCN's clustering

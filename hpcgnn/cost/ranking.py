@@ -24,7 +24,7 @@ from hpcgnn.cost.paper import PAPER_ALGORITHMS, paper_words
 from hpcgnn.cost.predict import PREDICTORS, predict
 from hpcgnn.cost.summa import SummaBlockNnz, predict_summa
 from hpcgnn.io.reader import GraphMeta
-from hpcgnn.io.validate import EDGE_BLOCK, SCAN_BYTES_PER_ENTRY
+from hpcgnn.io.validate import scan_bytes
 from hpcgnn.layout.order import layer_sizes
 from hpcgnn.layout.shapes import GridShape, admissible_shapes
 from hpcgnn.layout.trace import ATTENTION, aggregation_widths, uses
@@ -155,7 +155,7 @@ def memory_parts(
         attention += itemsize * (4 * edges * heads + 2 * meta.num_nodes * gathered)
     epoch = activations + attention + buffers
     load = 2 * LOAD_BYTES_PER_NNZ * nnz + 2 * 8 * meta.num_nodes
-    scan = SCAN_BYTES_PER_ENTRY * min(meta.num_edges / shape.size, EDGE_BLOCK)
+    scan = scan_bytes(meta.num_edges, shape.size)
     parts = {
         "graph_blocks": graph, "features": features, "activations": activations,
         "attention": attention, "weights_adam": weight_bytes(meta, cfg, cfg.weights_per_layer),

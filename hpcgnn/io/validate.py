@@ -54,6 +54,17 @@ EDGE_BLOCK = 1 << 20
 #: 64-bit ids and values, its 64-bit rows, a fingerprint's key and temporary), measured:
 #: 40 MiB for a block of :data:`EDGE_BLOCK` entries.
 SCAN_BYTES_PER_ENTRY = 40
+
+
+def scan_bytes(num_edges: float, ranks: int) -> float:
+    """Bytes one rank's block of the graph check holds (the memory estimates' part).
+
+    Its ``1 / ranks`` of the edges, at most :data:`EDGE_BLOCK` of them, at
+    :data:`SCAN_BYTES_PER_ENTRY` each.
+    """
+    return SCAN_BYTES_PER_ENTRY * min(num_edges / ranks, EDGE_BLOCK)
+
+
 #: Rows of ``indptr``, labels and masks read per block.
 ROW_BLOCK = 1 << 20
 #: Bytes of feature rows read per block.

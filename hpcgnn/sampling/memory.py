@@ -12,7 +12,7 @@ from hpcgnn.config import TrainConfig
 from hpcgnn.cost.minibatch_memory import SampleSizes, minibatch_memory_parts
 from hpcgnn.cost.ranking import weight_bytes
 from hpcgnn.io.reader import GraphMeta
-from hpcgnn.io.validate import EDGE_BLOCK, SCAN_BYTES_PER_ENTRY
+from hpcgnn.io.validate import scan_bytes
 from hpcgnn.layout.order import layer_sizes
 from hpcgnn.sampling.spec import (
     DEFAULT_CLUSTER_SIZE,
@@ -80,5 +80,5 @@ def minibatch_memory(
         layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, cfg.layers),
         cfg.itemsize, sample_sizes(spec, meta.num_nodes, layout, budget), (q, c),
         layout == LAYOUTS[0], weight_bytes(meta, cfg, cfg.kind.weights_per_layer),
-        SCAN_BYTES_PER_ENTRY * min(meta.num_edges / (q * c), EDGE_BLOCK),
+        scan_bytes(meta.num_edges, q * c),
     )

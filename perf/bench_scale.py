@@ -6,7 +6,10 @@ halo runs (``hpcgnn partition``; its wall time and peak memory, the command's ow
 lines on the terminal), then run ``hpcgnn train`` for every ``--algos`` at every
 ``--procs`` under ``mpiexec`` and record, from the metrics: the epoch's median time, the
 time per stored edge, and each rank's peak memory above its start against the memory
-check's prediction (``memory.predicted_bytes``, what ``hpcgnn model`` prints). With
+check's prediction (``memory.predicted_bytes``, what ``hpcgnn model`` prints). The epoch
+time is the steady state's: the median of the epochs after the first ``--warmup`` (which
+page-fault the run's memory in: at 4M vertices those took up to 2.9x a steady epoch); the
+first epochs' times and new pages are kept in the JSON. With
 ``--pyg`` one process of PyG's ``GCNConv`` on the same graph, both paths (``edge_index``
 and the sparse ``adj_t``), where the graph fits (``--pyg-max-nodes``).
 
@@ -17,6 +20,7 @@ largest measured / predicted peak (goal: at most 1.25). Writes
 fit) is recorded with its error line and the rest go on.
 
     python perf/bench_scale.py                                   # 250K, 1M, 4M
+    python perf/bench_scale.py --graphs /scratch/rmat              # keep graphs, METIS parts
     python perf/bench_scale.py --sizes 20000,80000 --procs 1,2 --name bench_scale_small
 """
 
@@ -26,6 +30,7 @@ import argparse
 import json
 import multiprocessing as mp
 import os
+import statistics
 import subprocess
 import tempfile
 import time
@@ -70,14 +75,18 @@ def train(graph: Path, algo: str, procs: int, args: argparse.Namespace, tmp: Pat
         lines = (proc.stderr + proc.stdout).strip().splitlines()
         return {"error": (lines or [f"exit {proc.returncode}"])[-1][:160]}
     doc = json.loads(metrics.read_text())
+    epochs = doc["epochs"]
+    steady = [e["time_s"] for e in epochs[args.warmup:]] or [e["time_s"] for e in epochs]
     mem = doc["memory"]
     peak = [(p - s) / MIB for p, s in zip(mem["peak_bytes"], mem["phases"]["start"],
                                            strict=True)]
     predicted = [b / MIB for b in mem["predicted_bytes"]]
     busiest = max(range(procs), key=lambda r: peak[r])
-    epoch = doc["time"]["epoch_median_s"]
     edges = doc["graph"]["num_edges"] if "graph" in doc else None
-    return {"grid": doc["config"].get("grid"), "epoch_s": epoch, "edges": edges,
+    return {"grid": doc["config"].get("grid"), "epoch_s": statistics.median(steady),
+            "epoch_median_all_s": doc["time"]["epoch_median_s"],
+            "warmup_s": [e["time_s"] for e in epochs[:args.warmup]],
+            "new_pages": [e.get("new_pages") for e in epochs], "edges": edges,
             "peak_mib": peak[busiest], "predicted_mib": predicted[busiest],
             "memory_ratio": peak[busiest] / predicted[busiest]}
 
@@ -88,8 +97,6 @@ def pyg(graph: Path, args: argparse.Namespace) -> dict:
         from bench_pyg import pyg_step
     except ImportError as exc:
         return {"error": f"PyG not installed ({exc})"}
-    import statistics
-
     import torch
 
     from hpcgnn.config import TrainConfig
@@ -114,13 +121,19 @@ def main() -> None:
     p.add_argument("--degree", type=float, default=16.0)
     p.add_argument("--features", type=int, default=64)
     p.add_argument("--hidden", type=int, default=64)
-    p.add_argument("--epochs", type=int, default=5)
+    p.add_argument("--epochs", type=int, default=6)
+    p.add_argument("--warmup", type=int, default=2,
+                   help="first epochs left out of the epoch time (they page-fault memory in)")
     p.add_argument("--algos", default="1d,1.5d,halo")
     p.add_argument("--procs", default="1,2,4")
     p.add_argument("--threads", type=int, default=1, help="threads per rank")
     p.add_argument("--pyg", action="store_true", help="PyG's GCNConv, one process, both paths")
     p.add_argument("--pyg-max-nodes", type=int, default=1_000_000)
     p.add_argument("--tmpdir", default=None, help="where the graphs go (several GB at 4M)")
+    p.add_argument("--graphs", default=None,
+                   help="keep the prepared graphs and METIS partitions in this folder and "
+                   "reuse those found there (METIS takes minutes at 4M); default: a "
+                   "temporary folder, emptied after each size")
     p.add_argument("--name", default="bench_scale")
     args = p.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -129,12 +142,17 @@ def main() -> None:
     doc: dict = {"args": vars(args), "sizes": []}
     with tempfile.TemporaryDirectory(dir=args.tmpdir) as name:
         tmp = Path(name)
+        store = Path(args.graphs) if args.graphs else tmp
+        store.mkdir(parents=True, exist_ok=True)
         for n in sizes:
-            raw, row = tmp / f"rmat-{n}.h5", {"nodes": n, "runs": []}
-            row["prepare"] = timed(hpcgnn(
-                "prepare", "synthetic", "--generator", "rmat", "--nodes", str(n),
-                "--avg-degree", str(args.degree), "--features", str(args.features),
-                "--out", str(raw), "--quiet"))
+            stem = f"rmat-{n}-d{args.degree:g}-f{args.features}"
+            raw, row = store / f"{stem}.h5", {"nodes": n, "runs": []}
+            row["prepare"] = {"seconds": 0.0, "peak_mib": 0.0, "reused": True}
+            if not raw.exists():
+                row["prepare"] = timed(hpcgnn(
+                    "prepare", "synthetic", "--generator", "rmat", "--nodes", str(n),
+                    "--avg-degree", str(args.degree), "--features", str(args.features),
+                    "--out", str(raw), "--quiet"))
             for k in procs:
                 if "error" in row["prepare"]:
                     break
@@ -143,7 +161,7 @@ def main() -> None:
                         continue
                     graph = raw
                     if algo == "halo" and k > 1:
-                        graph = tmp / f"rmat-{n}-metis{k}.h5"
+                        graph = store / f"{stem}-metis{k}.h5"
                         if not graph.exists():
                             row.setdefault("partition", {})[k] = timed(hpcgnn(
                                 "partition", str(raw), "--parts", str(k), "--method", "metis",
@@ -159,6 +177,7 @@ def main() -> None:
             doc["sizes"].append(row)
             for f in tmp.glob("*.h5"):  # the next size needs the disk
                 f.unlink()
+            save(args.name, doc, tables(doc))  # what a long run has measured so far
     save(args.name, doc, tables(doc))
 
 
@@ -180,16 +199,20 @@ def tables(doc: dict) -> str:
     for size in doc["sizes"]:
         parts = size.get("partition", {})
         prep = size["prepare"]
+        made = ("graph reused" if prep.get("reused") else
+                f"prepare {prep['seconds']:.0f} s, {prep['peak_mib']:.0f} MiB")
         notes.append(
-            f"n={size['nodes']}: prepare {prep['seconds']:.0f} s, {prep['peak_mib']:.0f} MiB"
+            f"n={size['nodes']}: {made}"
             + "".join(f"; METIS {k} parts {v['seconds']:.0f} s, {v['peak_mib']:.0f} MiB"
                       + (f" ({v['error']})" if "error" in v else "")
                       for k, v in parts.items())
-            + (f"; PyG GCNConv edge_index {size['pyg'].get('edge_index')} s, adj_t"
-               f" {size['pyg'].get('adj_t')} s" if "pyg" in size else ""))
+            + ("; PyG GCNConv " + ", ".join(
+                f"{k} {v:.3f} s" if isinstance(v, float) else f"{k} {v}"
+                for k, v in size["pyg"].items()) if "pyg" in size else ""))
     return markdown(
         "Scale on one box: RMAT, degree {degree:g}, {features} features, hidden {hidden}, "
-        "{threads} thread(s) a rank".format(**doc["args"]),
+        "{threads} thread(s) a rank, epoch: median after {warmup} warm-up".format(
+            **{"warmup": 0, **doc["args"]}),
         ["n", "algo", "P", "grid", "epoch ms", "ns per edge", "per edge / smallest n's",
          "peak MiB (busiest)", "measured / predicted"],
         rows, notes)

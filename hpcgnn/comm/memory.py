@@ -30,24 +30,21 @@ def check_memory(comm: Comm, need_bytes: float, what: str) -> None:
     The node's available memory is shared by the ranks placed on it.
     """
     _, ranks_here = node_rank(comm.mpi)
-    avail = available_bytes()
-    ok = avail is None or need_bytes * ranks_here <= avail
-    per_rank = (avail or 0) / ranks_here
-    check(
-        comm, ok,
-        f"not enough memory for {what}: about {need_bytes / GIB:.2f} GiB per rank needed, "
-        f"{per_rank / GIB:.2f} GiB available per rank ({ranks_here} ranks on a node); "
-        f"use more nodes or ranks, or a smaller model",
-        ConfigError,
-    )
-    left = address_space_left()
-    check(
-        comm, left is None or need_bytes <= left,
-        f"not enough memory for {what}: about {need_bytes / GIB:.2f} GiB per rank needed, "
-        f"{(left or 0) / GIB:.2f} GiB more may be mapped under this process's address-space "
-        "limit (ulimit -v); raise the limit, or use more ranks or a smaller model",
-        ConfigError,
-    )
+    need = f"not enough memory for {what}: about {need_bytes / GIB:.2f} GiB per rank needed"
+    avail, left = available_bytes(), address_space_left()
+    problem = None
+    if avail is not None and need_bytes * ranks_here > avail:
+        problem = (
+            f"{need}, {avail / ranks_here / GIB:.2f} GiB available per rank ({ranks_here} "
+            "ranks on a node); use more nodes or ranks, or a smaller model"
+        )
+    elif left is not None and need_bytes > left:
+        problem = (
+            f"{need}, {left / GIB:.2f} GiB more may be mapped under this process's "
+            "address-space limit (ulimit -v); raise the limit, or use more ranks or a "
+            "smaller model"
+        )
+    check(comm, problem is None, problem or "", ConfigError)  # one message for both limits
 
 
 @dataclass

@@ -35,6 +35,23 @@ def test_a_wide_cpu_mask_keeps_about_1_minus_p():
     assert np.array_equal(got, dropout_keep(dropout_key(1, 2, 3), (0, 300), (0, 700), 0.3))
 
 
+@pytest.mark.parametrize("block", [1, 7, 64, 1 << 18])
+def test_masks_hashed_in_blocks_are_the_rng_masks(monkeypatch, block):
+    """Ragged blocks (a row wider than a block, a last block short) change no decision."""
+    import hpcgnn.kernels.dropout as dropout
+
+    monkeypatch.setattr(dropout, "HASH_BLOCK", block)
+    key = dropout_key(7, 1, 0)
+    for rows, cols in [((0, 23), (0, 10)), ((5, 6), (0, 3)), ((0, 9), np.array([4, 1, 1]))]:
+        assert np.array_equal(keep_matrix(key, rows, cols, 0.4).numpy(),
+                              dropout_keep(key, rows, cols, 0.4))
+    row_ids, col_ids = torch.arange(5) + 2**33, torch.arange(12).view(6, 2)
+    rows, cols = torch.tensor([0, 4, 4, 2, 1, 0, 3]), torch.tensor([5, 0, 1, 1, 2, 5, 3])
+    want = keep_pairs(key, row_ids[rows][:, None].expand(-1, 2).reshape(-1),
+                      col_ids[cols].reshape(-1), 0.4).reshape(-1, 2)
+    assert torch.equal(keep_pair_words(key, row_ids, col_ids, rows, cols, 0.4), want)
+
+
 def test_block_and_rows_keys():
     rows, cols = (1020, 1030), np.array([4, 1])
     assert np.array_equal(block_keep(3, 0, 2, rows, cols, 0.5).numpy(),

@@ -53,23 +53,28 @@ class BlockCounts:
         return {f.name: np.asarray(getattr(self, f.name), dtype=np.int64) for f in fields(self)}
 
 
+def remote_columns(indices: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """Sorted, distinct ``indices`` outside ``[lo, hi)`` (global ids, int64): a block's halo."""
+    cols = np.unique(np.asarray(indices, dtype=np.int64))
+    return cols[(cols < lo) | (cols >= hi)]
+
+
 def halo_pairs(rows: sp.csr_matrix, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per block of ``offsets``: distinct remote columns of its rows, and its sent pairs.
 
     ``rows``: all rows of the matrix (global ids). Returns ``(recv, send)``: ``recv[b]``
     remote vertices block ``b``'s rows touch, ``send[b]`` pairs ``(v, d)`` with ``v`` in
-    block ``b`` and in block ``d``'s halo.
+    block ``b`` and in block ``d``'s halo. One block's columns at a time.
     """
     offsets = np.asarray(offsets, dtype=np.int64)
     parts = len(offsets) - 1
-    n = rows.shape[0]
-    row_of = np.repeat(np.arange(n, dtype=np.int64), np.diff(rows.indptr))
-    cols = np.asarray(rows.indices, dtype=np.int64)
-    dst, src = owner_of(row_of, offsets), owner_of(cols, offsets)
-    remote = dst != src
-    key = np.unique(cols[remote] * parts + dst[remote])
-    recv = np.bincount(key % parts, minlength=parts).astype(np.int64)
-    send = np.bincount(owner_of(key // parts, offsets), minlength=parts).astype(np.int64)
+    recv = np.zeros(parts, dtype=np.int64)
+    send = np.zeros(parts, dtype=np.int64)
+    for b in range(parts):
+        lo, hi = int(offsets[b]), int(offsets[b + 1])
+        halo = remote_columns(rows.indices[rows.indptr[lo] : rows.indptr[hi]], lo, hi)
+        recv[b] = len(halo)
+        send += np.bincount(owner_of(halo, offsets), minlength=parts)
     return recv, send
 
 
@@ -77,7 +82,8 @@ def block_counts(a: sp.csr_matrix, a_t: sp.csr_matrix, offsets: np.ndarray) -> B
     """The :class:`BlockCounts` of the blocks ``offsets`` of the graph ``A`` (and ``A^T``)."""
     offsets = np.asarray(offsets, dtype=np.int64)
     fwd_recv, fwd_send = halo_pairs(a_t, offsets)
-    bwd_recv, bwd_send = halo_pairs(a, offsets)
+    # an undirected graph's A is its A^T: count once
+    bwd_recv, bwd_send = (fwd_recv, fwd_send) if a is a_t else halo_pairs(a, offsets)
     return BlockCounts.from_arrays(
         {
             "in_edges": np.diff(np.asarray(a_t.indptr, dtype=np.int64)[offsets]),

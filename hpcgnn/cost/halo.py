@@ -15,7 +15,7 @@ import numpy as np
 
 from hpcgnn.cost.estimate import Estimate, Problem, allreduce_exact
 from hpcgnn.io.reader import GraphFile
-from hpcgnn.layout.blocks import owner_of
+from hpcgnn.layout.block_counts import halo_pairs
 from hpcgnn.layout.shapes import GridShape
 from hpcgnn.layout.trace import row_exchange_widths
 
@@ -50,21 +50,6 @@ class HaloVolumes:
         return int(self.bwd_recv.sum())
 
 
-def _pairs(gf: GraphFile, offsets: np.ndarray, transpose: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Per rank: distinct remote columns of its rows, and how many it owns of others' sets."""
-    n = gf.meta.num_nodes
-    parts = len(offsets) - 1
-    a = gf.read_csr(0, n, transpose=transpose)
-    rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(a.indptr))
-    cols = np.asarray(a.indices, dtype=np.int64)
-    dst, src = owner_of(rows, offsets), owner_of(cols, offsets)
-    remote = dst != src
-    key = np.unique(cols[remote] * parts + dst[remote])
-    recv = np.bincount(key % parts, minlength=parts).astype(np.int64)
-    send = np.bincount(owner_of(key // parts, offsets), minlength=parts).astype(np.int64)
-    return recv, send
-
-
 def choose_backward(fwd_pairs: int, bwd_pairs: int) -> str:
     """``push`` unless pulling ``Â``'s halo moves strictly fewer (vertex, rank) pairs."""
     return "pull" if bwd_pairs < fwd_pairs else "push"
@@ -77,8 +62,9 @@ def halo_volumes(path: str | os.PathLike, offsets: np.ndarray) -> HaloVolumes:
     """
     offsets = np.asarray(offsets, dtype=np.int64)
     with GraphFile(path) as gf:
-        fwd_recv, fwd_send = _pairs(gf, offsets, True)
-        bwd_recv, _ = _pairs(gf, offsets, False)
+        n = gf.meta.num_nodes
+        fwd_recv, fwd_send = halo_pairs(gf.read_csr(0, n, transpose=True), offsets)
+        bwd_recv, _ = halo_pairs(gf.read_csr(0, n), offsets)
     return HaloVolumes(fwd_recv, fwd_send, bwd_recv)
 
 

@@ -20,11 +20,13 @@ import numpy as np
 from hpcgnn.config import TrainConfig
 from hpcgnn.cost.block_row import replication_note
 from hpcgnn.cost.estimate import Estimate, Problem
+from hpcgnn.cost.halo import choose_backward
 from hpcgnn.cost.paper import PAPER_ALGORITHMS, paper_words
 from hpcgnn.cost.predict import PREDICTORS, predict
 from hpcgnn.cost.summa import SummaBlockNnz, predict_summa
 from hpcgnn.io.reader import GraphMeta
 from hpcgnn.io.validate import scan_bytes
+from hpcgnn.layout.blocks import vertex_offsets
 from hpcgnn.layout.order import layer_sizes
 from hpcgnn.layout.shapes import GridShape, admissible_shapes
 from hpcgnn.layout.trace import ATTENTION, aggregation_widths, uses
@@ -93,18 +95,71 @@ class MemoryParts:
         return float(sum(self.parts.values()))
 
 
+@dataclass(frozen=True)
+class RankBlock:
+    """One rank's block of the graph, as the memory estimate counts it.
+
+    Attributes
+    ----------
+    rows
+        Vertices (rows) the rank owns.
+    nnz, nnz_t
+        Nonzeros of its rows of ``Â^T`` and of ``Â`` (self loops included).
+    halo, sent
+        Rows it receives and sends in one halo exchange (halo only: its widest of the
+        forward gather and a pulled backward's).
+    """
+
+    rows: float
+    nnz: float
+    nnz_t: float
+    halo: float = 0.0
+    sent: float = 0.0
+
+
+def rank_blocks(meta: GraphMeta, shape: GridShape, halo: bool = False) -> list[RankBlock]:
+    """Every rank's block on ``shape`` where the file records them, else the mean block.
+
+    A block-row grid (1D, 1.5D, halo) that follows a partition ``hpcgnn partition``
+    recorded the blocks of (``meta.block_counts``) gets each block's exact rows, nonzeros
+    and halo; otherwise one block of ``n / (P/c)`` rows (``n / P`` on SUMMA grids) and the
+    mean nonzeros, whose halo is bounded by every remote vertex and by one per
+    off-diagonal nonzero (``nnz - 2 rows``: the self loop and at least one local edge).
+    """
+    row_grid = shape.kind in ("1d", "1.5d")
+    blocks = shape.dims[0] if row_grid else shape.size
+    counts = meta.block_counts(blocks) if row_grid else None
+    if counts is None:
+        rows = meta.num_nodes / blocks
+        nnz = (meta.num_edges + meta.num_nodes) / blocks
+        remote = min(meta.num_nodes - rows, max(nnz - 2 * rows, 0.0)) if halo else 0.0
+        return [RankBlock(rows, nnz, nnz, remote, remote)]
+    offsets = vertex_offsets(meta.num_nodes, blocks, meta.partition_offsets)
+    pull = choose_backward(sum(counts.fwd_recv), sum(counts.bwd_recv)) == "pull"
+    out = []
+    for b, rows in enumerate(np.diff(offsets).tolist()):
+        recv, sent = counts.fwd_recv[b], counts.fwd_send[b]
+        if pull:  # the backward gathers its own halo: the wider exchange of the two
+            recv, sent = max(recv, counts.bwd_recv[b]), max(sent, counts.bwd_send[b])
+        out.append(RankBlock(rows, counts.in_edges[b] + rows, counts.out_edges[b] + rows,
+                             recv if halo else 0.0, sent if halo else 0.0))
+    return out
+
+
 def memory_parts(
     meta: GraphMeta, cfg: TrainConfig, shape: GridShape, algo: str | None = None
 ) -> MemoryParts:
-    """The bytes one full-batch rank reaches at its peak, by part (the memory check's).
+    """The bytes the busiest full-batch rank reaches at its peak, by part (the memory check's).
 
     ``algo``: the algorithm on ``shape`` (``halo`` runs on a 1D grid; ``None``: the grid's
-    kind). The busiest rank's block: ``n / (P/c)`` rows on a block-row grid, ``n / P``
-    vertices' rows and ``nnz / P`` nonzeros otherwise.
+    kind). Each rank's block (:func:`rank_blocks`: exact where the partitioned file records
+    its blocks, else the mean block); the parts of the block with the largest total:
 
     - ``graph_blocks``: the rank's blocks of ``Â^T`` and ``Â`` as torch CSR (64-bit
-      column ids, one value per nonzero, a 64-bit row pointer); halo also keeps its SciPy
-      ``[owned | halo]`` block of ``Â^T`` (32-bit ids);
+      column ids, one value per nonzero, a 64-bit row pointer); halo's are ``Â^T``'s rows
+      on the columns ``[owned | halo]`` and the backward's operator (their transpose, a
+      row per owned and halo vertex, or pulling ``Â``'s rows: the larger), and it also
+      keeps its SciPy ``[owned | halo]`` block of ``Â^T`` (32-bit ids);
     - ``features``: the rank's rows of ``X`` in the training dtype, labels and masks;
     - ``activations``: every layer's input, output, dropout mask and gradient of the
       rank's rows (``4 sum(f)`` values per row);
@@ -113,9 +168,8 @@ def memory_parts(
       patterns the backward keeps;
     - ``weights_adam``: :func:`weight_bytes`;
     - ``comm_buffers``: a received block and the partial sums, ``2 max(f)`` values per
-      row; halo: three blocks of its halo rows (at most every remote vertex, at most one
-      per off-diagonal nonzero), the gathered rows, their concatenation with the owned
-      ones and the pushed gradients;
+      row; halo: an exchange's rows at the widest aggregation, the sent block, the received
+      one and the received rows again in their concatenation with the owned ones;
     - ``heap_reuse``: :data:`HEAP_REUSE` of an epoch's temporaries (activations, attention,
       buffers), the heap glibc keeps beyond them;
     - ``temporaries``: the graph check's block of edges (``hpcgnn.io.validate``
@@ -123,26 +177,40 @@ def memory_parts(
       the edges), whose freed memory the epoch's larger blocks do not fit in, and the
       loading of the blocks (:data:`LOAD_BYTES_PER_NNZ` per nonzero of each, and the other
       side's degrees, two ``n``-vectors of 64-bit values) beyond the epoch's temporaries
-      that later reuse its memory.
+      and the heap kept with them (``heap_reuse``), which later reuse its memory (a
+      partition's busiest block loads more than its epoch holds).
 
     Not counted: the libraries' first use after the run's start mark (autograd's engine,
     the sparse kernels; about 20 MiB on the CPU whatever the graph).
     """
-    blocks = shape.dims[0] if shape.kind in ("1d", "1.5d") else shape.size
-    itemsize = cfg.itemsize
-    rows = meta.num_nodes / blocks
-    nnz = (meta.num_edges + meta.num_nodes) / blocks
-    widths = layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, cfg.layers)
-    csr = nnz * (8 + itemsize) + 8 * (rows + 1)
     halo = (algo or shape.kind) == "halo"
-    graph = 2 * csr + (nnz * (4 + itemsize) if halo else 0.0)
+    blocks = [block_parts(meta, cfg, shape, block, halo)
+              for block in rank_blocks(meta, shape, halo)]
+    return max(blocks, key=lambda parts: parts.total)
+
+
+def block_parts(
+    meta: GraphMeta, cfg: TrainConfig, shape: GridShape, block: RankBlock, halo: bool
+) -> MemoryParts:
+    """:func:`memory_parts` of one rank's ``block``."""
+    itemsize = cfg.itemsize
+    rows, nnz = block.rows, block.nnz
+    widths = layer_sizes(meta.num_features, cfg.hidden, meta.num_classes, cfg.layers)
+
+    def csr(nonzeros: float, pointers: float) -> float:
+        return nonzeros * (8 + itemsize) + 8 * (pointers + 1)
+
+    if halo:  # the backward's: the transpose (push; a row per owned and halo vertex) or Â's
+        back = csr(max(nnz, block.nnz_t), rows + block.halo)
+        graph = csr(nnz, rows) + back + nnz * (4 + itemsize)
+    else:
+        graph = csr(nnz, rows) + csr(block.nnz_t, rows)
     features = rows * (meta.num_features * itemsize + 8 + 3)
     activations = 4 * rows * sum(widths) * itemsize
     buffers = 2 * rows * max(widths) * itemsize
     if halo:
-        remote = min(meta.num_nodes - rows, max(nnz - 2 * rows, 0.0))
         width = max(f for f, _ in aggregation_widths(widths, cfg.kind))
-        buffers += 3 * remote * width * itemsize
+        buffers += (2 * block.halo + block.sent) * width * itemsize
     attention = 0.0
     if uses(widths, cfg.kind, ATTENTION):
         kind, last = cfg.kind, cfg.layers - 1
@@ -154,13 +222,13 @@ def memory_parts(
             attention += 7 * 8 * edges * cfg.layers
         attention += itemsize * (4 * edges * heads + 2 * meta.num_nodes * gathered)
     epoch = activations + attention + buffers
-    load = 2 * LOAD_BYTES_PER_NNZ * nnz + 2 * 8 * meta.num_nodes
+    load = LOAD_BYTES_PER_NNZ * (nnz + block.nnz_t) + 2 * 8 * meta.num_nodes
     scan = scan_bytes(meta.num_edges, shape.size)
     parts = {
         "graph_blocks": graph, "features": features, "activations": activations,
         "attention": attention, "weights_adam": weight_bytes(meta, cfg, cfg.weights_per_layer),
         "comm_buffers": buffers, "heap_reuse": HEAP_REUSE * epoch,
-        "temporaries": scan + max(load - epoch, 0.0),
+        "temporaries": scan + max(load - (1 + HEAP_REUSE) * epoch, 0.0),
     }
     return MemoryParts({k: float(parts[k]) for k in MEMORY_PARTS})
 

@@ -25,16 +25,11 @@ import torch
 
 from hpcgnn.comm.communicator import Comm
 from hpcgnn.kernels.rows import gather_rows, scatter_add_rows, scatter_map
+from hpcgnn.layout.block_counts import remote_columns
 from hpcgnn.layout.blocks import owner_of
 
 HALO = "halo"
 HALO_SETUP = "halo_setup"
-
-
-def remote_columns(rows: sp.csr_matrix, lo: int, hi: int) -> np.ndarray:
-    """Sorted, distinct columns of ``rows`` outside ``[lo, hi)`` (global ids, int64)."""
-    cols = np.unique(np.asarray(rows.indices, dtype=np.int64))
-    return cols[(cols < lo) | (cols >= hi)]
 
 
 def local_matrix(rows: sp.csr_matrix, lo: int, hi: int, halo: np.ndarray) -> sp.csr_matrix:
@@ -103,7 +98,7 @@ def halo_sets(comm: Comm, rows: sp.csr_matrix, offsets: np.ndarray) -> HaloSets:
         Vertex offsets, ``len(offsets) == comm.size + 1``.
     """
     lo, hi = int(offsets[comm.rank]), int(offsets[comm.rank + 1])
-    halo = remote_columns(rows, lo, hi)
+    halo = remote_columns(rows.indices, lo, hi)
     recv_counts, requests, send_counts = request_rows(comm, halo, offsets, HALO_SETUP)
     return HaloSets(halo, recv_counts, requests - lo, send_counts)
 

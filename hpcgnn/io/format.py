@@ -57,6 +57,10 @@ NODE_IDS = "node_ids"
 PARTITION = "partition"
 PART_OFFSETS = "offsets"
 PART_PERM = "perm"
+#: ``partition/blocks/<B>``: each block's nonzeros and halo sizes when the partition is
+#: coarsened to ``B`` blocks (every ``B`` dividing its parts; names of
+#: :data:`hpcgnn.layout.block_counts.COUNT_NAMES`). Optional: older files have none.
+PART_BLOCKS = "blocks"
 
 INDPTR_DTYPE = np.dtype(np.int64)
 LABEL_DTYPE = np.dtype(np.int64)

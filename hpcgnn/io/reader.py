@@ -19,6 +19,7 @@ import scipy.sparse as sp
 
 from hpcgnn.errors import InputError
 from hpcgnn.io import format as fmt
+from hpcgnn.layout.block_counts import COUNT_NAMES, BlockCounts
 from hpcgnn.utils.text import printable
 
 _Attr = TypeVar("_Attr")
@@ -28,7 +29,7 @@ _Attr = TypeVar("_Attr")
 MAX_COMPRESSION = 1100
 #: Datasets up to this size are never refused for their storage (fill values, tiny data).
 SMALL_DATASET_BYTES = 1 << 16
-#: Deepest group nesting accepted (the format uses two levels).
+#: Deepest group nesting accepted (the format uses three levels: `partition/blocks/<B>`).
 MAX_DEPTH = 8
 MAX_CLASSES = fmt.MAX_CLASSES
 
@@ -58,6 +59,13 @@ class GraphMeta:
     #: Whether ``labels`` is a ``(num_nodes, num_classes)`` 0/1 matrix (multi-label targets,
     #: format version 3), not a class id per vertex.
     multi_label: bool = False
+    #: The partition's blocks' nonzeros and halo sizes by block count, as ``hpcgnn
+    #: partition`` records them (``partition/blocks``); empty for a file without them.
+    partition_blocks: tuple[tuple[int, BlockCounts], ...] = ()
+
+    def block_counts(self, blocks: int) -> BlockCounts | None:
+        """The recorded counts of the partition coarsened to ``blocks`` blocks, or ``None``."""
+        return dict(self.partition_blocks).get(blocks)
 
 
 def first_nonfinite_row(values: np.ndarray, indptr: np.ndarray) -> int | None:
@@ -254,6 +262,7 @@ class GraphFile:
             self.dataset(f"{fmt.MASKS}/{m}", (n,), "biu")
         self.dataset(fmt.NODE_IDS, (n,), "iu")
         offsets = method = None
+        blocks: tuple[tuple[int, BlockCounts], ...] = ()
         if fmt.PARTITION in self._h5:
             name = f"{fmt.PARTITION}/{fmt.PART_OFFSETS}"
             self.dataset(name, (None,), "iu")
@@ -263,6 +272,7 @@ class GraphFile:
                 raise self._fail(f"partition offsets {off.tolist()[:8]} are not 0 <= ... <= {n}")
             offsets = tuple(int(x) for x in off)
             method = printable(str(self._h5[fmt.PARTITION].attrs.get("method", "")))
+            blocks = self._blocks_meta(len(offsets) - 1)
         normalization = self._attr(fmt.ATTR_FEATURE_NORMALIZATION, str, default="")
         if normalization not in fmt.FEATURE_NORMALIZATIONS:
             raise self._fail(f"unknown feature normalization {normalization[:20]!r} (known: row)")
@@ -283,7 +293,30 @@ class GraphFile:
             feature_normalization=normalization,
             weighted=weighted,
             multi_label=multi_label,
+            partition_blocks=blocks,
         )
+
+    def _blocks_meta(self, parts: int) -> tuple[tuple[int, BlockCounts], ...]:
+        """``partition/blocks``: the counts of every recorded coarsening of ``parts`` parts."""
+        group = self._h5[fmt.PARTITION].get(fmt.PART_BLOCKS)
+        if group is None:
+            return ()
+        name = f"{fmt.PARTITION}/{fmt.PART_BLOCKS}"
+        if not isinstance(group, h5py.Group):
+            raise self._fail(f"'{name}' is not a group")
+        out = []
+        for key in group:
+            if not key.isdecimal() or int(key) < 1 or parts % int(key):
+                raise self._fail(f"'{name}/{key}' does not name a block count of {parts} parts")
+            b, arrays = int(key), {}
+            for count in COUNT_NAMES:
+                path = f"{name}/{key}/{count}"
+                self.dataset(path, (b,), "iu")
+                arrays[count] = self._read(path, ())
+            if any(np.any(v < 0) for v in arrays.values()):
+                raise self._fail(f"'{name}/{key}' has negative counts")
+            out.append((b, BlockCounts.from_arrays(arrays)))
+        return tuple(sorted(out, key=lambda item: item[0]))
 
     def _labels_meta(self, n: int, c: int, version: int) -> bool:
         """Whether ``labels`` is a multi-label ``(n, C)`` matrix (version 3), else ids ``(n,)``."""

@@ -22,6 +22,7 @@ from hpcgnn.errors import InputError
 from hpcgnn.io import format as fmt
 from hpcgnn.io.edges import CsrRows, EdgeSorter
 from hpcgnn.io.output import CHECKSUM, H5Output, write_dataset
+from hpcgnn.layout.block_counts import BlockCounts
 from hpcgnn.utils.progress import Progress
 
 #: HDF5 refuses chunks of 4 GiB or more; a feature chunk holds at least one row.
@@ -407,11 +408,14 @@ class GraphFileWriter:
 
     @_writes
     def write_partition(
-        self, offsets: np.ndarray, perm: np.ndarray, method: str, edge_cut: int
+        self, offsets: np.ndarray, perm: np.ndarray, method: str, edge_cut: int,
+        blocks: dict[int, BlockCounts] | None = None,
     ) -> None:
         """Record a vertex partition: part ``k`` owns ids ``offsets[k] .. offsets[k+1]-1``.
 
-        ``perm[new_id]`` is the id of the vertex in the file that was partitioned.
+        ``perm[new_id]`` is the id of the vertex in the file that was partitioned;
+        ``blocks``: the nonzeros and halo sizes of its blocks by block count
+        (:func:`hpcgnn.layout.block_counts.partition_block_counts`), or ``None``.
         """
         g = self._h5.create_group(fmt.PARTITION)
         write_dataset(g, fmt.PART_OFFSETS, np.asarray(offsets, dtype=np.int64))
@@ -422,6 +426,10 @@ class GraphFileWriter:
         g.attrs["method"] = method
         g.attrs["num_parts"] = len(offsets) - 1
         g.attrs["edge_cut"] = int(edge_cut)
+        for b, counts in (blocks or {}).items():
+            block = g.create_group(f"{fmt.PART_BLOCKS}/{b}")
+            for name, values in counts.arrays().items():
+                write_dataset(block, name, values)
         self._written.add(fmt.PARTITION)
 
     @_writes

@@ -28,6 +28,7 @@ from hpcgnn.io import format as fmt
 from hpcgnn.io.edges import CsrRows
 from hpcgnn.io.reader import GraphFile
 from hpcgnn.io.writer import GraphFileWriter
+from hpcgnn.layout.block_counts import partition_block_counts
 from hpcgnn.utils.files import new_temporary, output_errors, remove_temporary, write_array
 from hpcgnn.utils.progress import Progress
 
@@ -260,18 +261,17 @@ def write_relabelled(
         a_new = permute_csr(a, perm, inv)
         del a
         writer.write_csr(fmt.ADJACENCY, _csr_blocks(a_new, meta.weighted))
+        at_new = a_new
         if meta.directed:
             at_new = a_new.T.tocsr()
-            del a_new
             at_new.sort_indices()
             writer.write_csr(fmt.ADJACENCY_T, _csr_blocks(at_new, meta.weighted))
-            del at_new
-        else:
-            del a_new
+        blocks = partition_block_counts(a_new, at_new, offsets)
+        del a_new, at_new
         permute_features(src, writer, inv, memory_bytes=feature_memory_bytes,
                          tmpdir=out.parent, show_progress=show_progress)
         writer.write_labels(src.read_labels(0, n)[perm])
         writer.write_masks(*(src.read_mask(m, 0, n)[perm] for m in fmt.MASK_NAMES))
         writer.write_node_ids(src.read_node_ids(0, n)[perm])
-        writer.write_partition(offsets, stored_perm, method, edge_cut)
+        writer.write_partition(offsets, stored_perm, method, edge_cut, blocks)
     return stored_perm

@@ -5,13 +5,18 @@ import pytest
 
 from hpcgnn.config import TrainConfig
 from hpcgnn.cost.ranking import (
+    RankBlock,
+    block_parts,
     fastest_per_algo,
     memory_estimate,
+    memory_parts,
+    rank_blocks,
     rank_choices,
     weight_bytes,
 )
 from hpcgnn.errors import ConfigError
 from hpcgnn.io.reader import GraphMeta
+from hpcgnn.layout.block_counts import BlockCounts
 from hpcgnn.layout.shapes import GridShape
 
 
@@ -113,3 +118,59 @@ def test_a_3d_grid_with_a_dimension_of_1_is_named_as_what_it_moves():
             assert flat.bytes_total == predict_summa(problem, (pr, pc)).bytes_total
             assert f"2d {pr}x{pc}" in grid_note(problem, GridShape("3d", (pr, pc, 1)))
         assert grid_note(problem, GridShape("3d", (2, 1, 3))) == ""
+
+
+def partitioned_meta(blocks):
+    """1,000 vertices, 10,000 stored edges in 2 parts, the second part holding most edges."""
+    return GraphMeta("g.h5", 1000, 10_000, 16, 4, False, "g", np.dtype(np.float32), 1,
+                     (0, 400, 1000), "metis", partition_blocks=blocks)
+
+
+TWO_PARTS = (
+    (1, BlockCounts((10_000,), (10_000,), (0,), (0,), (0,), (0,))),
+    (2, BlockCounts((2_000, 8_000), (2_000, 8_000), (300, 90), (90, 300), (300, 90),
+                    (90, 300))),
+)
+
+
+def test_memory_follows_the_files_busiest_block():
+    cfg = TrainConfig(hidden=16)  # 16 -> 16 -> 4
+    meta = partitioned_meta(TWO_PARTS)
+    shape = GridShape("1d", (2,))
+    blocks = rank_blocks(meta, shape, halo=True)
+    assert blocks == [RankBlock(400, 2_400, 2_400, 300, 90), RankBlock(600, 8_600, 8_600, 90, 300)]
+    for algo in ("halo", "1d"):
+        parts = memory_parts(meta, cfg, shape, algo)
+        each = [block_parts(meta, cfg, shape, b, algo == "halo")
+                for b in rank_blocks(meta, shape, algo == "halo")]
+        assert parts == max(each, key=lambda p: p.total)
+    # halo: the busiest block's rows, its exchange's rows (2 received blocks and the sent)
+    halo = memory_parts(meta, cfg, shape, "halo").parts
+    assert halo["comm_buffers"] == 4 * 16 * (2 * 600 + 2 * 90 + 300)
+    assert halo["graph_blocks"] == 8_600 * 12 + 8 * 601 + 8_600 * 12 + 8 * (600 + 90 + 1) \
+        + 8_600 * 8
+    assert memory_parts(meta, cfg, GridShape("1d", (1,)), "halo").parts["comm_buffers"] == (
+        4 * 16 * 2 * 1000
+    )
+
+
+def test_memory_without_the_files_blocks_bounds_the_halo():
+    cfg = TrainConfig(hidden=16)
+    shape = GridShape("1d", (2,))
+    for meta in (partitioned_meta(()), partitioned_meta(TWO_PARTS[:1])):  # no 2-block counts
+        rows, nnz = 500, 11_000 / 2
+        remote = min(1000 - rows, nnz - 2 * rows)
+        assert rank_blocks(meta, shape, halo=True) == [RankBlock(rows, nnz, nnz, remote, remote)]
+        assert rank_blocks(meta, shape) == [RankBlock(rows, nnz, nnz)]
+        buffers = memory_parts(meta, cfg, shape, "halo").parts["comm_buffers"]
+        assert buffers == 4 * 16 * (2 * rows + 3 * remote)  # three blocks of the bound
+    # SUMMA grids split n / P vertices, whatever the partition
+    meta = partitioned_meta(TWO_PARTS)
+    assert rank_blocks(meta, GridShape("2d", (2, 1))) == [RankBlock(500, 5_500, 5_500)]
+
+
+def test_a_pulled_backward_holds_the_wider_exchange():
+    directed = ((2, BlockCounts((2_000, 8_000), (3_000, 7_000), (300, 90), (90, 300),
+                                (50, 20), (20, 50))),)  # A's halos are smaller: pull
+    blocks = rank_blocks(partitioned_meta(directed), GridShape("1d", (2,)), halo=True)
+    assert blocks == [RankBlock(400, 2_400, 3_400, 300, 90), RankBlock(600, 8_600, 7_600, 90, 300)]

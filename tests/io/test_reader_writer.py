@@ -14,6 +14,7 @@ import pytest
 from hpcgnn.errors import ConfigError, InputError, OutputError
 from hpcgnn.io import EdgeSorter, GraphFile, GraphFileWriter, edges
 from hpcgnn.io import format as fmt
+from hpcgnn.layout.block_counts import BlockCounts
 from tests.graphs import random_graph_arrays, write_random_graph
 from tests.io.test_validate import expected_adjacency
 
@@ -209,6 +210,51 @@ def test_partition_is_recorded(tmp_path: Path) -> None:
         assert f.meta.partition_offsets == (0, 1, 3)
         assert f.meta.partition_method == "metis"
         np.testing.assert_array_equal(f.read_partition_perm(), [2, 0, 1])
+        assert f.meta.partition_blocks == () and f.meta.block_counts(2) is None  # none given
+
+
+def partitioned(path: Path, blocks: dict[int, BlockCounts] | None) -> Path:
+    """A 3-vertex file in 2 parts with the blocks' counts ``blocks``."""
+    with _writer(path) as w:
+        with EdgeSorter(3, directed=False) as s:
+            s.add(np.array([0]), np.array([2]))
+            w.write_adjacency(s)
+        w.write_features(0, np.zeros((3, 2)))
+        w.write_labels(np.array([0, 1, 1]))
+        w.write_masks(*(np.zeros(3, bool),) * 3)
+        w.write_partition(np.array([0, 1, 3]), np.array([2, 0, 1]), "metis", 1, blocks)
+    return path
+
+
+TWO_PARTS = {
+    1: BlockCounts((2,), (2,), (0,), (0,), (0,), (0,)),
+    2: BlockCounts((1, 1), (1, 1), (1, 1), (1, 1), (1, 1), (1, 1)),
+}
+
+
+def test_the_blocks_counts_are_recorded(tmp_path: Path) -> None:
+    with GraphFile(partitioned(tmp_path / "g.h5", TWO_PARTS)) as f:
+        assert f.meta.partition_blocks == tuple(TWO_PARTS.items())
+        assert f.meta.block_counts(2) == TWO_PARTS[2] and f.meta.block_counts(4) is None
+
+
+@pytest.mark.parametrize(
+    "edit, words",
+    [
+        (lambda g: g.move("2", "3"), "'partition/blocks/3' does not name a block count of 2"),
+        (lambda g: g.move("2", "two"), "'partition/blocks/two' does not name a block count"),
+        (lambda g: g["2"].pop("fwd_recv"),
+         "missing dataset 'partition/blocks/2/fwd_recv'"),
+        (lambda g: g["2"]["in_edges"].write_direct(np.array([1, -1])),
+         "'partition/blocks/2' has negative counts"),
+    ],
+)
+def test_reader_refuses_counts_that_do_not_fit(tmp_path: Path, edit, words) -> None:
+    path = partitioned(tmp_path / "g.h5", TWO_PARTS)
+    with h5py.File(path, "r+") as h5:
+        edit(h5[f"{fmt.PARTITION}/{fmt.PART_BLOCKS}"])
+    with pytest.raises(InputError, match=re.escape(words)):
+        GraphFile(path)
 
 
 @pytest.mark.parametrize(

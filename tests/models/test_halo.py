@@ -208,3 +208,34 @@ def test_halo_on_a_hierarchical_partition_matches_serial(graph_file, shared_tmp,
     world.mpi.Barrier()
     cfg = TrainConfig(layers=2, hidden=6, dropout=0.0, dtype="float64", seed=3)
     halo_against_serial(dst, cfg, world, device, "p2p")
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("per_rank", [1, 2])
+def test_the_files_block_counts_are_what_halo_builds(graph_file, shared_tmp, world, device,
+                                                     per_rank):
+    """``hpcgnn partition`` records each block's nonzeros and halo (the memory check's)."""
+    from hpcgnn.cli.main import main
+    from hpcgnn.io.reader import GraphFile
+
+    src = graph_file(n=60, directed=True, seed=5)
+    dst = shared_tmp / f"random-{per_rank}.h5"
+    rc = main(["partition", str(src), "--parts", str(per_rank * world.size), "--method",
+               "random", "--out", str(dst), "--quiet"])
+    assert_all(world, rc == 0, "partition failed")
+    world.mpi.Barrier()
+    with GraphFile(dst) as gf:
+        counts = gf.meta.block_counts(world.size)
+    assert counts is not None
+    cfg = TrainConfig(layers=2, hidden=4, dtype="float64")
+    with ProcessGrid.create(MPI.COMM_WORLD, "1d", device=device) as grid:
+        for backward in ("push", "pull"):
+            op = HaloGCN.read(dst, grid, cfg, backward=backward).aggregation
+            r, rows = world.rank, op.owned
+            built = (op._a_t_loc.nnz, len(op.fwd_sets.halo), len(op.fwd_sets.send_rows),
+                     len(op.bwd_sets.halo), len(op.bwd_sets.send_rows))
+            recorded = (counts.in_edges[r] + rows, counts.fwd_recv[r], counts.fwd_send[r],
+                        counts.bwd_recv[r], counts.bwd_send[r])
+            assert_all(world, built == recorded, f"built {built}, recorded {recorded}")
+            assert_all(world, op._a_bwd._nnz() == (
+                counts.in_edges[r] if backward == "push" else counts.out_edges[r]) + rows)

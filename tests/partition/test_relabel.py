@@ -7,11 +7,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from hpcgnn.errors import OutputError
 from hpcgnn.io import GraphFile
 from hpcgnn.io import format as fmt
 from hpcgnn.io.validate import validate_file
+from hpcgnn.layout.block_counts import partition_block_counts
 from hpcgnn.partition import (
     METHODS,
     compute_partition,
@@ -108,6 +110,12 @@ def test_relabelled_file_is_the_same_graph(tmp_path: Path, method: str, directed
     assert (meta.num_edges, meta.directed, meta.num_classes) == (
         old["meta"].num_edges, directed, old["meta"].num_classes,
     )
+    # every coarsening a run can follow has its blocks' nonzeros and halos recorded
+    a = sp.csr_matrix(new["a"])
+    assert meta.partition_blocks == tuple(
+        partition_block_counts(a, a.T.tocsr(), offsets).items()
+    )
+    assert meta.block_counts(2) is not None and meta.block_counts(3) is None
 
 
 def test_one_part_keeps_the_order(tmp_path: Path) -> None:

@@ -56,7 +56,8 @@ RESULTS = ROOT / "perf" / "results"
 #: The rows step's sizes: source rows, row ids, row width (a GPU; the emulated GPU).
 ROWS_SIZES = {"gpu": (1 << 18, 1 << 19, 128), "emulated": (2_000, 4_000, 16)}
 #: The offload paths step: the tests of HongTu's device paths (issue 43 items 5, 6, 7).
-OFFLOAD_PATHS = ("tests/exchange/test_offload.py", "-k", "in_place or interleaved or zero_copy")
+OFFLOAD_PATHS = ("tests/exchange/test_offload.py", "-k",
+                 "in_place or interleaved or zero_copy or merged")
 OFFLOAD_KERNEL = ("tests/kernels/test_rows.py", "-k", "copy_rows")
 
 

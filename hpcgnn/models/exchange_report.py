@@ -95,10 +95,12 @@ def offload_report(
         # HongTu's device paths (exchange.offload.DevicePaths): rounds per device-to-device
         # exchange of a batch (1: one all-to-allv), device buffers allocated for batches
         "device_paths": {"in_place": opts.in_place, "interleave": opts.interleave,
-                         "zero_copy": opts.zero_copy},
+                         "zero_copy": opts.zero_copy, "merged": opts.merged},
         "rounds": model.comm.size - 1 if opts.interleave else 1,
         "device_buffers_allocated": max(model.comm.allgather_obj(
             model.exchange.allocated + model.reload.allocated)),
+        "device_buffer_bytes": max(model.comm.allgather_obj(
+            model.exchange.buffer_bytes + model.reload.buffer_bytes)),
         **({} if model.topology is None else _offload_plans(model)),
     }
 

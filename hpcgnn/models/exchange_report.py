@@ -58,6 +58,13 @@ def _load_widths(model: Any) -> list[int]:
     return list(model.load_widths)
 
 
+def _batch_rows(t: Any) -> int:
+    """Device rows of a batch's loaded rows: ``|N_ij| + |T_ij|``, merged the size of their union."""
+    if t.merged is None:
+        return len(t.neigh) + len(t.trans)
+    return len(np.union1d(t.neigh, t.trans))
+
+
 def offload_report(
     model: Any, measured: dict[str, float], predicted: dict[str, float],
     gbps: dict[str, float] | None,
@@ -66,7 +73,7 @@ def offload_report(
     gbps = {**DEFAULT_TIER_GBPS, **(gbps or {})}
     itemsize = model.cfg.itemsize
     peak = max(
-        (len(t.neigh) + len(t.trans) + (b - a))
+        (_batch_rows(t) + (b - a))
         for t, (a, b) in zip(model.exchange.tables, model.chunk_rows, strict=True)
     )
     peak = max(model.comm.allgather_obj(peak))

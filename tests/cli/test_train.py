@@ -251,6 +251,7 @@ def test_merged_buffer_flag_keeps_the_parameters_in_fewer_buffer_bytes(graph_fil
     assert ex["device_paths"]["merged"] and merged["config"]["merged"]
     assert not apart["exchange"]["device_paths"]["merged"]
     assert ex["device_buffer_bytes"] < apart["exchange"]["device_buffer_bytes"]
+    assert ex["device_peak_rows"] < apart["exchange"]["device_peak_rows"]
     for refused in (["--dedup", "none"], ["--no-in-place"]):
         rc = run_train(path, "--mode", "offload", "--merged-buffer", *refused)
         assert_all(world, rc != 0, f"--merged-buffer with {refused} was accepted")

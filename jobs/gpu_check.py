@@ -15,7 +15,8 @@ the emulated GPU anywhere (``HPCGNN_EMULATE_CUDA=1 make gpu-check``, as CI does)
    on the CPU and the GPU (emulated: identical ``params_sha256``; real: losses within
    float32 tolerance, equal bytes, two GPU runs identical);
 6. **offload paths** — HongTu's device paths of ``--mode offload`` (in-place buffers,
-   interleaved rounds, zero-copy loads from the pinned host tier: :data:`OFFLOAD_PATHS`)
+   interleaved rounds, zero-copy loads from the pinned host tier, the merged transition +
+   neighbour buffer: :data:`OFFLOAD_PATHS`)
    at 2 ranks, each equal to today's path on the GPU bit for bit and to the CPU path (on
    the emulated GPU bit for bit), with the same bytes; and the zero-copy kernel on its own;
 7. **benchmark** — the Reddit-sized GPU benchmark, once it exists;

@@ -15,7 +15,8 @@ the emulated GPU anywhere (``HPCGNN_EMULATE_CUDA=1 make gpu-check``, as CI does)
    on the CPU and the GPU (emulated: identical ``params_sha256``; real: losses within
    float32 tolerance, equal bytes, two GPU runs identical);
 6. **offload paths** — HongTu's device paths of ``--mode offload`` (in-place buffers,
-   interleaved rounds, zero-copy loads from the pinned host tier: :data:`OFFLOAD_PATHS`)
+   interleaved rounds, zero-copy loads from the pinned host tier, the merged transition +
+   neighbour buffer: :data:`OFFLOAD_PATHS`)
    at 2 ranks, each equal to today's path on the GPU bit for bit and to the CPU path (on
    the emulated GPU bit for bit), with the same bytes; and the zero-copy kernel on its own;
 7. **benchmark** — the Reddit-sized GPU benchmark, once it exists;
@@ -56,7 +57,8 @@ RESULTS = ROOT / "perf" / "results"
 #: The rows step's sizes: source rows, row ids, row width (a GPU; the emulated GPU).
 ROWS_SIZES = {"gpu": (1 << 18, 1 << 19, 128), "emulated": (2_000, 4_000, 16)}
 #: The offload paths step: the tests of HongTu's device paths (issue 43 items 5, 6, 7).
-OFFLOAD_PATHS = ("tests/exchange/test_offload.py", "-k", "in_place or interleaved or zero_copy")
+OFFLOAD_PATHS = ("tests/exchange/test_offload.py", "-k",
+                 "in_place or interleaved or zero_copy or merged")
 OFFLOAD_KERNEL = ("tests/kernels/test_rows.py", "-k", "copy_rows")
 
 

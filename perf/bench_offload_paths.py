@@ -5,8 +5,8 @@ first, outside MPI, by ``perf/tables.py`` ``prepare``: the command below) it tra
 offloaded GCN with ``--dedup full`` under each configuration of
 :class:`hpcgnn.exchange.offload.DevicePaths`, round-robin over ``--rounds`` rounds, and
 prints from rank 0, per configuration, the median epoch seconds (forward and backward, the
-slowest rank), the device buffers the exchanges allocated (most on any rank), the
-``offload_d2d`` bytes and calls per epoch (summed over ranks), and whether the weight
+slowest rank), the device buffers the exchanges allocated and their bytes (most on any
+rank), the ``offload_d2d`` bytes and calls per epoch (summed over ranks), and whether the weight
 gradients equal the first configuration's bit for bit.
 
     python -c "import sys; sys.path.insert(0, 'perf'); from pathlib import Path; \
@@ -14,8 +14,9 @@ gradients equal the first configuration's bit for bit.
     mpiexec -n 4 python perf/bench_offload_paths.py /tmp/rmat.h5 --chunks 8 --epochs 5
 
 Configurations: ``today`` (in-place off: new buffers per batch), ``in-place`` (the default),
-``interleaved`` (in place, the device-to-device rows in ``P - 1`` rounds) and ``zero-copy``
-(in place, host rows read by the load kernel: on the CPU device the host gather, as today).
+``interleaved`` (in place, the device-to-device rows in ``P - 1`` rounds), ``zero-copy``
+(in place, host rows read by the load kernel: on the CPU device the host gather, as today)
+and ``merged`` (in place, one buffer for the transition and neighbour rows).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ CONFIGS = {
     "in-place": {},
     "interleaved": {"interleave": True},
     "zero-copy": {"zero_copy": True},
+    "merged": {"merged": True},
 }
 
 
@@ -59,6 +61,8 @@ def run(path: str, name: str, args: argparse.Namespace) -> dict:
             "epoch_s": statistics.median(seconds),
             "allocated": mpi.allreduce(model.exchange.allocated + model.reload.allocated,
                                        op=MPI.MAX),
+            "buffer_bytes": mpi.allreduce(
+                model.exchange.buffer_bytes + model.reload.buffer_bytes, op=MPI.MAX),
             "d2d_bytes": mpi.allreduce(d2d.bytes if d2d else 0) / args.epochs,
             "d2d_calls": mpi.allreduce(d2d.calls if d2d else 0) / args.epochs,
             "grads": [g.clone() for g in grads],
@@ -83,9 +87,9 @@ def main() -> None:
     base = results["today"][0]
     print(f"P={world.size}, {args.graph}, {args.chunks} chunks/part, hidden "
           f"{args.hidden}, float32, dedup full, {args.epochs} epochs x {args.rounds} rounds")
-    print("| paths | epoch s (median) | vs today | device buffers allocated | d2d MB/epoch | "
-          "d2d calls/epoch | gradients = today's |")
-    print("|---|---|---|---|---|---|---|")
+    print("| paths | epoch s (median) | vs today | device buffers allocated | buffer KiB | "
+          "d2d MB/epoch | d2d calls/epoch | gradients = today's |")
+    print("|---|---|---|---|---|---|---|---|")
     t_base = statistics.median(r["epoch_s"] for r in results["today"])
     for name, runs in results.items():
         t = statistics.median(r["epoch_s"] for r in runs)
@@ -93,7 +97,8 @@ def main() -> None:
                    for a, b in zip(r["grads"], base["grads"], strict=True))
         r = runs[0]
         print(f"| {name} | {t:.3f} | {t / t_base:.2f}x | {r['allocated']} | "
-              f"{r['d2d_bytes'] / 1e6:.2f} | {r['d2d_calls']:.0f} | {same} |")
+              f"{r['buffer_bytes'] / 1024:.0f} | {r['d2d_bytes'] / 1e6:.2f} | "
+              f"{r['d2d_calls']:.0f} | {same} |")
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ MODE_FLAGS: dict[str, str] = {
     "chunks": "--mode offload", "dedup": "--mode offload", "reorganize": "--mode offload",
     "device_memory": "--mode offload", "no_in_place": "--mode offload",
     "interleave": "--mode offload", "zero_copy": "--mode offload",
+    "merged_buffer": "--mode offload",
     "subnets": "--mode gist", "local_iters": "--mode gist", "rounds": "--mode gist",
     "gist_rescale": "--mode gist",
     "sampler": "--mode minibatch or gist",
@@ -41,7 +42,7 @@ SAMPLING_FLAGS = (
 )
 #: The flags of the offload mode (``--algo``: only ``1d`` or ``halo``, which change nothing).
 OFFLOAD_FLAGS = ("algo", "exchange", "topology", "chunks", "dedup", "reorganize",
-                 "device_memory", "no_in_place", "interleave", "zero_copy")
+                 "device_memory", "no_in_place", "interleave", "zero_copy", "merged_buffer")
 #: GIST's own flags.
 GIST_FLAGS = ("subnets", "local_iters", "rounds", "gist_rescale")
 
@@ -119,7 +120,7 @@ def offload_from_args(args: argparse.Namespace) -> OffloadMode:
         device_memory=args.device_memory, exchange=args.exchange or OffloadMode.exchange,
         topology=args.topology, grid=args.grid, replication=args.replication,
         in_place=not args.no_in_place, interleave=bool(args.interleave),
-        zero_copy=bool(args.zero_copy),
+        zero_copy=bool(args.zero_copy), merged=bool(args.merged_buffer),
     )
 
 

@@ -202,6 +202,10 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     x.add_argument("--zero-copy", action="store_true",
                    help="offload, --device cuda: the load kernel reads the host rows from the "
                         "page-locked host tier, no host-side gather (the same results)")
+    x.add_argument("--merged-buffer", action="store_true",
+                   help="offload (--dedup inter/full, in place): HongTu's merged transition + "
+                        "neighbour buffer, the chunks' operators renumbered to read it; a "
+                        "neighbour row the rank owns is not copied (the same results)")
     x.add_argument("--tier-gbps", default=None, metavar="hd=25,dd=200,ru=1500|MACHINE",
                    help="tier bandwidths (GB/s) of the modelled cost C and of the "
                         "reorganisation's choice: host-device, device-device, device reuse; "

@@ -58,7 +58,13 @@ from hpcgnn.comm.communicator import Comm
 from hpcgnn.exchange.halo import HaloSets, request_rows
 from hpcgnn.exchange.staged import StagedExchange
 from hpcgnn.kernels.rows import copy_rows, gather_rows, scatter_add_rows, scatter_map
-from hpcgnn.planning.dedup import DedupVolumes, Sliding, sliding, write_positions
+from hpcgnn.planning.dedup import (
+    DedupVolumes,
+    Sliding,
+    merged_positions,
+    sliding,
+    write_positions,
+)
 from hpcgnn.planning.spst import DEFAULT_BYTES_PER_VERTEX
 from hpcgnn.planning.topology import Topology
 
@@ -93,15 +99,25 @@ class DevicePaths:
         their write positions: no host-side gather, no staging copy. Needs ``in_place``;
         the CPU device (and a host buffer that is not page-locked) keeps the host gather.
         Off by default.
+    merged
+        HongTu's merged transition + neighbour buffer (``inter``, ``full``; needs
+        ``in_place``): one buffer holds the union of ``T_ij`` and ``N_ij``
+        (:func:`~hpcgnn.planning.dedup.merged_positions`), the chunk's operators read it
+        (their columns renumbered, the edges in their order: the same sums), and a
+        neighbour row the rank owns is read from its transition slot instead of being
+        copied into a neighbour buffer. Off by default.
     """
 
     in_place: bool = True
     interleave: bool = False
     zero_copy: bool = False
+    merged: bool = False
 
     def __post_init__(self) -> None:
         if self.zero_copy and not self.in_place:
             raise ValueError("zero-copy loads write into the in-place buffers: in_place too")
+        if self.merged and not self.in_place:
+            raise ValueError("the merged buffer is an in-place buffer: in_place too")
 
 
 def record_copy(comm: Comm, category: str, rows: int, row_bytes: int, t0: Mark | None) -> None:
@@ -336,6 +352,11 @@ class BatchTables:
         In-place ``full``: the transition buffer's write positions of ``trans``
         (:func:`~hpcgnn.planning.dedup.write_positions`; the tables serve from them) and
         its rows; else ``None`` and 0 (``trans`` in order at the buffer's start).
+    merged, merged_rows
+        With :attr:`DevicePaths.merged`: the merged buffer's row of each element of
+        ``neigh`` (:func:`~hpcgnn.planning.dedup.merged_positions`; ``fetch`` writes the
+        remote rows there, the own ones are read from their transition rows) and the
+        buffer's rows; else ``None`` and 0.
     """
 
     neigh: np.ndarray
@@ -347,6 +368,8 @@ class BatchTables:
     trans_out: np.ndarray | None = None
     slots: np.ndarray | None = None
     capacity: int = 0
+    merged: np.ndarray | None = None
+    merged_rows: int = 0
 
 
 def build_tables(
@@ -361,7 +384,8 @@ def build_tables(
     ``topology`` (``inter``, ``full``: ``--exchange planned``) every fetch and push table is
     planned on it (:meth:`RowTable.plan`, rows of ``bytes_per_vertex`` bytes). ``paths``
     (default :class:`DevicePaths`): ``full`` in place serves from the transition buffer's
-    write positions; ``interleave`` moves the device-to-device rows in rounds.
+    write positions; ``interleave`` moves the device-to-device rows in rounds; ``merged``
+    fetches only the remote rows, into the merged buffer's positions.
     """
     paths = paths or DevicePaths()
     if dedup not in DEDUP_LEVELS:
@@ -382,16 +406,31 @@ def build_tables(
     trans = [np.unique(req) for _, req, _ in requests]
     rounds = paths.interleave
     spots = write_positions(trans) if dedup == "full" and paths.in_place else None
+    merged = None
+    if paths.merged and dedup != "none":
+        lo, hi = int(offsets[comm.rank]), int(offsets[comm.rank + 1])
+        merged = merged_positions(neigh_sets, trans, None if spots is None else spots.slots,
+                                  lo, hi)
+    start = 0 if merged is None else merged.transition  # of the remote rows
     out = []
     for j, nb in enumerate(neigh_sets):
+        at, rows = (None, 0) if merged is None else (merged.positions[j], merged.rows)
+        # the merged buffer fetches the remote rows only (the own ones are in place)
+        far = np.ones(len(nb), dtype=bool) if at is None else at >= start
         if dedup != "full":
             served = None if dedup == "none" else trans[j]
-            everything = np.arange(len(nb), dtype=np.int64)
-            fetch = row_table(comm, nb, everything, offsets, served, requests[j],
-                              interleave=rounds)
-            if served is not None:
-                planned(fetch, nb, served)
-            out.append(BatchTables(nb, trans[j], fetch, fetch))
+            if at is None:
+                everything = np.arange(len(nb), dtype=np.int64)
+                fetch = push = row_table(comm, nb, everything, offsets, served, requests[j],
+                                         interleave=rounds)
+                if served is not None:
+                    planned(fetch, nb, served)
+            else:  # both read / write the merged buffer's positions
+                fetch = planned(row_table(comm, nb[far], at[far], offsets, served,
+                                          interleave=rounds), nb[far], trans[j])
+                push = planned(row_table(comm, nb, at, offsets, served, requests[j],
+                                         interleave=rounds), nb, trans[j])
+            out.append(BatchTables(nb, trans[j], fetch, push, merged=at, merged_rows=rows))
             continue
         slots = None
         keys = trans[j]  # the source buffer's row keys (global ids), by buffer row
@@ -405,14 +444,15 @@ def build_tables(
         last = j + 1 == n
         n_out = sliding(empty if last else neigh_sets[j + 1], nb).new  # not in the next
         t_out = sliding(empty if last else trans[j + 1], trans[j]).new
-        fetch = row_table(comm, nb[n_slide.new], n_slide.new, offsets, trans[j],
+        new = n_slide.new[far[n_slide.new]]
+        fetch = row_table(comm, nb[new], new if at is None else at[new], offsets, trans[j],
                           slots=slots, interleave=rounds)
-        push = row_table(comm, nb[n_out], n_out, offsets, trans[j], slots=slots,
-                         interleave=rounds)
-        planned(fetch, nb[n_slide.new], keys)
+        push = row_table(comm, nb[n_out], n_out if at is None else at[n_out], offsets,
+                         trans[j], slots=slots, interleave=rounds)
+        planned(fetch, nb[new], keys)
         planned(push, nb[n_out], keys)
         out.append(BatchTables(nb, trans[j], fetch, push, n_slide, t_slide, t_out, slots,
-                               0 if spots is None else spots.capacity))
+                               0 if spots is None else spots.capacity, at, rows))
     return out
 
 
@@ -481,7 +521,8 @@ class _Buffers:
     """Device buffers reused from batch to batch: one allocation per role and dtype.
 
     :meth:`view` gives a contiguous ``rows x f`` view of it, for any width (every layer's
-    pass uses the same allocation); :attr:`allocated` counts the allocations.
+    pass uses the same allocation); :attr:`allocated` counts the allocations, :attr:`bytes`
+    their bytes.
     """
 
     def __init__(self, device: Device, width: int = 0) -> None:
@@ -489,20 +530,23 @@ class _Buffers:
         self.width = width
         self._flat: dict[tuple[str, torch.dtype], torch.Tensor] = {}
         self.allocated = 0
+        self.bytes = 0
 
-    def view(self, role: str, rows: int, f: int, dtype: torch.dtype, capacity: int
-             ) -> torch.Tensor:
+    def view(self, role: str, rows: int, f: int, dtype: torch.dtype, capacity: int,
+             zero: bool = False) -> torch.Tensor:
         """Rows ``[0, rows)`` of ``role``'s buffer as ``f`` columns.
 
-        Made ``capacity`` rows of ``max(f, width)`` columns at first use, and again only
-        for wider rows than that.
+        Made ``capacity`` rows of ``max(f, width)`` columns at first use (``zero``: of
+        zeros), and again only for wider rows than that.
         """
         key = (role, dtype)
         flat = self._flat.get(key)
         if flat is None or flat.numel() < rows * f:
             cols = max(f, self.width)
-            flat = self._flat[key] = self.device.empty(max(capacity, rows) * cols, dtype)
+            make = self.device.zeros if zero else self.device.empty
+            flat = self._flat[key] = make(max(capacity, rows) * cols, dtype)
             self.allocated += 1
+            self.bytes += flat.numel() * flat.element_size()
         return flat[: rows * f].view(rows, f)
 
 
@@ -535,6 +579,9 @@ class OffloadExchange:
         Device buffers this exchange allocated for its batches so far (the in-place
         buffers once per role; else a transition and a neighbour buffer per load, a copy
         of the gradients and an accumulator per store).
+    merged
+        :attr:`DevicePaths.merged` in place: :meth:`load` returns the merged buffer (rows
+        at the tables' ``merged`` positions), :meth:`store` takes gradients of its rows.
     """
 
     def __init__(
@@ -550,6 +597,18 @@ class OffloadExchange:
         if self.in_place and dedup == "full" and any(t.slots is None for t in tables):
             raise ValueError("in-place full needs the tables' write positions "
                              "(build_tables with the same paths)")
+        self.merged = self.in_place and paths.merged
+        if self.merged and any(t.merged is None for t in tables):
+            raise ValueError("the merged buffer needs the tables' merged positions "
+                             "(build_tables with the same paths)")
+        # the merged positions of N_ij's rows, and (full) of those kept from batch j - 1
+        self._merged_at: list[torch.Tensor] = []
+        self._merged_keep: list[torch.Tensor] = []
+        for t in tables if self.merged else []:
+            assert t.merged is not None
+            self._merged_at.append(comm.device.from_numpy(t.merged))
+            keep = np.zeros(0, np.int64) if t.neigh_slide is None else t.neigh_slide.keep_cur
+            self._merged_keep.append(comm.device.from_numpy(t.merged[keep]))
         self._trans: torch.Tensor | None = None
         self._neigh: torch.Tensor | None = None
         self._allocated = 0
@@ -568,6 +627,11 @@ class OffloadExchange:
     def allocated(self) -> int:
         """Device buffers allocated for the batches so far (:class:`OffloadExchange`)."""
         return self._allocated + self._bufs.allocated
+
+    @property
+    def buffer_bytes(self) -> int:
+        """Bytes of the in-place buffers allocated so far (0 without in-place buffers)."""
+        return self._bufs.bytes
 
     def _take(self, host: torch.Tensor, j: int, positions: np.ndarray | None) -> torch.Tensor:
         """Transition rows of batch ``j`` (``positions`` of ``T_ij``, or all) from the host.
@@ -621,7 +685,11 @@ class OffloadExchange:
         """
         t, w, dev = self.tables[j], self._writes[j], self.comm.device
         f, dtype = host.shape[1], host.dtype
-        trans = self._bufs.view("trans", t.capacity or len(t.trans), f, dtype, self._cap_t)
+        if self.merged:  # the transition rows first, then the remote neighbour rows
+            merged = self._bufs.view("merged", t.merged_rows, f, dtype, t.merged_rows, True)
+            trans = merged[: self._cap_t]
+        else:
+            trans = self._bufs.view("trans", t.capacity or len(t.trans), f, dtype, self._cap_t)
         t0 = self.comm.stats.mark()
         if self.paths.zero_copy and trans.is_cuda and host.is_pinned():
             assert w.new_host_dev is not None
@@ -629,6 +697,9 @@ class OffloadExchange:
         else:
             trans.index_copy_(0, w.new_slots, dev.to_device(gather_rows(host, w.new_host)))
         record_copy(self.comm, H2D, len(w.new_host), f * host.element_size(), t0)
+        if self.merged:  # kept rows stay in their slots, the own ones are read in place
+            t.fetch.fetch(self.comm, trans, merged, D2D)
+            return merged
         full = self.dedup == "full"
         neigh = self._bufs.view(f"neigh{j % 2 if full else 0}", len(t.neigh), f, dtype,
                                 self._cap_n)
@@ -649,7 +720,10 @@ class OffloadExchange:
         t, w = self.tables[j], self._writes[j]
         f, dtype = grads.shape[1], grads.dtype
         acc = self._bufs.view("gtrans", t.capacity or len(t.trans), f, dtype, self._cap_t)
-        if self.dedup == "full":
+        if self.merged and self.dedup == "full":
+            acc.index_fill_(0, w.new_slots, 0)
+            grads = self._keep_merged(grads, j)
+        elif self.dedup == "full":
             acc.index_fill_(0, w.new_slots, 0)
             mine = self._bufs.view(f"gneigh{j % 2}", len(t.neigh), f, dtype, self._cap_n)
             mine.copy_(grads)
@@ -667,6 +741,26 @@ class OffloadExchange:
         scatter_add_rows(host_grad, w.out_host, self.comm.device.host_tensor(leaving),
                          unique=True)
         record_copy(self.comm, D2H, len(w.out_host), f * acc.element_size(), t0)
+
+    def _keep_merged(self, grads: torch.Tensor, j: int) -> torch.Tensor:
+        """``full``'s neighbour gradients in the merged layout, the kept ones summed in place.
+
+        One gradient buffer as the merged one: a row shared with the previous batch has the
+        same position in both, so its kept gradient is added where it is (the separate
+        buffers' sum, ``grads + kept``), and the rest are copied in.
+        """
+        t, at = self.tables[j], self._merged_at[j]
+        mine = self._bufs.view("gmerged", t.merged_rows, grads.shape[1], grads.dtype,
+                               t.merged_rows, True)
+        kept = None
+        if j and self._neigh is not None:
+            keep = self._merged_keep[j]
+            kept = gather_rows(mine, keep)
+        copy_rows(grads, at, mine, at)
+        if kept is not None:
+            scatter_add_rows(mine, keep, kept, unique=True)
+        self._neigh = mine
+        return mine
 
     def store(self, grads: torch.Tensor, j: int, host_grad: torch.Tensor) -> None:
         """Add the gradients of ``N_ij``'s rows into the owners' host gradient buffers."""

@@ -58,6 +58,13 @@ def _load_widths(model: Any) -> list[int]:
     return list(model.load_widths)
 
 
+def _batch_rows(t: Any) -> int:
+    """Device rows of a batch's loaded rows: ``|N_ij| + |T_ij|``, merged the size of their union."""
+    if t.merged is None:
+        return len(t.neigh) + len(t.trans)
+    return len(np.union1d(t.neigh, t.trans))
+
+
 def offload_report(
     model: Any, measured: dict[str, float], predicted: dict[str, float],
     gbps: dict[str, float] | None,
@@ -66,7 +73,7 @@ def offload_report(
     gbps = {**DEFAULT_TIER_GBPS, **(gbps or {})}
     itemsize = model.cfg.itemsize
     peak = max(
-        (len(t.neigh) + len(t.trans) + (b - a))
+        (_batch_rows(t) + (b - a))
         for t, (a, b) in zip(model.exchange.tables, model.chunk_rows, strict=True)
     )
     peak = max(model.comm.allgather_obj(peak))
@@ -95,10 +102,12 @@ def offload_report(
         # HongTu's device paths (exchange.offload.DevicePaths): rounds per device-to-device
         # exchange of a batch (1: one all-to-allv), device buffers allocated for batches
         "device_paths": {"in_place": opts.in_place, "interleave": opts.interleave,
-                         "zero_copy": opts.zero_copy},
+                         "zero_copy": opts.zero_copy, "merged": opts.merged},
         "rounds": model.comm.size - 1 if opts.interleave else 1,
         "device_buffers_allocated": max(model.comm.allgather_obj(
             model.exchange.allocated + model.reload.allocated)),
+        "device_buffer_bytes": max(model.comm.allgather_obj(
+            model.exchange.buffer_bytes + model.reload.buffer_bytes)),
         **({} if model.topology is None else _offload_plans(model)),
     }
 

@@ -82,7 +82,7 @@ class OffloadOptions:
 
     ``tier_gbps``: ``--tier-gbps``, the tiers' bandwidths the reorganisation weighs
     ``C`` with (default: :data:`~hpcgnn.planning.dedup.DEFAULT_TIER_GBPS`). ``in_place``,
-    ``interleave``, ``zero_copy``: how the exchange moves rows on the device
+    ``interleave``, ``zero_copy``, ``merged``: how the exchange moves rows on the device
     (:class:`~hpcgnn.exchange.offload.DevicePaths`; the results are the same).
 
     Raises
@@ -100,6 +100,7 @@ class OffloadOptions:
     in_place: bool = True
     interleave: bool = False
     zero_copy: bool = False
+    merged: bool = False
 
     def __post_init__(self) -> None:
         if self.chunks < 1:
@@ -118,11 +119,14 @@ class OffloadOptions:
                               "exchange with --dedup inter or full")
         if self.zero_copy and not self.in_place:
             raise ConfigError("zero-copy loads write into the in-place buffers: in_place too")
+        if self.merged and (not self.in_place or self.dedup == "none"):
+            raise ConfigError("--merged-buffer merges the in-place transition and neighbour "
+                              "buffers of --dedup inter or full (not with --no-in-place)")
 
     @property
     def paths(self) -> DevicePaths:
         """The exchange's :class:`~hpcgnn.exchange.offload.DevicePaths`."""
-        return DevicePaths(self.in_place, self.interleave, self.zero_copy)
+        return DevicePaths(self.in_place, self.interleave, self.zero_copy, self.merged)
 
 
 class _Epoch(torch.autograd.Function):
@@ -231,9 +235,11 @@ class OffloadModel(RowBlockModel):
             strict=True)]
         if isinstance(self.x, SparseFeatures):
             self.input = SparseInput(self.x, self.chunk_rows, comm)
+        # the merged buffer (exchange.merged): the operators read the loaded rows there
         self._ops = [ChunkOps.of(a_t, rows, first, cols, attends, comm.device,
-                                 self.cfg.torch_dtype)
-                     for rows, cols in zip(self.chunk_rows, neigh, strict=True)]
+                                 self.cfg.torch_dtype,
+                                 t.merged if self.exchange.merged else None, t.merged_rows)
+                     for rows, cols, t in zip(self.chunk_rows, neigh, tables, strict=True)]
         self.volumes, self.remote = table_volumes(comm, tables, opts.dedup)
         self.transfers = self.remote if self.topology is None else planned_transfers(tables)
 

@@ -53,11 +53,16 @@ class ChunkOps:
 
     @classmethod
     def of(cls, a_t: sp.csr_matrix, rows: tuple[int, int], first: int, cols: np.ndarray,
-           attends: bool, device: Device, dtype: torch.dtype) -> ChunkOps:
+           attends: bool, device: Device, dtype: torch.dtype,
+           at: np.ndarray | None = None, loaded: int = 0) -> ChunkOps:
         """The operators of the chunk of the rank's rows ``rows`` whose load is ``cols``.
 
         ``a_t``: the rank's rows of the operator (global columns); ``first``: the global id
-        of its first row; ``attends``: build the edge pattern too.
+        of its first row; ``attends``: build the edge pattern too. ``at``: the loaded
+        buffer's row of each of ``cols`` in a buffer of ``loaded`` rows (HongTu's merged
+        buffer, :func:`~hpcgnn.planning.dedup.merged_positions`), else ``None``: the rows
+        of ``cols`` in order. The edges keep their order either way (only the column ids
+        change), so each output row sums the same products in the same order.
         """
         a, b = rows
         blk = a_t[a:b]
@@ -65,12 +70,35 @@ class ChunkOps:
                               shape=(b - a, len(cols)))
         ids = np.arange(first + a, first + b, dtype=np.int64)
         dev = device.torch_device
-        return cls(
-            LocalAggregation(to_torch_csr(local, dtype, dev),
-                             to_torch_csr(local.T.tocsr(), dtype, dev)),
-            edge_pattern(local, ids, cols, dev, dtype) if attends else None,
-            device.from_numpy(np.searchsorted(cols, ids)),
-        )
+        own = np.searchsorted(cols, ids)
+        read = local if at is None else sp.csr_matrix(
+            (local.data, at[local.indices], local.indptr), shape=(b - a, loaded))
+        block = LocalAggregation(to_torch_csr(read, dtype, dev),
+                                 to_torch_csr(read.T.tocsr(), dtype, dev))
+        pattern = None
+        if attends:  # (edge_pattern sorts ``local``'s edges in place: after the block)
+            pattern = (edge_pattern(local, ids, cols, dev, dtype) if at is None
+                       else _read_at(local, ids, cols, at, loaded, dev, dtype))
+            if at is not None:  # an attending chunk's own rows are among its loaded ones
+                own = at[own]
+        return cls(block, pattern, device.from_numpy(own))
+
+
+def _read_at(local: sp.csr_matrix, ids: np.ndarray, cols: np.ndarray, at: np.ndarray,
+             loaded: int, dev: torch.device, dtype: torch.dtype) -> EdgePattern:
+    """:func:`edge_pattern` of ``local`` (its edges sorted, as there) read at rows ``at``.
+
+    The buffer rows that hold none of ``cols`` have the id ``-1``.
+    """
+    s = local.copy()
+    s.sort_indices()
+    col_ids = np.full(loaded, -1, dtype=np.int64)
+    col_ids[at] = cols
+    csr = torch.sparse_csr_tensor(torch.from_numpy(s.indptr.astype(np.int64)),
+                                  torch.from_numpy(at[s.indices]),
+                                  torch.ones(s.nnz, dtype=dtype), size=(s.shape[0], loaded),
+                                  check_invariants=False).to(dev)
+    return edge_pattern(csr, ids, col_ids, dev, dtype)
 
 
 @dataclass

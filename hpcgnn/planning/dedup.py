@@ -183,6 +183,57 @@ def write_positions(sets: list[np.ndarray]) -> WritePositions:
 
 
 @dataclass(frozen=True)
+class MergedPositions:
+    r"""HongTu's merged transition + neighbour buffer (Sect. 6, data buffer deduplication).
+
+    One buffer of ``rows`` rows per rank holds ``T_ij \cup N_ij``: the transition rows at
+    ``[0, transition)`` (their in-place slots), the remote neighbour rows ``N_ij \ V_i``
+    after them; a neighbour row this rank owns is read where its transition row is.
+
+    Attributes
+    ----------
+    positions
+        ``positions[j][k]``: the buffer row of element ``k`` of ``N_ij``.
+    transition
+        Rows of the transition part (the largest transition set).
+    rows
+        Rows of the buffer: ``transition`` plus the largest remote neighbour set.
+    """
+
+    positions: list[np.ndarray]
+    transition: int
+    rows: int
+
+
+def merged_positions(
+    neigh: list[np.ndarray], trans: list[np.ndarray], trans_slots: list[np.ndarray] | None,
+    lo: int, hi: int,
+) -> MergedPositions:
+    """Where each neighbour row of every batch sits in the merged buffer of one rank.
+
+    ``neigh[j]``, ``trans[j]``: the sorted ids of ``N_ij`` and ``T_ij``; ``trans_slots``:
+    the transition rows' write positions (:func:`write_positions`), ``None`` for rows in
+    order at the buffer's start (no reuse); ``[lo, hi)``: the rank's own ids. The remote
+    neighbour rows take in-place write positions of their own where ``trans_slots`` is
+    given (a row shared with the previous batch stays put), else their order.
+    """
+    transition = max((len(t) for t in trans), default=0)
+    remote = [(s < lo) | (s >= hi) for s in neigh]
+    if trans_slots is None:
+        far = [np.arange(int(r.sum()), dtype=np.int64) for r in remote]
+    else:
+        far = write_positions([s[r] for s, r in zip(neigh, remote, strict=True)]).slots
+    out = []
+    for j, (s, r) in enumerate(zip(neigh, remote, strict=True)):
+        own = np.searchsorted(trans[j], s[~r])
+        pos = np.empty(len(s), dtype=np.int64)
+        pos[~r] = own if trans_slots is None else trans_slots[j][own]
+        pos[r] = transition + far[j]
+        out.append(pos)
+    return MergedPositions(out, transition, transition + max((len(f) for f in far), default=0))
+
+
+@dataclass(frozen=True)
 class DedupVolumes:
     """The vertex counts of HongTu section 5.3 for one schedule."""
 

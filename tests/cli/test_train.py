@@ -221,12 +221,40 @@ def test_offload_device_paths_flags_keep_the_parameters(graph_file, shared_tmp, 
     assert today["params_sha256"] == paths["params_sha256"]
     assert today["comm"]["measured_bytes"] == paths["comm"]["measured_bytes"]
     ex = paths["exchange"]
-    assert ex["device_paths"] == {"in_place": True, "interleave": True, "zero_copy": True}
+    assert ex["device_paths"] == {"in_place": True, "interleave": True, "zero_copy": True,
+                                  "merged": False}
     assert ex["rounds"] == world.size - 1 and today["exchange"]["rounds"] == 1
     assert paths["config"]["interleave"] and not today["config"]["in_place"]
     assert ex["device_buffers_allocated"] < today["exchange"]["device_buffers_allocated"]
     rc = run_train(path, "--mode", "offload", "--dedup", "none", "--interleave")
     assert_all(world, rc != 0, "--interleave with --dedup none was accepted")
+
+
+@pytest.mark.mpi
+@pytest.mark.ranks(1, 2, 4)
+def test_merged_buffer_flag_keeps_the_parameters_in_fewer_buffer_bytes(graph_file, shared_tmp,
+                                                                       world):
+    # HongTu's merged transition + neighbour buffer (issue 43 item 7): the same parameters
+    # and bytes moved as the separate buffers, its buffers' bytes fewer, reported
+    path = graph_file(n=60, seed=4)
+    docs = {}
+    for name, flags in {"apart": [], "merged": ["--merged-buffer"]}.items():
+        m = shared_tmp / f"{name}.json"
+        rc = run_train(path, "--mode", "offload", "--chunks", "3", "--dedup", "full",
+                       "--metrics", str(m), *flags)
+        assert_all(world, rc == 0)
+        docs[name] = read_metrics(m, world)
+    apart, merged = docs["apart"], docs["merged"]
+    assert apart["params_sha256"] == merged["params_sha256"]
+    assert apart["comm"]["measured_bytes"] == merged["comm"]["measured_bytes"]
+    ex = merged["exchange"]
+    assert ex["device_paths"]["merged"] and merged["config"]["merged"]
+    assert not apart["exchange"]["device_paths"]["merged"]
+    assert ex["device_buffer_bytes"] < apart["exchange"]["device_buffer_bytes"]
+    assert ex["device_peak_rows"] < apart["exchange"]["device_peak_rows"]
+    for refused in (["--dedup", "none"], ["--no-in-place"]):
+        rc = run_train(path, "--mode", "offload", "--merged-buffer", *refused)
+        assert_all(world, rc != 0, f"--merged-buffer with {refused} was accepted")
 
 
 @pytest.mark.mpi

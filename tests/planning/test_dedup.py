@@ -6,6 +6,7 @@ from hpcgnn.planning.dedup import (
     chunk_bounds,
     dedup_volumes,
     identity_schedule,
+    merged_positions,
     remote_rows,
     sliding,
     transition_sets,
@@ -136,3 +137,27 @@ def test_write_positions_keep_shared_rows_and_fit_the_largest_set(seed):
             prev = dict(zip(sets[j - 1].tolist(), wp.slots[j - 1].tolist(), strict=True))
             kept = {v: p for v, p in zip(s.tolist(), slots.tolist(), strict=True) if v in prev}
             assert all(prev[v] == p for v, p in kept.items())  # nothing moves
+
+
+@pytest.mark.parametrize("reuse", [False, True])
+def test_merged_positions_hold_each_row_once_and_keep_shared_rows(reuse):
+    # rank 1 of three owns [10, 20); N_ij mixes own and remote ids, T_ij holds the own ones
+    # the others ask for as well (HongTu Sect. 6: one buffer for T_ij and N_ij)
+    rng = np.random.default_rng(3)
+    neigh = [np.unique(rng.integers(0, 30, 12)) for _ in range(5)]
+    trans = [np.union1d(s[(s >= 10) & (s < 20)], rng.integers(10, 20, 3)) for s in neigh]
+    slots = write_positions(trans).slots if reuse else None
+    mp = merged_positions(neigh, trans, slots, 10, 20)
+    assert mp.transition == max(len(t) for t in trans)
+    remote = [s[(s < 10) | (s >= 20)] for s in neigh]
+    assert mp.rows == mp.transition + max(len(r) for r in remote)
+    for j, (s, pos) in enumerate(zip(neigh, mp.positions, strict=True)):
+        assert len(np.unique(pos)) == len(s) and (pos < mp.rows).all()
+        own = (s >= 10) & (s < 20)
+        # an own row is read where its transition row is: not stored twice
+        tpos = np.searchsorted(trans[j], s[own])
+        assert (pos[own] == (tpos if slots is None else slots[j][tpos])).all()
+        assert (pos[~own] >= mp.transition).all()
+        if reuse and j:  # a row shared with the previous batch has not moved
+            prev = dict(zip(neigh[j - 1].tolist(), mp.positions[j - 1].tolist(), strict=True))
+            assert all(prev.get(v, p) == p for v, p in zip(s.tolist(), pos.tolist(), strict=True))

@@ -49,10 +49,11 @@ class OffloadMode(Mode[FullBatchTrainer]):
         (``None``: all ranks on one node).
     grid, replication
         ``--grid`` (a 1D grid of every rank) and ``--replication`` (refused by the grid).
-    in_place, interleave, zero_copy
-        HongTu's device paths (``--no-in-place``, ``--interleave``, ``--zero-copy``;
-        :class:`~hpcgnn.exchange.offload.DevicePaths`): in-place buffers (default),
-        interleaved device-to-device rounds, zero-copy host reads. The same results.
+    in_place, interleave, zero_copy, merged
+        HongTu's device paths (``--no-in-place``, ``--interleave``, ``--zero-copy``,
+        ``--merged-buffer``; :class:`~hpcgnn.exchange.offload.DevicePaths`): in-place
+        buffers (default), interleaved device-to-device rounds, zero-copy host reads, the
+        merged transition + neighbour buffer. The same results.
     """
 
     name: ClassVar[str] = "offload"
@@ -70,6 +71,7 @@ class OffloadMode(Mode[FullBatchTrainer]):
     in_place: bool = True
     interleave: bool = False
     zero_copy: bool = False
+    merged: bool = False
 
     def __post_init__(self) -> None:
         check_types(self)
@@ -87,6 +89,7 @@ class OffloadMode(Mode[FullBatchTrainer]):
             chunks=self.chunks, dedup=self.dedup, reorganize=self.reorganize,
             cache_budget=budget, exchange=self.exchange, tier_gbps=tier_gbps,
             in_place=self.in_place, interleave=self.interleave, zero_copy=self.zero_copy,
+            merged=self.merged,
         )
 
     def for_run(self, cfg: TrainConfig, ranks: int) -> OffloadMode:
@@ -140,4 +143,5 @@ class OffloadMode(Mode[FullBatchTrainer]):
             "chunks": self.chunks, "dedup": self.dedup, "reorganize": self.reorganize,
             "exchange": self.exchange, "topology": self.topology or (topo.name if topo else None),
             "in_place": self.in_place, "interleave": self.interleave, "zero_copy": self.zero_copy,
+            "merged": self.merged,
         }

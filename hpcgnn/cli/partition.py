@@ -26,7 +26,9 @@ from hpcgnn.partition.hierarchy import (
     level_cuts,
 )
 from hpcgnn.partition.methods import (
+    BALANCES,
     METHODS,
+    check_balance,
     check_num_parts,
     compute_partition,
     metis_partition,
@@ -56,6 +58,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="partitioning method (default: metis)")
     parser.add_argument("--out", "-o", type=Path, required=True, metavar="Gp.h5",
                         help="output graph file")
+    parser.add_argument("--balance", choices=BALANCES, default="vertices",
+                        help="with --method metis: what the parts get equal shares of, "
+                             "vertices, or edges (each vertex weighs 1 + its degree: a "
+                             "rank's SpMM, halo and memory follow its edges; on a power-law "
+                             "graph a vertex balance may leave most edges in one part) "
+                             "(default: vertices)")
     parser.add_argument("--seed", type=int, default=0,
                         help="random seed for the random and metis methods (default: 0)")
     levels = parser.add_mutually_exclusive_group()
@@ -109,11 +117,13 @@ LONG_PARTITION_EDGES = 2_000_000
 def partition_file(
     graph: Path, out: Path, num_parts: int, method: str, seed: int = 0,
     show_progress: bool = True, hierarchy: Hierarchy | None = None,
+    balance: str = "vertices",
 ) -> tuple[PartitionSummary, GraphMeta, HierarchyReport | None]:
     """Validate ``graph``, partition it and write the relabelled graph to ``out``.
 
     ``hierarchy`` (with ``method`` ``metis``): partition nodes first, then ranks, and
-    compare the cut with flat METIS's.
+    compare the cut with flat METIS's. ``balance``: what METIS's parts share equally
+    (``partition.methods.BALANCES``).
 
     Returns
     -------
@@ -128,6 +138,7 @@ def partition_file(
     if graph.resolve() == out.resolve():
         raise ConfigError("--out must name a new file, not the input file")
     check_output(out, "--out")
+    check_balance(balance, method)
     validate_file(graph, show_progress=show_progress)
     with GraphFile(graph) as src:
         meta = src.meta
@@ -138,11 +149,11 @@ def partition_file(
         with Step(f"partitioning {meta.num_nodes:,} vertices, {adjacency.nnz:,} edges into"
                   f" {num_parts} parts by {method}", announce=big, enabled=show_progress):
             if hierarchy is None:
-                parts = compute_partition(method, adjacency, num_parts, seed)
+                parts = compute_partition(method, adjacency, num_parts, seed, balance)
             else:
                 method = HIERARCHICAL
-                parts = hierarchical_partition(adjacency, hierarchy, seed)
-                flat = metis_partition(adjacency, num_parts, seed)
+                parts = hierarchical_partition(adjacency, hierarchy, seed, balance)
+                flat = metis_partition(adjacency, num_parts, seed, balance=balance)
         report = None if hierarchy is None else HierarchyReport(
             hierarchy, level_cuts(adjacency, parts, hierarchy, meta.directed),
             level_cuts(adjacency, flat, hierarchy, meta.directed))
@@ -160,6 +171,7 @@ def run(args: argparse.Namespace) -> int:
     hierarchy = hierarchy_of(args)
     outcome = run_on_root(lambda: partition_file(
         args.graph, args.out, args.parts, args.method, args.seed, not args.quiet, hierarchy,
+        args.balance,
     ))
     if outcome is not None:
         summary, meta, report = outcome

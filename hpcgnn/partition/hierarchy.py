@@ -71,17 +71,18 @@ class Hierarchy:
 
 
 def _metis_groups(
-    adjacency: sp.csr_matrix, groups: list[np.ndarray], seed: int
+    adjacency: sp.csr_matrix, groups: list[np.ndarray], seed: int, balance: str
 ) -> np.ndarray:
     """METIS into one part per group, each part sized in proportion to its group."""
     sizes = np.array([len(g) for g in groups], dtype=np.float64)
     even = bool(np.all(sizes == sizes[0]))
     weights = None if even else [float(w) for w in sizes / sizes.sum()]
-    return metis_partition(adjacency, len(groups), seed, target_weights=weights)
+    return metis_partition(adjacency, len(groups), seed, target_weights=weights,
+                           balance=balance)
 
 
 def hierarchical_partition(
-    adjacency: sp.csr_matrix, hierarchy: Hierarchy, seed: int = 0
+    adjacency: sp.csr_matrix, hierarchy: Hierarchy, seed: int = 0, balance: str = "vertices"
 ) -> np.ndarray:
     """Partition by METIS into nodes first, then each node's subgraph into its ranks.
 
@@ -93,6 +94,9 @@ def hierarchical_partition(
         Nodes and their ranks; ``hierarchy.num_parts`` parts in all.
     seed
         METIS random seed, used at both levels.
+    balance
+        What the parts of each level share equally (``methods.BALANCES``; a node's subgraph
+        balances its own edges).
 
     Returns
     -------
@@ -108,7 +112,7 @@ def hierarchical_partition(
     n = adjacency.shape[0]
     check_num_parts(hierarchy.num_parts, n)
     ranks = [hierarchy.ranks_of(i) for i in range(hierarchy.num_nodes)]
-    node = _metis_groups(adjacency, ranks, seed)
+    node = _metis_groups(adjacency, ranks, seed, balance)
     parts = np.empty(n, dtype=np.int64)
     for i, own in enumerate(ranks):
         members = np.flatnonzero(node == i)
@@ -118,7 +122,7 @@ def hierarchical_partition(
                 "use fewer parts"
             )
         sub = adjacency[members][:, members].tocsr()
-        parts[members] = own[metis_partition(sub, len(own), seed)]
+        parts[members] = own[metis_partition(sub, len(own), seed, balance=balance)]
     return parts
 
 

@@ -6,7 +6,8 @@ each vertex ``v`` of the current numbering:
 * ``block``: contiguous, equal ranges of the current order (sizes differ by at most 1);
 * ``random``: a seeded random assignment with the same balanced sizes as ``block``;
 * ``metis``: METIS k-way (or recursive bisection for up to 8 parts) through ``pymetis`` on
-  the symmetrised graph ``A + A^T`` without self loops or duplicate edges.
+  the symmetrised graph ``A + A^T`` without self loops or duplicate edges, balancing the
+  parts' vertices or (``balance="edges"``) their edges (:data:`BALANCES`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,11 @@ from hpcgnn.errors import ConfigError
 from hpcgnn.io.validate import PartitionSummary
 
 METHODS = ("block", "random", "metis")
+#: What METIS balances over the parts: ``vertices`` (each vertex weighs 1), or ``edges``
+#: (each vertex weighs ``1 +`` its degree in ``A + A^T``: a part's rows and nonzeros of
+#: ``Â``, what its SpMM, halo and memory grow with). On a power-law graph (RMAT) a vertex
+#: balance may leave almost every edge in one part (4M vertices, 2 parts: 2.0x the mean).
+BALANCES = ("vertices", "edges")
 
 #: Rows of ``A`` handled at once when counting cut edges.
 _CUT_ROWS = 1 << 20
@@ -65,7 +71,7 @@ def symmetrised(adjacency: sp.csr_matrix) -> sp.csr_matrix:
 
 def metis_partition(
     adjacency: sp.csr_matrix, num_parts: int, seed: int,
-    target_weights: list[float] | None = None,
+    target_weights: list[float] | None = None, balance: str = "vertices",
 ) -> np.ndarray:
     """Partition with METIS (through ``pymetis``) minimising the cut of ``A + A^T``.
 
@@ -78,42 +84,65 @@ def metis_partition(
     seed
         METIS random seed, for reproducible partitions.
     target_weights
-        Share of the vertices each part should get (METIS's ``tpwgts``, summing to 1);
-        ``None``: equal parts.
+        Share of the vertices (or edges) each part should get (METIS's ``tpwgts``,
+        summing to 1); ``None``: equal parts.
+    balance
+        What the parts share equally: ``"vertices"`` or ``"edges"`` (:data:`BALANCES`).
 
     """
     import pymetis
 
     n = adjacency.shape[0]
     check_num_parts(num_parts, n)
+    check_balance(balance, "metis")
     if num_parts == 1:
         return np.zeros(n, dtype=np.int64)
     s = symmetrised(adjacency)
     idx = pymetis.zero_copy_dtype()
     xadj = s.indptr.astype(idx, copy=False)
     adjncy = s.indices.astype(idx, copy=False)
+    weights = None if balance == "vertices" else (np.diff(s.indptr) + 1).astype(idx)
     options = pymetis.Options(seed=int(seed))
     if hasattr(pymetis, "CSRAdjacency"):
         graph = pymetis.CSRAdjacency(adj_starts=xadj, adjacent=adjncy)
-        result = pymetis.part_graph(num_parts, graph, tpwgts=target_weights, options=options)
+        result = pymetis.part_graph(num_parts, graph, vweights=weights, tpwgts=target_weights,
+                                    options=options)
     else:  # pymetis < 2025.2
-        result = pymetis.part_graph(num_parts, xadj=xadj, adjncy=adjncy,
+        result = pymetis.part_graph(num_parts, xadj=xadj, adjncy=adjncy, vweights=weights,
                                     tpwgts=target_weights, options=options)
     return np.asarray(result[1], dtype=np.int64)
 
 
+def check_balance(balance: str, method: str) -> None:
+    """Refuse a ``balance`` that is not one of :data:`BALANCES`, or that ``method`` lacks.
+
+    ``block`` and ``random`` split the vertices evenly and nothing else.
+    """
+    if balance not in BALANCES:
+        raise ConfigError(f"unknown balance {balance!r}; choose one of {', '.join(BALANCES)}")
+    if balance != "vertices" and method != "metis":
+        raise ConfigError(f"--balance {balance} needs --method metis ({method} balances "
+                          "vertices)")
+
+
 def compute_partition(
-    method: str, adjacency: sp.csr_matrix, num_parts: int, seed: int = 0
+    method: str, adjacency: sp.csr_matrix, num_parts: int, seed: int = 0,
+    balance: str = "vertices",
 ) -> np.ndarray:
-    """Return ``part[v]`` for every vertex by ``method`` (one of :data:`METHODS`)."""
+    """Return ``part[v]`` for every vertex by ``method`` (one of :data:`METHODS`).
+
+    ``balance``: what the parts share equally (:data:`BALANCES`; ``metis`` only).
+    """
     n = adjacency.shape[0]
     check_num_parts(num_parts, n)
+    if method in METHODS:
+        check_balance(balance, method)
     if method == "block":
         return block_partition(n, num_parts)
     if method == "random":
         return random_partition(n, num_parts, seed)
     if method == "metis":
-        return metis_partition(adjacency, num_parts, seed)
+        return metis_partition(adjacency, num_parts, seed, balance=balance)
     raise ConfigError(f"unknown partition method {method!r}; choose one of {', '.join(METHODS)}")
 
 

@@ -56,6 +56,23 @@ def test_bad_part_count_is_one_error_line(tmp_path: Path, capsys, k: str) -> Non
 
 
 @serial
+def test_an_edge_balance_is_asked_of_metis(tmp_path: Path, capsys) -> None:
+    src = write_random_graph(tmp_path / "g.h5", n=80)
+    out = tmp_path / "gp.h5"
+    assert main(["partition", str(src), "-k", "2", "--balance", "edges", "--out",
+                 str(out)]) == 0
+    assert "balance:" in capsys.readouterr().out
+    with GraphFile(out) as f:
+        assert f.meta.partition_offsets is not None
+    bad = tmp_path / "gr.h5"
+    assert main(["partition", str(src), "-k", "2", "--method", "random", "--balance",
+                 "edges", "--out", str(bad)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err == ["hpcgnn: error: --balance edges needs --method metis (random balances "
+                   "vertices)"] and not bad.exists()
+
+
+@serial
 def test_a_negative_seed_is_one_error_line(tmp_path: Path, capsys) -> None:
     src = write_random_graph(tmp_path / "g.h5", n=40)
     out = tmp_path / "gp.h5"

@@ -110,3 +110,47 @@ def test_summary_sizes_edges_and_balance() -> None:
     assert s.edge_cut == 1
     assert s.vertex_balance == pytest.approx(1.5)
     assert s.edge_balance == pytest.approx(5 / 3)
+
+
+def skewed_adjacency(n: int = 600, seed: int = 0) -> sp.csr_matrix:
+    """A power-law-like graph: hubs joined to many vertices, a third of the vertices alone."""
+    rng = np.random.default_rng(seed)
+    src = (rng.pareto(1.0, 3 * n) * 4).astype(np.int64) % (2 * n // 3)
+    dst = rng.integers(0, 2 * n // 3, 3 * n)
+    a = sp.csr_matrix((np.ones(len(src), np.float32), (src, dst)), shape=(n, n))
+    return symmetrised(a).astype(np.float32)
+
+
+def part_edges(a: sp.csr_matrix, parts: np.ndarray, k: int) -> np.ndarray:
+    """Each part's weight under the edge balance: its vertices plus their degrees."""
+    return np.bincount(parts, weights=np.diff(a.indptr) + 1.0, minlength=k)
+
+
+@pytest.mark.parametrize("k", [2, 4])
+def test_metis_balances_edges_where_asked(k: int) -> None:
+    a = skewed_adjacency()
+    by_vertices = compute_partition("metis", a, k, seed=0)
+    by_edges = compute_partition("metis", a, k, seed=0, balance="edges")
+    share = part_edges(a, by_edges, k)
+    assert share.max() / share.mean() <= 1.1, share
+    old = part_edges(a, by_vertices, k)
+    assert share.max() / share.mean() < old.max() / old.mean(), (share, old)
+    np.testing.assert_array_equal(by_vertices, compute_partition("metis", a, k, seed=0,
+                                                                 balance="vertices"))
+
+
+def test_the_hierarchy_balances_edges_at_both_levels() -> None:
+    from hpcgnn.partition.hierarchy import Hierarchy, hierarchical_partition
+
+    a = skewed_adjacency(n=900)
+    parts = hierarchical_partition(a, Hierarchy.of_shape("2x2"), 0, balance="edges")
+    share = part_edges(a, parts, 4)
+    assert share.max() / share.mean() <= 1.15, share
+
+
+@pytest.mark.parametrize(("method", "balance", "words"), [
+    ("random", "edges", "needs --method metis"), ("block", "edges", "needs --method metis"),
+    ("metis", "bytes", "unknown balance")])
+def test_a_balance_the_method_lacks_is_refused(method: str, balance: str, words: str) -> None:
+    with pytest.raises(ConfigError, match=words):
+        compute_partition(method, sbm_adjacency(n=30), 2, balance=balance)

@@ -2,14 +2,14 @@
 
 For each ``--sizes`` vertex count (average degree ``--degree``, ``--features`` features):
 generate the RMAT graph (``hpcgnn prepare synthetic``), partition it with METIS for the
-halo runs (``hpcgnn partition``; its wall time and peak memory, the command's own progress
-lines on the terminal), then run ``hpcgnn train`` for every ``--algos`` at every
-``--procs`` under ``mpiexec`` and record, from the metrics: the epoch's median time, the
-time per stored edge, and each rank's peak memory above its start against the memory
-check's prediction (``memory.predicted_bytes``, what ``hpcgnn model`` prints). The epoch
-time is the steady state's: the median of the epochs after the first ``--warmup`` (which
-page-fault the run's memory in: at 4M vertices those took up to 2.9x a steady epoch); the
-first epochs' times and new pages are kept in the JSON. With
+halo runs (``hpcgnn partition --balance edges``; its wall time and peak memory, the
+command's own progress lines on the terminal), then run ``hpcgnn train`` for every
+``--algos`` at every ``--procs`` under ``mpiexec`` and record, from the metrics: the
+epoch's time, the time per stored edge, and each rank's peak memory above its start
+against the memory check's prediction (``memory.predicted_bytes``, what ``hpcgnn model``
+prints). The epoch time is the steady state's: the median of the epochs after the first
+``--warmup`` (which page-fault the run's memory in: at 4M vertices those took up to 2.9x
+a steady epoch); the first epochs' times and new pages are kept in the JSON. With
 ``--pyg`` one process of PyG's ``GCNConv`` on the same graph, both paths (``edge_index``
 and the sparse ``adj_t``), where the graph fits (``--pyg-max-nodes``).
 
@@ -129,6 +129,9 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=1, help="threads per rank")
     p.add_argument("--pyg", action="store_true", help="PyG's GCNConv, one process, both paths")
     p.add_argument("--pyg-max-nodes", type=int, default=1_000_000)
+    p.add_argument("--balance", choices=("vertices", "edges"), default="edges",
+                   help="what METIS balances for the halo runs (partition --balance): on RMAT "
+                   "a vertex balance leaves most edges on one rank")
     p.add_argument("--tmpdir", default=None, help="where the graphs go (several GB at 4M)")
     p.add_argument("--graphs", default=None,
                    help="keep the prepared graphs and METIS partitions in this folder and "
@@ -161,11 +164,11 @@ def main() -> None:
                         continue
                     graph = raw
                     if algo == "halo" and k > 1:
-                        graph = store / f"{stem}-metis{k}.h5"
+                        graph = store / f"{stem}-metis{k}-{args.balance}.h5"
                         if not graph.exists():
                             row.setdefault("partition", {})[k] = timed(hpcgnn(
                                 "partition", str(raw), "--parts", str(k), "--method", "metis",
-                                "--out", str(graph)))
+                                "--balance", args.balance, "--out", str(graph)))
                     run = train(graph, algo, k, args, tmp)
                     row["runs"].append({"algo": algo, "procs": k, **run})
                     print(f"bench_scale: n={n} {algo} P={k}: {json.dumps(run)}", flush=True)
@@ -195,7 +198,7 @@ def tables(doc: dict) -> str:
             first.setdefault(key, per_edge)
             rows.append([n, r["algo"], r["procs"], r["grid"], 1e3 * r["epoch_s"], per_edge,
                          per_edge / first[key], r["peak_mib"], r["memory_ratio"]])
-    notes = []
+    notes, balance = [], doc["args"].get("balance", "vertices")
     for size in doc["sizes"]:
         parts = size.get("partition", {})
         prep = size["prepare"]
@@ -203,7 +206,8 @@ def tables(doc: dict) -> str:
                 f"prepare {prep['seconds']:.0f} s, {prep['peak_mib']:.0f} MiB")
         notes.append(
             f"n={size['nodes']}: {made}"
-            + "".join(f"; METIS {k} parts {v['seconds']:.0f} s, {v['peak_mib']:.0f} MiB"
+            + "".join(f"; METIS {k} parts by {balance} {v['seconds']:.0f} s,"
+                      f" {v['peak_mib']:.0f} MiB"
                       + (f" ({v['error']})" if "error" in v else "")
                       for k, v in parts.items())
             + ("; PyG GCNConv " + ", ".join(

@@ -204,19 +204,25 @@ def test_offload_metrics_have_the_exchange_section(graph_file, shared_tmp, world
     assert ex["transfers"] == ex["remote_rows"] and ex["C_moved_s"] > 0
 
 
-@pytest.mark.mpi
-@pytest.mark.ranks(1, 3)
-def test_offload_device_paths_flags_keep_the_parameters(graph_file, shared_tmp, world):
-    # HongTu's device paths (issue 43): the same parameters as today's path, reported
-    path = graph_file(n=60, seed=4)
+def _offload_runs(path, shared_tmp, world, configs: dict[str, list[str]]) -> dict:
+    """The metrics of an offload run (3 chunks, ``--dedup full``) per named set of flags."""
     docs = {}
-    for name, flags in {"today": ["--no-in-place"], "paths": ["--interleave", "--zero-copy"]
-                        }.items():
+    for name, flags in configs.items():
         m = shared_tmp / f"{name}.json"
         rc = run_train(path, "--mode", "offload", "--chunks", "3", "--dedup", "full",
                        "--metrics", str(m), *flags)
         assert_all(world, rc == 0)
         docs[name] = read_metrics(m, world)
+    return docs
+
+
+@pytest.mark.mpi
+@pytest.mark.ranks(1, 3)
+def test_offload_device_paths_flags_keep_the_parameters(graph_file, shared_tmp, world):
+    # HongTu's device paths (issue 43): the same parameters as today's path, reported
+    path = graph_file(n=60, seed=4)
+    docs = _offload_runs(path, shared_tmp, world, {
+        "today": ["--no-in-place"], "paths": ["--interleave", "--zero-copy"]})
     today, paths = docs["today"], docs["paths"]
     assert today["params_sha256"] == paths["params_sha256"]
     assert today["comm"]["measured_bytes"] == paths["comm"]["measured_bytes"]
@@ -237,13 +243,7 @@ def test_merged_buffer_flag_keeps_the_parameters_in_fewer_buffer_bytes(graph_fil
     # HongTu's merged transition + neighbour buffer (issue 43 item 7): the same parameters
     # and bytes moved as the separate buffers, its buffers' bytes fewer, reported
     path = graph_file(n=60, seed=4)
-    docs = {}
-    for name, flags in {"apart": [], "merged": ["--merged-buffer"]}.items():
-        m = shared_tmp / f"{name}.json"
-        rc = run_train(path, "--mode", "offload", "--chunks", "3", "--dedup", "full",
-                       "--metrics", str(m), *flags)
-        assert_all(world, rc == 0)
-        docs[name] = read_metrics(m, world)
+    docs = _offload_runs(path, shared_tmp, world, {"apart": [], "merged": ["--merged-buffer"]})
     apart, merged = docs["apart"], docs["merged"]
     assert apart["params_sha256"] == merged["params_sha256"]
     assert apart["comm"]["measured_bytes"] == merged["comm"]["measured_bytes"]

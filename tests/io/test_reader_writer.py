@@ -197,15 +197,7 @@ def test_reader_rejects_newer_format_versions(tmp_path: Path) -> None:
 
 
 def test_partition_is_recorded(tmp_path: Path) -> None:
-    path = tmp_path / "g.h5"
-    with _writer(path) as w:
-        with EdgeSorter(3, directed=False) as s:
-            s.add(np.array([0]), np.array([2]))
-            w.write_adjacency(s)
-        w.write_features(0, np.zeros((3, 2)))
-        w.write_labels(np.array([0, 1, 1]))
-        w.write_masks(*(np.zeros(3, bool),) * 3)
-        w.write_partition(np.array([0, 1, 3]), np.array([2, 0, 1]), "metis", 1)
+    path = partitioned(tmp_path / "g.h5", None)
     with GraphFile(path) as f:
         assert f.meta.partition_offsets == (0, 1, 3)
         assert f.meta.partition_method == "metis"

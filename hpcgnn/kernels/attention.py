@@ -28,6 +28,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
+from hpcgnn.backend.csr import INT32_LIMIT
 from hpcgnn.kernels import cuda_modules as cm
 from hpcgnn.kernels.dropout import keep_pair_words, keep_pairs
 from hpcgnn.kernels.rows import take_rows
@@ -82,6 +83,9 @@ class EdgePattern:
     row_ids, col_ids
         Global vertex ids of the rows and of the columns (int64, on the device; the
         attention dropout's keys).
+    csr, csr_t
+        Row pointers and column indices of :meth:`matrix` and of :meth:`transposed`, in
+        :func:`spmm_index`'s dtype (int32 on the host where they fit).
     """
 
     crow: torch.Tensor
@@ -94,6 +98,8 @@ class EdgePattern:
     shape: tuple[int, int]
     row_ids: torch.Tensor
     col_ids: torch.Tensor
+    csr: tuple[torch.Tensor, torch.Tensor]
+    csr_t: tuple[torch.Tensor, torch.Tensor]
 
     @property
     def edges(self) -> int:
@@ -102,13 +108,11 @@ class EdgePattern:
 
     def matrix(self, values: torch.Tensor) -> torch.Tensor:
         """The pattern with one value per edge, a CSR tensor ``rows x cols``."""
-        return torch.sparse_csr_tensor(self.crow, self.col, values, size=self.shape,
-                                       check_invariants=False)
+        return torch.sparse_csr_tensor(*self.csr, values, size=self.shape, check_invariants=False)
 
     def transposed(self, values: torch.Tensor) -> torch.Tensor:
         """The transposed pattern with the edges' values (in edge order), ``cols x rows``."""
-        return torch.sparse_csr_tensor(self.sums_t.crow_indices(), self.row_t,
-                                       take_rows(values, self.perm),
+        return torch.sparse_csr_tensor(*self.csr_t, take_rows(values, self.perm),
                                        size=(self.shape[1], self.shape[0]),
                                        check_invariants=False)
 
@@ -143,21 +147,35 @@ def edge_pattern(
     crow, col = a.crow_indices().long(), a.col_indices().long()
     device = col.device
     row, perm, crow_t = transpose_index(crow, col, cols)
+    row_t = row[perm]
+    idx = spmm_index(len(col), (rows, cols), device)
     ones = torch.ones(len(col), dtype=dtype, device=device)
-    edges = torch.arange(len(col), dtype=torch.int64, device=device)
-    sums = torch.sparse_csr_tensor(crow, edges, ones, size=(rows, len(col)),
+    edges = torch.arange(len(col), dtype=idx, device=device)
+    sums = torch.sparse_csr_tensor(crow.to(idx), edges, ones, size=(rows, len(col)),
                                    check_invariants=False)
-    sums_t = torch.sparse_csr_tensor(crow_t, perm, ones, size=(cols, len(col)),
-                                     check_invariants=False)
+    sums_t = torch.sparse_csr_tensor(crow_t.to(idx), perm.to(idx), ones,
+                                     size=(cols, len(col)), check_invariants=False)
 
     def ids(x: np.ndarray | torch.Tensor) -> torch.Tensor:
         t = x if isinstance(x, torch.Tensor) else torch.from_numpy(np.asarray(x, np.int64))
         return t.to(device=device, dtype=torch.int64)
 
     return EdgePattern(
-        crow=crow, col=col, row=row, perm=perm, row_t=row[perm], sums=sums, sums_t=sums_t,
+        crow=crow, col=col, row=row, perm=perm, row_t=row_t, sums=sums, sums_t=sums_t,
         shape=(rows, cols), row_ids=ids(row_ids), col_ids=ids(col_ids),
+        csr=(sums.crow_indices(), col.to(idx)), csr_t=(sums_t.crow_indices(), row_t.to(idx)),
     )
+
+
+def spmm_index(edges: int, shape: tuple[int, int], device: torch.device) -> torch.dtype:
+    """The index dtype of a pattern's CSR tensors: int32 on the host where it fits, else int64.
+
+    MKL takes int32 indices: torch converts int64 ones on every product (SBM-20k, a
+    quarter of a 4-column SpMM's time at one thread), with the same sums either way. On a
+    GPU the pattern keeps int64.
+    """
+    fits = max(edges, *shape) <= INT32_LIMIT
+    return torch.int32 if fits and device.type == "cpu" else torch.int64
 
 
 def segment_sum(
@@ -276,12 +294,33 @@ def edge_dot(pattern: EdgePattern, a: torch.Tensor, b: torch.Tensor) -> torch.Te
     if 0 < width <= DOT_COLUMNS:
         return _edge_dot_by_column(pattern, a, b, out)
     step = max(1, DOT_CHUNK // max(1, heads * width))
-    a, b = a.contiguous(), b.contiguous()  # once, for every chunk's fast gather (take_rows)
+    a, b = a.contiguous(), b.contiguous()  # once, for every chunk's fast gather
     for lo in range(0, pattern.edges, step):
         hi = min(lo + step, pattern.edges)
-        rows, cols = pattern.row[lo:hi], pattern.col[lo:hi]
-        out[lo:hi] = (take_rows(a, rows) * take_rows(b, cols)).sum(dim=2)
+        prod = _take_word_rows(a, pattern.row[lo:hi]).mul_(_take_word_rows(b, pattern.col[lo:hi]))
+        torch.sum(prod, dim=2, out=out[lo:hi])
     return out
+
+
+#: The word :func:`_take_word_rows` moves (16 bytes).
+_WORD = torch.complex128
+
+
+def _take_word_rows(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """Rows ``idx`` of a contiguous ``x``: :func:`take_rows`, by 16-byte words where they fit.
+
+    A row of ``w > 1`` whole words (a head's 8 float32 units: 32 bytes) is gathered as the
+    words ``idx * w + c`` of the flat data, the 1-D copy (:func:`take_rows` moves one
+    word per row so; a 2-D gather of such rows took 1.5x as long, with the index built per
+    chunk). The bits are moved unchanged.
+    """
+    row = x[0].numel() * x.element_size() if x.shape[0] else 0
+    if row <= _WORD.itemsize or row % _WORD.itemsize or x.data_ptr() % _WORD.itemsize:
+        return take_rows(x, idx)
+    w = row // _WORD.itemsize
+    flat = (idx[:, None] * w + torch.arange(w, device=idx.device)).reshape(-1)
+    words = x.view(-1).view(_WORD).index_select(0, flat)
+    return words.view(x.dtype).view(len(idx), *x.shape[1:])
 
 
 def _edge_dot_by_column(
@@ -325,12 +364,15 @@ class AttentionDrop:
     heads: HeadIds | None = None
 
     def keep(self, layer: int, pattern: EdgePattern, heads: int,
-             head_ids: Sequence[int] | None = None) -> torch.Tensor:
+             head_ids: Sequence[int] | None = None, dtype: torch.dtype = torch.bool
+             ) -> torch.Tensor:
         """Keep decisions of the pattern's edges, keyed by global ``(i, j, k)``.
 
         ``E x K`` for the layer's ``heads``, or ``E x len(head_ids)`` for some of them (a
         SUMMA process's heads). A GIST sub-GAT (``self.heads``) draws the global model's
         decisions of its heads: its head ``k`` is global head ``self.heads(layer)[1][k]``.
+        ``dtype``: booleans, or ones and zeros of the coefficients' dtype (``alpha * keep``
+        the same values, faster on the CPU).
         """
         step = (self.epoch,) if self.batch is None else (self.epoch, self.batch)
         key = stream_key(self.seed, TAG_ATTENTION, *step, layer)
@@ -343,9 +385,9 @@ class AttentionDrop:
             k = torch.as_tensor(sub[1][ids], dtype=torch.int64, device=device)
         if device.type != "cuda":  # each vertex's words once, gathered per edge and head
             return keep_pair_words(key, pattern.row_ids, pattern.col_ids[:, None] * total + k,
-                                   pattern.row, pattern.col, self.p)
+                                   pattern.row, pattern.col, self.p, dtype)
         rows = pattern.at_rows(pattern.row_ids)
         cols = pattern.at_cols(pattern.col_ids)
         pairs_r = rows[:, None].expand(-1, len(ids)).reshape(-1)
         pairs_c = (cols[:, None] * total + k).reshape(-1)
-        return keep_pairs(key, pairs_r, pairs_c, self.p).reshape(-1, len(ids))
+        return keep_pairs(key, pairs_r, pairs_c, self.p).reshape(-1, len(ids)).to(dtype)

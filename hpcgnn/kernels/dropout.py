@@ -76,16 +76,18 @@ HASH_BLOCK = 1 << 18
 
 
 def _keep_blocks(
-    rows: int, width: int, entry_words: Callable[[int, int, torch.Tensor], None], t: int
+    rows: int, width: int, entry_words: Callable[[int, int, torch.Tensor], None], t: int,
+    dtype: torch.dtype = torch.bool,
 ) -> torch.Tensor:
     """Keep decisions ``lowbias32(w) >= t`` of a ``rows x width`` matrix of entry words.
 
     ``entry_words(lo, hi, out)`` writes the ``int32`` words of rows ``lo:hi`` into ``out``;
     the hash runs block by block (:data:`HASH_BLOCK` entries) in two reused buffers, so no
     ``int32`` matrix of the whole mask is made. Element-wise integer operations: the same
-    decisions whatever the blocks.
+    decisions whatever the blocks. ``dtype``: booleans, or ones and zeros of a value dtype
+    (the comparison writes them directly, faster than booleans).
     """
-    out = torch.empty((rows, width), dtype=torch.bool)
+    out = torch.empty((rows, width), dtype=dtype)
     step = max(1, HASH_BLOCK // max(1, width))
     x = torch.empty((min(step, rows), width), dtype=torch.int32)
     tmp = torch.empty_like(x)
@@ -159,7 +161,7 @@ def keep_pairs(
 
 def keep_pair_words(
     key: np.uint64, row_ids: torch.Tensor, col_ids: torch.Tensor, rows: torch.Tensor,
-    cols: torch.Tensor, p: float,
+    cols: torch.Tensor, p: float, dtype: torch.dtype = torch.bool,
 ) -> torch.Tensor:
     """:func:`keep_pairs` of ``(row_ids[rows[e]], col_ids[cols[e], k])``, ``E x K`` (CPU).
 
@@ -167,12 +169,14 @@ def keep_pair_words(
     word hashed once: ``row_ids`` (``R``) and ``col_ids`` (``C x K``) are the distinct
     global ids, ``rows`` and ``cols`` (``E``) index them. The words are gathered per entry
     and only the 32-bit ``lowbias32`` runs on every entry (in place, torch ``int32``): an
-    edge pattern's keep decisions at a tenth of the per-pair hashing's time.
+    edge pattern's keep decisions at a tenth of the per-pair hashing's time. ``dtype``:
+    booleans, or ones and zeros of a value dtype (what a product with values multiplies by
+    fastest: a mixed product with booleans took 3x as long).
     """
     t = keep_threshold(p)
     heads = col_ids.shape[1]
     if t >= 1 << 32:  # keeps nothing
-        return torch.zeros((len(rows), heads), dtype=torch.bool)
+        return torch.zeros((len(rows), heads), dtype=dtype)
     r = _signed(words(key, row_ids.numpy()))
     c = _signed(words(column_key(key), col_ids.reshape(-1).numpy())).view(-1, heads)
 
@@ -180,7 +184,7 @@ def keep_pair_words(
         torch.index_select(c, 0, cols[lo:hi], out=out)
         out.bitwise_xor_(r.index_select(0, rows[lo:hi])[:, None])
 
-    return _keep_blocks(len(rows), heads, entry_words, t)
+    return _keep_blocks(len(rows), heads, entry_words, t, dtype)
 
 
 def block_keep(

@@ -154,8 +154,10 @@ def attend_backward(
     alpha, t, used = saved
     g = g.contiguous()
     dz = torch.empty_like(z)
+    used_t = pattern.in_column_order(used)  # every head's values in one gather
     for k in range(z.shape[1]):
-        dz[:, k] = spmm(pattern.transposed(used[:, k].contiguous()), g[:, k].contiguous())
+        dz[:, k] = spmm(pattern.transposed(used_t[:, k].contiguous(), column_order=True),
+                        g[:, k].contiguous())
     d_alpha = edge_dot(pattern, g, z)
     if keep is not None:
         d_alpha.mul_(keep).div_(1.0 - p)

@@ -20,6 +20,7 @@ both, so the results do not depend on thread counts:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -31,7 +32,7 @@ import torch
 from hpcgnn.backend.csr import INT32_LIMIT
 from hpcgnn.kernels import cuda_modules as cm
 from hpcgnn.kernels.dropout import keep_pair_words, keep_pairs
-from hpcgnn.kernels.rows import take_rows
+from hpcgnn.kernels.rows import row_word, take_rows
 from hpcgnn.kernels.spmm import spmm, transpose_index
 from hpcgnn.rng import TAG_ATTENTION, stream_key
 
@@ -40,10 +41,12 @@ from hpcgnn.rng import TAG_ATTENTION, stream_key
 #: caches; SBM-20k, 4 heads of 4, one thread: 9.9 ms against 15.8 ms with 2^22).
 DOT_CHUNK = 1 << 18
 
-#: Head widths up to which :func:`edge_dot` runs column by column on the CPU: torch sums
-#: at most 4 contiguous values in order (checked by ``tests/kernels/test_attention.py``),
-#: so ``((p_0 + p_1) + p_2) + p_3`` added column by column is its ``sum`` bit for bit.
-DOT_COLUMNS = 4
+#: Head widths up to which :func:`edge_dot` runs column by column on the CPU, where
+#: :func:`sums_in_order` finds torch's ``sum`` of that many values in order (so
+#: ``((p_0 + p_1) + p_2) + ...`` added column by column is its ``sum`` bit for bit): at most
+#: 4 always; float32's 8 on this machine's build (SBM-20k, one head of 8, one thread: 3.0
+#: ms against 5.3 ms chunked).
+DOT_COLUMNS = 8
 
 #: Edges per chunk of the column-by-column :func:`edge_dot` (each ``E x K`` temporary then
 #: stays in the caches; SBM-20k, 4 heads of 4, one thread: 5.5 ms against 10.8 ms by
@@ -304,7 +307,7 @@ def edge_dot(pattern: EdgePattern, a: torch.Tensor, b: torch.Tensor) -> torch.Te
             _launch("edge_dot", a, pattern.edges * heads, pattern.row, pattern.col, a, b,
                     np.int64(pattern.edges), np.int64(heads), np.int64(width), out)
         return out
-    if 0 < width <= DOT_COLUMNS:
+    if 0 < width <= DOT_COLUMNS and sums_in_order(width, a.dtype):
         return _edge_dot_by_column(pattern, a, b, out)
     step = max(1, DOT_CHUNK // max(1, heads * width))
     a, b = a.contiguous(), b.contiguous()  # once, for every chunk's fast gather
@@ -342,18 +345,55 @@ def _edge_dot_by_column(
     """:func:`edge_dot` on the CPU one feature column at a time (``f <= DOT_COLUMNS``).
 
     Each column ``c`` of both sides is an ``n x K`` array (the heads' rows of 8 or 16 bytes
-    that :func:`take_rows` moves as one word): ``out += a_c[row] b_c[col]`` in ``c``
+    gathered as one word, :func:`_column_words`): ``out += a_c[row] b_c[col]`` in ``c``
     order, then ``+ 0`` (``torch.sum`` starts from ``+0``, so an all ``-0`` sum is
-    ``+0``): the values of the product-and-sum, without its ``E x K x f`` temporaries.
+    ``+0``): the values of the product-and-sum, without its ``E x K x f`` temporaries. A
+    chunk's gathers go into two buffers reused for every column and chunk.
     """
-    a_cols, b_cols = a.permute(2, 0, 1).contiguous(), b.permute(2, 0, 1).contiguous()
+    a_cols, b_cols = _column_words(a), _column_words(b)
+    buf_a = a_cols.new_empty((min(DOT_COLUMN_CHUNK, pattern.edges), *a_cols.shape[2:]))
+    buf_b = torch.empty_like(buf_a)
     for lo in range(0, pattern.edges, DOT_COLUMN_CHUNK):
         hi = min(lo + DOT_COLUMN_CHUNK, pattern.edges)
         rows, cols, acc = pattern.row[lo:hi], pattern.col[lo:hi], out[lo:hi]
-        torch.mul(take_rows(a_cols[0], rows), take_rows(b_cols[0], cols), out=acc)
-        for c in range(1, a.shape[2]):
-            acc.add_(take_rows(a_cols[c], rows).mul_(take_rows(b_cols[c], cols)))
+        xa, xb = buf_a[: hi - lo], buf_b[: hi - lo]
+        va, vb = xa.view(out.dtype).view(acc.shape), xb.view(out.dtype).view(acc.shape)
+        for c in range(a.shape[2]):
+            torch.index_select(a_cols[c], 0, rows, out=xa)
+            torch.index_select(b_cols[c], 0, cols, out=xb)
+            if c == 0:
+                torch.mul(va, vb, out=acc)
+            else:
+                acc.add_(va.mul_(vb))
     return out.add_(0.0)
+
+
+def _column_words(x: torch.Tensor) -> torch.Tensor:
+    """The ``f`` columns of ``x`` (``n x K x f``): ``f x n`` words of ``K`` values each, or
+    ``f x n x K`` values where ``K`` values make no word (:func:`row_word`)."""
+    cols = x.permute(2, 0, 1).contiguous()
+    if x.shape[1] == 1:
+        return cols.view(x.shape[2], x.shape[0])
+    word = row_word(x.shape[1] * x.element_size())
+    return cols if word is None else cols.view(word).view(x.shape[2], x.shape[0])
+
+
+@functools.cache
+def sums_in_order(width: int, dtype: torch.dtype) -> bool:
+    """Whether this torch's ``sum`` of ``width`` contiguous values is the in-order sum.
+
+    ``((0 + p_0) + p_1) + ... + p_{width-1}``: probed once per width and dtype on values
+    over a wide range of magnitudes (a different order differs on some of them). Torch
+    sums up to 4 values so on every build (``row_sum``'s four accumulators); how it sums
+    more depends on its vector width (float32's 8 in order where a vector holds 8).
+    """
+    gen = torch.Generator().manual_seed(width)
+    scale = torch.exp(6 * torch.randn((4096, 3, width), generator=gen, dtype=torch.float64))
+    p = (torch.randn((4096, 3, width), generator=gen, dtype=torch.float64) * scale).to(dtype)
+    acc = torch.zeros(p.shape[:2], dtype=dtype)
+    for c in range(width):
+        acc = acc + p[..., c]
+    return torch.equal(p.sum(dim=2).view(torch.uint8), acc.view(torch.uint8))
 
 
 #: ``heads(layer)``: the global model's heads of a layer and the global ids of the model's

@@ -369,8 +369,11 @@ def _edge_dot_by_column(
 
 
 def _column_words(x: torch.Tensor) -> torch.Tensor:
-    """The ``f`` columns of ``x`` (``n x K x f``): ``f x n`` words of ``K`` values each, or
-    ``f x n x K`` values where ``K`` values make no word (:func:`row_word`)."""
+    """The ``f`` columns of ``x`` (``n x K x f``), each ``n`` rows of its ``K`` heads.
+
+    ``f x n``: one word (or value) per row, where ``K`` values make one (:func:`row_word`);
+    else ``f x n x K`` values.
+    """
     cols = x.permute(2, 0, 1).contiguous()
     if x.shape[1] == 1:
         return cols.view(x.shape[2], x.shape[0])

@@ -26,6 +26,7 @@ import torch
 
 from hpcgnn.backend import Device, get_device
 from hpcgnn.kernels import cuda_modules as cm
+from hpcgnn.kernels.rows import row_word
 from hpcgnn.rng import (
     Columns,
     column_key,
@@ -169,9 +170,11 @@ def keep_pair_words(
     word hashed once: ``row_ids`` (``R``) and ``col_ids`` (``C x K``) are the distinct
     global ids, ``rows`` and ``cols`` (``E``) index them. The words are gathered per entry
     and only the 32-bit ``lowbias32`` runs on every entry (in place, torch ``int32``): an
-    edge pattern's keep decisions at a tenth of the per-pair hashing's time. ``dtype``:
-    booleans, or ones and zeros of a value dtype (what a product with values multiplies by
-    fastest: a mixed product with booleans took 3x as long).
+    edge pattern's keep decisions at a tenth of the per-pair hashing's time. A column's
+    ``K`` words are gathered as one where they make one (:func:`row_word`; 0.3x a 2-D
+    gather's time at ``K = 4``). ``dtype``: booleans, or ones and zeros of a value dtype
+    (what a product with values multiplies by fastest: a mixed product with booleans took
+    3x as long).
     """
     t = keep_threshold(p)
     heads = col_ids.shape[1]
@@ -179,9 +182,14 @@ def keep_pair_words(
         return torch.zeros((len(rows), heads), dtype=dtype)
     r = _signed(words(key, row_ids.numpy()))
     c = _signed(words(column_key(key), col_ids.reshape(-1).numpy())).view(-1, heads)
+    word = torch.int32 if heads == 1 else row_word(4 * heads)
 
     def entry_words(lo: int, hi: int, out: torch.Tensor) -> None:
-        torch.index_select(c, 0, cols[lo:hi], out=out)
+        if word is None:
+            torch.index_select(c, 0, cols[lo:hi], out=out)
+        else:
+            torch.index_select(c.view(word).view(-1), 0, cols[lo:hi],
+                               out=out.view(word).view(-1))
         out.bitwise_xor_(r.index_select(0, rows[lo:hi])[:, None])
 
     return _keep_blocks(len(rows), heads, entry_words, t, dtype)

@@ -120,9 +120,9 @@ class EdgePattern:
         (:meth:`in_column_order`'s).
         """
         ordered = values if column_order else self.in_column_order(values)
-        return torch.sparse_csr_tensor(*self.csr_t, ordered,
-                                       size=(self.shape[1], self.shape[0]),
-                                       check_invariants=False)
+        return torch.sparse_csr_tensor(
+            *self.csr_t, ordered, size=(self.shape[1], self.shape[0]), check_invariants=False
+        )
 
     def in_column_order(self, values: torch.Tensor) -> torch.Tensor:
         """Edge values (``E`` or ``E x K``) in the transposed pattern's order: ``values[perm]``.
@@ -142,8 +142,11 @@ class EdgePattern:
 
 
 def edge_pattern(
-    a: sp.csr_matrix | torch.Tensor, row_ids: np.ndarray | torch.Tensor,
-    col_ids: np.ndarray | torch.Tensor, device: torch.device | str, dtype: torch.dtype,
+    a: sp.csr_matrix | torch.Tensor,
+    row_ids: np.ndarray | torch.Tensor,
+    col_ids: np.ndarray | torch.Tensor,
+    device: torch.device | str,
+    dtype: torch.dtype,
 ) -> EdgePattern:
     """The :class:`EdgePattern` of a CSR matrix (its values are ignored).
 
@@ -155,10 +158,13 @@ def edge_pattern(
     if not isinstance(a, torch.Tensor):
         a = a.tocsr()
         a.sort_indices()
-        a = torch.sparse_csr_tensor(torch.from_numpy(a.indptr.astype(np.int64)),
-                                    torch.from_numpy(a.indices.astype(np.int64)),
-                                    torch.ones(a.nnz, dtype=dtype), size=a.shape,
-                                    check_invariants=False).to(device)
+        a = torch.sparse_csr_tensor(
+            torch.from_numpy(a.indptr.astype(np.int64)),
+            torch.from_numpy(a.indices.astype(np.int64)),
+            torch.ones(a.nnz, dtype=dtype),
+            size=a.shape,
+            check_invariants=False,
+        ).to(device)
     rows, cols = a.shape
     crow, col = a.crow_indices().long(), a.col_indices().long()
     device = col.device
@@ -167,19 +173,30 @@ def edge_pattern(
     idx = spmm_index(len(col), (rows, cols), device)
     ones = torch.ones(len(col), dtype=dtype, device=device)
     edges = torch.arange(len(col), dtype=idx, device=device)
-    sums = torch.sparse_csr_tensor(crow.to(idx), edges, ones, size=(rows, len(col)),
-                                   check_invariants=False)
-    sums_t = torch.sparse_csr_tensor(crow_t.to(idx), perm.to(idx), ones,
-                                     size=(cols, len(col)), check_invariants=False)
+    sums = torch.sparse_csr_tensor(
+        crow.to(idx), edges, ones, size=(rows, len(col)), check_invariants=False
+    )
+    sums_t = torch.sparse_csr_tensor(
+        crow_t.to(idx), perm.to(idx), ones, size=(cols, len(col)), check_invariants=False
+    )
 
     def ids(x: np.ndarray | torch.Tensor) -> torch.Tensor:
         t = x if isinstance(x, torch.Tensor) else torch.from_numpy(np.asarray(x, np.int64))
         return t.to(device=device, dtype=torch.int64)
 
     return EdgePattern(
-        crow=crow, col=col, row=row, perm=perm, row_t=row_t, sums=sums, sums_t=sums_t,
-        shape=(rows, cols), row_ids=ids(row_ids), col_ids=ids(col_ids),
-        csr=(sums.crow_indices(), col.to(idx)), csr_t=(sums_t.crow_indices(), row_t.to(idx)),
+        crow=crow,
+        col=col,
+        row=row,
+        perm=perm,
+        row_t=row_t,
+        sums=sums,
+        sums_t=sums_t,
+        shape=(rows, cols),
+        row_ids=ids(row_ids),
+        col_ids=ids(col_ids),
+        csr=(sums.crow_indices(), col.to(idx)),
+        csr_t=(sums_t.crow_indices(), row_t.to(idx)),
     )
 
 
@@ -232,12 +249,16 @@ def row_max(pattern: EdgePattern, e: torch.Tensor) -> torch.Tensor:
     The pattern's edges are in row order, so a segment reduction over the row lengths
     (a third less time than a scatter by row on the CPU; the same maxima).
     """
-    return torch.segment_reduce(e, "max", lengths=pattern.crow.diff(), axis=0, unsafe=True,
-                                initial=-torch.inf)
+    return torch.segment_reduce(
+        e, "max", lengths=pattern.crow.diff(), axis=0, unsafe=True, initial=-torch.inf
+    )
 
 
 def edge_softmax(
-    pattern: EdgePattern, s_dst: torch.Tensor, s_src: torch.Tensor, slope: float,
+    pattern: EdgePattern,
+    s_dst: torch.Tensor,
+    s_src: torch.Tensor,
+    slope: float,
     split: RowReduce | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Attention coefficients ``alpha`` (``E x K``) and the raw scores ``t`` they came from.
@@ -261,8 +282,20 @@ def edge_softmax(
         alpha = s_dst.new_empty((pattern.edges, heads))
         t = torch.empty_like(alpha)
         if alpha.numel():
-            _launch("edge_softmax", s_dst, rows * heads, pattern.crow, pattern.col, s_dst,
-                    s_src, np.int64(rows), np.int64(heads), _scalar(s_dst, slope), alpha, t)
+            _launch(
+                "edge_softmax",
+                s_dst,
+                rows * heads,
+                pattern.crow,
+                pattern.col,
+                s_dst,
+                s_src,
+                np.int64(rows),
+                np.int64(heads),
+                _scalar(s_dst, slope),
+                alpha,
+                t,
+            )
         return alpha, t
     t = pattern.at_rows(s_dst).add_(pattern.at_cols(s_src))
     e = leaky_relu(t, slope)
@@ -278,8 +311,12 @@ def edge_softmax(
 
 
 def edge_softmax_backward(
-    pattern: EdgePattern, alpha: torch.Tensor, t: torch.Tensor, d_alpha: torch.Tensor,
-    delta: torch.Tensor, slope: float,
+    pattern: EdgePattern,
+    alpha: torch.Tensor,
+    t: torch.Tensor,
+    d_alpha: torch.Tensor,
+    delta: torch.Tensor,
+    slope: float,
 ) -> torch.Tensor:
     """The gradient of the raw scores ``t`` (``E x K``) given that of ``alpha``.
 
@@ -290,9 +327,20 @@ def edge_softmax_backward(
         edges, heads = alpha.shape
         dt = torch.empty_like(alpha)
         if dt.numel():
-            _launch("edge_softmax_backward", alpha, edges * heads, pattern.row, alpha, t,
-                    d_alpha, delta, np.int64(edges), np.int64(heads), _scalar(alpha, slope),
-                    dt)
+            _launch(
+                "edge_softmax_backward",
+                alpha,
+                edges * heads,
+                pattern.row,
+                alpha,
+                t,
+                d_alpha,
+                delta,
+                np.int64(edges),
+                np.int64(heads),
+                _scalar(alpha, slope),
+                dt,
+            )
         return dt
     de = alpha * (d_alpha - pattern.at_rows(delta))
     return torch.ops.aten.leaky_relu_backward(de, t, slope, False)  # de where t > 0, else slope de
@@ -304,8 +352,19 @@ def edge_dot(pattern: EdgePattern, a: torch.Tensor, b: torch.Tensor) -> torch.Te
     out = torch.empty((pattern.edges, heads), dtype=a.dtype, device=a.device)
     if _on_gpu(a):
         if out.numel():
-            _launch("edge_dot", a, pattern.edges * heads, pattern.row, pattern.col, a, b,
-                    np.int64(pattern.edges), np.int64(heads), np.int64(width), out)
+            _launch(
+                "edge_dot",
+                a,
+                pattern.edges * heads,
+                pattern.row,
+                pattern.col,
+                a,
+                b,
+                np.int64(pattern.edges),
+                np.int64(heads),
+                np.int64(width),
+                out,
+            )
         return out
     if 0 < width <= DOT_COLUMNS and sums_in_order(width, a.dtype):
         return _edge_dot_by_column(pattern, a, b, out)
@@ -419,9 +478,14 @@ class AttentionDrop:
     batch: int | None = None
     heads: HeadIds | None = None
 
-    def keep(self, layer: int, pattern: EdgePattern, heads: int,
-             head_ids: Sequence[int] | None = None, dtype: torch.dtype = torch.bool
-             ) -> torch.Tensor:
+    def keep(
+        self,
+        layer: int,
+        pattern: EdgePattern,
+        heads: int,
+        head_ids: Sequence[int] | None = None,
+        dtype: torch.dtype = torch.bool,
+    ) -> torch.Tensor:
         """Keep decisions of the pattern's edges, keyed by global ``(i, j, k)``.
 
         ``E x K`` for the layer's ``heads``, or ``E x len(head_ids)`` for some of them (a
@@ -440,8 +504,15 @@ class AttentionDrop:
             total = sub[0]
             k = torch.as_tensor(sub[1][ids], dtype=torch.int64, device=device)
         if device.type != "cuda":  # each vertex's words once, gathered per edge and head
-            return keep_pair_words(key, pattern.row_ids, pattern.col_ids[:, None] * total + k,
-                                   pattern.row, pattern.col, self.p, dtype)
+            return keep_pair_words(
+                key,
+                pattern.row_ids,
+                pattern.col_ids[:, None] * total + k,
+                pattern.row,
+                pattern.col,
+                self.p,
+                dtype,
+            )
         rows = pattern.at_rows(pattern.row_ids)
         cols = pattern.at_cols(pattern.col_ids)
         pairs_r = rows[:, None].expand(-1, len(ids)).reshape(-1)

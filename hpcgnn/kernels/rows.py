@@ -89,13 +89,13 @@ def packs(values: tuple[torch.Tensor, ...]) -> bool:
     that starts inside one may not be.
     """
     row = math.prod(values[0].shape[1:]) * values[0].element_size()
-    return row > 0 and row % PACK_BYTES == 0 and all(
-        v.data_ptr() % PACK_BYTES == 0 for v in values
-    )
+    return row > 0 and row % PACK_BYTES == 0 and all(v.data_ptr() % PACK_BYTES == 0 for v in values)
 
 
 def row_kernel(
-    kernel: str, values: tuple[torch.Tensor, ...], idx: torch.Tensor | None = None,
+    kernel: str,
+    values: tuple[torch.Tensor, ...],
+    idx: torch.Tensor | None = None,
     packed: bool = True,
 ) -> tuple[str, int]:
     """The launch name of ``kernel`` of ``rows.cu`` for ``values``, and ``f`` in its units.
@@ -128,8 +128,12 @@ def row_kernel(
 
 
 def _launch(
-    kernel: str, values: tuple[torch.Tensor, ...], args: tuple[torch.Tensor, ...], work: int,
-    idx: torch.Tensor | None = None, packed: bool = True,
+    kernel: str,
+    values: tuple[torch.Tensor, ...],
+    args: tuple[torch.Tensor, ...],
+    work: int,
+    idx: torch.Tensor | None = None,
+    packed: bool = True,
 ) -> None:
     """Run ``kernel`` (:func:`row_kernel` names it) on ``args``, the count ``work`` and ``f``.
 
@@ -215,8 +219,9 @@ def gather_rows(x: torch.Tensor, idx: torch.Tensor, *, packed: bool = True) -> t
     return out
 
 
-def copy_rows(x: torch.Tensor, src: torch.Tensor, out: torch.Tensor, dst: torch.Tensor
-              ) -> torch.Tensor:
+def copy_rows(
+    x: torch.Tensor, src: torch.Tensor, out: torch.Tensor, dst: torch.Tensor
+) -> torch.Tensor:
     """Write rows ``src`` of ``x`` into rows ``dst`` of ``out`` in place; returns ``out``.
 
     ``out[dst[i]] = x[src[i]]``: the gather and the scatter in one pass (``copy_rows`` of
@@ -239,18 +244,29 @@ def copy_rows(x: torch.Tensor, src: torch.Tensor, out: torch.Tensor, dst: torch.
     if not (out.is_cuda and out.dtype in KERNEL_DTYPES and out.is_contiguous()):
         return out.index_copy_(0, dst.long(), take_rows(x, src))
     if x.dtype != out.dtype or not (x.is_cuda or x.is_pinned()):
-        raise ValueError("copy_rows reads a device tensor or a page-locked host tensor of "
-                         f"out's dtype, not a {x.dtype} on {x.device} (pinned: {x.is_pinned()})")
+        raise ValueError(
+            "copy_rows reads a device tensor or a page-locked host tensor of "
+            f"out's dtype, not a {x.dtype} on {x.device} (pinned: {x.is_pinned()})"
+        )
     if len(src):
         x = x.contiguous()
-        _launch("copy_rows", (x, out), (x, src.contiguous(), dst.contiguous(), out),
-                work=len(src), idx=src)
+        _launch(
+            "copy_rows",
+            (x, out),
+            (x, src.contiguous(), dst.contiguous(), out),
+            work=len(src),
+            idx=src,
+        )
     return out
 
 
 def scatter_add_rows(
-    out: torch.Tensor, idx: torch.Tensor | ScatterMap, rows: torch.Tensor, unique: bool = False,
-    *, packed: bool = True,
+    out: torch.Tensor,
+    idx: torch.Tensor | ScatterMap,
+    rows: torch.Tensor,
+    unique: bool = False,
+    *,
+    packed: bool = True,
 ) -> torch.Tensor:
     """Add ``rows[i]`` into ``out[idx[i]]`` in place and return ``out``.
 
@@ -287,6 +303,11 @@ def scatter_add_rows(
         _launch("scatter_add_unique", (rows, out), (rows, ids, out), len(ids), ids, packed)
         return out
     inv = idx if isinstance(idx, ScatterMap) else scatter_map(idx)
-    _launch("scatter_add_segments", (rows, out), (rows, inv.order, inv.targets, inv.seg, out),
-            len(inv.targets), packed=packed)
+    _launch(
+        "scatter_add_segments",
+        (rows, out),
+        (rows, inv.order, inv.targets, inv.seg, out),
+        len(inv.targets),
+        packed=packed,
+    )
     return out

@@ -66,8 +66,11 @@ def test_attention_kernels_equal_the_cpu_twins(settings, dtype, monkeypatch):
     for g, w in zip(got, want, strict=True):
         assert g.shape == w.shape and torch.allclose(g, w, rtol=tol, atol=tol)
     assert torch.equal(got[1], want[1])  # the raw scores are one add: bit for bit
-    assert [k.split("<")[0] for k in launched] == ["edge_softmax", "edge_softmax_backward",
-                                                   "edge_dot"]
+    assert [k.split("<")[0] for k in launched] == [
+        "edge_softmax",
+        "edge_softmax_backward",
+        "edge_dot",
+    ]
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -76,8 +79,10 @@ def test_torch_sums_a_few_values_in_order(dtype):
     on every build, and :func:`sums_in_order` finds so for every width up to
     :data:`DOT_COLUMNS` where it holds (``-0`` rows included)."""
     rng = np.random.default_rng(1)
-    p = torch.from_numpy(rng.standard_normal((4096, 3, DOT_COLUMNS))
-                         * np.exp(rng.standard_normal((4096, 3, DOT_COLUMNS)) * 6)).to(dtype)
+    p = torch.from_numpy(
+        rng.standard_normal((4096, 3, DOT_COLUMNS))
+        * np.exp(rng.standard_normal((4096, 3, DOT_COLUMNS)) * 6)
+    ).to(dtype)
     p[::5] = -0.0
     for f in range(1, DOT_COLUMNS + 1):
         acc = torch.zeros(p.shape[:2], dtype=dtype)
@@ -89,8 +94,9 @@ def test_torch_sums_a_few_values_in_order(dtype):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-@pytest.mark.parametrize(("heads", "width"),
-                         [(1, 1), (4, 4), (3, 2), (2, 3), (2, 7), (1, 8), (2, 8), (3, 8), (1, 5)])
+@pytest.mark.parametrize(
+    ("heads", "width"), [(1, 1), (4, 4), (3, 2), (2, 3), (2, 7), (1, 8), (2, 8), (3, 8), (1, 5)]
+)
 def test_edge_dot_by_column_is_the_product_sum_bit_for_bit(dtype, heads, width, monkeypatch):
     """``(a[row] * b[col]).sum(2)`` bit for bit, ``-0`` products of zero rows included,
     over chunks that split rows."""

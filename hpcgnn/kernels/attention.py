@@ -342,8 +342,11 @@ def edge_softmax_backward(
                 dt,
             )
         return dt
-    de = alpha * (d_alpha - pattern.at_rows(delta))
-    return torch.ops.aten.leaky_relu_backward(de, t, slope, False)  # de where t > 0, else slope de
+    # alpha (d_alpha - delta) as (-delta + d_alpha) alpha: the same values (a subtraction is
+    # the addition of the negation; both commute), in the one new array, then the
+    # LeakyReLU's backward into it (de where t > 0, else slope de)
+    de = pattern.at_rows(delta).neg_().add_(d_alpha).mul_(alpha)
+    return torch.ops.aten.leaky_relu_backward.grad_input(de, t, slope, False, grad_input=de)
 
 
 def edge_dot(pattern: EdgePattern, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

@@ -434,9 +434,11 @@ def _column_words(x: torch.Tensor) -> torch.Tensor:
     """The ``f`` columns of ``x`` (``n x K x f``), each ``n`` rows of its ``K`` heads.
 
     ``f x n``: one word (or value) per row, where ``K`` values make one (:func:`row_word`);
-    else ``f x n x K`` values.
+    else ``f x n x K`` values. Copied into a new array (an empty ``x``'s permuted view
+    counts as contiguous but has no word strides).
     """
-    cols = x.permute(2, 0, 1).contiguous()
+    cols = torch.empty((x.shape[2], x.shape[0], x.shape[1]), dtype=x.dtype, device=x.device)
+    cols.copy_(x.permute(2, 0, 1))
     if x.shape[1] == 1:
         return cols.view(x.shape[2], x.shape[0])
     word = row_word(x.shape[1] * x.element_size())

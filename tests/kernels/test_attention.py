@@ -110,3 +110,13 @@ def test_edge_dot_by_column_is_the_product_sum_bit_for_bit(dtype, heads, width, 
     want = (za[pattern.row] * zb[pattern.col]).sum(dim=2)
     got = edge_dot(pattern, za, zb)
     assert torch.equal(got.view(torch.uint8), want.view(torch.uint8))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize(("heads", "width"), [(1, 4), (2, 3), (4, 4), (2, 8)])
+def test_edge_dot_without_edges_or_source_rows(dtype, heads, width):
+    """A rank's share without edges (an uneven 1.5D grid): no source rows, an empty result."""
+    pattern = edge_pattern(sp.csr_matrix((3, 0)), np.arange(3), np.arange(0), "cpu", dtype)
+    za = torch.ones((3, heads, width), dtype=dtype)
+    zb = torch.ones((0, heads, width), dtype=dtype)
+    assert edge_dot(pattern, za, zb).shape == (0, heads)

@@ -20,6 +20,7 @@ both, so the results do not depend on thread counts:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -28,9 +29,10 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
+from hpcgnn.backend.csr import INT32_LIMIT
 from hpcgnn.kernels import cuda_modules as cm
 from hpcgnn.kernels.dropout import keep_pair_words, keep_pairs
-from hpcgnn.kernels.rows import take_rows
+from hpcgnn.kernels.rows import row_word, take_rows
 from hpcgnn.kernels.spmm import spmm, transpose_index
 from hpcgnn.rng import TAG_ATTENTION, stream_key
 
@@ -39,15 +41,18 @@ from hpcgnn.rng import TAG_ATTENTION, stream_key
 #: caches; SBM-20k, 4 heads of 4, one thread: 9.9 ms against 15.8 ms with 2^22).
 DOT_CHUNK = 1 << 18
 
-#: Head widths up to which :func:`edge_dot` runs column by column on the CPU: torch sums
-#: at most 4 contiguous values in order (checked by ``tests/kernels/test_attention.py``),
-#: so ``((p_0 + p_1) + p_2) + p_3`` added column by column is its ``sum`` bit for bit.
-DOT_COLUMNS = 4
+#: Head widths up to which :func:`edge_dot` runs column by column on the CPU, where
+#: :func:`sums_in_order` finds torch's ``sum`` of that many values in order (so
+#: ``((p_0 + p_1) + p_2) + ...`` added column by column is its ``sum`` bit for bit): at most
+#: 4 always; float32's 8 on this machine's build (SBM-20k, one head of 8, one thread: 3.0
+#: ms against 5.3 ms chunked).
+DOT_COLUMNS = 8
 
 #: Edges per chunk of the column-by-column :func:`edge_dot` (each ``E x K`` temporary then
 #: stays in the caches; SBM-20k, 4 heads of 4, one thread: 5.5 ms against 10.8 ms by
-#: :data:`DOT_CHUNK`, 6.8 ms unchunked).
-DOT_COLUMN_CHUNK = 1 << 15
+#: :data:`DOT_CHUNK`, 6.8 ms unchunked; with the gathers into reused buffers 2^16 edges
+#: beat 2^15 by 5%, fewer calls: 3.4 against 3.5 ms, one head of 8 2.8 against 3.0 ms).
+DOT_COLUMN_CHUNK = 1 << 16
 
 #: LeakyReLU's negative slope in the scores (the paper's and PyG's 0.2).
 NEGATIVE_SLOPE = 0.2
@@ -82,6 +87,9 @@ class EdgePattern:
     row_ids, col_ids
         Global vertex ids of the rows and of the columns (int64, on the device; the
         attention dropout's keys).
+    csr, csr_t
+        Row pointers and column indices of :meth:`matrix` and of :meth:`transposed`, in
+        :func:`spmm_index`'s dtype (int32 on the host where they fit).
     """
 
     crow: torch.Tensor
@@ -94,6 +102,8 @@ class EdgePattern:
     shape: tuple[int, int]
     row_ids: torch.Tensor
     col_ids: torch.Tensor
+    csr: tuple[torch.Tensor, torch.Tensor]
+    csr_t: tuple[torch.Tensor, torch.Tensor]
 
     @property
     def edges(self) -> int:
@@ -102,15 +112,26 @@ class EdgePattern:
 
     def matrix(self, values: torch.Tensor) -> torch.Tensor:
         """The pattern with one value per edge, a CSR tensor ``rows x cols``."""
-        return torch.sparse_csr_tensor(self.crow, self.col, values, size=self.shape,
-                                       check_invariants=False)
+        return torch.sparse_csr_tensor(*self.csr, values, size=self.shape, check_invariants=False)
 
-    def transposed(self, values: torch.Tensor) -> torch.Tensor:
-        """The transposed pattern with the edges' values (in edge order), ``cols x rows``."""
-        return torch.sparse_csr_tensor(self.sums_t.crow_indices(), self.row_t,
-                                       take_rows(values, self.perm),
-                                       size=(self.shape[1], self.shape[0]),
-                                       check_invariants=False)
+    def transposed(self, values: torch.Tensor, column_order: bool = False) -> torch.Tensor:
+        """The transposed pattern with the edges' values, ``cols x rows``.
+
+        ``values`` in edge order, or (``column_order``) already in the transposed order
+        (:meth:`in_column_order`'s).
+        """
+        ordered = values if column_order else self.in_column_order(values)
+        return torch.sparse_csr_tensor(
+            *self.csr_t, ordered, size=(self.shape[1], self.shape[0]), check_invariants=False
+        )
+
+    def in_column_order(self, values: torch.Tensor) -> torch.Tensor:
+        """Edge values (``E`` or ``E x K``) in the transposed pattern's order: ``values[perm]``.
+
+        An ``E x K`` array's rows move as one word each (:func:`take_rows`): every head's
+        values in one gather (SBM-20k, 4 heads: 0.6x the time of a gather per head).
+        """
+        return take_rows(values, self.perm)
 
     def at_rows(self, x: torch.Tensor) -> torch.Tensor:
         """``x[row[e]]`` for every edge ``e`` (rows of a per-row array)."""
@@ -122,8 +143,11 @@ class EdgePattern:
 
 
 def edge_pattern(
-    a: sp.csr_matrix | torch.Tensor, row_ids: np.ndarray | torch.Tensor,
-    col_ids: np.ndarray | torch.Tensor, device: torch.device | str, dtype: torch.dtype,
+    a: sp.csr_matrix | torch.Tensor,
+    row_ids: np.ndarray | torch.Tensor,
+    col_ids: np.ndarray | torch.Tensor,
+    device: torch.device | str,
+    dtype: torch.dtype,
 ) -> EdgePattern:
     """The :class:`EdgePattern` of a CSR matrix (its values are ignored).
 
@@ -135,29 +159,57 @@ def edge_pattern(
     if not isinstance(a, torch.Tensor):
         a = a.tocsr()
         a.sort_indices()
-        a = torch.sparse_csr_tensor(torch.from_numpy(a.indptr.astype(np.int64)),
-                                    torch.from_numpy(a.indices.astype(np.int64)),
-                                    torch.ones(a.nnz, dtype=dtype), size=a.shape,
-                                    check_invariants=False).to(device)
+        a = torch.sparse_csr_tensor(
+            torch.from_numpy(a.indptr.astype(np.int64)),
+            torch.from_numpy(a.indices.astype(np.int64)),
+            torch.ones(a.nnz, dtype=dtype),
+            size=a.shape,
+            check_invariants=False,
+        ).to(device)
     rows, cols = a.shape
     crow, col = a.crow_indices().long(), a.col_indices().long()
     device = col.device
     row, perm, crow_t = transpose_index(crow, col, cols)
+    row_t = row[perm]
+    idx = spmm_index(len(col), (rows, cols), device)
     ones = torch.ones(len(col), dtype=dtype, device=device)
-    edges = torch.arange(len(col), dtype=torch.int64, device=device)
-    sums = torch.sparse_csr_tensor(crow, edges, ones, size=(rows, len(col)),
-                                   check_invariants=False)
-    sums_t = torch.sparse_csr_tensor(crow_t, perm, ones, size=(cols, len(col)),
-                                     check_invariants=False)
+    edges = torch.arange(len(col), dtype=idx, device=device)
+    sums = torch.sparse_csr_tensor(
+        crow.to(idx), edges, ones, size=(rows, len(col)), check_invariants=False
+    )
+    sums_t = torch.sparse_csr_tensor(
+        crow_t.to(idx), perm.to(idx), ones, size=(cols, len(col)), check_invariants=False
+    )
 
     def ids(x: np.ndarray | torch.Tensor) -> torch.Tensor:
         t = x if isinstance(x, torch.Tensor) else torch.from_numpy(np.asarray(x, np.int64))
         return t.to(device=device, dtype=torch.int64)
 
     return EdgePattern(
-        crow=crow, col=col, row=row, perm=perm, row_t=row[perm], sums=sums, sums_t=sums_t,
-        shape=(rows, cols), row_ids=ids(row_ids), col_ids=ids(col_ids),
+        crow=crow,
+        col=col,
+        row=row,
+        perm=perm,
+        row_t=row_t,
+        sums=sums,
+        sums_t=sums_t,
+        shape=(rows, cols),
+        row_ids=ids(row_ids),
+        col_ids=ids(col_ids),
+        csr=(sums.crow_indices(), col.to(idx)),
+        csr_t=(sums_t.crow_indices(), row_t.to(idx)),
     )
+
+
+def spmm_index(edges: int, shape: tuple[int, int], device: torch.device) -> torch.dtype:
+    """The index dtype of a pattern's CSR tensors: int32 on the host where it fits, else int64.
+
+    MKL takes int32 indices: torch converts int64 ones on every product (SBM-20k, a
+    quarter of a 4-column SpMM's time at one thread), with the same sums either way. On a
+    GPU the pattern keeps int64.
+    """
+    fits = max(edges, *shape) <= INT32_LIMIT
+    return torch.int32 if fits and device.type == "cpu" else torch.int64
 
 
 def segment_sum(
@@ -198,12 +250,16 @@ def row_max(pattern: EdgePattern, e: torch.Tensor) -> torch.Tensor:
     The pattern's edges are in row order, so a segment reduction over the row lengths
     (a third less time than a scatter by row on the CPU; the same maxima).
     """
-    return torch.segment_reduce(e, "max", lengths=pattern.crow.diff(), axis=0, unsafe=True,
-                                initial=-torch.inf)
+    return torch.segment_reduce(
+        e, "max", lengths=pattern.crow.diff(), axis=0, unsafe=True, initial=-torch.inf
+    )
 
 
 def edge_softmax(
-    pattern: EdgePattern, s_dst: torch.Tensor, s_src: torch.Tensor, slope: float,
+    pattern: EdgePattern,
+    s_dst: torch.Tensor,
+    s_src: torch.Tensor,
+    slope: float,
     split: RowReduce | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Attention coefficients ``alpha`` (``E x K``) and the raw scores ``t`` they came from.
@@ -227,25 +283,41 @@ def edge_softmax(
         alpha = s_dst.new_empty((pattern.edges, heads))
         t = torch.empty_like(alpha)
         if alpha.numel():
-            _launch("edge_softmax", s_dst, rows * heads, pattern.crow, pattern.col, s_dst,
-                    s_src, np.int64(rows), np.int64(heads), _scalar(s_dst, slope), alpha, t)
+            _launch(
+                "edge_softmax",
+                s_dst,
+                rows * heads,
+                pattern.crow,
+                pattern.col,
+                s_dst,
+                s_src,
+                np.int64(rows),
+                np.int64(heads),
+                _scalar(s_dst, slope),
+                alpha,
+                t,
+            )
         return alpha, t
-    t = pattern.at_rows(s_dst) + pattern.at_cols(s_src)
+    t = pattern.at_rows(s_dst).add_(pattern.at_cols(s_src))
     e = leaky_relu(t, slope)
     top = row_max(pattern, e)
     if split is not None:
         top = split.max(top)
     top = torch.nan_to_num(top, nan=0.0, posinf=0.0, neginf=0.0)  # rows without edges
-    p = torch.exp(e - pattern.at_rows(top))
+    p = e.sub_(pattern.at_rows(top)).exp_()  # in place: the same values, fewer E x K arrays
     total = segment_sum(pattern, p)
     if split is not None:
         total = split.sum(total)
-    return p / pattern.at_rows(total), t
+    return p.div_(pattern.at_rows(total)), t
 
 
 def edge_softmax_backward(
-    pattern: EdgePattern, alpha: torch.Tensor, t: torch.Tensor, d_alpha: torch.Tensor,
-    delta: torch.Tensor, slope: float,
+    pattern: EdgePattern,
+    alpha: torch.Tensor,
+    t: torch.Tensor,
+    d_alpha: torch.Tensor,
+    delta: torch.Tensor,
+    slope: float,
 ) -> torch.Tensor:
     """The gradient of the raw scores ``t`` (``E x K``) given that of ``alpha``.
 
@@ -256,12 +328,26 @@ def edge_softmax_backward(
         edges, heads = alpha.shape
         dt = torch.empty_like(alpha)
         if dt.numel():
-            _launch("edge_softmax_backward", alpha, edges * heads, pattern.row, alpha, t,
-                    d_alpha, delta, np.int64(edges), np.int64(heads), _scalar(alpha, slope),
-                    dt)
+            _launch(
+                "edge_softmax_backward",
+                alpha,
+                edges * heads,
+                pattern.row,
+                alpha,
+                t,
+                d_alpha,
+                delta,
+                np.int64(edges),
+                np.int64(heads),
+                _scalar(alpha, slope),
+                dt,
+            )
         return dt
-    de = alpha * (d_alpha - pattern.at_rows(delta))
-    return torch.ops.aten.leaky_relu_backward(de, t, slope, False)  # de where t > 0, else slope de
+    # alpha (d_alpha - delta) as (-delta + d_alpha) alpha: the same values (a subtraction is
+    # the addition of the negation; both commute), in the one new array, then the
+    # LeakyReLU's backward into it (de where t > 0, else slope de)
+    de = pattern.at_rows(delta).neg_().add_(d_alpha).mul_(alpha)
+    return torch.ops.aten.leaky_relu_backward.grad_input(de, t, slope, False, grad_input=de)
 
 
 def edge_dot(pattern: EdgePattern, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -270,18 +356,50 @@ def edge_dot(pattern: EdgePattern, a: torch.Tensor, b: torch.Tensor) -> torch.Te
     out = torch.empty((pattern.edges, heads), dtype=a.dtype, device=a.device)
     if _on_gpu(a):
         if out.numel():
-            _launch("edge_dot", a, pattern.edges * heads, pattern.row, pattern.col, a, b,
-                    np.int64(pattern.edges), np.int64(heads), np.int64(width), out)
+            _launch(
+                "edge_dot",
+                a,
+                pattern.edges * heads,
+                pattern.row,
+                pattern.col,
+                a,
+                b,
+                np.int64(pattern.edges),
+                np.int64(heads),
+                np.int64(width),
+                out,
+            )
         return out
-    if 0 < width <= DOT_COLUMNS:
+    if 0 < width <= DOT_COLUMNS and sums_in_order(width, a.dtype):
         return _edge_dot_by_column(pattern, a, b, out)
     step = max(1, DOT_CHUNK // max(1, heads * width))
-    a, b = a.contiguous(), b.contiguous()  # once, for every chunk's fast gather (take_rows)
+    a, b = a.contiguous(), b.contiguous()  # once, for every chunk's fast gather
     for lo in range(0, pattern.edges, step):
         hi = min(lo + step, pattern.edges)
-        rows, cols = pattern.row[lo:hi], pattern.col[lo:hi]
-        out[lo:hi] = (take_rows(a, rows) * take_rows(b, cols)).sum(dim=2)
+        prod = _take_word_rows(a, pattern.row[lo:hi]).mul_(_take_word_rows(b, pattern.col[lo:hi]))
+        torch.sum(prod, dim=2, out=out[lo:hi])
     return out
+
+
+#: The word :func:`_take_word_rows` moves (16 bytes).
+_WORD = torch.complex128
+
+
+def _take_word_rows(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """Rows ``idx`` of a contiguous ``x``: :func:`take_rows`, by 16-byte words where they fit.
+
+    A row of ``w > 1`` whole words (a head's 8 float32 units: 32 bytes) is gathered as the
+    words ``idx * w + c`` of the flat data, the 1-D copy (:func:`take_rows` moves one
+    word per row so; a 2-D gather of such rows took 1.5x as long, with the index built per
+    chunk). The bits are moved unchanged.
+    """
+    row = x[0].numel() * x.element_size() if x.shape[0] else 0
+    if row <= _WORD.itemsize or row % _WORD.itemsize or x.data_ptr() % _WORD.itemsize:
+        return take_rows(x, idx)
+    w = row // _WORD.itemsize
+    flat = (idx[:, None] * w + torch.arange(w, device=idx.device)).reshape(-1)
+    words = x.view(-1).view(_WORD).index_select(0, flat)
+    return words.view(x.dtype).view(len(idx), *x.shape[1:])
 
 
 def _edge_dot_by_column(
@@ -290,18 +408,60 @@ def _edge_dot_by_column(
     """:func:`edge_dot` on the CPU one feature column at a time (``f <= DOT_COLUMNS``).
 
     Each column ``c`` of both sides is an ``n x K`` array (the heads' rows of 8 or 16 bytes
-    that :func:`take_rows` moves as one word): ``out += a_c[row] b_c[col]`` in ``c``
+    gathered as one word, :func:`_column_words`): ``out += a_c[row] b_c[col]`` in ``c``
     order, then ``+ 0`` (``torch.sum`` starts from ``+0``, so an all ``-0`` sum is
-    ``+0``): the values of the product-and-sum, without its ``E x K x f`` temporaries.
+    ``+0``): the values of the product-and-sum, without its ``E x K x f`` temporaries. A
+    chunk's gathers go into two buffers reused for every column and chunk.
     """
-    a_cols, b_cols = a.permute(2, 0, 1).contiguous(), b.permute(2, 0, 1).contiguous()
+    a_cols, b_cols = _column_words(a), _column_words(b)
+    buf_a = a_cols.new_empty((min(DOT_COLUMN_CHUNK, pattern.edges), *a_cols.shape[2:]))
+    buf_b = torch.empty_like(buf_a)
     for lo in range(0, pattern.edges, DOT_COLUMN_CHUNK):
         hi = min(lo + DOT_COLUMN_CHUNK, pattern.edges)
         rows, cols, acc = pattern.row[lo:hi], pattern.col[lo:hi], out[lo:hi]
-        torch.mul(take_rows(a_cols[0], rows), take_rows(b_cols[0], cols), out=acc)
-        for c in range(1, a.shape[2]):
-            acc.add_(take_rows(a_cols[c], rows).mul_(take_rows(b_cols[c], cols)))
+        xa, xb = buf_a[: hi - lo], buf_b[: hi - lo]
+        va, vb = xa.view(out.dtype).view(acc.shape), xb.view(out.dtype).view(acc.shape)
+        for c in range(a.shape[2]):
+            torch.index_select(a_cols[c], 0, rows, out=xa)
+            torch.index_select(b_cols[c], 0, cols, out=xb)
+            if c == 0:
+                torch.mul(va, vb, out=acc)
+            else:
+                acc.add_(va.mul_(vb))
     return out.add_(0.0)
+
+
+def _column_words(x: torch.Tensor) -> torch.Tensor:
+    """The ``f`` columns of ``x`` (``n x K x f``), each ``n`` rows of its ``K`` heads.
+
+    ``f x n``: one word (or value) per row, where ``K`` values make one (:func:`row_word`);
+    else ``f x n x K`` values. Copied into a new array (an empty ``x``'s permuted view
+    counts as contiguous but has no word strides).
+    """
+    cols = torch.empty((x.shape[2], x.shape[0], x.shape[1]), dtype=x.dtype, device=x.device)
+    cols.copy_(x.permute(2, 0, 1))
+    if x.shape[1] == 1:
+        return cols.view(x.shape[2], x.shape[0])
+    word = row_word(x.shape[1] * x.element_size())
+    return cols if word is None else cols.view(word).view(x.shape[2], x.shape[0])
+
+
+@functools.cache
+def sums_in_order(width: int, dtype: torch.dtype) -> bool:
+    """Whether this torch's ``sum`` of ``width`` contiguous values is the in-order sum.
+
+    ``((0 + p_0) + p_1) + ... + p_{width-1}``: probed once per width and dtype on values
+    over a wide range of magnitudes (a different order differs on some of them). Torch
+    sums up to 4 values so on every build (``row_sum``'s four accumulators); how it sums
+    more depends on its vector width (float32's 8 in order where a vector holds 8).
+    """
+    gen = torch.Generator().manual_seed(width)
+    scale = torch.exp(6 * torch.randn((4096, 3, width), generator=gen, dtype=torch.float64))
+    p = (torch.randn((4096, 3, width), generator=gen, dtype=torch.float64) * scale).to(dtype)
+    acc = torch.zeros(p.shape[:2], dtype=dtype)
+    for c in range(width):
+        acc = acc + p[..., c]
+    return torch.equal(p.sum(dim=2).view(torch.uint8), acc.view(torch.uint8))
 
 
 #: ``heads(layer)``: the global model's heads of a layer and the global ids of the model's
@@ -324,13 +484,21 @@ class AttentionDrop:
     batch: int | None = None
     heads: HeadIds | None = None
 
-    def keep(self, layer: int, pattern: EdgePattern, heads: int,
-             head_ids: Sequence[int] | None = None) -> torch.Tensor:
+    def keep(
+        self,
+        layer: int,
+        pattern: EdgePattern,
+        heads: int,
+        head_ids: Sequence[int] | None = None,
+        dtype: torch.dtype = torch.bool,
+    ) -> torch.Tensor:
         """Keep decisions of the pattern's edges, keyed by global ``(i, j, k)``.
 
         ``E x K`` for the layer's ``heads``, or ``E x len(head_ids)`` for some of them (a
         SUMMA process's heads). A GIST sub-GAT (``self.heads``) draws the global model's
         decisions of its heads: its head ``k`` is global head ``self.heads(layer)[1][k]``.
+        ``dtype``: booleans, or ones and zeros of the coefficients' dtype (``alpha * keep``
+        the same values, faster on the CPU).
         """
         step = (self.epoch,) if self.batch is None else (self.epoch, self.batch)
         key = stream_key(self.seed, TAG_ATTENTION, *step, layer)
@@ -342,10 +510,17 @@ class AttentionDrop:
             total = sub[0]
             k = torch.as_tensor(sub[1][ids], dtype=torch.int64, device=device)
         if device.type != "cuda":  # each vertex's words once, gathered per edge and head
-            return keep_pair_words(key, pattern.row_ids, pattern.col_ids[:, None] * total + k,
-                                   pattern.row, pattern.col, self.p)
+            return keep_pair_words(
+                key,
+                pattern.row_ids,
+                pattern.col_ids[:, None] * total + k,
+                pattern.row,
+                pattern.col,
+                self.p,
+                dtype,
+            )
         rows = pattern.at_rows(pattern.row_ids)
         cols = pattern.at_cols(pattern.col_ids)
         pairs_r = rows[:, None].expand(-1, len(ids)).reshape(-1)
         pairs_c = (cols[:, None] * total + k).reshape(-1)
-        return keep_pairs(key, pairs_r, pairs_c, self.p).reshape(-1, len(ids))
+        return keep_pairs(key, pairs_r, pairs_c, self.p).reshape(-1, len(ids)).to(dtype)

@@ -26,6 +26,7 @@ import torch
 
 from hpcgnn.backend import Device, get_device
 from hpcgnn.kernels import cuda_modules as cm
+from hpcgnn.kernels.rows import row_word
 from hpcgnn.rng import (
     Columns,
     column_key,
@@ -76,16 +77,21 @@ HASH_BLOCK = 1 << 18
 
 
 def _keep_blocks(
-    rows: int, width: int, entry_words: Callable[[int, int, torch.Tensor], None], t: int
+    rows: int,
+    width: int,
+    entry_words: Callable[[int, int, torch.Tensor], None],
+    t: int,
+    dtype: torch.dtype = torch.bool,
 ) -> torch.Tensor:
     """Keep decisions ``lowbias32(w) >= t`` of a ``rows x width`` matrix of entry words.
 
     ``entry_words(lo, hi, out)`` writes the ``int32`` words of rows ``lo:hi`` into ``out``;
     the hash runs block by block (:data:`HASH_BLOCK` entries) in two reused buffers, so no
     ``int32`` matrix of the whole mask is made. Element-wise integer operations: the same
-    decisions whatever the blocks.
+    decisions whatever the blocks. ``dtype``: booleans, or ones and zeros of a value dtype
+    (the comparison writes them directly, faster than booleans).
     """
-    out = torch.empty((rows, width), dtype=torch.bool)
+    out = torch.empty((rows, width), dtype=dtype)
     step = max(1, HASH_BLOCK // max(1, width))
     x = torch.empty((min(step, rows), width), dtype=torch.int32)
     tmp = torch.empty_like(x)
@@ -108,7 +114,10 @@ def _device_ids(sel: Columns | torch.Tensor, tdev: torch.device) -> torch.Tensor
 
 
 def keep_matrix(
-    key: np.uint64, rows: Columns | torch.Tensor, cols: Columns, p: float,
+    key: np.uint64,
+    rows: Columns | torch.Tensor,
+    cols: Columns,
+    p: float,
     device: Device | None = None,
 ) -> torch.Tensor:
     """:func:`hpcgnn.rng.dropout_keep` as a boolean tensor on ``device`` (default: CPU).
@@ -117,16 +126,24 @@ def keep_matrix(
     """
     device = get_device(device)
     if device.kind != "cuda":
-        return _cpu_keep(key, rows.cpu().numpy() if isinstance(rows, torch.Tensor) else rows,
-                         cols, p)
+        return _cpu_keep(
+            key, rows.cpu().numpy() if isinstance(rows, torch.Tensor) else rows, cols, p
+        )
     tdev = device.torch_device
     r, c = _device_ids(rows, tdev), _device_ids(cols, tdev)
     out = torch.empty((len(r), len(c)), dtype=torch.bool, device=tdev)
     if out.numel():
-        args = (cm.as_cupy(r), np.int64(len(r)), cm.as_cupy(c), np.int64(len(c)),
-                np.uint64(key), column_key(key), np.uint64(keep_threshold(p)), cm.as_cupy(out))
-        cm.launch("dropout.cu", "hash_keep", cm.device_index(tdev), cm.blocks(out.numel()),
-                  args)
+        args = (
+            cm.as_cupy(r),
+            np.int64(len(r)),
+            cm.as_cupy(c),
+            np.int64(len(c)),
+            np.uint64(key),
+            column_key(key),
+            np.uint64(keep_threshold(p)),
+            cm.as_cupy(out),
+        )
+        cm.launch("dropout.cu", "hash_keep", cm.device_index(tdev), cm.blocks(out.numel()), args)
     return out
 
 
@@ -138,7 +155,10 @@ def global_columns(sel: Columns, cols: torch.Tensor) -> torch.Tensor:
 
 
 def keep_pairs(
-    key: np.uint64, rows: torch.Tensor, cols: torch.Tensor, p: float,
+    key: np.uint64,
+    rows: torch.Tensor,
+    cols: torch.Tensor,
+    p: float,
 ) -> torch.Tensor:
     """:func:`hpcgnn.rng.dropout_keep_pairs` of the entries ``(rows[k], cols[k])``.
 
@@ -149,17 +169,33 @@ def keep_pairs(
         return torch.from_numpy(dropout_keep_pairs(key, rows.numpy(), cols.numpy(), p))
     out = torch.empty(len(rows), dtype=torch.bool, device=rows.device)
     if out.numel():
-        args = (cm.as_cupy(rows.contiguous()), cm.as_cupy(cols.contiguous()),
-                np.int64(len(rows)), np.uint64(key), column_key(key),
-                np.uint64(keep_threshold(p)), cm.as_cupy(out))
-        cm.launch("dropout.cu", "hash_pair_keep", cm.device_index(rows.device),
-                  cm.blocks(out.numel()), args)
+        args = (
+            cm.as_cupy(rows.contiguous()),
+            cm.as_cupy(cols.contiguous()),
+            np.int64(len(rows)),
+            np.uint64(key),
+            column_key(key),
+            np.uint64(keep_threshold(p)),
+            cm.as_cupy(out),
+        )
+        cm.launch(
+            "dropout.cu",
+            "hash_pair_keep",
+            cm.device_index(rows.device),
+            cm.blocks(out.numel()),
+            args,
+        )
     return out
 
 
 def keep_pair_words(
-    key: np.uint64, row_ids: torch.Tensor, col_ids: torch.Tensor, rows: torch.Tensor,
-    cols: torch.Tensor, p: float,
+    key: np.uint64,
+    row_ids: torch.Tensor,
+    col_ids: torch.Tensor,
+    rows: torch.Tensor,
+    cols: torch.Tensor,
+    p: float,
+    dtype: torch.dtype = torch.bool,
 ) -> torch.Tensor:
     """:func:`keep_pairs` of ``(row_ids[rows[e]], col_ids[cols[e], k])``, ``E x K`` (CPU).
 
@@ -167,24 +203,37 @@ def keep_pair_words(
     word hashed once: ``row_ids`` (``R``) and ``col_ids`` (``C x K``) are the distinct
     global ids, ``rows`` and ``cols`` (``E``) index them. The words are gathered per entry
     and only the 32-bit ``lowbias32`` runs on every entry (in place, torch ``int32``): an
-    edge pattern's keep decisions at a tenth of the per-pair hashing's time.
+    edge pattern's keep decisions at a tenth of the per-pair hashing's time. A column's
+    ``K`` words are gathered as one where they make one (:func:`row_word`; 0.3x a 2-D
+    gather's time at ``K = 4``). ``dtype``: booleans, or ones and zeros of a value dtype
+    (what a product with values multiplies by fastest: a mixed product with booleans took
+    3x as long).
     """
     t = keep_threshold(p)
     heads = col_ids.shape[1]
     if t >= 1 << 32:  # keeps nothing
-        return torch.zeros((len(rows), heads), dtype=torch.bool)
+        return torch.zeros((len(rows), heads), dtype=dtype)
     r = _signed(words(key, row_ids.numpy()))
     c = _signed(words(column_key(key), col_ids.reshape(-1).numpy())).view(-1, heads)
+    word = torch.int32 if heads == 1 else row_word(4 * heads)
 
     def entry_words(lo: int, hi: int, out: torch.Tensor) -> None:
-        torch.index_select(c, 0, cols[lo:hi], out=out)
+        if word is None:
+            torch.index_select(c, 0, cols[lo:hi], out=out)
+        else:
+            torch.index_select(c.view(word).view(-1), 0, cols[lo:hi], out=out.view(word).view(-1))
         out.bitwise_xor_(r.index_select(0, rows[lo:hi])[:, None])
 
-    return _keep_blocks(len(rows), heads, entry_words, t)
+    return _keep_blocks(len(rows), heads, entry_words, t, dtype)
 
 
 def block_keep(
-    seed: int, epoch: int, layer: int, rows: Columns, cols: Columns, p: float,
+    seed: int,
+    epoch: int,
+    layer: int,
+    rows: Columns,
+    cols: Columns,
+    p: float,
     device: Device | None = None,
 ) -> torch.Tensor:
     """The full-batch keep-mask of the block ``rows x cols`` of a layer's input."""
@@ -192,14 +241,25 @@ def block_keep(
 
 
 def rows_keep(
-    seed: int, epoch: int, batch: int, layer: int, row_ids: np.ndarray | torch.Tensor,
-    width: int, p: float,
-    device: Device | None = None, cols: np.ndarray | None = None,
+    seed: int,
+    epoch: int,
+    batch: int,
+    layer: int,
+    row_ids: np.ndarray | torch.Tensor,
+    width: int,
+    p: float,
+    device: Device | None = None,
+    cols: np.ndarray | None = None,
 ) -> torch.Tensor:
     """The minibatch keep-mask of the rows ``row_ids`` of a batch's layer input.
 
     ``width``: the layer input's width; ``cols``: only these of its columns (a GIST
     sub-network's global ids; default all).
     """
-    return keep_matrix(dropout_key(seed, epoch, layer, batch), row_ids,
-                       (0, width) if cols is None else cols, p, device)
+    return keep_matrix(
+        dropout_key(seed, epoch, layer, batch),
+        row_ids,
+        (0, width) if cols is None else cols,
+        p,
+        device,
+    )

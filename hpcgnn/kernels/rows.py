@@ -89,13 +89,13 @@ def packs(values: tuple[torch.Tensor, ...]) -> bool:
     that starts inside one may not be.
     """
     row = math.prod(values[0].shape[1:]) * values[0].element_size()
-    return row > 0 and row % PACK_BYTES == 0 and all(
-        v.data_ptr() % PACK_BYTES == 0 for v in values
-    )
+    return row > 0 and row % PACK_BYTES == 0 and all(v.data_ptr() % PACK_BYTES == 0 for v in values)
 
 
 def row_kernel(
-    kernel: str, values: tuple[torch.Tensor, ...], idx: torch.Tensor | None = None,
+    kernel: str,
+    values: tuple[torch.Tensor, ...],
+    idx: torch.Tensor | None = None,
     packed: bool = True,
 ) -> tuple[str, int]:
     """The launch name of ``kernel`` of ``rows.cu`` for ``values``, and ``f`` in its units.
@@ -128,8 +128,12 @@ def row_kernel(
 
 
 def _launch(
-    kernel: str, values: tuple[torch.Tensor, ...], args: tuple[torch.Tensor, ...], work: int,
-    idx: torch.Tensor | None = None, packed: bool = True,
+    kernel: str,
+    values: tuple[torch.Tensor, ...],
+    args: tuple[torch.Tensor, ...],
+    work: int,
+    idx: torch.Tensor | None = None,
+    packed: bool = True,
 ) -> None:
     """Run ``kernel`` (:func:`row_kernel` names it) on ``args``, the count ``work`` and ``f``.
 
@@ -160,7 +164,7 @@ def take_rows(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
             return x.index_select(0, idx)
         x = x.contiguous()
     flat = x.reshape(x.shape[0], -1)
-    word = _ROW_WORDS.get(flat.shape[1] * x.element_size())
+    word = row_word(flat.shape[1] * x.element_size())
     if word is not None and x.device.type == "cpu" and _aligned(flat, word):
         flat = flat.view(word).reshape(-1)  # one word per row: the 1-D copy, 3-4x faster
     elif flat.shape[1] == 1:
@@ -172,6 +176,14 @@ def take_rows(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
 #: ``index_select`` moves such rows 3-4x faster than the 2-D one (20000 x 4 float32,
 #: 339230 ids, one thread: 0.20 ms against 0.72 ms); GAT's per-head score terms.
 _ROW_WORDS = {8: torch.int64, 16: torch.complex128}
+
+
+def row_word(nbytes: int) -> torch.dtype | None:
+    """The dtype whose one element is a row of ``nbytes`` bytes (8 or 16), else ``None``.
+
+    :func:`take_rows` gathers such rows as these words (the bits unchanged).
+    """
+    return _ROW_WORDS.get(nbytes)
 
 
 def _aligned(flat: torch.Tensor, word: torch.dtype) -> bool:
@@ -207,8 +219,9 @@ def gather_rows(x: torch.Tensor, idx: torch.Tensor, *, packed: bool = True) -> t
     return out
 
 
-def copy_rows(x: torch.Tensor, src: torch.Tensor, out: torch.Tensor, dst: torch.Tensor
-              ) -> torch.Tensor:
+def copy_rows(
+    x: torch.Tensor, src: torch.Tensor, out: torch.Tensor, dst: torch.Tensor
+) -> torch.Tensor:
     """Write rows ``src`` of ``x`` into rows ``dst`` of ``out`` in place; returns ``out``.
 
     ``out[dst[i]] = x[src[i]]``: the gather and the scatter in one pass (``copy_rows`` of
@@ -231,18 +244,29 @@ def copy_rows(x: torch.Tensor, src: torch.Tensor, out: torch.Tensor, dst: torch.
     if not (out.is_cuda and out.dtype in KERNEL_DTYPES and out.is_contiguous()):
         return out.index_copy_(0, dst.long(), take_rows(x, src))
     if x.dtype != out.dtype or not (x.is_cuda or x.is_pinned()):
-        raise ValueError("copy_rows reads a device tensor or a page-locked host tensor of "
-                         f"out's dtype, not a {x.dtype} on {x.device} (pinned: {x.is_pinned()})")
+        raise ValueError(
+            "copy_rows reads a device tensor or a page-locked host tensor of "
+            f"out's dtype, not a {x.dtype} on {x.device} (pinned: {x.is_pinned()})"
+        )
     if len(src):
         x = x.contiguous()
-        _launch("copy_rows", (x, out), (x, src.contiguous(), dst.contiguous(), out),
-                work=len(src), idx=src)
+        _launch(
+            "copy_rows",
+            (x, out),
+            (x, src.contiguous(), dst.contiguous(), out),
+            work=len(src),
+            idx=src,
+        )
     return out
 
 
 def scatter_add_rows(
-    out: torch.Tensor, idx: torch.Tensor | ScatterMap, rows: torch.Tensor, unique: bool = False,
-    *, packed: bool = True,
+    out: torch.Tensor,
+    idx: torch.Tensor | ScatterMap,
+    rows: torch.Tensor,
+    unique: bool = False,
+    *,
+    packed: bool = True,
 ) -> torch.Tensor:
     """Add ``rows[i]`` into ``out[idx[i]]`` in place and return ``out``.
 
@@ -279,6 +303,11 @@ def scatter_add_rows(
         _launch("scatter_add_unique", (rows, out), (rows, ids, out), len(ids), ids, packed)
         return out
     inv = idx if isinstance(idx, ScatterMap) else scatter_map(idx)
-    _launch("scatter_add_segments", (rows, out), (rows, inv.order, inv.targets, inv.seg, out),
-            len(inv.targets), packed=packed)
+    _launch(
+        "scatter_add_segments",
+        (rows, out),
+        (rows, inv.order, inv.targets, inv.seg, out),
+        len(inv.targets),
+        packed=packed,
+    )
     return out

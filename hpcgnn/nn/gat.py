@@ -75,9 +75,16 @@ class ColumnAttention(Protocol):
     layer's mean of the heads follow the grid; the layer is one call.
     """
 
-    def __call__(self, z: torch.Tensor, a_src: torch.Tensor, a_dst: torch.Tensor, layer: int,
-                 last: bool, drop: AttentionDrop | None, bias: torch.Tensor | None = None
-                 ) -> torch.Tensor:
+    def __call__(
+        self,
+        z: torch.Tensor,
+        a_src: torch.Tensor,
+        a_dst: torch.Tensor,
+        layer: int,
+        last: bool,
+        drop: AttentionDrop | None,
+        bias: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """The layer's output (ELU of the heads, or the logits on the scorers) given ``z``.
 
         ``bias``: the layer's (``--bias``), added before the ELU on this rank's columns,
@@ -108,8 +115,9 @@ class LocalNeighbourhood:
 
 class _Gather(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x: torch.Tensor, nbh: Neighbourhood, stats: CommStats | None,
-                layer: int) -> torch.Tensor:
+    def forward(
+        ctx, x: torch.Tensor, nbh: Neighbourhood, stats: CommStats | None, layer: int
+    ) -> torch.Tensor:
         ctx.nbh, ctx.stats, ctx.layer = nbh, stats, layer
         with layer_span(stats, layer, "forward"):
             return nbh.gather(x.detach().contiguous())
@@ -121,18 +129,24 @@ class _Gather(torch.autograd.Function):
 
 
 def attend(
-    pattern: EdgePattern, z: torch.Tensor, s_dst: torch.Tensor, s_src: torch.Tensor,
-    keep: torch.Tensor | None, p: float, split: RowReduce | None = None,
+    pattern: EdgePattern,
+    z: torch.Tensor,
+    s_dst: torch.Tensor,
+    s_src: torch.Tensor,
+    keep: torch.Tensor | None,
+    p: float,
+    split: RowReduce | None = None,
 ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
     """``out[i, k] = sum_j alpha_ijk z[j, k]`` and what :func:`attend_backward` needs.
 
     ``z`` (source rows ``x K x f'``), the score terms ``s_dst`` (the pattern's rows) and
     ``s_src`` (its columns), the coefficients' keep decisions (``E x K``) and drop
-    probability, and the reductions of a split row. Returns ``out`` and ``(alpha, t,
+    probability (``keep`` booleans, or ones and zeros of ``z``'s dtype: the same values,
+    faster), and the reductions of a split row. Returns ``out`` and ``(alpha, t,
     used)``: the coefficients, the scores before the LeakyReLU and the coefficients used.
     """
     alpha, t = edge_softmax(pattern, s_dst, s_src, NEGATIVE_SLOPE, split)
-    used = alpha if keep is None else alpha * keep / (1.0 - p)
+    used = alpha if keep is None else torch.mul(alpha, keep).div_(1.0 - p)
     heads, width = z.shape[1], z.shape[2]
     out = z.new_empty((pattern.shape[0], heads, width))
     for k in range(heads):
@@ -143,8 +157,14 @@ def attend(
 
 
 def attend_backward(
-    pattern: EdgePattern, z: torch.Tensor, saved: tuple[torch.Tensor, ...], out: torch.Tensor,
-    g: torch.Tensor, keep: torch.Tensor | None, p: float, split: RowReduce | None = None,
+    pattern: EdgePattern,
+    z: torch.Tensor,
+    saved: tuple[torch.Tensor, ...],
+    out: torch.Tensor,
+    g: torch.Tensor,
+    keep: torch.Tensor | None,
+    p: float,
+    split: RowReduce | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Gradients ``(dz, d s_dst, d s_src)`` of :func:`attend` given ``g = d out``.
 
@@ -153,11 +173,14 @@ def attend_backward(
     alpha, t, used = saved
     g = g.contiguous()
     dz = torch.empty_like(z)
+    used_t = pattern.in_column_order(used)  # every head's values in one gather
     for k in range(z.shape[1]):
-        dz[:, k] = spmm(pattern.transposed(used[:, k].contiguous()), g[:, k].contiguous())
+        dz[:, k] = spmm(
+            pattern.transposed(used_t[:, k].contiguous(), column_order=True), g[:, k].contiguous()
+        )
     d_alpha = edge_dot(pattern, g, z)
     if keep is not None:
-        d_alpha = d_alpha * keep / (1.0 - p)
+        d_alpha.mul_(keep).div_(1.0 - p)
     delta = (g * out).sum(dim=2)  # sum_j alpha_ij d alpha_ij, the whole row's
     dt = edge_softmax_backward(pattern, alpha, t, d_alpha, delta, NEGATIVE_SLOPE)
     ds_dst = segment_sum(pattern, dt)
@@ -170,11 +193,19 @@ class _Attend(torch.autograd.Function):
     """:func:`attend` with :func:`attend_backward` as its backward."""
 
     @staticmethod
-    def forward(ctx, z: torch.Tensor, s_dst: torch.Tensor, s_src: torch.Tensor,
-                nbh: Neighbourhood, keep: torch.Tensor | None, p: float) -> torch.Tensor:
+    def forward(
+        ctx,
+        z: torch.Tensor,
+        s_dst: torch.Tensor,
+        s_src: torch.Tensor,
+        nbh: Neighbourhood,
+        keep: torch.Tensor | None,
+        p: float,
+    ) -> torch.Tensor:
         z = z.detach()
-        out, (alpha, t, used) = attend(nbh.pattern, z, s_dst.detach(), s_src.detach(), keep, p,
-                                       nbh.split)
+        out, (alpha, t, used) = attend(
+            nbh.pattern, z, s_dst.detach(), s_src.detach(), keep, p, nbh.split
+        )
         ctx.save_for_backward(z, alpha, t, used, out)
         ctx.nbh, ctx.keep, ctx.p = nbh, keep, p
         return out
@@ -183,16 +214,24 @@ class _Attend(torch.autograd.Function):
     def backward(ctx, g: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         z, alpha, t, used, out = ctx.saved_tensors
         nbh = ctx.nbh
-        dz, ds_dst, ds_src = attend_backward(nbh.pattern, z, (alpha, t, used), out, g,
-                                             ctx.keep, ctx.p, nbh.split)
+        dz, ds_dst, ds_src = attend_backward(
+            nbh.pattern, z, (alpha, t, used), out, g, ctx.keep, ctx.p, nbh.split
+        )
         return dz, ds_dst, ds_src, None, None, None
 
 
 def gat_layer(
-    h: torch.Tensor | SparseFeatures, w: torch.Tensor, a_src: torch.Tensor,
-    a_dst: torch.Tensor, layer: int, last: bool, nbh: Neighbourhood, dense: Dense,
+    h: torch.Tensor | SparseFeatures,
+    w: torch.Tensor,
+    a_src: torch.Tensor,
+    a_dst: torch.Tensor,
+    layer: int,
+    last: bool,
+    nbh: Neighbourhood,
+    dense: Dense,
     drop: AttentionDrop | None,
-    stats: CommStats | None = None, bias: torch.Tensor | None = None,
+    stats: CommStats | None = None,
+    bias: torch.Tensor | None = None,
     dst: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """One GAT layer on this rank's rows (no input dropout; see :func:`hpcgnn.nn.gcn.dropout`).
@@ -228,10 +267,9 @@ def gat_layer(
     s_src = (z * a_src).sum(dim=2)
     z_dst = z[: nbh.pattern.shape[0]] if dst is None else take_rows(z, dst)
     s_dst = (z_dst * a_dst).sum(dim=2)
-    rows = _Gather.apply(torch.cat([z.reshape(-1, heads * width), s_src], dim=1), nbh, stats,
-                         layer)
+    rows = _Gather.apply(torch.cat([z.reshape(-1, heads * width), s_src], dim=1), nbh, stats, layer)
     z_all = rows[:, : heads * width].view(-1, heads, width)
-    keep = None if drop is None else drop.keep(layer, nbh.pattern, heads)
+    keep = None if drop is None else drop.keep(layer, nbh.pattern, heads, dtype=z.dtype)
     p = 0.0 if drop is None else drop.p
     out = _Attend.apply(z_all, s_dst, rows[:, heads * width :], nbh, keep, p)
     out = out.mean(dim=1) if last else out.reshape(-1, heads * width)

@@ -16,6 +16,7 @@ from hpcgnn.kernels.attention import (
     edge_pattern,
     edge_softmax,
     edge_softmax_backward,
+    sums_in_order,
 )
 from tests.kernels.host import need_compiler
 
@@ -65,26 +66,37 @@ def test_attention_kernels_equal_the_cpu_twins(settings, dtype, monkeypatch):
     for g, w in zip(got, want, strict=True):
         assert g.shape == w.shape and torch.allclose(g, w, rtol=tol, atol=tol)
     assert torch.equal(got[1], want[1])  # the raw scores are one add: bit for bit
-    assert [k.split("<")[0] for k in launched] == ["edge_softmax", "edge_softmax_backward",
-                                                   "edge_dot"]
+    assert [k.split("<")[0] for k in launched] == [
+        "edge_softmax",
+        "edge_softmax_backward",
+        "edge_dot",
+    ]
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_torch_sums_a_few_values_in_order(dtype):
-    """What :data:`DOT_COLUMNS` relies on: ``sum`` of <= 4 values is ``0 + p_0 + ... + p_f``."""
+    """What :data:`DOT_COLUMNS` relies on: ``sum`` of <= 4 values is ``0 + p_0 + ... + p_f``
+    on every build, and :func:`sums_in_order` finds so for every width up to
+    :data:`DOT_COLUMNS` where it holds (``-0`` rows included)."""
     rng = np.random.default_rng(1)
-    p = torch.from_numpy(rng.standard_normal((4096, 3, DOT_COLUMNS))
-                         * np.exp(rng.standard_normal((4096, 3, DOT_COLUMNS)) * 6)).to(dtype)
+    p = torch.from_numpy(
+        rng.standard_normal((4096, 3, DOT_COLUMNS))
+        * np.exp(rng.standard_normal((4096, 3, DOT_COLUMNS)) * 6)
+    ).to(dtype)
     p[::5] = -0.0
     for f in range(1, DOT_COLUMNS + 1):
         acc = torch.zeros(p.shape[:2], dtype=dtype)
         for c in range(f):
             acc = acc + p[..., c]
-        assert torch.equal(p[..., :f].sum(dim=2).view(torch.uint8), acc.view(torch.uint8))
+        in_order = torch.equal(p[..., :f].sum(dim=2).view(torch.uint8), acc.view(torch.uint8))
+        assert in_order == sums_in_order(f, dtype)
+        assert in_order or f > 4
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-@pytest.mark.parametrize(("heads", "width"), [(1, 1), (4, 4), (3, 2), (2, 3), (2, 7)])
+@pytest.mark.parametrize(
+    ("heads", "width"), [(1, 1), (4, 4), (3, 2), (2, 3), (2, 7), (1, 8), (2, 8), (3, 8), (1, 5)]
+)
 def test_edge_dot_by_column_is_the_product_sum_bit_for_bit(dtype, heads, width, monkeypatch):
     """``(a[row] * b[col]).sum(2)`` bit for bit, ``-0`` products of zero rows included,
     over chunks that split rows."""
@@ -98,3 +110,13 @@ def test_edge_dot_by_column_is_the_product_sum_bit_for_bit(dtype, heads, width, 
     want = (za[pattern.row] * zb[pattern.col]).sum(dim=2)
     got = edge_dot(pattern, za, zb)
     assert torch.equal(got.view(torch.uint8), want.view(torch.uint8))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize(("heads", "width"), [(1, 4), (2, 3), (4, 4), (2, 8)])
+def test_edge_dot_without_edges_or_source_rows(dtype, heads, width):
+    """A rank's share without edges (an uneven 1.5D grid): no source rows, an empty result."""
+    pattern = edge_pattern(sp.csr_matrix((3, 0)), np.arange(3), np.arange(0), "cpu", dtype)
+    za = torch.ones((3, heads, width), dtype=dtype)
+    zb = torch.ones((0, heads, width), dtype=dtype)
+    assert edge_dot(pattern, za, zb).shape == (0, heads)

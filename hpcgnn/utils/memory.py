@@ -163,6 +163,12 @@ def parse_bytes(text: str, what: str) -> float:
 
 #: ``mallopt`` parameters of glibc (``malloc.h``).
 _M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4
+#: ``M_TRIM_THRESHOLD`` that never trims: glibc stores the ``int`` as a ``size_t``, so -1
+#: is the largest threshold. ``INT_MAX`` (2 GiB) was not enough: at 4M vertices an epoch's
+#: freed arrays (1 GiB each) left more than 2 GiB free at the heap's top, glibc returned it,
+#: and every epoch page-faulted 2-4 GiB in again (1d on one rank: 0.5-1M new pages an
+#: epoch where 1M vertices had none after the second).
+NEVER_TRIM = -1
 #: Environment variable that turns :func:`keep_freed_memory` off (``0``).
 KEEP_MEMORY_ENV = "HPCGNN_KEEP_MEMORY"
 
@@ -174,7 +180,7 @@ def keep_freed_memory() -> bool:
     shapes again in the next. By default glibc serves blocks over 128 KiB to 32 MiB with
     fresh ``mmap`` pages and unmaps them on ``free``, so every epoch page-faults its
     temporaries in again (on CiteSeer most of an epoch). With ``mmap`` off and no trimming
-    (``mallopt(M_MMAP_MAX, 0)``, ``mallopt(M_TRIM_THRESHOLD, INT_MAX)``) freed blocks
+    (``mallopt(M_MMAP_MAX, 0)``, ``mallopt(M_TRIM_THRESHOLD, -1)``: :data:`NEVER_TRIM`) freed blocks
     stay in the heap and the next epoch's allocations of the same sizes reuse them: after
     the first epoch an epoch touches no new pages (``EpochRecord.new_pages``). The heap
     keeps its high-water mark, which fragmentation raises above what the run needed (by a
@@ -196,7 +202,7 @@ def keep_freed_memory() -> bool:
     except (OSError, AttributeError):
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    return bool(mallopt(_M_MMAP_MAX, 0)) and bool(mallopt(_M_TRIM_THRESHOLD, 2**31 - 1))
+    return bool(mallopt(_M_MMAP_MAX, 0)) and bool(mallopt(_M_TRIM_THRESHOLD, NEVER_TRIM))
 
 
 def minor_faults() -> int:

@@ -62,3 +62,25 @@ def test_the_address_space_limit_is_what_may_still_be_mapped():
             "left = a(); assert left is not None and 0 <= left < cap, left")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
+
+
+def test_freed_memory_is_never_trimmed(monkeypatch):
+    """glibc's trim threshold is a size_t: -1 never trims; INT_MAX trimmed 2 GiB tops."""
+    import ctypes
+    import sys
+
+    from hpcgnn.utils import memory
+
+    calls = []
+
+    def mallopt(option, value):
+        calls.append((option, value))
+        return 1
+
+    libc = type("Libc", (), {})()
+    libc.mallopt = mallopt
+    monkeypatch.setattr(sys, "platform", "linux")
+    monkeypatch.delenv(memory.KEEP_MEMORY_ENV, raising=False)
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: libc)
+    assert memory.keep_freed_memory()
+    assert calls == [(-4, 0), (-1, -1)]  # M_MMAP_MAX 0, M_TRIM_THRESHOLD "infinite"

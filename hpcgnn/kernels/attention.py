@@ -114,15 +114,11 @@ class EdgePattern:
         """The pattern with one value per edge, a CSR tensor ``rows x cols``."""
         return torch.sparse_csr_tensor(*self.csr, values, size=self.shape, check_invariants=False)
 
-    def transposed(self, values: torch.Tensor, column_order: bool = False) -> torch.Tensor:
-        """The transposed pattern with the edges' values, ``cols x rows``.
-
-        ``values`` in edge order, or (``column_order``) already in the transposed order
-        (:meth:`in_column_order`'s).
-        """
-        ordered = values if column_order else self.in_column_order(values)
+    def transposed(self, values: torch.Tensor) -> torch.Tensor:
+        """The transposed pattern with the edges' values (in edge order), ``cols x rows``."""
         return torch.sparse_csr_tensor(
-            *self.csr_t, ordered, size=(self.shape[1], self.shape[0]), check_invariants=False
+            *self.csr_t, self.in_column_order(values), size=(self.shape[1], self.shape[0]),
+            check_invariants=False,
         )
 
     def in_column_order(self, values: torch.Tensor) -> torch.Tensor:

@@ -146,11 +146,16 @@ def attend(
     used)``: the coefficients, the scores before the LeakyReLU and the coefficients used.
     """
     alpha, t = edge_softmax(pattern, s_dst, s_src, NEGATIVE_SLOPE, split)
-    used = alpha if keep is None else torch.mul(alpha, keep).div_(1.0 - p)
     heads, width = z.shape[1], z.shape[2]
+    by_head = alpha.new_empty((heads, pattern.edges))  # each head's SpMM values, contiguous
+    used = by_head.t()  # E x K, written in place of a copy per head
+    if keep is None:
+        used.copy_(alpha)
+    else:
+        torch.mul(alpha, keep, out=used).div_(1.0 - p)
     out = z.new_empty((pattern.shape[0], heads, width))
     for k in range(heads):
-        out[:, k] = spmm(pattern.matrix(used[:, k].contiguous()), z[:, k].contiguous())
+        out[:, k] = spmm(pattern.matrix(by_head[k]), z[:, k].contiguous())
     if split is not None:  # the partial sums of the row's sources
         out = split.sum(out)
     return out, (alpha, t, used)
@@ -173,11 +178,9 @@ def attend_backward(
     alpha, t, used = saved
     g = g.contiguous()
     dz = torch.empty_like(z)
-    used_t = pattern.in_column_order(used)  # every head's values in one gather
+    by_head = used.t()  # K x E: attend's layout, each head's values contiguous
     for k in range(z.shape[1]):
-        dz[:, k] = spmm(
-            pattern.transposed(used_t[:, k].contiguous(), column_order=True), g[:, k].contiguous()
-        )
+        dz[:, k] = spmm(pattern.transposed(by_head[k]), g[:, k].contiguous())
     d_alpha = edge_dot(pattern, g, z)
     if keep is not None:
         d_alpha.mul_(keep).div_(1.0 - p)

@@ -215,7 +215,7 @@ def test_the_settings_are_the_commands_flags_with_their_defaults():
     flags = {a.dest: a.default for a in action.choices["train"]._actions}
     params = inspect.signature(train).parameters
     options = {f.name for mode in MODES.values() for f in fields(mode)}
-    renamed = {"gist_rescale": "rescale", "no_in_place": "in_place"}
+    renamed = {"gist_rescale": "rescale", "no_in_place": "in_place", "merged_buffer": "merged"}
     for name in ("grid", "replication", *MODE_FLAGS):  # a mode's option
         assert renamed.get(name, name) in options, name
         flags.pop(name)

@@ -26,14 +26,19 @@ warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta 
 INT32_LIMIT = 2**31 - 1
 
 
+def fits_int32(nnz: int, shape: tuple[int, int]) -> bool:
+    """Whether int32 indices hold a matrix (``nnz`` and both sizes <= :data:`INT32_LIMIT`)."""
+    return max(nnz, *shape) <= INT32_LIMIT
+
+
 def index_dtype(nnz: int, shape: tuple[int, int], device: torch.device | str) -> torch.dtype:
     """The index dtype of a CSR tensor on ``device``: int32 on a GPU where it fits, else int64.
 
     int32 where ``nnz`` and both dimensions are at most :data:`INT32_LIMIT` and ``device``
     is not the host (an emulated GPU counts as a GPU).
     """
-    fits = max(nnz, *shape) <= INT32_LIMIT
-    return torch.int32 if fits and torch.device(device).type != "cpu" else torch.int64
+    on_gpu = torch.device(device).type != "cpu"
+    return torch.int32 if on_gpu and fits_int32(nnz, shape) else torch.int64
 
 
 def to_torch_csr(

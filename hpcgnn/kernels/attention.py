@@ -29,7 +29,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from hpcgnn.backend.csr import INT32_LIMIT
+from hpcgnn.backend.csr import fits_int32
 from hpcgnn.kernels import cuda_modules as cm
 from hpcgnn.kernels.dropout import keep_pair_words, keep_pairs
 from hpcgnn.kernels.rows import row_word, take_rows
@@ -204,8 +204,7 @@ def spmm_index(edges: int, shape: tuple[int, int], device: torch.device) -> torc
     quarter of a 4-column SpMM's time at one thread), with the same sums either way. On a
     GPU the pattern keeps int64.
     """
-    fits = max(edges, *shape) <= INT32_LIMIT
-    return torch.int32 if fits and device.type == "cpu" else torch.int64
+    return torch.int32 if device.type == "cpu" and fits_int32(edges, shape) else torch.int64
 
 
 def segment_sum(

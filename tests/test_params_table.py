@@ -127,6 +127,13 @@ RECORDED: dict[str, dict[str, str]] = {
         "sage-2d-2x2": "f2b48b47ae9f3928ebc75e9c9e967597f02bece5fad191f731c305f4a161aa85",
     },
     "dc5a67f88deb9538": {
+        # the GAT rows recorded on main at d0b3d0f by the 2026-12-07 session (this
+        # fingerprint's machine had never run them), before any change of that session
+        "gat-1.5d-2x2": "5cfb77127781a7dc110a4d1b0cef1bf41d17469309eecdf311717655511298c5",
+        "gat-1d": "65f18e50a9b1d99c82d19cf6b1f94345789f9c743d6ecfc8069732a3ab61b187",
+        "gat-2d-2x2": "2925d47219daf7015c0d59ea41efc54c60be5fd8604391500d502f378fb6fcda",
+        "gat-halo": "51e83fda5ad550b44fcfbdc4e7e3ca49578bd39d6d9d1c18ec113d6694547c8e",
+        "gat-offload": "5f9f061c4bef6177ec77a1f35d10f127c61af1b2a7c4100cd01084fe1987e38f",
         "1.5d-2x2": "78462f03e8b0edfeec7fe190976978109035a743f8a7146ebfe403ec690fc142",
         "1.5d-directed-2x2": "470a8249e7fdbe5ea944b649737e85e10b40c7d9663264538d8eb03909c063cc",
         "1d-p1": "968635457afbd168263bcfcdf28b13151e1cc19769830c1f9ead88619e97d739",

@@ -11,13 +11,17 @@ On the host, with one torch thread, a wide dense operand is multiplied in column
 (:func:`column_block`, :func:`default_block`): MKL's CSR SpMM gathers whole rows of ``H``
 per nonzero and falls to a third of its per-column rate once ``H`` outgrows the cache
 (width >= 64 on a 20k-vertex graph), while a block of ``H`` that stays cache-resident keeps
-the narrow rate. Each output element is the
-same sum in the same order either way (MKL sums a row's products in CSR order, multiply
-then add, at every width), so the blocked product equals the unblocked one bit for bit.
+the narrow rate. Each output element is the same sum in the same order either way where
+MKL runs one kernel for both widths; where its kernels for the block's width and the whole
+width round differently (an AVX-512 Xeon: widths 4 to 24), :func:`exact_block` widens the
+block until they agree, so the blocked product equals the unblocked one bit for bit.
 """
 
 from __future__ import annotations
 
+import functools
+
+import numpy as np
 import scipy.sparse as sp
 import torch
 
@@ -26,6 +30,7 @@ from hpcgnn.backend.csr import index_dtype, to_torch_csr
 __all__ = [
     "column_block",
     "default_block",
+    "exact_block",
     "index_dtype",
     "sparse_matmul",
     "spmm",
@@ -97,9 +102,38 @@ def spmm(a: torch.Tensor, h: torch.Tensor, block: int | None = None) -> torch.Te
         return torch.sparse.mm(a, h)
     if block is None:
         block = default_block(h.shape[0], width, h.element_size())
+    block = exact_block(block, width, h.dtype)
     if block >= width:
         return torch.sparse.mm(a, h)
     return _column_blocks(a, h, block)
+
+
+@functools.cache
+def exact_block(block: int, width: int, dtype: torch.dtype) -> int:
+    """The narrowest column block from ``block`` up (doubling) summed as the whole product.
+
+    ``width`` (no blocking) where none is. MKL picks its CSR SpMM kernel by the dense
+    operand's width, and on some CPUs the kernels sum differently: on an AVX-512 Xeon
+    widths 4, 8, ..., 24 (float32 and float64) gave other bits than a column alone or 25
+    and more columns, so 16-column blocks of a 64-wide product changed its last bits.
+    Probed once per ``(block, width, dtype)`` on a matrix of long rows of values over eight
+    decades (a different order or fused multiply-add shows), as
+    :func:`hpcgnn.kernels.attention.sums_in_order` probes ``sum``. On a CPU whose kernels
+    agree the block is ``block`` itself.
+    """
+    if block >= width:
+        return width
+    rng = np.random.default_rng(width)
+    a = sp.random(48, 96, density=0.3, random_state=block, format="csr", dtype=np.float64)
+    a.data = rng.standard_normal(a.nnz) * 10.0 ** rng.integers(-4, 4, a.nnz)
+    t = to_torch_csr(a, dtype)
+    h = torch.from_numpy(rng.standard_normal((96, width))).to(dtype)
+    whole = torch.sparse.mm(t, h)
+    while block < width:
+        if torch.equal(_column_blocks(t, h, block), whole):
+            return block
+        block *= 2
+    return width
 
 
 def _column_blocks(a: torch.Tensor, h: torch.Tensor, block: int) -> torch.Tensor:

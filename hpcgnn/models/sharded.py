@@ -62,7 +62,7 @@ from hpcgnn.cost.gist import LOCAL, SCATTER, reduction
 from hpcgnn.exchange.subnets import EVAL
 from hpcgnn.graph.normalize import load_normalized
 from hpcgnn.io.reader import GraphFile
-from hpcgnn.kernels.attention import EdgePattern, edge_pattern
+from hpcgnn.kernels.attention import EdgePattern, edge_pattern, head_scores
 from hpcgnn.kernels.gemm import matmul
 from hpcgnn.kernels.spmm import spmm, to_torch_csr
 from hpcgnn.layout.blocks import even_offsets
@@ -325,7 +325,7 @@ class ShardedPrimitives:
         else:
             assert fwd.pattern is not None
             z = z.view(fwd.num_nodes, *a_src.shape)
-            s_src, s_dst = (z * a_src).sum(dim=2), (z * a_dst).sum(dim=2)
+            s_src, s_dst = head_scores(z, a_src), head_scores(z, a_dst)
             out, _ = attend(fwd.pattern, z, s_dst, s_src, None, 0.0)
             out = out.mean(dim=1) if self.last else out.reshape(fwd.num_nodes, -1)
         out = self._bias(out, w, a_src, a_dst)

@@ -24,7 +24,7 @@ import torch
 
 from hpcgnn.backend import Device
 from hpcgnn.comm.stats import CommStats
-from hpcgnn.kernels.attention import AttentionDrop, EdgePattern, edge_pattern
+from hpcgnn.kernels.attention import AttentionDrop, EdgePattern, edge_pattern, head_scores
 from hpcgnn.kernels.gemm import matmul
 from hpcgnn.kernels.spmm import to_torch_csr
 from hpcgnn.nn.gat import LocalNeighbourhood, _Attend
@@ -236,14 +236,14 @@ class ChunkPrimitives:
         """GAT's layer: the own rows' ``[z | s_src]`` exchanged, the edges scored on them."""
         heads, width = a_src.shape
         z = self.dense(h, w)
-        s_src = (z.view(-1, heads, width) * a_src).sum(dim=2)
+        s_src = head_scores(z.view(-1, heads, width), a_src)
 
         def attend(neigh: torch.Tensor) -> torch.Tensor:
             a = a_dst.detach().requires_grad_() if self.run.grad else a_dst
             index = next(i for i, t in enumerate(self.weights) if t is a_dst)
             self.exchange_leaves.append((index, a))
             z_all = neigh[:, : heads * width].reshape(-1, heads, width)
-            s_dst = (z_all[self.ops.own] * a).sum(dim=2)
+            s_dst = head_scores(z_all[self.ops.own], a)
             pattern = self.ops.pattern
             assert pattern is not None
             keep = None if self.drop is None else self.drop.keep(self.layer, pattern, heads)

@@ -41,6 +41,7 @@ from hpcgnn.kernels.attention import (
     edge_dot,
     edge_softmax,
     edge_softmax_backward,
+    head_scores,
     segment_sum,
 )
 from hpcgnn.kernels.rows import take_rows
@@ -267,9 +268,9 @@ def gat_layer(
     """
     heads, width = a_src.shape
     z = dense(h, w).view(-1, heads, width)
-    s_src = (z * a_src).sum(dim=2)
+    s_src = head_scores(z, a_src)
     z_dst = z[: nbh.pattern.shape[0]] if dst is None else take_rows(z, dst)
-    s_dst = (z_dst * a_dst).sum(dim=2)
+    s_dst = head_scores(z_dst, a_dst)
     rows = _Gather.apply(torch.cat([z.reshape(-1, heads * width), s_src], dim=1), nbh, stats, layer)
     z_all = rows[:, : heads * width].view(-1, heads, width)
     keep = None if drop is None else drop.keep(layer, nbh.pattern, heads, dtype=z.dtype)

@@ -82,8 +82,8 @@ class EdgePattern:
         fit, so the gathers by them read half the index bytes; SBM-20k GAT, one thread:
         the epoch's ``index_select`` time 26 against 21 ms).
     perm, row_t
-        The edges in column order (a stable argsort of ``col``; ``col``'s dtype) and their
-        rows (int64): the column indices of the transposed pattern.
+        The edges in column order (a stable argsort of ``col``) and their rows: the column
+        indices of the transposed pattern (``col``'s dtype).
     sums, sums_t
         Patterns of ones ``rows x edges`` and ``cols x edges`` (CSR tensors): their
         products with edge values are the per-row and per-column sums.
@@ -171,17 +171,19 @@ def edge_pattern(
     crow, col = a.crow_indices().long(), a.col_indices().long()
     device = col.device
     row, perm, crow_t = transpose_index(crow, col, cols)
-    row_t = row[perm]
     idx = spmm_index(len(col), (rows, cols), device)
-    if idx == torch.int32:  # the host gathers read half the index bytes (same ids)
-        row, col, perm = row.to(idx), col.to(idx), perm.to(idx)
+    # the edges' ids in the CSR tensors' dtype (int32 on the host where they fit: the
+    # gathers by them read half the index bytes); col, perm and row_t are also those
+    # tensors' column indices, one array each
+    row, col, perm = row.to(idx), col.to(idx), perm.to(idx)
+    row_t = row[perm]
     ones = torch.ones(len(col), dtype=dtype, device=device)
     edges = torch.arange(len(col), dtype=idx, device=device)
     sums = torch.sparse_csr_tensor(
         crow.to(idx), edges, ones, size=(rows, len(col)), check_invariants=False
     )
     sums_t = torch.sparse_csr_tensor(
-        crow_t.to(idx), perm.to(idx), ones, size=(cols, len(col)), check_invariants=False
+        crow_t.to(idx), perm, ones, size=(cols, len(col)), check_invariants=False
     )
 
     def ids(x: np.ndarray | torch.Tensor) -> torch.Tensor:
@@ -199,8 +201,8 @@ def edge_pattern(
         shape=(rows, cols),
         row_ids=ids(row_ids),
         col_ids=ids(col_ids),
-        csr=(sums.crow_indices(), col.to(idx)),
-        csr_t=(sums_t.crow_indices(), row_t.to(idx)),
+        csr=(sums.crow_indices(), col),
+        csr_t=(sums_t.crow_indices(), row_t),
     )
 
 

@@ -206,6 +206,23 @@ def test_model_reproduces_cagnets_injection_contention_on_summit(tmp_path, ranks
         assert grids["6x2"] >= grids["12x1"]
 
 
+@pytest.mark.parametrize("ranks_per_node", [6, 1])
+def test_model_reproduces_cagnets_finding_on_its_bandwidth_bound_amazon(tmp_path,
+                                                                       ranks_per_node):
+    """CAGNET Sec. 6.1 reports the finding for Amazon and Protein, the bandwidth-bound shapes
+    (Reddit is latency bound there, and gains from c through latency): the whole epoch of
+    1.5D c = 2 is no faster than c = 1 with 6 GPUs a node, and faster with 1, at P = 12, 24."""
+    out = tmp_path / "m.json"
+    assert main(["model", "--shape", "14249639,230788269,300,24", "--procs", "12,24",
+                 "--machine", "summit", "--ranks-per-node", str(ranks_per_node), "--top", "0",
+                 "--out", str(out)]) == 0
+    for result in json.loads(out.read_text())["results"]:
+        p = result["procs"]
+        grids = {c["grid"]: c["time_s"] for c in result["choices"] if c["algo"] == "1.5d"}
+        one, two = grids[f"{p}x1"], grids[f"{p // 2}x2"]
+        assert (two >= one) if ranks_per_node == 6 else (two < 0.75 * one), (p, one, two)
+
+
 def test_model_predicts_each_choices_peak_memory_by_part(tmp_path, capsys):
     """Every choice carries the memory check's estimate, whose parts sum to its total."""
     from hpcgnn.cost.ranking import MEMORY_PARTS

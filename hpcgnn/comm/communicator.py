@@ -291,12 +291,14 @@ class Comm:
         category: str,
         recvcounts: Sequence[int] | np.ndarray | None = None,
         methods: Sequence[str] | None = None,
+        out: Buffer | None = None,
     ) -> tuple[Buffer, np.ndarray]:
         """Personalised exchange: rows ``sendbuf[offset_r : offset_r + sendcounts[r]]`` go to r.
 
-        Returns ``(recvbuf, recvcounts)``: ``recvbuf`` is a new buffer like ``sendbuf``
-        holding the rows from rank 0, 1, ... in order, ``recvcounts`` (int64, NumPy) the
-        rows from each rank; the counts are exchanged first when not given (``8 (p-1)``
+        Returns ``(recvbuf, recvcounts)``: ``recvbuf`` is ``out`` (contiguous, like
+        ``sendbuf``, ``sum(recvcounts)`` rows), or a new buffer like ``sendbuf`` where it is
+        ``None``, holding the rows from rank 0, 1, ... in order, ``recvcounts`` (int64,
+        NumPy) the rows from each rank; the counts are exchanged first when not given (``8 (p-1)``
         bytes of category ``"control"``). Records the bytes received from other ranks,
         split by ``methods`` (the pair method of each peer, :attr:`CommStats.methods`)
         when given.
@@ -309,7 +311,11 @@ class Comm:
                 self.mpi.Alltoall(t.read(sendcounts), t.write(recvcounts))
         recvcounts = np.asarray(recvcounts, dtype=np.int64)
         row = int(np.prod(shape[1:], dtype=np.int64))
-        out = self._recv_like(sendbuf, (int(recvcounts.sum()), *shape[1:]))
+        want = (int(recvcounts.sum()), *shape[1:])
+        if out is None:
+            out = self._recv_like(sendbuf, want)
+        elif tuple(out.shape) != want:
+            raise ValueError(f"alltoallv: out has shape {tuple(out.shape)}, not {want}")
         nbytes = (recvcounts.sum() - recvcounts[self.rank]) * row * _itemsize(sendbuf)
         s_el, r_el = sendcounts * row, recvcounts * row
         s_off, r_off = _starts(s_el), _starts(r_el)

@@ -168,8 +168,10 @@ def memory_parts(
       patterns the backward keeps;
     - ``weights_adam``: :func:`weight_bytes`;
     - ``comm_buffers``: a received block and the partial sums, ``2 max(f)`` values per
-      row; halo: an exchange's rows at the widest aggregation, the sent block, the received
-      one and the received rows again in their concatenation with the owned ones;
+      row; halo, at the widest aggregation: the ``[owned | halo]`` rows a product reads
+      (the halo rows received into them in place, kept from call to call), the sent block
+      and a pushed backward's halo rows of the product and the gradients received for the
+      owned rows;
     - ``heap_reuse``: :data:`HEAP_REUSE` of an epoch's temporaries (activations, attention,
       buffers), the heap glibc keeps beyond them;
     - ``temporaries``: the graph check's block of edges (``hpcgnn.io.validate``
@@ -207,10 +209,11 @@ def block_parts(
         graph = csr(nnz, rows) + csr(block.nnz_t, rows)
     features = rows * (meta.num_features * itemsize + 8 + 3)
     activations = 4 * rows * sum(widths) * itemsize
-    buffers = 2 * rows * max(widths) * itemsize
-    if halo:
+    if halo:  # [owned | halo] rows kept for the products, the sent and received blocks
         width = max(f for f, _ in aggregation_widths(widths, cfg.kind))
-        buffers += (2 * block.halo + block.sent) * width * itemsize
+        buffers = (rows + 2 * block.halo + block.sent) * width * itemsize
+    else:
+        buffers = 2 * rows * max(widths) * itemsize
     attention = 0.0
     if uses(widths, cfg.kind, ATTENTION):
         kind, last = cfg.kind, cfg.layers - 1

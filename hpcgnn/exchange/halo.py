@@ -133,12 +133,16 @@ class HaloExchange:
         # without atomics, in the CPU's order (made once, not per backward)
         self._send_map = scatter_map(self._send_rows)
 
-    def gather(self, x: torch.Tensor) -> torch.Tensor:
-        """Rows of ``X`` for this rank's halo (in halo order), given its owned rows ``x``."""
+    def gather(self, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+        """Rows of ``X`` for this rank's halo (in halo order), given its owned rows ``x``.
+
+        ``out``: where the rows go (contiguous, one per halo vertex; a new tensor when
+        ``None``).
+        """
         send = gather_rows(x, self._send_rows)
         recv, _ = self.comm.alltoallv(
             send, self.sets.send_counts, self.category, recvcounts=self.sets.recv_counts,
-            methods=self.methods,
+            methods=self.methods, out=out,
         )
         return recv
 

@@ -56,6 +56,7 @@ from hpcgnn.comm.node import node_peers
 from hpcgnn.comm.stats import SlotTimer
 from hpcgnn.errors import ConfigError, HpcgnnError
 from hpcgnn.exchange.halo import HALO, HALO_SETUP, HaloExchange, HaloSets
+from hpcgnn.exchange.workspace import Workspace
 from hpcgnn.kernels.rows import gather_rows, scatter_add_rows
 from hpcgnn.planning.methods import host_method, peer_methods
 from hpcgnn.planning.plan import Edge, TableKey, occurrences
@@ -246,28 +247,7 @@ def _make_stage(
     return _Stage(send_counts, recv_counts, sends, recvs, subs)
 
 
-class _Workspace:
-    """Buffers of an exchange kept from call to call, one per use and row shape.
-
-    The forward's received region, mixed messages' packed rows and the backward's
-    received gradients are written whole by every call (the backward's gradient region is
-    zeroed), so they need not be allocated again; each use keeps one buffer per dtype,
-    device and trailing shape (a model's layers of other widths each have their own).
-    """
-
-    def __init__(self) -> None:
-        self._bufs: dict[tuple, torch.Tensor] = {}
-
-    def take(self, use: object, like: torch.Tensor, rows: int) -> torch.Tensor:
-        """An uninitialised ``rows x like.shape[1:]`` buffer like ``like`` for ``use``."""
-        key = (use, like.dtype, like.device, tuple(like.shape[1:]))
-        buf = self._bufs.get(key)
-        if buf is None or len(buf) != rows:
-            buf = self._bufs[key] = like.new_empty((rows, *like.shape[1:]))
-        return buf
-
-
-def _pack(x: torch.Tensor, recv: torch.Tensor, m: _Send, work: _Workspace) -> torch.Tensor:
+def _pack(x: torch.Tensor, recv: torch.Tensor, m: _Send, work: Workspace) -> torch.Tensor:
     """The rows of message ``m``: rows of ``x`` and forwarded rows of the region ``recv``.
 
     A message of one kind of rows is one gather; a mixed one is gathered into a buffer of
@@ -388,7 +368,7 @@ class StagedExchange:
             [int(st.recv_counts.sum()) for st in self._stages], dtype=np.int64
         )
         self._recv_total = int(self.recv_rows_per_stage.sum())
-        self._work = _Workspace()
+        self._work = Workspace()
         self._fwd_timer = SlotTimer(self.num_stages)
         self._bwd_timer = SlotTimer(self.num_stages)
         self._halo_pos = self._map_halo(owner, needed, row_keys)
@@ -590,15 +570,19 @@ class StagedExchange:
             t0 = t1
         return recv
 
-    def gather(self, x: torch.Tensor) -> torch.Tensor:
-        """Rows of ``X`` for this rank's halo (in halo order), given its owned rows ``x``."""
+    def gather(self, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+        """Rows of ``X`` for this rank's halo (in halo order), given its owned rows ``x``.
+
+        ``out``: where the rows go (one per halo vertex; a new tensor when ``None``).
+        """
         if self._p2p is not None:
             t0 = self.comm.stats.mark()
-            rows = self._p2p.gather(x)
+            rows = self._p2p.gather(x, out)
             self._fwd_timer.add(0, t0, self.comm.stats.mark())
             return rows
         recv = self._work.take("recv", x, self._recv_total)
-        return gather_rows(self._forward(x, self.category, self._fwd_timer, recv), self._halo_pos)
+        rows = gather_rows(self._forward(x, self.category, self._fwd_timer, recv), self._halo_pos)
+        return rows if out is None else out.copy_(rows)
 
     def scatter_add(self, halo_rows: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         """Send ``halo_rows`` (one per halo vertex) back along the trees; add into ``out``.

@@ -32,6 +32,7 @@ from hpcgnn.comm.communicator import Comm
 from hpcgnn.cost.halo import choose_backward
 from hpcgnn.exchange.halo import HALO_SETUP, HaloExchange, halo_sets, local_matrix
 from hpcgnn.exchange.staged import EXCHANGES, StagedExchange
+from hpcgnn.exchange.workspace import Workspace
 from hpcgnn.kernels.attention import EdgePattern, RowReduce, edge_pattern
 from hpcgnn.kernels.spmm import spmm, to_torch_csr
 from hpcgnn.planning.spst import DEFAULT_BYTES_PER_VERTEX
@@ -80,6 +81,7 @@ class HaloAggregation:
             backward = "push"
         self.exchange = exchange
         self.dtype = dtype
+        self._work = Workspace()
         self.comm = comm
         lo, hi = int(offsets[comm.rank]), int(offsets[comm.rank + 1])
         self.owned = hi - lo
@@ -114,22 +116,46 @@ class HaloAggregation:
         """The exchange of the forward gather (and of a pushed backward)."""
         return self._fwd_x
 
+    def with_halo(
+        self, x: torch.Tensor, exchange: HaloExchange | StagedExchange, halo: int,
+        rows: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """``[x | its halo rows]``: the owned rows then the ``halo`` rows ``exchange`` gathers.
+
+        The rows are received in place behind the owned ones, into ``rows`` (``owned +
+        halo`` rows like ``x``, kept by the caller) or a new tensor; with no halo rows
+        ``x`` itself (the exchange still runs: the other ranks may need this one's rows).
+        """
+        if not halo:
+            exchange.gather(x, x.new_empty((0, *x.shape[1:])))
+            return x
+        if rows is None:
+            rows = x.new_empty((self.owned + halo, *x.shape[1:]))
+        rows[: self.owned] = x
+        exchange.gather(x, rows[self.owned :])
+        return rows
+
+    def _product(self, a: torch.Tensor, x: torch.Tensor,
+                 exchange: HaloExchange | StagedExchange, halo: int, use: str) -> torch.Tensor:
+        """``a [x | halo rows]``, the rows in this aggregation's buffer for ``use``."""
+        x = x.contiguous()
+        rows = self._work.take(use, x, self.owned + halo) if halo else None
+        rows = self.with_halo(x, exchange, halo, rows)
+        with self.comm.stats.phase("local_spmm"):
+            return spmm(a, rows)
+
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         """This rank's rows of ``Â^T H`` given its rows of ``H``."""
-        halo = self._fwd_x.gather(h)
-        with self.comm.stats.phase("local_spmm"):
-            return spmm(self._a_t, torch.cat([h, halo]))
+        return self._product(self._a_t, h, self._fwd_x, len(self.fwd_sets.halo), "forward")
 
     def backward(self, g: torch.Tensor) -> torch.Tensor:
         """This rank's rows of ``Â G`` given its rows of ``G``."""
         if self.mode == "pull":
-            halo = self._bwd_x.gather(g)
-            with self.comm.stats.phase("local_spmm"):
-                return spmm(self._a_bwd, torch.cat([g, halo]))
+            return self._product(self._a_bwd, g, self._bwd_x, len(self.bwd_sets.halo), "pull")
         with self.comm.stats.phase("local_spmm"):
             full = spmm(self._a_bwd, g)
-        out = full[: self.owned].clone()
-        return self._bwd_x.scatter_add(full[self.owned :], out)
+        # the halo rows' sums go to their owners; theirs are added to the owned rows in place
+        return self._bwd_x.scatter_add(full[self.owned :], full[: self.owned])
 
     def neighbourhood(self) -> HaloNeighbourhood:
         """GAT's source rows on this partition: the owned rows and the forward halo."""
@@ -159,8 +185,9 @@ class HaloNeighbourhood:
         )
 
     def gather(self, x: torch.Tensor) -> torch.Tensor:
-        """This rank's rows of ``x`` followed by its halo rows."""
-        return torch.cat([x, self.agg.fwd_exchange.gather(x)])
+        """This rank's rows of ``x`` followed by its halo rows (a new tensor: autograd keeps it)."""
+        agg = self.agg
+        return agg.with_halo(x, agg.fwd_exchange, len(agg.fwd_sets.halo))
 
     def scatter(self, g: torch.Tensor) -> torch.Tensor:
         """The owned rows of ``g`` plus the halo rows' gradients pushed back by their users."""

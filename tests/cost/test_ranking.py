@@ -144,13 +144,13 @@ def test_memory_follows_the_files_busiest_block():
         each = [block_parts(meta, cfg, shape, b, algo == "halo")
                 for b in rank_blocks(meta, shape, algo == "halo")]
         assert parts == max(each, key=lambda p: p.total)
-    # halo: the busiest block's rows, its exchange's rows (2 received blocks and the sent)
+    # halo: the busiest block's [owned | halo] rows, one more received block and the sent
     halo = memory_parts(meta, cfg, shape, "halo").parts
-    assert halo["comm_buffers"] == 4 * 16 * (2 * 600 + 2 * 90 + 300)
+    assert halo["comm_buffers"] == 4 * 16 * (600 + 2 * 90 + 300)
     assert halo["graph_blocks"] == 8_600 * 12 + 8 * 601 + 8_600 * 12 + 8 * (600 + 90 + 1) \
         + 8_600 * 8
     assert memory_parts(meta, cfg, GridShape("1d", (1,)), "halo").parts["comm_buffers"] == (
-        4 * 16 * 2 * 1000
+        4 * 16 * 1000
     )
 
 
@@ -163,7 +163,7 @@ def test_memory_without_the_files_blocks_bounds_the_halo():
         assert rank_blocks(meta, shape, halo=True) == [RankBlock(rows, nnz, nnz, remote, remote)]
         assert rank_blocks(meta, shape) == [RankBlock(rows, nnz, nnz)]
         buffers = memory_parts(meta, cfg, shape, "halo").parts["comm_buffers"]
-        assert buffers == 4 * 16 * (2 * rows + 3 * remote)  # three blocks of the bound
+        assert buffers == 4 * 16 * (rows + 3 * remote)  # three blocks of the bound
     # SUMMA grids split n / P vertices, whatever the partition
     meta = partitioned_meta(TWO_PARTS)
     assert rank_blocks(meta, GridShape("2d", (2, 1))) == [RankBlock(500, 5_500, 5_500)]

@@ -284,6 +284,21 @@ def test_alltoallv_of_int64_ids_stays_numpy(world):
 
 
 @pytest.mark.mpi
+def test_alltoallv_receives_into_the_given_rows(world):
+    """``out=``: the rows land in the caller's buffer (a view's tail), nothing else moves."""
+    p, me = world.size, world.rank
+    rows, sendcounts, recvcounts = _alltoall_pattern(p, me)
+    send = torch.from_numpy(rows)
+    buf = torch.full((2 + int(recvcounts.sum()), 2), -1.0, dtype=torch.float64)
+    got, _ = world.alltoallv(send, sendcounts, "halo", recvcounts, out=buf[2:])
+    fresh, _ = world.alltoallv(send, sendcounts, "halo", recvcounts)
+    ok = got.data_ptr() == buf[2:].data_ptr() and torch.equal(buf[2:], fresh)
+    assert_all(world, ok and bool((buf[:2] == -1).all()), "received in place")
+    with pytest.raises(ValueError, match="out has shape"):
+        world.alltoallv(send, sendcounts, "halo", recvcounts, out=buf)
+
+
+@pytest.mark.mpi
 def test_tensor_results_are_fresh_and_detached(world):
     """Returned tensors own their memory and do not join the sender's autograd graph."""
     p = world.size

@@ -185,7 +185,11 @@ class HaloNeighbourhood:
         )
 
     def gather(self, x: torch.Tensor) -> torch.Tensor:
-        """This rank's rows of ``x`` followed by its halo rows (a new tensor: autograd keeps it)."""
+        """This rank's rows of ``x`` followed by its halo rows.
+
+        A new tensor (autograd keeps it, so it is not the aggregation's kept buffer); ``x``
+        itself where this rank has no halo rows.
+        """
         agg = self.agg
         return agg.with_halo(x, agg.fwd_exchange, len(agg.fwd_sets.halo))
 
